@@ -1,0 +1,662 @@
+#include "dialects/nn/NNOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace loom::nn;
+
+//===----------------------------------------------------------------------===//
+// Shape helpers
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<int64_t>>
+loom::nn::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return failure();
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+bool loom::nn::isBroadcastableTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
+  if (from.size() > to.size())
+    return false;
+  size_t lead = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1 && from[i] != to[lead + i])
+      return false;
+  return true;
+}
+
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(shape, os, "x");
+  os << "]";
+  return s;
+}
+
+static RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Checks `dim` against `rank`, with an error naming `what`.
+static LogicalResult checkDim(std::optional<Location> loc, int64_t dim,
+                              int64_t rank, StringRef what) {
+  if (dim < 0 || dim >= rank)
+    return emitOptionalError(loc, what, " ", dim,
+                             " is out of range for a tensor of rank ", rank);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and parameters
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+static ParseResult parseParamInit(OpAsmParser &parser, InitKindAttr &init,
+                                  FloatAttr &scale) {
+  Builder &b = parser.getBuilder();
+  if (failed(parser.parseOptionalKeyword("init")))
+    return success();
+  StringRef kindName;
+  double scaleValue = 0.0;
+  SMLoc kindLoc = parser.getCurrentLocation();
+  if (parser.parseLParen() || parser.parseKeyword(&kindName))
+    return failure();
+  std::optional<InitKind> kind = symbolizeInitKind(kindName);
+  if (!kind)
+    return parser.emitError(kindLoc, "unknown initializer '")
+           << kindName << "' (expected zeros, ones, normal or uniform)";
+  if (succeeded(parser.parseOptionalComma()) && parser.parseFloat(scaleValue))
+    return failure();
+  if (parser.parseRParen())
+    return failure();
+  init = InitKindAttr::get(b.getContext(), *kind);
+  scale = b.getF64FloatAttr(scaleValue);
+  return success();
+}
+
+static void printParamInit(OpAsmPrinter &p, ParameterOp, InitKindAttr init,
+                           FloatAttr scale) {
+  bool defaultInit = !init || init.getValue() == InitKind::zeros;
+  bool defaultScale = !scale || scale.getValueAsDouble() == 0.0;
+  if (defaultInit && defaultScale)
+    return;
+  p << " init(" << stringifyInitKind(init ? init.getValue() : InitKind::zeros);
+  if (!defaultScale)
+    p << ", " << scale.getValueAsDouble();
+  p << ")";
+}
+
+LogicalResult ParameterOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a non-empty name");
+  if (getInitScale().convertToDouble() < 0)
+    return emitOpError("init scale must be non-negative, got ")
+           << getInitScale().convertToDouble();
+  if (std::optional<ElementsAttr> value = getValue()) {
+    if (value->getType() != getType())
+      return emitOpError("value of type ")
+             << value->getType() << " does not match the parameter's type "
+             << getType();
+  }
+  return success();
+}
+
+LogicalResult IotaOp::verify() {
+  return checkDim(getLoc(), getDim(), getType().getRank(), "dim");
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename Adaptor>
+static LogicalResult inferBinary(std::optional<Location> loc, Adaptor adaptor,
+                                 SmallVectorImpl<Type> &results) {
+  auto lhs = cast<RankedTensorType>(adaptor.getLhs().getType());
+  auto rhs = cast<RankedTensorType>(adaptor.getRhs().getType());
+  auto shape = broadcastShapes(lhs.getShape(), rhs.getShape());
+  if (failed(shape))
+    return emitOptionalError(loc, "operand shapes ", shapeString(lhs.getShape()),
+                             " and ", shapeString(rhs.getShape()),
+                             " are not broadcast-compatible");
+  results.push_back(RankedTensorType::get(*shape, lhs.getElementType()));
+  return success();
+}
+
+#define LOOM_NN_BINARY_INFER(OP)                                               \
+  LogicalResult OP::inferReturnTypes(MLIRContext *,                           \
+                                     std::optional<Location> loc,             \
+                                     Adaptor adaptor,                         \
+                                     SmallVectorImpl<Type> &results) {        \
+    return inferBinary(loc, adaptor, results);                                \
+  }
+LOOM_NN_BINARY_INFER(AddOp)
+LOOM_NN_BINARY_INFER(SubOp)
+LOOM_NN_BINARY_INFER(MulOp)
+LOOM_NN_BINARY_INFER(DivOp)
+LOOM_NN_BINARY_INFER(PowOp)
+LOOM_NN_BINARY_INFER(MaximumOp)
+LOOM_NN_BINARY_INFER(MinimumOp)
+#undef LOOM_NN_BINARY_INFER
+
+LogicalResult CompareOp::inferReturnTypes(MLIRContext *ctx,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  SmallVector<Type> broadcast;
+  if (failed(inferBinary(loc, adaptor, broadcast)))
+    return failure();
+  results.push_back(RankedTensorType::get(
+      cast<RankedTensorType>(broadcast[0]).getShape(), IntegerType::get(ctx, 1)));
+  return success();
+}
+
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  auto cond = tensorOf(adaptor.getCondition());
+  auto lhs = tensorOf(adaptor.getLhs());
+  auto rhs = tensorOf(adaptor.getRhs());
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(loc, "branches have different element types ",
+                             lhs.getElementType(), " and ",
+                             rhs.getElementType());
+  auto shape = broadcastShapes(lhs.getShape(), rhs.getShape());
+  if (succeeded(shape))
+    shape = broadcastShapes(cond.getShape(), *shape);
+  if (failed(shape))
+    return emitOptionalError(loc, "condition ", shapeString(cond.getShape()),
+                             " and branches ", shapeString(lhs.getShape()),
+                             ", ", shapeString(rhs.getShape()),
+                             " are not broadcast-compatible");
+  results.push_back(RankedTensorType::get(*shape, lhs.getElementType()));
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError("changes the shape from ")
+           << shapeString(getInput().getType().getShape()) << " to "
+           << shapeString(getType().getShape()) << "; a cast keeps the shape";
+  return success();
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto lhs = tensorOf(adaptor.getLhs());
+  auto rhs = tensorOf(adaptor.getRhs());
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return emitOptionalError(loc, "operands must have rank >= 2, got ranks ",
+                             lhs.getRank(), " and ", rhs.getRank());
+  ArrayRef<int64_t> ls = lhs.getShape(), rs = rhs.getShape();
+  int64_t m = adaptor.getTransposeLhs() ? ls.back() : ls[ls.size() - 2];
+  int64_t kl = adaptor.getTransposeLhs() ? ls[ls.size() - 2] : ls.back();
+  int64_t kr = adaptor.getTransposeRhs() ? rs.back() : rs[rs.size() - 2];
+  int64_t n = adaptor.getTransposeRhs() ? rs[rs.size() - 2] : rs.back();
+  if (kl != kr)
+    return emitOptionalError(loc, "contracting dimensions differ: lhs ",
+                             shapeString(ls), " has K=", kl, ", rhs ",
+                             shapeString(rs), " has K=", kr);
+  auto batch = broadcastShapes(ls.drop_back(2), rs.drop_back(2));
+  if (failed(batch))
+    return emitOptionalError(loc, "batch dimensions ",
+                             shapeString(ls.drop_back(2)), " and ",
+                             shapeString(rs.drop_back(2)),
+                             " are not broadcast-compatible");
+  SmallVector<int64_t> shape = *batch;
+  shape.push_back(m);
+  shape.push_back(n);
+  results.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+template <typename Adaptor>
+static LogicalResult inferReduce(std::optional<Location> loc, Adaptor adaptor,
+                                 SmallVectorImpl<Type> &results) {
+  auto input = tensorOf(adaptor.getInput());
+  llvm::SmallSet<int64_t, 4> seen;
+  for (int64_t d : adaptor.getDims()) {
+    if (failed(checkDim(loc, d, input.getRank(), "reduction dim")))
+      return failure();
+    if (!seen.insert(d).second)
+      return emitOptionalError(loc, "reduction dim ", d, " is repeated");
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < input.getRank(); ++i) {
+    if (!seen.contains(i))
+      shape.push_back(input.getDimSize(i));
+    else if (adaptor.getKeepdim())
+      shape.push_back(1);
+  }
+  results.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+#define LOOM_NN_REDUCE(OP)                                                     \
+  LogicalResult OP::inferReturnTypes(MLIRContext *,                           \
+                                     std::optional<Location> loc,             \
+                                     Adaptor adaptor,                         \
+                                     SmallVectorImpl<Type> &results) {        \
+    return inferReduce(loc, adaptor, results);                                \
+  }                                                                            \
+  OpFoldResult OP::fold(FoldAdaptor) {                                         \
+    if (getDims().empty())                                                     \
+      return getInput();                                                       \
+    return {};                                                                 \
+  }
+LOOM_NN_REDUCE(ReduceSumOp)
+LOOM_NN_REDUCE(ReduceMeanOp)
+LOOM_NN_REDUCE(ReduceMaxOp)
+#undef LOOM_NN_REDUCE
+
+LogicalResult SoftmaxOp::verify() {
+  return checkDim(getLoc(), getDim(), getType().getRank(), "dim");
+}
+LogicalResult LogSoftmaxOp::verify() {
+  return checkDim(getLoc(), getDim(), getType().getRank(), "dim");
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer layers
+//===----------------------------------------------------------------------===//
+
+/// Checks an optional per-feature operand (norm weight or bias): shape [D]
+/// where D is the input's last dim, same element type.
+static LogicalResult verifyFeatureOperand(Operation *op, Value operand,
+                                          RankedTensorType input,
+                                          StringRef what) {
+  if (!operand)
+    return success();
+  auto type = tensorOf(operand);
+  if (input.getRank() < 1)
+    return op->emitOpError("input must have rank >= 1");
+  if (type.getRank() != 1 || type.getDimSize(0) != input.getShape().back())
+    return op->emitOpError()
+           << what << " must have shape [" << input.getShape().back()
+           << "] (the input's last dim), got " << shapeString(type.getShape());
+  if (type.getElementType() != input.getElementType())
+    return op->emitOpError()
+           << what << " element type " << type.getElementType()
+           << " differs from the input's " << input.getElementType();
+  return success();
+}
+
+static LogicalResult verifySameAsInput(Operation *op, Type input, Type result) {
+  if (input != result)
+    return op->emitOpError("result type ")
+           << result << " must equal the input type " << input;
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto input = getInput().getType();
+  if (failed(verifyFeatureOperand(*this, getWeight(), input, "weight")) ||
+      failed(verifyFeatureOperand(*this, getBias(), input, "bias")) ||
+      failed(verifySameAsInput(*this, input, getType())))
+    return failure();
+  if (getEpsilon().convertToDouble() < 0)
+    return emitOpError("epsilon must be non-negative");
+  return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  auto input = getInput().getType();
+  if (failed(verifyFeatureOperand(*this, getWeight(), input, "weight")) ||
+      failed(verifySameAsInput(*this, input, getType())))
+    return failure();
+  if (getEpsilon().convertToDouble() < 0)
+    return emitOpError("epsilon must be non-negative");
+  return success();
+}
+
+LogicalResult RopeOp::verify() {
+  auto input = getInput().getType();
+  if (input.getRank() < 2)
+    return emitOpError("input must be [..., S, D], got rank ")
+           << input.getRank();
+  int64_t s = input.getDimSize(input.getRank() - 2);
+  int64_t d = input.getShape().back();
+  if (d % 2 != 0)
+    return emitOpError("head dim ") << d << " must be even";
+  for (auto [name, v] : {std::pair<StringRef, Value>{"cos", getCos()},
+                         std::pair<StringRef, Value>{"sin", getSin()}}) {
+    auto t = tensorOf(v);
+    if (t.getShape() != ArrayRef<int64_t>{s, d})
+      return emitOpError() << name << " must have shape [" << s << "x" << d
+                           << "] to match the input, got "
+                           << shapeString(t.getShape());
+    if (t.getElementType() != input.getElementType())
+      return emitOpError() << name << " element type " << t.getElementType()
+                           << " differs from the input's "
+                           << input.getElementType();
+  }
+  return verifySameAsInput(*this, input, getType());
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto q = tensorOf(adaptor.getQuery());
+  auto k = tensorOf(adaptor.getKey());
+  auto v = tensorOf(adaptor.getValue());
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
+    return emitOptionalError(
+        loc, "query, key and value must be [batch, heads, seq, head_dim]");
+  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  if (qs[0] != ks[0] || qs[0] != vs[0])
+    return emitOptionalError(loc, "batch sizes differ: query ", qs[0],
+                             ", key ", ks[0], ", value ", vs[0]);
+  if (ks[1] != vs[1] || ks[2] != vs[2])
+    return emitOptionalError(loc, "key ", shapeString(ks), " and value ",
+                             shapeString(vs),
+                             " must agree in heads and sequence length");
+  if (ks[1] == 0 || qs[1] % ks[1] != 0)
+    return emitOptionalError(loc, "query heads (", qs[1],
+                             ") must be a multiple of key/value heads (",
+                             ks[1], ")");
+  if (qs[3] != ks[3])
+    return emitOptionalError(loc, "query head dim ", qs[3],
+                             " differs from key head dim ", ks[3]);
+  if (std::optional<llvm::APFloat> scale = adaptor.getScale())
+    if (!(scale->convertToDouble() > 0))
+      return emitOptionalError(loc, "scale must be positive");
+  results.push_back(RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]},
+                                          q.getElementType()));
+  return success();
+}
+
+double AttentionOp::getEffectiveScale() {
+  if (std::optional<llvm::APFloat> scale = getScale())
+    return scale->convertToDouble();
+  return 1.0 / std::sqrt(static_cast<double>(getQuery().getType().getShape().back()));
+}
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto table = tensorOf(adaptor.getTable());
+  auto ids = tensorOf(adaptor.getIds());
+  if (table.getRank() != 2)
+    return emitOptionalError(loc, "table must be [vocab, dim], got ",
+                             shapeString(table.getShape()));
+  SmallVector<int64_t> shape(ids.getShape());
+  shape.push_back(table.getDimSize(1));
+  results.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &results) {
+  auto logits = tensorOf(adaptor.getLogits());
+  auto labels = tensorOf(adaptor.getLabels());
+  if (logits.getRank() != 2 || labels.getRank() != 1)
+    return emitOptionalError(loc, "logits must be [N, C] and labels [N], got ",
+                             shapeString(logits.getShape()), " and ",
+                             shapeString(labels.getShape()));
+  if (logits.getDimSize(0) != labels.getDimSize(0))
+    return emitOptionalError(loc, "logits have ", logits.getDimSize(0),
+                             " rows but labels have ", labels.getDimSize(0));
+  SmallVector<int64_t> shape;
+  if (adaptor.getReduction() == LossReduction::none)
+    shape.push_back(labels.getDimSize(0));
+  results.push_back(RankedTensorType::get(shape, Float32Type::get(ctx)));
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0))
+    return emitOpError("probability p must be in [0, 1), got ") << p;
+  return success();
+}
+
+OpFoldResult DropoutOp::fold(FoldAdaptor) {
+  if (getP().convertToDouble() == 0.0)
+    return getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  if (getInput().getType().getNumElements() != getType().getNumElements())
+    return emitOpError("cannot reshape ")
+           << shapeString(getInput().getType().getShape()) << " ("
+           << getInput().getType().getNumElements() << " elements) to "
+           << shapeString(getType().getShape()) << " ("
+           << getType().getNumElements() << " elements)";
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  // reshape(reshape(x)) is one reshape of x.
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(inner.getInput());
+    return getResult();
+  }
+  if (auto dense = dyn_cast_if_present<DenseElementsAttr>(adaptor.getInput()))
+    return dense.reshape(getType());
+  return {};
+}
+
+static bool isPermutation(ArrayRef<int64_t> perm) {
+  SmallVector<bool> seen(perm.size(), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(perm.size()) || seen[p])
+      return false;
+    seen[p] = true;
+  }
+  return true;
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto input = tensorOf(adaptor.getInput());
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  if (static_cast<int64_t>(perm.size()) != input.getRank() ||
+      !isPermutation(perm))
+    return emitOptionalError(loc, "permutation ", shapeString(perm),
+                             " is not a permutation of the ", input.getRank(),
+                             " dims of the input");
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(input.getDimSize(p));
+  results.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  ArrayRef<int64_t> perm = getPermutation();
+  if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+    return getInput();
+  // transpose(transpose(x, p1), p2) is transpose(x, p1 o p2).
+  if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
+    ArrayRef<int64_t> innerPerm = inner.getPermutation();
+    SmallVector<int64_t> composed;
+    for (int64_t p : perm)
+      composed.push_back(innerPerm[p]);
+    getInputMutable().assign(inner.getInput());
+    setPermutation(composed);
+    if (llvm::equal(composed, llvm::seq<int64_t>(0, composed.size())))
+      return getInput();
+    return getResult();
+  }
+  return {};
+}
+
+LogicalResult BroadcastOp::verify() {
+  if (!isBroadcastableTo(getInput().getType().getShape(), getType().getShape()))
+    return emitOpError("cannot broadcast ")
+           << shapeString(getInput().getType().getShape()) << " to "
+           << shapeString(getType().getShape());
+  return success();
+}
+
+OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  if (auto dense = dyn_cast_if_present<DenseElementsAttr>(adaptor.getInput()))
+    if (dense.isSplat())
+      return SplatElementsAttr::get(getType(), dense.getSplatValue<Attribute>());
+  return {};
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  auto input = tensorOf(adaptor.getInput());
+  ArrayRef<int64_t> starts = adaptor.getStarts(), limits = adaptor.getLimits(),
+                    strides = adaptor.getStrides();
+  int64_t rank = input.getRank();
+  if (static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(limits.size()) != rank ||
+      static_cast<int64_t>(strides.size()) != rank)
+    return emitOptionalError(loc, "starts, limits and strides need one entry "
+                                  "per input dim (",
+                             rank, "), got ", starts.size(), ", ",
+                             limits.size(), ", ", strides.size());
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (strides[i] <= 0)
+      return emitOptionalError(loc, "stride of dim ", i, " must be positive, got ",
+                               strides[i]);
+    if (starts[i] < 0 || starts[i] > limits[i] || limits[i] > input.getDimSize(i))
+      return emitOptionalError(loc, "dim ", i, ": range [", starts[i], ", ",
+                               limits[i], ") is not within [0, ",
+                               input.getDimSize(i), "]");
+    shape.push_back((limits[i] - starts[i] + strides[i] - 1) / strides[i]);
+  }
+  results.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType() &&
+      llvm::all_of(getStrides(), [](int64_t s) { return s == 1; }))
+    return getInput();
+  return {};
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  if (adaptor.getInputs().empty())
+    return emitOptionalError(loc, "needs at least one input");
+  auto first = tensorOf(adaptor.getInputs().front());
+  int64_t dim = adaptor.getDim();
+  if (failed(checkDim(loc, dim, first.getRank(), "dim")))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  for (auto [i, v] : llvm::enumerate(adaptor.getInputs().drop_front())) {
+    auto t = tensorOf(v);
+    if (t.getRank() != first.getRank())
+      return emitOptionalError(loc, "input ", i + 1, " has rank ", t.getRank(),
+                               ", input 0 has rank ", first.getRank());
+    for (int64_t d = 0; d < t.getRank(); ++d) {
+      if (d == dim)
+        continue;
+      if (t.getDimSize(d) != first.getDimSize(d))
+        return emitOptionalError(loc, "input ", i + 1, " ",
+                                 shapeString(t.getShape()),
+                                 " differs from input 0 ",
+                                 shapeString(first.getShape()),
+                                 " outside the concatenated dim ", dim);
+    }
+    shape[dim] += t.getDimSize(dim);
+  }
+  results.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor) {
+  if (getInputs().size() == 1)
+    return getInputs().front();
+  return {};
+}
+
+LogicalResult SplitOp::verify() {
+  auto input = getInput().getType();
+  int64_t dim = getDim();
+  if (failed(checkDim(getLoc(), dim, input.getRank(), "dim")))
+    return failure();
+  if (getResults().empty())
+    return emitOpError("needs at least one result");
+  int64_t total = 0;
+  for (auto [i, r] : llvm::enumerate(getResults())) {
+    auto t = tensorOf(r);
+    if (t.getRank() != input.getRank())
+      return emitOpError("result ") << i << " has rank " << t.getRank()
+                                    << ", the input has " << input.getRank();
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != dim && t.getDimSize(d) != input.getDimSize(d))
+        return emitOpError("result ")
+               << i << " " << shapeString(t.getShape())
+               << " differs from the input " << shapeString(input.getShape())
+               << " outside the split dim " << dim;
+    total += t.getDimSize(dim);
+  }
+  if (total != input.getDimSize(dim))
+    return emitOpError("result sizes along dim ")
+           << dim << " add up to " << total << ", the input has "
+           << input.getDimSize(dim);
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto data = tensorOf(adaptor.getData());
+  auto indices = tensorOf(adaptor.getIndices());
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkDim(loc, axis, data.getRank(), "axis")))
+    return failure();
+  SmallVector<int64_t> shape(data.getShape().take_front(axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  results.push_back(RankedTensorType::get(shape, data.getElementType()));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/nn/NNOps.cpp.inc"

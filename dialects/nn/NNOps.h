@@ -1,0 +1,34 @@
+#ifndef LOOM_DIALECTS_NN_NNOPS_H
+#define LOOM_DIALECTS_NN_NNOPS_H
+
+#include "dialects/nn/NNDialect.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/nn/NNEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/nn/NNAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/nn/NNOps.h.inc"
+
+namespace loom::nn {
+
+/// NumPy broadcasting of two shapes; failure if a pair of dims is neither
+/// equal nor 1.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+
+/// Whether `from` broadcasts to exactly `to`.
+bool isBroadcastableTo(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to);
+
+} // namespace loom::nn
+
+#endif

@@ -1,0 +1,467 @@
+#ifndef LOOM_NN_OPS_TD
+#define LOOM_NN_OPS_TD
+
+include "dialects/nn/NNDialect.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+class NN_Op<string mnemonic, list<Trait> traits = []>
+    : Op<NN_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Constants and parameters
+//===----------------------------------------------------------------------===//
+
+def NN_ConstantOp : NN_Op<"constant",
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+  let summary = "a constant tensor";
+  let description = [{
+    ```mlir
+    %0 = nn.constant dense<[1.0, 2.0]> : tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def NN_ParameterOp : NN_Op<"parameter", [Pure]> {
+  let summary = "a named model parameter or buffer";
+  let description = [{
+    A tensor that lives across steps: a weight (trainable) or a buffer such as
+    rotary frequencies (not trainable). `name` is the fully-qualified name the
+    model gave it (`model.layers.0.mlp.up_proj.weight`), which checkpoints and
+    weight files use. Its value comes from `value` when present (weights
+    imported with the model), else from weights supplied at run time, else
+    from the seeded initializer `init` (scaled by `init_scale`).
+
+    ```mlir
+    %w = nn.parameter "lm_head.weight" init(normal, 0.02) : tensor<64x32xf32>
+    %f = nn.parameter "rope.inv_freq" frozen : tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins
+    StrAttr:$name,
+    UnitAttr:$frozen,
+    DefaultValuedAttr<NN_InitKindAttr, "::loom::nn::InitKind::zeros">:$init,
+    DefaultValuedAttr<F64Attr, "0.0">:$init_scale,
+    OptionalAttr<ElementsAttr>:$value);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = [{
+    $name (`frozen` $frozen^)? `` custom<ParamInit>($init, $init_scale)
+    (`value` `(` $value^ `)`)? attr-dict `:` type($result)
+  }];
+  let extraClassDeclaration = [{
+    bool isTrainable() { return !getFrozen(); }
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_IotaOp : NN_Op<"iota", [Pure]> {
+  let summary = "start + i * step along one dimension";
+  let description = [{
+    `result[..., i, ...] = start + i * step` where `i` indexes `dim`; the
+    other dimensions repeat the same values (arange, positions).
+
+    ```mlir
+    %p = nn.iota dim = 0 : tensor<16xi64>
+    ```
+  }];
+  let arguments = (ins I64Attr:$dim,
+                   DefaultValuedAttr<F64Attr, "0.0">:$start,
+                   DefaultValuedAttr<F64Attr, "1.0">:$step);
+  let results = (outs NN_NumericTensor:$result);
+  let assemblyFormat = "`dim` `=` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class NN_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
+    : NN_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+  let arguments = (ins operandType:$input);
+  let results = (outs operandType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def NN_NegOp : NN_UnaryOp<"neg", NN_NumericTensor> { let summary = "-x"; }
+def NN_AbsOp : NN_UnaryOp<"abs", NN_NumericTensor> { let summary = "|x|"; }
+def NN_ExpOp : NN_UnaryOp<"exp", NN_FloatTensor> { let summary = "e^x"; }
+def NN_LogOp : NN_UnaryOp<"log", NN_FloatTensor> { let summary = "natural log"; }
+def NN_SqrtOp : NN_UnaryOp<"sqrt", NN_FloatTensor> { let summary = "square root"; }
+def NN_RsqrtOp : NN_UnaryOp<"rsqrt", NN_FloatTensor> { let summary = "1/sqrt(x)"; }
+def NN_ReciprocalOp : NN_UnaryOp<"reciprocal", NN_FloatTensor> { let summary = "1/x"; }
+def NN_TanhOp : NN_UnaryOp<"tanh", NN_FloatTensor> { let summary = "tanh"; }
+def NN_ErfOp : NN_UnaryOp<"erf", NN_FloatTensor> { let summary = "error function"; }
+def NN_SigmoidOp : NN_UnaryOp<"sigmoid", NN_FloatTensor> { let summary = "1/(1+e^-x)"; }
+def NN_SiluOp : NN_UnaryOp<"silu", NN_FloatTensor> { let summary = "x * sigmoid(x)"; }
+def NN_ReluOp : NN_UnaryOp<"relu", NN_FloatTensor> { let summary = "max(x, 0)"; }
+
+def NN_GeluOp : NN_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gaussian error linear unit, exact or tanh-approximated";
+  let description = [{
+    `none`: x/2 (1 + erf(x/sqrt(2))); `tanh`: x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))).
+
+    ```mlir
+    %y = nn.gelu %x approximate = tanh : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+      DefaultValuedAttr<NN_GeluApproximationAttr,
+                        "::loom::nn::GeluApproximation::none">:$approximate);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`approximate` `=` `` $approximate^)? attr-dict `:` type($result)
+  }];
+}
+
+// Binary ops broadcast their operands NumPy-style; operand element types match.
+class NN_BinaryOp<string mnemonic, list<Trait> traits = []>
+    : NN_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultElementType,
+        InferTypeOpAdaptor], traits)> {
+  let arguments = (ins NN_NumericTensor:$lhs, NN_NumericTensor:$rhs);
+  let results = (outs NN_NumericTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_AddOp : NN_BinaryOp<"add", [Commutative]> { let summary = "a + b"; }
+def NN_SubOp : NN_BinaryOp<"sub"> { let summary = "a - b"; }
+def NN_MulOp : NN_BinaryOp<"mul", [Commutative]> { let summary = "a * b"; }
+def NN_DivOp : NN_BinaryOp<"div"> { let summary = "a / b"; }
+def NN_PowOp : NN_BinaryOp<"pow"> { let summary = "a ^ b"; }
+def NN_MaximumOp : NN_BinaryOp<"maximum", [Commutative]> { let summary = "max(a, b)"; }
+def NN_MinimumOp : NN_BinaryOp<"minimum", [Commutative]> { let summary = "min(a, b)"; }
+
+def NN_CompareOp : NN_Op<"compare", [Pure, SameTypeOperands, InferTypeOpAdaptor]> {
+  let summary = "elementwise comparison, broadcasting, giving i1";
+  let description = [{
+    ```mlir
+    %m = nn.compare lt, %a, %b : (tensor<4x1xi64>, tensor<4xi64>) -> tensor<4x4xi1>
+    ```
+  }];
+  let arguments = (ins NN_ComparePredicateAttr:$predicate,
+                   NN_Tensor:$lhs, NN_Tensor:$rhs);
+  let results = (outs NN_BoolTensor:$result);
+  let assemblyFormat = [{
+    `` $predicate `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_WhereOp : NN_Op<"where", [Pure, InferTypeOpAdaptor]> {
+  let summary = "cond ? a : b, elementwise with broadcasting";
+  let arguments = (ins NN_BoolTensor:$condition, NN_Tensor:$lhs, NN_Tensor:$rhs);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_CastOp : NN_Op<"cast", [Pure]> {
+  let summary = "element type conversion (round to nearest even for floats)";
+  let description = [{
+    ```mlir
+    %b = nn.cast %a : tensor<4xf32> -> tensor<4xbf16>
+    ```
+  }];
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and reductions
+//===----------------------------------------------------------------------===//
+
+def NN_MatmulOp : NN_Op<"matmul", [Pure, SameOperandsAndResultElementType,
+                                   InferTypeOpAdaptor]> {
+  let summary = "batched matrix product with optional transposes";
+  let description = [{
+    `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`), `rhs` is
+    `[..., K, N]` (`[..., N, K]` with `transpose_rhs`); batch dimensions
+    broadcast. A linear layer `x W^T` is `nn.matmul %x, %w {transpose_rhs}`.
+
+    ```mlir
+    %y = nn.matmul %x, %w {transpose_rhs} : (tensor<2x16x64xf32>, tensor<128x64xf32>) -> tensor<2x16x128xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
+                   UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+class NN_ReduceOp<string mnemonic, Type elementType>
+    : NN_Op<mnemonic, [Pure, SameOperandsAndResultElementType,
+                       InferTypeOpAdaptor]> {
+  let arguments = (ins elementType:$input, DenseI64ArrayAttr:$dims,
+                   UnitAttr:$keepdim);
+  let results = (outs elementType:$result);
+  let assemblyFormat = [{
+    $input `dims` `=` $dims (`keepdim` $keepdim^)? attr-dict `:`
+    type($input) `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def NN_ReduceSumOp : NN_ReduceOp<"reduce_sum", NN_NumericTensor> {
+  let summary = "sum over dims";
+}
+def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean", NN_FloatTensor> {
+  let summary = "mean over dims";
+}
+def NN_ReduceMaxOp : NN_ReduceOp<"reduce_max", NN_NumericTensor> {
+  let summary = "maximum over dims";
+}
+
+class NN_SoftmaxLikeOp<string mnemonic> : NN_Op<mnemonic,
+    [Pure, SameOperandsAndResultType]> {
+  let arguments = (ins NN_FloatTensor:$input, I64Attr:$dim);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `dim` `=` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+def NN_SoftmaxOp : NN_SoftmaxLikeOp<"softmax"> {
+  let summary = "exp(x) / sum(exp(x)) along dim";
+}
+def NN_LogSoftmaxOp : NN_SoftmaxLikeOp<"log_softmax"> {
+  let summary = "x - logsumexp(x) along dim";
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer layers
+//===----------------------------------------------------------------------===//
+
+def NN_LayerNormOp : NN_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "layer normalization over the last dimension";
+  let description = [{
+    `(x - mean) / sqrt(var + epsilon) * weight + bias` over the last dim,
+    with the biased variance. `weight` and `bias` are optional, shaped `[D]`.
+
+    ```mlir
+    %y = nn.layer_norm %x, %w, %b epsilon = 1.0e-05 : (tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                   Optional<NN_FloatTensor>:$weight,
+                   Optional<NN_FloatTensor>:$bias,
+                   DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`,` `weight` $weight^)? (`,` `bias` $bias^)? (`epsilon` `=` $epsilon^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_RmsNormOp : NN_Op<"rms_norm", [Pure]> {
+  let summary = "root-mean-square normalization over the last dimension";
+  let description = [{
+    `x / sqrt(mean(x^2) + epsilon) * weight`; `weight` is optional, `[D]`.
+
+    ```mlir
+    %y = nn.rms_norm %x, weight %w epsilon = 1.0e-06 : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                   Optional<NN_FloatTensor>:$weight,
+                   DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`,` `weight` $weight^)? (`epsilon` `=` $epsilon^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_RopeOp : NN_Op<"rope", [Pure]> {
+  let summary = "rotary position embedding";
+  let description = [{
+    `x` is `[..., S, D]` (D even), `cos` and `sin` are `[S, D]`. By default
+    the halves rotate (`x * cos + rotate_half(x) * sin`, as Llama does); with
+    `interleaved`, adjacent pairs rotate (GPT-J).
+
+    ```mlir
+    %q2 = nn.rope %q, %cos, %sin : (tensor<1x4x8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<1x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$cos,
+                   NN_FloatTensor:$sin, UnitAttr:$interleaved);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_AttentionOp : NN_Op<"attention", [Pure, SameOperandsAndResultElementType,
+                                         InferTypeOpAdaptor]> {
+  let summary = "scaled dot-product attention, optionally causal, with grouped KV heads";
+  let description = [{
+    `softmax(q k^T * scale + mask) v` per head. `q` is `[B, Hq, S, D]`, `k`
+    is `[B, Hkv, Skv, D]`, `v` is `[B, Hkv, Skv, Dv]`; `Hq` is a multiple of
+    `Hkv` (grouped-query attention: query head `h` reads KV head
+    `h / (Hq / Hkv)`). `causal` lets query `i` see keys `j <= i + Skv - S`.
+    `scale` defaults to `1/sqrt(D)`.
+
+    ```mlir
+    %o = nn.attention %q, %k, %v causal : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> tensor<1x8x16x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                   NN_FloatTensor:$value, UnitAttr:$causal,
+                   OptionalAttr<F64Attr>:$scale);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`causal` $causal^)? (`scale` `=` $scale^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// The scale actually applied: `scale`, or 1/sqrt(head dim).
+    double getEffectiveScale();
+  }];
+}
+
+def NN_EmbeddingOp : NN_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
+  let summary = "rows of a table selected by integer ids";
+  let description = [{
+    ```mlir
+    %h = nn.embedding %table, %ids : (tensor<100x32xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$table, NN_IndexTensor:$ids);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $ids attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_CrossEntropyOp : NN_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
+  let summary = "softmax cross-entropy of logits against integer labels";
+  let description = [{
+    `logits` is `[N, C]`, `labels` is `[N]`. Rows whose label equals
+    `ignore_index` contribute nothing; `mean` divides by the rows that count.
+    The result is f32: a scalar for `mean`/`sum`, `[N]` for `none`.
+
+    ```mlir
+    %l = nn.cross_entropy %logits, %labels : (tensor<16x100xf32>, tensor<16xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$labels,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      DefaultValuedAttr<NN_LossReductionAttr,
+                        "::loom::nn::LossReduction::mean">:$reduction);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels (`reduction` `=` `` $reduction^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def NN_DropoutOp : NN_Op<"dropout", [Pure, SameOperandsAndResultType]> {
+  let summary = "zeroes elements with probability p, scales the rest by 1/(1-p)";
+  let description = [{
+    The mask is a function of `seed` and the element index (a counter-based
+    hash, see kernels/cpu), so it is reproducible and needs no state.
+
+    ```mlir
+    %y = nn.dropout %x p = 1.0e-01 seed = 42 : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, F64Attr:$p, I64Attr:$seed);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `p` `=` $p `seed` `=` $seed attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def NN_ReshapeOp : NN_Op<"reshape", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "same elements, new shape";
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def NN_TransposeOp : NN_Op<"transpose", [Pure, SameOperandsAndResultElementType,
+                                         InferTypeOpAdaptor]> {
+  let summary = "permutes dimensions: result dim i is input dim permutation[i]";
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = [{
+    $input `permutation` `=` $permutation attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def NN_BroadcastOp : NN_Op<"broadcast", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "NumPy-style broadcast to the result's shape";
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def NN_SliceOp : NN_Op<"slice", [Pure, SameOperandsAndResultElementType,
+                                 InferTypeOpAdaptor]> {
+  let summary = "strided slice: [start, limit) step stride, per dimension";
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = [{
+    $input `starts` `=` $starts `limits` `=` $limits `strides` `=` $strides
+    attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def NN_ConcatOp : NN_Op<"concat", [Pure, SameOperandsAndResultElementType,
+                                   InferTypeOpAdaptor]> {
+  let summary = "joins tensors along dim";
+  let arguments = (ins Variadic<NN_Tensor>:$inputs, I64Attr:$dim);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = [{
+    $inputs `dim` `=` $dim attr-dict `:` functional-type($inputs, results)
+  }];
+  let hasFolder = 1;
+}
+
+def NN_SplitOp : NN_Op<"split", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "cuts a tensor along dim into the results' sizes";
+  let arguments = (ins NN_Tensor:$input, I64Attr:$dim);
+  let results = (outs Variadic<NN_Tensor>:$results);
+  let assemblyFormat = [{
+    $input `dim` `=` $dim attr-dict `:` type($input) `->` type($results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_GatherOp : NN_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+  let summary = "selects slices along axis by integer indices (ONNX Gather)";
+  let description = [{
+    The result shape is `data.shape[:axis] + indices.shape + data.shape[axis+1:]`.
+  }];
+  let arguments = (ins NN_Tensor:$data, NN_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices `axis` `=` $axis attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+#endif // LOOM_NN_OPS_TD

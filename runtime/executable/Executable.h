@@ -1,0 +1,136 @@
+#ifndef LOOM_RUNTIME_EXECUTABLE_EXECUTABLE_H
+#define LOOM_RUNTIME_EXECUTABLE_EXECUTABLE_H
+
+// The in-memory form of a Loom executable (.loomx). The compiler fills one of
+// these from the `rt` dialect and serializes it; the runtime loads, verifies
+// and runs it. It is plain data: no MLIR, so the runtime links without MLIR.
+// runtime/schema/executable.fbs is its on-disk form, field for field.
+
+#include "runtime/support/DType.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace loom {
+
+/// Version of the on-disk format; the loader refuses other major versions.
+constexpr uint32_t kExecutableFormatVersion = 1;
+
+/// Where a buffer lives. Persistent memory (parameters, constants, optimizer
+/// state) survives across steps; scratch memory is reused within a step by the
+/// memory planner.
+enum class ArenaKind : uint8_t { Persistent = 0, Scratch = 1 };
+constexpr int kNumArenas = 2;
+
+struct BufferDesc {
+  std::string name; // for listings and errors only; may be empty
+  ArenaKind arena = ArenaKind::Scratch;
+  uint64_t offset = 0; // bytes from the start of the arena
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape; // row-major, contiguous
+
+  /// Product of the shape; -1 when a dimension is negative or the product
+  /// overflows int64 (verifyExecutable rejects both).
+  int64_t numElements() const;
+  /// numElements() * dtypeSize(dtype); UINT64_MAX when the shape or dtype is
+  /// invalid or the byte count overflows, so it never fits inside an arena.
+  uint64_t sizeInBytes() const;
+};
+
+/// Kernel attributes: the `nn` op's attributes, carried as typed values.
+using AttrValue = std::variant<int64_t, double, std::string,
+                               std::vector<int64_t>, std::vector<double>>;
+struct NamedAttr {
+  std::string name;
+  AttrValue value;
+};
+
+enum class InstrKind : uint8_t {
+  Kernel = 0,      // a named kernel from runtime/executable/Kernels.def
+  Copy = 1,        // inputs[0] -> outputs[0], same byte size
+  RecordEvent = 2, // `event` is recorded on `stream`
+  WaitEvent = 3,   // `stream` waits for `event`
+};
+
+struct Instruction {
+  InstrKind kind = InstrKind::Kernel;
+  std::string kernel; // for Kind::Kernel, e.g. "nn.matmul"
+  uint32_t stream = 0;
+  uint32_t event = 0; // for RecordEvent/WaitEvent
+  std::vector<uint32_t> inputs;  // buffer indices
+  std::vector<uint32_t> outputs; // buffer indices
+  std::vector<NamedAttr> attrs;
+  std::string location; // source location of the op, for errors and traces
+};
+
+/// How a parameter's initial value is made when no weights are supplied.
+enum class InitKind : uint8_t {
+  Zeros = 0,
+  Ones = 1,
+  Normal = 2,  // N(0, scale^2), seeded
+  Uniform = 3, // U(-scale, scale), seeded
+  Data = 4,    // `data` holds the raw little-endian bytes
+};
+
+struct ParameterDesc {
+  std::string name; // fully-qualified, e.g. "model.layers.0.mlp.up_proj.weight"
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape; // global shape
+  bool trainable = true;
+  InitKind init = InitKind::Zeros;
+  double initScale = 0.0;
+  std::vector<uint8_t> data; // for InitKind::Data
+};
+
+struct ParamBinding {
+  uint32_t parameter = 0; // index into Executable::parameters
+  uint32_t buffer = 0;    // index into RankProgram::buffers
+};
+
+struct IOBinding {
+  std::string name;
+  uint32_t buffer = 0;
+};
+
+struct RankProgram {
+  uint32_t rank = 0;
+  uint64_t arenaSize[kNumArenas] = {0, 0}; // bytes, by ArenaKind
+  std::vector<BufferDesc> buffers;
+  std::vector<std::string> streams; // stream names; index = stream id
+  uint32_t numEvents = 0;
+  std::vector<ParamBinding> params;
+  std::vector<IOBinding> inputs;
+  std::vector<IOBinding> outputs;
+  std::vector<Instruction> instructions;
+};
+
+struct Executable {
+  uint32_t formatVersion = kExecutableFormatVersion;
+  std::string modelName;
+  std::string mode; // "infer" or "train"
+  std::string compileFlags;
+  std::vector<ParameterDesc> parameters;
+  std::vector<RankProgram> ranks;
+};
+
+/// Serializes to the flatbuffers form.
+std::vector<uint8_t> serializeExecutable(const Executable &exe);
+
+/// Parses and fully verifies: flatbuffers verifier first, then Loom's own
+/// checks (version, buffers inside arenas, known kernels with the right
+/// arity, consistent sizes, valid indices). Never crashes on bad bytes.
+llvm::Expected<Executable> loadExecutable(const uint8_t *data, size_t size);
+llvm::Expected<Executable> loadExecutableFile(const std::string &path);
+/// Writes atomically (temporary file, fsync, rename).
+llvm::Error writeExecutableFile(const Executable &exe, const std::string &path);
+
+/// Semantic checks alone (also run by loadExecutable).
+llvm::Error verifyExecutable(const Executable &exe);
+
+} // namespace loom
+
+#endif

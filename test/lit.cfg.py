@@ -1,0 +1,29 @@
+# Loom's lit configuration: IR tests (loom-opt | FileCheck) and end-to-end
+# tests of the command-line tools.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "Loom"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["unit", "Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.loom_obj_root, "test")
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%loom_src", config.loom_src_root))
+
+tools = ["loom-opt", "loom-compile", "loom-run", "loom-inspect"]
+llvm_config.add_tool_substitutions(
+    [t for t in tools if os.path.exists(os.path.join(config.loom_tools_dir, t))],
+    [config.loom_tools_dir])
+for t in tools:
+    if os.path.exists(os.path.join(config.loom_tools_dir, t)):
+        config.available_features.add(t)
+if config.loom_enable_cuda:
+    config.available_features.add("cuda-toolkit")
