@@ -1,0 +1,149 @@
+#ifndef LOOM_RT_OPS_TD
+#define LOOM_RT_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+
+def Rt_Dialect : Dialect {
+  let name = "rt";
+  let cppNamespace = "::loom::rt";
+  let summary = "per-rank programs over planned buffers: Loom's last IR";
+  let description = [{
+    An `rt.program` is what one rank runs in one step: buffers at offsets in
+    two arenas (persistent: parameters and constants; scratch: everything
+    else, reused by the memory planner), kernel calls and copies on named
+    streams, and events between streams. It maps one to one onto the
+    executable format (runtime/schema/executable.fbs).
+  }];
+}
+
+class Rt_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Rt_Dialect, mnemonic, traits>;
+
+def Rt_Buffer : MemRefOf<[AnyType]>;
+
+def Rt_ProgramOp : Rt_Op<"program", [Symbol, SingleBlock, NoTerminator,
+                                     IsolatedFromAbove]> {
+  let summary = "the program one rank runs per step";
+  let description = [{
+    ```mlir
+    rt.program @main rank = 0 streams = ["compute"] {
+      %x = rt.input "x" : memref<4x8xf32>
+      %y = rt.alloc : memref<4x8xf32>
+      rt.kernel "nn.relu" (%x) -> (%y) : (memref<4x8xf32>) -> memref<4x8xf32>
+      rt.output "y" %y : memref<4x8xf32>
+    }
+    ```
+    After `--loom-plan-memory` it carries `arena_sizes` (persistent, scratch
+    bytes) and `scratch_unplanned_bytes` (what no reuse would cost); after
+    `--loom-assign-streams`, `num_events`.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$rank,
+                   StrArrayAttr:$streams,
+                   OptionalAttr<DenseI64ArrayAttr>:$arena_sizes,
+                   OptionalAttr<I64Attr>:$scratch_unplanned_bytes,
+                   OptionalAttr<I64Attr>:$num_events);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name `rank` `=` $rank `streams` `=` $streams attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    mlir::Block &getBlock() { return getBody().front(); }
+  }];
+}
+
+// Buffers. `offset` is absent until the memory planner assigns it.
+def Rt_AllocOp : Rt_Op<"alloc"> {
+  let summary = "a scratch buffer";
+  let arguments = (ins OptionalAttr<I64Attr>:$offset, OptionalAttr<StrAttr>:$name);
+  let results = (outs Rt_Buffer:$result);
+  let assemblyFormat = "(`offset` `=` $offset^)? attr-dict `:` type($result)";
+}
+
+def Rt_InputOp : Rt_Op<"input"> {
+  let summary = "a scratch buffer the caller fills before the step";
+  let arguments = (ins StrAttr:$name, OptionalAttr<I64Attr>:$offset);
+  let results = (outs Rt_Buffer:$result);
+  let assemblyFormat = "$name (`offset` `=` $offset^)? attr-dict `:` type($result)";
+}
+
+def Rt_ParamOp : Rt_Op<"param"> {
+  let summary = "a persistent buffer holding a parameter or constant";
+  let description = [{
+    Carries what the executable's parameter table needs: the name, whether it
+    is trainable, and its initializer (`init`, `init_scale`) or its `value`.
+  }];
+  let arguments = (ins StrAttr:$name, UnitAttr:$frozen,
+                   DefaultValuedAttr<StrAttr, "\"zeros\"">:$init,
+                   DefaultValuedAttr<F64Attr, "0.0">:$init_scale,
+                   OptionalAttr<ElementsAttr>:$value,
+                   OptionalAttr<I64Attr>:$offset);
+  let results = (outs Rt_Buffer:$result);
+  let assemblyFormat = [{
+    $name (`offset` `=` $offset^)? (`frozen` $frozen^)? attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_AliasOp : Rt_Op<"alias"> {
+  let summary = "the same bytes seen with another shape (a reshape)";
+  let arguments = (ins Rt_Buffer:$source);
+  let results = (outs Rt_Buffer:$result);
+  let assemblyFormat = "$source attr-dict `:` type($source) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Rt_OutputOp : Rt_Op<"output"> {
+  let summary = "marks a buffer the caller reads after the step";
+  let arguments = (ins StrAttr:$name, Rt_Buffer:$buffer);
+  let assemblyFormat = "$name $buffer attr-dict `:` type($buffer)";
+}
+
+// Work. `stream` is absent until --loom-assign-streams sets it.
+def Rt_KernelOp : Rt_Op<"kernel", [AttrSizedOperandSegments]> {
+  let summary = "calls a kernel from runtime/executable/Kernels.def";
+  let description = [{
+    Destination-passing: the kernel reads `inputs` and writes `outputs`.
+    `attrs` are the kernel's attributes (integers, floats, strings, arrays).
+
+    ```mlir
+    rt.kernel "nn.matmul" (%a, %b) -> (%c) attrs {transpose_b = 1} : (memref<4x8xf32>, memref<16x8xf32>) -> memref<4x16xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$kernel, Variadic<Rt_Buffer>:$inputs,
+                   Variadic<Rt_Buffer>:$outputs,
+                   DefaultValuedAttr<DictionaryAttr, "{}">:$attrs,
+                   OptionalAttr<StrAttr>:$stream);
+  let assemblyFormat = [{
+    $kernel `(` $inputs `)` `->` `(` $outputs `)` (`attrs` $attrs^)?
+    (`on` $stream^)? attr-dict `:` functional-type($inputs, $outputs)
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_CopyOp : Rt_Op<"copy"> {
+  let summary = "copies one buffer's bytes into another of the same size";
+  let arguments = (ins Rt_Buffer:$source, Rt_Buffer:$target,
+                   OptionalAttr<StrAttr>:$stream);
+  let assemblyFormat = [{
+    $source `->` $target (`on` $stream^)? attr-dict `:` type($source) `->` type($target)
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_RecordEventOp : Rt_Op<"record_event"> {
+  let summary = "records event `event` on `stream` after the work issued so far";
+  let arguments = (ins I64Attr:$event, StrAttr:$stream);
+  let assemblyFormat = "$event `on` $stream attr-dict";
+}
+
+def Rt_WaitEventOp : Rt_Op<"wait_event"> {
+  let summary = "makes `stream` wait until event `event` has been recorded";
+  let arguments = (ins I64Attr:$event, StrAttr:$stream);
+  let assemblyFormat = "$event `on` $stream attr-dict";
+}
+
+#endif // LOOM_RT_OPS_TD

@@ -1,0 +1,211 @@
+#include "passes/lowering/ExecutableEmitter.h"
+
+#include "dialects/rt/RtDialect.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <cstring>
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+std::optional<DType> dtypeOf(Type t) {
+  if (t.isF32()) return DType::F32;
+  if (t.isF16()) return DType::F16;
+  if (t.isBF16()) return DType::BF16;
+  if (t.isF64()) return DType::F64;
+  if (t.isFloat8E4M3FN()) return DType::F8E4M3FN;
+  if (t.isFloat8E5M2()) return DType::F8E5M2;
+  if (t.isInteger(64)) return DType::I64;
+  if (t.isInteger(32)) return DType::I32;
+  if (t.isInteger(1)) return DType::I1;
+  return std::nullopt;
+}
+
+/// The raw little-endian bytes of a constant, one byte per i1.
+FailureOr<std::vector<uint8_t>> rawBytes(Operation *op, ElementsAttr value,
+                                         DType dtype) {
+  auto dense = dyn_cast<DenseElementsAttr>(value);
+  if (!dense)
+    return op->emitOpError("only dense values can be stored in an executable"),
+           failure();
+  int64_t n = dense.getNumElements();
+  std::vector<uint8_t> bytes;
+  if (dtype == DType::I1) {
+    for (bool v : dense.getValues<bool>())
+      bytes.push_back(v);
+    return bytes;
+  }
+  size_t elementSize = dtypeSize(dtype);
+  ArrayRef<char> raw = dense.getRawData();
+  if (dense.isSplat()) {
+    bytes.resize(n * elementSize);
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(bytes.data() + i * elementSize, raw.data(), elementSize);
+  } else {
+    bytes.assign(raw.begin(), raw.end());
+  }
+  return bytes;
+}
+
+NamedAttr toNamedAttr(NamedAttribute attr) {
+  Attribute v = attr.getValue();
+  NamedAttr out{attr.getName().str(), int64_t(0)};
+  if (auto i = dyn_cast<IntegerAttr>(v))
+    out.value = i.getInt();
+  else if (auto f = dyn_cast<FloatAttr>(v))
+    out.value = f.getValueAsDouble();
+  else if (auto s = dyn_cast<StringAttr>(v))
+    out.value = s.str();
+  else if (auto a = dyn_cast<DenseI64ArrayAttr>(v))
+    out.value = std::vector<int64_t>(a.asArrayRef().begin(), a.asArrayRef().end());
+  else if (auto a = dyn_cast<DenseF64ArrayAttr>(v))
+    out.value = std::vector<double>(a.asArrayRef().begin(), a.asArrayRef().end());
+  return out;
+}
+
+std::string locationString(Location loc) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  loc.print(os);
+  return s;
+}
+
+} // namespace
+
+FailureOr<Executable> loom::emitExecutable(ModuleOp module,
+                                           const ExecutableMetadata &meta) {
+  Executable exe;
+  exe.modelName = meta.modelName;
+  exe.mode = meta.mode;
+  exe.compileFlags = meta.compileFlags;
+  llvm::StringMap<uint32_t> parameterIndex;
+
+  for (auto program : module.getOps<rt::ProgramOp>()) {
+    RankProgram rank;
+    rank.rank = program.getRank();
+    if (!program.getArenaSizes() || !program.getNumEvents())
+      return program.emitOpError("is not ready to emit: run --loom-plan-memory "
+                                 "and --loom-assign-streams first"),
+             failure();
+    rank.arenaSize[0] = (*program.getArenaSizes())[0];
+    rank.arenaSize[1] = (*program.getArenaSizes())[1];
+    rank.numEvents = *program.getNumEvents();
+    for (Attribute s : program.getStreams())
+      rank.streams.push_back(cast<StringAttr>(s).str());
+    auto streamId = [&](StringRef name) -> uint32_t {
+      return llvm::find(rank.streams, name) - rank.streams.begin();
+    };
+
+    llvm::DenseMap<Value, uint32_t> bufferIndex;
+    auto addBuffer = [&](Operation *op, Value v, StringRef name) -> LogicalResult {
+      auto type = cast<MemRefType>(v.getType());
+      std::optional<DType> dtype = dtypeOf(type.getElementType());
+      if (!dtype)
+        return op->emitOpError("buffer element type ")
+               << type.getElementType() << " has no runtime equivalent";
+      Value root = rt::rootBuffer(v);
+      std::optional<int64_t> offset = rt::plannedOffset(root);
+      if (!offset)
+        return op->emitOpError("buffer has no planned offset");
+      BufferDesc desc;
+      desc.name = name.str();
+      desc.arena = rt::isPersistent(root) ? ArenaKind::Persistent : ArenaKind::Scratch;
+      desc.offset = *offset;
+      desc.dtype = *dtype;
+      desc.shape.assign(type.getShape().begin(), type.getShape().end());
+      bufferIndex[v] = rank.buffers.size();
+      rank.buffers.push_back(std::move(desc));
+      return success();
+    };
+    auto indices = [&](ValueRange values) {
+      std::vector<uint32_t> out;
+      for (Value v : values)
+        out.push_back(bufferIndex.lookup(v));
+      return out;
+    };
+
+    for (Operation &op : program.getBlock()) {
+      LogicalResult ok = success();
+      if (auto input = dyn_cast<rt::InputOp>(op)) {
+        ok = addBuffer(&op, input.getResult(), input.getName());
+        rank.inputs.push_back({input.getName().str(), bufferIndex[input.getResult()]});
+      } else if (auto alloc = dyn_cast<rt::AllocOp>(op)) {
+        ok = addBuffer(&op, alloc.getResult(), alloc.getName().value_or(""));
+      } else if (auto alias = dyn_cast<rt::AliasOp>(op)) {
+        ok = addBuffer(&op, alias.getResult(), "");
+      } else if (auto param = dyn_cast<rt::ParamOp>(op)) {
+        if (failed(addBuffer(&op, param.getResult(), param.getName())))
+          return failure();
+        auto [it, inserted] =
+            parameterIndex.try_emplace(param.getName(), exe.parameters.size());
+        if (inserted) {
+          ParameterDesc desc;
+          desc.name = param.getName().str();
+          const BufferDesc &buffer = rank.buffers.back();
+          desc.dtype = buffer.dtype;
+          desc.shape = buffer.shape;
+          desc.trainable = !param.getFrozen();
+          desc.init = llvm::StringSwitch<InitKind>(param.getInit())
+                          .Case("ones", InitKind::Ones)
+                          .Case("normal", InitKind::Normal)
+                          .Case("uniform", InitKind::Uniform)
+                          .Default(InitKind::Zeros);
+          desc.initScale = param.getInitScale().convertToDouble();
+          if (std::optional<ElementsAttr> value = param.getValue()) {
+            FailureOr<std::vector<uint8_t>> bytes =
+                rawBytes(&op, *value, desc.dtype);
+            if (failed(bytes))
+              return failure();
+            desc.init = InitKind::Data;
+            desc.data = std::move(*bytes);
+          }
+          exe.parameters.push_back(std::move(desc));
+        }
+        rank.params.push_back({it->second, bufferIndex[param.getResult()]});
+      } else if (auto output = dyn_cast<rt::OutputOp>(op)) {
+        rank.outputs.push_back({output.getName().str(), bufferIndex.lookup(output.getBuffer())});
+      } else if (auto kernel = dyn_cast<rt::KernelOp>(op)) {
+        Instruction instr;
+        instr.kind = InstrKind::Kernel;
+        instr.kernel = kernel.getKernel().str();
+        instr.stream = streamId(kernel.getStream().value_or("compute"));
+        instr.inputs = indices(kernel.getInputs());
+        instr.outputs = indices(kernel.getOutputs());
+        for (NamedAttribute attr : kernel.getAttrs())
+          instr.attrs.push_back(toNamedAttr(attr));
+        instr.location = locationString(op.getLoc());
+        rank.instructions.push_back(std::move(instr));
+      } else if (auto copy = dyn_cast<rt::CopyOp>(op)) {
+        Instruction instr;
+        instr.kind = InstrKind::Copy;
+        instr.stream = streamId(copy.getStream().value_or("compute"));
+        instr.inputs = indices(copy.getSource());
+        instr.outputs = indices(copy.getTarget());
+        instr.location = locationString(op.getLoc());
+        rank.instructions.push_back(std::move(instr));
+      } else if (auto record = dyn_cast<rt::RecordEventOp>(op)) {
+        Instruction instr;
+        instr.kind = InstrKind::RecordEvent;
+        instr.stream = streamId(record.getStream());
+        instr.event = record.getEvent();
+        rank.instructions.push_back(std::move(instr));
+      } else if (auto wait = dyn_cast<rt::WaitEventOp>(op)) {
+        Instruction instr;
+        instr.kind = InstrKind::WaitEvent;
+        instr.stream = streamId(wait.getStream());
+        instr.event = wait.getEvent();
+        rank.instructions.push_back(std::move(instr));
+      }
+      if (failed(ok))
+        return failure();
+    }
+    exe.ranks.push_back(std::move(rank));
+  }
+  if (exe.ranks.empty())
+    return module.emitError("no rt.program to emit"), failure();
+  return exe;
+}

@@ -1,0 +1,228 @@
+// --loom-lower-to-rt: bufferizes the entry function's nn ops into an
+// rt.program (see Passes.td for before/after IR).
+
+#include "passes/lowering/Passes.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace loom {
+#define GEN_PASS_DEF_LOWERTORT
+#include "passes/lowering/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+MemRefType bufferTypeOf(Type t) {
+  auto tensor = cast<RankedTensorType>(t);
+  return MemRefType::get(tensor.getShape(), tensor.getElementType());
+}
+
+/// Converts an nn attribute into the kinds kernels read (Kernels.def):
+/// integers, floats, strings and i64 arrays. Returns null for attributes
+/// kernels do not see (parameter values, initializers).
+Attribute toKernelAttr(Builder &b, Attribute attr) {
+  if (isa<UnitAttr>(attr))
+    return b.getI64IntegerAttr(1);
+  if (auto v = dyn_cast<BoolAttr>(attr))
+    return b.getI64IntegerAttr(v.getValue());
+  if (auto v = dyn_cast<IntegerAttr>(attr))
+    return b.getI64IntegerAttr(v.getInt());
+  if (auto v = dyn_cast<FloatAttr>(attr))
+    return b.getF64FloatAttr(v.getValueAsDouble());
+  if (isa<DenseI64ArrayAttr, StringAttr>(attr))
+    return attr;
+  if (auto v = dyn_cast<nn::GeluApproximationAttr>(attr))
+    return b.getStringAttr(nn::stringifyGeluApproximation(v.getValue()));
+  if (auto v = dyn_cast<nn::ComparePredicateAttr>(attr))
+    return b.getStringAttr(nn::stringifyComparePredicate(v.getValue()));
+  if (auto v = dyn_cast<nn::LossReductionAttr>(attr))
+    return b.getStringAttr(nn::stringifyLossReduction(v.getValue()));
+  return {};
+}
+
+/// The attributes an nn op's kernel reads, with defaults made explicit and
+/// flags given as 0/1, so the runtime never needs the op's defaults.
+DictionaryAttr kernelAttrsFor(Operation *op) {
+  Builder b(op->getContext());
+  NamedAttrList attrs;
+  for (NamedAttribute attr : op->getAttrDictionary())
+    if (Attribute converted = toKernelAttr(b, attr.getValue()))
+      attrs.set(attr.getName(), converted);
+  auto flag = [&](StringRef name, bool value) {
+    attrs.set(name, b.getI64IntegerAttr(value));
+  };
+  auto f64 = [&](StringRef name, double value) {
+    attrs.set(name, b.getF64FloatAttr(value));
+  };
+  auto str = [&](StringRef name, StringRef value) {
+    attrs.set(name, b.getStringAttr(value));
+  };
+  llvm::TypeSwitch<Operation *>(op)
+      .Case([&](nn::MatmulOp m) {
+        attrs.erase("transpose_lhs");
+        attrs.erase("transpose_rhs");
+        flag("transpose_a", m.getTransposeLhs());
+        flag("transpose_b", m.getTransposeRhs());
+      })
+      .Case([&](nn::GeluOp g) {
+        str("approximate", nn::stringifyGeluApproximation(g.getApproximate()));
+      })
+      .Case([&](nn::CrossEntropyOp c) {
+        str("reduction", nn::stringifyLossReduction(c.getReduction()));
+        attrs.set("ignore_index", b.getI64IntegerAttr(c.getIgnoreIndex()));
+      })
+      .Case([&](nn::LayerNormOp n) {
+        f64("epsilon", n.getEpsilon().convertToDouble());
+        flag("has_weight", static_cast<bool>(n.getWeight()));
+        flag("has_bias", static_cast<bool>(n.getBias()));
+      })
+      .Case([&](nn::RmsNormOp n) {
+        f64("epsilon", n.getEpsilon().convertToDouble());
+        flag("has_weight", static_cast<bool>(n.getWeight()));
+      })
+      .Case([&](nn::AttentionOp a) {
+        f64("scale", a.getEffectiveScale());
+        flag("causal", a.getCausal());
+      })
+      .Case([&](nn::RopeOp r) { flag("interleaved", r.getInterleaved()); })
+      .Case([&](nn::IotaOp i) {
+        f64("start", i.getStart().convertToDouble());
+        f64("step", i.getStep().convertToDouble());
+      })
+      .Case<nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>(
+          [&](auto r) { flag("keepdim", r.getKeepdim()); });
+  return attrs.getDictionary(op->getContext());
+}
+
+struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
+  using LowerToRtBase::LowerToRtBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto func = module.lookupSymbol<func::FuncOp>(entry);
+    if (!func) {
+      module.emitError("no function named '") << entry << "' to lower";
+      return signalPassFailure();
+    }
+    if (!func.getBody().hasOneBlock()) {
+      func.emitError("the entry function must have a single block");
+      return signalPassFailure();
+    }
+
+    OpBuilder b(module.getContext());
+    b.setInsertionPoint(func);
+    auto program = b.create<rt::ProgramOp>(
+        func.getLoc(), b.getStringAttr(entry), b.getI64IntegerAttr(0),
+        b.getStrArrayAttr({"compute"}), DenseI64ArrayAttr(), IntegerAttr(),
+        IntegerAttr());
+    program.getBody().emplaceBlock();
+    b.setInsertionPointToStart(&program.getBlock());
+
+    IRMapping buffers;
+    for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
+      std::string name = "input" + std::to_string(i);
+      if (auto n = func.getArgAttrOfType<StringAttr>(i, "loom.name"))
+        name = n.str();
+      buffers.map(arg, b.create<rt::InputOp>(arg.getLoc(), bufferTypeOf(arg.getType()),
+                                             b.getStringAttr(name), IntegerAttr())
+                           .getResult());
+    }
+
+    int constantCount = 0;
+    for (Operation &op : func.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        lowerReturn(b, func, ret, buffers);
+        continue;
+      }
+      if (failed(lowerOp(b, &op, buffers, constantCount)))
+        return signalPassFailure();
+    }
+    // Only the program remains: the rt module is self-contained.
+    for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
+      if (&op != program.getOperation())
+        op.erase();
+  }
+
+  LogicalResult lowerOp(OpBuilder &b, Operation *op, IRMapping &buffers,
+                        int &constantCount) {
+    Location loc = op->getLoc();
+    if (auto param = dyn_cast<nn::ParameterOp>(op)) {
+      auto p = b.create<rt::ParamOp>(
+          loc, bufferTypeOf(param.getType()), param.getNameAttr(),
+          param.getFrozenAttr(),
+          b.getStringAttr(nn::stringifyInitKind(param.getInit())),
+          param.getInitScaleAttr(), param.getValueAttr(), IntegerAttr());
+      buffers.map(param.getResult(), p.getResult());
+      return success();
+    }
+    if (auto constant = dyn_cast<nn::ConstantOp>(op)) {
+      // Constants are frozen parameters whose value travels in the executable.
+      auto p = b.create<rt::ParamOp>(
+          loc, bufferTypeOf(constant.getType()),
+          b.getStringAttr("constant." + std::to_string(constantCount++)),
+          b.getUnitAttr(), b.getStringAttr("zeros"), b.getF64FloatAttr(0.0),
+          constant.getValue(), IntegerAttr());
+      buffers.map(constant.getResult(), p.getResult());
+      return success();
+    }
+    if (auto reshape = dyn_cast<nn::ReshapeOp>(op)) {
+      buffers.map(reshape.getResult(),
+                  b.create<rt::AliasOp>(loc, bufferTypeOf(reshape.getType()),
+                                        buffers.lookup(reshape.getInput()))
+                      .getResult());
+      return success();
+    }
+    if (op->getDialect()->getNamespace() != "nn")
+      return op->emitOpError("cannot be lowered to rt: only nn ops are");
+
+    std::string kernel = op->getName().getStringRef().str();
+    if (!rt::lookupKernel(kernel))
+      return op->emitOpError("has no runtime kernel");
+    SmallVector<Value> inputs, outputs;
+    for (Value operand : op->getOperands())
+      inputs.push_back(buffers.lookup(operand));
+    for (Value result : op->getResults()) {
+      Value out = b.create<rt::AllocOp>(loc, bufferTypeOf(result.getType()),
+                                        IntegerAttr(), StringAttr());
+      outputs.push_back(out);
+      buffers.map(result, out);
+    }
+    b.create<rt::KernelOp>(loc, b.getStringAttr(kernel), inputs, outputs,
+                           kernelAttrsFor(op), StringAttr());
+    return success();
+  }
+
+  void lowerReturn(OpBuilder &b, func::FuncOp func, func::ReturnOp ret,
+                   IRMapping &buffers) {
+    llvm::SmallPtrSet<Value, 4> returned;
+    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+      std::string name = "output" + std::to_string(i);
+      if (auto n = func.getResultAttrOfType<StringAttr>(i, "loom.name"))
+        name = n.str();
+      Value buffer = buffers.lookup(value);
+      // An output must be a scratch buffer of its own: copy inputs,
+      // parameters and values returned twice.
+      Value root = buffer;
+      while (auto alias = root.getDefiningOp<rt::AliasOp>())
+        root = alias.getSource();
+      if (!root.getDefiningOp<rt::AllocOp>() || !returned.insert(root).second) {
+        Value copy = b.create<rt::AllocOp>(ret.getLoc(),
+                                           cast<MemRefType>(buffer.getType()),
+                                           IntegerAttr(), StringAttr());
+        b.create<rt::CopyOp>(ret.getLoc(), buffer, copy, StringAttr());
+        buffer = copy;
+      }
+      b.create<rt::OutputOp>(ret.getLoc(), b.getStringAttr(name), buffer);
+    }
+  }
+};
+
+} // namespace

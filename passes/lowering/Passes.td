@@ -1,0 +1,67 @@
+#ifndef LOOM_PASSES_LOWERING_PASSES_TD
+#define LOOM_PASSES_LOWERING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LowerToRt : Pass<"loom-lower-to-rt", "mlir::ModuleOp"> {
+  let summary = "bufferize the entry function's nn ops into an rt.program";
+  let description = [{
+    Each tensor becomes a buffer: function arguments `rt.input`, parameters
+    and constants `rt.param` (persistent), every other op's results
+    `rt.alloc` (scratch) written by an `rt.kernel` call named after the op.
+    A reshape becomes an `rt.alias` of its input: no bytes move. Enum and
+    unit attributes become the strings and integers the kernels read.
+
+    Before:
+    ```mlir
+    func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+      %y = nn.relu %x : tensor<4x8xf32>
+      return %y : tensor<4x8xf32>
+    }
+    ```
+    After:
+    ```mlir
+    rt.program @main rank = 0 streams = ["compute"] {
+      %0 = rt.input "x" : memref<4x8xf32>
+      %1 = rt.alloc : memref<4x8xf32>
+      rt.kernel "nn.relu" (%0) -> (%1) : (memref<4x8xf32>) -> memref<4x8xf32>
+      rt.output "result0" %1 : memref<4x8xf32>
+    }
+    ```
+    Argument and result names come from `loom.name` argument/result
+    attributes when present.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"main\"",
+           "the function to lower (other functions are dropped)">
+  ];
+  let dependentDialects = ["loom::rt::RtDialect"];
+}
+
+def AssignStreams : Pass<"loom-assign-streams", "mlir::ModuleOp"> {
+  let summary = "put work on streams by role and add events where streams meet";
+  let description = [{
+    Kernels without a stream run on `compute`; copies on `host_copy` when
+    tagged `loom.host_copy`, else on `compute`. Where an op reads or writes
+    bytes that an earlier op on another stream wrote (or reads bytes an
+    earlier op on another stream is still reading, and writes them), the
+    pass records an event after the earlier op and makes this op's stream
+    wait for it. Byte ranges come from planned offsets, so memory reuse is
+    synchronized too; run it after `--loom-plan-memory`.
+
+    Before:
+    ```mlir
+    rt.kernel "nn.relu" (%a) -> (%b) : ...
+    rt.copy %b -> %c {loom.host_copy} : ...
+    ```
+    After:
+    ```mlir
+    rt.kernel "nn.relu" (%a) -> (%b) on "compute" : ...
+    rt.record_event 0 on "compute"
+    rt.wait_event 0 on "host_copy"
+    rt.copy %b -> %c on "host_copy" : ...
+    ```
+  }];
+}
+
+#endif

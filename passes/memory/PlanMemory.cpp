@@ -1,0 +1,122 @@
+// --loom-plan-memory: static, liveness-based arena offsets with reuse (see
+// Passes.td for before/after IR).
+
+#include "passes/memory/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace loom {
+#define GEN_PASS_DEF_PLANMEMORY
+#include "passes/memory/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+struct Lifetime {
+  int64_t first = INT64_MAX; // program position of the first use
+  int64_t last = -1;         // ... and of the last use (inclusive)
+  int64_t bytes = 0;         // aligned size
+  int64_t offset = -1;
+};
+
+int64_t alignUp(int64_t value, int64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+struct PlanMemoryPass : public loom::impl::PlanMemoryBase<PlanMemoryPass> {
+  using PlanMemoryBase::PlanMemoryBase;
+
+  void runOnOperation() override {
+    if (alignment <= 0 || (alignment & (alignment - 1)) != 0) {
+      getOperation().emitError("alignment must be a power of two, got ")
+          << alignment;
+      return signalPassFailure();
+    }
+    getOperation().walk([&](rt::ProgramOp program) { plan(program); });
+  }
+
+  void plan(rt::ProgramOp program) {
+    Block &block = program.getBlock();
+    int64_t end = static_cast<int64_t>(block.getOperations().size());
+    int64_t persistentBytes = 0;
+    llvm::MapVector<Value, Lifetime> scratch;
+
+    // Persistent buffers: one after another, in program order.
+    for (Operation &op : block)
+      if (auto param = dyn_cast<rt::ParamOp>(op)) {
+        rt::setPlannedOffset(param.getResult(), persistentBytes);
+        persistentBytes += alignUp(
+            std::max<int64_t>(rt::bufferBytes(param.getType()), 1), alignment);
+      }
+
+    int64_t position = 0;
+    for (Operation &op : block) {
+      if (isa<rt::InputOp, rt::AllocOp>(op)) {
+        Lifetime &life = scratch[op.getResult(0)];
+        life.bytes = alignUp(
+            std::max<int64_t>(rt::bufferBytes(cast<MemRefType>(op.getResult(0).getType())), 1),
+            alignment);
+        if (isa<rt::InputOp>(op))
+          life.first = 0; // filled by the caller before the step
+      }
+      for (Value operand : op.getOperands()) {
+        Value root = rt::rootBuffer(operand);
+        auto it = scratch.find(root);
+        if (it == scratch.end())
+          continue;
+        it->second.first = std::min(it->second.first, position);
+        it->second.last = std::max(it->second.last, position);
+        if (isa<rt::OutputOp>(op))
+          it->second.last = end; // read by the caller after the step
+      }
+      ++position;
+    }
+
+    // Greedy by size: the largest buffers first, each at the lowest offset
+    // free of every already-placed buffer whose lifetime overlaps.
+    SmallVector<Lifetime *> order;
+    int64_t unplanned = 0;
+    for (auto &entry : scratch) {
+      Lifetime &life = entry.second;
+      if (life.last < 0) // allocated but never used
+        life.first = life.last = 0;
+      life.first = std::min(life.first, life.last);
+      order.push_back(&life);
+      unplanned += life.bytes;
+    }
+    llvm::stable_sort(order, [](const Lifetime *a, const Lifetime *b) {
+      return a->bytes > b->bytes;
+    });
+    SmallVector<Lifetime *> placed;
+    int64_t peak = 0;
+    for (Lifetime *life : order) {
+      SmallVector<std::pair<int64_t, int64_t>> busy; // [offset, end)
+      for (Lifetime *other : placed)
+        if (other->first <= life->last && life->first <= other->last)
+          busy.push_back({other->offset, other->offset + other->bytes});
+      llvm::sort(busy);
+      int64_t offset = 0;
+      for (auto [begin, stop] : busy) {
+        if (offset + life->bytes <= begin)
+          break;
+        offset = std::max(offset, stop);
+      }
+      life->offset = offset;
+      peak = std::max(peak, offset + life->bytes);
+      placed.push_back(life);
+    }
+    for (auto &entry : scratch)
+      rt::setPlannedOffset(entry.first, entry.second.offset);
+
+    Builder b(program.getContext());
+    program.setArenaSizesAttr(b.getDenseI64ArrayAttr({persistentBytes, peak}));
+    program.setScratchUnplannedBytesAttr(b.getI64IntegerAttr(unplanned));
+  }
+};
+
+} // namespace

@@ -1,0 +1,162 @@
+// loom-compile: imports a model, runs Loom's passes phase by phase, and
+// writes the executable (or, with --compile-to, the IR at that phase).
+
+#include "dialects/nn/NNDialect.h"
+#include "dialects/rt/RtDialect.h"
+#include "passes/lowering/ExecutableEmitter.h"
+#include "passes/lowering/Passes.h"
+#include "passes/memory/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::OptionCategory category("loom-compile options");
+
+cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.mlir>"),
+                               cl::Required, cl::cat(category));
+cl::opt<std::string> outputPath("o", cl::desc("output file (.loomx, or IR with --compile-to; '-' for stdout)"),
+                                cl::value_desc("path"), cl::cat(category));
+
+/// The phases, in order. Each names the IR you see when you stop after it.
+enum class Phase { Input, NN, RT, Executable };
+cl::opt<Phase> compileTo(
+    "compile-to", cl::desc("stop after a phase and print its IR"),
+    cl::values(clEnumValN(Phase::Input, "input", "as imported, before any pass"),
+               clEnumValN(Phase::NN, "nn", "nn after canonicalization (the model, one device)"),
+               clEnumValN(Phase::RT, "rt", "rt programs: buffers planned, streams and events assigned"),
+               clEnumValN(Phase::Executable, "executable", "the serialized executable (default)")),
+    cl::init(Phase::Executable), cl::cat(category));
+cl::opt<std::string> mode("mode", cl::desc("infer or train"), cl::init("infer"),
+                          cl::cat(category));
+cl::opt<std::string> target("target", cl::desc("cpu or cuda (the executable runs on either backend)"),
+                            cl::init("cpu"), cl::cat(category));
+cl::opt<std::string> entry("entry", cl::desc("the function to compile"),
+                           cl::init("main"), cl::cat(category));
+
+[[noreturn]] void fail(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "loom-compile") << message << "\n";
+  std::exit(1);
+}
+
+/// Flags as given, recorded in the executable's metadata.
+std::string commandLine(int argc, char **argv) {
+  std::string s;
+  for (int i = 1; i < argc; ++i) {
+    if (i > 1)
+      s += ' ';
+    s += argv[i];
+  }
+  return s;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "loom-compile: compile a model into a Loom executable\n\n"
+      "  loom-compile model.mlir -o model.loomx\n"
+      "  loom-compile model.mlir --compile-to=rt\n");
+
+  if (mode != "infer" && mode != "train")
+    fail("--mode must be 'infer' or 'train', got '" + mode + "'");
+  if (mode == "train")
+    fail("--mode=train is not available yet: this build compiles inference programs only");
+  if (target != "cpu" && target != "cuda")
+    fail("--target must be 'cpu' or 'cuda', got '" + target + "'");
+  if (compileTo == Phase::Executable && outputPath.empty())
+    fail("no output file: pass -o OUT.loomx (or --compile-to=PHASE to print IR)");
+
+  std::string extension = llvm::sys::path::extension(inputPath).lower();
+  if (extension != ".mlir")
+    fail("'" + inputPath + "': unsupported model format '" + extension +
+         "' (this build reads .mlir)");
+
+  DialectRegistry registry;
+  registry.insert<loom::nn::NNDialect, loom::rt::RtDialect, func::FuncDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  // Diagnostics print as `file:line:col: error: message`, one per line.
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+
+  std::string error;
+  auto file = openInputFile(inputPath, &error);
+  if (!file)
+    fail("cannot read '" + inputPath + "': " + error);
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    fail("'" + inputPath + "' is not a valid nn program (see the diagnostic above)");
+
+  auto emitIR = [&]() {
+    auto out = openOutputFile(outputPath.empty() ? "-" : outputPath.getValue(), &error);
+    if (!out)
+      fail("cannot write '" + outputPath + "': " + error);
+    module->print(out->os());
+    out->os() << "\n";
+    out->keep();
+    std::exit(0);
+  };
+  if (compileTo == Phase::Input)
+    emitIR();
+
+  auto runPhase = [&](llvm::function_ref<void(PassManager &)> build,
+                      llvm::StringRef phase) {
+    PassManager pm(&context);
+    build(pm);
+    if (failed(pm.run(*module)))
+      fail("the " + phase + " phase failed (see the diagnostic above)");
+  };
+
+  runPhase([](PassManager &pm) {
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }, "nn");
+  if (compileTo == Phase::NN)
+    emitIR();
+
+  runPhase([&](PassManager &pm) {
+    pm.addPass(loom::createLowerToRt(loom::LowerToRtOptions{entry}));
+    pm.addPass(loom::createPlanMemory());
+    pm.addPass(loom::createAssignStreams());
+  }, "rt");
+  if (compileTo == Phase::RT)
+    emitIR();
+
+  loom::ExecutableMetadata meta;
+  meta.modelName = llvm::sys::path::stem(inputPath).str();
+  meta.mode = mode;
+  meta.compileFlags = commandLine(argc, argv);
+  FailureOr<loom::Executable> exe = loom::emitExecutable(*module, meta);
+  if (failed(exe))
+    fail("cannot emit the executable (see the diagnostic above)");
+  if (llvm::Error err = loom::verifyExecutable(*exe))
+    fail("internal error: the emitted executable does not verify: " +
+         llvm::toString(std::move(err)));
+  if (llvm::Error err = loom::writeExecutableFile(*exe, outputPath))
+    fail(llvm::toString(std::move(err)));
+  return 0;
+}
