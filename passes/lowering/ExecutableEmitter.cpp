@@ -68,6 +68,11 @@ NamedAttr toNamedAttr(NamedAttribute attr) {
 }
 
 std::string locationString(Location loc) {
+  if (auto fused = dyn_cast<FusedLoc>(loc); fused && !fused.getLocations().empty())
+    loc = fused.getLocations().front();
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" +
+            std::to_string(file.getColumn()));
   std::string s;
   llvm::raw_string_ostream os(s);
   loc.print(os);

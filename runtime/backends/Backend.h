@@ -1,0 +1,60 @@
+#ifndef LOOM_RUNTIME_BACKENDS_BACKEND_H
+#define LOOM_RUNTIME_BACKENDS_BACKEND_H
+
+// The one interface every backend implements: memory, copies, kernel calls,
+// streams and events. The CPU backend is the reference; the CUDA backend
+// implements the same calls with cuBLASLt, Loom's kernels and CUDA streams.
+// Collectives join this interface with the sharding work.
+
+#include "kernels/cpu/CpuKernels.h"
+
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <string>
+
+namespace loom {
+
+/// A tensor in a backend's memory: a pointer in its address space.
+using DeviceTensor = cpu::Tensor;
+using KernelAttrs = cpu::KernelAttrs;
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  /// Zero-filled memory aligned to at least 256 bytes. Arenas are allocated
+  /// once per run; nothing is allocated inside a step.
+  virtual llvm::Expected<void *> allocate(size_t bytes) = 0;
+  virtual void deallocate(void *ptr) = 0;
+
+  virtual llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) = 0;
+  virtual llvm::Error copyToHost(void *dst, const void *src, size_t bytes) = 0;
+
+  /// Prepares `numStreams` streams and `numEvents` events for a program.
+  virtual llvm::Error createStreams(unsigned numStreams, unsigned numEvents) = 0;
+  virtual llvm::Error copy(void *dst, const void *src, size_t bytes,
+                           unsigned stream) = 0;
+  virtual llvm::Error launch(std::string_view kernel,
+                             llvm::ArrayRef<DeviceTensor> inputs,
+                             llvm::ArrayRef<DeviceTensor> outputs,
+                             const KernelAttrs &attrs, unsigned stream) = 0;
+  virtual llvm::Error recordEvent(unsigned event, unsigned stream) = 0;
+  virtual llvm::Error waitEvent(unsigned event, unsigned stream) = 0;
+  /// Returns once all issued work is done.
+  virtual llvm::Error synchronize() = 0;
+};
+
+/// The reference backend. Streams run in issue order on the calling thread
+/// (a valid order for any correctly synchronized program); kernels use up to
+/// `numThreads` threads each, with results independent of the count.
+std::unique_ptr<Backend> createCpuBackend(int numThreads);
+
+/// "cpu" or "cuda"; an error names what is unavailable in this build.
+llvm::Expected<std::unique_ptr<Backend>> createBackend(std::string_view name,
+                                                       int numThreads);
+
+} // namespace loom
+
+#endif

@@ -1,0 +1,201 @@
+#include "runtime/backends/ProgramExecutor.h"
+
+#include "runtime/support/FloatTypes.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <cmath>
+
+namespace loom {
+
+namespace {
+
+llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(std::errc::invalid_argument, message.str().c_str());
+}
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+uint64_t fnv1a(std::string_view text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text)
+    h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+double unitUniform(uint64_t key, uint64_t index) {
+  // 53 random bits in (0, 1): never 0, so log() below is finite.
+  uint64_t bits = cpu::splitMix64(key + cpu::splitMix64(index)) >> 11;
+  return (static_cast<double>(bits) + 0.5) / 9007199254740992.0;
+}
+
+} // namespace
+
+std::vector<double> initialValues(const ParameterDesc &param, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t d : param.shape)
+    n *= d;
+  std::vector<double> values(n, 0.0);
+  uint64_t key = cpu::splitMix64(seed ^ fnv1a(param.name));
+  switch (param.init) {
+  case InitKind::Zeros:
+  case InitKind::Data:
+    break;
+  case InitKind::Ones:
+    std::fill(values.begin(), values.end(), 1.0);
+    break;
+  case InitKind::Uniform:
+    for (int64_t i = 0; i < n; ++i)
+      values[i] = param.initScale * (2.0 * unitUniform(key, i) - 1.0);
+    break;
+  case InitKind::Normal:
+    for (int64_t i = 0; i < n; ++i) {
+      double u1 = unitUniform(key, 2 * i), u2 = unitUniform(key, 2 * i + 1);
+      values[i] = param.initScale * std::sqrt(-2.0 * std::log(u1)) *
+                  std::cos(6.283185307179586 * u2);
+    }
+    break;
+  }
+  return values;
+}
+
+llvm::Expected<std::unique_ptr<ProgramExecutor>>
+ProgramExecutor::create(const Executable &exe, uint32_t rank, Backend &backend,
+                        uint64_t seed) {
+  if (rank >= exe.ranks.size())
+    return error("rank " + llvm::Twine(rank) + " does not exist (the executable has " +
+                 llvm::Twine(exe.ranks.size()) + " ranks)");
+  std::unique_ptr<ProgramExecutor> executor(
+      new ProgramExecutor(exe, exe.ranks[rank], backend));
+  if (auto err = executor->initialize(seed))
+    return std::move(err);
+  return executor;
+}
+
+ProgramExecutor::~ProgramExecutor() {
+  for (void *arena : arenas_)
+    if (arena)
+      backend_.deallocate(arena);
+}
+
+llvm::Error ProgramExecutor::initialize(uint64_t seed) {
+  for (int a = 0; a < kNumArenas; ++a) {
+    auto arena = backend_.allocate(program_.arenaSize[a]);
+    if (!arena)
+      return arena.takeError();
+    arenas_[a] = *arena;
+  }
+  if (auto err = backend_.createStreams(program_.streams.size(), program_.numEvents))
+    return err;
+  for (const ParamBinding &binding : program_.params) {
+    const ParameterDesc &param = exe_.parameters[binding.parameter];
+    const BufferDesc &buffer = program_.buffers[binding.buffer];
+    std::vector<uint8_t> bytes;
+    if (param.init == InitKind::Data) {
+      bytes = param.data;
+    } else {
+      std::vector<double> values = initialValues(param, seed);
+      bytes.resize(buffer.sizeInBytes());
+      for (size_t i = 0; i < values.size(); ++i)
+        storeFromDouble(bytes.data(), buffer.dtype, i, values[i]);
+    }
+    if (auto err = backend_.copyToDevice(address(buffer), bytes.data(), bytes.size()))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+void *ProgramExecutor::address(const BufferDesc &buffer) const {
+  return static_cast<uint8_t *>(arenas_[static_cast<int>(buffer.arena)]) + buffer.offset;
+}
+
+DeviceTensor ProgramExecutor::tensor(uint32_t index) const {
+  const BufferDesc &buffer = program_.buffers[index];
+  DeviceTensor t;
+  t.data = address(buffer);
+  t.dtype = buffer.dtype;
+  t.shape = buffer.shape;
+  return t;
+}
+
+llvm::Error ProgramExecutor::setInput(const std::string &name,
+                                      const HostTensor &value) {
+  for (const IOBinding &input : program_.inputs) {
+    if (input.name != name)
+      continue;
+    const BufferDesc &buffer = program_.buffers[input.buffer];
+    if (value.dtype != buffer.dtype || value.shape != buffer.shape)
+      return error("input '" + name + "' must be " + std::string(dtypeName(buffer.dtype)) + " " +
+                   shapeString(buffer.shape) + ", got " + std::string(dtypeName(value.dtype)) +
+                   " " + shapeString(value.shape));
+    if (value.data.size() != buffer.sizeInBytes())
+      return error("input '" + name + "' holds " + llvm::Twine(value.data.size()) +
+                   " bytes, expected " + llvm::Twine(buffer.sizeInBytes()));
+    return backend_.copyToDevice(address(buffer), value.data.data(), value.data.size());
+  }
+  return error("the program has no input named '" + name + "'");
+}
+
+llvm::Error ProgramExecutor::run() {
+  for (size_t i = 0; i < program_.instructions.size(); ++i) {
+    const Instruction &instr = program_.instructions[i];
+    llvm::Error err = llvm::Error::success();
+    switch (instr.kind) {
+    case InstrKind::Kernel: {
+      std::vector<DeviceTensor> inputs, outputs;
+      for (uint32_t b : instr.inputs)
+        inputs.push_back(tensor(b));
+      for (uint32_t b : instr.outputs)
+        outputs.push_back(tensor(b));
+      err = backend_.launch(instr.kernel, inputs, outputs, KernelAttrs(instr.attrs),
+                            instr.stream);
+      break;
+    }
+    case InstrKind::Copy:
+      err = backend_.copy(address(program_.buffers[instr.outputs[0]]),
+                          address(program_.buffers[instr.inputs[0]]),
+                          program_.buffers[instr.inputs[0]].sizeInBytes(), instr.stream);
+      break;
+    case InstrKind::RecordEvent:
+      err = backend_.recordEvent(instr.event, instr.stream);
+      break;
+    case InstrKind::WaitEvent:
+      err = backend_.waitEvent(instr.event, instr.stream);
+      break;
+    }
+    if (err)
+      return error("rank " + llvm::Twine(program_.rank) + ", instruction " +
+                   llvm::Twine(i) + " (" +
+                   (instr.kind == InstrKind::Kernel ? instr.kernel : "copy/event") +
+                   (instr.location.empty() ? "" : " at " + instr.location) +
+                   "): " + llvm::toString(std::move(err)));
+  }
+  return backend_.synchronize();
+}
+
+llvm::Expected<HostTensor> ProgramExecutor::readBuffer(uint32_t index) const {
+  if (index >= program_.buffers.size())
+    return error("buffer " + llvm::Twine(index) + " out of range");
+  const BufferDesc &buffer = program_.buffers[index];
+  HostTensor out;
+  out.dtype = buffer.dtype;
+  out.shape = buffer.shape;
+  out.data.resize(buffer.sizeInBytes());
+  if (auto err = backend_.copyToHost(out.data.data(), address(buffer), out.data.size()))
+    return std::move(err);
+  return out;
+}
+
+llvm::Expected<HostTensor> ProgramExecutor::getOutput(const std::string &name) const {
+  for (const IOBinding &output : program_.outputs)
+    if (output.name == name)
+      return readBuffer(output.buffer);
+  return error("the program has no output named '" + name + "'");
+}
+
+} // namespace loom

@@ -1,0 +1,58 @@
+#ifndef LOOM_RUNTIME_BACKENDS_PROGRAMEXECUTOR_H
+#define LOOM_RUNTIME_BACKENDS_PROGRAMEXECUTOR_H
+
+// Runs one rank's program of a loaded executable on a backend: allocates its
+// arenas once, initializes parameters, and runs steps.
+
+#include "runtime/backends/Backend.h"
+#include "runtime/executable/Executable.h"
+
+namespace loom {
+
+struct HostTensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data; // little-endian elements, C order
+};
+
+class ProgramExecutor {
+public:
+  /// Allocates the arenas and initializes every parameter: from its stored
+  /// data, or from its seeded initializer (`seed` mixes with the name).
+  static llvm::Expected<std::unique_ptr<ProgramExecutor>>
+  create(const Executable &exe, uint32_t rank, Backend &backend, uint64_t seed);
+  ~ProgramExecutor();
+
+  const RankProgram &program() const { return program_; }
+
+  /// Copies a host tensor into the named input; its dtype and shape must be
+  /// the program's.
+  llvm::Error setInput(const std::string &name, const HostTensor &value);
+  /// Runs the instruction list once and waits for it.
+  llvm::Error run();
+  llvm::Expected<HostTensor> getOutput(const std::string &name) const;
+  /// Reads any buffer (parameters included), for tests and checkpoints.
+  llvm::Expected<HostTensor> readBuffer(uint32_t buffer) const;
+
+private:
+  ProgramExecutor(const Executable &exe, const RankProgram &program,
+                  Backend &backend)
+      : exe_(exe), program_(program), backend_(backend) {}
+  llvm::Error initialize(uint64_t seed);
+  void *address(const BufferDesc &buffer) const;
+  DeviceTensor tensor(uint32_t buffer) const;
+
+  const Executable &exe_;
+  const RankProgram &program_;
+  Backend &backend_;
+  void *arenas_[kNumArenas] = {nullptr, nullptr};
+};
+
+/// The initial values of a parameter with a seeded initializer, as f64:
+/// normal uses Box-Muller over a counter-based hash, so a value depends only
+/// on (seed, name, index).
+std::vector<double> initialValues(const ParameterDesc &param, uint64_t seed);
+
+} // namespace loom
+
+#endif
