@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs Loom's dependencies, builds everything, and runs every test
+# (lit + GoogleTest). This is the README's test command and what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup-deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C build
+
+log=build/check-loom.log
+status=0
+ninja -C build check-loom 2>&1 | tee "$log" || status=$?
+
+# One closing line with the counts, whatever the runner printed above.
+passed=$(grep -E '^ *Passed *:' "$log" | awk '{print $3}' | tail -1)
+failed=$(grep -E '^ *Failed *:' "$log" | awk '{print $3}' | tail -1)
+echo "check-loom: ${passed:-0} passed, ${failed:-0} failed"
+if [ "$status" -ne 0 ] || [ "${failed:-0}" != "0" ] || [ "${passed:-0}" = "0" ]; then
+  exit 1
+fi
