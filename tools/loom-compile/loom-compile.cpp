@@ -52,6 +52,10 @@ cl::opt<std::string> target("target", cl::desc("cpu or cuda (the executable runs
 cl::opt<std::string> entry("entry", cl::desc("the function to compile"),
                            cl::init("main"), cl::cat(category));
 
+/// Exits after a failure an MLIR diagnostic (file:line:col: error: ...)
+/// has already described in one line.
+[[noreturn]] void failDiagnosed() { std::exit(1); }
+
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "loom-compile") << message << "\n";
   std::exit(1);
@@ -109,7 +113,7 @@ int main(int argc, char **argv) {
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
-    fail("'" + inputPath + "' is not a valid nn program (see the diagnostic above)");
+    failDiagnosed();
 
   auto emitIR = [&]() {
     auto out = openOutputFile(outputPath.empty() ? "-" : outputPath.getValue(), &error);
@@ -128,7 +132,7 @@ int main(int argc, char **argv) {
     PassManager pm(&context);
     build(pm);
     if (failed(pm.run(*module)))
-      fail("the " + phase + " phase failed (see the diagnostic above)");
+      failDiagnosed();
   };
 
   runPhase([](PassManager &pm) {
@@ -152,7 +156,7 @@ int main(int argc, char **argv) {
   meta.compileFlags = commandLine(argc, argv);
   FailureOr<loom::Executable> exe = loom::emitExecutable(*module, meta);
   if (failed(exe))
-    fail("cannot emit the executable (see the diagnostic above)");
+    failDiagnosed();
   if (llvm::Error err = loom::verifyExecutable(*exe))
     fail("internal error: the emitted executable does not verify: " +
          llvm::toString(std::move(err)));
