@@ -1,0 +1,344 @@
+// The backend conformance suite, written once and instantiated per backend:
+// memory, copies, streams and events, every kernel of Kernels.def against the
+// CPU reference kernels on random (never zero) inputs, and whole programs.
+// The CUDA backend joins `Backends` below when it is built; on a machine
+// without a GPU its instantiation reports itself skipped.
+
+#include "runtime/backends/Backend.h"
+#include "runtime/backends/ProgramExecutor.h"
+#include "runtime/support/FloatTypes.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+
+using namespace loom;
+
+namespace {
+
+struct CpuBackendFactory {
+  static constexpr const char *kName = "cpu";
+  static std::unique_ptr<Backend> create() { return createCpuBackend(2); }
+  /// Relative tolerance per dtype against the CPU reference kernels: zero,
+  /// since the CPU backend runs those very kernels. Other backends state theirs.
+  static double tolerance(DType) { return 0; }
+};
+
+template <typename Factory> class BackendConformance : public ::testing::Test {
+protected:
+  void SetUp() override { backend = Factory::create(); }
+  std::unique_ptr<Backend> backend;
+};
+
+using Backends = ::testing::Types<CpuBackendFactory>;
+TYPED_TEST_SUITE(BackendConformance, Backends);
+
+int64_t count(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// A host tensor with seeded random contents: floats in [-2, -0.1] u [0.1, 2]
+/// (never zero), integers in [0, indexBound), booleans 0/1.
+HostTensor randomTensor(DType dtype, std::vector<int64_t> shape, uint32_t seed,
+                        int64_t indexBound = 4) {
+  std::mt19937 rng(seed);
+  HostTensor t{dtype, shape, {}};
+  int64_t n = count(shape);
+  t.data.resize(n * dtypeSize(dtype));
+  std::uniform_real_distribution<double> mag(0.1, 2.0);
+  for (int64_t i = 0; i < n; ++i) {
+    double v;
+    if (dtype == DType::I1)
+      v = rng() % 2;
+    else if (!isFloat(dtype))
+      v = rng() % indexBound;
+    else
+      v = (rng() % 2 ? 1 : -1) * mag(rng);
+    storeFromDouble(t.data.data(), dtype, i, v);
+  }
+  return t;
+}
+
+struct KernelCase {
+  std::string kernel;
+  std::vector<HostTensor> inputs;
+  std::vector<std::pair<DType, std::vector<int64_t>>> outputs;
+  std::vector<NamedAttr> attrs;
+};
+
+/// One case per kernel, shaped to exercise what the kernel must get right
+/// (broadcasting, transposes, grouped heads, ignored labels, ...).
+std::vector<KernelCase> kernelCases() {
+  using S = std::vector<int64_t>;
+  auto f32 = [](S shape, uint32_t seed) { return randomTensor(DType::F32, shape, seed); };
+  std::vector<KernelCase> cases;
+  for (const char *unary : {"nn.neg", "nn.abs", "nn.exp", "nn.tanh", "nn.erf",
+                            "nn.sigmoid", "nn.silu", "nn.relu", "nn.reciprocal"})
+    cases.push_back({unary, {f32({3, 5}, 1)}, {{DType::F32, {3, 5}}}, {}});
+  HostTensor positive = f32({3, 5}, 2);
+  for (size_t i = 0; i < positive.data.size() / 4; ++i)
+    reinterpret_cast<float *>(positive.data.data())[i] =
+        std::fabs(reinterpret_cast<float *>(positive.data.data())[i]);
+  for (const char *k : {"nn.log", "nn.sqrt", "nn.rsqrt"})
+    cases.push_back({k, {positive}, {{DType::F32, {3, 5}}}, {}});
+  cases.push_back({"nn.gelu", {f32({4, 6}, 3)}, {{DType::F32, {4, 6}}}, {{"approximate", std::string("tanh")}}});
+  cases.push_back({"nn.gelu", {f32({4, 6}, 4)}, {{DType::F32, {4, 6}}}, {{"approximate", std::string("none")}}});
+  for (const char *binary : {"nn.add", "nn.sub", "nn.mul", "nn.div", "nn.maximum", "nn.minimum"})
+    cases.push_back({binary, {f32({2, 3, 4}, 5), f32({3, 1}, 6)}, {{DType::F32, {2, 3, 4}}}, {}});
+  cases.push_back({"nn.pow", {positive, f32({5}, 7)}, {{DType::F32, {3, 5}}}, {}});
+  cases.push_back({"nn.compare", {f32({3, 4}, 8), f32({4}, 9)}, {{DType::I1, {3, 4}}}, {{"predicate", std::string("lt")}}});
+  cases.push_back({"nn.where", {randomTensor(DType::I1, {3, 4}, 10), f32({3, 4}, 11), f32({1, 4}, 12)}, {{DType::F32, {3, 4}}}, {}});
+  cases.push_back({"nn.cast", {f32({7, 3}, 13)}, {{DType::BF16, {7, 3}}}, {}});
+  cases.push_back({"nn.cast", {f32({7, 3}, 14)}, {{DType::F8E4M3FN, {7, 3}}}, {}});
+  cases.push_back({"nn.matmul", {f32({2, 5, 7}, 15), f32({6, 7}, 16)}, {{DType::F32, {2, 5, 6}}},
+                   {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(1)}}});
+  cases.push_back({"nn.matmul", {f32({7, 5}, 17), f32({7, 3}, 18)}, {{DType::F32, {5, 3}}},
+                   {{"transpose_a", int64_t(1)}, {"transpose_b", int64_t(0)}}});
+  cases.push_back({"nn.matmul", {randomTensor(DType::BF16, {4, 8}, 19), randomTensor(DType::BF16, {8, 3}, 20)},
+                   {{DType::BF16, {4, 3}}}, {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(0)}}});
+  for (const char *reduce : {"nn.reduce_sum", "nn.reduce_mean", "nn.reduce_max"})
+    cases.push_back({reduce, {f32({3, 4, 5}, 21)}, {{DType::F32, {3, 1, 5}}},
+                     {{"dims", std::vector<int64_t>{1}}, {"keepdim", int64_t(1)}}});
+  cases.push_back({"nn.softmax", {f32({3, 9}, 22)}, {{DType::F32, {3, 9}}}, {{"dim", int64_t(1)}}});
+  cases.push_back({"nn.log_softmax", {f32({3, 9}, 23)}, {{DType::F32, {3, 9}}}, {{"dim", int64_t(0)}}});
+  cases.push_back({"nn.layer_norm", {f32({2, 3, 8}, 24), f32({8}, 25), f32({8}, 26)}, {{DType::F32, {2, 3, 8}}},
+                   {{"epsilon", 1e-5}, {"has_weight", int64_t(1)}, {"has_bias", int64_t(1)}}});
+  cases.push_back({"nn.rms_norm", {f32({2, 3, 8}, 27), f32({8}, 28)}, {{DType::F32, {2, 3, 8}}},
+                   {{"epsilon", 1e-6}, {"has_weight", int64_t(1)}}});
+  cases.push_back({"nn.rope", {f32({1, 2, 4, 6}, 29), f32({4, 6}, 30), f32({4, 6}, 31)}, {{DType::F32, {1, 2, 4, 6}}},
+                   {{"interleaved", int64_t(0)}}});
+  cases.push_back({"nn.attention", {f32({1, 4, 5, 8}, 32), f32({1, 2, 7, 8}, 33), f32({1, 2, 7, 8}, 34)},
+                   {{DType::F32, {1, 4, 5, 8}}}, {{"causal", int64_t(1)}, {"scale", 0.35}}});
+  cases.push_back({"nn.embedding", {f32({10, 4}, 35), randomTensor(DType::I64, {2, 3}, 36, 10)},
+                   {{DType::F32, {2, 3, 4}}}, {}});
+  cases.push_back({"nn.transpose", {f32({2, 3, 4}, 37)}, {{DType::F32, {4, 2, 3}}},
+                   {{"permutation", std::vector<int64_t>{2, 0, 1}}}});
+  cases.push_back({"nn.broadcast", {f32({3, 1}, 38)}, {{DType::F32, {2, 3, 4}}}, {}});
+  cases.push_back({"nn.slice", {f32({6, 5}, 39)}, {{DType::F32, {2, 3}}},
+                   {{"starts", std::vector<int64_t>{1, 0}}, {"limits", std::vector<int64_t>{5, 5}},
+                    {"strides", std::vector<int64_t>{2, 2}}}});
+  cases.push_back({"nn.concat", {f32({2, 3}, 40), f32({2, 1}, 41), f32({2, 2}, 42)}, {{DType::F32, {2, 6}}},
+                   {{"dim", int64_t(1)}}});
+  cases.push_back({"nn.split", {f32({5, 2}, 43)}, {{DType::F32, {2, 2}}, {DType::F32, {3, 2}}},
+                   {{"dim", int64_t(0)}}});
+  cases.push_back({"nn.gather", {f32({3, 6}, 44), randomTensor(DType::I32, {4}, 45, 6)}, {{DType::F32, {3, 4}}},
+                   {{"axis", int64_t(1)}}});
+  HostTensor labels = randomTensor(DType::I64, {6}, 46, 7);
+  reinterpret_cast<int64_t *>(labels.data.data())[2] = -100;
+  cases.push_back({"nn.cross_entropy", {f32({6, 7}, 47), labels}, {{DType::F32, {}}},
+                   {{"ignore_index", int64_t(-100)}, {"reduction", std::string("mean")}}});
+  cases.push_back({"nn.dropout", {f32({8, 8}, 48)}, {{DType::F32, {8, 8}}}, {{"p", 0.25}, {"seed", int64_t(3)}}});
+  cases.push_back({"nn.iota", {}, {{DType::I64, {3, 4}}}, {{"dim", int64_t(1)}, {"start", 2.0}, {"step", 3.0}}});
+  return cases;
+}
+
+TYPED_TEST(BackendConformance, AllocationIsZeroedAndAligned) {
+  auto ptr = this->backend->allocate(1000);
+  ASSERT_TRUE(static_cast<bool>(ptr)) << llvm::toString(ptr.takeError());
+  std::vector<uint8_t> host(1000, 0xAB);
+  ASSERT_FALSE(static_cast<bool>(this->backend->copyToHost(host.data(), *ptr, host.size())));
+  for (uint8_t b : host)
+    ASSERT_EQ(b, 0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(*ptr) % 256, 0u);
+  this->backend->deallocate(*ptr);
+}
+
+TYPED_TEST(BackendConformance, CopiesRoundTripAndMoveBytesOnAStream) {
+  std::vector<uint8_t> source(4096);
+  std::mt19937 rng(1);
+  for (uint8_t &b : source)
+    b = rng();
+  void *a = cantFail(this->backend->allocate(source.size()));
+  void *b = cantFail(this->backend->allocate(source.size()));
+  ASSERT_FALSE(static_cast<bool>(this->backend->createStreams(2, 1)));
+  ASSERT_FALSE(static_cast<bool>(this->backend->copyToDevice(a, source.data(), source.size())));
+  ASSERT_FALSE(static_cast<bool>(this->backend->copy(b, a, source.size(), /*stream=*/1)));
+  ASSERT_FALSE(static_cast<bool>(this->backend->recordEvent(0, 1)));
+  ASSERT_FALSE(static_cast<bool>(this->backend->waitEvent(0, 0)));
+  ASSERT_FALSE(static_cast<bool>(this->backend->synchronize()));
+  std::vector<uint8_t> back(source.size());
+  ASSERT_FALSE(static_cast<bool>(this->backend->copyToHost(back.data(), b, back.size())));
+  EXPECT_EQ(back, source);
+  this->backend->deallocate(a);
+  this->backend->deallocate(b);
+}
+
+TYPED_TEST(BackendConformance, RejectsUnknownKernelsAndStreams) {
+  ASSERT_FALSE(static_cast<bool>(this->backend->createStreams(1, 0)));
+  llvm::Error err = this->backend->launch("nn.no_such_kernel", {}, {}, KernelAttrs(), 0);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("nn.no_such_kernel"), std::string::npos);
+  llvm::Error streamErr = this->backend->launch("nn.iota", {}, {}, KernelAttrs(), 5);
+  EXPECT_TRUE(static_cast<bool>(streamErr));
+  llvm::consumeError(std::move(streamErr));
+}
+
+TYPED_TEST(BackendConformance, EveryKernelMatchesTheCpuReference) {
+  std::vector<KernelCase> cases = kernelCases();
+  // Every kernel the format knows has a case here.
+  std::set<std::string> covered;
+  for (const KernelCase &c : cases)
+    covered.insert(c.kernel);
+#define LOOM_KERNEL(NAME, MIN_IN, MAX_IN, NUM_OUT) \
+  EXPECT_TRUE(covered.count(NAME)) << "no conformance case for " << NAME;
+#include "runtime/executable/Kernels.def"
+#undef LOOM_KERNEL
+
+  ASSERT_FALSE(static_cast<bool>(this->backend->createStreams(1, 0)));
+  for (const KernelCase &c : cases) {
+    SCOPED_TRACE(c.kernel);
+    // Reference: the CPU kernels on host memory.
+    std::vector<cpu::Tensor> refIn, refOut;
+    std::vector<std::vector<uint8_t>> refOutData;
+    for (const HostTensor &t : c.inputs)
+      refIn.push_back({const_cast<uint8_t *>(t.data.data()), t.dtype, t.shape});
+    for (auto &[dtype, shape] : c.outputs)
+      refOutData.emplace_back(count(shape) * dtypeSize(dtype));
+    for (size_t i = 0; i < c.outputs.size(); ++i)
+      refOut.push_back({refOutData[i].data(), c.outputs[i].first, c.outputs[i].second});
+    ASSERT_FALSE(static_cast<bool>(cpu::runKernel(c.kernel, refIn, refOut, KernelAttrs(c.attrs))));
+
+    // The backend under test, through device memory.
+    std::vector<void *> allocations;
+    std::vector<DeviceTensor> in, out;
+    for (const HostTensor &t : c.inputs) {
+      void *p = cantFail(this->backend->allocate(t.data.size()));
+      ASSERT_FALSE(static_cast<bool>(this->backend->copyToDevice(p, t.data.data(), t.data.size())));
+      allocations.push_back(p);
+      in.push_back({p, t.dtype, t.shape});
+    }
+    for (auto &[dtype, shape] : c.outputs) {
+      void *p = cantFail(this->backend->allocate(count(shape) * dtypeSize(dtype)));
+      allocations.push_back(p);
+      out.push_back({p, dtype, shape});
+    }
+    llvm::Error err = this->backend->launch(c.kernel, in, out, KernelAttrs(c.attrs), 0);
+    ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    ASSERT_FALSE(static_cast<bool>(this->backend->synchronize()));
+    for (size_t o = 0; o < out.size(); ++o) {
+      std::vector<uint8_t> got(refOutData[o].size());
+      ASSERT_FALSE(static_cast<bool>(this->backend->copyToHost(got.data(), out[o].data, got.size())));
+      DType dtype = out[o].dtype;
+      double tol = TypeParam::tolerance(dtype);
+      bool anyNonZero = false;
+      for (int64_t i = 0; i < count(out[o].shape); ++i) {
+        double want = loadAsDouble(refOutData[o].data(), dtype, i);
+        double have = loadAsDouble(got.data(), dtype, i);
+        anyNonZero |= want != 0;
+        ASSERT_NEAR(have, want, tol * (1 + std::fabs(want))) << "output " << o << " element " << i;
+      }
+      // A reference of all zeros would make the comparison vacuous.
+      if (c.kernel != "nn.compare")
+        EXPECT_TRUE(anyNonZero) << "output " << o << " is all zeros";
+    }
+    for (void *p : allocations)
+      this->backend->deallocate(p);
+  }
+}
+
+/// y = relu(x @ w^T) + b, hand-built, so its output can be derived by hand.
+Executable handBuiltProgram() {
+  Executable exe;
+  exe.modelName = "hand";
+  exe.mode = "infer";
+  ParameterDesc w{"w", DType::F32, {2, 3}, true, InitKind::Data, 0, {}};
+  std::vector<float> wv = {1, -1, 2, 0.5f, 0.5f, -3};
+  w.data.assign(reinterpret_cast<uint8_t *>(wv.data()), reinterpret_cast<uint8_t *>(wv.data()) + 24);
+  ParameterDesc b{"b", DType::F32, {2}, true, InitKind::Ones, 0, {}};
+  exe.parameters = {w, b};
+  RankProgram r;
+  r.arenaSize[0] = 512;
+  r.arenaSize[1] = 768;
+  r.streams = {"compute"};
+  r.buffers = {{"x", ArenaKind::Scratch, 0, DType::F32, {1, 3}},
+               {"w", ArenaKind::Persistent, 0, DType::F32, {2, 3}},
+               {"b", ArenaKind::Persistent, 256, DType::F32, {2}},
+               {"", ArenaKind::Scratch, 256, DType::F32, {1, 2}},
+               {"", ArenaKind::Scratch, 512, DType::F32, {1, 2}},
+               {"y", ArenaKind::Scratch, 0, DType::F32, {1, 2}}};
+  r.params = {{0, 1}, {1, 2}};
+  r.inputs = {{"x", 0}};
+  r.outputs = {{"y", 5}};
+  Instruction mm{InstrKind::Kernel, "nn.matmul", 0, 0, {0, 1}, {3},
+                 {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(1)}}, ""};
+  Instruction relu{InstrKind::Kernel, "nn.relu", 0, 0, {3}, {4}, {}, ""};
+  Instruction add{InstrKind::Kernel, "nn.add", 0, 0, {4, 2}, {5}, {}, ""};
+  r.instructions = {mm, relu, add};
+  exe.ranks = {r};
+  return exe;
+}
+
+TYPED_TEST(BackendConformance, RunsAProgramWithReusedScratchMemory) {
+  Executable exe = handBuiltProgram();
+  ASSERT_FALSE(static_cast<bool>(verifyExecutable(exe)));
+  auto executor = ProgramExecutor::create(exe, 0, *this->backend, /*seed=*/0);
+  ASSERT_TRUE(static_cast<bool>(executor)) << llvm::toString(executor.takeError());
+  std::vector<float> x = {1, 2, 3};
+  HostTensor input{DType::F32, {1, 3}, {}};
+  input.data.assign(reinterpret_cast<uint8_t *>(x.data()), reinterpret_cast<uint8_t *>(x.data()) + 12);
+  ASSERT_FALSE(static_cast<bool>((*executor)->setInput("x", input)));
+  for (int step = 0; step < 2; ++step) { // a second step sees the same result
+    ASSERT_FALSE(static_cast<bool>((*executor)->run()));
+    HostTensor y = cantFail((*executor)->getOutput("y"));
+    const float *yv = reinterpret_cast<const float *>(y.data.data());
+    // x@w^T = [1-2+6, 0.5+1-9] = [5, -7.5]; relu -> [5, 0]; +1 -> [6, 1].
+    EXPECT_FLOAT_EQ(yv[0], 6.0f);
+    EXPECT_FLOAT_EQ(yv[1], 1.0f);
+    ASSERT_FALSE(static_cast<bool>((*executor)->setInput("x", input)));
+  }
+}
+
+TYPED_TEST(BackendConformance, ChecksInputsAgainstTheSignature) {
+  Executable exe = handBuiltProgram();
+  auto executor = cantFail(ProgramExecutor::create(exe, 0, *this->backend, 0));
+  HostTensor wrong{DType::F32, {3, 1}, std::vector<uint8_t>(12)};
+  llvm::Error err = executor->setInput("x", wrong);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("must be f32 [1x3], got f32 [3x1]"), std::string::npos);
+  llvm::Error missing = executor->setInput("nope", wrong);
+  ASSERT_TRUE(static_cast<bool>(missing));
+  llvm::consumeError(std::move(missing));
+}
+
+} // namespace
+
+TEST(SeededInitializers, DependOnSeedAndNameAndHaveTheRequestedScale) {
+  ParameterDesc p{"layer.weight", DType::F32, {256, 64}, true, InitKind::Normal, 0.02, {}};
+  std::vector<double> a = initialValues(p, 1), b = initialValues(p, 1), c = initialValues(p, 2);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  ParameterDesc q = p;
+  q.name = "other.weight";
+  EXPECT_NE(initialValues(q, 1), a);
+  double sum = 0, sumSq = 0;
+  for (double v : a) {
+    sum += v;
+    sumSq += v * v;
+  }
+  double mean = sum / a.size(), stddev = std::sqrt(sumSq / a.size() - mean * mean);
+  EXPECT_NEAR(mean, 0.0, 0.002);
+  EXPECT_NEAR(stddev, 0.02, 0.001);
+  ParameterDesc u{"u", DType::F32, {1000}, true, InitKind::Uniform, 0.5, {}};
+  for (double v : initialValues(u, 3))
+    ASSERT_TRUE(v >= -0.5 && v <= 0.5);
+}
+
+TEST(CpuBackend, WaitingOnAnUnrecordedEventIsAnError) {
+  auto backend = createCpuBackend(1);
+  ASSERT_FALSE(static_cast<bool>(backend->createStreams(2, 1)));
+  llvm::Error err = backend->waitEvent(0, 1);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("never recorded"), std::string::npos);
+}
+
+TEST(Backends, CudaIsReportedUnavailableByName) {
+  auto backend = createBackend("cuda", 1);
+  ASSERT_FALSE(static_cast<bool>(backend));
+  EXPECT_NE(llvm::toString(backend.takeError()).find("CUDA"), std::string::npos);
+}
