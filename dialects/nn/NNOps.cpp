@@ -5,6 +5,7 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/SmallString.h"
 
 #include <cmath>
 
@@ -43,6 +44,23 @@ static std::string shapeString(ArrayRef<int64_t> shape) {
   std::string s = "[";
   llvm::raw_string_ostream os(s);
   llvm::interleave(shape, os, "x");
+  os << "]";
+  return s;
+}
+
+/// A double as diagnostics should show it: the shortest form that reads back
+/// exactly ("0.5", "-1", "1.0E-5", "NaN"), not printf's "5.000000e-01".
+static std::string num(double value) {
+  SmallString<16> s;
+  llvm::APFloat(value).toString(s);
+  return std::string(s);
+}
+
+/// A list of integers that is not a shape (a permutation, dims): "[1, 0, 2]".
+static std::string listString(ArrayRef<int64_t> values) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(values, os, ", ");
   os << "]";
   return s;
 }
@@ -96,17 +114,22 @@ static void printParamInit(OpAsmPrinter &p, ParameterOp, InitKindAttr init,
   if (defaultInit && defaultScale)
     return;
   p << " init(" << stringifyInitKind(init ? init.getValue() : InitKind::zeros);
-  if (!defaultScale)
-    p << ", " << scale.getValueAsDouble();
+  if (!defaultScale) {
+    // printFloat prints the shortest form that parses back to the same value;
+    // `<< double` would print six significant digits and lose precision.
+    p << ", ";
+    p.printFloat(scale.getValue());
+  }
   p << ")";
 }
 
 LogicalResult ParameterOp::verify() {
   if (getName().empty())
     return emitOpError("needs a non-empty name");
-  if (getInitScale().convertToDouble() < 0)
-    return emitOpError("init scale must be non-negative, got ")
-           << getInitScale().convertToDouble();
+  double scale = getInitScale().convertToDouble();
+  if (!(scale >= 0) || std::isinf(scale))
+    return emitOpError("init scale must be finite and non-negative, got ")
+           << num(scale);
   if (std::optional<ElementsAttr> value = getValue()) {
     if (value->getType() != getType())
       return emitOpError("value of type ")
@@ -117,7 +140,18 @@ LogicalResult ParameterOp::verify() {
 }
 
 LogicalResult IotaOp::verify() {
-  return checkDim(getLoc(), getDim(), getType().getRank(), "dim");
+  if (failed(checkDim(getLoc(), getDim(), getType().getRank(), "dim")))
+    return failure();
+  double start = getStart().convertToDouble(), step = getStep().convertToDouble();
+  if (!std::isfinite(start) || !std::isfinite(step))
+    return emitOpError("start and step must be finite, got start ")
+           << num(start) << " and step " << num(step);
+  if (isa<IntegerType>(getType().getElementType()) &&
+      (std::trunc(start) != start || std::trunc(step) != step))
+    return emitOpError("start and step of an integer iota must be whole "
+                       "numbers, got start ")
+           << num(start) << " and step " << num(step);
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -296,8 +330,6 @@ static LogicalResult verifyFeatureOperand(Operation *op, Value operand,
   if (!operand)
     return success();
   auto type = tensorOf(operand);
-  if (input.getRank() < 1)
-    return op->emitOpError("input must have rank >= 1");
   if (type.getRank() != 1 || type.getDimSize(0) != input.getShape().back())
     return op->emitOpError()
            << what << " must have shape [" << input.getShape().back()
@@ -316,24 +348,73 @@ static LogicalResult verifySameAsInput(Operation *op, Type input, Type result) {
   return success();
 }
 
+/// `(, weight %w)? (, bias %b)?`: layer_norm's optional affine operands.
+/// A declarative format cannot express this (both optional groups would start
+/// with `,`, so a bias without a weight would not parse).
+static ParseResult
+parseNormAffine(OpAsmParser &parser,
+                std::optional<OpAsmParser::UnresolvedOperand> &weight,
+                std::optional<OpAsmParser::UnresolvedOperand> &bias) {
+  while (succeeded(parser.parseOptionalComma())) {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef keyword;
+    if (parser.parseKeyword(&keyword))
+      return failure();
+    std::optional<OpAsmParser::UnresolvedOperand> *slot = nullptr;
+    if (keyword == "weight" && !weight && !bias)
+      slot = &weight;
+    else if (keyword == "bias" && !bias)
+      slot = &bias;
+    else
+      return parser.emitError(loc, "expected 'weight' or 'bias' (in that "
+                                   "order, each at most once), got '")
+             << keyword << "'";
+    OpAsmParser::UnresolvedOperand operand;
+    if (parser.parseOperand(operand))
+      return failure();
+    *slot = operand;
+  }
+  return success();
+}
+
+static void printNormAffine(OpAsmPrinter &p, LayerNormOp, Value weight,
+                            Value bias) {
+  if (weight)
+    p << ", weight " << weight;
+  if (bias)
+    p << ", bias " << bias;
+}
+
+/// Norms normalize over the last dim, so the input needs one; epsilon must be
+/// a non-negative finite number.
+static LogicalResult verifyNormInput(Operation *op, RankedTensorType input,
+                                     llvm::APFloat epsilon) {
+  if (input.getRank() < 1)
+    return op->emitOpError("input must have rank >= 1 (it is normalized over "
+                           "its last dim), got a rank-0 tensor");
+  double eps = epsilon.convertToDouble();
+  if (!(eps >= 0) || std::isinf(eps))
+    return op->emitOpError("epsilon must be finite and non-negative, got ")
+           << num(eps);
+  return success();
+}
+
 LogicalResult LayerNormOp::verify() {
   auto input = getInput().getType();
-  if (failed(verifyFeatureOperand(*this, getWeight(), input, "weight")) ||
+  if (failed(verifyNormInput(*this, input, getEpsilon())) ||
+      failed(verifyFeatureOperand(*this, getWeight(), input, "weight")) ||
       failed(verifyFeatureOperand(*this, getBias(), input, "bias")) ||
       failed(verifySameAsInput(*this, input, getType())))
     return failure();
-  if (getEpsilon().convertToDouble() < 0)
-    return emitOpError("epsilon must be non-negative");
   return success();
 }
 
 LogicalResult RmsNormOp::verify() {
   auto input = getInput().getType();
-  if (failed(verifyFeatureOperand(*this, getWeight(), input, "weight")) ||
+  if (failed(verifyNormInput(*this, input, getEpsilon())) ||
+      failed(verifyFeatureOperand(*this, getWeight(), input, "weight")) ||
       failed(verifySameAsInput(*this, input, getType())))
     return failure();
-  if (getEpsilon().convertToDouble() < 0)
-    return emitOpError("epsilon must be non-negative");
   return success();
 }
 
@@ -370,7 +451,9 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   auto v = tensorOf(adaptor.getValue());
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOptionalError(
-        loc, "query, key and value must be [batch, heads, seq, head_dim]");
+        loc, "query, key and value must be rank 4 [batch, heads, seq, "
+             "head_dim], got ranks ",
+        q.getRank(), ", ", k.getRank(), " and ", v.getRank());
   ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
   if (qs[0] != ks[0] || qs[0] != vs[0])
     return emitOptionalError(loc, "batch sizes differ: query ", qs[0],
@@ -386,9 +469,16 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   if (qs[3] != ks[3])
     return emitOptionalError(loc, "query head dim ", qs[3],
                              " differs from key head dim ", ks[3]);
-  if (std::optional<llvm::APFloat> scale = adaptor.getScale())
-    if (!(scale->convertToDouble() > 0))
-      return emitOptionalError(loc, "scale must be positive");
+  if (adaptor.getCausal() && qs[2] > ks[2])
+    return emitOptionalError(loc, "causal attention needs at least as many "
+                                  "keys as queries, got ",
+                             qs[2], " queries and ", ks[2], " keys");
+  if (std::optional<llvm::APFloat> scale = adaptor.getScale()) {
+    double value = scale->convertToDouble();
+    if (!(value > 0) || std::isinf(value))
+      return emitOptionalError(loc, "scale must be finite and positive, got ",
+                               num(value));
+  }
   results.push_back(RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]},
                                           q.getElementType()));
   return success();
@@ -438,7 +528,7 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx,
 LogicalResult DropoutOp::verify() {
   double p = getP().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
-    return emitOpError("probability p must be in [0, 1), got ") << p;
+    return emitOpError("probability p must be in [0, 1), got ") << num(p);
   return success();
 }
 
@@ -493,7 +583,7 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
   ArrayRef<int64_t> perm = adaptor.getPermutation();
   if (static_cast<int64_t>(perm.size()) != input.getRank() ||
       !isPermutation(perm))
-    return emitOptionalError(loc, "permutation ", shapeString(perm),
+    return emitOptionalError(loc, "permutation ", listString(perm),
                              " is not a permutation of the ", input.getRank(),
                              " dims of the input");
   SmallVector<int64_t> shape;

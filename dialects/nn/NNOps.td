@@ -139,7 +139,8 @@ def NN_PowOp : NN_BinaryOp<"pow"> { let summary = "a ^ b"; }
 def NN_MaximumOp : NN_BinaryOp<"maximum", [Commutative]> { let summary = "max(a, b)"; }
 def NN_MinimumOp : NN_BinaryOp<"minimum", [Commutative]> { let summary = "min(a, b)"; }
 
-def NN_CompareOp : NN_Op<"compare", [Pure, SameTypeOperands, InferTypeOpAdaptor]> {
+def NN_CompareOp : NN_Op<"compare", [Pure, SameOperandsElementType,
+                                     InferTypeOpAdaptor]> {
   let summary = "elementwise comparison, broadcasting, giving i1";
   let description = [{
     ```mlir
@@ -246,10 +247,12 @@ def NN_LayerNormOp : NN_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * weight + bias` over the last dim,
-    with the biased variance. `weight` and `bias` are optional, shaped `[D]`.
+    with the biased variance. `weight` and `bias` are optional, shaped `[D]`;
+    either may be given without the other.
 
     ```mlir
-    %y = nn.layer_norm %x, %w, %b epsilon = 1.0e-05 : (tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    %y = nn.layer_norm %x, weight %w, bias %b epsilon = 1.0e-05 : (tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    %z = nn.layer_norm %x, bias %b : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$input,
@@ -258,7 +261,7 @@ def NN_LayerNormOp : NN_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
                    DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $input (`,` `weight` $weight^)? (`,` `bias` $bias^)? (`epsilon` `=` $epsilon^)?
+    $input `` custom<NormAffine>($weight, $bias) (`epsilon` `=` $epsilon^)?
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;

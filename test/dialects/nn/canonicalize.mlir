@@ -1,0 +1,335 @@
+// RUN: loom-opt %s --canonicalize -split-input-file | FileCheck %s
+
+// The nn folders, and what they must leave alone.
+
+// Two transposes whose permutations compose to the identity disappear.
+// CHECK-LABEL: func.func @transpose_transpose_identity
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK-NOT: nn.transpose
+// CHECK: return %[[X]]
+func.func @transpose_transpose_identity(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %0 = nn.transpose %x permutation = [2, 0, 1] : tensor<2x3x4xf32> -> tensor<4x2x3xf32>
+  %1 = nn.transpose %0 permutation = [1, 2, 0] : tensor<4x2x3xf32> -> tensor<2x3x4xf32>
+  return %1 : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Two transposes compose into one: result dim i is x's dim p1[p2[i]].
+// CHECK-LABEL: func.func @transpose_transpose_compose
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK: %[[T:.*]] = nn.transpose %[[X]] permutation = [2, 1, 0] : tensor<2x3x4xf32> -> tensor<4x3x2xf32>
+// CHECK-NOT: nn.transpose
+// CHECK: return %[[T]]
+func.func @transpose_transpose_compose(%x: tensor<2x3x4xf32>) -> tensor<4x3x2xf32> {
+  %0 = nn.transpose %x permutation = [1, 0, 2] : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  %1 = nn.transpose %0 permutation = [2, 0, 1] : tensor<3x2x4xf32> -> tensor<4x3x2xf32>
+  return %1 : tensor<4x3x2xf32>
+}
+
+// -----
+
+// Three transposes compose into one.
+// CHECK-LABEL: func.func @transpose_chain
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK: %[[T:.*]] = nn.transpose %[[X]] permutation = [1, 2, 0] : tensor<2x3x4xf32> -> tensor<3x4x2xf32>
+// CHECK-NOT: nn.transpose
+// CHECK: return %[[T]]
+func.func @transpose_chain(%x: tensor<2x3x4xf32>) -> tensor<3x4x2xf32> {
+  %0 = nn.transpose %x permutation = [1, 0, 2] : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  %1 = nn.transpose %0 permutation = [0, 2, 1] : tensor<3x2x4xf32> -> tensor<3x4x2xf32>
+  %2 = nn.transpose %1 permutation = [0, 1, 2] : tensor<3x4x2xf32> -> tensor<3x4x2xf32>
+  return %2 : tensor<3x4x2xf32>
+}
+
+// -----
+
+// The identity transpose folds away.
+// CHECK-LABEL: func.func @transpose_identity
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NOT: nn.transpose
+// CHECK: return %[[X]]
+func.func @transpose_identity(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = nn.transpose %x permutation = [0, 1] : tensor<2x3xf32> -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// A non-identity transpose stays, even when it keeps the type (equal dims).
+// CHECK-LABEL: func.func @transpose_square_kept
+// CHECK: nn.transpose %{{.*}} permutation = [1, 0] : tensor<3x3xf32> -> tensor<3x3xf32>
+func.func @transpose_square_kept(%x: tensor<3x3xf32>) -> tensor<3x3xf32> {
+  %0 = nn.transpose %x permutation = [1, 0] : tensor<3x3xf32> -> tensor<3x3xf32>
+  return %0 : tensor<3x3xf32>
+}
+
+// -----
+
+// A reshape to the same type folds away.
+// CHECK-LABEL: func.func @reshape_same
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NOT: nn.reshape
+// CHECK: return %[[X]]
+func.func @reshape_same(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = nn.reshape %x : tensor<2x3xf32> -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// Two reshapes are one.
+// CHECK-LABEL: func.func @reshape_reshape
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK: %[[R:.*]] = nn.reshape %[[X]] : tensor<2x3x4xf32> -> tensor<4x6xf32>
+// CHECK-NOT: nn.reshape
+// CHECK: return %[[R]]
+func.func @reshape_reshape(%x: tensor<2x3x4xf32>) -> tensor<4x6xf32> {
+  %0 = nn.reshape %x : tensor<2x3x4xf32> -> tensor<24xf32>
+  %1 = nn.reshape %0 : tensor<24xf32> -> tensor<4x6xf32>
+  return %1 : tensor<4x6xf32>
+}
+
+// -----
+
+// Reshapes that return to the input's shape disappear.
+// CHECK-LABEL: func.func @reshape_roundtrip
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NOT: nn.reshape
+// CHECK: return %[[X]]
+func.func @reshape_roundtrip(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = nn.reshape %x : tensor<2x3xf32> -> tensor<6xf32>
+  %1 = nn.reshape %0 : tensor<6xf32> -> tensor<2x3xf32>
+  return %1 : tensor<2x3xf32>
+}
+
+// -----
+
+// A reshape of a constant is a constant.
+// CHECK-LABEL: func.func @reshape_constant
+// CHECK: %[[C:.*]] = nn.constant dense<{{\[}}[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
+// CHECK-NOT: nn.reshape
+// CHECK: return %[[C]]
+func.func @reshape_constant() -> tensor<2x3xi64> {
+  %0 = nn.constant dense<[1, 2, 3, 4, 5, 6]> : tensor<6xi64>
+  %1 = nn.reshape %0 : tensor<6xi64> -> tensor<2x3xi64>
+  return %1 : tensor<2x3xi64>
+}
+
+// -----
+
+// A reshape that changes the shape stays.
+// CHECK-LABEL: func.func @reshape_kept
+// CHECK: nn.reshape %{{.*}} : tensor<2x3xf32> -> tensor<3x2xf32>
+func.func @reshape_kept(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %0 = nn.reshape %x : tensor<2x3xf32> -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+// A cast to the same type folds away.
+// CHECK-LABEL: func.func @cast_same
+// CHECK-SAME: (%[[X:.*]]: tensor<4xbf16>)
+// CHECK-NOT: nn.cast
+// CHECK: return %[[X]]
+func.func @cast_same(%x: tensor<4xbf16>) -> tensor<4xbf16> {
+  %0 = nn.cast %x : tensor<4xbf16> -> tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
+// A real conversion stays, and so does a round trip through a narrower type
+// (it rounds).
+// CHECK-LABEL: func.func @cast_kept
+// CHECK: %[[A:.*]] = nn.cast %{{.*}} : tensor<4xf32> -> tensor<4xbf16>
+// CHECK: %[[B:.*]] = nn.cast %[[A]] : tensor<4xbf16> -> tensor<4xf32>
+// CHECK: return %[[B]]
+func.func @cast_kept(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = nn.cast %x : tensor<4xf32> -> tensor<4xbf16>
+  %1 = nn.cast %0 : tensor<4xbf16> -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+// A broadcast to the input's own shape folds away.
+// CHECK-LABEL: func.func @broadcast_same
+// CHECK-SAME: (%[[X:.*]]: tensor<4x1xf32>)
+// CHECK-NOT: nn.broadcast
+// CHECK: return %[[X]]
+func.func @broadcast_same(%x: tensor<4x1xf32>) -> tensor<4x1xf32> {
+  %0 = nn.broadcast %x : tensor<4x1xf32> -> tensor<4x1xf32>
+  return %0 : tensor<4x1xf32>
+}
+
+// -----
+
+// A broadcast of a splat constant is a bigger splat constant.
+// CHECK-LABEL: func.func @broadcast_splat
+// CHECK: %[[C:.*]] = nn.constant dense<2.500000e+00> : tensor<2x4x8xf32>
+// CHECK-NOT: nn.broadcast
+// CHECK: return %[[C]]
+func.func @broadcast_splat() -> tensor<2x4x8xf32> {
+  %0 = nn.constant dense<2.5> : tensor<4x1xf32>
+  %1 = nn.broadcast %0 : tensor<4x1xf32> -> tensor<2x4x8xf32>
+  return %1 : tensor<2x4x8xf32>
+}
+
+// -----
+
+// A broadcast of a non-splat constant stays.
+// CHECK-LABEL: func.func @broadcast_nonsplat_kept
+// CHECK: %[[C:.*]] = nn.constant dense<[1, 2]> : tensor<2xi32>
+// CHECK: nn.broadcast %[[C]] : tensor<2xi32> -> tensor<3x2xi32>
+func.func @broadcast_nonsplat_kept() -> tensor<3x2xi32> {
+  %0 = nn.constant dense<[1, 2]> : tensor<2xi32>
+  %1 = nn.broadcast %0 : tensor<2xi32> -> tensor<3x2xi32>
+  return %1 : tensor<3x2xi32>
+}
+
+// -----
+
+// A slice of everything with unit strides folds away.
+// CHECK-LABEL: func.func @slice_full
+// CHECK-SAME: (%[[X:.*]]: tensor<8x16xf32>)
+// CHECK-NOT: nn.slice
+// CHECK: return %[[X]]
+func.func @slice_full(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %0 = nn.slice %x starts = [0, 0] limits = [8, 16] strides = [1, 1] : tensor<8x16xf32> -> tensor<8x16xf32>
+  return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+// A strided slice does not fold even when it keeps the type (a stride of 2
+// over a size-1 dim): only all-unit-stride full slices fold.
+// CHECK-LABEL: func.func @slice_strided_kept
+// CHECK: nn.slice %{{.*}} starts = [0, 0] limits = [1, 16] strides = [2, 1] : tensor<1x16xf32> -> tensor<1x16xf32>
+func.func @slice_strided_kept(%x: tensor<1x16xf32>) -> tensor<1x16xf32> {
+  %0 = nn.slice %x starts = [0, 0] limits = [1, 16] strides = [2, 1] : tensor<1x16xf32> -> tensor<1x16xf32>
+  return %0 : tensor<1x16xf32>
+}
+
+// -----
+
+// A partial slice stays.
+// CHECK-LABEL: func.func @slice_partial_kept
+// CHECK: nn.slice %{{.*}} starts = [0, 4] limits = [8, 12] strides = [1, 1]
+func.func @slice_partial_kept(%x: tensor<8x16xf32>) -> tensor<8x8xf32> {
+  %0 = nn.slice %x starts = [0, 4] limits = [8, 12] strides = [1, 1] : tensor<8x16xf32> -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+// A concat of one input is that input.
+// CHECK-LABEL: func.func @concat_single
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NOT: nn.concat
+// CHECK: return %[[X]]
+func.func @concat_single(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = nn.concat %x dim = 1 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// A concat of two inputs stays.
+// CHECK-LABEL: func.func @concat_kept
+// CHECK: nn.concat %{{.*}}, %{{.*}} dim = 0
+func.func @concat_kept(%x: tensor<2x3xf32>) -> tensor<4x3xf32> {
+  %0 = nn.concat %x, %x dim = 0 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+// Dropout with p = 0 is the identity.
+// CHECK-LABEL: func.func @dropout_zero
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK-NOT: nn.dropout
+// CHECK: return %[[X]]
+func.func @dropout_zero(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = nn.dropout %x p = 0.0 seed = 7 : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Dropout with p > 0 stays.
+// CHECK-LABEL: func.func @dropout_kept
+// CHECK: nn.dropout %{{.*}} p = 1.000000e-01 seed = 7
+func.func @dropout_kept(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = nn.dropout %x p = 0.1 seed = 7 : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Reductions over no dims are the identity, keepdim or not.
+// CHECK-LABEL: func.func @reduce_empty_dims
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>, %[[I:.*]]: tensor<4xi64>)
+// CHECK-NOT: nn.reduce
+// CHECK: return %[[X]], %[[X]], %[[I]]
+func.func @reduce_empty_dims(%x: tensor<2x3xf32>, %i: tensor<4xi64>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<4xi64>) {
+  %0 = nn.reduce_sum %x dims = [] : tensor<2x3xf32> -> tensor<2x3xf32>
+  %1 = nn.reduce_mean %x dims = [] keepdim : tensor<2x3xf32> -> tensor<2x3xf32>
+  %2 = nn.reduce_max %i dims = [] : tensor<4xi64> -> tensor<4xi64>
+  return %0, %1, %2 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<4xi64>
+}
+
+// -----
+
+// A reduction over a dim stays, even a size-1 dim with keepdim.
+// CHECK-LABEL: func.func @reduce_kept
+// CHECK: nn.reduce_sum %{{.*}} dims = [1]
+// CHECK: nn.reduce_max %{{.*}} dims = [0] keepdim
+func.func @reduce_kept(%x: tensor<2x3xf32>, %y: tensor<1x3xf32>) -> (tensor<2xf32>, tensor<1x3xf32>) {
+  %0 = nn.reduce_sum %x dims = [1] : tensor<2x3xf32> -> tensor<2xf32>
+  %1 = nn.reduce_max %y dims = [0] keepdim : tensor<1x3xf32> -> tensor<1x3xf32>
+  return %0, %1 : tensor<2xf32>, tensor<1x3xf32>
+}
+
+// -----
+
+// Equal constants are deduplicated and hoisted; unused ones are erased.
+// CHECK-LABEL: func.func @constant_cse
+// CHECK: %[[C:.*]] = nn.constant dense<1.000000e+00> : tensor<4xf32>
+// CHECK-NOT: nn.constant
+// CHECK: nn.add %[[C]], %[[C]]
+func.func @constant_cse() -> tensor<4xf32> {
+  %0 = nn.constant dense<1.0> : tensor<4xf32>
+  %1 = nn.constant dense<1.0> : tensor<4xf32>
+  %2 = nn.constant dense<2.0> : tensor<4xf32>
+  %3 = nn.add %0, %1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %3 : tensor<4xf32>
+}
+
+// -----
+
+// Folding through a chain: reshape, no-op transpose and cast of a constant
+// leave a single constant of the final type.
+// CHECK-LABEL: func.func @fold_chain
+// CHECK: %[[C:.*]] = nn.constant dense<3> : tensor<2x2xi32>
+// CHECK-NEXT: return %[[C]]
+func.func @fold_chain() -> tensor<2x2xi32> {
+  %0 = nn.constant dense<3> : tensor<4xi32>
+  %1 = nn.reshape %0 : tensor<4xi32> -> tensor<2x2xi32>
+  %2 = nn.transpose %1 permutation = [0, 1] : tensor<2x2xi32> -> tensor<2x2xi32>
+  %3 = nn.cast %2 : tensor<2x2xi32> -> tensor<2x2xi32>
+  return %3 : tensor<2x2xi32>
+}
+
+// -----
+
+// Parameters are not constants: equal parameters are distinct values.
+// CHECK-LABEL: func.func @parameters_not_merged
+// CHECK: nn.parameter "a"
+// CHECK: nn.parameter "b"
+func.func @parameters_not_merged() -> (tensor<4xf32>, tensor<4xf32>) {
+  %0 = nn.parameter "a" : tensor<4xf32>
+  %1 = nn.parameter "b" : tensor<4xf32>
+  return %0, %1 : tensor<4xf32>, tensor<4xf32>
+}
