@@ -63,7 +63,8 @@ void loom::rt::setPlannedOffset(Value root, int64_t offset) {
 LogicalResult ProgramOp::verify() {
   if (getStreams().empty())
     return emitOpError("needs at least one stream");
-  if (getRank() < 0)
+  // getRank() is unsigned (I64Attr): read the attribute's signed value.
+  if (getRankAttr().getInt() < 0)
     return emitOpError("rank must be non-negative");
   if (std::optional<ArrayRef<int64_t>> sizes = getArenaSizes())
     if (sizes->size() != 2)

@@ -29,6 +29,9 @@ struct Access {
   Operation *op;
   unsigned stream;
   SmallVector<ByteRange> reads, writes;
+  // Waits already in the program before this op: (waiting stream, recording
+  // stream, position in `accesses` of the last op the event covers).
+  SmallVector<std::tuple<unsigned, unsigned, int64_t>> priorWaits;
 };
 
 bool anyOverlap(ArrayRef<ByteRange> a, ArrayRef<ByteRange> b) {
@@ -71,8 +74,27 @@ struct AssignStreamsPass
     };
 
     SmallVector<Access> accesses;
+    // Events already in the program (a second run, or hand-written IR): what
+    // each covers, so that the waits on them count as synchronization.
+    llvm::DenseMap<int64_t, std::pair<unsigned, int64_t>> recorded;
+    llvm::DenseMap<unsigned, int64_t> lastOnStream;
+    SmallVector<std::tuple<unsigned, unsigned, int64_t>> pendingWaits;
     for (Operation &op : program.getBlock()) {
-      Access access{&op, 0, {}, {}};
+      if (auto record = dyn_cast<rt::RecordEventOp>(op)) {
+        unsigned stream = streamIndex(record.getStream());
+        auto last = lastOnStream.find(stream);
+        recorded[record.getEventAttr().getInt()] = {
+            stream, last == lastOnStream.end() ? -1 : last->second};
+        continue;
+      }
+      if (auto wait = dyn_cast<rt::WaitEventOp>(op)) {
+        auto it = recorded.find(wait.getEventAttr().getInt());
+        if (it != recorded.end() && it->second.second >= 0)
+          pendingWaits.push_back({streamIndex(wait.getStream()),
+                                  it->second.first, it->second.second});
+        continue;
+      }
+      Access access{&op, 0, {}, {}, {}};
       ValueRange reads, writes;
       if (auto kernel = dyn_cast<rt::KernelOp>(op)) {
         if (!kernel.getStream())
@@ -99,6 +121,9 @@ struct AssignStreamsPass
                                   "run --loom-plan-memory first");
           ranges->push_back(*r);
         }
+      access.priorWaits = std::move(pendingWaits);
+      pendingWaits.clear();
+      lastOnStream[access.stream] = accesses.size();
       accesses.push_back(std::move(access));
     }
 
@@ -110,6 +135,10 @@ struct AssignStreamsPass
     int64_t numEvents = program.getNumEvents().value_or(0);
     for (size_t i = 0; i < accesses.size(); ++i) {
       Access &current = accesses[i];
+      for (auto [waiter, recorder, position] : current.priorWaits)
+        if (waiter != recorder)
+          waitedFor[waiter][recorder] =
+              std::max(waitedFor[waiter][recorder], position);
       for (unsigned other = 0; other < n; ++other) {
         if (other == current.stream)
           continue;

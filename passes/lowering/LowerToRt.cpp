@@ -117,6 +117,20 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
       return signalPassFailure();
     }
 
+    // Every value becomes a buffer of static size: check the signature first
+    // (nn ops verify their own types).
+    for (auto [kind, types] : {std::pair{"argument", func.getArgumentTypes()},
+                               std::pair{"result", func.getResultTypes()}})
+      for (auto [i, type] : llvm::enumerate(types)) {
+        auto tensor = dyn_cast<RankedTensorType>(type);
+        if (!tensor || !tensor.hasStaticShape()) {
+          func.emitError("entry function ")
+              << kind << " #" << i << " has type " << type
+              << "; only statically shaped tensors can become buffers";
+          return signalPassFailure();
+        }
+      }
+
     OpBuilder b(module.getContext());
     b.setInsertionPoint(func);
     auto program = b.create<rt::ProgramOp>(
@@ -180,7 +194,9 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
                       .getResult());
       return success();
     }
-    if (op->getDialect()->getNamespace() != "nn")
+    // Unregistered ops have no dialect.
+    Dialect *dialect = op->getDialect();
+    if (!dialect || dialect->getNamespace() != "nn")
       return op->emitOpError("cannot be lowered to rt: only nn ops are");
 
     std::string kernel = op->getName().getStringRef().str();

@@ -32,9 +32,11 @@ struct PlanMemoryPass : public loom::impl::PlanMemoryBase<PlanMemoryPass> {
   using PlanMemoryBase::PlanMemoryBase;
 
   void runOnOperation() override {
-    if (alignment <= 0 || (alignment & (alignment - 1)) != 0) {
+    // Read the option's value: streamed as is, the option prints as a char.
+    int64_t align = alignment;
+    if (align <= 0 || (align & (align - 1)) != 0) {
       getOperation().emitError("alignment must be a power of two, got ")
-          << alignment;
+          << align;
       return signalPassFailure();
     }
     getOperation().walk([&](rt::ProgramOp program) { plan(program); });
@@ -81,19 +83,28 @@ struct PlanMemoryPass : public loom::impl::PlanMemoryBase<PlanMemoryPass> {
     // free of every already-placed buffer whose lifetime overlaps.
     SmallVector<Lifetime *> order;
     int64_t unplanned = 0;
+    int64_t peak = 0;
     for (auto &entry : scratch) {
       Lifetime &life = entry.second;
-      if (life.last < 0) // allocated but never used
+      unplanned += life.bytes;
+      if (life.last < 0 && !entry.first.getDefiningOp<rt::InputOp>()) {
+        // An alloc nothing reads or writes: its bytes may be anyone's. It
+        // still needs an offset inside the arena, but must not push live
+        // buffers aside (the caller does write unused inputs, so those keep
+        // a lifetime at the start).
+        life.offset = 0;
+        peak = std::max(peak, life.bytes);
+        continue;
+      }
+      if (life.last < 0) // an input nothing reads
         life.first = life.last = 0;
       life.first = std::min(life.first, life.last);
       order.push_back(&life);
-      unplanned += life.bytes;
     }
     llvm::stable_sort(order, [](const Lifetime *a, const Lifetime *b) {
       return a->bytes > b->bytes;
     });
     SmallVector<Lifetime *> placed;
-    int64_t peak = 0;
     for (Lifetime *life : order) {
       SmallVector<std::pair<int64_t, int64_t>> busy; // [offset, end)
       for (Lifetime *other : placed)
