@@ -28,7 +28,9 @@ public:
   /// Copies a host tensor into the named input; its dtype and shape must be
   /// the program's.
   llvm::Error setInput(const std::string &name, const HostTensor &value);
-  /// Runs the instruction list once and waits for it.
+  /// Runs the instruction list once and waits for it. The memory planner lets
+  /// later buffers reuse an input's bytes once it has been read, so inputs
+  /// must be set again before every run.
   llvm::Error run();
   llvm::Expected<HostTensor> getOutput(const std::string &name) const;
   /// Reads any buffer (parameters included), for tests and checkpoints.
