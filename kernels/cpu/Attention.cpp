@@ -1,0 +1,145 @@
+// Rotary position embedding and scaled dot-product attention (causal,
+// grouped-query). Attention scores, softmax and the weighted sum of values
+// accumulate in double.
+
+#include "kernels/cpu/KernelSupport.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace loom::cpu::detail {
+
+llvm::Error runRope(const KernelCall &call) {
+  const Tensor &x = call.inputs[0], &cosT = call.inputs[1], &sinT = call.inputs[2];
+  const Tensor &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(cosT, "cos", x, "input"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(sinT, "sin", x, "input"));
+  LOOM_ASSIGN_OR_RETURN(bool interleaved, call.attrs.getBool("interleaved", false));
+  const size_t rank = x.shape.size();
+  if (rank < 2)
+    return kernelError("input must be [..., S, D], got " + shapeToString(x.shape));
+  const int64_t seq = x.shape[rank - 2], dim = x.shape[rank - 1];
+  if (dim % 2 != 0)
+    return kernelError("head dim " + llvm::Twine(dim) + " must be even");
+  const std::vector<int64_t> tableShape = {seq, dim};
+  if (cosT.shape != tableShape || sinT.shape != tableShape)
+    return kernelError("cos " + shapeToString(cosT.shape) + " and sin " +
+                       shapeToString(sinT.shape) + " must both be " +
+                       shapeToString(tableShape));
+  return dispatchFloat(x.dtype, "input", [&](auto tag) {
+    using T = decltype(tag);
+    InputArray<T> xs(x), cs(cosT), ss(sinT);
+    OutputArray<T> ys(out);
+    const int64_t rows = seq * dim == 0 ? 0 : x.numElements() / dim;
+    const int64_t half = dim / 2;
+    parallelFor(call.ctx, rows, dim * 3, [&](int64_t begin, int64_t end) {
+      // Rows are rotated through a scratch row so the output may alias x.
+      std::vector<T> rotated(dim);
+      for (int64_t row = begin; row < end; ++row) {
+        const T *in = xs.data() + row * dim;
+        const T *c = cs.data() + (row % seq) * dim;
+        const T *s = ss.data() + (row % seq) * dim;
+        if (interleaved) {
+          for (int64_t i = 0; i < half; ++i) {
+            const T x0 = in[2 * i], x1 = in[2 * i + 1];
+            rotated[2 * i] = x0 * c[2 * i] - x1 * s[2 * i];
+            rotated[2 * i + 1] = x1 * c[2 * i] + x0 * s[2 * i];
+          }
+        } else {
+          for (int64_t d = 0; d < half; ++d)
+            rotated[d] = in[d] * c[d] - in[d + half] * s[d];
+          for (int64_t d = half; d < dim; ++d)
+            rotated[d] = in[d] * c[d] + in[d - half] * s[d];
+        }
+        std::copy(rotated.begin(), rotated.end(), ys.data() + row * dim);
+      }
+    });
+    ys.commit();
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error runAttention(const KernelCall &call) {
+  const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
+  const Tensor &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkSameDType(q, "query", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(k, "key", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(v, "value", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkRank(q, "query", 4));
+  LOOM_RETURN_IF_ERROR(checkRank(k, "key", 4));
+  LOOM_RETURN_IF_ERROR(checkRank(v, "value", 4));
+  const int64_t batch = q.shape[0], qHeads = q.shape[1], seq = q.shape[2],
+                headDim = q.shape[3];
+  const int64_t kvHeads = k.shape[1], kvSeq = k.shape[2], valueDim = v.shape[3];
+  if (k.shape[0] != batch || k.shape[3] != headDim)
+    return kernelError("key shape " + shapeToString(k.shape) +
+                       " does not match query shape " + shapeToString(q.shape));
+  if (v.shape[0] != batch || v.shape[1] != kvHeads || v.shape[2] != kvSeq)
+    return kernelError("value shape " + shapeToString(v.shape) +
+                       " does not match key shape " + shapeToString(k.shape));
+  if (kvHeads == 0 || qHeads % kvHeads != 0)
+    return kernelError("query heads (" + llvm::Twine(qHeads) +
+                       ") must be a multiple of key/value heads (" +
+                       llvm::Twine(kvHeads) + ")");
+  const std::vector<int64_t> expected = {batch, qHeads, seq, valueDim};
+  if (out.shape != expected)
+    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
+                       shapeToString(expected));
+  LOOM_ASSIGN_OR_RETURN(bool causal, call.attrs.getBool("causal", false));
+  const double defaultScale = headDim > 0 ? 1.0 / std::sqrt(double(headDim)) : 1.0;
+  LOOM_ASSIGN_OR_RETURN(double scale, call.attrs.getF64("scale", defaultScale));
+  const int64_t groupSize = qHeads / kvHeads;
+
+  return dispatchFloat(q.dtype, "query", [&](auto tag) {
+    using T = decltype(tag);
+    InputArray<T> qs(q), ks(k), vs(v);
+    const int64_t rows = batch * qHeads * seq;
+    parallelFor(call.ctx, rows, kvSeq * (headDim + valueDim) * 2,
+                [&](int64_t begin, int64_t end) {
+      std::vector<double> scores(kvSeq), acc(valueDim);
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t i = row % seq;
+        const int64_t head = (row / seq) % qHeads;
+        const int64_t b = row / (seq * qHeads);
+        const int64_t kvHead = head / groupSize;
+        // Causal: query i sees keys j <= i + (kvSeq - seq), the end aligned.
+        const int64_t visible =
+            causal ? std::clamp<int64_t>(i + (kvSeq - seq) + 1, 0, kvSeq) : kvSeq;
+        const T *qRow = qs.data() + row * headDim;
+        const T *kBase = ks.data() + (b * kvHeads + kvHead) * kvSeq * headDim;
+        const T *vBase = vs.data() + (b * kvHeads + kvHead) * kvSeq * valueDim;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        if (visible > 0) {
+          double maxScore = -std::numeric_limits<double>::infinity();
+          for (int64_t j = 0; j < visible; ++j) {
+            const T *kRow = kBase + j * headDim;
+            double dot = 0.0;
+            for (int64_t d = 0; d < headDim; ++d)
+              dot += static_cast<double>(qRow[d]) * kRow[d];
+            scores[j] = dot * scale;
+            maxScore = std::max(maxScore, scores[j]);
+          }
+          double sum = 0.0;
+          for (int64_t j = 0; j < visible; ++j) {
+            const double weight = std::exp(scores[j] - maxScore);
+            sum += weight;
+            const T *vRow = vBase + j * valueDim;
+            for (int64_t d = 0; d < valueDim; ++d)
+              acc[d] += weight * vRow[d];
+          }
+          for (int64_t d = 0; d < valueDim; ++d)
+            acc[d] /= sum;
+        }
+        // A query that sees no key (kvSeq < seq, causal) outputs zeros.
+        for (int64_t d = 0; d < valueDim; ++d)
+          storeFromDouble(out.data, out.dtype, row * valueDim + d, acc[d]);
+      }
+    });
+    return llvm::Error::success();
+  });
+}
+
+} // namespace loom::cpu::detail

@@ -1,0 +1,470 @@
+// Elementwise kernels: unary math, broadcasting binary ops, compare, where,
+// cast, dropout and iota.
+
+#include "kernels/cpu/KernelSupport.h"
+
+#include <cmath>
+#include <limits>
+
+namespace loom::cpu::detail {
+
+namespace {
+
+// Per-element costs handed to parallelFor, in "simple operations".
+constexpr int64_t kCheapOpCost = 1;
+constexpr int64_t kTranscendentalCost = 20;
+
+//===----------------------------------------------------------------------===//
+// Unary
+//===----------------------------------------------------------------------===//
+
+enum class UnaryOp {
+  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Reciprocal, Tanh, Erf, Sigmoid, Silu, Relu,
+  GeluErf, GeluTanh,
+};
+
+template <typename T> T sigmoidOf(T x) {
+  // Split by sign so exp never overflows.
+  if (x >= T(0))
+    return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+template <UnaryOp Op, typename T> T unaryValue(T x) {
+  if constexpr (std::is_integral_v<T>) {
+    const uint64_t bits = static_cast<uint64_t>(x);
+    if constexpr (Op == UnaryOp::Neg)
+      return static_cast<T>(0 - bits); // wraps like two's complement hardware
+    else if constexpr (Op == UnaryOp::Abs)
+      return x < 0 ? static_cast<T>(0 - bits) : x;
+    else
+      return x > 0 ? x : 0; // Relu
+  } else {
+    if constexpr (Op == UnaryOp::Neg)
+      return -x;
+    else if constexpr (Op == UnaryOp::Abs)
+      return std::fabs(x);
+    else if constexpr (Op == UnaryOp::Exp)
+      return std::exp(x);
+    else if constexpr (Op == UnaryOp::Log)
+      return std::log(x);
+    else if constexpr (Op == UnaryOp::Sqrt)
+      return std::sqrt(x);
+    else if constexpr (Op == UnaryOp::Rsqrt)
+      return T(1) / std::sqrt(x);
+    else if constexpr (Op == UnaryOp::Reciprocal)
+      return T(1) / x;
+    else if constexpr (Op == UnaryOp::Tanh)
+      return std::tanh(x);
+    else if constexpr (Op == UnaryOp::Erf)
+      return std::erf(x);
+    else if constexpr (Op == UnaryOp::Sigmoid)
+      return sigmoidOf(x);
+    else if constexpr (Op == UnaryOp::Silu)
+      return x * sigmoidOf(x);
+    else if constexpr (Op == UnaryOp::Relu)
+      return std::isnan(x) ? x : (x > T(0) ? x : T(0));
+    else if constexpr (Op == UnaryOp::GeluErf)
+      return x * T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    else { // GeluTanh
+      const T kSqrt2OverPi = T(0.79788456080286535588);
+      return T(0.5) * x *
+             (T(1) + std::tanh(kSqrt2OverPi * (x + T(0.044715) * x * x * x)));
+    }
+  }
+}
+
+template <UnaryOp Op, typename T>
+void mapUnary(const KernelCall &call, int64_t cost) {
+  const Tensor &in = call.inputs[0], &out = call.outputs[0];
+  InputArray<T> src(in);
+  OutputArray<T> dst(out);
+  const T *s = src.data();
+  T *d = dst.data();
+  parallelFor(call.ctx, in.numElements(), cost, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      d[i] = unaryValue<Op>(s[i]);
+  });
+  dst.commit();
+}
+
+template <typename T> llvm::Error runUnaryAs(const KernelCall &call, UnaryOp op) {
+  switch (op) {
+#define LOOM_UNARY_CASE(OP, COST)                                              \
+  case UnaryOp::OP:                                                            \
+    mapUnary<UnaryOp::OP, T>(call, COST);                                      \
+    return llvm::Error::success();
+    LOOM_UNARY_CASE(Neg, kCheapOpCost)
+    LOOM_UNARY_CASE(Abs, kCheapOpCost)
+    LOOM_UNARY_CASE(Relu, kCheapOpCost)
+    LOOM_UNARY_CASE(Reciprocal, kCheapOpCost)
+    LOOM_UNARY_CASE(Sqrt, kCheapOpCost)
+    LOOM_UNARY_CASE(Rsqrt, kCheapOpCost)
+    LOOM_UNARY_CASE(Exp, kTranscendentalCost)
+    LOOM_UNARY_CASE(Log, kTranscendentalCost)
+    LOOM_UNARY_CASE(Tanh, kTranscendentalCost)
+    LOOM_UNARY_CASE(Erf, kTranscendentalCost)
+    LOOM_UNARY_CASE(Sigmoid, kTranscendentalCost)
+    LOOM_UNARY_CASE(Silu, kTranscendentalCost)
+    LOOM_UNARY_CASE(GeluErf, kTranscendentalCost)
+    LOOM_UNARY_CASE(GeluTanh, kTranscendentalCost)
+#undef LOOM_UNARY_CASE
+  }
+  return kernelError("unknown unary op");
+}
+
+template <> llvm::Error runUnaryAs<int64_t>(const KernelCall &call, UnaryOp op) {
+  switch (op) {
+  case UnaryOp::Neg:
+    mapUnary<UnaryOp::Neg, int64_t>(call, kCheapOpCost);
+    return llvm::Error::success();
+  case UnaryOp::Abs:
+    mapUnary<UnaryOp::Abs, int64_t>(call, kCheapOpCost);
+    return llvm::Error::success();
+  case UnaryOp::Relu:
+    mapUnary<UnaryOp::Relu, int64_t>(call, kCheapOpCost);
+    return llvm::Error::success();
+  default:
+    return kernelError(llvm::Twine("unsupported dtype ") +
+                       dtypeName(call.inputs[0].dtype) + " (a float type is required)");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Binary
+//===----------------------------------------------------------------------===//
+
+enum class BinaryOp { Add, Sub, Mul, Div, Pow, Maximum, Minimum };
+
+template <BinaryOp Op, typename T> T binaryValue(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+    if constexpr (Op == BinaryOp::Add)
+      return static_cast<T>(ua + ub); // wraps
+    else if constexpr (Op == BinaryOp::Sub)
+      return static_cast<T>(ua - ub);
+    else if constexpr (Op == BinaryOp::Mul)
+      return static_cast<T>(ua * ub);
+    else if constexpr (Op == BinaryOp::Div) // divisors were checked nonzero
+      return (b == -1) ? static_cast<T>(0 - ua) : a / b; // truncates toward 0
+    else if constexpr (Op == BinaryOp::Maximum)
+      return a > b ? a : b;
+    else if constexpr (Op == BinaryOp::Minimum)
+      return a < b ? a : b;
+    else
+      return 0; // Pow is rejected before this is reached
+  } else {
+    if constexpr (Op == BinaryOp::Add)
+      return a + b;
+    else if constexpr (Op == BinaryOp::Sub)
+      return a - b;
+    else if constexpr (Op == BinaryOp::Mul)
+      return a * b;
+    else if constexpr (Op == BinaryOp::Div)
+      return a / b;
+    else if constexpr (Op == BinaryOp::Pow)
+      return std::pow(a, b);
+    else if constexpr (Op == BinaryOp::Maximum) // NaN propagates
+      return std::isnan(a) ? a : std::isnan(b) ? b : (a > b ? a : b);
+    else
+      return std::isnan(a) ? a : std::isnan(b) ? b : (a < b ? a : b);
+  }
+}
+
+template <BinaryOp Op, typename T>
+void mapBinary(const KernelCall &call, const std::vector<int64_t> &aStrides,
+               const std::vector<int64_t> &bStrides) {
+  const Tensor &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
+  InputArray<T> lhs(a), rhs(b);
+  OutputArray<T> dst(out);
+  const T *pa = lhs.data(), *pb = rhs.data();
+  T *d = dst.data();
+  const int64_t count = out.numElements();
+  const int64_t cost = Op == BinaryOp::Pow ? kTranscendentalCost : kCheapOpCost;
+  if (a.shape == out.shape && b.shape == out.shape) {
+    parallelFor(call.ctx, count, cost, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        d[i] = binaryValue<Op>(pa[i], pb[i]);
+    });
+  } else {
+    parallelFor(call.ctx, count, cost + 2, [&](int64_t begin, int64_t end) {
+      StridedWalker<2> walker(out.shape, {aStrides.data(), bStrides.data()}, begin);
+      for (int64_t i = begin; i < end; ++i, walker.next())
+        d[i] = binaryValue<Op>(pa[walker.offset(0)], pb[walker.offset(1)]);
+    });
+  }
+  dst.commit();
+}
+
+template <typename T>
+llvm::Error runBinaryAs(const KernelCall &call, BinaryOp op,
+                        const std::vector<int64_t> &aStrides,
+                        const std::vector<int64_t> &bStrides) {
+  switch (op) {
+#define LOOM_BINARY_CASE(OP)                                                   \
+  case BinaryOp::OP:                                                           \
+    mapBinary<BinaryOp::OP, T>(call, aStrides, bStrides);                      \
+    return llvm::Error::success();
+    LOOM_BINARY_CASE(Add)
+    LOOM_BINARY_CASE(Sub)
+    LOOM_BINARY_CASE(Mul)
+    LOOM_BINARY_CASE(Div)
+    LOOM_BINARY_CASE(Pow)
+    LOOM_BINARY_CASE(Maximum)
+    LOOM_BINARY_CASE(Minimum)
+#undef LOOM_BINARY_CASE
+  }
+  return kernelError("unknown binary op");
+}
+
+//===----------------------------------------------------------------------===//
+// Byte-level selection (where)
+//===----------------------------------------------------------------------===//
+
+template <typename Word>
+void selectWords(const KernelCall &call, const std::vector<int64_t> *strides) {
+  const uint8_t *cond = static_cast<const uint8_t *>(call.inputs[0].data);
+  const Word *a = static_cast<const Word *>(call.inputs[1].data);
+  const Word *b = static_cast<const Word *>(call.inputs[2].data);
+  Word *out = static_cast<Word *>(call.outputs[0].data);
+  const Tensor &outTensor = call.outputs[0];
+  parallelFor(call.ctx, outTensor.numElements(), 3, [&](int64_t begin, int64_t end) {
+    StridedWalker<3> walker(outTensor.shape,
+                            {strides[0].data(), strides[1].data(), strides[2].data()},
+                            begin);
+    for (int64_t i = begin; i < end; ++i, walker.next())
+      out[i] = cond[walker.offset(0)] ? a[walker.offset(1)] : b[walker.offset(2)];
+  });
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+llvm::Error runUnary(const KernelCall &call) {
+  const Tensor &in = call.inputs[0], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkSameShape(in, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
+  static const std::pair<std::string_view, UnaryOp> kOps[] = {
+      {"nn.neg", UnaryOp::Neg},         {"nn.abs", UnaryOp::Abs},
+      {"nn.exp", UnaryOp::Exp},         {"nn.log", UnaryOp::Log},
+      {"nn.sqrt", UnaryOp::Sqrt},       {"nn.rsqrt", UnaryOp::Rsqrt},
+      {"nn.reciprocal", UnaryOp::Reciprocal}, {"nn.tanh", UnaryOp::Tanh},
+      {"nn.erf", UnaryOp::Erf},         {"nn.sigmoid", UnaryOp::Sigmoid},
+      {"nn.silu", UnaryOp::Silu},       {"nn.relu", UnaryOp::Relu},
+      {"nn.gelu", UnaryOp::GeluErf},
+  };
+  std::optional<UnaryOp> op;
+  for (const auto &[name, value] : kOps)
+    if (name == call.name)
+      op = value;
+  if (!op)
+    return kernelError("not a unary kernel");
+  if (*op == UnaryOp::GeluErf) {
+    LOOM_ASSIGN_OR_RETURN(std::string approximate,
+                          call.attrs.getStr("approximate", std::string("none")));
+    if (approximate == "tanh")
+      op = UnaryOp::GeluTanh;
+    else if (approximate != "none")
+      return kernelError("attribute 'approximate' is '" + approximate +
+                         "', expected 'none' or 'tanh'");
+  }
+  if (in.dtype == DType::I64 || in.dtype == DType::I32)
+    return runUnaryAs<int64_t>(call, *op);
+  return dispatchFloat(in.dtype, "input", [&](auto tag) {
+    return runUnaryAs<decltype(tag)>(call, *op);
+  });
+}
+
+llvm::Error runBinary(const KernelCall &call) {
+  const Tensor &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(b, "rhs", out, "output"));
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> aStrides,
+                        broadcastStrides(a.shape, out.shape, "lhs"));
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> bStrides,
+                        broadcastStrides(b.shape, out.shape, "rhs"));
+  static const std::pair<std::string_view, BinaryOp> kOps[] = {
+      {"nn.add", BinaryOp::Add},         {"nn.sub", BinaryOp::Sub},
+      {"nn.mul", BinaryOp::Mul},         {"nn.div", BinaryOp::Div},
+      {"nn.pow", BinaryOp::Pow},         {"nn.maximum", BinaryOp::Maximum},
+      {"nn.minimum", BinaryOp::Minimum},
+  };
+  std::optional<BinaryOp> op;
+  for (const auto &[name, value] : kOps)
+    if (name == call.name)
+      op = value;
+  if (!op)
+    return kernelError("not a binary kernel");
+  if (out.dtype == DType::I64 || out.dtype == DType::I32) {
+    if (*op == BinaryOp::Pow)
+      return kernelError(llvm::Twine("unsupported dtype ") + dtypeName(out.dtype) +
+                         " (a float type is required)");
+    if (*op == BinaryOp::Div) {
+      for (int64_t i = 0, n = b.numElements(); i < n; ++i)
+        if (loadInt(b.data, b.dtype, i) == 0)
+          return kernelError("integer division by zero (rhs element " +
+                             llvm::Twine(i) + ")");
+    }
+    return runBinaryAs<int64_t>(call, *op, aStrides, bStrides);
+  }
+  return dispatchFloat(out.dtype, "operands", [&](auto tag) {
+    return runBinaryAs<decltype(tag)>(call, *op, aStrides, bStrides);
+  });
+}
+
+llvm::Error runCompare(const KernelCall &call) {
+  const Tensor &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", b, "rhs"));
+  if (out.dtype != DType::I1)
+    return kernelError(llvm::Twine("output dtype is ") + dtypeName(out.dtype) +
+                       ", expected i1");
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> aStrides,
+                        broadcastStrides(a.shape, out.shape, "lhs"));
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> bStrides,
+                        broadcastStrides(b.shape, out.shape, "rhs"));
+  LOOM_ASSIGN_OR_RETURN(std::string predicate, call.attrs.getStr("predicate"));
+  enum class Pred { Eq, Ne, Lt, Le, Gt, Ge };
+  static const std::pair<std::string_view, Pred> kPreds[] = {
+      {"eq", Pred::Eq}, {"ne", Pred::Ne}, {"lt", Pred::Lt},
+      {"le", Pred::Le}, {"gt", Pred::Gt}, {"ge", Pred::Ge}};
+  std::optional<Pred> pred;
+  for (const auto &[name, value] : kPreds)
+    if (name == predicate)
+      pred = value;
+  if (!pred)
+    return kernelError("attribute 'predicate' is '" + predicate +
+                       "', expected eq, ne, lt, le, gt or ge");
+  auto compareAll = [&](auto tag) {
+    using T = decltype(tag);
+    // Widening to double (floats) or int64 (integers) is exact.
+    InputArray<T> lhs(a), rhs(b);
+    uint8_t *d = static_cast<uint8_t *>(out.data);
+    parallelFor(call.ctx, out.numElements(), 3, [&](int64_t begin, int64_t end) {
+      StridedWalker<2> walker(out.shape, {aStrides.data(), bStrides.data()}, begin);
+      for (int64_t i = begin; i < end; ++i, walker.next()) {
+        const T x = lhs[walker.offset(0)], y = rhs[walker.offset(1)];
+        bool result = false;
+        switch (*pred) {
+        case Pred::Eq: result = x == y; break;
+        case Pred::Ne: result = x != y; break;
+        case Pred::Lt: result = x < y; break;
+        case Pred::Le: result = x <= y; break;
+        case Pred::Gt: result = x > y; break;
+        case Pred::Ge: result = x >= y; break;
+        }
+        d[i] = result;
+      }
+    });
+  };
+  if (isIntLike(a.dtype))
+    compareAll(int64_t{});
+  else
+    compareAll(double{});
+  return llvm::Error::success();
+}
+
+llvm::Error runWhere(const KernelCall &call) {
+  const Tensor &cond = call.inputs[0], &a = call.inputs[1], &b = call.inputs[2];
+  const Tensor &out = call.outputs[0];
+  if (cond.dtype != DType::I1)
+    return kernelError(llvm::Twine("condition dtype is ") + dtypeName(cond.dtype) +
+                       ", expected i1");
+  LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(b, "rhs", out, "output"));
+  std::vector<int64_t> strides[3];
+  LOOM_ASSIGN_OR_RETURN(strides[0], broadcastStrides(cond.shape, out.shape, "condition"));
+  LOOM_ASSIGN_OR_RETURN(strides[1], broadcastStrides(a.shape, out.shape, "lhs"));
+  LOOM_ASSIGN_OR_RETURN(strides[2], broadcastStrides(b.shape, out.shape, "rhs"));
+  switch (dtypeSize(out.dtype)) {
+  case 1:
+    selectWords<uint8_t>(call, strides);
+    break;
+  case 2:
+    selectWords<uint16_t>(call, strides);
+    break;
+  case 4:
+    selectWords<uint32_t>(call, strides);
+    break;
+  default:
+    selectWords<uint64_t>(call, strides);
+    break;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error runCast(const KernelCall &call) {
+  const Tensor &in = call.inputs[0], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkSameShape(in, "input", out, "output"));
+  const int64_t count = in.numElements();
+  if (in.dtype == out.dtype) {
+    if (count > 0 && in.data != out.data)
+      std::memmove(out.data, in.data, in.sizeInBytes());
+    return llvm::Error::success();
+  }
+  const DType from = in.dtype, to = out.dtype;
+  parallelFor(call.ctx, count, 4, [&](int64_t begin, int64_t end) {
+    if (isIntLike(from) && isIntLike(to)) {
+      for (int64_t i = begin; i < end; ++i)
+        storeInt(out.data, to, i, loadInt(in.data, from, i));
+    } else if (from == DType::I64 && to == DType::F32) {
+      // int64 -> f32 directly: one rounding, where going through f64 is two.
+      for (int64_t i = begin; i < end; ++i)
+        storeFromFloat(out.data, to, i, loadAsFloat(in.data, from, i));
+    } else {
+      // Every float and i32 widens exactly to f64; narrowing then rounds once.
+      for (int64_t i = begin; i < end; ++i)
+        storeFromDouble(out.data, to, i, loadAsDouble(in.data, from, i));
+    }
+  });
+  return llvm::Error::success();
+}
+
+llvm::Error runDropout(const KernelCall &call) {
+  const Tensor &in = call.inputs[0], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkSameShape(in, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
+  LOOM_ASSIGN_OR_RETURN(double p, call.attrs.getF64("p"));
+  LOOM_ASSIGN_OR_RETURN(int64_t seed, call.attrs.getInt("seed"));
+  if (!(p >= 0.0 && p <= 1.0))
+    return kernelError("attribute 'p' is " + std::to_string(p) + ", expected [0, 1]");
+  return dispatchFloat(in.dtype, "input", [&](auto tag) {
+    using T = decltype(tag);
+    InputArray<T> src(in);
+    OutputArray<T> dst(out);
+    const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+    parallelFor(call.ctx, in.numElements(), 10, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const bool keep = dropoutUniform(static_cast<uint64_t>(seed),
+                                         static_cast<uint64_t>(i)) >= p;
+        dst[i] = keep ? src[i] * scale : T(0);
+      }
+    });
+    dst.commit();
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error runIota(const KernelCall &call) {
+  const Tensor &out = call.outputs[0];
+  LOOM_ASSIGN_OR_RETURN(int64_t rawDim, call.attrs.getInt("dim"));
+  LOOM_ASSIGN_OR_RETURN(double start, call.attrs.getF64("start", 0.0));
+  LOOM_ASSIGN_OR_RETURN(double step, call.attrs.getF64("step", 1.0));
+  const int64_t rank = static_cast<int64_t>(out.shape.size());
+  if (rank == 0)
+    return kernelError("output must have rank >= 1");
+  LOOM_ASSIGN_OR_RETURN(int64_t dim, normalizeDim(rawDim, rank, "attribute 'dim'"));
+  const int64_t size = out.shape[dim];
+  const int64_t inner = contiguousStrides(out.shape)[dim];
+  parallelFor(call.ctx, out.numElements(), 4, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      storeFromDouble(out.data, out.dtype, i,
+                      start + static_cast<double>((i / inner) % size) * step);
+  });
+  return llvm::Error::success();
+}
+
+} // namespace loom::cpu::detail

@@ -1,0 +1,427 @@
+#include "kernels/cpu/KernelSupport.h"
+
+#include <algorithm>
+#include <limits>
+#include <system_error>
+#include <thread>
+
+namespace loom::cpu {
+
+using namespace detail;
+
+//===----------------------------------------------------------------------===//
+// Tensor and KernelAttrs
+//===----------------------------------------------------------------------===//
+
+int64_t Tensor::numElements() const { return product(shape); }
+
+size_t Tensor::sizeInBytes() const {
+  return static_cast<size_t>(numElements()) * dtypeSize(dtype);
+}
+
+KernelAttrs::KernelAttrs(std::vector<NamedAttr> attrs) : attrs_(std::move(attrs)) {}
+
+KernelAttrs &KernelAttrs::set(std::string name, AttrValue value) {
+  for (NamedAttr &attr : attrs_) {
+    if (attr.name == name) {
+      attr.value = std::move(value);
+      return *this;
+    }
+  }
+  attrs_.push_back({std::move(name), std::move(value)});
+  return *this;
+}
+
+const AttrValue *KernelAttrs::find(std::string_view name) const {
+  for (const NamedAttr &attr : attrs_)
+    if (attr.name == name)
+      return &attr.value;
+  return nullptr;
+}
+
+namespace {
+
+const char *attrTypeName(const AttrValue &value) {
+  switch (value.index()) {
+  case 0:
+    return "int";
+  case 1:
+    return "f64";
+  case 2:
+    return "string";
+  case 3:
+    return "int list";
+  default:
+    return "f64 list";
+  }
+}
+
+/// The shared lookup of the typed getters.
+template <typename T>
+llvm::Expected<T> getTyped(const KernelAttrs &attrs, std::string_view name,
+                           const std::optional<T> &dflt, const char *wanted) {
+  const AttrValue *value = attrs.find(name);
+  if (!value) {
+    if (dflt)
+      return *dflt;
+    return kernelError("missing attribute '" + llvm::Twine(name) + "'");
+  }
+  if (const T *typed = std::get_if<T>(value))
+    return *typed;
+  if constexpr (std::is_same_v<T, double>)
+    if (const int64_t *integer = std::get_if<int64_t>(value))
+      return static_cast<double>(*integer);
+  return kernelError("attribute '" + llvm::Twine(name) + "' is " +
+                     attrTypeName(*value) + ", expected " + wanted);
+}
+
+} // namespace
+
+llvm::Expected<int64_t> KernelAttrs::getInt(std::string_view name,
+                                            std::optional<int64_t> dflt) const {
+  return getTyped<int64_t>(*this, name, dflt, "int");
+}
+
+llvm::Expected<bool> KernelAttrs::getBool(std::string_view name,
+                                          std::optional<bool> dflt) const {
+  std::optional<int64_t> intDefault;
+  if (dflt)
+    intDefault = *dflt ? 1 : 0;
+  llvm::Expected<int64_t> value = getTyped<int64_t>(*this, name, intDefault, "int");
+  if (!value)
+    return value.takeError();
+  if (*value != 0 && *value != 1)
+    return kernelError("attribute '" + llvm::Twine(name) + "' is " +
+                       llvm::Twine(*value) + ", expected 0 or 1");
+  return *value == 1;
+}
+
+llvm::Expected<double> KernelAttrs::getF64(std::string_view name,
+                                           std::optional<double> dflt) const {
+  return getTyped<double>(*this, name, dflt, "f64");
+}
+
+llvm::Expected<std::string> KernelAttrs::getStr(std::string_view name,
+                                                std::optional<std::string> dflt) const {
+  return getTyped<std::string>(*this, name, dflt, "string");
+}
+
+llvm::Expected<std::vector<int64_t>>
+KernelAttrs::getInts(std::string_view name,
+                     std::optional<std::vector<int64_t>> dflt) const {
+  return getTyped<std::vector<int64_t>>(*this, name, dflt, "int list");
+}
+
+//===----------------------------------------------------------------------===//
+// Registry and dispatch
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct KernelSignature {
+  std::string_view name;
+  int minInputs, maxInputs, numOutputs; // -1: one or more
+};
+constexpr KernelSignature kSignatures[] = {
+#define LOOM_KERNEL(NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS)                 \
+  {NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS},
+#include "runtime/executable/Kernels.def"
+#undef LOOM_KERNEL
+};
+
+struct KernelImpl {
+  std::string_view name;
+  KernelFn fn;
+};
+constexpr KernelImpl kImplementations[] = {
+    {"nn.neg", runUnary},          {"nn.abs", runUnary},
+    {"nn.exp", runUnary},          {"nn.log", runUnary},
+    {"nn.sqrt", runUnary},         {"nn.rsqrt", runUnary},
+    {"nn.reciprocal", runUnary},   {"nn.tanh", runUnary},
+    {"nn.erf", runUnary},          {"nn.sigmoid", runUnary},
+    {"nn.silu", runUnary},         {"nn.relu", runUnary},
+    {"nn.gelu", runUnary},         {"nn.add", runBinary},
+    {"nn.sub", runBinary},         {"nn.mul", runBinary},
+    {"nn.div", runBinary},         {"nn.pow", runBinary},
+    {"nn.maximum", runBinary},     {"nn.minimum", runBinary},
+    {"nn.compare", runCompare},    {"nn.where", runWhere},
+    {"nn.cast", runCast},          {"nn.matmul", runMatmul},
+    {"nn.reduce_sum", runReduce},  {"nn.reduce_mean", runReduce},
+    {"nn.reduce_max", runReduce},  {"nn.softmax", runSoftmax},
+    {"nn.log_softmax", runSoftmax}, {"nn.layer_norm", runLayerNorm},
+    {"nn.rms_norm", runRmsNorm},   {"nn.rope", runRope},
+    {"nn.attention", runAttention}, {"nn.embedding", runEmbedding},
+    {"nn.transpose", runTranspose}, {"nn.broadcast", runBroadcast},
+    {"nn.slice", runSlice},        {"nn.concat", runConcat},
+    {"nn.split", runSplit},        {"nn.gather", runGather},
+    {"nn.cross_entropy", runCrossEntropy}, {"nn.dropout", runDropout},
+    {"nn.iota", runIota},
+};
+
+const KernelSignature *findSignature(std::string_view name) {
+  for (const KernelSignature &sig : kSignatures)
+    if (sig.name == name)
+      return &sig;
+  return nullptr;
+}
+
+KernelFn findImplementation(std::string_view name) {
+  for (const KernelImpl &impl : kImplementations)
+    if (impl.name == name)
+      return impl.fn;
+  return nullptr;
+}
+
+llvm::Error checkArity(const KernelSignature &sig, size_t numInputs,
+                       size_t numOutputs) {
+  const bool inputsOk = static_cast<int64_t>(numInputs) >= sig.minInputs &&
+                        (sig.maxInputs < 0 ||
+                         static_cast<int64_t>(numInputs) <= sig.maxInputs);
+  if (!inputsOk) {
+    std::string expected =
+        sig.maxInputs < 0 ? std::to_string(sig.minInputs) + " or more"
+        : sig.minInputs == sig.maxInputs
+            ? std::to_string(sig.minInputs)
+            : std::to_string(sig.minInputs) + " to " + std::to_string(sig.maxInputs);
+    return kernelError("takes " + expected + " inputs, got " +
+                       llvm::Twine(numInputs));
+  }
+  const bool outputsOk = sig.numOutputs < 0
+                             ? numOutputs >= 1
+                             : static_cast<int64_t>(numOutputs) == sig.numOutputs;
+  if (!outputsOk)
+    return kernelError("produces " +
+                       (sig.numOutputs < 0 ? std::string("1 or more")
+                                           : std::to_string(sig.numOutputs)) +
+                       " outputs, got " + llvm::Twine(numOutputs));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+bool hasKernel(std::string_view name) {
+  return findSignature(name) && findImplementation(name);
+}
+
+std::vector<std::string_view> kernelNames() {
+  std::vector<std::string_view> names;
+  for (const KernelSignature &sig : kSignatures)
+    if (findImplementation(sig.name))
+      names.push_back(sig.name);
+  return names;
+}
+
+llvm::Error runKernel(std::string_view name, llvm::ArrayRef<Tensor> inputs,
+                      llvm::ArrayRef<Tensor> outputs, const KernelAttrs &attrs,
+                      const KernelContext &ctx) {
+  const KernelSignature *sig = findSignature(name);
+  KernelFn fn = findImplementation(name);
+  if (!sig || !fn)
+    return llvm::createStringError(
+        std::make_error_code(std::errc::invalid_argument),
+        "unknown kernel '" + llvm::Twine(name) + "'");
+  auto prefixed = [&](llvm::Error err) -> llvm::Error {
+    if (!err)
+      return llvm::Error::success();
+    return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
+                                   llvm::Twine(name) + ": " +
+                                       llvm::toString(std::move(err)));
+  };
+  if (llvm::Error err = checkArity(*sig, inputs.size(), outputs.size()))
+    return prefixed(std::move(err));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (llvm::Error err = checkTensor(inputs[i], "input"))
+      return prefixed(kernelError("input " + llvm::Twine(i) + ": " +
+                                  llvm::toString(std::move(err))));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (llvm::Error err = checkTensor(outputs[i], "output"))
+      return prefixed(kernelError("output " + llvm::Twine(i) + ": " +
+                                  llvm::toString(std::move(err))));
+  KernelContext sane = ctx;
+  sane.numThreads = std::max(1, ctx.numThreads);
+  return prefixed(fn(KernelCall{name, inputs, outputs, attrs, sane}));
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+namespace detail {
+
+llvm::Error kernelError(const llvm::Twine &message) {
+  return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
+                                 message);
+}
+
+std::string shapeToString(llvm::ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+int64_t product(llvm::ArrayRef<int64_t> dims) {
+  int64_t result = 1;
+  for (int64_t dim : dims)
+    result *= dim;
+  return result;
+}
+
+std::vector<int64_t> contiguousStrides(llvm::ArrayRef<int64_t> shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+llvm::Error checkTensor(const Tensor &tensor, const char *role) {
+  int64_t count = 1;
+  for (int64_t dim : tensor.shape) {
+    if (dim < 0)
+      return kernelError(llvm::Twine(role) + " shape " +
+                         shapeToString(tensor.shape) + " has a negative dim");
+    if (__builtin_mul_overflow(count, dim, &count) ||
+        count > std::numeric_limits<int64_t>::max() / 8)
+      return kernelError(llvm::Twine(role) + " shape " +
+                         shapeToString(tensor.shape) + " is too large");
+  }
+  if (static_cast<uint8_t>(tensor.dtype) >= kNumDTypes)
+    return kernelError(llvm::Twine(role) + " has an invalid dtype");
+  if (count > 0 && !tensor.data)
+    return kernelError(llvm::Twine(role) + " has no data");
+  return llvm::Error::success();
+}
+
+llvm::Error checkSameShape(const Tensor &a, const char *aRole, const Tensor &b,
+                           const char *bRole) {
+  if (a.shape != b.shape)
+    return kernelError(llvm::Twine(aRole) + " shape " + shapeToString(a.shape) +
+                       " differs from " + bRole + " shape " +
+                       shapeToString(b.shape));
+  return llvm::Error::success();
+}
+
+llvm::Error checkSameDType(const Tensor &a, const char *aRole, const Tensor &b,
+                           const char *bRole) {
+  if (a.dtype != b.dtype)
+    return kernelError(llvm::Twine(aRole) + " dtype " + dtypeName(a.dtype) +
+                       " differs from " + bRole + " dtype " + dtypeName(b.dtype));
+  return llvm::Error::success();
+}
+
+llvm::Error checkRank(const Tensor &tensor, const char *role, size_t rank) {
+  if (tensor.shape.size() != rank)
+    return kernelError(llvm::Twine(role) + " must have rank " + llvm::Twine(rank) +
+                       ", got shape " + shapeToString(tensor.shape));
+  return llvm::Error::success();
+}
+
+llvm::Expected<int64_t> normalizeDim(int64_t dim, int64_t rank, const char *what) {
+  if (dim < -rank || dim >= rank)
+    return kernelError(llvm::Twine(what) + " " + llvm::Twine(dim) +
+                       " is out of range for rank " + llvm::Twine(rank));
+  return dim < 0 ? dim + rank : dim;
+}
+
+llvm::Expected<std::vector<int64_t>>
+broadcastStrides(llvm::ArrayRef<int64_t> inShape, llvm::ArrayRef<int64_t> outShape,
+                 const char *role) {
+  auto mismatch = [&] {
+    return kernelError(llvm::Twine(role) + " shape " + shapeToString(inShape) +
+                       " does not broadcast to output shape " +
+                       shapeToString(outShape));
+  };
+  if (inShape.size() > outShape.size())
+    return mismatch();
+  std::vector<int64_t> inStrides = contiguousStrides(inShape);
+  std::vector<int64_t> strides(outShape.size(), 0);
+  const size_t lead = outShape.size() - inShape.size();
+  for (size_t d = 0; d < inShape.size(); ++d) {
+    if (inShape[d] == outShape[lead + d])
+      strides[lead + d] = inShape[d] == 1 ? 0 : inStrides[d];
+    else if (inShape[d] == 1)
+      strides[lead + d] = 0;
+    else
+      return mismatch();
+  }
+  return strides;
+}
+
+void parallelFor(const KernelContext &ctx, int64_t count, int64_t costPerItem,
+                 llvm::function_ref<void(int64_t begin, int64_t end)> body) {
+  // Below this much work (roughly element operations) a thread costs more
+  // than it saves.
+  constexpr double kMinWorkPerThread = 32768;
+  if (count <= 0)
+    return;
+  const double work = static_cast<double>(count) * std::max<int64_t>(costPerItem, 1);
+  int64_t threads = std::min<int64_t>(ctx.numThreads, count);
+  threads = std::min<int64_t>(threads, static_cast<int64_t>(work / kMinWorkPerThread));
+  if (threads <= 1) {
+    body(0, count);
+    return;
+  }
+  const int64_t chunk = (count + threads - 1) / threads;
+  std::vector<std::thread> workers;
+  workers.reserve(threads - 1);
+  int64_t nextBegin = chunk; // chunk 0 runs on this thread
+  for (; nextBegin < count; nextBegin += chunk) {
+    const int64_t begin = nextBegin, end = std::min(count, nextBegin + chunk);
+    try {
+      workers.emplace_back([=] { body(begin, end); });
+    } catch (const std::system_error &) {
+      break; // out of threads: this thread does the rest
+    }
+  }
+  body(0, std::min(chunk, count));
+  for (int64_t begin = nextBegin; begin < count; begin += chunk)
+    body(begin, std::min(count, begin + chunk));
+  for (std::thread &worker : workers)
+    worker.join();
+}
+
+int64_t loadInt(const void *data, DType type, int64_t index) {
+  switch (type) {
+  case DType::I64: {
+    int64_t value;
+    std::memcpy(&value, static_cast<const int64_t *>(data) + index, sizeof(value));
+    return value;
+  }
+  case DType::I32: {
+    int32_t value;
+    std::memcpy(&value, static_cast<const int32_t *>(data) + index, sizeof(value));
+    return value;
+  }
+  case DType::I1:
+    return static_cast<const uint8_t *>(data)[index] != 0;
+  default: { // a float type: truncate, saturating (see storeFromDouble)
+    int64_t value;
+    storeFromDouble(&value, DType::I64, 0, loadAsDouble(data, type, index));
+    return value;
+  }
+  }
+}
+
+void storeInt(void *data, DType type, int64_t index, int64_t value) {
+  switch (type) {
+  case DType::I64:
+    std::memcpy(static_cast<int64_t *>(data) + index, &value, sizeof(value));
+    return;
+  case DType::I32: {
+    const int32_t narrowed = static_cast<int32_t>(static_cast<uint32_t>(value));
+    std::memcpy(static_cast<int32_t *>(data) + index, &narrowed, sizeof(narrowed));
+    return;
+  }
+  case DType::I1:
+    static_cast<uint8_t *>(data)[index] = value != 0;
+    return;
+  default:
+    storeFromDouble(data, type, index, static_cast<double>(value));
+  }
+}
+
+} // namespace detail
+} // namespace loom::cpu

@@ -1,0 +1,244 @@
+#ifndef LOOM_KERNELS_CPU_KERNELSUPPORT_H
+#define LOOM_KERNELS_CPU_KERNELSUPPORT_H
+
+// Shared machinery of the CPU kernels (not part of the public interface):
+// the call record, errors, shape checks, element access, static threading.
+
+#include "kernels/cpu/CpuKernels.h"
+#include "runtime/support/FloatTypes.h"
+
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/Twine.h"
+
+#include <array>
+#include <cstring>
+#include <type_traits>
+
+namespace loom::cpu::detail {
+
+struct KernelCall {
+  std::string_view name;
+  llvm::ArrayRef<Tensor> inputs;
+  llvm::ArrayRef<Tensor> outputs;
+  const KernelAttrs &attrs;
+  const KernelContext &ctx;
+};
+
+using KernelFn = llvm::Error (*)(const KernelCall &call);
+
+// One entry point per kernel family; each switches on call.name.
+llvm::Error runUnary(const KernelCall &call);
+llvm::Error runBinary(const KernelCall &call);
+llvm::Error runCompare(const KernelCall &call);
+llvm::Error runWhere(const KernelCall &call);
+llvm::Error runCast(const KernelCall &call);
+llvm::Error runDropout(const KernelCall &call);
+llvm::Error runIota(const KernelCall &call);
+llvm::Error runMatmul(const KernelCall &call);
+llvm::Error runReduce(const KernelCall &call);
+llvm::Error runSoftmax(const KernelCall &call);
+llvm::Error runLayerNorm(const KernelCall &call);
+llvm::Error runRmsNorm(const KernelCall &call);
+llvm::Error runRope(const KernelCall &call);
+llvm::Error runAttention(const KernelCall &call);
+llvm::Error runEmbedding(const KernelCall &call);
+llvm::Error runTranspose(const KernelCall &call);
+llvm::Error runBroadcast(const KernelCall &call);
+llvm::Error runSlice(const KernelCall &call);
+llvm::Error runConcat(const KernelCall &call);
+llvm::Error runSplit(const KernelCall &call);
+llvm::Error runGather(const KernelCall &call);
+llvm::Error runCrossEntropy(const KernelCall &call);
+
+/// An error for the caller; runKernel prefixes the kernel's name.
+llvm::Error kernelError(const llvm::Twine &message);
+
+#define LOOM_CONCAT_INNER(a, b) a##b
+#define LOOM_CONCAT(a, b) LOOM_CONCAT_INNER(a, b)
+/// `LOOM_ASSIGN_OR_RETURN(int64_t dim, attrs.getInt("dim"));`
+#define LOOM_ASSIGN_OR_RETURN(lhs, expr)                                       \
+  auto LOOM_CONCAT(loomExpected, __LINE__) = (expr);                           \
+  if (!LOOM_CONCAT(loomExpected, __LINE__))                                    \
+    return LOOM_CONCAT(loomExpected, __LINE__).takeError();                    \
+  lhs = std::move(*LOOM_CONCAT(loomExpected, __LINE__))
+#define LOOM_RETURN_IF_ERROR(expr)                                             \
+  if (llvm::Error loomError = (expr))                                          \
+  return loomError
+
+std::string shapeToString(llvm::ArrayRef<int64_t> shape);
+int64_t product(llvm::ArrayRef<int64_t> dims);
+/// Row-major element strides of `shape`.
+std::vector<int64_t> contiguousStrides(llvm::ArrayRef<int64_t> shape);
+
+/// Checks there is a data pointer wherever there are elements, and that no
+/// dim is negative.
+llvm::Error checkTensor(const Tensor &tensor, const char *role);
+llvm::Error checkSameShape(const Tensor &a, const char *aRole, const Tensor &b,
+                           const char *bRole);
+llvm::Error checkSameDType(const Tensor &a, const char *aRole, const Tensor &b,
+                           const char *bRole);
+llvm::Error checkRank(const Tensor &tensor, const char *role, size_t rank);
+/// `dim` in [-rank, rank) -> [0, rank).
+llvm::Expected<int64_t> normalizeDim(int64_t dim, int64_t rank, const char *what);
+
+/// Element strides of `input` read as if broadcast (NumPy rules) to
+/// `outShape`: one per output dim, 0 where the input repeats.
+llvm::Expected<std::vector<int64_t>>
+broadcastStrides(llvm::ArrayRef<int64_t> inShape, llvm::ArrayRef<int64_t> outShape,
+                 const char *role);
+
+/// Calls body(begin, end) over [0, count) split into contiguous chunks, on up
+/// to ctx.numThreads threads; uses one thread when count * costPerItem is
+/// small. Chunks never change what an item computes, only who computes it.
+void parallelFor(const KernelContext &ctx, int64_t count, int64_t costPerItem,
+                 llvm::function_ref<void(int64_t begin, int64_t end)> body);
+
+/// Walks output positions [begin, end) of `shape`, tracking one offset per
+/// stride vector (each with one stride per dim of `shape`).
+template <int N> class StridedWalker {
+public:
+  StridedWalker(llvm::ArrayRef<int64_t> shape,
+                std::array<const int64_t *, N> strides, int64_t start)
+      : shape_(shape), index_(shape.size(), 0), strides_(strides) {
+    for (int s = 0; s < N; ++s)
+      offsets_[s] = 0;
+    int64_t remaining = start;
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+      if (shape[d] == 0)
+        return;
+      index_[d] = remaining % shape[d];
+      remaining /= shape[d];
+      for (int s = 0; s < N; ++s)
+        offsets_[s] += index_[d] * strides_[s][d];
+    }
+  }
+  int64_t offset(int s) const { return offsets_[s]; }
+  void next() {
+    for (int64_t d = static_cast<int64_t>(shape_.size()) - 1; d >= 0; --d) {
+      for (int s = 0; s < N; ++s)
+        offsets_[s] += strides_[s][d];
+      if (++index_[d] < shape_[d])
+        return;
+      for (int s = 0; s < N; ++s)
+        offsets_[s] -= index_[d] * strides_[s][d];
+      index_[d] = 0;
+    }
+  }
+
+private:
+  llvm::ArrayRef<int64_t> shape_;
+  std::vector<int64_t> index_;
+  std::array<const int64_t *, N> strides_;
+  int64_t offsets_[N];
+};
+
+/// Integer element access: i64, i32 and i1 (any nonzero byte is 1).
+int64_t loadInt(const void *data, DType type, int64_t index);
+/// i32 wraps (two's complement), i1 stores value != 0.
+void storeInt(void *data, DType type, int64_t index, int64_t value);
+inline bool isIntLike(DType t) {
+  return t == DType::I64 || t == DType::I32 || t == DType::I1;
+}
+
+/// The dtype whose storage is T (f32 for float, f64 for double, i64 for
+/// int64_t).
+template <typename T> constexpr DType nativeDType() {
+  if constexpr (std::is_same_v<T, float>)
+    return DType::F32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::F64;
+  else
+    return DType::I64;
+}
+
+template <typename T> T loadElement(const void *data, DType type, int64_t i) {
+  if constexpr (std::is_same_v<T, float>)
+    return loadAsFloat(data, type, i);
+  else if constexpr (std::is_same_v<T, double>)
+    return loadAsDouble(data, type, i);
+  else
+    return loadInt(data, type, i);
+}
+template <typename T> void storeElement(void *data, DType type, int64_t i, T v) {
+  if constexpr (std::is_same_v<T, float>)
+    storeFromFloat(data, type, i, v);
+  else if constexpr (std::is_same_v<T, double>)
+    storeFromDouble(data, type, i, v);
+  else
+    storeInt(data, type, i, v);
+}
+
+/// An input's elements as a contiguous T array: borrowed when the tensor
+/// already stores T, converted (exactly, for floats to f32) otherwise.
+template <typename T> class InputArray {
+public:
+  explicit InputArray(const Tensor &tensor) {
+    if (tensor.dtype == nativeDType<T>()) {
+      ptr_ = static_cast<const T *>(tensor.data);
+      return;
+    }
+    const int64_t count = tensor.numElements();
+    storage_.resize(count);
+    if constexpr (std::is_same_v<T, float>)
+      loadFloats(tensor.data, tensor.dtype, 0, count, storage_.data());
+    else
+      for (int64_t i = 0; i < count; ++i)
+        storage_[i] = loadElement<T>(tensor.data, tensor.dtype, i);
+    ptr_ = storage_.data();
+  }
+  InputArray(const InputArray &) = delete; // ptr_ may point into storage_
+  InputArray &operator=(const InputArray &) = delete;
+  const T *data() const { return ptr_; }
+  const T &operator[](int64_t i) const { return ptr_[i]; }
+
+private:
+  const T *ptr_ = nullptr;
+  std::vector<T> storage_;
+};
+
+/// An output as a T array: the tensor's own memory when it stores T, else a
+/// scratch array that commit() rounds into the tensor.
+template <typename T> class OutputArray {
+public:
+  explicit OutputArray(const Tensor &tensor) : tensor_(tensor) {
+    if (tensor.dtype == nativeDType<T>()) {
+      ptr_ = static_cast<T *>(tensor.data);
+    } else {
+      storage_.resize(tensor.numElements());
+      ptr_ = storage_.data();
+    }
+  }
+  OutputArray(const OutputArray &) = delete; // ptr_ may point into storage_
+  OutputArray &operator=(const OutputArray &) = delete;
+  T *data() { return ptr_; }
+  T &operator[](int64_t i) { return ptr_[i]; }
+  void commit() {
+    if (storage_.empty())
+      return;
+    if constexpr (std::is_same_v<T, float>)
+      storeFloats(tensor_.data, tensor_.dtype, 0, storage_.size(), storage_.data());
+    else
+      for (size_t i = 0; i < storage_.size(); ++i)
+        storeElement<T>(tensor_.data, tensor_.dtype, i, storage_[i]);
+  }
+
+private:
+  const Tensor &tensor_;
+  T *ptr_ = nullptr;
+  std::vector<T> storage_;
+};
+
+/// Calls fn(T{}) with T = double for f64, float for the other float types;
+/// an error for integer types.
+template <typename Fn> llvm::Error dispatchFloat(DType type, const char *role, Fn &&fn) {
+  if (type == DType::F64)
+    return fn(double{});
+  if (isFloat(type))
+    return fn(float{});
+  return kernelError(llvm::Twine("unsupported dtype ") + dtypeName(type) + " for " +
+                     role + " (a float type is required)");
+}
+
+} // namespace loom::cpu::detail
+
+#endif

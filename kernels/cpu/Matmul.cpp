@@ -1,0 +1,223 @@
+// nn.matmul: batched, broadcasting, optional transposes; blocked for cache
+// and register reuse, threaded over output tiles.
+//
+// Every output element is accumulated from zero in increasing k, in the
+// compute type, whatever tile or thread computes it: the tiling only decides
+// which elements are computed together, so results do not depend on the
+// thread count.
+
+#include "kernels/cpu/KernelSupport.h"
+
+#include <algorithm>
+
+namespace loom::cpu::detail {
+
+namespace {
+
+// Output tile a task computes, and the k block kept hot in cache.
+constexpr int64_t kTileRows = 64;
+constexpr int64_t kTileCols = 64;
+constexpr int64_t kBlockK = 512;
+// Register block: kMicroRows x kMicroCols accumulators.
+constexpr int kMicroRows = 4;
+constexpr int kMicroCols = 16;
+
+/// C[r][j] (+)= sum_k A[r][k] * B[k][j] for a full register block.
+template <typename T>
+void microKernel(const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
+                 int64_t ldc, int64_t kBegin, int64_t kEnd) {
+  T acc[kMicroRows][kMicroCols];
+  for (int r = 0; r < kMicroRows; ++r)
+    for (int j = 0; j < kMicroCols; ++j)
+      acc[r][j] = c[r * ldc + j];
+  for (int64_t k = kBegin; k < kEnd; ++k) {
+    const T *bRow = b + k * ldb;
+    for (int r = 0; r < kMicroRows; ++r) {
+      const T aValue = a[r * lda + k];
+      for (int j = 0; j < kMicroCols; ++j)
+        acc[r][j] += aValue * bRow[j];
+    }
+  }
+  for (int r = 0; r < kMicroRows; ++r)
+    for (int j = 0; j < kMicroCols; ++j)
+      c[r * ldc + j] = acc[r][j];
+}
+
+/// The same arithmetic for a partial block at the tile's edge.
+template <typename T>
+void edgeKernel(const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
+                int64_t ldc, int64_t rows, int64_t cols, int64_t kBegin,
+                int64_t kEnd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < cols; ++j) {
+      T acc = c[r * ldc + j];
+      for (int64_t k = kBegin; k < kEnd; ++k)
+        acc += a[r * lda + k] * b[k * ldb + j];
+      c[r * ldc + j] = acc;
+    }
+  }
+}
+
+/// One output tile: rows [i0, i1), cols [j0, j1) of C = A B with A [M, K]
+/// and B [K, N] row-major.
+template <typename T>
+void computeTile(const T *a, const T *b, T *c, int64_t n, int64_t k,
+                 int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  for (int64_t i = i0; i < i1; ++i)
+    std::fill(c + i * n + j0, c + i * n + j1, T(0));
+  for (int64_t kb = 0; kb < k; kb += kBlockK) {
+    const int64_t kEnd = std::min(k, kb + kBlockK);
+    for (int64_t j = j0; j < j1; j += kMicroCols) {
+      const int64_t cols = std::min<int64_t>(kMicroCols, j1 - j);
+      for (int64_t i = i0; i < i1; i += kMicroRows) {
+        const int64_t rows = std::min<int64_t>(kMicroRows, i1 - i);
+        if (rows == kMicroRows && cols == kMicroCols)
+          microKernel(a + i * k, k, b + j, n, c + i * n + j, n, kb, kEnd);
+        else
+          edgeKernel(a + i * k, k, b + j, n, c + i * n + j, n, rows, cols, kb, kEnd);
+      }
+    }
+  }
+}
+
+/// Copies matrix `index` of `tensor` (a stack of [rows, cols] matrices) into
+/// `dst` as T, transposed when `transpose` (so dst is [cols, rows]).
+template <typename T>
+void packMatrix(const Tensor &tensor, int64_t index, int64_t rows, int64_t cols,
+                bool transpose, T *dst) {
+  const int64_t base = index * rows * cols;
+  if (!transpose) {
+    if constexpr (std::is_same_v<T, float>)
+      loadFloats(tensor.data, tensor.dtype, base, rows * cols, dst);
+    else
+      loadDoubles(tensor.data, tensor.dtype, base, rows * cols, dst);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t col = 0; col < cols; ++col)
+      dst[col * rows + r] = loadElement<T>(tensor.data, tensor.dtype, base + r * cols + col);
+}
+
+struct MatmulShape {
+  int64_t m = 0, n = 0, k = 0;
+  std::vector<int64_t> batchShape;              // the output's batch dims
+  std::vector<int64_t> aBatchStride, bBatchStride; // in matrices, per batch dim
+  int64_t aMatrices = 0, bMatrices = 0, batches = 0;
+};
+
+llvm::Expected<MatmulShape> inferShape(const Tensor &a, const Tensor &b,
+                                       const Tensor &out, bool transA, bool transB) {
+  const size_t aRank = a.shape.size(), bRank = b.shape.size();
+  if (aRank < 2 || bRank < 2)
+    return kernelError("operands must have rank >= 2, got lhs " +
+                       shapeToString(a.shape) + " and rhs " + shapeToString(b.shape));
+  MatmulShape shape;
+  shape.m = transA ? a.shape[aRank - 1] : a.shape[aRank - 2];
+  shape.k = transA ? a.shape[aRank - 2] : a.shape[aRank - 1];
+  const int64_t kB = transB ? b.shape[bRank - 1] : b.shape[bRank - 2];
+  shape.n = transB ? b.shape[bRank - 2] : b.shape[bRank - 1];
+  if (shape.k != kB)
+    return kernelError("contraction sizes differ: lhs " + shapeToString(a.shape) +
+                       " gives K=" + llvm::Twine(shape.k) + ", rhs " +
+                       shapeToString(b.shape) + " gives K=" + llvm::Twine(kB));
+  const size_t outRank = std::max(aRank, bRank);
+  llvm::ArrayRef<int64_t> aBatch(a.shape.data(), aRank - 2);
+  llvm::ArrayRef<int64_t> bBatch(b.shape.data(), bRank - 2);
+  std::vector<int64_t> expected(outRank, 1);
+  for (size_t d = 0; d + 2 < outRank; ++d) {
+    const int64_t aDim = d + aRank >= outRank ? aBatch[d + aRank - outRank] : 1;
+    const int64_t bDim = d + bRank >= outRank ? bBatch[d + bRank - outRank] : 1;
+    if (aDim != bDim && aDim != 1 && bDim != 1)
+      return kernelError("batch dims of lhs " + shapeToString(a.shape) + " and rhs " +
+                         shapeToString(b.shape) + " do not broadcast");
+    expected[d] = aDim == 1 ? bDim : aDim;
+  }
+  expected[outRank - 2] = shape.m;
+  expected[outRank - 1] = shape.n;
+  if (out.shape != expected)
+    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
+                       shapeToString(expected));
+  shape.batchShape.assign(expected.begin(), expected.end() - 2);
+  LOOM_ASSIGN_OR_RETURN(shape.aBatchStride,
+                        broadcastStrides(aBatch, shape.batchShape, "lhs batch"));
+  LOOM_ASSIGN_OR_RETURN(shape.bBatchStride,
+                        broadcastStrides(bBatch, shape.batchShape, "rhs batch"));
+  shape.aMatrices = product(aBatch);
+  shape.bMatrices = product(bBatch);
+  shape.batches = product(shape.batchShape);
+  return shape;
+}
+
+template <typename T>
+void matmulAs(const KernelCall &call, const MatmulShape &shape, bool transA,
+              bool transB) {
+  const Tensor &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
+  const int64_t m = shape.m, n = shape.n, k = shape.k;
+  // Pack each distinct operand matrix once, as row-major A [M, K], B [K, N].
+  std::vector<T> packedA(shape.aMatrices * m * k), packedB(shape.bMatrices * k * n);
+  parallelFor(call.ctx, shape.aMatrices, m * k, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      packMatrix(a, i, transA ? k : m, transA ? m : k, transA, packedA.data() + i * m * k);
+  });
+  parallelFor(call.ctx, shape.bMatrices, k * n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      packMatrix(b, i, transB ? n : k, transB ? k : n, transB, packedB.data() + i * k * n);
+  });
+
+  OutputArray<T> result(out);
+  const int64_t rowTiles = (m + kTileRows - 1) / kTileRows;
+  const int64_t colTiles = (n + kTileCols - 1) / kTileCols;
+  const int64_t tilesPerBatch = rowTiles * colTiles;
+  const int64_t tileCost = kTileRows * kTileCols * std::max<int64_t>(k, 1) * 2;
+  parallelFor(call.ctx, shape.batches * tilesPerBatch, tileCost,
+              [&](int64_t begin, int64_t end) {
+                for (int64_t task = begin; task < end; ++task) {
+                  const int64_t batch = task / tilesPerBatch;
+                  const int64_t tile = task % tilesPerBatch;
+                  // Which operand matrices this output batch reads.
+                  int64_t aIndex = 0, bIndex = 0, rest = batch;
+                  for (int64_t d = static_cast<int64_t>(shape.batchShape.size()) - 1;
+                       d >= 0; --d) {
+                    const int64_t idx = rest % shape.batchShape[d];
+                    rest /= shape.batchShape[d];
+                    aIndex += idx * shape.aBatchStride[d];
+                    bIndex += idx * shape.bBatchStride[d];
+                  }
+                  const int64_t i0 = (tile / colTiles) * kTileRows;
+                  const int64_t j0 = (tile % colTiles) * kTileCols;
+                  computeTile(packedA.data() + aIndex * m * k,
+                              packedB.data() + bIndex * k * n,
+                              result.data() + batch * m * n, n, k, i0,
+                              std::min(m, i0 + kTileRows), j0,
+                              std::min(n, j0 + kTileCols));
+                }
+              });
+  result.commit();
+}
+
+/// Reads a 0/1 attribute under the Kernels.def name or the nn op's name.
+llvm::Expected<bool> transposeFlag(const KernelAttrs &attrs, const char *defName,
+                                   const char *opName) {
+  if (attrs.has(opName))
+    return attrs.getBool(opName);
+  return attrs.getBool(defName, false);
+}
+
+} // namespace
+
+llvm::Error runMatmul(const KernelCall &call) {
+  const Tensor &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(b, "rhs", out, "output"));
+  LOOM_ASSIGN_OR_RETURN(bool transA,
+                        transposeFlag(call.attrs, "transpose_a", "transpose_lhs"));
+  LOOM_ASSIGN_OR_RETURN(bool transB,
+                        transposeFlag(call.attrs, "transpose_b", "transpose_rhs"));
+  LOOM_ASSIGN_OR_RETURN(MatmulShape shape, inferShape(a, b, out, transA, transB));
+  return dispatchFloat(out.dtype, "operands", [&](auto tag) {
+    matmulAs<decltype(tag)>(call, shape, transA, transB);
+    return llvm::Error::success();
+  });
+}
+
+} // namespace loom::cpu::detail
