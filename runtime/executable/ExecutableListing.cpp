@@ -1,0 +1,530 @@
+#include "runtime/executable/ExecutableListing.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <set>
+#include <utility>
+
+namespace loom {
+
+namespace {
+
+constexpr uint64_t kInvalidSize = std::numeric_limits<uint64_t>::max();
+
+uint64_t saturatingAdd(uint64_t a, uint64_t b) {
+  uint64_t sum;
+  return __builtin_add_overflow(a, b, &sum) ? kInvalidSize : sum;
+}
+
+/// Shortest decimal that reads back as the same double; integral values keep
+/// a ".0" so they do not read as integer attributes.
+std::string formatDouble(double value) {
+  if (std::isnan(value))
+    return "nan";
+  if (std::isinf(value))
+    return value < 0 ? "-inf" : "inf";
+  char text[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(text, sizeof(text), "%.*g", precision, value);
+    if (std::strtod(text, nullptr) == value)
+      break;
+  }
+  std::string result = text;
+  if (result.find_first_of(".e") == std::string::npos)
+    result += ".0";
+  return result;
+}
+
+std::string quotedString(const std::string &s) {
+  std::string result;
+  llvm::raw_string_ostream os(result);
+  os << '"';
+  llvm::printEscapedString(s, os);
+  os << '"';
+  return result;
+}
+
+std::string formatAttrValue(const AttrValue &value) {
+  if (auto *i = std::get_if<int64_t>(&value))
+    return std::to_string(*i);
+  if (auto *f = std::get_if<double>(&value))
+    return formatDouble(*f);
+  if (auto *s = std::get_if<std::string>(&value))
+    return quotedString(*s);
+  std::string result = "[";
+  if (auto *is = std::get_if<std::vector<int64_t>>(&value)) {
+    for (size_t k = 0; k < is->size(); ++k)
+      result += (k ? ", " : "") + std::to_string((*is)[k]);
+  } else {
+    const auto &fs = std::get<std::vector<double>>(value);
+    for (size_t k = 0; k < fs.size(); ++k)
+      result += (k ? ", " : "") + formatDouble(fs[k]);
+  }
+  return result + "]";
+}
+
+const char *attrTypeName(const AttrValue &value) {
+  switch (value.index()) {
+  case 0:
+    return "i64";
+  case 1:
+    return "f64";
+  case 2:
+    return "string";
+  case 3:
+    return "i64[]";
+  default:
+    return "f64[]";
+  }
+}
+
+std::string formatBytes(uint64_t bytes) {
+  if (bytes == kInvalidSize)
+    return "invalid";
+  std::string text = std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+  if (bytes < 1024)
+    return text;
+  const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double scaled = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (scaled >= 1024 && unit < 3) {
+    scaled /= 1024;
+    ++unit;
+  }
+  char human[32];
+  std::snprintf(human, sizeof(human), " (%.2f %s)", scaled, units[unit]);
+  return text + human;
+}
+
+std::string formatInit(const ParameterDesc &param) {
+  std::string text = initKindName(param.init);
+  if (param.init == InitKind::Normal || param.init == InitKind::Uniform)
+    text += "(scale " + formatDouble(param.initScale) + ")";
+  else if (param.init == InitKind::Data)
+    text += "(" + std::to_string(param.data.size()) + " bytes)";
+  return text;
+}
+
+std::string describeParameter(const ParameterDesc &param) {
+  return formatTensorType(param.dtype, param.shape) + ", init " +
+         formatInit(param) + ", " + (param.trainable ? "trainable" : "frozen");
+}
+
+std::string streamLabel(const RankProgram &program, uint32_t stream) {
+  if (stream < program.streams.size())
+    return program.streams[stream];
+  return "s" + std::to_string(stream) + "?";
+}
+
+std::string bufferList(const std::vector<uint32_t> &indices) {
+  std::string text = "(";
+  for (size_t k = 0; k < indices.size(); ++k)
+    text += (k ? ", b" : "b") + std::to_string(indices[k]);
+  return text + ")";
+}
+
+std::string bufferType(const RankProgram &program, uint32_t index) {
+  if (index >= program.buffers.size())
+    return "<no such buffer>";
+  const BufferDesc &buffer = program.buffers[index];
+  return formatTensorType(buffer.dtype, buffer.shape);
+}
+
+std::string formatInstruction(const RankProgram &program,
+                              const Instruction &instr) {
+  std::string text = "[" + streamLabel(program, instr.stream) + "] ";
+  switch (instr.kind) {
+  case InstrKind::Kernel:
+    text += instr.kernel;
+    break;
+  case InstrKind::RecordEvent:
+  case InstrKind::WaitEvent:
+    text += instrKindName(instr.kind) + " e" + std::to_string(instr.event);
+    break;
+  default:
+    text += instrKindName(instr.kind);
+    break;
+  }
+  if (!instr.inputs.empty() || !instr.outputs.empty())
+    text += " " + bufferList(instr.inputs) + " -> " + bufferList(instr.outputs);
+  if (!instr.attrs.empty()) {
+    text += " {";
+    for (size_t k = 0; k < instr.attrs.size(); ++k)
+      text += (k ? ", " : "") + instr.attrs[k].name + " = " +
+              formatAttrValue(instr.attrs[k].value);
+    text += "}";
+  }
+  if (!instr.location.empty())
+    text += "  loc(" + instr.location + ")";
+  return text;
+}
+
+/// llvm::json asserts on invalid UTF-8; names from a file are not trusted.
+llvm::json::Value jsonString(const std::string &s) {
+  if (llvm::json::isUTF8(s))
+    return s;
+  return llvm::json::fixUTF8(s);
+}
+
+/// JSON has no NaN or infinity: those become the strings "nan", "inf", "-inf".
+llvm::json::Value jsonDouble(double value) {
+  if (std::isfinite(value))
+    return value;
+  return formatDouble(value);
+}
+
+llvm::json::Array jsonShape(const std::vector<int64_t> &shape) {
+  llvm::json::Array array;
+  for (int64_t dim : shape)
+    array.push_back(dim);
+  return array;
+}
+
+llvm::json::Value jsonAttrValue(const AttrValue &value) {
+  if (auto *i = std::get_if<int64_t>(&value))
+    return *i;
+  if (auto *f = std::get_if<double>(&value))
+    return jsonDouble(*f);
+  if (auto *s = std::get_if<std::string>(&value))
+    return jsonString(*s);
+  llvm::json::Array array;
+  if (auto *is = std::get_if<std::vector<int64_t>>(&value)) {
+    for (int64_t i : *is)
+      array.push_back(i);
+  } else {
+    for (double f : std::get<std::vector<double>>(value))
+      array.push_back(jsonDouble(f));
+  }
+  return array;
+}
+
+llvm::json::Object jsonParameter(const ParameterDesc &param) {
+  llvm::json::Object object{
+      {"name", jsonString(param.name)},
+      {"dtype", dtypeSpelling(param.dtype)},
+      {"shape", jsonShape(param.shape)},
+      {"trainable", param.trainable},
+      {"init", initKindName(param.init)},
+  };
+  if (param.init == InitKind::Normal || param.init == InitKind::Uniform)
+    object["initScale"] = jsonDouble(param.initScale);
+  if (param.init == InitKind::Data)
+    object["dataBytes"] = static_cast<uint64_t>(param.data.size());
+  return object;
+}
+
+llvm::json::Array jsonIOBindings(const RankProgram &program,
+                                 const std::vector<IOBinding> &bindings) {
+  llvm::json::Array array;
+  for (const IOBinding &binding : bindings) {
+    llvm::json::Object object{{"name", jsonString(binding.name)},
+                              {"buffer", binding.buffer}};
+    if (binding.buffer < program.buffers.size()) {
+      const BufferDesc &buffer = program.buffers[binding.buffer];
+      object["dtype"] = dtypeSpelling(buffer.dtype);
+      object["shape"] = jsonShape(buffer.shape);
+    }
+    array.push_back(std::move(object));
+  }
+  return array;
+}
+
+llvm::json::Object jsonRank(const Executable &exe, const RankProgram &program) {
+  llvm::json::Array params;
+  for (const ParamBinding &binding : program.params) {
+    llvm::json::Object object{{"parameter", binding.parameter},
+                              {"buffer", binding.buffer}};
+    if (binding.parameter < exe.parameters.size())
+      for (auto &field : jsonParameter(exe.parameters[binding.parameter]))
+        object[field.first] = std::move(field.second);
+    params.push_back(std::move(object));
+  }
+
+  llvm::json::Array buffers;
+  for (size_t b = 0; b < program.buffers.size(); ++b) {
+    const BufferDesc &buffer = program.buffers[b];
+    llvm::json::Object object{
+        {"index", static_cast<uint64_t>(b)},
+        {"name", jsonString(buffer.name)},
+        {"arena", arenaKindName(buffer.arena)},
+        {"offset", buffer.offset},
+        {"dtype", dtypeSpelling(buffer.dtype)},
+        {"shape", jsonShape(buffer.shape)},
+    };
+    uint64_t bytes = buffer.sizeInBytes();
+    object["bytes"] = bytes == kInvalidSize ? llvm::json::Value(nullptr)
+                                            : llvm::json::Value(bytes);
+    buffers.push_back(std::move(object));
+  }
+
+  MemoryPlanSummary plan = summarizeMemoryPlan(program);
+  llvm::json::Object memoryPlan{
+      {"persistentArenaBytes", plan.persistentArenaBytes},
+      {"scratchArenaBytes", plan.scratchArenaBytes},
+      {"scratchWithoutReuseBytes", plan.scratchWithoutReuseBytes},
+      {"scratchAllocations", static_cast<uint64_t>(plan.scratchAllocations)},
+  };
+
+  llvm::json::Array streams;
+  for (const std::string &stream : program.streams)
+    streams.push_back(jsonString(stream));
+
+  llvm::json::Array instructions;
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &instr = program.instructions[i];
+    llvm::json::Object object{
+        {"index", static_cast<uint64_t>(i)},
+        {"kind", instrKindName(instr.kind)},
+        {"stream", instr.stream},
+        {"streamName", jsonString(streamLabel(program, instr.stream))},
+    };
+    if (instr.kind == InstrKind::Kernel)
+      object["kernel"] = jsonString(instr.kernel);
+    if (instr.kind == InstrKind::RecordEvent ||
+        instr.kind == InstrKind::WaitEvent)
+      object["event"] = instr.event;
+    object["inputs"] = llvm::json::Array(instr.inputs);
+    object["outputs"] = llvm::json::Array(instr.outputs);
+    llvm::json::Array attrs;
+    for (const NamedAttr &attr : instr.attrs)
+      attrs.push_back(llvm::json::Object{{"name", jsonString(attr.name)},
+                                         {"type", attrTypeName(attr.value)},
+                                         {"value", jsonAttrValue(attr.value)}});
+    object["attrs"] = std::move(attrs);
+    if (!instr.location.empty())
+      object["location"] = jsonString(instr.location);
+    instructions.push_back(std::move(object));
+  }
+
+  return llvm::json::Object{
+      {"rank", program.rank},
+      {"inputs", jsonIOBindings(program, program.inputs)},
+      {"outputs", jsonIOBindings(program, program.outputs)},
+      {"parameters", std::move(params)},
+      {"buffers", std::move(buffers)},
+      {"memoryPlan", std::move(memoryPlan)},
+      {"streams", std::move(streams)},
+      {"numEvents", program.numEvents},
+      {"instructions", std::move(instructions)},
+  };
+}
+
+void printSignature(const RankProgram &program, const char *title,
+                    const std::vector<IOBinding> &bindings,
+                    llvm::raw_ostream &os) {
+  os << "  " << title << " (" << bindings.size() << "):\n";
+  for (const IOBinding &binding : bindings)
+    os << "    " << binding.name << ": b" << binding.buffer << " "
+       << bufferType(program, binding.buffer) << "\n";
+}
+
+void printBuffers(const RankProgram &program, llvm::raw_ostream &os) {
+  os << "  buffers (" << program.buffers.size() << "):\n";
+  if (program.buffers.empty())
+    return;
+  std::vector<std::string> offsets, sizes, types;
+  size_t indexWidth = 1, offsetWidth = 6, sizeWidth = 5, typeWidth = 4;
+  for (size_t b = 0; b < program.buffers.size(); ++b) {
+    const BufferDesc &buffer = program.buffers[b];
+    offsets.push_back(std::to_string(buffer.offset));
+    uint64_t bytes = buffer.sizeInBytes();
+    sizes.push_back(bytes == kInvalidSize ? "invalid" : std::to_string(bytes));
+    types.push_back(formatTensorType(buffer.dtype, buffer.shape));
+    indexWidth = std::max(indexWidth, std::to_string(b).size() + 1);
+    offsetWidth = std::max(offsetWidth, offsets.back().size());
+    sizeWidth = std::max(sizeWidth, sizes.back().size());
+    typeWidth = std::max(typeWidth, types.back().size());
+  }
+  os << "    " << llvm::right_justify("#", indexWidth) << "  "
+     << llvm::left_justify("arena", 10) << "  "
+     << llvm::right_justify("offset", offsetWidth) << "  "
+     << llvm::right_justify("bytes", sizeWidth) << "  "
+     << llvm::left_justify("type", typeWidth) << "  name\n";
+  for (size_t b = 0; b < program.buffers.size(); ++b)
+    os << "    " << llvm::right_justify("b" + std::to_string(b), indexWidth)
+       << "  "
+       << llvm::left_justify(arenaKindName(program.buffers[b].arena), 10)
+       << "  " << llvm::right_justify(offsets[b], offsetWidth) << "  "
+       << llvm::right_justify(sizes[b], sizeWidth) << "  "
+       << llvm::left_justify(types[b], typeWidth) << "  "
+       << program.buffers[b].name << "\n";
+}
+
+void printRank(const Executable &exe, const RankProgram &program,
+               llvm::raw_ostream &os) {
+  os << "\nrank " << program.rank << ":\n";
+  printSignature(program, "inputs", program.inputs, os);
+  printSignature(program, "outputs", program.outputs, os);
+
+  os << "  parameters (" << program.params.size() << "):\n";
+  for (const ParamBinding &binding : program.params) {
+    os << "    p" << binding.parameter;
+    if (binding.parameter < exe.parameters.size()) {
+      const ParameterDesc &param = exe.parameters[binding.parameter];
+      os << " " << param.name << " -> b" << binding.buffer << ": "
+         << describeParameter(param);
+    } else {
+      os << " <no such parameter> -> b" << binding.buffer;
+    }
+    os << "\n";
+  }
+
+  printBuffers(program, os);
+
+  MemoryPlanSummary plan = summarizeMemoryPlan(program);
+  os << "  memory plan:\n"
+     << "    persistent arena:      " << formatBytes(plan.persistentArenaBytes)
+     << "\n"
+     << "    scratch arena (peak):  " << formatBytes(plan.scratchArenaBytes)
+     << "\n"
+     << "    scratch without reuse: "
+     << formatBytes(plan.scratchWithoutReuseBytes) << " in "
+     << plan.scratchAllocations
+     << (plan.scratchAllocations == 1 ? " allocation" : " allocations");
+  if (plan.scratchWithoutReuseBytes > 0 &&
+      plan.scratchWithoutReuseBytes != kInvalidSize &&
+      plan.scratchArenaBytes <= plan.scratchWithoutReuseBytes) {
+    double saved = 100.0 * static_cast<double>(plan.scratchWithoutReuseBytes -
+                                               plan.scratchArenaBytes) /
+                   static_cast<double>(plan.scratchWithoutReuseBytes);
+    os << llvm::format(" (reuse saves %.1f%%)", saved);
+  }
+  os << "\n";
+
+  os << "  streams (" << program.streams.size() << "):";
+  for (size_t s = 0; s < program.streams.size(); ++s)
+    os << (s ? ", s" : " s") << s << " " << program.streams[s];
+  os << "\n  events: " << program.numEvents << "\n";
+
+  os << "  instructions (" << program.instructions.size() << "):\n";
+  size_t width = std::to_string(program.instructions.size()).size();
+  for (size_t i = 0; i < program.instructions.size(); ++i)
+    os << "  " << llvm::right_justify(std::to_string(i), width) << " "
+       << formatInstruction(program, program.instructions[i]) << "\n";
+}
+
+} // namespace
+
+std::string dtypeSpelling(DType dtype) {
+  if (static_cast<int>(dtype) >= kNumDTypes)
+    return "dtype(" + std::to_string(static_cast<int>(dtype)) + ")";
+  return std::string(dtypeName(dtype));
+}
+
+std::string formatTensorType(DType dtype, const std::vector<int64_t> &shape) {
+  std::string text = dtypeSpelling(dtype) + "[";
+  for (size_t d = 0; d < shape.size(); ++d)
+    text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + "]";
+}
+
+std::string arenaKindName(ArenaKind kind) {
+  switch (kind) {
+  case ArenaKind::Persistent:
+    return "persistent";
+  case ArenaKind::Scratch:
+    return "scratch";
+  }
+  return "arena(" + std::to_string(static_cast<int>(kind)) + ")";
+}
+
+std::string instrKindName(InstrKind kind) {
+  switch (kind) {
+  case InstrKind::Kernel:
+    return "kernel";
+  case InstrKind::Copy:
+    return "copy";
+  case InstrKind::RecordEvent:
+    return "record_event";
+  case InstrKind::WaitEvent:
+    return "wait_event";
+  }
+  return "instruction_kind(" + std::to_string(static_cast<int>(kind)) + ")";
+}
+
+std::string initKindName(InitKind kind) {
+  switch (kind) {
+  case InitKind::Zeros:
+    return "zeros";
+  case InitKind::Ones:
+    return "ones";
+  case InitKind::Normal:
+    return "normal";
+  case InitKind::Uniform:
+    return "uniform";
+  case InitKind::Data:
+    return "data";
+  }
+  return "init_kind(" + std::to_string(static_cast<int>(kind)) + ")";
+}
+
+MemoryPlanSummary summarizeMemoryPlan(const RankProgram &program) {
+  MemoryPlanSummary plan;
+  plan.persistentArenaBytes =
+      program.arenaSize[static_cast<int>(ArenaKind::Persistent)];
+  plan.scratchArenaBytes =
+      program.arenaSize[static_cast<int>(ArenaKind::Scratch)];
+  std::set<std::pair<uint64_t, uint64_t>> allocations; // (offset, bytes)
+  for (const BufferDesc &buffer : program.buffers) {
+    uint64_t bytes = buffer.sizeInBytes();
+    if (buffer.arena == ArenaKind::Scratch && bytes != kInvalidSize)
+      allocations.insert({buffer.offset, bytes});
+  }
+  for (const auto &allocation : allocations)
+    plan.scratchWithoutReuseBytes =
+        saturatingAdd(plan.scratchWithoutReuseBytes, allocation.second);
+  plan.scratchAllocations = allocations.size();
+  return plan;
+}
+
+void printExecutable(const Executable &exe, llvm::raw_ostream &os) {
+  os << "Loom executable, format version " << exe.formatVersion << "\n"
+     << "  model:         " << exe.modelName << "\n"
+     << "  mode:          " << exe.mode << "\n"
+     << "  compile flags: " << exe.compileFlags << "\n"
+     << "  ranks:         " << exe.ranks.size() << "\n";
+
+  uint64_t parameterBytes = 0;
+  for (const ParameterDesc &param : exe.parameters) {
+    BufferDesc asBuffer;
+    asBuffer.dtype = param.dtype;
+    asBuffer.shape = param.shape;
+    parameterBytes = saturatingAdd(parameterBytes, asBuffer.sizeInBytes());
+  }
+  os << "\nparameters (" << exe.parameters.size() << ", "
+     << formatBytes(parameterBytes) << "):\n";
+  for (size_t p = 0; p < exe.parameters.size(); ++p)
+    os << "  p" << p << " " << exe.parameters[p].name << ": "
+       << describeParameter(exe.parameters[p]) << "\n";
+
+  for (const RankProgram &program : exe.ranks)
+    printRank(exe, program, os);
+}
+
+llvm::json::Value executableToJson(const Executable &exe) {
+  llvm::json::Array parameters;
+  for (size_t p = 0; p < exe.parameters.size(); ++p) {
+    llvm::json::Object object = jsonParameter(exe.parameters[p]);
+    object["index"] = static_cast<uint64_t>(p);
+    parameters.push_back(std::move(object));
+  }
+  llvm::json::Array ranks;
+  for (const RankProgram &program : exe.ranks)
+    ranks.push_back(jsonRank(exe, program));
+  return llvm::json::Object{
+      {"formatVersion", exe.formatVersion},
+      {"model", jsonString(exe.modelName)},
+      {"mode", jsonString(exe.mode)},
+      {"compileFlags", jsonString(exe.compileFlags)},
+      {"parameters", std::move(parameters)},
+      {"ranks", std::move(ranks)},
+  };
+}
+
+} // namespace loom

@@ -1,0 +1,43 @@
+#ifndef LOOM_RUNTIME_EXECUTABLE_EXECUTABLELISTING_H
+#define LOOM_RUNTIME_EXECUTABLE_EXECUTABLELISTING_H
+
+// Human-readable and JSON listings of an executable (`loom-inspect`), and the
+// spellings they share with the verifier's error messages.
+
+#include "runtime/executable/Executable.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace loom {
+
+/// Model, mode, flags, the parameter table, then per rank: signature,
+/// parameter bindings, buffers, memory plan, streams and instructions.
+void printExecutable(const Executable &exe, llvm::raw_ostream &os);
+
+/// The same content as printExecutable, machine-readable.
+llvm::json::Value executableToJson(const Executable &exe);
+
+/// Memory a rank's plan uses. Buffers sharing an arena offset and size (views
+/// such as reshapes) are one allocation and count once.
+struct MemoryPlanSummary {
+  uint64_t persistentArenaBytes = 0;
+  uint64_t scratchArenaBytes = 0;       // the planned peak
+  uint64_t scratchWithoutReuseBytes = 0; // every scratch allocation side by side
+  size_t scratchAllocations = 0;
+};
+MemoryPlanSummary summarizeMemoryPlan(const RankProgram &program);
+
+/// "f32[4, 8]", "i1[]"; an out-of-range dtype prints as "dtype(N)".
+std::string formatTensorType(DType dtype, const std::vector<int64_t> &shape);
+std::string dtypeSpelling(DType dtype);
+/// "persistent", "scratch"; "compute", "copy", "record_event", ...
+std::string arenaKindName(ArenaKind kind);
+std::string instrKindName(InstrKind kind);
+std::string initKindName(InitKind kind);
+
+} // namespace loom
+
+#endif

@@ -1,0 +1,341 @@
+// Loom's semantic checks on an executable: everything the runtime relies on
+// before it allocates arenas or launches a kernel. Each error is one line that
+// names the rank, instruction, buffer or parameter at fault.
+
+#include "runtime/executable/Executable.h"
+#include "runtime/executable/ExecutableListing.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <set>
+#include <string_view>
+
+namespace loom {
+
+namespace {
+
+struct KernelArity {
+  std::string_view name;
+  int minInputs;
+  int maxInputs;  // -1: no upper bound
+  int numOutputs; // -1: one or more
+};
+
+constexpr KernelArity kKernels[] = {
+#define LOOM_KERNEL(NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS)                 \
+  {NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS},
+#include "runtime/executable/Kernels.def"
+#undef LOOM_KERNEL
+};
+
+const KernelArity *findKernel(std::string_view name) {
+  for (const KernelArity &kernel : kKernels)
+    if (kernel.name == name)
+      return &kernel;
+  return nullptr;
+}
+
+bool isValidDType(DType t) { return static_cast<int>(t) < kNumDTypes; }
+bool isValidArena(ArenaKind k) { return static_cast<int>(k) < kNumArenas; }
+bool isValidInstrKind(InstrKind k) {
+  return k <= InstrKind::WaitEvent;
+}
+bool isValidInitKind(InitKind k) { return k <= InitKind::Data; }
+
+llvm::Error failure(const std::string &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+std::string plural(uint64_t count, const char *noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
+// "what N (name)" or "what N" when unnamed.
+std::string named(const char *what, size_t index, const std::string &name) {
+  std::string text = std::string(what) + " " + std::to_string(index);
+  if (!name.empty())
+    text += " (" + name + ")";
+  return text;
+}
+
+/// Checks a dtype and shape and computes the byte size; on failure returns a
+/// message (without context) in `problem`.
+bool checkTensor(DType dtype, const std::vector<int64_t> &shape,
+                 uint64_t &bytes, std::string &problem) {
+  if (!isValidDType(dtype)) {
+    problem = "invalid dtype " + std::to_string(static_cast<int>(dtype));
+    return false;
+  }
+  int64_t count = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 0) {
+      problem = "dimension " + std::to_string(d) + " is negative (" +
+                std::to_string(shape[d]) + ")";
+      return false;
+    }
+    if (__builtin_mul_overflow(count, shape[d], &count)) {
+      problem = "element count of " + formatTensorType(dtype, shape) +
+                " overflows int64";
+      return false;
+    }
+  }
+  if (__builtin_mul_overflow(static_cast<uint64_t>(count),
+                             static_cast<uint64_t>(dtypeSize(dtype)),
+                             &bytes)) {
+    problem = "byte size of " + formatTensorType(dtype, shape) +
+              " overflows uint64";
+    return false;
+  }
+  return true;
+}
+
+class Verifier {
+public:
+  explicit Verifier(const Executable &exe) : exe(exe) {}
+
+  llvm::Error run() {
+    if (exe.formatVersion != kExecutableFormatVersion)
+      return failure("unsupported format version " +
+                     std::to_string(exe.formatVersion) +
+                     " (this build reads version " +
+                     std::to_string(kExecutableFormatVersion) + ")");
+    parameterBytes.resize(exe.parameters.size());
+    for (size_t i = 0; i < exe.parameters.size(); ++i)
+      if (llvm::Error err = checkParameter(i))
+        return err;
+    std::set<uint32_t> rankIds;
+    for (const RankProgram &program : exe.ranks) {
+      if (!rankIds.insert(program.rank).second)
+        return failure("rank " + std::to_string(program.rank) +
+                       " appears more than once");
+      if (llvm::Error err = checkRank(program))
+        return err;
+    }
+    return llvm::Error::success();
+  }
+
+private:
+  llvm::Error checkParameter(size_t index) {
+    const ParameterDesc &param = exe.parameters[index];
+    std::string context = named("parameter", index, param.name) + ": ";
+    std::string problem;
+    if (!checkTensor(param.dtype, param.shape, parameterBytes[index], problem))
+      return failure(context + problem);
+    if (!isValidInitKind(param.init))
+      return failure(context + "invalid init kind " +
+                     std::to_string(static_cast<int>(param.init)));
+    if (param.init == InitKind::Data) {
+      if (param.data.size() != parameterBytes[index])
+        return failure(context + "init data has " +
+                       plural(param.data.size(), "byte") + ", " +
+                       formatTensorType(param.dtype, param.shape) + " needs " +
+                       std::to_string(parameterBytes[index]));
+    } else if (!param.data.empty()) {
+      return failure(context + "init is " + initKindName(param.init) +
+                     " but carries " + plural(param.data.size(), "byte") +
+                     " of data");
+    }
+    if ((param.init == InitKind::Normal || param.init == InitKind::Uniform) &&
+        !(std::isfinite(param.initScale) && param.initScale >= 0))
+      return failure(context + "init scale " + std::to_string(param.initScale) +
+                     " must be finite and non-negative");
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkRank(const RankProgram &program) {
+    std::string rankContext = "rank " + std::to_string(program.rank);
+    bufferBytes.assign(program.buffers.size(), 0);
+    for (size_t b = 0; b < program.buffers.size(); ++b)
+      if (llvm::Error err = checkBuffer(program, b, rankContext))
+        return err;
+    for (size_t i = 0; i < program.instructions.size(); ++i)
+      if (llvm::Error err = checkInstruction(program, i, rankContext))
+        return err;
+    for (size_t p = 0; p < program.params.size(); ++p)
+      if (llvm::Error err = checkParamBinding(program, p, rankContext))
+        return err;
+    for (size_t i = 0; i < program.inputs.size(); ++i)
+      if (llvm::Error err = checkIOBinding(program, program.inputs[i], "input",
+                                           i, rankContext))
+        return err;
+    for (size_t i = 0; i < program.outputs.size(); ++i)
+      if (llvm::Error err = checkIOBinding(program, program.outputs[i],
+                                           "output", i, rankContext))
+        return err;
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkBuffer(const RankProgram &program, size_t index,
+                          const std::string &rankContext) {
+    const BufferDesc &buffer = program.buffers[index];
+    std::string context =
+        rankContext + ", " + named("buffer", index, buffer.name) + ": ";
+    if (!isValidArena(buffer.arena))
+      return failure(context + "invalid arena kind " +
+                     std::to_string(static_cast<int>(buffer.arena)));
+    std::string problem;
+    if (!checkTensor(buffer.dtype, buffer.shape, bufferBytes[index], problem))
+      return failure(context + problem);
+    uint64_t arenaSize = program.arenaSize[static_cast<int>(buffer.arena)];
+    uint64_t end = 0;
+    if (__builtin_add_overflow(buffer.offset, bufferBytes[index], &end) ||
+        end > arenaSize)
+      return failure(context + "bytes [" + std::to_string(buffer.offset) +
+                     ", +" + std::to_string(bufferBytes[index]) +
+                     ") exceed the " + arenaKindName(buffer.arena) +
+                     " arena (" + plural(arenaSize, "byte") + ")");
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkBufferIndices(const RankProgram &program,
+                                 const std::vector<uint32_t> &indices,
+                                 const char *role, const std::string &context) {
+    for (uint32_t index : indices)
+      if (index >= program.buffers.size())
+        return failure(context + role + " buffer " + std::to_string(index) +
+                       " out of range (" +
+                       plural(program.buffers.size(), "buffer") + ")");
+    return llvm::Error::success();
+  }
+
+  static std::string arityText(int count, const char *noun) {
+    return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+  }
+
+  llvm::Error checkInstruction(const RankProgram &program, size_t index,
+                               const std::string &rankContext) {
+    const Instruction &instr = program.instructions[index];
+    std::string label = instr.kind == InstrKind::Kernel
+                            ? instr.kernel
+                            : instrKindName(instr.kind);
+    std::string context = rankContext + ", instruction " +
+                          std::to_string(index) + " (" + label + "): ";
+    if (!isValidInstrKind(instr.kind))
+      return failure(context + "invalid instruction kind " +
+                     std::to_string(static_cast<int>(instr.kind)));
+    if (instr.stream >= program.streams.size())
+      return failure(context + "stream " + std::to_string(instr.stream) +
+                     " out of range (" +
+                     plural(program.streams.size(), "stream") + ")");
+    if (llvm::Error err =
+            checkBufferIndices(program, instr.inputs, "input", context))
+      return err;
+    if (llvm::Error err =
+            checkBufferIndices(program, instr.outputs, "output", context))
+      return err;
+
+    size_t numInputs = instr.inputs.size();
+    size_t numOutputs = instr.outputs.size();
+    switch (instr.kind) {
+    case InstrKind::Kernel: {
+      const KernelArity *kernel = findKernel(instr.kernel);
+      if (!kernel)
+        return failure(context + "unknown kernel '" + instr.kernel + "'");
+      bool inputsOk =
+          numInputs >= static_cast<size_t>(kernel->minInputs) &&
+          (kernel->maxInputs < 0 ||
+           numInputs <= static_cast<size_t>(kernel->maxInputs));
+      if (!inputsOk) {
+        std::string expected =
+            kernel->maxInputs < 0
+                ? "at least " + arityText(kernel->minInputs, "input")
+            : kernel->minInputs == kernel->maxInputs
+                ? arityText(kernel->minInputs, "input")
+                : std::to_string(kernel->minInputs) + " to " +
+                      arityText(kernel->maxInputs, "input");
+        return failure(context + "expects " + expected + ", has " +
+                       std::to_string(numInputs));
+      }
+      bool outputsOk = kernel->numOutputs < 0
+                           ? numOutputs >= 1
+                           : numOutputs ==
+                                 static_cast<size_t>(kernel->numOutputs);
+      if (!outputsOk)
+        return failure(context + "expects " +
+                       (kernel->numOutputs < 0
+                            ? std::string("at least 1 output")
+                            : arityText(kernel->numOutputs, "output")) +
+                       ", has " + std::to_string(numOutputs));
+      break;
+    }
+    case InstrKind::Copy: {
+      if (numInputs != 1 || numOutputs != 1)
+        return failure(context + "expects 1 input and 1 output, has " +
+                       std::to_string(numInputs) + " and " +
+                       std::to_string(numOutputs));
+      uint64_t from = bufferBytes[instr.inputs[0]];
+      uint64_t to = bufferBytes[instr.outputs[0]];
+      if (from != to)
+        return failure(context + "copies " + plural(from, "byte") +
+                       " from buffer " + std::to_string(instr.inputs[0]) +
+                       " into " + plural(to, "byte") + " of buffer " +
+                       std::to_string(instr.outputs[0]));
+      break;
+    }
+    case InstrKind::RecordEvent:
+    case InstrKind::WaitEvent:
+      if (instr.event >= program.numEvents)
+        return failure(context + "event " + std::to_string(instr.event) +
+                       " out of range (" + plural(program.numEvents, "event") +
+                       ")");
+      if (numInputs != 0 || numOutputs != 0)
+        return failure(context + "takes no buffers, has " +
+                       plural(numInputs, "input") + " and " +
+                       plural(numOutputs, "output"));
+      break;
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkParamBinding(const RankProgram &program, size_t index,
+                                const std::string &rankContext) {
+    const ParamBinding &binding = program.params[index];
+    std::string context =
+        rankContext + ", parameter binding " + std::to_string(index);
+    if (binding.parameter >= exe.parameters.size())
+      return failure(context + ": parameter " +
+                     std::to_string(binding.parameter) + " out of range (" +
+                     plural(exe.parameters.size(), "parameter") + ")");
+    const ParameterDesc &param = exe.parameters[binding.parameter];
+    if (!param.name.empty())
+      context += " (" + param.name + ")";
+    context += ": ";
+    if (binding.buffer >= program.buffers.size())
+      return failure(context + "buffer " + std::to_string(binding.buffer) +
+                     " out of range (" +
+                     plural(program.buffers.size(), "buffer") + ")");
+    const BufferDesc &buffer = program.buffers[binding.buffer];
+    // Sharded parameters will bind a shard; until sharding exists the buffer
+    // holds the whole parameter.
+    if (buffer.dtype != param.dtype || buffer.shape != param.shape)
+      return failure(context + "buffer " + std::to_string(binding.buffer) +
+                     " is " + formatTensorType(buffer.dtype, buffer.shape) +
+                     " but the parameter is " +
+                     formatTensorType(param.dtype, param.shape));
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkIOBinding(const RankProgram &program,
+                             const IOBinding &binding, const char *role,
+                             size_t index, const std::string &rankContext) {
+    if (binding.buffer >= program.buffers.size())
+      return failure(rankContext + ", " + named(role, index, binding.name) +
+                     ": buffer " + std::to_string(binding.buffer) +
+                     " out of range (" +
+                     plural(program.buffers.size(), "buffer") + ")");
+    return llvm::Error::success();
+  }
+
+  const Executable &exe;
+  std::vector<uint64_t> parameterBytes; // by parameter index
+  std::vector<uint64_t> bufferBytes;    // by buffer index, current rank
+};
+
+} // namespace
+
+llvm::Error verifyExecutable(const Executable &exe) {
+  return Verifier(exe).run();
+}
+
+} // namespace loom
