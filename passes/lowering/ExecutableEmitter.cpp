@@ -122,6 +122,8 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
       desc.offset = *offset;
       desc.dtype = *dtype;
       desc.shape.assign(type.getShape().begin(), type.getShape().end());
+      if (root != v)
+        desc.aliasOf = bufferIndex.lookup(root);
       bufferIndex[v] = rank.buffers.size();
       rank.buffers.push_back(std::move(desc));
       return success();

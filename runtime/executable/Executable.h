@@ -32,6 +32,10 @@ struct BufferDesc {
   uint64_t offset = 0; // bytes from the start of the arena
   DType dtype = DType::F32;
   std::vector<int64_t> shape; // row-major, contiguous
+  /// For a view of another buffer's bytes (a reshape): that buffer's index,
+  /// which is not itself a view and holds at least as many bytes at the same
+  /// arena and offset. -1 for a buffer of its own.
+  int64_t aliasOf = -1;
 
   /// Product of the shape; -1 when a dimension is negative or the product
   /// overflows int64 (verifyExecutable rejects both).

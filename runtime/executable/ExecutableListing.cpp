@@ -470,16 +470,16 @@ MemoryPlanSummary summarizeMemoryPlan(const RankProgram &program) {
       program.arenaSize[static_cast<int>(ArenaKind::Persistent)];
   plan.scratchArenaBytes =
       program.arenaSize[static_cast<int>(ArenaKind::Scratch)];
-  std::set<std::pair<uint64_t, uint64_t>> allocations; // (offset, bytes)
+  // Views (reshapes) share their target's bytes: only buffers of their own
+  // would each need memory without reuse.
   for (const BufferDesc &buffer : program.buffers) {
     uint64_t bytes = buffer.sizeInBytes();
-    if (buffer.arena == ArenaKind::Scratch && bytes != kInvalidSize)
-      allocations.insert({buffer.offset, bytes});
+    if (buffer.arena != ArenaKind::Scratch || buffer.aliasOf != -1 ||
+        bytes == kInvalidSize)
+      continue;
+    plan.scratchWithoutReuseBytes = saturatingAdd(plan.scratchWithoutReuseBytes, bytes);
+    ++plan.scratchAllocations;
   }
-  for (const auto &allocation : allocations)
-    plan.scratchWithoutReuseBytes =
-        saturatingAdd(plan.scratchWithoutReuseBytes, allocation.second);
-  plan.scratchAllocations = allocations.size();
   return plan;
 }
 

@@ -118,6 +118,7 @@ private:
     desc.offset = buffer->offset();
     desc.dtype = static_cast<DType>(buffer->dtype());
     desc.shape = vector(buffer->shape());
+    desc.aliasOf = buffer->alias_of();
     return desc;
   }
 

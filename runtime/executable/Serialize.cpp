@@ -81,7 +81,7 @@ private:
     return fb::CreateBuffer(builder, builder.CreateString(desc.name),
                             static_cast<fb::ArenaKind>(desc.arena), desc.offset,
                             static_cast<fb::DType>(desc.dtype),
-                            builder.CreateVector(desc.shape));
+                            builder.CreateVector(desc.shape), desc.aliasOf);
   }
 
   flatbuffers::Offset<fb::NamedAttr> namedAttr(const NamedAttr &attr) {

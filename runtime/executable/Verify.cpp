@@ -185,6 +185,20 @@ private:
                      ", +" + std::to_string(bufferBytes[index]) +
                      ") exceed the " + arenaKindName(buffer.arena) +
                      " arena (" + plural(arenaSize, "byte") + ")");
+    if (buffer.aliasOf != -1) {
+      // Targets come first, so their sizes are already known here.
+      if (buffer.aliasOf < 0 || static_cast<uint64_t>(buffer.aliasOf) >= index)
+        return failure(context + "aliases buffer " + std::to_string(buffer.aliasOf) +
+                       "; a view must follow the buffer it views");
+      const BufferDesc &target = program.buffers[buffer.aliasOf];
+      if (target.aliasOf != -1 || target.arena != buffer.arena ||
+          target.offset != buffer.offset ||
+          bufferBytes[buffer.aliasOf] < bufferBytes[index])
+        return failure(context + "is not a view of buffer " +
+                       std::to_string(buffer.aliasOf) +
+                       " (a view needs a non-view target at the same arena "
+                       "and offset, at least as large)");
+    }
     return llvm::Error::success();
   }
 

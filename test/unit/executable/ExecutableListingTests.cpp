@@ -100,6 +100,7 @@ TEST(ExecutableListing, AliasedScratchBuffersCountOnce) {
   };
   add(ArenaKind::Scratch, 0, {2, 4});       // 32 bytes at 0
   add(ArenaKind::Scratch, 0, {8});          // reshape view of the same bytes
+  program.buffers.back().aliasOf = 0;
   add(ArenaKind::Scratch, 0, {4});          // reuses offset 0, other size
   add(ArenaKind::Scratch, 32, {4});         // 16 bytes at 32
   add(ArenaKind::Persistent, 0, {100});     // not scratch

@@ -157,6 +157,14 @@ const BrokenCase kBrokenCases[] = {
        rank0(e).buffers[3].offset = 1000;
      },
      "rank 0, buffer 3: bytes [1000, +32)"},
+    {"ViewOfALaterBuffer",
+     [](Executable &e) { rank0(e).buffers[5].aliasOf = 6; },
+     "rank 0, buffer 5 (h_flat): aliases buffer 6; a view must follow the "
+     "buffer it views"},
+    {"ViewAtAnotherOffset",
+     [](Executable &e) { rank0(e).buffers[5].aliasOf = 3; },
+     "rank 0, buffer 5 (h_flat): is not a view of buffer 3 (a view needs a "
+     "non-view target at the same arena and offset, at least as large)"},
     // Instructions.
     {"InputBufferOutOfRange",
      [](Executable &e) { rank0(e).instructions[0].inputs[1] = 99; },

@@ -87,6 +87,7 @@ Executable makeSampleExecutable() {
       buffer("y", ArenaKind::Scratch, 0, DType::F32, {2, 8}),
       buffer("y_out", ArenaKind::Scratch, 128, DType::F32, {2, 8}),
   };
+  rank0.buffers[5].aliasOf = 4; // h_flat is a reshape of h
   rank0.streams = {"compute", "comm"};
   rank0.numEvents = 1;
   rank0.params = {{0, 0}, {1, 1}, {2, 2}};
