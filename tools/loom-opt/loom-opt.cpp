@@ -9,8 +9,37 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OperationSupport.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+
+/// The help text's overview: what the tool is, then every op of Loom's own
+/// dialects, so `loom-opt --help` is also the op index.
+static std::string overview(const mlir::DialectRegistry &registry) {
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  std::string text = "Loom optimizer driver: mlir-opt with Loom's dialects and passes\n";
+  for (llvm::StringRef dialect : {"nn", "rt"}) {
+    text += "\n" + dialect.str() + " dialect ops:\n ";
+    std::vector<llvm::StringRef> names;
+    for (mlir::RegisteredOperationName op : context.getRegisteredOperations())
+      if (op.getDialectNamespace() == dialect)
+        names.push_back(op.getStringRef());
+    llvm::sort(names);
+    size_t column = 1;
+    for (llvm::StringRef name : names) {
+      if (column + name.size() + 1 > 78) {
+        text += "\n ";
+        column = 1;
+      }
+      text += " " + name.str();
+      column += name.size() + 1;
+    }
+    text += "\n";
+  }
+  return text;
+}
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
@@ -23,5 +52,5 @@ int main(int argc, char **argv) {
   loom::registerLoweringPasses();
   loom::registerMemoryPasses();
   return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "Loom optimizer driver\n", registry));
+      mlir::MlirOptMain(argc, argv, overview(registry), registry));
 }
