@@ -2,6 +2,7 @@
 // rt.program (see Passes.td for before/after IR).
 
 #include "passes/lowering/Passes.h"
+#include "passes/lowering/KernelAttributes.h"
 
 #include "dialects/nn/NNOps.h"
 
@@ -48,9 +49,9 @@ Attribute toKernelAttr(Builder &b, Attribute attr) {
   return {};
 }
 
-/// The attributes an nn op's kernel reads, with defaults made explicit and
-/// flags given as 0/1, so the runtime never needs the op's defaults.
-DictionaryAttr kernelAttrsFor(Operation *op) {
+} // namespace
+
+DictionaryAttr loom::kernelAttrsFor(Operation *op) {
   Builder b(op->getContext());
   NamedAttrList attrs;
   for (NamedAttribute attr : op->getAttrDictionary())
@@ -101,6 +102,8 @@ DictionaryAttr kernelAttrsFor(Operation *op) {
           [&](auto r) { flag("keepdim", r.getKeepdim()); });
   return attrs.getDictionary(op->getContext());
 }
+
+namespace {
 
 struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
   using LowerToRtBase::LowerToRtBase;

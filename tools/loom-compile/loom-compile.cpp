@@ -3,6 +3,14 @@
 
 #include "dialects/nn/NNDialect.h"
 #include "dialects/rt/RtDialect.h"
+#include "frontend/common/ImportOptions.h"
+#include "frontend/raising/Passes.h"
+#ifdef LOOM_HAVE_ONNX_IMPORTER
+#include "frontend/onnx/OnnxImporter.h"
+#endif
+#ifdef LOOM_HAVE_TORCH_EXPORT_IMPORTER
+#include "frontend/torch_export/TorchExportImporter.h"
+#endif
 #include "passes/lowering/ExecutableEmitter.h"
 #include "passes/lowering/Passes.h"
 #include "passes/memory/Passes.h"
@@ -31,7 +39,7 @@ namespace {
 
 cl::OptionCategory category("loom-compile options");
 
-cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.mlir>"),
+cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx|model.pt2|model.mlir>"),
                                cl::Required, cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("output file (.loomx, or IR with --compile-to; '-' for stdout)"),
                                 cl::value_desc("path"), cl::cat(category));
@@ -51,6 +59,12 @@ cl::opt<std::string> target("target", cl::desc("cpu or cuda (the executable runs
                             cl::init("cpu"), cl::cat(category));
 cl::opt<std::string> entry("entry", cl::desc("the function to compile"),
                            cl::init("main"), cl::cat(category));
+cl::opt<int64_t> batch("batch", cl::desc("the batch size: fixes a symbolic batch dimension"),
+                       cl::init(0), cl::cat(category));
+cl::opt<int64_t> seq("seq", cl::desc("the sequence length: fixes a symbolic sequence dimension"),
+                     cl::init(0), cl::cat(category));
+cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to VALUE"),
+                           cl::value_desc("NAME=VALUE"), cl::cat(category));
 
 /// Exits after a failure an MLIR diagnostic (file:line:col: error: ...)
 /// has already described in one line.
@@ -92,10 +106,21 @@ int main(int argc, char **argv) {
   if (compileTo == Phase::Executable && outputPath.empty())
     fail("no output file: pass -o OUT.loomx (or --compile-to=PHASE to print IR)");
 
-  std::string extension = llvm::sys::path::extension(inputPath).lower();
-  if (extension != ".mlir")
-    fail("'" + inputPath + "': unsupported model format '" + extension +
-         "' (this build reads .mlir)");
+  loom::ImportOptions importOptions;
+  if (batch < 0 || seq < 0)
+    fail("--batch and --seq must be positive");
+  if (batch > 0)
+    importOptions.batch = batch;
+  if (seq > 0)
+    importOptions.seq = seq;
+  for (const std::string &dim : dims) {
+    size_t eq = dim.find('=');
+    long long value = 0;
+    if (eq == std::string::npos || eq == 0 ||
+        llvm::StringRef(dim).substr(eq + 1).getAsInteger(10, value) || value <= 0)
+      fail("--dim expects NAME=VALUE with a positive VALUE, got '" + dim + "'");
+    importOptions.dims[dim.substr(0, eq)] = value;
+  }
 
   DialectRegistry registry;
   registry.insert<loom::nn::NNDialect, loom::rt::RtDialect, func::FuncDialect>();
@@ -107,11 +132,28 @@ int main(int argc, char **argv) {
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
   std::string error;
-  auto file = openInputFile(inputPath, &error);
-  if (!file)
-    fail("cannot read '" + inputPath + "': " + error);
-  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!llvm::sys::fs::exists(inputPath))
+    fail("cannot read '" + inputPath + "': no such file");
+  std::string extension = llvm::sys::path::extension(inputPath).lower();
+  OwningOpRef<ModuleOp> module;
+  if (extension == ".mlir") {
+    auto file = openInputFile(inputPath, &error);
+    if (!file)
+      fail("cannot read '" + inputPath + "': " + error);
+    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+#ifdef LOOM_HAVE_ONNX_IMPORTER
+  } else if (extension == ".onnx") {
+    module = loom::importOnnxModel(&context, inputPath, importOptions);
+#endif
+#ifdef LOOM_HAVE_TORCH_EXPORT_IMPORTER
+  } else if (extension == ".pt2") {
+    module = loom::importTorchExportModel(&context, inputPath, importOptions);
+#endif
+  } else {
+    fail("'" + inputPath + "': unsupported model format '" + extension +
+         "' (expected .onnx, .pt2 or .mlir)");
+  }
   if (!module)
     failDiagnosed();
 
@@ -135,10 +177,7 @@ int main(int argc, char **argv) {
       failDiagnosed();
   };
 
-  runPhase([](PassManager &pm) {
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-  }, "nn");
+  runPhase([](PassManager &pm) { loom::buildRaisingPipeline(pm); }, "nn");
   if (compileTo == Phase::NN)
     emitIR();
 

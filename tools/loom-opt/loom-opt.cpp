@@ -3,6 +3,7 @@
 
 #include "dialects/nn/NNDialect.h"
 #include "dialects/rt/RtDialect.h"
+#include "frontend/raising/Passes.h"
 #include "passes/lowering/Passes.h"
 #include "passes/memory/Passes.h"
 
@@ -49,6 +50,7 @@ int main(int argc, char **argv) {
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
   mlir::registerInlinerPass();
+  loom::registerRaisingPasses();
   loom::registerLoweringPasses();
   loom::registerMemoryPasses();
   return mlir::asMainReturnCode(
