@@ -14,8 +14,9 @@ namespace loom {
 #include "frontend/raising/Passes.h.inc"
 
 /// The nn phase after import: fold constant subgraphs, raise decomposed
-/// patterns to Loom's high-level ops, canonicalize, and remove duplicates.
-void buildRaisingPipeline(mlir::OpPassManager &pm);
+/// patterns to Loom's high-level ops (unless `raise` is false),
+/// canonicalize, and remove duplicates.
+void buildRaisingPipeline(mlir::OpPassManager &pm, bool raise = true);
 } // namespace loom
 
 #endif

@@ -25,4 +25,148 @@ def FoldConstants : Pass<"loom-fold-constants", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::nn::NNDialect"];
 }
 
+def RaiseRmsNorm : Pass<"loom-raise-rms-norm", "mlir::ModuleOp"> {
+  let summary = "x * rsqrt(mean(x^2) + eps) [* w] becomes nn.rms_norm";
+  let description = [{
+    Matches the decomposition exporters write for RMSNorm: the mean of
+    `pow(x, 2)` or `x * x` over the last dim (keepdim), plus a splat epsilon,
+    through `rsqrt` or `reciprocal(sqrt(...))`, times `x`; then folds a
+    following multiplication by a `[D]` weight into the op.
+
+    Before:
+    ```mlir
+    %sq = nn.pow %x, %two : ...
+    %m = nn.reduce_mean %sq dims = [2] keepdim : ...
+    %a = nn.add %m, %eps : ...
+    %r = nn.rsqrt %a : ...
+    %n = nn.mul %x, %r : ...
+    %y = nn.mul %w, %n : ...
+    ```
+    After:
+    ```mlir
+    %y = nn.rms_norm %x, weight %w epsilon = 1.0e-05 : ...
+    ```
+  }];
+}
+
+def RaiseLayerNorm : Pass<"loom-raise-layer-norm", "mlir::ModuleOp"> {
+  let summary = "(x - mean) / sqrt(var + eps) [* w] [+ b] becomes nn.layer_norm";
+  let description = [{
+    Matches `d = x - mean(x)`, `var = mean(d^2)` over the last dim, and
+    `d / sqrt(var + eps)` or `d * rsqrt(var + eps)`; then folds a following
+    `* w` and `+ b` (shaped `[D]`) into the op's weight and bias. Also folds
+    weights and biases into an existing nn.layer_norm that has none.
+
+    Before:
+    ```mlir
+    %mu = nn.reduce_mean %x dims = [1] keepdim : ...
+    %d = nn.sub %x, %mu : ...
+    %sq = nn.mul %d, %d : ...
+    %var = nn.reduce_mean %sq dims = [1] keepdim : ...
+    %a = nn.add %var, %eps : ...
+    %s = nn.sqrt %a : ...
+    %n = nn.div %d, %s : ...
+    ```
+    After:
+    ```mlir
+    %n = nn.layer_norm %x epsilon = 1.0e-05 : ...
+    ```
+  }];
+}
+
+def RaiseGelu : Pass<"loom-raise-gelu", "mlir::ModuleOp"> {
+  let summary = "the erf and tanh forms of GELU become nn.gelu";
+  let description = [{
+    Matches `0.5 * x * (1 + erf(x / sqrt(2)))` (nn.gelu) and
+    `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`
+    (nn.gelu approximate = tanh), in any order of the factors.
+
+    Before:
+    ```mlir
+    %c = nn.pow %x, %three : ...
+    %d = nn.mul %c, %k0 : ...        // 0.044715
+    %e = nn.add %x, %d : ...
+    %f = nn.mul %e, %k1 : ...        // sqrt(2/pi)
+    %t = nn.tanh %f : ...
+    %u = nn.add %t, %one : ...
+    %h = nn.mul %x, %half : ...
+    %y = nn.mul %h, %u : ...
+    ```
+    After:
+    ```mlir
+    %y = nn.gelu %x approximate = tanh : ...
+    ```
+  }];
+}
+
+def RaiseSilu : Pass<"loom-raise-silu", "mlir::ModuleOp"> {
+  let summary = "x * sigmoid(x) becomes nn.silu";
+  let description = [{
+    SwiGLU then reads `nn.mul (nn.silu %gate), %up`, which fusion and the
+    kernels recognize.
+
+    Before:
+    ```mlir
+    %s = nn.sigmoid %x : tensor<4x8xf32>
+    %y = nn.mul %x, %s : ...
+    ```
+    After:
+    ```mlir
+    %y = nn.silu %x : tensor<4x8xf32>
+    ```
+  }];
+}
+
+def RaiseRope : Pass<"loom-raise-rope", "mlir::ModuleOp"> {
+  let summary = "x * cos + rotate_half(x) * sin becomes nn.rope";
+  let description = [{
+    Matches Llama's rotary embedding: `rotate_half(x)` is the concatenation
+    of `-x[..., D/2:]` and `x[..., :D/2]`; `cos` and `sin` broadcast as
+    `[S, D]` tables (leading unit dims, or identical batch rows of a constant,
+    are dropped).
+
+    Before:
+    ```mlir
+    %a = nn.mul %x, %cos : ...
+    %lo = nn.slice %x ... limits = [.., 4] ...
+    %hi = nn.slice %x starts = [.., 4] ...
+    %n = nn.neg %hi : ...
+    %r = nn.concat %n, %lo dim = 3 : ...
+    %b = nn.mul %r, %sin : ...
+    %y = nn.add %a, %b : ...
+    ```
+    After:
+    ```mlir
+    %y = nn.rope %x, %cos2d, %sin2d : ...
+    ```
+  }];
+}
+
+def RaiseAttention : Pass<"loom-raise-attention", "mlir::ModuleOp"> {
+  let summary = "softmax(q k^T * scale + mask) v becomes nn.attention";
+  let description = [{
+    Matches scaled-dot-product attention as exporters decompose it: scale
+    factors on q, on k^T or on the scores (multiplied or divided); k^T as a
+    transpose of the last two dims, directly or through a 3-D reshape;
+    grouped-query heads repeated by reshape + broadcast (read as grouped KV
+    heads, no repeat); an additive mask or a `where` with a boolean mask,
+    both constant and equal to the causal pattern (or absent); and the NaN
+    guard `where(isnan(p), 0, p)` after the softmax.
+
+    Before:
+    ```mlir
+    %kt = nn.transpose %k permutation = [0, 1, 3, 2] : ...
+    %s = nn.matmul %q, %kt : ...
+    %ss = nn.mul %s, %scale : ...
+    %m = nn.add %ss, %causal_mask : ...
+    %p = nn.softmax %m dim = 3 : ...
+    %o = nn.matmul %p, %v : ...
+    ```
+    After:
+    ```mlir
+    %o = nn.attention %q, %k, %v causal scale = 0.125 : ...
+    ```
+  }];
+}
+
 #endif

@@ -3,9 +3,21 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
-void loom::buildRaisingPipeline(mlir::OpPassManager &pm) {
+void loom::buildRaisingPipeline(mlir::OpPassManager &pm, bool raise) {
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(createFoldConstants());
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+  if (!raise)
+    return;
+  // Small patterns first: attention's scores and RoPE's inputs are then
+  // already in their final form.
+  pm.addPass(createRaiseSilu());
+  pm.addPass(createRaiseGelu());
+  pm.addPass(createRaiseRmsNorm());
+  pm.addPass(createRaiseLayerNorm());
+  pm.addPass(createRaiseRope());
+  pm.addPass(createRaiseAttention());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
 }

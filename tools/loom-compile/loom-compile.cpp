@@ -59,6 +59,10 @@ cl::opt<std::string> target("target", cl::desc("cpu or cuda (the executable runs
                             cl::init("cpu"), cl::cat(category));
 cl::opt<std::string> entry("entry", cl::desc("the function to compile"),
                            cl::init("main"), cl::cat(category));
+cl::opt<bool> raise("raise",
+                    cl::desc("raise decomposed patterns (RMSNorm, GELU, RoPE, attention, ...) "
+                             "to nn's high-level ops (default on; --raise=false keeps them)"),
+                    cl::init(true), cl::cat(category));
 cl::opt<int64_t> batch("batch", cl::desc("the batch size: fixes a symbolic batch dimension"),
                        cl::init(0), cl::cat(category));
 cl::opt<int64_t> seq("seq", cl::desc("the sequence length: fixes a symbolic sequence dimension"),
@@ -177,7 +181,7 @@ int main(int argc, char **argv) {
       failDiagnosed();
   };
 
-  runPhase([](PassManager &pm) { loom::buildRaisingPipeline(pm); }, "nn");
+  runPhase([](PassManager &pm) { loom::buildRaisingPipeline(pm, raise); }, "nn");
   if (compileTo == Phase::NN)
     emitIR();
 

@@ -1,0 +1,258 @@
+// --loom-raise-attention (see Passes.td).
+
+#include "frontend/raising/Passes.h"
+#include "frontend/raising/PatternMatchers.h"
+
+#include "frontend/common/ConstantEvaluator.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+
+namespace loom {
+#define GEN_PASS_DEF_RAISEATTENTION
+#include "frontend/raising/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::raising;
+
+namespace {
+
+/// Scores this low vanish under softmax in every float type Loom computes in.
+constexpr double kMaskedScore = -1e4;
+
+enum class MaskKind { None, Causal, Other };
+
+/// A mask's value: constants evaluate; an imported tensor (a parameter with
+/// a stored value) is read as the constant it holds.
+FailureOr<DenseElementsAttr> maskValue(Value m) {
+  if (auto param = m.getDefiningOp<nn::ParameterOp>()) {
+    if (auto value = param.getValue())
+      if (auto dense = dyn_cast<DenseElementsAttr>(*value))
+        return dense;
+    return failure();
+  }
+  return evaluateConstant(m);
+}
+
+/// Classifies a mask over scores [..., S, Skv]: `allowed(i, flat)` tells
+/// whether element `flat` (at row i, column j) lets the query see the key.
+MaskKind classifyMask(DenseElementsAttr mask, bool additive) {
+  auto type = cast<RankedTensorType>(mask.getType());
+  if (type.getRank() < 2)
+    return MaskKind::Other;
+  int64_t s = type.getDimSize(type.getRank() - 2), skv = type.getShape().back();
+  bool allAllowed = true, causal = true;
+  int64_t index = 0;
+  auto check = [&](bool allowed) {
+    int64_t j = index % skv, i = (index / skv) % s;
+    bool causalAllowed = j <= i + (skv - s);
+    allAllowed &= allowed;
+    causal &= allowed == causalAllowed;
+    ++index;
+  };
+  if (additive) {
+    if (!isa<FloatType>(type.getElementType()))
+      return MaskKind::Other;
+    for (APFloat v : mask.getValues<APFloat>()) {
+      double d = v.convertToDouble();
+      if (d != 0.0 && !(d <= kMaskedScore))
+        return MaskKind::Other;
+      check(d == 0.0);
+    }
+  } else {
+    if (!type.getElementType().isInteger(1))
+      return MaskKind::Other;
+    for (bool v : mask.getValues<bool>())
+      check(v);
+  }
+  if (allAllowed)
+    return MaskKind::None;
+  return causal ? MaskKind::Causal : MaskKind::Other;
+}
+
+/// Peels multiplications and divisions by splat constants, accumulating them.
+Value peelScale(Value v, double &scale) {
+  while (true) {
+    if (auto mul = v.getDefiningOp<nn::MulOp>()) {
+      if (std::optional<double> c = splatValue(mul.getRhs()); c && mul.getLhs().getType() == mul.getType()) {
+        scale *= *c;
+        v = mul.getLhs();
+        continue;
+      }
+      if (std::optional<double> c = splatValue(mul.getLhs()); c && mul.getRhs().getType() == mul.getType()) {
+        scale *= *c;
+        v = mul.getRhs();
+        continue;
+      }
+    }
+    if (auto div = v.getDefiningOp<nn::DivOp>())
+      if (std::optional<double> c = splatValue(div.getRhs());
+          c && *c != 0 && div.getLhs().getType() == div.getType()) {
+        scale /= *c;
+        v = div.getLhs();
+        continue;
+      }
+    return v;
+  }
+}
+
+/// If `b` is the broadcast that repeats grouped-query KV heads,
+/// [B, Hkv, 1, S, D] -> [B, Hkv, r, S, D], of a reshaped [B, Hkv, S, D]
+/// tensor, returns that tensor.
+Value repeatedHeadsSource(Value b) {
+  auto broadcast = b.getDefiningOp<nn::BroadcastOp>();
+  if (!broadcast)
+    return {};
+  auto inner = broadcast.getInput().getDefiningOp<nn::ReshapeOp>();
+  if (!inner)
+    return {};
+  auto k = inner.getInput().getType().getShape();
+  auto expanded = broadcast.getType().getShape();
+  if (k.size() != 4 || expanded.size() != 5 ||
+      inner.getType().getShape() != ArrayRef<int64_t>{k[0], k[1], 1, k[2], k[3]} ||
+      expanded != ArrayRef<int64_t>{k[0], k[1], expanded[2], k[2], k[3]})
+    return {};
+  return inner.getInput();
+}
+
+/// Grouped-query heads repeated for the matmul ([B, Hkv, S, D] reshaped,
+/// broadcast and reshaped to [B, Hkv*r, S, D]) are read back as the
+/// [B, Hkv, S, D] tensor; anything else is returned as it is.
+Value stripHeadRepeat(Value v) {
+  auto outer = v.getDefiningOp<nn::ReshapeOp>();
+  if (!outer || outer.getType().getRank() != 4)
+    return v;
+  Value source = repeatedHeadsSource(outer.getInput());
+  if (!source)
+    return v;
+  auto k = cast<RankedTensorType>(source.getType()).getShape();
+  auto expanded = outer.getInput().getType().getShape();
+  if (outer.getType().getShape() != ArrayRef<int64_t>{k[0], k[1] * expanded[2], k[2], k[3]})
+    return v;
+  return source;
+}
+
+/// If `kt` is k^T over the last two dims of a 4-D k (by a transpose, or by
+/// a reshape to 3-D [B*H, S, D], a transpose and a reshape back), returns k
+/// (with repeated KV heads stripped), peeling scales.
+Value transposedKey(Value kt, double &scale) {
+  kt = peelScale(kt, scale);
+  if (auto t = kt.getDefiningOp<nn::TransposeOp>()) {
+    if (t.getPermutation() == ArrayRef<int64_t>{0, 1, 3, 2})
+      return stripHeadRepeat(peelScale(t.getInput(), scale));
+    return {};
+  }
+  auto back = kt.getDefiningOp<nn::ReshapeOp>();
+  if (!back || back.getType().getRank() != 4)
+    return {};
+  auto t = back.getInput().getDefiningOp<nn::TransposeOp>();
+  if (!t || t.getPermutation() != ArrayRef<int64_t>{0, 2, 1})
+    return {};
+  auto flat = t.getInput().getDefiningOp<nn::ReshapeOp>();
+  if (!flat)
+    return {};
+  auto bhds = back.getType().getShape(); // [B, H, D, S]
+  if (flat.getType().getShape() != ArrayRef<int64_t>{bhds[0] * bhds[1], bhds[3], bhds[2]})
+    return {};
+  // The flattened tensor: k itself ([B, H, S, D]), or, once reshapes have
+  // folded together, the broadcast that repeats KV heads.
+  Value source = peelScale(flat.getInput(), scale);
+  auto shape = cast<RankedTensorType>(source.getType()).getShape();
+  if (shape == ArrayRef<int64_t>{bhds[0], bhds[1], bhds[3], bhds[2]})
+    return stripHeadRepeat(source);
+  if (Value k = repeatedHeadsSource(source)) {
+    auto ks = cast<RankedTensorType>(k.getType()).getShape();
+    if (ks[0] == bhds[0] && ks[1] * shape[2] == bhds[1] && ks[2] == bhds[3] && ks[3] == bhds[2])
+      return k;
+  }
+  return {};
+}
+
+struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(nn::MatmulOp out, PatternRewriter &rewriter) const override {
+    if (out.getTransposeLhs() || out.getTransposeRhs() || out.getType().getRank() != 4)
+      return failure();
+    Value p = out.getLhs();
+    // where(isnan(p), 0, p): a guard for rows that see no key.
+    if (auto guard = p.getDefiningOp<nn::WhereOp>()) {
+      auto isNan = guard.getCondition().getDefiningOp<nn::CompareOp>();
+      if (isNan && isNan.getPredicate() == nn::ComparePredicate::ne &&
+          isNan.getLhs() == guard.getRhs() && isNan.getRhs() == guard.getRhs() &&
+          isSplat(guard.getLhs(), 0.0))
+        p = guard.getRhs();
+    }
+    auto softmax = p.getDefiningOp<nn::SoftmaxOp>();
+    if (!softmax || softmax.getDim() != 3)
+      return failure();
+
+    Value scores = softmax.getInput();
+    MaskKind mask = MaskKind::None;
+    if (auto add = scores.getDefiningOp<nn::AddOp>()) {
+      for (auto [s, m] : {std::pair{add.getLhs(), add.getRhs()},
+                          std::pair{add.getRhs(), add.getLhs()}}) {
+        if (s.getType() != add.getType())
+          continue;
+        FailureOr<DenseElementsAttr> value = maskValue(m);
+        if (failed(value))
+          continue;
+        mask = classifyMask(*value, /*additive=*/true);
+        scores = s;
+        break;
+      }
+    } else if (auto where = scores.getDefiningOp<nn::WhereOp>()) {
+      std::optional<double> fill = splatValue(where.getRhs());
+      FailureOr<DenseElementsAttr> value = maskValue(where.getCondition());
+      if (!fill || !(*fill <= kMaskedScore) || failed(value) ||
+          where.getLhs().getType() != where.getType())
+        return failure();
+      mask = classifyMask(*value, /*additive=*/false);
+      scores = where.getLhs();
+    }
+    if (mask == MaskKind::Other)
+      return failure();
+
+    double scale = 1.0;
+    scores = peelScale(scores, scale);
+    auto qk = scores.getDefiningOp<nn::MatmulOp>();
+    if (!qk || qk.getTransposeLhs())
+      return failure();
+    Value q = peelScale(qk.getLhs(), scale);
+    Value k = qk.getTransposeRhs() ? stripHeadRepeat(peelScale(qk.getRhs(), scale))
+                                   : transposedKey(qk.getRhs(), scale);
+    if (!k)
+      return failure();
+    Value v = stripHeadRepeat(out.getRhs());
+
+    auto qs = cast<RankedTensorType>(q.getType()).getShape();
+    auto ks = cast<RankedTensorType>(k.getType()).getShape();
+    auto vs = cast<RankedTensorType>(v.getType()).getShape();
+    if (qs.size() != 4 || ks.size() != 4 || vs.size() != 4 || ks[1] != vs[1] ||
+        ks[1] == 0 || qs[1] % ks[1] != 0 || qs[3] != ks[3] || ks[2] != vs[2] ||
+        !(scale > 0) ||
+        out.getType().getShape() != ArrayRef<int64_t>{qs[0], qs[1], qs[2], vs[3]})
+      return failure();
+    if (mask == MaskKind::Causal && ks[2] < qs[2])
+      return failure();
+    auto attention = rewriter.create<nn::AttentionOp>(
+        out.getLoc(), out.getType(), q, k, v, mask == MaskKind::Causal,
+        rewriter.getF64FloatAttr(scale));
+    rewriter.replaceOp(out, attention.getResult());
+    return success();
+  }
+};
+
+struct RaiseAttentionPass : public loom::impl::RaiseAttentionBase<RaiseAttentionPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<AttentionFromSoftmax>(&getContext());
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
