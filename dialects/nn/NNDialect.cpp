@@ -10,6 +10,7 @@ using namespace loom::nn;
 
 #include "dialects/nn/NNDialect.cpp.inc"
 #include "dialects/nn/NNEnums.cpp.inc"
+#include "dialects/nn/NNInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/nn/NNAttrs.cpp.inc"

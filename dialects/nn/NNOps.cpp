@@ -748,5 +748,44 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+LogicalResult AssignOp::verify() {
+  if (!getParameter().getDefiningOp<ParameterOp>())
+    return emitOpError("assigns to a value that is not an nn.parameter");
+  if (getParameter().getType() != getValue().getType())
+    return emitOpError("assigns a value of type ")
+           << getValue().getType() << " to a parameter of type "
+           << getParameter().getType();
+  return success();
+}
+
+LogicalResult AdamWOp::verify() {
+  auto type = getParam().getType();
+  for (auto [name, v] : {std::pair<StringRef, Value>{"gradient", getGrad()},
+                         std::pair<StringRef, Value>{"first moment", getExpAvg()},
+                         std::pair<StringRef, Value>{"second moment", getExpAvgSq()}})
+    if (v.getType() != type)
+      return emitOpError() << name << " of type " << v.getType()
+                           << " differs from the parameter's " << type;
+  if (!type.getElementType().isF32())
+    return emitOpError("updates f32 master weights, got ") << type.getElementType();
+  for (auto [name, v] : {std::pair<StringRef, Value>{"learning rate", getLr()},
+                         std::pair<StringRef, Value>{"step", getStep()}})
+    if (cast<RankedTensorType>(v.getType()).getRank() != 0)
+      return emitOpError() << name << " must be an f32 scalar (tensor<f32>)";
+  for (Type t : getResultTypes())
+    if (t != type)
+      return emitOpError("results must have the parameter's type ") << type;
+  double b1 = getBeta1().convertToDouble(), b2 = getBeta2().convertToDouble();
+  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
+    return emitOpError("betas must be in [0, 1), got ") << b1 << " and " << b2;
+  if (!(getEpsilon().convertToDouble() > 0) || !(getWeightDecay().convertToDouble() >= 0))
+    return emitOpError("epsilon must be positive and weight decay non-negative");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/nn/NNOps.cpp.inc"

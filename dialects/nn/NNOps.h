@@ -12,6 +12,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "dialects/nn/NNEnums.h.inc"
+#include "dialects/nn/NNInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/nn/NNAttrs.h.inc"

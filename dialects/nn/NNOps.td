@@ -6,6 +6,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "dialects/nn/NNInterfaces.td"
 
 class NN_Op<string mnemonic, list<Trait> traits = []>
     : Op<NN_Dialect, mnemonic, traits>;
@@ -466,5 +467,7 @@ def NN_GatherOp : NN_Op<"gather", [Pure, InferTypeOpAdaptor]> {
     $data `,` $indices `axis` `=` $axis attr-dict `:` functional-type(operands, results)
   }];
 }
+
+include "dialects/nn/NNTrainingOps.td"
 
 #endif // LOOM_NN_OPS_TD
