@@ -1,0 +1,211 @@
+#include "runtime/checkpoint/FileIO.h"
+
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace loom {
+namespace checkpoint_io {
+
+llvm::Error systemError(const std::string &path, const llvm::Twine &what) {
+  const int savedErrno = errno;
+  return llvm::createStringError(std::error_code(savedErrno, std::generic_category()),
+                                 "'" + path + "': " + what + ": " +
+                                     std::strerror(savedErrno));
+}
+
+llvm::Error contentError(const std::string &path, const llvm::Twine &problem) {
+  return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
+                                 "'" + path + "': " + problem);
+}
+
+size_t SimulatedDiskSpace::take(size_t wanted) {
+  uint64_t left = bytesLeft_.load();
+  while (true) {
+    const uint64_t granted = std::min<uint64_t>(left, wanted);
+    if (bytesLeft_.compare_exchange_weak(left, left - granted))
+      return static_cast<size_t>(granted);
+  }
+}
+
+llvm::Expected<DurableFile> DurableFile::create(const std::string &path,
+                                                SimulatedDiskSpace *space) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return systemError(path, "cannot create");
+  return DurableFile(path, fd, space);
+}
+
+DurableFile::DurableFile(DurableFile &&other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_), space_(other.space_),
+      bytesWritten_(other.bytesWritten_), hasher_(other.hasher_) {
+  other.fd_ = -1;
+}
+
+DurableFile::~DurableFile() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+llvm::Error DurableFile::write(const void *bytes, size_t size) {
+  const uint8_t *next = static_cast<const uint8_t *>(bytes);
+  hasher_.update(next, size);
+  while (size > 0) {
+    size_t chunk = size;
+    if (space_) {
+      chunk = space_->take(size);
+      if (chunk == 0) {
+        errno = ENOSPC;
+        return systemError(path_, "cannot write");
+      }
+    }
+    const ssize_t written = ::write(fd_, next, chunk);
+    if (written < 0) {
+      if (errno == EINTR)
+        continue;
+      return systemError(path_, "cannot write");
+    }
+    next += written;
+    size -= static_cast<size_t>(written);
+    bytesWritten_ += static_cast<uint64_t>(written);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error DurableFile::finish() {
+  // Delayed allocation means a full disk may first show up here.
+  if (::fsync(fd_) != 0)
+    return systemError(path_, "cannot fsync");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0)
+    return systemError(path_, "cannot close");
+  return llvm::Error::success();
+}
+
+llvm::Error
+replaceFileAtomically(const std::string &path,
+                      llvm::function_ref<llvm::Error(DurableFile &)> writeContents,
+                      SimulatedDiskSpace *space) {
+  const std::string tempPath = parentDirectory(path) + "/." +
+                               path.substr(path.rfind('/') + 1) + ".tmp-" +
+                               std::to_string(::getpid());
+  ::unlink(tempPath.c_str()); // left over from a killed process with our pid
+  auto fail = [&](llvm::Error err) {
+    ::unlink(tempPath.c_str());
+    return err;
+  };
+  {
+    llvm::Expected<DurableFile> file = DurableFile::create(tempPath, space);
+    if (!file)
+      return file.takeError();
+    if (llvm::Error err = writeContents(*file))
+      return fail(std::move(err));
+    if (llvm::Error err = file->finish())
+      return fail(std::move(err));
+  }
+  if (::rename(tempPath.c_str(), path.c_str()) != 0)
+    return fail(systemError(path, "cannot rename '" + tempPath + "' to it"));
+  return fsyncDirectory(parentDirectory(path));
+}
+
+llvm::Expected<std::vector<uint8_t>> readWholeFile(const std::string &path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return systemError(path, "cannot open");
+  auto fail = [&](llvm::Error err) {
+    ::close(fd);
+    return err;
+  };
+  struct stat info;
+  if (::fstat(fd, &info) != 0)
+    return fail(systemError(path, "cannot stat"));
+  if (!S_ISREG(info.st_mode))
+    return fail(contentError(path, "not a regular file"));
+  std::vector<uint8_t> bytes(static_cast<size_t>(info.st_size));
+  size_t filled = 0;
+  while (filled < bytes.size()) {
+    const ssize_t got = ::read(fd, bytes.data() + filled, bytes.size() - filled);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      return fail(systemError(path, "cannot read"));
+    if (got == 0)
+      return fail(contentError(path, "shrank while being read"));
+    filled += static_cast<size_t>(got);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+llvm::Error fsyncDirectory(const std::string &path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return systemError(path, "cannot open directory");
+  if (::fsync(fd) != 0) {
+    llvm::Error err = systemError(path, "cannot fsync directory");
+    ::close(fd);
+    return err;
+  }
+  ::close(fd);
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<std::string>> listDirectory(const std::string &path) {
+  DIR *dir = ::opendir(path.c_str());
+  if (!dir)
+    return systemError(path, "cannot list directory");
+  std::vector<std::string> names;
+  while (const dirent *entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..")
+      names.push_back(name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
+llvm::Error removeTree(const std::string &path) {
+  struct stat info;
+  if (::lstat(path.c_str(), &info) != 0)
+    return errno == ENOENT ? llvm::Error::success() : systemError(path, "cannot stat");
+  if (S_ISDIR(info.st_mode)) {
+    llvm::Expected<std::vector<std::string>> names = listDirectory(path);
+    if (!names)
+      return names.takeError();
+    for (const std::string &name : *names)
+      if (llvm::Error err = removeTree(path + "/" + name))
+        return err;
+    if (::rmdir(path.c_str()) != 0)
+      return systemError(path, "cannot remove directory");
+    return llvm::Error::success();
+  }
+  if (::unlink(path.c_str()) != 0)
+    return systemError(path, "cannot remove");
+  return llvm::Error::success();
+}
+
+bool pathExists(const std::string &path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+std::string parentDirectory(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  if (slash == 0)
+    return "/";
+  return path.substr(0, slash);
+}
+
+} // namespace checkpoint_io
+} // namespace loom
