@@ -20,7 +20,7 @@ config.substitutions = [s for s in config.substitutions if s[0] != "%python"]
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%loom_src", config.loom_src_root))
 
-tools = ["loom-opt", "loom-compile", "loom-run", "loom-inspect"]
+tools = ["loom-opt", "loom-compile", "loom-run", "loom-inspect", "loom-tokenize"]
 llvm_config.add_tool_substitutions(
     [t for t in tools if os.path.exists(os.path.join(config.loom_tools_dir, t))],
     [config.loom_tools_dir])

@@ -1,0 +1,124 @@
+#include "runtime/data/AtomicFile.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace loom {
+
+namespace {
+
+// Large enough that writes are few, small enough to not matter in memory.
+constexpr size_t kBufferSize = 1 << 20;
+
+llvm::Error systemError(const std::string &path, const char *what) {
+  const int savedErrno = errno;
+  return llvm::createStringError(std::error_code(savedErrno, std::generic_category()),
+                                 "'" + path + "': " + what + ": " +
+                                     std::strerror(savedErrno));
+}
+
+} // namespace
+
+AtomicFileWriter::AtomicFileWriter(std::string path, std::string tempPath, int fd)
+    : path_(std::move(path)), tempPath_(std::move(tempPath)), fd_(fd) {
+  buffer_.reserve(kBufferSize);
+}
+
+llvm::Expected<std::unique_ptr<AtomicFileWriter>>
+AtomicFileWriter::create(const std::string &path) {
+  std::string tempPath = path + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(tempPath.data());
+  if (fd < 0)
+    return systemError(path, "cannot create a temporary file next to it");
+  return std::unique_ptr<AtomicFileWriter>(new AtomicFileWriter(path, tempPath, fd));
+}
+
+AtomicFileWriter::~AtomicFileWriter() { discard(); }
+
+void AtomicFileWriter::discard() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (!committed_ && !tempPath_.empty()) {
+    ::unlink(tempPath_.c_str());
+    tempPath_.clear();
+  }
+}
+
+llvm::Error AtomicFileWriter::flushBuffer() {
+  const uint8_t *bytes = buffer_.data();
+  size_t size = buffer_.size();
+  while (size > 0) {
+    const ssize_t written = ::write(fd_, bytes, size);
+    if (written < 0) {
+      if (errno == EINTR)
+        continue;
+      return systemError(tempPath_, "cannot write");
+    }
+    bytes += written;
+    size -= static_cast<size_t>(written);
+  }
+  buffer_.clear();
+  return llvm::Error::success();
+}
+
+llvm::Error AtomicFileWriter::write(const void *bytes, size_t size) {
+  if (fd_ < 0)
+    return llvm::createStringError(std::make_error_code(std::errc::bad_file_descriptor),
+                                   "'" + path_ + "': written after commit or failure");
+  const uint8_t *data = static_cast<const uint8_t *>(bytes);
+  bytesWritten_ += size;
+  while (size > 0) {
+    const size_t room = kBufferSize - buffer_.size();
+    const size_t chunk = size < room ? size : room;
+    buffer_.insert(buffer_.end(), data, data + chunk);
+    data += chunk;
+    size -= chunk;
+    if (buffer_.size() == kBufferSize)
+      if (llvm::Error err = flushBuffer()) {
+        discard();
+        return err;
+      }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error AtomicFileWriter::commit() {
+  if (fd_ < 0)
+    return llvm::createStringError(std::make_error_code(std::errc::bad_file_descriptor),
+                                   "'" + path_ + "': committed twice or after a failure");
+  auto fail = [&](llvm::Error err) {
+    discard();
+    return err;
+  };
+  if (llvm::Error err = flushBuffer())
+    return fail(std::move(err));
+  if (::fsync(fd_) != 0)
+    return fail(systemError(tempPath_, "cannot fsync"));
+  // mkstemp creates 0600; give the file the usual permissions.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd_, 0666 & ~mask);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0)
+    return fail(systemError(tempPath_, "cannot close"));
+  if (::rename(tempPath_.c_str(), path_.c_str()) != 0)
+    return fail(systemError(path_, "cannot rename the temporary file to it"));
+  committed_ = true;
+  // Persist the rename itself.
+  const size_t slash = path_.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash + 1);
+  const int dirFd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirFd >= 0) {
+    ::fsync(dirFd);
+    ::close(dirFd);
+  }
+  return llvm::Error::success();
+}
+
+} // namespace loom
