@@ -442,13 +442,13 @@ LogicalResult RopeOp::verify() {
   return verifySameAsInput(*this, input, getType());
 }
 
-LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &results) {
-  auto q = tensorOf(adaptor.getQuery());
-  auto k = tensorOf(adaptor.getKey());
-  auto v = tensorOf(adaptor.getValue());
+/// The result type of attention over q, k, v: shared by nn.attention and
+/// nn.attention_grad, which must accept exactly the same operands.
+static LogicalResult inferAttention(std::optional<Location> loc,
+                                    RankedTensorType q, RankedTensorType k,
+                                    RankedTensorType v, bool causal,
+                                    std::optional<llvm::APFloat> scale,
+                                    SmallVectorImpl<Type> &results) {
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOptionalError(
         loc, "query, key and value must be rank 4 [batch, heads, seq, "
@@ -469,11 +469,11 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   if (qs[3] != ks[3])
     return emitOptionalError(loc, "query head dim ", qs[3],
                              " differs from key head dim ", ks[3]);
-  if (adaptor.getCausal() && qs[2] > ks[2])
+  if (causal && qs[2] > ks[2])
     return emitOptionalError(loc, "causal attention needs at least as many "
                                   "keys as queries, got ",
                              qs[2], " queries and ", ks[2], " keys");
-  if (std::optional<llvm::APFloat> scale = adaptor.getScale()) {
+  if (scale) {
     double value = scale->convertToDouble();
     if (!(value > 0) || std::isinf(value))
       return emitOptionalError(loc, "scale must be finite and positive, got ",
@@ -482,6 +482,15 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   results.push_back(RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]},
                                           q.getElementType()));
   return success();
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  return inferAttention(loc, tensorOf(adaptor.getQuery()),
+                        tensorOf(adaptor.getKey()), tensorOf(adaptor.getValue()),
+                        adaptor.getCausal(), adaptor.getScale(), results);
 }
 
 double AttentionOp::getEffectiveScale() {
@@ -505,12 +514,14 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx,
-                                               std::optional<Location> loc,
-                                               Adaptor adaptor,
-                                               SmallVectorImpl<Type> &results) {
-  auto logits = tensorOf(adaptor.getLogits());
-  auto labels = tensorOf(adaptor.getLabels());
+/// The loss type of cross_entropy: shared by nn.cross_entropy and
+/// nn.cross_entropy_grad, whose `grad` has this type.
+static LogicalResult inferCrossEntropyLoss(MLIRContext *ctx,
+                                           std::optional<Location> loc,
+                                           RankedTensorType logits,
+                                           RankedTensorType labels,
+                                           LossReduction reduction,
+                                           SmallVectorImpl<Type> &results) {
   if (logits.getRank() != 2 || labels.getRank() != 1)
     return emitOptionalError(loc, "logits must be [N, C] and labels [N], got ",
                              shapeString(logits.getShape()), " and ",
@@ -519,10 +530,19 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx,
     return emitOptionalError(loc, "logits have ", logits.getDimSize(0),
                              " rows but labels have ", labels.getDimSize(0));
   SmallVector<int64_t> shape;
-  if (adaptor.getReduction() == LossReduction::none)
+  if (reduction == LossReduction::none)
     shape.push_back(labels.getDimSize(0));
   results.push_back(RankedTensorType::get(shape, Float32Type::get(ctx)));
   return success();
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &results) {
+  return inferCrossEntropyLoss(ctx, loc, tensorOf(adaptor.getLogits()),
+                               tensorOf(adaptor.getLabels()),
+                               adaptor.getReduction(), results);
 }
 
 LogicalResult DropoutOp::verify() {
@@ -745,6 +765,153 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   llvm::append_range(shape, indices.getShape());
   llvm::append_range(shape, data.getShape().drop_front(axis + 1));
   results.push_back(RankedTensorType::get(shape, data.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &results) {
+  auto input = tensorOf(adaptor.getInput());
+  ArrayRef<int64_t> low = adaptor.getLow(), high = adaptor.getHigh(),
+                    interior = adaptor.getInterior();
+  int64_t rank = input.getRank();
+  if (static_cast<int64_t>(low.size()) != rank ||
+      static_cast<int64_t>(high.size()) != rank ||
+      static_cast<int64_t>(interior.size()) != rank)
+    return emitOptionalError(loc, "low, high and interior need one entry per "
+                                  "input dim (",
+                             rank, "), got ", low.size(), ", ", high.size(),
+                             ", ", interior.size());
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
+      return emitOptionalError(loc, "dim ", d, ": padding must be non-negative, "
+                                    "got low ",
+                               low[d], ", high ", high[d], ", interior ",
+                               interior[d]);
+    int64_t n = input.getDimSize(d);
+    shape.push_back(low[d] + high[d] + n + std::max<int64_t>(n - 1, 0) * interior[d]);
+  }
+  results.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult PadOp::verify() {
+  double value = getValue().convertToDouble();
+  Type element = getType().getElementType();
+  if (element.isInteger(1) ? (value != 0 && value != 1)
+      : isa<IntegerType>(element) ? std::trunc(value) != value
+                                  : std::isnan(value))
+    return emitOpError("padding value ")
+           << num(value) << " is not a value of the element type " << element;
+  return success();
+}
+
+/// The shared checks of layer_norm_grad and rms_norm_grad (input, grad and
+/// result types already match).
+static LogicalResult verifyNormGrad(Operation *op, RankedTensorType input,
+                                    Value weight, llvm::APFloat epsilon) {
+  if (failed(verifyNormInput(op, input, epsilon)) ||
+      failed(verifyFeatureOperand(op, weight, input, "weight")))
+    return failure();
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNormGrad(*this, getInput().getType(), getWeight(), getEpsilon());
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return verifyNormGrad(*this, getInput().getType(), getWeight(), getEpsilon());
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &results) {
+  // The forward op's rules decide which q, k, v are valid, and its result
+  // type is the type the gradient must have.
+  SmallVector<Type> forward;
+  auto q = tensorOf(adaptor.getQuery());
+  auto k = tensorOf(adaptor.getKey());
+  auto v = tensorOf(adaptor.getValue());
+  if (failed(inferAttention(loc, q, k, v, adaptor.getCausal(),
+                            adaptor.getScale(), forward)))
+    return failure();
+  auto grad = tensorOf(adaptor.getGrad());
+  if (grad != forward.front())
+    return emitOptionalError(loc, "grad has type ", grad,
+                             "; the attention's result, whose gradient it is, "
+                             "has type ",
+                             forward.front());
+  results.append({q, k, v});
+  return success();
+}
+
+double AttentionGradOp::getEffectiveScale() {
+  if (std::optional<llvm::APFloat> scale = getScale())
+    return scale->convertToDouble();
+  return 1.0 / std::sqrt(static_cast<double>(getQuery().getType().getShape().back()));
+}
+
+LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &results) {
+  auto ids = tensorOf(adaptor.getIds());
+  auto grad = tensorOf(adaptor.getGrad());
+  int64_t rows = adaptor.getNumEmbeddings();
+  if (rows <= 0)
+    return emitOptionalError(loc, "num_embeddings must be positive, got ", rows);
+  if (grad.getRank() != ids.getRank() + 1 ||
+      grad.getShape().drop_back() != ids.getShape())
+    return emitOptionalError(loc, "grad ", shapeString(grad.getShape()),
+                             " must be the ids' shape ",
+                             shapeString(ids.getShape()),
+                             " followed by the embedding dim");
+  results.push_back(RankedTensorType::get({rows, grad.getShape().back()},
+                                          grad.getElementType()));
+  return success();
+}
+
+LogicalResult GatherGradOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &results) {
+  auto indices = tensorOf(adaptor.getIndices());
+  auto grad = tensorOf(adaptor.getGrad());
+  int64_t axis = adaptor.getAxis(), axisSize = adaptor.getAxisSize();
+  if (axisSize <= 0)
+    return emitOptionalError(loc, "axis_size must be positive, got ", axisSize);
+  if (axis < 0 || axis + indices.getRank() > grad.getRank() ||
+      grad.getShape().slice(axis, indices.getRank()) != indices.getShape())
+    return emitOptionalError(loc, "grad ", shapeString(grad.getShape()),
+                             " must hold the indices' shape ",
+                             shapeString(indices.getShape()), " at dim ", axis);
+  SmallVector<int64_t> shape(grad.getShape().take_front(axis));
+  shape.push_back(axisSize);
+  llvm::append_range(shape, grad.getShape().drop_front(axis + indices.getRank()));
+  results.push_back(RankedTensorType::get(shape, grad.getElementType()));
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::inferReturnTypes(
+    MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  SmallVector<Type> loss;
+  if (failed(inferCrossEntropyLoss(ctx, loc, tensorOf(adaptor.getLogits()),
+                                   tensorOf(adaptor.getLabels()),
+                                   adaptor.getReduction(), loss)))
+    return failure();
+  auto grad = tensorOf(adaptor.getGrad());
+  if (grad != loss.front())
+    return emitOptionalError(loc, "grad has type ", grad, "; the loss has type ",
+                             loss.front());
+  results.push_back(adaptor.getLogits().getType());
   return success();
 }
 

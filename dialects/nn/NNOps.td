@@ -84,7 +84,8 @@ def NN_IotaOp : NN_Op<"iota", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 class NN_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
-    : NN_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+    : NN_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
+        DeclareOpInterfaceMethods<NN_GradientOpInterface>], traits)> {
   let arguments = (ins operandType:$input);
   let results = (outs operandType:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -103,7 +104,8 @@ def NN_SigmoidOp : NN_UnaryOp<"sigmoid", NN_FloatTensor> { let summary = "1/(1+e
 def NN_SiluOp : NN_UnaryOp<"silu", NN_FloatTensor> { let summary = "x * sigmoid(x)"; }
 def NN_ReluOp : NN_UnaryOp<"relu", NN_FloatTensor> { let summary = "max(x, 0)"; }
 
-def NN_GeluOp : NN_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def NN_GeluOp : NN_Op<"gelu", [Pure, SameOperandsAndResultType,
+                              DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "Gaussian error linear unit, exact or tanh-approximated";
   let description = [{
     `none`: x/2 (1 + erf(x/sqrt(2))); `tanh`: x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))).
@@ -124,7 +126,7 @@ def NN_GeluOp : NN_Op<"gelu", [Pure, SameOperandsAndResultType]> {
 // Binary ops broadcast their operands NumPy-style; operand element types match.
 class NN_BinaryOp<string mnemonic, list<Trait> traits = []>
     : NN_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultElementType,
-        InferTypeOpAdaptor], traits)> {
+        InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>], traits)> {
   let arguments = (ins NN_NumericTensor:$lhs, NN_NumericTensor:$rhs);
   let results = (outs NN_NumericTensor:$result);
   let assemblyFormat = [{
@@ -141,7 +143,7 @@ def NN_MaximumOp : NN_BinaryOp<"maximum", [Commutative]> { let summary = "max(a,
 def NN_MinimumOp : NN_BinaryOp<"minimum", [Commutative]> { let summary = "min(a, b)"; }
 
 def NN_CompareOp : NN_Op<"compare", [Pure, SameOperandsElementType,
-                                     InferTypeOpAdaptor]> {
+                                     InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "elementwise comparison, broadcasting, giving i1";
   let description = [{
     ```mlir
@@ -156,7 +158,8 @@ def NN_CompareOp : NN_Op<"compare", [Pure, SameOperandsElementType,
   }];
 }
 
-def NN_WhereOp : NN_Op<"where", [Pure, InferTypeOpAdaptor]> {
+def NN_WhereOp : NN_Op<"where", [Pure, InferTypeOpAdaptor,
+                                 DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "cond ? a : b, elementwise with broadcasting";
   let arguments = (ins NN_BoolTensor:$condition, NN_Tensor:$lhs, NN_Tensor:$rhs);
   let results = (outs NN_Tensor:$result);
@@ -165,7 +168,7 @@ def NN_WhereOp : NN_Op<"where", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def NN_CastOp : NN_Op<"cast", [Pure]> {
+def NN_CastOp : NN_Op<"cast", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "element type conversion (round to nearest even for floats)";
   let description = [{
     ```mlir
@@ -184,7 +187,7 @@ def NN_CastOp : NN_Op<"cast", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def NN_MatmulOp : NN_Op<"matmul", [Pure, SameOperandsAndResultElementType,
-                                   InferTypeOpAdaptor]> {
+                                   InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "batched matrix product with optional transposes";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`), `rhs` is
@@ -205,7 +208,7 @@ def NN_MatmulOp : NN_Op<"matmul", [Pure, SameOperandsAndResultElementType,
 
 class NN_ReduceOp<string mnemonic, Type elementType>
     : NN_Op<mnemonic, [Pure, SameOperandsAndResultElementType,
-                       InferTypeOpAdaptor]> {
+                       InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let arguments = (ins elementType:$input, DenseI64ArrayAttr:$dims,
                    UnitAttr:$keepdim);
   let results = (outs elementType:$result);
@@ -227,7 +230,7 @@ def NN_ReduceMaxOp : NN_ReduceOp<"reduce_max", NN_NumericTensor> {
 }
 
 class NN_SoftmaxLikeOp<string mnemonic> : NN_Op<mnemonic,
-    [Pure, SameOperandsAndResultType]> {
+    [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let arguments = (ins NN_FloatTensor:$input, I64Attr:$dim);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input `dim` `=` $dim attr-dict `:` type($result)";
@@ -244,7 +247,8 @@ def NN_LogSoftmaxOp : NN_SoftmaxLikeOp<"log_softmax"> {
 // Transformer layers
 //===----------------------------------------------------------------------===//
 
-def NN_LayerNormOp : NN_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+def NN_LayerNormOp : NN_Op<"layer_norm", [Pure, AttrSizedOperandSegments,
+                                          DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * weight + bias` over the last dim,
@@ -268,7 +272,7 @@ def NN_LayerNormOp : NN_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def NN_RmsNormOp : NN_Op<"rms_norm", [Pure]> {
+def NN_RmsNormOp : NN_Op<"rms_norm", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "root-mean-square normalization over the last dimension";
   let description = [{
     `x / sqrt(mean(x^2) + epsilon) * weight`; `weight` is optional, `[D]`.
@@ -288,7 +292,7 @@ def NN_RmsNormOp : NN_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def NN_RopeOp : NN_Op<"rope", [Pure]> {
+def NN_RopeOp : NN_Op<"rope", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "rotary position embedding";
   let description = [{
     `x` is `[..., S, D]` (D even), `cos` and `sin` are `[S, D]`. By default
@@ -309,7 +313,7 @@ def NN_RopeOp : NN_Op<"rope", [Pure]> {
 }
 
 def NN_AttentionOp : NN_Op<"attention", [Pure, SameOperandsAndResultElementType,
-                                         InferTypeOpAdaptor]> {
+                                         InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "scaled dot-product attention, optionally causal, with grouped KV heads";
   let description = [{
     `softmax(q k^T * scale + mask) v` per head. `q` is `[B, Hq, S, D]`, `k`
@@ -336,7 +340,8 @@ def NN_AttentionOp : NN_Op<"attention", [Pure, SameOperandsAndResultElementType,
   }];
 }
 
-def NN_EmbeddingOp : NN_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
+def NN_EmbeddingOp : NN_Op<"embedding", [Pure, InferTypeOpAdaptor,
+                                         DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "rows of a table selected by integer ids";
   let description = [{
     ```mlir
@@ -350,7 +355,8 @@ def NN_EmbeddingOp : NN_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def NN_CrossEntropyOp : NN_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
+def NN_CrossEntropyOp : NN_Op<"cross_entropy", [Pure, InferTypeOpAdaptor,
+                                                 DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "softmax cross-entropy of logits against integer labels";
   let description = [{
     `logits` is `[N, C]`, `labels` is `[N]`. Rows whose label equals
@@ -372,7 +378,8 @@ def NN_CrossEntropyOp : NN_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def NN_DropoutOp : NN_Op<"dropout", [Pure, SameOperandsAndResultType]> {
+def NN_DropoutOp : NN_Op<"dropout", [Pure, SameOperandsAndResultType,
+                                     DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "zeroes elements with probability p, scales the rest by 1/(1-p)";
   let description = [{
     The mask is a function of `seed` and the element index (a counter-based
@@ -393,7 +400,8 @@ def NN_DropoutOp : NN_Op<"dropout", [Pure, SameOperandsAndResultType]> {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def NN_ReshapeOp : NN_Op<"reshape", [Pure, SameOperandsAndResultElementType]> {
+def NN_ReshapeOp : NN_Op<"reshape", [Pure, SameOperandsAndResultElementType,
+                                     DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "same elements, new shape";
   let arguments = (ins NN_Tensor:$input);
   let results = (outs NN_Tensor:$result);
@@ -403,7 +411,7 @@ def NN_ReshapeOp : NN_Op<"reshape", [Pure, SameOperandsAndResultElementType]> {
 }
 
 def NN_TransposeOp : NN_Op<"transpose", [Pure, SameOperandsAndResultElementType,
-                                         InferTypeOpAdaptor]> {
+                                         InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "permutes dimensions: result dim i is input dim permutation[i]";
   let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs NN_Tensor:$result);
@@ -413,7 +421,8 @@ def NN_TransposeOp : NN_Op<"transpose", [Pure, SameOperandsAndResultElementType,
   let hasFolder = 1;
 }
 
-def NN_BroadcastOp : NN_Op<"broadcast", [Pure, SameOperandsAndResultElementType]> {
+def NN_BroadcastOp : NN_Op<"broadcast", [Pure, SameOperandsAndResultElementType,
+                                         DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "NumPy-style broadcast to the result's shape";
   let arguments = (ins NN_Tensor:$input);
   let results = (outs NN_Tensor:$result);
@@ -423,7 +432,7 @@ def NN_BroadcastOp : NN_Op<"broadcast", [Pure, SameOperandsAndResultElementType]
 }
 
 def NN_SliceOp : NN_Op<"slice", [Pure, SameOperandsAndResultElementType,
-                                 InferTypeOpAdaptor]> {
+                                 InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "strided slice: [start, limit) step stride, per dimension";
   let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$starts,
                    DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
@@ -436,7 +445,7 @@ def NN_SliceOp : NN_Op<"slice", [Pure, SameOperandsAndResultElementType,
 }
 
 def NN_ConcatOp : NN_Op<"concat", [Pure, SameOperandsAndResultElementType,
-                                   InferTypeOpAdaptor]> {
+                                   InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "joins tensors along dim";
   let arguments = (ins Variadic<NN_Tensor>:$inputs, I64Attr:$dim);
   let results = (outs NN_Tensor:$result);
@@ -446,7 +455,8 @@ def NN_ConcatOp : NN_Op<"concat", [Pure, SameOperandsAndResultElementType,
   let hasFolder = 1;
 }
 
-def NN_SplitOp : NN_Op<"split", [Pure, SameOperandsAndResultElementType]> {
+def NN_SplitOp : NN_Op<"split", [Pure, SameOperandsAndResultElementType,
+                                 DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "cuts a tensor along dim into the results' sizes";
   let arguments = (ins NN_Tensor:$input, I64Attr:$dim);
   let results = (outs Variadic<NN_Tensor>:$results);
@@ -456,7 +466,8 @@ def NN_SplitOp : NN_Op<"split", [Pure, SameOperandsAndResultElementType]> {
   let hasVerifier = 1;
 }
 
-def NN_GatherOp : NN_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+def NN_GatherOp : NN_Op<"gather", [Pure, InferTypeOpAdaptor,
+                                   DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "selects slices along axis by integer indices (ONNX Gather)";
   let description = [{
     The result shape is `data.shape[:axis] + indices.shape + data.shape[axis+1:]`.
@@ -465,6 +476,212 @@ def NN_GatherOp : NN_Op<"gather", [Pure, InferTypeOpAdaptor]> {
   let results = (outs NN_Tensor:$result);
   let assemblyFormat = [{
     $data `,` $indices `axis` `=` $axis attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops: the fused ops gradient rules build (dialects/nn/NNGradients.cpp)
+//===----------------------------------------------------------------------===//
+
+def NN_PadOp : NN_Op<"pad", [Pure, SameOperandsAndResultElementType,
+                             InferTypeOpAdaptor]> {
+  let summary = "surrounds and interleaves the input with a constant";
+  let description = [{
+    Per dim `d`, `low[d]` copies of `value` go before the input's elements,
+    `high[d]` after, and `interior[d]` between each pair of neighbours, so
+    dim `d` of the result has `low + high + n + max(n - 1, 0) * interior`
+    elements. All three are non-negative. This is the gradient of a strided
+    `nn.slice`: the slice's cotangent placed back at the positions it read.
+
+    ```mlir
+    %g = nn.pad %dy low = [1, 0] high = [0, 2] interior = [0, 1] : tensor<2x3xf32> -> tensor<3x7xf32>
+    ```
+  }];
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$low,
+                   DenseI64ArrayAttr:$high, DenseI64ArrayAttr:$interior,
+                   DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = [{
+    $input `low` `=` $low `high` `=` $high `interior` `=` $interior
+    (`value` `=` $value^)? attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_GeluGradOp : NN_Op<"gelu_grad", [Pure,
+    AllTypesMatch<["input", "grad", "result"]>]> {
+  let summary = "dx = gelu'(x) * dy, for either form of gelu";
+  let description = [{
+    ```mlir
+    %dx = nn.gelu_grad %x, %dy approximate = tanh : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad,
+      DefaultValuedAttr<NN_GeluApproximationAttr,
+                        "::loom::nn::GeluApproximation::none">:$approximate);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad (`approximate` `=` `` $approximate^)? attr-dict `:` type($result)
+  }];
+}
+
+def NN_SiluGradOp : NN_Op<"silu_grad", [Pure,
+    AllTypesMatch<["input", "grad", "result"]>]> {
+  let summary = "dx = sigmoid(x) (1 + x (1 - sigmoid(x))) * dy";
+  let description = [{
+    ```mlir
+    %dx = nn.silu_grad %x, %dy : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
+}
+
+def NN_LayerNormGradOp : NN_Op<"layer_norm_grad", [Pure,
+    AllTypesMatch<["input", "grad", "result"]>]> {
+  let summary = "the input gradient of layer_norm";
+  let description = [{
+    With `xhat = (x - mean) / sqrt(var + epsilon)` and `g = dy * weight`
+    (`g = dy` without weight), per row of the last dim:
+    `dx = (g - mean(g) - xhat * mean(g * xhat)) / sqrt(var + epsilon)`.
+    The bias does not change dx. The weight and bias gradients are plain
+    reductions (`reduce_sum(dy * xhat)`, `reduce_sum(dy)`) that the gradient
+    rule builds from existing ops.
+
+    ```mlir
+    %dx = nn.layer_norm_grad %x, %dy, weight %w epsilon = 1.0e-05 : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad,
+                   Optional<NN_FloatTensor>:$weight,
+                   DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad (`,` `weight` $weight^)? (`epsilon` `=` $epsilon^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_RmsNormGradOp : NN_Op<"rms_norm_grad", [Pure,
+    AllTypesMatch<["input", "grad", "result"]>]> {
+  let summary = "the input gradient of rms_norm";
+  let description = [{
+    With `r = 1 / sqrt(mean(x^2) + epsilon)`, `xhat = x * r` and
+    `g = dy * weight` (`g = dy` without weight), per row of the last dim:
+    `dx = r * (g - xhat * mean(g * xhat))`.
+
+    ```mlir
+    %dx = nn.rms_norm_grad %x, %dy, weight %w epsilon = 1.0e-06 : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad,
+                   Optional<NN_FloatTensor>:$weight,
+                   DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad (`,` `weight` $weight^)? (`epsilon` `=` $epsilon^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_AttentionGradOp : NN_Op<"attention_grad", [Pure,
+    SameOperandsAndResultElementType, InferTypeOpAdaptor]> {
+  let summary = "gradients of nn.attention with respect to query, key and value";
+  let description = [{
+    Operands and attributes are those of the `nn.attention` being
+    differentiated plus `grad`, the gradient of its result
+    (`[B, Hq, S, Dv]`). Results are `dq`, `dk`, `dv`, typed like `q`, `k`,
+    `v`. With grouped heads, `dk` and `dv` of a KV head sum the
+    contributions of every query head that reads it.
+
+    ```mlir
+    %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %do causal : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x8x16x32xf32>) -> (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                   NN_FloatTensor:$value, NN_FloatTensor:$grad,
+                   UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+  let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
+                 NN_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $grad (`causal` $causal^)?
+    (`scale` `=` $scale^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// The scale actually applied: `scale`, or 1/sqrt(head dim).
+    double getEffectiveScale();
+  }];
+}
+
+def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "the table gradient of nn.embedding: rows of grad added up by id";
+  let description = [{
+    `result[v] = sum of grad[p] over the positions p with ids[p] == v`, a
+    `[num_embeddings, D]` table; `grad` is `ids.shape + [D]`. Rows no id
+    selects are zero. Sums run in position order, so the result does not
+    depend on how the work is split.
+
+    ```mlir
+    %dw = nn.embedding_grad %ids, %dy num_embeddings = 100 : (tensor<2x8xi64>, tensor<2x8x32xf32>) -> tensor<100x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_IndexTensor:$ids, NN_FloatTensor:$grad,
+                   I64Attr:$num_embeddings);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $grad `num_embeddings` `=` $num_embeddings attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def NN_GatherGradOp : NN_Op<"gather_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "the data gradient of nn.gather: slices of grad added up by index";
+  let description = [{
+    The inverse placement of `nn.gather %data, %indices axis = A`: `grad` is
+    `P + indices.shape + Q` where `P` is the data's dims before `A` and `Q`
+    those after; the result is `P + [axis_size] + Q`, and slice `i` of `grad`
+    is added to slice `indices[i]` (negative indices count from the end, as
+    in the gather) in index order.
+
+    ```mlir
+    %dd = nn.gather_grad %idx, %dy axis = 1 axis_size = 10 : (tensor<3xi64>, tensor<4x3x5xf32>) -> tensor<4x10x5xf32>
+    ```
+  }];
+  let arguments = (ins NN_IndexTensor:$indices, NN_FloatTensor:$grad,
+                   I64Attr:$axis, I64Attr:$axis_size);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $indices `,` $grad `axis` `=` $axis `axis_size` `=` $axis_size attr-dict
+    `:` functional-type(operands, results)
+  }];
+}
+
+def NN_CrossEntropyGradOp : NN_Op<"cross_entropy_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "the logits gradient of nn.cross_entropy";
+  let description = [{
+    `grad` is the gradient of the loss: an f32 scalar for `mean`/`sum`,
+    `[N]` for `none`. Row `r` of the result is
+    `g_r * (softmax(logits[r]) - onehot(labels[r]))` with `g_r = grad / n`
+    (`mean`, n the rows whose label is not `ignore_index`; zero when n is 0),
+    `grad` (`sum`) or `grad[r]` (`none`); rows labelled `ignore_index` are
+    zero. The result has the logits' type.
+
+    ```mlir
+    %dl = nn.cross_entropy_grad %logits, %labels, %dloss : (tensor<16x100xf32>, tensor<16xi64>, tensor<f32>) -> tensor<16x100xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$labels,
+      StaticShapeTensorOf<[F32]>:$grad,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      DefaultValuedAttr<NN_LossReductionAttr,
+                        "::loom::nn::LossReduction::mean">:$reduction);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad (`reduction` `=` `` $reduction^)? attr-dict
+    `:` functional-type(operands, results)
   }];
 }
 

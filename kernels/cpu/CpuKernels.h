@@ -11,8 +11,10 @@
 //  - nn.matmul accumulates in the compute type (f32 for all but f64), in
 //    increasing k order for every output element.
 //  - Everything else that reduces (reduce_sum/mean, softmax, log_softmax,
-//    layer_norm, rms_norm, attention, cross_entropy) accumulates in double
-//    and rounds once on store.
+//    layer_norm, rms_norm, attention, cross_entropy, and the backward kernels
+//    layer_norm_grad, rms_norm_grad, attention_grad, cross_entropy_grad,
+//    embedding_grad, gather_grad) accumulates in double and rounds once on
+//    store; gelu_grad and silu_grad compute in the compute type.
 //  - Results are bitwise identical for any KernelContext::numThreads: work is
 //    split into fixed chunks, each output element is computed by one thread,
 //    and the order of every accumulation is fixed.
@@ -20,8 +22,9 @@
 //
 // Tensors are contiguous row-major; inputs are only read. An output may be
 // the very buffer of an input of the same shape and dtype in the elementwise
-// kernels (unary, binary, where, cast, dropout), the norms,
-// softmax/log_softmax and rope; elsewhere outputs must not overlap inputs.
+// kernels (unary, binary, where, cast, dropout, gelu_grad, silu_grad), the
+// norms and their gradients, softmax/log_softmax and rope; elsewhere outputs
+// must not overlap inputs.
 
 #include "runtime/executable/Executable.h"
 #include "runtime/support/DType.h"

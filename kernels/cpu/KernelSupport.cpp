@@ -156,6 +156,11 @@ constexpr KernelImpl kImplementations[] = {
     {"nn.split", runSplit},        {"nn.gather", runGather},
     {"nn.cross_entropy", runCrossEntropy}, {"nn.dropout", runDropout},
     {"nn.iota", runIota},
+    {"nn.gelu_grad", runActivationGrad}, {"nn.silu_grad", runActivationGrad},
+    {"nn.layer_norm_grad", runNormGrad}, {"nn.rms_norm_grad", runNormGrad},
+    {"nn.attention_grad", runAttentionGrad},
+    {"nn.embedding_grad", runEmbeddingGrad}, {"nn.gather_grad", runGatherGrad},
+    {"nn.cross_entropy_grad", runCrossEntropyGrad}, {"nn.pad", runPad},
 };
 
 const KernelSignature *findSignature(std::string_view name) {

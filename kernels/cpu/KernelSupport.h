@@ -49,6 +49,14 @@ llvm::Error runConcat(const KernelCall &call);
 llvm::Error runSplit(const KernelCall &call);
 llvm::Error runGather(const KernelCall &call);
 llvm::Error runCrossEntropy(const KernelCall &call);
+// Backward kernels (Kernels.def's last section).
+llvm::Error runActivationGrad(const KernelCall &call); // gelu_grad, silu_grad
+llvm::Error runNormGrad(const KernelCall &call);       // layer_norm_grad, rms_norm_grad
+llvm::Error runAttentionGrad(const KernelCall &call);
+llvm::Error runEmbeddingGrad(const KernelCall &call);
+llvm::Error runGatherGrad(const KernelCall &call);
+llvm::Error runCrossEntropyGrad(const KernelCall &call);
+llvm::Error runPad(const KernelCall &call);
 
 /// An error for the caller; runKernel prefixes the kernel's name.
 llvm::Error kernelError(const llvm::Twine &message);

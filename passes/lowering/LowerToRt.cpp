@@ -99,7 +99,28 @@ DictionaryAttr loom::kernelAttrsFor(Operation *op) {
         f64("step", i.getStep().convertToDouble());
       })
       .Case<nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>(
-          [&](auto r) { flag("keepdim", r.getKeepdim()); });
+          [&](auto r) { flag("keepdim", r.getKeepdim()); })
+      // Backward ops: the same attributes as the forward op they undo.
+      .Case([&](nn::GeluGradOp g) {
+        str("approximate", nn::stringifyGeluApproximation(g.getApproximate()));
+      })
+      .Case([&](nn::CrossEntropyGradOp c) {
+        str("reduction", nn::stringifyLossReduction(c.getReduction()));
+        attrs.set("ignore_index", b.getI64IntegerAttr(c.getIgnoreIndex()));
+      })
+      .Case([&](nn::LayerNormGradOp n) {
+        f64("epsilon", n.getEpsilon().convertToDouble());
+        flag("has_weight", static_cast<bool>(n.getWeight()));
+      })
+      .Case([&](nn::RmsNormGradOp n) {
+        f64("epsilon", n.getEpsilon().convertToDouble());
+        flag("has_weight", static_cast<bool>(n.getWeight()));
+      })
+      .Case([&](nn::AttentionGradOp a) {
+        f64("scale", a.getEffectiveScale());
+        flag("causal", a.getCausal());
+      })
+      .Case([&](nn::PadOp p) { f64("value", p.getValue().convertToDouble()); });
   return attrs.getDictionary(op->getContext());
 }
 

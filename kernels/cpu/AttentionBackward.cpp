@@ -1,0 +1,134 @@
+// nn.attention_grad: the gradients of scaled dot-product attention with
+// respect to query, key and value. The probabilities are recomputed from q
+// and k (nothing is saved by the forward kernel); everything accumulates in
+// double.
+//
+// With P = softmax(scale q k^T) per query row and dO the output's gradient:
+//   dP_j = dO . v_j,  dS_j = P_j (dP_j - sum_l P_l dP_l)
+//   dq   = scale sum_j dS_j k_j
+//   dk_j = scale sum_(query rows) dS_j q,  dv_j = sum_(query rows) P_j dO
+// One task owns one (batch, KV head): it walks the query heads that share
+// the KV head and their rows in a fixed order, so dk and dv are summed in
+// the same order for any thread count.
+
+#include "kernels/cpu/KernelSupport.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace loom::cpu::detail {
+
+llvm::Error runAttentionGrad(const KernelCall &call) {
+  const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
+  const Tensor &dOut = call.inputs[3];
+  const Tensor &dq = call.outputs[0], &dk = call.outputs[1], &dv = call.outputs[2];
+  LOOM_RETURN_IF_ERROR(checkRank(q, "query", 4));
+  LOOM_RETURN_IF_ERROR(checkRank(k, "key", 4));
+  LOOM_RETURN_IF_ERROR(checkRank(v, "value", 4));
+  for (const auto &[tensor, role] :
+       {std::pair<const Tensor *, const char *>{&k, "key"}, {&v, "value"},
+        {&dOut, "grad"}, {&dq, "query grad"}, {&dk, "key grad"}, {&dv, "value grad"}})
+    LOOM_RETURN_IF_ERROR(checkSameDType(*tensor, role, q, "query"));
+  const int64_t batch = q.shape[0], qHeads = q.shape[1], seq = q.shape[2],
+                headDim = q.shape[3];
+  const int64_t kvHeads = k.shape[1], kvSeq = k.shape[2], valueDim = v.shape[3];
+  if (k.shape[0] != batch || k.shape[3] != headDim)
+    return kernelError("key shape " + shapeToString(k.shape) +
+                       " does not match query shape " + shapeToString(q.shape));
+  if (v.shape[0] != batch || v.shape[1] != kvHeads || v.shape[2] != kvSeq)
+    return kernelError("value shape " + shapeToString(v.shape) +
+                       " does not match key shape " + shapeToString(k.shape));
+  if (kvHeads == 0 || qHeads % kvHeads != 0)
+    return kernelError("query heads (" + llvm::Twine(qHeads) +
+                       ") must be a multiple of key/value heads (" +
+                       llvm::Twine(kvHeads) + ")");
+  const std::vector<int64_t> outShape = {batch, qHeads, seq, valueDim};
+  if (dOut.shape != outShape)
+    return kernelError("grad shape " + shapeToString(dOut.shape) + " should be " +
+                       shapeToString(outShape) + ", the attention output's");
+  LOOM_RETURN_IF_ERROR(checkSameShape(dq, "query grad", q, "query"));
+  LOOM_RETURN_IF_ERROR(checkSameShape(dk, "key grad", k, "key"));
+  LOOM_RETURN_IF_ERROR(checkSameShape(dv, "value grad", v, "value"));
+  LOOM_ASSIGN_OR_RETURN(bool causal, call.attrs.getBool("causal", false));
+  const double defaultScale = headDim > 0 ? 1.0 / std::sqrt(double(headDim)) : 1.0;
+  LOOM_ASSIGN_OR_RETURN(double scale, call.attrs.getF64("scale", defaultScale));
+  const int64_t groupSize = qHeads / kvHeads;
+
+  return dispatchFloat(q.dtype, "query", [&](auto tag) {
+    using T = decltype(tag);
+    InputArray<T> qs(q), ks(k), vs(v), dos(dOut);
+    const int64_t tasks = batch * kvHeads;
+    const int64_t cost = groupSize * seq * kvSeq * (headDim + valueDim) * 4 + 1;
+    parallelFor(call.ctx, tasks, cost, [&](int64_t begin, int64_t end) {
+      std::vector<double> probs(kvSeq), dProbs(kvSeq), dqRow(headDim);
+      std::vector<double> dkAcc(kvSeq * headDim), dvAcc(kvSeq * valueDim);
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t b = task / kvHeads, kvHead = task % kvHeads;
+        const int64_t kvBase = b * kvHeads + kvHead;
+        const T *kBase = ks.data() + kvBase * kvSeq * headDim;
+        const T *vBase = vs.data() + kvBase * kvSeq * valueDim;
+        std::fill(dkAcc.begin(), dkAcc.end(), 0.0);
+        std::fill(dvAcc.begin(), dvAcc.end(), 0.0);
+        for (int64_t g = 0; g < groupSize; ++g) {
+          const int64_t head = kvHead * groupSize + g;
+          for (int64_t i = 0; i < seq; ++i) {
+            const int64_t row = (b * qHeads + head) * seq + i;
+            // Causal: query i sees keys j <= i + (kvSeq - seq), as forward.
+            const int64_t visible =
+                causal ? std::clamp<int64_t>(i + (kvSeq - seq) + 1, 0, kvSeq) : kvSeq;
+            const T *qRow = qs.data() + row * headDim;
+            const T *doRow = dos.data() + row * valueDim;
+            std::fill(dqRow.begin(), dqRow.end(), 0.0);
+            if (visible > 0) {
+              double maxScore = -std::numeric_limits<double>::infinity();
+              for (int64_t j = 0; j < visible; ++j) {
+                const T *kRow = kBase + j * headDim;
+                double dot = 0.0;
+                for (int64_t d = 0; d < headDim; ++d)
+                  dot += static_cast<double>(qRow[d]) * kRow[d];
+                probs[j] = dot * scale;
+                maxScore = std::max(maxScore, probs[j]);
+              }
+              double sum = 0.0;
+              for (int64_t j = 0; j < visible; ++j) {
+                probs[j] = std::exp(probs[j] - maxScore);
+                sum += probs[j];
+              }
+              double weightedDProb = 0.0; // sum_j P_j dP_j = dO . O
+              for (int64_t j = 0; j < visible; ++j) {
+                probs[j] /= sum;
+                const T *vRow = vBase + j * valueDim;
+                double dot = 0.0;
+                for (int64_t d = 0; d < valueDim; ++d)
+                  dot += static_cast<double>(doRow[d]) * vRow[d];
+                dProbs[j] = dot;
+                weightedDProb += probs[j] * dot;
+              }
+              for (int64_t j = 0; j < visible; ++j) {
+                const double dScore = probs[j] * (dProbs[j] - weightedDProb);
+                const T *kRow = kBase + j * headDim;
+                for (int64_t d = 0; d < headDim; ++d) {
+                  dqRow[d] += dScore * kRow[d];
+                  dkAcc[j * headDim + d] += scale * dScore * qRow[d];
+                }
+                for (int64_t d = 0; d < valueDim; ++d)
+                  dvAcc[j * valueDim + d] += probs[j] * doRow[d];
+              }
+            }
+            // A query that sees no key output zeros: its gradient is zero.
+            for (int64_t d = 0; d < headDim; ++d)
+              storeFromDouble(dq.data, dq.dtype, row * headDim + d, scale * dqRow[d]);
+          }
+        }
+        for (int64_t e = 0; e < kvSeq * headDim; ++e)
+          storeFromDouble(dk.data, dk.dtype, kvBase * kvSeq * headDim + e, dkAcc[e]);
+        for (int64_t e = 0; e < kvSeq * valueDim; ++e)
+          storeFromDouble(dv.data, dv.dtype, kvBase * kvSeq * valueDim + e, dvAcc[e]);
+      }
+    });
+    return llvm::Error::success();
+  });
+}
+
+} // namespace loom::cpu::detail

@@ -1,0 +1,244 @@
+// Backward kernels of the activations, the norms and the loss: the fused ops
+// the gradient rules build (dialects/nn/NNGradients.cpp). Activation
+// derivatives compute in the compute type like the forward unary kernels;
+// row statistics and row sums accumulate in double like the forward norms.
+
+#include "kernels/cpu/KernelSupport.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace loom::cpu::detail {
+
+namespace {
+
+enum class Activation { GeluErf, GeluTanh, Silu };
+
+/// d/dx of the activation at x.
+template <typename T> T activationDerivative(Activation activation, T x) {
+  switch (activation) {
+  case Activation::GeluErf: {
+    // gelu = x Phi(x): Phi(x) + x phi(x).
+    const T kInvSqrt2 = T(0.70710678118654752440);
+    const T kInvSqrt2Pi = T(0.39894228040143267794);
+    const T cdf = T(0.5) * (T(1) + std::erf(x * kInvSqrt2));
+    return cdf + x * kInvSqrt2Pi * std::exp(T(-0.5) * x * x);
+  }
+  case Activation::GeluTanh: {
+    // gelu = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + c x^3).
+    const T kSqrt2OverPi = T(0.79788456080286535588);
+    const T kCubic = T(0.044715);
+    const T t = std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x));
+    const T du = kSqrt2OverPi * (T(1) + T(3) * kCubic * x * x);
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
+  }
+  case Activation::Silu: {
+    // silu = x s(x): s (1 + x (1 - s)). s split by sign so exp never overflows.
+    const T s = x >= T(0) ? T(1) / (T(1) + std::exp(-x))
+                          : std::exp(x) / (T(1) + std::exp(x));
+    return s * (T(1) + x * (T(1) - s));
+  }
+  }
+  return T(0);
+}
+
+/// The per-feature weight of a norm gradient: [D], the input's dtype.
+llvm::Error checkNormWeight(const Tensor &weight, const Tensor &x, int64_t features) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(weight, "weight", x, "input"));
+  if (weight.shape != std::vector<int64_t>{features})
+    return kernelError("weight shape " + shapeToString(weight.shape) + " should be [" +
+                       llvm::Twine(features) + "]");
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error runActivationGrad(const KernelCall &call) {
+  const Tensor &x = call.inputs[0], &dy = call.inputs[1], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", dy, "grad"));
+  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", dy, "grad"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", out, "output"));
+  Activation activation = Activation::Silu;
+  if (call.name == "nn.gelu_grad") {
+    LOOM_ASSIGN_OR_RETURN(std::string approximate,
+                          call.attrs.getStr("approximate", std::string("none")));
+    if (approximate == "none")
+      activation = Activation::GeluErf;
+    else if (approximate == "tanh")
+      activation = Activation::GeluTanh;
+    else
+      return kernelError("attribute 'approximate' is '" + approximate +
+                         "', expected 'none' or 'tanh'");
+  }
+  return dispatchFloat(x.dtype, "input", [&](auto tag) {
+    using T = decltype(tag);
+    InputArray<T> xs(x), dys(dy);
+    OutputArray<T> dst(out);
+    parallelFor(call.ctx, x.numElements(), 25, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        dst[i] = dys[i] * activationDerivative(activation, xs[i]);
+    });
+    dst.commit();
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error runNormGrad(const KernelCall &call) {
+  const bool layerNorm = call.name == "nn.layer_norm_grad";
+  const Tensor &x = call.inputs[0], &dy = call.inputs[1], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", dy, "grad"));
+  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", dy, "grad"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", out, "output"));
+  if (x.shape.empty())
+    return kernelError("input must have rank >= 1");
+  const int64_t features = x.shape.back();
+  const size_t numInputs = call.inputs.size();
+  LOOM_ASSIGN_OR_RETURN(bool hasWeight, call.attrs.getBool("has_weight", numInputs == 3));
+  LOOM_ASSIGN_OR_RETURN(double epsilon,
+                        call.attrs.getF64("epsilon", layerNorm ? 1e-5 : 1e-6));
+  if (size_t(2) + hasWeight != numInputs)
+    return kernelError("has_weight=" + llvm::Twine(hasWeight) + " disagrees with " +
+                       llvm::Twine(numInputs) + " inputs");
+  const Tensor *weight = hasWeight ? &call.inputs[2] : nullptr;
+  if (weight)
+    LOOM_RETURN_IF_ERROR(checkNormWeight(*weight, x, features));
+  return dispatchFloat(x.dtype, "input", [&](auto tag) {
+    using T = decltype(tag);
+    InputArray<T> xs(x), dys(dy);
+    std::optional<InputArray<T>> ws;
+    if (weight)
+      ws.emplace(*weight);
+    const int64_t rows = features == 0 ? 0 : x.numElements() / features;
+    const double n = static_cast<double>(features);
+    parallelFor(call.ctx, rows, features * 12, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const T *in = xs.data() + row * features;
+        const T *grad = dys.data() + row * features;
+        // Statistics of the forward pass.
+        double mean = 0.0, invStd;
+        if (layerNorm) {
+          double sum = 0.0;
+          for (int64_t d = 0; d < features; ++d)
+            sum += in[d];
+          mean = sum / n;
+          double squares = 0.0;
+          for (int64_t d = 0; d < features; ++d)
+            squares += (in[d] - mean) * (in[d] - mean);
+          invStd = 1.0 / std::sqrt(squares / n + epsilon);
+        } else {
+          double squares = 0.0;
+          for (int64_t d = 0; d < features; ++d)
+            squares += static_cast<double>(in[d]) * in[d];
+          invStd = 1.0 / std::sqrt(squares / n + epsilon);
+        }
+        // g = dy * weight; dx = invStd (g - mean(g) - xhat mean(g xhat)),
+        // without the mean(g) term for rms_norm (it does not center).
+        auto scaledGrad = [&](int64_t d) {
+          double g = grad[d];
+          if (ws)
+            g *= static_cast<double>((*ws)[d]);
+          return g;
+        };
+        double sumG = 0.0, sumGXhat = 0.0;
+        for (int64_t d = 0; d < features; ++d) {
+          const double g = scaledGrad(d);
+          sumG += g;
+          sumGXhat += g * (in[d] - mean) * invStd;
+        }
+        const double meanG = layerNorm ? sumG / n : 0.0;
+        const double meanGXhat = sumGXhat / n;
+        for (int64_t d = 0; d < features; ++d) {
+          const double xhat = (in[d] - mean) * invStd;
+          const double dx = invStd * (scaledGrad(d) - meanG - xhat * meanGXhat);
+          storeFromDouble(out.data, out.dtype, row * features + d, dx);
+        }
+      }
+    });
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error runCrossEntropyGrad(const KernelCall &call) {
+  const Tensor &logits = call.inputs[0], &labels = call.inputs[1];
+  const Tensor &lossGrad = call.inputs[2], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkRank(logits, "logits", 2));
+  LOOM_RETURN_IF_ERROR(checkRank(labels, "labels", 1));
+  LOOM_RETURN_IF_ERROR(checkSameShape(logits, "logits", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(logits, "logits", out, "output"));
+  if (labels.dtype != DType::I32 && labels.dtype != DType::I64)
+    return kernelError(llvm::Twine("labels dtype is ") + dtypeName(labels.dtype) +
+                       ", expected i32 or i64");
+  if (lossGrad.dtype != DType::F32)
+    return kernelError(llvm::Twine("loss gradient dtype is ") +
+                       dtypeName(lossGrad.dtype) + ", expected f32");
+  const int64_t rows = logits.shape[0], classes = logits.shape[1];
+  if (labels.shape[0] != rows)
+    return kernelError("labels shape " + shapeToString(labels.shape) +
+                       " does not match logits shape " + shapeToString(logits.shape));
+  LOOM_ASSIGN_OR_RETURN(int64_t ignoreIndex, call.attrs.getInt("ignore_index", -100));
+  LOOM_ASSIGN_OR_RETURN(std::string reduction,
+                        call.attrs.getStr("reduction", std::string("mean")));
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    return kernelError("attribute 'reduction' is '" + reduction +
+                       "', expected mean, sum or none");
+  const std::vector<int64_t> expected =
+      reduction == "none" ? std::vector<int64_t>{rows} : std::vector<int64_t>{};
+  if (lossGrad.shape != expected)
+    return kernelError("loss gradient shape " + shapeToString(lossGrad.shape) +
+                       " should be " + shapeToString(expected) + " for reduction '" +
+                       reduction + "'");
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t label = loadInt(labels.data, labels.dtype, r);
+    if (label == ignoreIndex)
+      continue;
+    if (label < 0 || label >= classes)
+      return kernelError("label " + llvm::Twine(label) + " of row " + llvm::Twine(r) +
+                         " is outside [0, " + llvm::Twine(classes) +
+                         ") and is not ignore_index " + llvm::Twine(ignoreIndex));
+    ++counted;
+  }
+  const float *upstream = static_cast<const float *>(lossGrad.data);
+  // The weight of row r in the loss: 1/counted (mean), 1 (sum), the row's
+  // own gradient (none).
+  auto rowWeight = [&](int64_t r) -> double {
+    if (reduction == "none")
+      return upstream[r];
+    if (reduction == "sum")
+      return upstream[0];
+    return counted == 0 ? 0.0 : upstream[0] / static_cast<double>(counted);
+  };
+  return dispatchFloat(logits.dtype, "logits", [&](auto tag) {
+    using T = decltype(tag);
+    InputArray<T> xs(logits);
+    parallelFor(call.ctx, rows, classes * 25, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t label = loadInt(labels.data, labels.dtype, r);
+        const T *row = xs.data() + r * classes;
+        if (label == ignoreIndex) {
+          for (int64_t c = 0; c < classes; ++c)
+            storeFromDouble(out.data, out.dtype, r * classes + c, 0.0);
+          continue;
+        }
+        double maxValue = -std::numeric_limits<double>::infinity();
+        for (int64_t c = 0; c < classes; ++c)
+          maxValue = std::max(maxValue, static_cast<double>(row[c]));
+        double sum = 0.0;
+        for (int64_t c = 0; c < classes; ++c)
+          sum += std::exp(static_cast<double>(row[c]) - maxValue);
+        const double weight = rowWeight(r);
+        for (int64_t c = 0; c < classes; ++c) {
+          const double p = std::exp(static_cast<double>(row[c]) - maxValue) / sum;
+          storeFromDouble(out.data, out.dtype, r * classes + c,
+                          weight * (p - (c == label ? 1.0 : 0.0)));
+        }
+      }
+    });
+    return llvm::Error::success();
+  });
+}
+
+} // namespace loom::cpu::detail

@@ -1,0 +1,207 @@
+// The gradients of the kernels that select elements: embedding_grad and
+// gather_grad add slices of the gradient up by index (scatter-add), pad
+// places a slice's gradient back where the slice read it.
+//
+// Scatter-adds are deterministic without atomics: the positions are grouped
+// by target (a stable counting sort, so each group is in position order),
+// and each output slice is summed, in double, by the one task that owns it.
+
+#include "kernels/cpu/KernelSupport.h"
+
+#include <algorithm>
+
+namespace loom::cpu::detail {
+
+namespace {
+
+llvm::Error checkIndexTensor(const Tensor &indices, const char *role) {
+  if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
+    return kernelError(llvm::Twine(role) + " dtype is " + dtypeName(indices.dtype) +
+                       ", expected i32 or i64");
+  return llvm::Error::success();
+}
+
+/// out[o, a, :] = sum of grad[o, p, :] over the positions p (in increasing
+/// order) with targets[p] == a; out is [outer, axisSize, inner] and grad is
+/// [outer, targets.size(), inner], both row-major.
+llvm::Error scatterAddSlices(const KernelCall &call, const Tensor &grad,
+                             const Tensor &out, const std::vector<int64_t> &targets,
+                             int64_t outer, int64_t axisSize, int64_t inner) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(grad, "grad", out, "output"));
+  const int64_t count = static_cast<int64_t>(targets.size());
+  std::vector<int64_t> groupStart(axisSize + 1, 0), positions(count);
+  for (int64_t target : targets)
+    ++groupStart[target + 1];
+  for (int64_t a = 0; a < axisSize; ++a)
+    groupStart[a + 1] += groupStart[a];
+  std::vector<int64_t> next(groupStart.begin(), groupStart.end() - 1);
+  for (int64_t p = 0; p < count; ++p)
+    positions[next[targets[p]]++] = p;
+  return dispatchFloat(out.dtype, "grad", [&](auto tag) {
+    using T = decltype(tag);
+    InputArray<T> g(grad);
+    const int64_t averageGroup = axisSize == 0 ? 0 : count / axisSize;
+    parallelFor(call.ctx, outer * axisSize, inner * (averageGroup + 1),
+                [&](int64_t begin, int64_t end) {
+      std::vector<double> acc(inner);
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t o = task / axisSize, a = task % axisSize;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t s = groupStart[a]; s < groupStart[a + 1]; ++s) {
+          const T *src = g.data() + (o * count + positions[s]) * inner;
+          for (int64_t i = 0; i < inner; ++i)
+            acc[i] += src[i];
+        }
+        for (int64_t i = 0; i < inner; ++i)
+          storeFromDouble(out.data, out.dtype, task * inner + i, acc[i]);
+      }
+    });
+    return llvm::Error::success();
+  });
+}
+
+template <typename Word>
+void scatterWords(const KernelContext &ctx, const Tensor &in, int64_t baseOffset,
+                  const std::vector<int64_t> &dstStrides, const Tensor &out) {
+  const Word *src = static_cast<const Word *>(in.data);
+  Word *dst = static_cast<Word *>(out.data) + baseOffset;
+  parallelFor(ctx, in.numElements(), 2, [&](int64_t begin, int64_t end) {
+    StridedWalker<1> walker(in.shape, {dstStrides.data()}, begin);
+    for (int64_t i = begin; i < end; ++i, walker.next())
+      dst[walker.offset(0)] = src[i];
+  });
+}
+
+template <typename Word> void fillWords(const KernelContext &ctx, const Tensor &out,
+                                        const void *element) {
+  Word value;
+  std::memcpy(&value, element, sizeof(Word));
+  Word *dst = static_cast<Word *>(out.data);
+  parallelFor(ctx, out.numElements(), 1, [&](int64_t begin, int64_t end) {
+    std::fill(dst + begin, dst + end, value);
+  });
+}
+
+} // namespace
+
+llvm::Error runEmbeddingGrad(const KernelCall &call) {
+  const Tensor &ids = call.inputs[0], &grad = call.inputs[1], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkIndexTensor(ids, "ids"));
+  LOOM_RETURN_IF_ERROR(checkRank(out, "output", 2));
+  const int64_t vocab = out.shape[0], width = out.shape[1];
+  std::vector<int64_t> expected = ids.shape;
+  expected.push_back(width);
+  if (grad.shape != expected)
+    return kernelError("grad shape " + shapeToString(grad.shape) + " should be " +
+                       shapeToString(expected) + " (the ids' shape and the row width)");
+  if (call.attrs.has("num_embeddings")) {
+    LOOM_ASSIGN_OR_RETURN(int64_t rows, call.attrs.getInt("num_embeddings"));
+    if (rows != vocab)
+      return kernelError("attribute 'num_embeddings' is " + llvm::Twine(rows) +
+                         ", the output has " + llvm::Twine(vocab) + " rows");
+  }
+  const int64_t count = ids.numElements();
+  std::vector<int64_t> targets(count);
+  for (int64_t i = 0; i < count; ++i) {
+    targets[i] = loadInt(ids.data, ids.dtype, i);
+    if (targets[i] < 0 || targets[i] >= vocab)
+      return kernelError("id " + llvm::Twine(targets[i]) + " at position " +
+                         llvm::Twine(i) + " is outside the table's " +
+                         llvm::Twine(vocab) + " rows");
+  }
+  return scatterAddSlices(call, grad, out, targets, 1, vocab, width);
+}
+
+llvm::Error runGatherGrad(const KernelCall &call) {
+  const Tensor &indices = call.inputs[0], &grad = call.inputs[1];
+  const Tensor &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkIndexTensor(indices, "indices"));
+  LOOM_ASSIGN_OR_RETURN(int64_t rawAxis, call.attrs.getInt("axis", 0));
+  LOOM_ASSIGN_OR_RETURN(int64_t axis, normalizeDim(rawAxis, out.shape.size(),
+                                                   "attribute 'axis'"));
+  const int64_t axisSize = out.shape[axis];
+  if (call.attrs.has("axis_size")) {
+    LOOM_ASSIGN_OR_RETURN(int64_t size, call.attrs.getInt("axis_size"));
+    if (size != axisSize)
+      return kernelError("attribute 'axis_size' is " + llvm::Twine(size) +
+                         ", the output has " + llvm::Twine(axisSize) + " along axis " +
+                         llvm::Twine(axis));
+  }
+  std::vector<int64_t> expected(out.shape.begin(), out.shape.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), out.shape.begin() + axis + 1, out.shape.end());
+  if (grad.shape != expected)
+    return kernelError("grad shape " + shapeToString(grad.shape) + " should be " +
+                       shapeToString(expected));
+  const int64_t count = indices.numElements();
+  std::vector<int64_t> targets(count);
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t index = loadInt(indices.data, indices.dtype, i);
+    if (index < -axisSize || index >= axisSize)
+      return kernelError("index " + llvm::Twine(index) + " at position " +
+                         llvm::Twine(i) + " is outside [" + llvm::Twine(-axisSize) +
+                         ", " + llvm::Twine(axisSize) + ")");
+    targets[i] = index < 0 ? index + axisSize : index;
+  }
+  const int64_t outer = product(llvm::ArrayRef<int64_t>(out.shape).take_front(axis));
+  const int64_t inner = product(llvm::ArrayRef<int64_t>(out.shape).drop_front(axis + 1));
+  return scatterAddSlices(call, grad, out, targets, outer, axisSize, inner);
+}
+
+llvm::Error runPad(const KernelCall &call) {
+  const Tensor &in = call.inputs[0], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
+  const size_t rank = in.shape.size();
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> low, call.attrs.getInts("low"));
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> high, call.attrs.getInts("high"));
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> interior,
+                        call.attrs.getInts("interior", std::vector<int64_t>(rank, 0)));
+  LOOM_ASSIGN_OR_RETURN(double value, call.attrs.getF64("value", 0.0));
+  if (low.size() != rank || high.size() != rank || interior.size() != rank)
+    return kernelError("'low', 'high' and 'interior' need one entry per dim (" +
+                       llvm::Twine(rank) + ")");
+  std::vector<int64_t> expected(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
+      return kernelError("dim " + llvm::Twine(d) + ": padding must be non-negative");
+    const int64_t n = in.shape[d];
+    expected[d] = low[d] + high[d] + n + std::max<int64_t>(n - 1, 0) * interior[d];
+  }
+  if (out.shape != expected)
+    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
+                       shapeToString(expected));
+  // The padding value as one element of the output's dtype.
+  uint64_t element = 0;
+  if (isIntLike(out.dtype))
+    storeInt(&element, out.dtype, 0, static_cast<int64_t>(value));
+  else
+    storeFromDouble(&element, out.dtype, 0, value);
+  const std::vector<int64_t> outStrides = contiguousStrides(out.shape);
+  std::vector<int64_t> dstStrides(rank);
+  int64_t base = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    dstStrides[d] = outStrides[d] * (interior[d] + 1);
+    base += low[d] * outStrides[d];
+  }
+  switch (dtypeSize(out.dtype)) {
+  case 1:
+    fillWords<uint8_t>(call.ctx, out, &element);
+    scatterWords<uint8_t>(call.ctx, in, base, dstStrides, out);
+    break;
+  case 2:
+    fillWords<uint16_t>(call.ctx, out, &element);
+    scatterWords<uint16_t>(call.ctx, in, base, dstStrides, out);
+    break;
+  case 4:
+    fillWords<uint32_t>(call.ctx, out, &element);
+    scatterWords<uint32_t>(call.ctx, in, base, dstStrides, out);
+    break;
+  default:
+    fillWords<uint64_t>(call.ctx, out, &element);
+    scatterWords<uint64_t>(call.ctx, in, base, dstStrides, out);
+    break;
+  }
+  return llvm::Error::success();
+}
+
+} // namespace loom::cpu::detail
