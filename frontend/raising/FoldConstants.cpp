@@ -8,6 +8,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/SetVector.h"
+
 namespace loom {
 #define GEN_PASS_DEF_FOLDCONSTANTS
 #include "frontend/raising/Passes.h.inc"
@@ -48,7 +50,16 @@ struct FoldConstantsPass : public loom::impl::FoldConstantsBase<FoldConstantsPas
       OpBuilder b(op);
       for (auto [result, value] : llvm::zip(op->getResults(), *values))
         result.replaceAllUsesWith(b.create<nn::ConstantOp>(op->getLoc(), value));
+      // The operands were folded (or written) constants; once the op is gone
+      // those it alone used are dead: a chain folds to its last value, not
+      // to every intermediate (an iota, a compare, ...) kept alive in the IR.
+      llvm::SmallSetVector<Operation *, 4> inputs;
+      for (Value operand : op->getOperands())
+        inputs.insert(operand.getDefiningOp());
       op->erase();
+      for (Operation *input : inputs)
+        if (input->use_empty())
+          input->erase();
     }
   }
 };

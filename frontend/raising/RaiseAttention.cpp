@@ -38,9 +38,11 @@ FailureOr<DenseElementsAttr> maskValue(Value m) {
   return evaluateConstant(m);
 }
 
-/// Classifies a mask over scores [..., S, Skv]: `allowed(i, flat)` tells
-/// whether element `flat` (at row i, column j) lets the query see the key.
-MaskKind classifyMask(DenseElementsAttr mask, bool additive) {
+/// Classifies a mask broadcast over scores [..., S, Skv]. Causal needs the
+/// mask's own last two dims to be [S, Skv]: a mask broadcast along them
+/// (say [S, 1]) hides whole rows or columns, whatever its values look like.
+MaskKind classifyMask(DenseElementsAttr mask, bool additive,
+                      ArrayRef<int64_t> scoresShape) {
   auto type = cast<RankedTensorType>(mask.getType());
   if (type.getRank() < 2)
     return MaskKind::Other;
@@ -71,7 +73,9 @@ MaskKind classifyMask(DenseElementsAttr mask, bool additive) {
   }
   if (allAllowed)
     return MaskKind::None;
-  return causal ? MaskKind::Causal : MaskKind::Other;
+  if (!causal || type.getShape().take_back(2) != scoresShape.take_back(2))
+    return MaskKind::Other;
+  return MaskKind::Causal;
 }
 
 /// Peels multiplications and divisions by splat constants, accumulating them.
@@ -200,7 +204,7 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
         FailureOr<DenseElementsAttr> value = maskValue(m);
         if (failed(value))
           continue;
-        mask = classifyMask(*value, /*additive=*/true);
+        mask = classifyMask(*value, /*additive=*/true, add.getType().getShape());
         scores = s;
         break;
       }
@@ -210,7 +214,7 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
       if (!fill || !(*fill <= kMaskedScore) || failed(value) ||
           where.getLhs().getType() != where.getType())
         return failure();
-      mask = classifyMask(*value, /*additive=*/false);
+      mask = classifyMask(*value, /*additive=*/false, where.getType().getShape());
       scores = where.getLhs();
     }
     if (mask == MaskKind::Other)

@@ -52,7 +52,10 @@ double product(ArrayRef<double> values) {
   return p;
 }
 
-bool near(double a, double b) { return std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b)); }
+/// Relative closeness, tight enough to tell 0.044715 from 0.044716 (an
+/// absolute tolerance would not) and loose enough for constants rounded to
+/// f32 and multiplied together.
+bool near(double a, double b) { return std::fabs(a - b) <= 1e-6 * std::fabs(b); }
 
 /// Whether `v` is x^3: pow(x, 3), or x * x * x.
 bool isCubeOf(Value v, Value x) {

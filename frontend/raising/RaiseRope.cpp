@@ -48,31 +48,51 @@ bool isRotateHalf(Value r, Value x) {
          isLastDimSlice(concat.getInputs()[1], x, 0, d / 2);
 }
 
-/// A cos/sin table broadcast against x [..., S, D] as an [S, D] value:
-/// leading unit dims are reshaped away; a constant whose leading dims repeat
-/// one [S, D] table is replaced by that table.
-Value asTable(PatternRewriter &rewriter, Location loc, Value t, RankedTensorType xType) {
+/// How a cos/sin table broadcast against x [..., S, D] reads as an [S, D]
+/// value: as it is, reshaped (leading unit dims dropped), or, for a constant
+/// whose leading dims repeat one [S, D] table, as that table.
+struct Table {
+  mlir::Value value;
+  DenseElementsAttr folded; // the [S, D] table when the leading dims repeat
+};
+
+/// Checks `t` without touching the IR: a pattern that creates ops and then
+/// fails leaves the greedy driver without a fixpoint.
+std::optional<Table> matchTable(Value t, RankedTensorType xType) {
   auto type = cast<RankedTensorType>(t.getType());
   int64_t rank = xType.getRank();
   if (rank < 2 || type.getRank() < 2 || type.getElementType() != xType.getElementType())
-    return {};
+    return std::nullopt;
   int64_t s = xType.getDimSize(rank - 2), d = xType.getDimSize(rank - 1);
   if (type.getShape().take_back(2) != ArrayRef<int64_t>{s, d} ||
       !isBroadcastableShape(type.getShape(), xType.getShape()))
-    return {};
-  auto tableType = RankedTensorType::get({s, d}, type.getElementType());
+    return std::nullopt;
   if (llvm::all_of(type.getShape().drop_back(2), [](int64_t n) { return n == 1; }))
-    return type.getRank() == 2 ? t : rewriter.create<nn::ReshapeOp>(loc, tableType, t).getResult();
+    return Table{t, {}};
   FailureOr<DenseElementsAttr> value = evaluateConstant(t);
   if (failed(value))
-    return {};
+    return std::nullopt;
   SmallVector<Attribute> all(value->getValues<Attribute>());
   size_t tableSize = s * d;
   for (size_t i = tableSize; i < all.size(); ++i)
     if (all[i] != all[i % tableSize])
-      return {};
-  return rewriter.create<nn::ConstantOp>(
-      loc, DenseElementsAttr::get(tableType, ArrayRef<Attribute>(all).take_front(tableSize)));
+      return std::nullopt;
+  auto tableType = RankedTensorType::get({s, d}, type.getElementType());
+  return Table{t, DenseElementsAttr::get(tableType, ArrayRef<Attribute>(all).take_front(tableSize))};
+}
+
+/// The [S, D] value of a matched table.
+Value buildTable(PatternRewriter &rewriter, Location loc, const Table &table,
+                 RankedTensorType xType) {
+  if (table.folded)
+    return rewriter.create<nn::ConstantOp>(loc, table.folded);
+  auto type = cast<RankedTensorType>(table.value.getType());
+  if (type.getRank() == 2)
+    return table.value;
+  int64_t rank = xType.getRank();
+  auto tableType = RankedTensorType::get(
+      {xType.getDimSize(rank - 2), xType.getDimSize(rank - 1)}, type.getElementType());
+  return rewriter.create<nn::ReshapeOp>(loc, tableType, table.value);
 }
 
 struct RopeFromRotateHalf : OpRewritePattern<nn::AddOp> {
@@ -92,12 +112,13 @@ struct RopeFromRotateHalf : OpRewritePattern<nn::AddOp> {
           auto xType = cast<RankedTensorType>(x.getType());
           if (xType != add.getType() || !isRotateHalf(rot, x))
             continue;
-          Value cosTable = asTable(rewriter, add.getLoc(), cos, xType);
-          Value sinTable = cosTable ? asTable(rewriter, add.getLoc(), sin, xType) : Value();
+          std::optional<Table> cosTable = matchTable(cos, xType);
+          std::optional<Table> sinTable = cosTable ? matchTable(sin, xType) : std::nullopt;
           if (!cosTable || !sinTable)
             continue;
-          rewriter.replaceOpWithNewOp<nn::RopeOp>(add, xType, x, cosTable, sinTable,
-                                                  /*interleaved=*/false);
+          Value c = buildTable(rewriter, add.getLoc(), *cosTable, xType);
+          Value s = buildTable(rewriter, add.getLoc(), *sinTable, xType);
+          rewriter.replaceOpWithNewOp<nn::RopeOp>(add, xType, x, c, s, /*interleaved=*/false);
           return success();
         }
       }
