@@ -156,6 +156,7 @@ constexpr KernelImpl kImplementations[] = {
     {"nn.split", runSplit},        {"nn.gather", runGather},
     {"nn.cross_entropy", runCrossEntropy}, {"nn.dropout", runDropout},
     {"nn.iota", runIota},
+    {"nn.adamw", runAdamW},
     {"nn.gelu_grad", runActivationGrad}, {"nn.silu_grad", runActivationGrad},
     {"nn.layer_norm_grad", runNormGrad}, {"nn.rms_norm_grad", runNormGrad},
     {"nn.attention_grad", runAttentionGrad},

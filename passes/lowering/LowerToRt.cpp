@@ -175,14 +175,30 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     }
 
     int constantCount = 0;
+    func::ReturnOp ret;
+    SmallVector<nn::AssignOp> assigns;
     for (Operation &op : func.getBody().front()) {
-      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        lowerReturn(b, func, ret, buffers);
+      if (auto r = dyn_cast<func::ReturnOp>(op)) {
+        ret = r;
+        continue;
+      }
+      if (auto assign = dyn_cast<nn::AssignOp>(op)) {
+        assigns.push_back(assign);
         continue;
       }
       if (failed(lowerOp(b, &op, buffers, constantCount)))
         return signalPassFailure();
     }
+    // Assignments take effect when the step ends: after every reader of the
+    // old value. Those written in place by their producer need no copy.
+    for (nn::AssignOp assign : assigns) {
+      Value target = buffers.lookup(assign.getParameter());
+      Value value = buffers.lookup(assign.getValue());
+      if (value != target)
+        b.create<rt::CopyOp>(assign.getLoc(), value, target, StringAttr());
+    }
+    if (ret)
+      lowerReturn(b, func, ret, buffers);
     // Only the program remains: the rt module is self-contained.
     for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
       if (&op != program.getOperation())
@@ -230,14 +246,32 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     for (Value operand : op->getOperands())
       inputs.push_back(buffers.lookup(operand));
     for (Value result : op->getResults()) {
-      Value out = b.create<rt::AllocOp>(loc, bufferTypeOf(result.getType()),
-                                        IntegerAttr(), StringAttr());
+      Value out = inPlaceTarget(op, result, buffers);
+      if (!out)
+        out = b.create<rt::AllocOp>(loc, bufferTypeOf(result.getType()),
+                                    IntegerAttr(), StringAttr());
       outputs.push_back(out);
       buffers.map(result, out);
     }
     b.create<rt::KernelOp>(loc, b.getStringAttr(kernel), inputs, outputs,
                            kernelAttrsFor(op), StringAttr());
     return success();
+  }
+
+  /// The parameter buffer an elementwise update may write directly: when
+  /// `result` only feeds `nn.assign` of a parameter that nothing reads after
+  /// `op` (the optimizer update is the parameter's last reader).
+  static Value inPlaceTarget(Operation *op, Value result, IRMapping &buffers) {
+    if (!isa<nn::AdamWOp>(op) || !result.hasOneUse())
+      return {};
+    auto assign = dyn_cast<nn::AssignOp>(*result.getUsers().begin());
+    if (!assign || assign.getValue() != result)
+      return {};
+    Value param = assign.getParameter();
+    for (Operation *user : param.getUsers())
+      if (user != op && !isa<nn::AssignOp>(user) && !user->isBeforeInBlock(op))
+        return {};
+    return buffers.lookup(param);
   }
 
   void lowerReturn(OpBuilder &b, func::FuncOp func, func::ReturnOp ret,

@@ -183,12 +183,25 @@ llvm::Expected<HostTensor> ProgramExecutor::readBuffer(uint32_t index) const {
     return error("buffer " + llvm::Twine(index) + " out of range");
   const BufferDesc &buffer = program_.buffers[index];
   HostTensor out;
+  out.name = buffer.name;
   out.dtype = buffer.dtype;
   out.shape = buffer.shape;
   out.data.resize(buffer.sizeInBytes());
   if (auto err = backend_.copyToHost(out.data.data(), address(buffer), out.data.size()))
     return std::move(err);
   return out;
+}
+
+llvm::Error ProgramExecutor::writeBuffer(uint32_t index, const HostTensor &value) {
+  if (index >= program_.buffers.size())
+    return error("buffer " + llvm::Twine(index) + " out of range");
+  const BufferDesc &buffer = program_.buffers[index];
+  if (value.dtype != buffer.dtype || value.shape != buffer.shape ||
+      value.data.size() != buffer.sizeInBytes())
+    return error("buffer " + llvm::Twine(index) + " (" + buffer.name + ") is " +
+                 std::string(dtypeName(buffer.dtype)) + " " + shapeString(buffer.shape) +
+                 ", got " + std::string(dtypeName(value.dtype)) + " " + shapeString(value.shape));
+  return backend_.copyToDevice(address(buffer), value.data.data(), value.data.size());
 }
 
 llvm::Expected<HostTensor> ProgramExecutor::getOutput(const std::string &name) const {

@@ -6,14 +6,10 @@
 
 #include "runtime/backends/Backend.h"
 #include "runtime/executable/Executable.h"
+#include "runtime/support/HostTensor.h"
 
 namespace loom {
 
-struct HostTensor {
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> data; // little-endian elements, C order
-};
 
 class ProgramExecutor {
 public:
@@ -35,6 +31,9 @@ public:
   llvm::Expected<HostTensor> getOutput(const std::string &name) const;
   /// Reads any buffer (parameters included), for tests and checkpoints.
   llvm::Expected<HostTensor> readBuffer(uint32_t buffer) const;
+  /// Overwrites a buffer (a parameter restored from a checkpoint); dtype and
+  /// shape must match.
+  llvm::Error writeBuffer(uint32_t buffer, const HostTensor &value);
 
 private:
   ProgramExecutor(const Executable &exe, const RankProgram &program,

@@ -24,6 +24,7 @@
 // element size.
 
 #include "runtime/support/DType.h"
+#include "runtime/support/HostTensor.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -37,13 +38,6 @@
 
 namespace loom {
 
-/// A tensor held in host memory: row-major, little-endian elements.
-struct HostTensor {
-  std::string name;
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> data;
-};
 
 /// A tensor to write, referring to bytes owned elsewhere.
 struct HostTensorView {

@@ -14,6 +14,7 @@
 #include "passes/lowering/ExecutableEmitter.h"
 #include "passes/lowering/Passes.h"
 #include "passes/memory/Passes.h"
+#include "passes/training/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -45,11 +46,12 @@ cl::opt<std::string> outputPath("o", cl::desc("output file (.loomx, or IR with -
                                 cl::value_desc("path"), cl::cat(category));
 
 /// The phases, in order. Each names the IR you see when you stop after it.
-enum class Phase { Input, NN, RT, Executable };
+enum class Phase { Input, NN, Train, RT, Executable };
 cl::opt<Phase> compileTo(
     "compile-to", cl::desc("stop after a phase and print its IR"),
     cl::values(clEnumValN(Phase::Input, "input", "as imported, before any pass"),
-               clEnumValN(Phase::NN, "nn", "nn after canonicalization (the model, one device)"),
+               clEnumValN(Phase::NN, "nn", "nn after folding and raising (the model, one device)"),
+               clEnumValN(Phase::Train, "train", "the training step: loss, backward, optimizer (--mode=train)"),
                clEnumValN(Phase::RT, "rt", "rt programs: buffers planned, streams and events assigned"),
                clEnumValN(Phase::Executable, "executable", "the serialized executable (default)")),
     cl::init(Phase::Executable), cl::cat(category));
@@ -63,8 +65,22 @@ cl::opt<bool> raise("raise",
                     cl::desc("raise decomposed patterns (RMSNorm, GELU, RoPE, attention, ...) "
                              "to nn's high-level ops (default on; --raise=false keeps them)"),
                     cl::init(true), cl::cat(category));
-cl::opt<int64_t> batch("batch", cl::desc("the batch size: fixes a symbolic batch dimension"),
+cl::opt<int64_t> batch("batch",
+                       cl::desc("the global batch (sequences per step); with --mode=infer, or "
+                                "divided by --microbatches, it fixes a symbolic batch dimension"),
                        cl::init(0), cl::cat(category));
+cl::opt<int64_t> microbatches("microbatches",
+                              cl::desc("split the global batch into this many microbatches "
+                                       "(gradient accumulation); default: batch / the model's batch"),
+                              cl::init(0), cl::cat(category));
+cl::opt<double> maxGradNorm("max-grad-norm", cl::desc("clip the global gradient norm (0: off)"),
+                            cl::init(1.0), cl::cat(category));
+cl::opt<double> weightDecay("weight-decay", cl::desc("AdamW weight decay on matrices"),
+                            cl::init(0.1), cl::cat(category));
+cl::opt<double> adamBeta1("adam-beta1", cl::desc("AdamW beta1"), cl::init(0.9), cl::cat(category));
+cl::opt<double> adamBeta2("adam-beta2", cl::desc("AdamW beta2"), cl::init(0.95), cl::cat(category));
+cl::opt<double> adamEpsilon("adam-epsilon", cl::desc("AdamW epsilon"), cl::init(1e-8),
+                            cl::cat(category));
 cl::opt<int64_t> seq("seq", cl::desc("the sequence length: fixes a symbolic sequence dimension"),
                      cl::init(0), cl::cat(category));
 cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to VALUE"),
@@ -103,8 +119,6 @@ int main(int argc, char **argv) {
 
   if (mode != "infer" && mode != "train")
     fail("--mode must be 'infer' or 'train', got '" + mode + "'");
-  if (mode == "train")
-    fail("--mode=train is not available yet: this build compiles inference programs only");
   if (target != "cpu" && target != "cuda")
     fail("--target must be 'cpu' or 'cuda', got '" + target + "'");
   if (compileTo == Phase::Executable && outputPath.empty())
@@ -113,8 +127,17 @@ int main(int argc, char **argv) {
   loom::ImportOptions importOptions;
   if (batch < 0 || seq < 0)
     fail("--batch and --seq must be positive");
+  if (microbatches < 0)
+    fail("--microbatches must be positive");
+  if (microbatches > 0 && mode != "train")
+    fail("--microbatches applies to --mode=train");
+  if (microbatches > 0 && batch > 0 && batch % microbatches != 0)
+    fail("--batch (" + llvm::Twine(int64_t(batch)) + ") must be a multiple of --microbatches (" +
+         llvm::Twine(int64_t(microbatches)) + ")");
+  if (compileTo == Phase::Train && mode != "train")
+    fail("--compile-to=train needs --mode=train");
   if (batch > 0)
-    importOptions.batch = batch;
+    importOptions.batch = microbatches > 0 ? batch / microbatches : batch;
   if (seq > 0)
     importOptions.seq = seq;
   for (const std::string &dim : dims) {
@@ -183,6 +206,35 @@ int main(int argc, char **argv) {
 
   runPhase([](PassManager &pm) { loom::buildRaisingPipeline(pm, raise); }, "nn");
   if (compileTo == Phase::NN)
+    emitIR();
+
+  if (mode == "train") {
+    // The forward's batch size is the microbatch; the step takes the global batch.
+    auto forward = module->lookupSymbol<func::FuncOp>(entry);
+    int64_t forwardBatch = 0;
+    if (forward && forward.getNumArguments() == 1)
+      if (auto ids = dyn_cast<RankedTensorType>(forward.getArgumentTypes()[0]); ids && ids.getRank() == 2)
+        forwardBatch = ids.getDimSize(0);
+    int64_t globalBatch = batch > 0 ? int64_t(batch) : forwardBatch;
+    if (microbatches > 0 && forwardBatch > 0 && globalBatch != microbatches * forwardBatch)
+      fail("--batch " + llvm::Twine(globalBatch) + " with --microbatches " +
+           llvm::Twine(int64_t(microbatches)) + " needs microbatches of " +
+           llvm::Twine(globalBatch / microbatches) + " sequences, but the model's batch is " +
+           llvm::Twine(forwardBatch) + " (fixed when it was exported)");
+    runPhase([&](PassManager &pm) {
+      loom::BuildTrainingStepOptions options;
+      options.batch = globalBatch;
+      options.maxGradNorm = maxGradNorm;
+      options.weightDecay = weightDecay;
+      options.beta1 = adamBeta1;
+      options.beta2 = adamBeta2;
+      options.epsilon = adamEpsilon;
+      pm.addPass(loom::createBuildTrainingStep(options));
+      pm.addPass(createCanonicalizerPass());
+      pm.addPass(createCSEPass());
+    }, "train");
+  }
+  if (compileTo == Phase::Train)
     emitIR();
 
   runPhase([&](PassManager &pm) {

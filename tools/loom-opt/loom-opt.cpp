@@ -6,6 +6,7 @@
 #include "frontend/raising/Passes.h"
 #include "passes/lowering/Passes.h"
 #include "passes/memory/Passes.h"
+#include "passes/training/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -53,6 +54,7 @@ int main(int argc, char **argv) {
   loom::registerRaisingPasses();
   loom::registerLoweringPasses();
   loom::registerMemoryPasses();
+  loom::registerTrainingPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, overview(registry), registry));
 }

@@ -4,6 +4,7 @@
 #include "runtime/backends/Backend.h"
 #include "runtime/backends/ProgramExecutor.h"
 #include "runtime/executable/Executable.h"
+#include "runtime/training/TrainingLoop.h"
 #include "runtime/support/Npy.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -32,8 +33,41 @@ cl::opt<std::string> backendName("backend", cl::desc("cpu or cuda"), cl::init("c
                                  cl::cat(category));
 cl::opt<int> threads("threads", cl::desc("CPU threads per kernel (0: all cores)"),
                      cl::init(0), cl::cat(category));
-cl::opt<uint64_t> seed("seed", cl::desc("seed for parameters without stored values"),
+cl::opt<uint64_t> seed("seed",
+                       cl::desc("seed for fresh parameters and the order of the training data"),
                        cl::init(0), cl::cat(category));
+
+cl::OptionCategory trainCategory("loom-run training options (a --mode=train executable)");
+cl::opt<int64_t> steps("steps", cl::desc("train up to this step (a resumed run continues to it)"),
+                       cl::init(0), cl::cat(trainCategory));
+cl::opt<std::string> data("data",
+                          cl::desc("training tokens: FILE.u16/.u32, FILE.npy, a Megatron "
+                                   "PREFIX (.bin + .idx), or synthetic:VOCAB"),
+                          cl::cat(trainCategory));
+cl::opt<double> lr("lr", cl::desc("peak learning rate"), cl::init(3e-4), cl::cat(trainCategory));
+cl::opt<std::string> lrSchedule("lr-schedule", cl::desc("constant or cosine"),
+                                cl::init("constant"), cl::cat(trainCategory));
+cl::opt<int64_t> warmupSteps("warmup-steps", cl::desc("linear learning-rate warmup"),
+                             cl::init(0), cl::cat(trainCategory));
+cl::opt<double> minLrRatio("min-lr-ratio", cl::desc("cosine decays to lr times this"),
+                           cl::init(0.1), cl::cat(trainCategory));
+cl::opt<std::string> metricsPath("metrics", cl::desc("write one JSON object per step (JSONL)"),
+                                 cl::value_desc("FILE.jsonl"), cl::cat(trainCategory));
+cl::opt<std::string> checkpointDir("checkpoint-dir", cl::desc("where checkpoints are written"),
+                                   cl::cat(trainCategory));
+cl::opt<int64_t> checkpointEvery("checkpoint-every",
+                                 cl::desc("checkpoint every K steps (and at the end)"),
+                                 cl::init(0), cl::cat(trainCategory));
+cl::opt<bool> resume("resume", cl::desc("continue from the latest checkpoint in --checkpoint-dir"),
+                     cl::cat(trainCategory));
+cl::opt<unsigned> keepCheckpoints("keep-checkpoints",
+                                  cl::desc("keep this many checkpoints (0: all)"), cl::init(3),
+                                  cl::cat(trainCategory));
+cl::opt<int64_t> logEvery("log-every", cl::desc("print progress every K steps"), cl::init(1),
+                          cl::cat(trainCategory));
+cl::opt<int64_t> stopAfter("stop-after",
+                           cl::desc("stop after this many steps of this run (as if interrupted)"),
+                           cl::init(0), cl::cat(trainCategory), cl::Hidden);
 
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "loom-run") << message << "\n";
@@ -67,20 +101,49 @@ std::pair<std::string, std::string> bindingFor(const std::string &arg, size_t po
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions({&category, &trainCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "loom-run: run a Loom executable\n\n"
-      "  loom-run model.loomx --input x.npy --output y.npy\n");
+      "  loom-run model.loomx --input x.npy --output y.npy\n"
+      "  loom-run train.loomx --steps 100 --data tokens.u16 --metrics m.jsonl\n");
 
   Executable exe = check(loadExecutableFile(executablePath));
-  if (exe.mode != "infer")
-    fail("'" + executablePath + "' is a " + exe.mode +
-         " executable; this build of loom-run runs inference executables");
+  bool training = exe.mode == "train";
+  if (training && (!inputs.empty() || !outputs.empty()))
+    fail("'" + executablePath + "' is a training executable: give --steps and --data, not "
+         "--input/--output");
+  if (!training && steps > 0)
+    fail("'" + executablePath + "' is an inference executable (compile with --mode=train to "
+         "train)");
+  if (training && steps <= 0)
+    fail("training needs --steps N");
   std::unique_ptr<Backend> backend = check(createBackend(backendName, threads));
   std::unique_ptr<ProgramExecutor> executor =
       check(ProgramExecutor::create(exe, /*rank=*/0, *backend, seed));
   const RankProgram &program = executor->program();
+
+  if (training) {
+    TrainingOptions options;
+    options.steps = steps;
+    options.data = data;
+    options.lr = lr;
+    options.schedule = lrSchedule;
+    options.warmupSteps = warmupSteps;
+    options.minLrRatio = minLrRatio;
+    options.seed = seed;
+    options.metricsPath = metricsPath;
+    options.checkpointDir = checkpointDir;
+    options.checkpointEvery = checkpointEvery;
+    options.keepCheckpoints = keepCheckpoints;
+    options.resume = resume;
+    options.logEvery = logEvery;
+    options.stopAfter = stopAfter;
+    if (resume && checkpointDir.empty())
+      fail("--resume needs --checkpoint-dir");
+    check(runTraining(exe, *executor, options, llvm::outs()));
+    return 0;
+  }
 
   if (inputs.size() != program.inputs.size()) {
     std::string expected;
@@ -101,7 +164,7 @@ int main(int argc, char **argv) {
     if (!buffer)
       fail("the program has no input named '" + name + "'");
     NpyArray array = check(readNpyAs(path, buffer->dtype));
-    HostTensor value{buffer->dtype, array.shape, std::move(array.data)};
+    HostTensor value{name, buffer->dtype, array.shape, std::move(array.data)};
     check(executor->setInput(name, value));
   }
 

@@ -48,7 +48,7 @@ int64_t count(const std::vector<int64_t> &shape) {
 HostTensor randomTensor(DType dtype, std::vector<int64_t> shape, uint32_t seed,
                         int64_t indexBound = 4) {
   std::mt19937 rng(seed);
-  HostTensor t{dtype, shape, {}};
+  HostTensor t{"", dtype, shape, {}};
   int64_t n = count(shape);
   t.data.resize(n * dtypeSize(dtype));
   std::uniform_real_distribution<double> mag(0.1, 2.0);
@@ -280,7 +280,7 @@ TYPED_TEST(BackendConformance, RunsAProgramWithReusedScratchMemory) {
   auto executor = ProgramExecutor::create(exe, 0, *this->backend, /*seed=*/0);
   ASSERT_TRUE(static_cast<bool>(executor)) << llvm::toString(executor.takeError());
   std::vector<float> x = {1, 2, 3};
-  HostTensor input{DType::F32, {1, 3}, {}};
+  HostTensor input{"x", DType::F32, {1, 3}, {}};
   input.data.assign(reinterpret_cast<uint8_t *>(x.data()), reinterpret_cast<uint8_t *>(x.data()) + 12);
   ASSERT_FALSE(static_cast<bool>((*executor)->setInput("x", input)));
   for (int step = 0; step < 2; ++step) { // a second step sees the same result
@@ -297,7 +297,7 @@ TYPED_TEST(BackendConformance, RunsAProgramWithReusedScratchMemory) {
 TYPED_TEST(BackendConformance, ChecksInputsAgainstTheSignature) {
   Executable exe = handBuiltProgram();
   auto executor = cantFail(ProgramExecutor::create(exe, 0, *this->backend, 0));
-  HostTensor wrong{DType::F32, {3, 1}, std::vector<uint8_t>(12)};
+  HostTensor wrong{"x", DType::F32, {3, 1}, std::vector<uint8_t>(12)};
   llvm::Error err = executor->setInput("x", wrong);
   ASSERT_TRUE(static_cast<bool>(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("must be f32 [1x3], got f32 [3x1]"), std::string::npos);

@@ -1,0 +1,301 @@
+// --loom-build-training-step: forward -> loss -> autodiff -> AdamW, one
+// function per optimizer step (see Passes.td).
+
+#include "passes/training/Passes.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace loom {
+#define GEN_PASS_DEF_BUILDTRAININGSTEP
+#include "passes/training/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+/// Records the ops a builder creates, to tag them afterwards.
+struct CreatedOps : public OpBuilder::Listener {
+  SmallVector<Operation *> ops;
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    ops.push_back(op);
+  }
+};
+
+RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+Value scalarConstant(OpBuilder &b, Location loc, double value) {
+  auto type = RankedTensorType::get({}, b.getF32Type());
+  return b.create<nn::ConstantOp>(loc, DenseElementsAttr::get(type, b.getF32FloatAttr(value)));
+}
+
+/// Whether `v` is a trainable parameter, seen directly or through the casts
+/// and reshapes that mixed precision and importers put in front of it.
+bool isWeight(Value v) {
+  while (true) {
+    if (auto cast = v.getDefiningOp<nn::CastOp>())
+      v = cast.getInput();
+    else if (auto reshape = v.getDefiningOp<nn::ReshapeOp>())
+      v = reshape.getInput();
+    else
+      break;
+  }
+  auto param = v.getDefiningOp<nn::ParameterOp>();
+  return param && param.isTrainable();
+}
+
+struct BuildTrainingStepPass
+    : public loom::impl::BuildTrainingStepBase<BuildTrainingStepPass> {
+  using BuildTrainingStepBase::BuildTrainingStepBase;
+
+  void runOnOperation() override {
+    if (failed(build()))
+      signalPassFailure();
+  }
+
+  LogicalResult build() {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>("main");
+    if (!forward)
+      return module.emitError("no function @main to train");
+    FunctionType fwdType = forward.getFunctionType();
+    if (fwdType.getNumInputs() != 1 || fwdType.getNumResults() < 1)
+      return forward.emitError("training needs a forward that takes token ids and "
+                               "returns logits first; @main takes ")
+             << fwdType.getNumInputs() << " inputs and returns " << fwdType.getNumResults();
+    auto idsType = dyn_cast<RankedTensorType>(fwdType.getInput(0));
+    auto logitsType = dyn_cast<RankedTensorType>(fwdType.getResult(0));
+    if (!idsType || idsType.getRank() != 2 || !isa<IntegerType>(idsType.getElementType()))
+      return forward.emitError("the forward's input must be token ids [batch, seq], got ")
+             << fwdType.getInput(0);
+    int64_t b = idsType.getDimSize(0), seq = idsType.getDimSize(1);
+    if (!logitsType || logitsType.getRank() != 3 ||
+        logitsType.getShape().take_front(2) != ArrayRef<int64_t>{b, seq} ||
+        !isa<FloatType>(logitsType.getElementType()))
+      return forward.emitError("the forward's first result must be logits [")
+             << b << ", " << seq << ", vocab], got " << fwdType.getResult(0);
+    int64_t vocab = logitsType.getDimSize(2);
+    int64_t globalBatch = batch > 0 ? int64_t(batch) : b;
+    if (globalBatch % b != 0)
+      return forward.emitError("the global batch (")
+             << globalBatch << ") must be a multiple of the forward's batch (" << b
+             << "): each microbatch runs the forward once";
+    int64_t microbatches = globalBatch / b;
+
+    OpBuilder builder(module.getContext());
+    Location loc = forward.getLoc();
+    MLIRContext *ctx = module.getContext();
+    auto f32Scalar = RankedTensorType::get({}, builder.getF32Type());
+    auto tokensType = RankedTensorType::get({globalBatch, seq + 1}, builder.getI64Type());
+    builder.setInsertionPoint(forward);
+    auto step = builder.create<func::FuncOp>(
+        loc, "train_step",
+        builder.getFunctionType({tokensType, f32Scalar, f32Scalar}, {f32Scalar, f32Scalar}));
+    static const char *const kInputs[] = {"tokens", "lr", "step"};
+    static const char *const kOutputs[] = {"loss", "grad_norm"};
+    for (auto [i, name] : llvm::enumerate(kInputs))
+      step.setArgAttr(i, "loom.name", builder.getStringAttr(name));
+    for (auto [i, name] : llvm::enumerate(kOutputs))
+      step.setResultAttr(i, "loom.name", builder.getStringAttr(name));
+    Block *body = step.addEntryBlock();
+    builder.setInsertionPointToStart(body);
+    Value tokens = body->getArgument(0), lr = body->getArgument(1),
+          stepNumber = body->getArgument(2);
+
+    // Parameters and constants once; everything else once per microbatch.
+    IRMapping shared;
+    Block &fwdBody = forward.getBody().front();
+    for (Operation &op : fwdBody)
+      if (isa<nn::ParameterOp, nn::ConstantOp>(op))
+        builder.clone(op, shared);
+
+    SmallVector<Value> losses;
+    for (int64_t m = 0; m < microbatches; ++m) {
+      IRMapping mapping = shared;
+      auto slice = [&](int64_t colBegin, int64_t colEnd) {
+        return builder.create<nn::SliceOp>(
+            loc, tokens, builder.getDenseI64ArrayAttr({m * b, colBegin}),
+            builder.getDenseI64ArrayAttr({(m + 1) * b, colEnd}),
+            builder.getDenseI64ArrayAttr({1, 1}));
+      };
+      Value ids = slice(0, seq);
+      if (idsType.getElementType() != builder.getI64Type())
+        ids = builder.create<nn::CastOp>(loc, idsType, ids);
+      mapping.map(forward.getArgument(0), ids);
+      Value labels = builder.create<nn::ReshapeOp>(
+          loc, RankedTensorType::get({b * seq}, builder.getI64Type()), slice(1, seq + 1));
+      Value logits;
+      for (Operation &op : fwdBody) {
+        if (isa<nn::ParameterOp, nn::ConstantOp>(op))
+          continue;
+        if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+          logits = mapping.lookup(ret.getOperand(0));
+          continue;
+        }
+        Operation *clone = builder.clone(op, mapping);
+        clone->setAttr("loom.microbatch", builder.getI64IntegerAttr(m));
+      }
+      Value flat = builder.create<nn::ReshapeOp>(
+          loc, RankedTensorType::get({b * seq, vocab}, logitsType.getElementType()), logits);
+      auto loss = builder.create<nn::CrossEntropyOp>(loc, flat, labels);
+      loss->setAttr("loom.microbatch", builder.getI64IntegerAttr(m));
+      losses.push_back(loss);
+    }
+    Value totalLoss = losses.front();
+    for (Value l : ArrayRef<Value>(losses).drop_front())
+      totalLoss = builder.create<nn::AddOp>(loc, totalLoss, l);
+    if (microbatches > 1)
+      totalLoss = builder.create<nn::MulOp>(loc, totalLoss,
+                                            scalarConstant(builder, loc, 1.0 / microbatches));
+
+    // Reverse-mode autodiff, from each microbatch's loss (weight 1/M).
+    llvm::DenseMap<Value, Value> adjoint;
+    if (failed(differentiate(builder, body, losses, 1.0 / microbatches, adjoint)))
+      return failure();
+
+    // Parameter gradients, the global norm, clipping, AdamW.
+    SmallVector<nn::ParameterOp> params;
+    for (Operation &op : *body)
+      if (auto p = dyn_cast<nn::ParameterOp>(op); p && p.isTrainable())
+        params.push_back(p);
+    SmallVector<std::pair<nn::ParameterOp, Value>> grads;
+    Value normSquared;
+    for (nn::ParameterOp p : params) {
+      Value g = adjoint.lookup(p.getResult());
+      if (!g)
+        continue; // the loss does not depend on it: nothing to update
+      if (g.getType() != p.getType())
+        g = builder.create<nn::CastOp>(loc, p.getType(), g);
+      auto type = tensorType(g);
+      SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
+      Value sq = builder.create<nn::MulOp>(loc, g, g);
+      Value partial = builder.create<nn::ReduceSumOp>(loc, sq, builder.getDenseI64ArrayAttr(all),
+                                                      /*keepdim=*/false);
+      if (tensorType(partial).getElementType() != builder.getF32Type())
+        partial = builder.create<nn::CastOp>(loc, f32Scalar, partial);
+      normSquared = normSquared ? builder.create<nn::AddOp>(loc, normSquared, partial).getResult()
+                                : partial;
+      grads.push_back({p, g});
+    }
+    if (grads.empty())
+      return forward.emitError("no trainable parameter influences the loss");
+    Value gradNorm = builder.create<nn::SqrtOp>(loc, f32Scalar, normSquared);
+    Value clipCoefficient;
+    if (maxGradNorm > 0) {
+      Value denom = builder.create<nn::AddOp>(loc, gradNorm, scalarConstant(builder, loc, 1e-6));
+      Value ratio = builder.create<nn::DivOp>(loc, scalarConstant(builder, loc, maxGradNorm), denom);
+      clipCoefficient = builder.create<nn::MinimumOp>(loc, ratio, scalarConstant(builder, loc, 1.0));
+    }
+    for (auto [p, g] : grads) {
+      auto type = p.getType();
+      if (!type.getElementType().isF32())
+        return p.emitOpError("is trained with f32 master weights; got ")
+               << type.getElementType() << " (compile the model in f32)";
+      if (clipCoefficient)
+        g = builder.create<nn::MulOp>(loc, g, clipCoefficient);
+      auto state = [&](StringRef suffix) {
+        return builder.create<nn::ParameterOp>(
+            p.getLoc(), type, builder.getStringAttr((p.getName() + suffix).str()),
+            builder.getUnitAttr(), nn::InitKindAttr::get(ctx, nn::InitKind::zeros),
+            builder.getF64FloatAttr(0.0), ElementsAttr());
+      };
+      Value m = state(".exp_avg"), v = state(".exp_avg_sq");
+      double decay = type.getRank() >= 2 ? double(weightDecay) : 0.0;
+      auto update = builder.create<nn::AdamWOp>(
+          p.getLoc(), TypeRange{type, type, type}, p.getResult(), g, m, v, lr, stepNumber,
+          builder.getF64FloatAttr(beta1), builder.getF64FloatAttr(beta2),
+          builder.getF64FloatAttr(epsilon), builder.getF64FloatAttr(decay));
+      builder.create<nn::AssignOp>(p.getLoc(), p.getResult(), update.getNewParam());
+      builder.create<nn::AssignOp>(p.getLoc(), m, update.getNewExpAvg());
+      builder.create<nn::AssignOp>(p.getLoc(), v, update.getNewExpAvgSq());
+    }
+    Value lossOut = totalLoss;
+    if (tensorType(lossOut).getElementType() != builder.getF32Type())
+      lossOut = builder.create<nn::CastOp>(loc, f32Scalar, lossOut);
+    builder.create<func::ReturnOp>(loc, ValueRange{lossOut, gradNorm});
+
+    forward.erase();
+    step.setName("main");
+    return success();
+  }
+
+  /// Builds the adjoints of every value on a path from a trainable parameter
+  /// to a loss, at the end of `body`, seeding each loss with `seed`.
+  LogicalResult differentiate(OpBuilder &builder, Block *body, ArrayRef<Value> losses,
+                              double seed, llvm::DenseMap<Value, Value> &adjoint) {
+    SmallVector<Operation *> forwardOps;
+    for (Operation &op : *body)
+      forwardOps.push_back(&op);
+
+    // Values that depend on a trainable parameter need gradients.
+    llvm::DenseSet<Value> active;
+    for (Operation *op : forwardOps) {
+      if (auto p = dyn_cast<nn::ParameterOp>(op)) {
+        if (p.isTrainable())
+          active.insert(p.getResult());
+        continue;
+      }
+      if (llvm::any_of(op->getOperands(), [&](Value v) { return active.contains(v); }))
+        for (Value r : op->getResults())
+          if (isa<FloatType>(tensorType(r).getElementType()))
+            active.insert(r);
+    }
+
+    for (Value loss : losses)
+      adjoint[loss] = scalarConstant(builder, loss.getLoc(), seed);
+
+    CreatedOps created;
+    builder.setListener(&created);
+    auto accumulate = [&](Value target, Value grad, StringRef kind) {
+      size_t first = created.ops.size();
+      Value &slot = adjoint[target];
+      slot = slot ? builder.create<nn::AddOp>(grad.getLoc(), slot, grad).getResult() : grad;
+      for (size_t i = first; i < created.ops.size(); ++i)
+        created.ops[i]->setAttr("loom.backward", builder.getStringAttr(kind));
+    };
+    for (Operation *op : llvm::reverse(forwardOps)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        Value g = adjoint.lookup(r);
+        resultGrads.push_back(g);
+        any |= static_cast<bool>(g);
+      }
+      if (!any)
+        continue;
+      for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
+        if (!active.contains(operand))
+          continue;
+        auto rule = dyn_cast<nn::GradientOpInterface>(op);
+        if (!rule) {
+          builder.setListener(nullptr);
+          return op->emitOpError("has no gradient rule, but a parameter gradient flows through it");
+        }
+        size_t first = created.ops.size();
+        FailureOr<Value> grad = rule.buildOperandGradient(builder, index, resultGrads);
+        if (failed(grad)) {
+          builder.setListener(nullptr);
+          return op->emitOpError("gradient rule failed for operand ") << index;
+        }
+        StringRef kind = isWeight(operand) ? "weight" : "input";
+        for (size_t i = first; i < created.ops.size(); ++i) {
+          created.ops[i]->setAttr("loom.backward", builder.getStringAttr(kind));
+          if (auto mb = op->getAttrOfType<IntegerAttr>("loom.microbatch"))
+            created.ops[i]->setAttr("loom.microbatch", mb);
+        }
+        if (*grad)
+          accumulate(operand, *grad, kind);
+      }
+    }
+    builder.setListener(nullptr);
+    return success();
+  }
+};
+
+} // namespace

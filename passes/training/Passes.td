@@ -1,0 +1,53 @@
+#ifndef LOOM_PASSES_TRAINING_PASSES_TD
+#define LOOM_PASSES_TRAINING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
+  let summary = "turn a forward function into a whole training step";
+  let description = [{
+    Replaces `@main` (token ids -> logits, the forward of one microbatch)
+    by a function that runs one optimizer step on a global batch:
+
+    - inputs `tokens` [batch, seq+1] (i64), `lr` and `step` (f32 scalars);
+    - for each of `batch / b` microbatches (b: the forward's batch size), the
+      forward on tokens[:, :-1] and the causal-LM cross-entropy against
+      tokens[:, 1:] (ops tagged `loom.microbatch = m`);
+    - reverse-mode autodiff through the ops' gradient rules
+      (GradientOpInterface), parameter gradients summed over microbatches
+      (gradient accumulation); every backward op is tagged
+      `loom.backward = "input"` (gradients flowing to activations) or
+      `"weight"` (gradients of parameters), which pipeline schedules
+      (ZB-H1, DualPipe) place apart;
+    - the global gradient norm, clipping to `max-grad-norm`, and AdamW with
+      f32 moments kept as parameters `<name>.exp_avg` / `<name>.exp_avg_sq`,
+      written back with `nn.assign`;
+    - outputs `loss` (mean over microbatches) and `grad_norm` (before clipping).
+
+    Before:
+    ```mlir
+    func.func @main(%ids: tensor<2x16xi64>) -> tensor<2x16x256xf32>
+    ```
+    After:
+    ```mlir
+    func.func @main(%tokens: tensor<8x17xi64> {loom.name = "tokens"},
+                    %lr: tensor<f32> {loom.name = "lr"},
+                    %step: tensor<f32> {loom.name = "step"})
+        -> (tensor<f32> {loom.name = "loss"}, tensor<f32> {loom.name = "grad_norm"})
+    ```
+  }];
+  let options = [
+    Option<"batch", "batch", "int64_t", /*default=*/"0",
+           "global batch (sequences per step); 0: the forward's batch size">,
+    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"1.0",
+           "clip the global gradient norm to this (0: no clipping)">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.1",
+           "AdamW weight decay, applied to parameters of rank 2 and more">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.95", "AdamW beta2">,
+    Option<"epsilon", "epsilon", "double", /*default=*/"1e-8", "AdamW epsilon">,
+  ];
+  let dependentDialects = ["loom::nn::NNDialect"];
+}
+
+#endif

@@ -1,0 +1,46 @@
+#ifndef LOOM_RUNTIME_TRAINING_TRAININGLOOP_H
+#define LOOM_RUNTIME_TRAINING_TRAININGLOOP_H
+
+// The training loop `loom-run --steps N` drives: a data source feeding the
+// step program's `tokens`, the learning-rate schedule feeding `lr`, progress
+// and metrics from its `loss` and `grad_norm`, and checkpoints of every
+// parameter (optimizer state included) with the data position, so a resumed
+// run continues exactly where the interrupted one was.
+
+#include "runtime/backends/ProgramExecutor.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace loom {
+
+struct TrainingOptions {
+  int64_t steps = 0;       // total: a resumed run continues up to this step
+  std::string data;        // a token file, Megatron prefix, .npy or synthetic:VOCAB
+  double lr = 3e-4;        // peak learning rate
+  std::string schedule = "constant"; // "constant" or "cosine"
+  int64_t warmupSteps = 0; // linear warmup from 0 to lr
+  double minLrRatio = 0.1; // cosine decays to lr * minLrRatio at `steps`
+  uint64_t seed = 0;       // data order
+  std::string metricsPath; // JSONL, one object per step
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0; // 0: only at the end (when a dir is given)
+  unsigned keepCheckpoints = 3;
+  bool resume = false;
+  int64_t logEvery = 1;
+  /// Stops after this many steps of this run (tests simulate an interrupted
+  /// run with it); 0: no limit.
+  int64_t stopAfter = 0;
+};
+
+/// The learning rate at 0-based `step`.
+double learningRateAt(const TrainingOptions &options, int64_t step);
+
+/// Runs the training steps of a `train` executable. Progress goes to `log`.
+llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
+                        const TrainingOptions &options, llvm::raw_ostream &log);
+
+} // namespace loom
+
+#endif
