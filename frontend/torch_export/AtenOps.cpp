@@ -1,0 +1,1730 @@
+// The ATen operators Loom imports, each mapped to the nn ops that compute it.
+// Operators that are already high-level (layer_norm, silu, gelu, softmax,
+// linear, embedding, scaled_dot_product_attention) map to their nn op;
+// everything else maps op for op, leaving pattern raising to the raising
+// passes. Operators without an nn counterpart (cumsum, cos, sin) are computed
+// here when their input is a compile-time constant.
+
+#include "frontend/torch_export/GraphImporter.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "llvm/ADT/StringMap.h"
+
+#include <cmath>
+#include <functional>
+
+using namespace mlir;
+
+namespace loom::torch_export {
+namespace {
+
+using llvm::Error;
+using llvm::Expected;
+
+Expected<int64_t> normalizeDim(int64_t dim, int64_t rank) {
+  int64_t extent = std::max<int64_t>(rank, 1);
+  if (dim < -extent || dim >= extent)
+    return importError("dim " + llvm::Twine(dim) + " is out of range for rank " +
+                       llvm::Twine(rank));
+  return dim < 0 ? dim + extent : dim;
+}
+
+RankedTensorType tensorType(Value value) { return cast<RankedTensorType>(value.getType()); }
+
+bool isFloat(Type type) { return isa<FloatType>(type); }
+
+/// NumPy broadcasting of two shapes; nullopt when they do not broadcast.
+std::optional<llvm::SmallVector<int64_t>> broadcastShapes(llvm::ArrayRef<int64_t> a,
+                                                          llvm::ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  llvm::SmallVector<int64_t> shape(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t x = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (x != y && x != 1 && y != 1)
+      return std::nullopt;
+    shape[i] = x == 1 ? y : x;
+  }
+  return shape;
+}
+
+/// The element type torch computes a binary op on two types in.
+Type promote(Type a, Type b) {
+  if (a == b)
+    return a;
+  if (isFloat(a) != isFloat(b))
+    return isFloat(a) ? a : b;
+  if (a.isInteger(1) || b.isInteger(1))
+    return a.isInteger(1) ? b : a;
+  return a.getIntOrFloatBitWidth() >= b.getIntOrFloatBitWidth() ? a : b;
+}
+
+/// Element values as doubles (integers and bools exactly up to 2^53).
+std::vector<double> toDoubles(DenseElementsAttr attr) {
+  std::vector<double> values;
+  values.reserve(attr.getNumElements());
+  Type element = attr.getElementType();
+  if (isFloat(element)) {
+    for (const llvm::APFloat &v : attr.getValues<llvm::APFloat>())
+      values.push_back(v.convertToDouble() /* exact for every Loom float type */);
+  } else if (element.isInteger(1)) {
+    for (bool v : attr.getValues<bool>())
+      values.push_back(v);
+  } else {
+    for (const llvm::APInt &v : attr.getValues<llvm::APInt>())
+      values.push_back(double(v.getSExtValue()));
+  }
+  return values;
+}
+
+DenseElementsAttr fromDoubles(RankedTensorType type, llvm::ArrayRef<double> values) {
+  Type element = type.getElementType();
+  if (auto floatType = dyn_cast<FloatType>(element)) {
+    llvm::SmallVector<llvm::APFloat> converted;
+    for (double v : values) {
+      llvm::APFloat f(v);
+      bool lost = false;
+      f.convert(floatType.getFloatSemantics(), llvm::APFloat::rmNearestTiesToEven, &lost);
+      converted.push_back(f);
+    }
+    return DenseElementsAttr::get(type, converted);
+  }
+  if (element.isInteger(1)) {
+    llvm::SmallVector<bool> converted;
+    for (double v : values)
+      converted.push_back(v != 0);
+    return DenseElementsAttr::get(type, llvm::ArrayRef<bool>(converted));
+  }
+  llvm::SmallVector<llvm::APInt> converted;
+  for (double v : values)
+    converted.push_back(llvm::APInt(element.getIntOrFloatBitWidth(), int64_t(v), true));
+  return DenseElementsAttr::get(type, converted);
+}
+
+/// The constant value of an operand an operator without an nn counterpart needs.
+Expected<DenseElementsAttr> requireConstant(NodeContext &node, Value value) {
+  if (std::optional<DenseElementsAttr> constant = node.importer().constantValue(value))
+    return *constant;
+  return importError("unsupported operator: Loom has no op for it, and its input is not a "
+                     "compile-time constant");
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+/// Arithmetic on `self` and `other` (tensor or number) in the result's dtype.
+template <typename OpT>
+Error convertArithmeticOn(NodeContext &node, llvm::StringRef lhsName, llvm::StringRef rhsName) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  Type element = type->getElementType();
+  GraphImporter &g = node.importer();
+  auto lhs = node.tensorOrNumber(lhsName, 0, element);
+  if (!lhs)
+    return lhs.takeError();
+  auto rhs = node.tensorOrNumber(rhsName, 1, element);
+  if (!rhs)
+    return rhs.takeError();
+  auto lhsCast = g.castTo(*lhs, element);
+  if (!lhsCast)
+    return lhsCast.takeError();
+  auto rhsCast = g.castTo(*rhs, element);
+  if (!rhsCast)
+    return rhsCast.takeError();
+  Value rhsValue = *rhsCast;
+  // add/sub take `alpha`, a multiplier of `other`.
+  if (node.has("alpha", 2)) {
+    auto alpha = node.number("alpha", 2);
+    if (!alpha)
+      return alpha.takeError();
+    if (*alpha != 1) {
+      auto scaled = g.create<nn::MulOp>(tensorType(rhsValue), rhsValue, g.scalar(element, *alpha));
+      if (!scaled)
+        return scaled.takeError();
+      rhsValue = *scaled;
+    }
+  }
+  auto result = g.create<OpT>(*type, *lhsCast, rhsValue);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+template <typename OpT>
+Error convertArithmetic(NodeContext &node) {
+  return convertArithmeticOn<OpT>(node, "self", "other");
+}
+
+Error convertReverseSub(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  Type element = type->getElementType();
+  GraphImporter &g = node.importer();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto selfCast = g.castTo(*self, element);
+  if (!selfCast)
+    return selfCast.takeError();
+  auto other = node.tensorOrNumber("other", 1, element);
+  if (!other)
+    return other.takeError();
+  auto otherCast = g.castTo(*other, element);
+  if (!otherCast)
+    return otherCast.takeError();
+  auto alpha = node.number("alpha", 2, 1.0);
+  if (!alpha)
+    return alpha.takeError();
+  Value scaled = *selfCast;
+  if (*alpha != 1) {
+    auto mul = g.create<nn::MulOp>(tensorType(scaled), scaled, g.scalar(element, *alpha));
+    if (!mul)
+      return mul.takeError();
+    scaled = *mul;
+  }
+  auto result = g.create<nn::SubOp>(*type, *otherCast, scaled);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error convertDiv(NodeContext &node) {
+  auto mode = node.string("rounding_mode", 2, std::string());
+  if (!mode)
+    return mode.takeError();
+  if (!mode->empty())
+    return importError("rounding_mode '" + *mode + "' is not supported");
+  return convertArithmetic<nn::DivOp>(node);
+}
+
+Error convertPow(NodeContext &node) {
+  return convertArithmeticOn<nn::PowOp>(node, "self", "exponent");
+}
+
+template <nn::ComparePredicate Predicate>
+Error convertCompare(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  Type element = tensorType(*self).getElementType();
+  GraphImporter &g = node.importer();
+  Value other;
+  if (node.isNumber("other", 1)) {
+    const llvm::json::Object *argument = node.arg("other", 1);
+    bool floatScalar = argument && argument->get("as_float");
+    if (floatScalar && !isFloat(element))
+      element = Float32Type::get(g.context());
+    else if (element.isInteger(1) && !argument->get("as_bool"))
+      element = IntegerType::get(g.context(), 64);
+    auto number = node.number("other", 1);
+    if (!number)
+      return number.takeError();
+    other = g.scalar(element, *number);
+  } else {
+    auto tensor = node.tensor("other", 1);
+    if (!tensor)
+      return tensor.takeError();
+    other = *tensor;
+    element = promote(element, tensorType(other).getElementType());
+  }
+  auto lhs = g.castTo(*self, element);
+  if (!lhs)
+    return lhs.takeError();
+  auto rhs = g.castTo(other, element);
+  if (!rhs)
+    return rhs.takeError();
+  auto result = g.create<nn::CompareOp>(
+      *type, nn::ComparePredicateAttr::get(g.context(), Predicate), *lhs, *rhs);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// `value` as i1: itself when boolean, else value != 0.
+Expected<Value> truthOf(GraphImporter &g, Value value) {
+  RankedTensorType type = tensorType(value);
+  if (type.getElementType().isInteger(1))
+    return value;
+  return g.create<nn::CompareOp>(
+      type.clone(IntegerType::get(g.context(), 1)),
+      nn::ComparePredicateAttr::get(g.context(), nn::ComparePredicate::ne), value,
+      g.scalar(type.getElementType(), 0));
+}
+
+enum class Logic { And, Or, Xor, Not };
+
+/// Boolean logic; `bitwise` ones accept only bool tensors (bit operations on
+/// integers have no nn op), `logical` ones test against zero first.
+template <Logic Kind, bool Bitwise>
+Error convertLogic(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  GraphImporter &g = node.importer();
+  Type i1 = IntegerType::get(g.context(), 1);
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  if (Bitwise && !tensorType(*self).getElementType().isInteger(1))
+    return importError("bitwise operations are supported on bool tensors only, got " +
+                       typeString(tensorType(*self)));
+  auto lhs = truthOf(g, *self);
+  if (!lhs)
+    return lhs.takeError();
+  Expected<Value> result = Value();
+  if (Kind == Logic::Not) {
+    result = g.create<nn::CompareOp>(
+        *type, nn::ComparePredicateAttr::get(g.context(), nn::ComparePredicate::eq), *lhs,
+        g.scalar(i1, 0));
+  } else {
+    Value other;
+    if (node.isNumber("other", 1)) {
+      auto number = node.number("other", 1);
+      if (!number)
+        return number.takeError();
+      other = g.scalar(i1, *number);
+    } else {
+      auto tensor = node.tensor("other", 1);
+      if (!tensor)
+        return tensor.takeError();
+      if (Bitwise && !tensorType(*tensor).getElementType().isInteger(1))
+        return importError("bitwise operations are supported on bool tensors only, got " +
+                           typeString(tensorType(*tensor)));
+      auto truth = truthOf(g, *tensor);
+      if (!truth)
+        return truth.takeError();
+      other = *truth;
+    }
+    if (Kind == Logic::And)
+      result = g.create<nn::WhereOp>(*type, *lhs, other, g.scalar(i1, 0));
+    else if (Kind == Logic::Or)
+      result = g.create<nn::WhereOp>(*type, *lhs, g.scalar(i1, 1), other);
+    else
+      result = g.create<nn::CompareOp>(
+          *type, nn::ComparePredicateAttr::get(g.context(), nn::ComparePredicate::ne), *lhs,
+          other);
+  }
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// A unary nn op on `self` converted to the result's dtype.
+template <typename OpT>
+Error convertUnary(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto input = node.importer().castTo(*self, type->getElementType());
+  if (!input)
+    return input.takeError();
+  auto result = node.importer().create<OpT>(*type, *input);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// An elementwise function with no nn op, computed on a constant input.
+Error convertHostUnary(NodeContext &node, double (*function)(double)) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto value = requireConstant(node, *self);
+  if (!value)
+    return value.takeError();
+  std::vector<double> values = toDoubles(*value);
+  for (double &v : values)
+    v = function(v);
+  if (int64_t(values.size()) != type->getNumElements())
+    return importError("the result's size differs from the input's");
+  return node.setResult(0, node.importer().constant(fromDoubles(*type, values)));
+}
+
+Error convertGelu(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto approximate = node.string("approximate", 1, std::string("none"));
+  if (!approximate)
+    return approximate.takeError();
+  if (*approximate != "none" && *approximate != "tanh")
+    return importError("gelu approximation '" + *approximate + "' is not supported");
+  auto kind = *approximate == "tanh" ? nn::GeluApproximation::tanh : nn::GeluApproximation::none;
+  auto result = node.importer().create<nn::GeluOp>(
+      *type, *self, nn::GeluApproximationAttr::get(node.importer().context(), kind));
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// Ops that return their input's value: views, copies, metadata-only moves.
+Error convertIdentity(NodeContext &node) {
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  return node.setResult(0, *self);
+}
+
+/// to.dtype, to.dtype_layout, to.device, _to_copy, type_as: a cast to the result dtype.
+Error convertCast(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto result = node.importer().castTo(*self, type->getElementType());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error convertDropout(NodeContext &node) {
+  auto input = node.tensor("input", 0);
+  if (!input)
+    return input.takeError();
+  auto p = node.number("p", 1, 0.0);
+  if (!p)
+    return p.takeError();
+  auto train = node.boolean("train", 2, true);
+  if (!train)
+    return train.takeError();
+  if (!*train || *p == 0)
+    return node.setResult(0, *input);
+  GraphImporter &g = node.importer();
+  auto result = g.create<nn::DropoutOp>(tensorType(*input), *input,
+                                        g.builder().getF64FloatAttr(*p),
+                                        g.builder().getI64IntegerAttr(0));
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error convertWhere(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  Type element = type->getElementType();
+  GraphImporter &g = node.importer();
+  auto condition = node.tensor("condition", 0);
+  if (!condition)
+    return condition.takeError();
+  auto truth = truthOf(g, *condition);
+  if (!truth)
+    return truth.takeError();
+  auto lhs = node.tensorOrNumber("self", 1, element);
+  if (!lhs)
+    return lhs.takeError();
+  auto rhs = node.tensorOrNumber("other", 2, element);
+  if (!rhs)
+    return rhs.takeError();
+  auto lhsCast = g.castTo(*lhs, element);
+  if (!lhsCast)
+    return lhsCast.takeError();
+  auto rhsCast = g.castTo(*rhs, element);
+  if (!rhsCast)
+    return rhsCast.takeError();
+  auto result = g.create<nn::WhereOp>(*type, *truth, *lhsCast, *rhsCast);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error convertMaskedFill(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  Type element = type->getElementType();
+  GraphImporter &g = node.importer();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto mask = node.tensor("mask", 1);
+  if (!mask)
+    return mask.takeError();
+  auto truth = truthOf(g, *mask);
+  if (!truth)
+    return truth.takeError();
+  auto value = node.tensorOrNumber("value", 2, element);
+  if (!value)
+    return value.takeError();
+  auto valueCast = g.castTo(*value, element);
+  if (!valueCast)
+    return valueCast.takeError();
+  auto result = g.create<nn::WhereOp>(*type, *truth, *valueCast, *self);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error convertClamp(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  Type element = type->getElementType();
+  GraphImporter &g = node.importer();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto value = g.castTo(*self, element);
+  if (!value)
+    return value.takeError();
+  Value result = *value;
+  llvm::StringRef target = node.target();
+  bool hasMin = target.contains("clamp_min") || (!target.contains("clamp_max") && node.has("min", 1));
+  bool hasMax = target.contains("clamp_max") ? true
+                : target.contains("clamp_min") ? false
+                                               : node.has("max", 2);
+  if (hasMin) {
+    auto bound = node.tensorOrNumber("min", 1, element);
+    if (!bound)
+      return bound.takeError();
+    auto boundCast = g.castTo(*bound, element);
+    if (!boundCast)
+      return boundCast.takeError();
+    auto clamped = g.create<nn::MaximumOp>(*type, result, *boundCast);
+    if (!clamped)
+      return clamped.takeError();
+    result = *clamped;
+  }
+  if (hasMax) {
+    auto bound = node.tensorOrNumber("max", target.contains("clamp_max") ? 1 : 2, element);
+    if (!bound)
+      return bound.takeError();
+    auto boundCast = g.castTo(*bound, element);
+    if (!boundCast)
+      return boundCast.takeError();
+    auto clamped = g.create<nn::MinimumOp>(*type, result, *boundCast);
+    if (!clamped)
+      return clamped.takeError();
+    result = *clamped;
+  }
+  return node.setResult(0, result);
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor creation
+//===----------------------------------------------------------------------===//
+
+Error convertArange(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  bool hasStart = node.has("start", -1);
+  auto start = node.number("start", -1, 0.0);
+  if (!start)
+    return start.takeError();
+  auto step = node.number("step", -1, 1.0);
+  if (!step)
+    return step.takeError();
+  if (!hasStart && !node.has("end", 0))
+    return importError("missing argument 'end'");
+  if (*step == 0)
+    return importError("arange step is zero");
+  if (type->getRank() != 1)
+    return importError("arange must give a 1-D tensor");
+  GraphImporter &g = node.importer();
+  auto result = g.create<nn::IotaOp>(*type, g.builder().getI64IntegerAttr(0),
+                                     g.builder().getF64FloatAttr(*start),
+                                     g.builder().getF64FloatAttr(*step));
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// full, zeros, ones and their new_/_like forms: a splat of the result type.
+Error convertFill(NodeContext &node, std::optional<double> fixed, llvm::StringRef valueName,
+                  int valuePosition) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  double value = 0;
+  if (fixed) {
+    value = *fixed;
+  } else {
+    auto number = node.number(valueName, valuePosition);
+    if (!number)
+      return number.takeError();
+    value = *number;
+  }
+  return node.setResult(0, node.importer().splat(*type, value));
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and data movement
+//===----------------------------------------------------------------------===//
+
+/// view, reshape, squeeze, unsqueeze, flatten...: the result's shape.
+Error convertReshape(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  if (tensorType(*self).getNumElements() != type->getNumElements())
+    return importError("cannot reshape " + typeString(tensorType(*self)) + " to " +
+                       typeString(*type));
+  auto result = node.importer().reshapeTo(*self, type->getShape());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error convertExpand(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto result = node.importer().broadcastTo(*self, type->getShape());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Expected<Value> transpose(GraphImporter &g, Value input, llvm::ArrayRef<int64_t> permutation) {
+  RankedTensorType type = tensorType(input);
+  if (llvm::equal(permutation, llvm::seq<int64_t>(0, permutation.size())))
+    return input;
+  llvm::SmallVector<int64_t> shape;
+  for (int64_t d : permutation)
+    shape.push_back(type.getDimSize(d));
+  return g.create<nn::TransposeOp>(type.clone(shape), input,
+                                   g.builder().getDenseI64ArrayAttr(permutation));
+}
+
+Error convertTranspose(NodeContext &node) {
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  int64_t rank = tensorType(*self).getRank();
+  llvm::SmallVector<int64_t> permutation = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  if (node.target().contains(".t.") || node.target().ends_with(".t")) {
+    if (rank > 2)
+      return importError("t() expects a tensor of rank <= 2");
+    if (rank == 2)
+      permutation = {1, 0};
+  } else {
+    auto dim0 = node.integer("dim0", 1);
+    if (!dim0)
+      return dim0.takeError();
+    auto dim1 = node.integer("dim1", 2);
+    if (!dim1)
+      return dim1.takeError();
+    auto a = normalizeDim(*dim0, rank);
+    if (!a)
+      return a.takeError();
+    auto b = normalizeDim(*dim1, rank);
+    if (!b)
+      return b.takeError();
+    if (rank > 0)
+      std::swap(permutation[*a], permutation[*b]);
+  }
+  auto result = transpose(node.importer(), *self, permutation);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error convertPermute(NodeContext &node) {
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto dims = node.integers("dims", 1);
+  if (!dims)
+    return dims.takeError();
+  int64_t rank = tensorType(*self).getRank();
+  if (int64_t(dims->size()) != rank)
+    return importError("permute needs " + llvm::Twine(rank) + " dims");
+  llvm::SmallVector<int64_t> permutation;
+  llvm::SmallVector<bool> seen(rank, false);
+  for (int64_t d : *dims) {
+    auto dim = normalizeDim(d, rank);
+    if (!dim)
+      return dim.takeError();
+    if (seen[*dim])
+      return importError("permute repeats dim " + llvm::Twine(*dim));
+    seen[*dim] = true;
+    permutation.push_back(*dim);
+  }
+  auto result = transpose(node.importer(), *self, permutation);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// input[start:end:step] along `dim`, with Python's clamping of the bounds.
+Expected<Value> sliceAlong(GraphImporter &g, Value input, int64_t dim, std::optional<int64_t> start,
+                           std::optional<int64_t> end, int64_t step) {
+  RankedTensorType type = tensorType(input);
+  int64_t size = type.getDimSize(dim);
+  if (step <= 0)
+    return importError("slice step must be positive, got " + llvm::Twine(step));
+  auto clampBound = [&](std::optional<int64_t> bound, int64_t fallback) {
+    if (!bound)
+      return fallback;
+    int64_t v = *bound < 0 ? *bound + size : *bound;
+    return std::clamp<int64_t>(v, 0, size);
+  };
+  int64_t begin = clampBound(start, 0);
+  int64_t limit = std::max(begin, clampBound(end, size));
+  if (begin == 0 && limit == size && step == 1)
+    return input;
+  llvm::SmallVector<int64_t> starts(type.getRank(), 0), limits(type.getShape()),
+      strides(type.getRank(), 1);
+  starts[dim] = begin;
+  limits[dim] = limit;
+  strides[dim] = step;
+  llvm::SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = (limit - begin + step - 1) / step;
+  return g.create<nn::SliceOp>(type.clone(shape), input, g.builder().getDenseI64ArrayAttr(starts),
+                               g.builder().getDenseI64ArrayAttr(limits),
+                               g.builder().getDenseI64ArrayAttr(strides));
+}
+
+Error convertSlice(NodeContext &node) {
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto dim = node.integer("dim", 1, 0);
+  if (!dim)
+    return dim.takeError();
+  auto axis = normalizeDim(*dim, tensorType(*self).getRank());
+  if (!axis)
+    return axis.takeError();
+  auto start = node.optionalInteger("start", 2);
+  if (!start)
+    return start.takeError();
+  auto end = node.optionalInteger("end", 3);
+  if (!end)
+    return end.takeError();
+  auto step = node.integer("step", 4, 1);
+  if (!step)
+    return step.takeError();
+  auto result = sliceAlong(node.importer(), *self, *axis, *start, *end, *step);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error convertNarrow(NodeContext &node) {
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto dim = node.integer("dim", 1);
+  if (!dim)
+    return dim.takeError();
+  auto axis = normalizeDim(*dim, tensorType(*self).getRank());
+  if (!axis)
+    return axis.takeError();
+  auto start = node.integer("start", 2);
+  if (!start)
+    return start.takeError();
+  auto length = node.integer("length", 3);
+  if (!length)
+    return length.takeError();
+  int64_t begin = *start < 0 ? *start + tensorType(*self).getDimSize(*axis) : *start;
+  auto result = sliceAlong(node.importer(), *self, *axis, begin, begin + *length, 1);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error convertSelect(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto dim = node.integer("dim", 1);
+  if (!dim)
+    return dim.takeError();
+  int64_t rank = tensorType(*self).getRank();
+  auto axis = normalizeDim(*dim, rank);
+  if (!axis)
+    return axis.takeError();
+  auto index = node.integer("index", 2);
+  if (!index)
+    return index.takeError();
+  int64_t size = tensorType(*self).getDimSize(*axis);
+  int64_t i = *index < 0 ? *index + size : *index;
+  if (i < 0 || i >= size)
+    return importError("index " + llvm::Twine(*index) + " is out of range for size " +
+                       llvm::Twine(size));
+  auto sliced = sliceAlong(node.importer(), *self, *axis, i, i + 1, 1);
+  if (!sliced)
+    return sliced.takeError();
+  auto result = node.importer().reshapeTo(*sliced, type->getShape());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error convertCat(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto tensors = node.tensorList("tensors", 0);
+  if (!tensors)
+    return tensors.takeError();
+  auto dim = node.integer("dim", 1, 0);
+  if (!dim)
+    return dim.takeError();
+  auto axis = normalizeDim(*dim, type->getRank());
+  if (!axis)
+    return axis.takeError();
+  llvm::SmallVector<Value> inputs;
+  for (std::optional<Value> tensor : *tensors) {
+    if (!tensor)
+      return importError("cat of a None tensor");
+    RankedTensorType inputType = tensorType(*tensor);
+    // torch skips legacy empty 1-D tensors in cat.
+    if (inputType.getRank() == 1 && inputType.getDimSize(0) == 0 && type->getRank() != 1)
+      continue;
+    auto cast = node.importer().castTo(*tensor, type->getElementType());
+    if (!cast)
+      return cast.takeError();
+    inputs.push_back(*cast);
+  }
+  if (inputs.size() == 1)
+    return node.setResult(0, inputs.front());
+  auto result = node.importer().create<nn::ConcatOp>(
+      *type, inputs, node.builder().getI64IntegerAttr(*axis));
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// split, split_with_sizes, chunk, unbind: the pieces' shapes come from the
+/// results; unbind's pieces lose the split dim.
+Error convertSplit(NodeContext &node) {
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  RankedTensorType inputType = tensorType(*self);
+  auto dim = node.integer("dim", node.target().contains("unbind") ? 1 : 2, 0);
+  if (!dim)
+    return dim.takeError();
+  auto axis = normalizeDim(*dim, inputType.getRank());
+  if (!axis)
+    return axis.takeError();
+  llvm::SmallVector<Type> pieceTypes;
+  llvm::SmallVector<RankedTensorType> resultTypes;
+  for (size_t i = 0; i < node.numResults(); ++i) {
+    auto type = node.resultType(i);
+    if (!type)
+      return type.takeError();
+    resultTypes.push_back(*type);
+    if (type->getRank() == inputType.getRank()) {
+      pieceTypes.push_back(*type);
+    } else {
+      llvm::SmallVector<int64_t> shape(type->getShape());
+      shape.insert(shape.begin() + *axis, 1);
+      pieceTypes.push_back(type->clone(shape));
+    }
+  }
+  if (pieceTypes.empty())
+    return importError("split has no results");
+  SmallVector<Value> pieces;
+  if (pieceTypes.size() == 1 && pieceTypes.front() == inputType) {
+    pieces.push_back(*self);
+  } else {
+    auto split = node.builder().create<nn::SplitOp>(node.loc(), pieceTypes, *self,
+                                                    node.builder().getI64IntegerAttr(*axis));
+    if (Error err = node.importer().verify(split))
+      return err;
+    pieces.append(split.getResults().begin(), split.getResults().end());
+  }
+  for (auto [i, piece] : llvm::enumerate(pieces)) {
+    auto result = node.importer().reshapeTo(piece, resultTypes[i].getShape());
+    if (!result)
+      return result.takeError();
+    if (Error err = node.setResult(i, *result))
+      return err;
+  }
+  return Error::success();
+}
+
+/// Indices made non-negative: i < 0 ? i + size : i, as i64.
+Expected<Value> wrapIndices(GraphImporter &g, Value indices, int64_t size) {
+  auto index = g.castTo(indices, IntegerType::get(g.context(), 64));
+  if (!index)
+    return index;
+  if (std::optional<DenseElementsAttr> constant = g.constantValue(*index)) {
+    bool negative = llvm::any_of(constant->getValues<int64_t>(), [](int64_t v) { return v < 0; });
+    if (!negative)
+      return *index;
+  }
+  RankedTensorType type = tensorType(*index);
+  Type i64 = type.getElementType();
+  auto isNegative = g.create<nn::CompareOp>(
+      type.clone(IntegerType::get(g.context(), 1)),
+      nn::ComparePredicateAttr::get(g.context(), nn::ComparePredicate::lt), *index,
+      g.scalar(i64, 0));
+  if (!isNegative)
+    return isNegative;
+  auto shifted = g.create<nn::AddOp>(type, *index, g.scalar(i64, double(size)));
+  if (!shifted)
+    return shifted;
+  return g.create<nn::WhereOp>(type, *isNegative, *shifted, *index);
+}
+
+Error convertIndexSelect(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto dim = node.integer("dim", 1);
+  if (!dim)
+    return dim.takeError();
+  auto axis = normalizeDim(*dim, tensorType(*self).getRank());
+  if (!axis)
+    return axis.takeError();
+  auto index = node.tensor("index", 2);
+  if (!index)
+    return index.takeError();
+  GraphImporter &g = node.importer();
+  auto wrapped = wrapIndices(g, *index, tensorType(*self).getDimSize(*axis));
+  if (!wrapped)
+    return wrapped.takeError();
+  auto result = g.create<nn::GatherOp>(*type, *self, *wrapped, g.builder().getI64IntegerAttr(*axis));
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// Advanced indexing self[..., i0, i1, ...] with adjacent integer index
+/// tensors: the indexed dims are flattened into one and gathered with the
+/// linearized (broadcast) indices.
+Error convertIndex(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto indices = node.tensorList("indices", 1);
+  if (!indices)
+    return indices.takeError();
+  RankedTensorType selfType = tensorType(*self);
+  int64_t first = 0;
+  while (first < int64_t(indices->size()) && !(*indices)[first])
+    ++first;
+  int64_t count = 0;
+  while (first + count < int64_t(indices->size()) && (*indices)[first + count])
+    ++count;
+  for (int64_t i = first + count; i < int64_t(indices->size()); ++i)
+    if ((*indices)[i])
+      return importError("indexing with non-adjacent index tensors is not supported");
+  if (count == 0)
+    return node.setResult(0, *self);
+  if (first + count > selfType.getRank())
+    return importError("too many indices for a tensor of rank " +
+                       llvm::Twine(selfType.getRank()));
+  GraphImporter &g = node.importer();
+  llvm::SmallVector<int64_t> indexShape;
+  for (int64_t i = 0; i < count; ++i) {
+    RankedTensorType indexType = tensorType(*(*indices)[first + i]);
+    if (!isa<IntegerType>(indexType.getElementType()) || indexType.getElementType().isInteger(1))
+      return importError("indexing with " + typeString(indexType) +
+                         " is not supported (integer indices only)");
+    auto shape = broadcastShapes(indexShape, indexType.getShape());
+    if (!shape)
+      return importError("index tensors do not broadcast together");
+    indexShape = *shape;
+  }
+  // linear = sum_i index_i * (product of the indexed sizes after i)
+  Value linear;
+  int64_t stride = 1;
+  for (int64_t i = count - 1; i >= 0; --i) {
+    int64_t size = selfType.getDimSize(first + i);
+    auto wrapped = wrapIndices(g, *(*indices)[first + i], size);
+    if (!wrapped)
+      return wrapped.takeError();
+    auto broadcast = g.broadcastTo(*wrapped, indexShape);
+    if (!broadcast)
+      return broadcast.takeError();
+    Value term = *broadcast;
+    RankedTensorType termType = tensorType(term);
+    if (stride != 1) {
+      auto scaled = g.create<nn::MulOp>(termType, term, g.scalar(termType.getElementType(), double(stride)));
+      if (!scaled)
+        return scaled.takeError();
+      term = *scaled;
+    }
+    if (linear) {
+      auto sum = g.create<nn::AddOp>(termType, linear, term);
+      if (!sum)
+        return sum.takeError();
+      term = *sum;
+    }
+    linear = term;
+    stride *= size;
+  }
+  llvm::SmallVector<int64_t> flatShape(selfType.getShape().take_front(first));
+  flatShape.push_back(stride);
+  llvm::append_range(flatShape, selfType.getShape().drop_front(first + count));
+  auto flat = g.reshapeTo(*self, flatShape);
+  if (!flat)
+    return flat.takeError();
+  auto result = g.create<nn::GatherOp>(*type, *flat, linear, g.builder().getI64IntegerAttr(first));
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error convertEmbedding(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto weight = node.tensor("weight", 0);
+  if (!weight)
+    return weight.takeError();
+  auto indices = node.tensor("indices", 1);
+  if (!indices)
+    return indices.takeError();
+  auto result = node.importer().create<nn::EmbeddingOp>(*type, *weight, *indices);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// The first `n` - 1 differences along `dim`, prepend/append joined first.
+Error convertDiff(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto n = node.integer("n", 1, 1);
+  if (!n)
+    return n.takeError();
+  auto dim = node.integer("dim", 2, -1);
+  if (!dim)
+    return dim.takeError();
+  auto axis = normalizeDim(*dim, tensorType(*self).getRank());
+  if (!axis)
+    return axis.takeError();
+  auto prepend = node.optionalTensor("prepend", 3);
+  if (!prepend)
+    return prepend.takeError();
+  auto append = node.optionalTensor("append", 4);
+  if (!append)
+    return append.takeError();
+  GraphImporter &g = node.importer();
+  llvm::SmallVector<Value> parts;
+  if (*prepend)
+    parts.push_back(**prepend);
+  parts.push_back(*self);
+  if (*append)
+    parts.push_back(**append);
+  Value value = *self;
+  if (parts.size() > 1) {
+    RankedTensorType selfType = tensorType(*self);
+    llvm::SmallVector<int64_t> shape(selfType.getShape());
+    shape[*axis] = 0;
+    for (Value part : parts)
+      shape[*axis] += tensorType(part).getDimSize(*axis);
+    auto joined = g.create<nn::ConcatOp>(selfType.clone(shape), parts,
+                                         g.builder().getI64IntegerAttr(*axis));
+    if (!joined)
+      return joined.takeError();
+    value = *joined;
+  }
+  for (int64_t step = 0; step < *n; ++step) {
+    int64_t size = tensorType(value).getDimSize(*axis);
+    if (size == 0)
+      break;
+    auto later = sliceAlong(g, value, *axis, 1, size, 1);
+    if (!later)
+      return later.takeError();
+    auto earlier = sliceAlong(g, value, *axis, 0, size - 1, 1);
+    if (!earlier)
+      return earlier.takeError();
+    RankedTensorType differenceType = tensorType(*later);
+    Expected<Value> difference =
+        differenceType.getElementType().isInteger(1)
+            ? g.create<nn::CompareOp>(differenceType,
+                                      nn::ComparePredicateAttr::get(g.context(), nn::ComparePredicate::ne),
+                                      *later, *earlier)
+            : g.create<nn::SubOp>(differenceType, *later, *earlier);
+    if (!difference)
+      return difference.takeError();
+    value = *difference;
+  }
+  return node.setResult(0, value);
+}
+
+/// Running sums along `dim`; no nn op, so the input must be constant.
+Error convertCumsum(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto dim = node.integer("dim", 1);
+  if (!dim)
+    return dim.takeError();
+  RankedTensorType inputType = tensorType(*self);
+  auto axis = normalizeDim(*dim, inputType.getRank());
+  if (!axis)
+    return axis.takeError();
+  auto value = requireConstant(node, *self);
+  if (!value)
+    return value.takeError();
+  if (type->getShape() != inputType.getShape())
+    return importError("cumsum changes the shape");
+  std::vector<double> values = toDoubles(*value);
+  int64_t size = inputType.getRank() ? inputType.getDimSize(*axis) : 1;
+  int64_t inner = 1;
+  for (int64_t d = *axis + 1; d < inputType.getRank(); ++d)
+    inner *= inputType.getDimSize(d);
+  int64_t outer = size * inner == 0 ? 0 : int64_t(values.size()) / (size * inner);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i)
+      for (int64_t k = 1; k < size; ++k)
+        values[(o * size + k) * inner + i] += values[(o * size + k - 1) * inner + i];
+  return node.setResult(0, node.importer().constant(fromDoubles(*type, values)));
+}
+
+/// triu/tril: elements off the kept triangle become zero.
+template <bool Upper>
+Error convertTriangle(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto diagonal = node.integer("diagonal", 1, 0);
+  if (!diagonal)
+    return diagonal.takeError();
+  RankedTensorType inputType = tensorType(*self);
+  if (inputType.getRank() < 2)
+    return importError("triu/tril need a tensor of rank >= 2");
+  GraphImporter &g = node.importer();
+  Type i64 = IntegerType::get(g.context(), 64);
+  auto grid = RankedTensorType::get(inputType.getShape().take_back(2), i64);
+  auto rows = g.create<nn::IotaOp>(grid, g.builder().getI64IntegerAttr(0),
+                                   g.builder().getF64FloatAttr(0), g.builder().getF64FloatAttr(1));
+  if (!rows)
+    return rows.takeError();
+  auto cols = g.create<nn::IotaOp>(grid, g.builder().getI64IntegerAttr(1),
+                                   g.builder().getF64FloatAttr(0), g.builder().getF64FloatAttr(1));
+  if (!cols)
+    return cols.takeError();
+  auto offset = g.create<nn::SubOp>(grid, *cols, *rows);
+  if (!offset)
+    return offset.takeError();
+  auto keep = g.create<nn::CompareOp>(
+      grid.clone(IntegerType::get(g.context(), 1)),
+      nn::ComparePredicateAttr::get(g.context(),
+                                    Upper ? nn::ComparePredicate::ge : nn::ComparePredicate::le),
+      *offset, g.scalar(i64, double(*diagonal)));
+  if (!keep)
+    return keep.takeError();
+  auto result = g.create<nn::WhereOp>(*type, *keep, *self,
+                                      g.scalar(inputType.getElementType(), 0));
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+/// The shape nn.matmul gives [..., M, K] x [..., K, N] (rhs [N, K] when transposed).
+std::optional<llvm::SmallVector<int64_t>> matmulShape(llvm::ArrayRef<int64_t> lhs,
+                                                      llvm::ArrayRef<int64_t> rhs,
+                                                      bool transposeRhs) {
+  if (lhs.size() < 2 || rhs.size() < 2)
+    return std::nullopt;
+  auto batch = broadcastShapes(lhs.drop_back(2), rhs.drop_back(2));
+  if (!batch)
+    return std::nullopt;
+  batch->push_back(lhs[lhs.size() - 2]);
+  batch->push_back(transposeRhs ? rhs[rhs.size() - 2] : rhs.back());
+  return batch;
+}
+
+Expected<Value> matmul(GraphImporter &g, Value lhs, Value rhs, bool transposeRhs) {
+  RankedTensorType lhsType = tensorType(lhs);
+  auto shape = matmulShape(lhsType.getShape(), tensorType(rhs).getShape(), transposeRhs);
+  if (!shape)
+    return importError("cannot multiply " + typeString(lhsType) + " by " +
+                       typeString(rhs.getType()));
+  return g.create<nn::MatmulOp>(lhsType.clone(*shape), lhs, rhs, UnitAttr(),
+                                transposeRhs ? g.builder().getUnitAttr() : UnitAttr());
+}
+
+/// torch.matmul, mm and bmm, with 1-D operands promoted to matrices and back.
+Error convertMatmul(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto other = node.tensor("other", 1);
+  if (!other)
+    other = node.tensor("mat2", 1);
+  if (!other)
+    return other.takeError();
+  GraphImporter &g = node.importer();
+  Value lhs = *self, rhs = *other;
+  if (tensorType(lhs).getRank() == 1) {
+    auto row = g.reshapeTo(lhs, {1, tensorType(lhs).getDimSize(0)});
+    if (!row)
+      return row.takeError();
+    lhs = *row;
+  }
+  if (tensorType(rhs).getRank() == 1) {
+    auto column = g.reshapeTo(rhs, {tensorType(rhs).getDimSize(0), 1});
+    if (!column)
+      return column.takeError();
+    rhs = *column;
+  }
+  auto product = matmul(g, lhs, rhs, false);
+  if (!product)
+    return product.takeError();
+  auto result = g.reshapeTo(*product, type->getShape());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Expected<Value> addBias(GraphImporter &g, Value value, Value bias) {
+  return g.create<nn::AddOp>(value.getType(), value, bias);
+}
+
+/// linear: x W^T (+ b), the matmul's rhs transposed.
+Error convertLinear(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto input = node.tensor("input", 0);
+  if (!input)
+    return input.takeError();
+  auto weight = node.tensor("weight", 1);
+  if (!weight)
+    return weight.takeError();
+  auto bias = node.optionalTensor("bias", 2);
+  if (!bias)
+    return bias.takeError();
+  GraphImporter &g = node.importer();
+  if (tensorType(*weight).getRank() != 2 || tensorType(*input).getRank() < 2)
+    return importError("linear needs a 2-D weight and an input of rank >= 2");
+  auto product = matmul(g, *input, *weight, true);
+  if (!product)
+    return product.takeError();
+  Value result = *product;
+  if (*bias) {
+    auto sum = addBias(g, result, **bias);
+    if (!sum)
+      return sum.takeError();
+    result = *sum;
+  }
+  return node.setResult(0, result);
+}
+
+/// addmm: beta * self + alpha * (mat1 @ mat2).
+Error convertAddmm(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto bias = node.tensor("self", 0);
+  if (!bias)
+    return bias.takeError();
+  auto mat1 = node.tensor("mat1", 1);
+  if (!mat1)
+    return mat1.takeError();
+  auto mat2 = node.tensor("mat2", 2);
+  if (!mat2)
+    return mat2.takeError();
+  auto beta = node.number("beta", 3, 1.0);
+  if (!beta)
+    return beta.takeError();
+  auto alpha = node.number("alpha", 4, 1.0);
+  if (!alpha)
+    return alpha.takeError();
+  GraphImporter &g = node.importer();
+  Type element = type->getElementType();
+  auto product = matmul(g, *mat1, *mat2, false);
+  if (!product)
+    return product.takeError();
+  Value scaledProduct = *product;
+  if (*alpha != 1) {
+    auto scaled = g.create<nn::MulOp>(*type, scaledProduct, g.scalar(element, *alpha));
+    if (!scaled)
+      return scaled.takeError();
+    scaledProduct = *scaled;
+  }
+  Value scaledBias = *bias;
+  if (*beta != 1) {
+    auto scaled = g.create<nn::MulOp>(tensorType(*bias), scaledBias, g.scalar(element, *beta));
+    if (!scaled)
+      return scaled.takeError();
+    scaledBias = *scaled;
+  }
+  auto result = g.create<nn::AddOp>(*type, scaledProduct, scaledBias);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalization
+//===----------------------------------------------------------------------===//
+
+/// mean/sum/amax/max over `dim` (all dims when absent or empty).
+template <typename OpT>
+Error convertReduceWith(NodeContext &node, bool withIndices) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  int64_t rank = tensorType(*self).getRank();
+  llvm::SmallVector<int64_t> dims;
+  if (node.has("dim", 1)) {
+    auto given = node.integers("dim", 1);
+    if (!given)
+      return given.takeError();
+    for (int64_t d : *given) {
+      auto axis = normalizeDim(d, rank);
+      if (!axis)
+        return axis.takeError();
+      if (!llvm::is_contained(dims, *axis))
+        dims.push_back(*axis);
+    }
+  }
+  if (dims.empty())
+    dims = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  llvm::sort(dims);
+  auto keepdim = node.boolean("keepdim", 2, false);
+  if (!keepdim)
+    return keepdim.takeError();
+  GraphImporter &g = node.importer();
+  auto input = g.castTo(*self, type->getElementType());
+  if (!input)
+    return input.takeError();
+  Value result = *input;
+  if (rank > 0) {
+    auto reduced = g.create<OpT>(*type, *input, g.builder().getDenseI64ArrayAttr(dims),
+                                 *keepdim ? g.builder().getUnitAttr() : UnitAttr());
+    if (!reduced)
+      return reduced.takeError();
+    result = *reduced;
+  }
+  if (withIndices)
+    node.setUnavailable(1, "the indices of a max, which Loom does not compute (no argmax op)");
+  return node.setResult(0, result);
+}
+
+template <typename OpT>
+Error convertReduce(NodeContext &node) {
+  return convertReduceWith<OpT>(node, false);
+}
+
+Error convertMax(NodeContext &node) {
+  if (node.has("other", 1))
+    return convertArithmetic<nn::MaximumOp>(node);
+  return convertReduceWith<nn::ReduceMaxOp>(node, node.numResults() > 1);
+}
+
+Error convertMin(NodeContext &node) {
+  if (node.has("other", 1))
+    return convertArithmetic<nn::MinimumOp>(node);
+  return importError("min reductions are not supported");
+}
+
+template <typename OpT>
+Error convertSoftmax(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto dim = node.integer("dim", 1);
+  if (!dim)
+    return dim.takeError();
+  auto axis = normalizeDim(*dim, tensorType(*self).getRank());
+  if (!axis)
+    return axis.takeError();
+  GraphImporter &g = node.importer();
+  auto input = g.castTo(*self, type->getElementType());
+  if (!input)
+    return input.takeError();
+  auto result = g.create<OpT>(*type, *input, g.builder().getI64IntegerAttr(*axis));
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error checkLastDimNormalized(NodeContext &node, RankedTensorType inputType) {
+  auto shape = node.integers("normalized_shape", 1);
+  if (!shape)
+    return shape.takeError();
+  if (shape->size() != 1 || inputType.getRank() == 0 ||
+      (*shape)[0] != inputType.getShape().back())
+    return importError("normalization over more than the last dimension is not supported");
+  return Error::success();
+}
+
+Error convertLayerNorm(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto input = node.tensor("input", 0);
+  if (!input)
+    return input.takeError();
+  if (Error err = checkLastDimNormalized(node, tensorType(*input)))
+    return err;
+  auto weight = node.optionalTensor("weight", 2);
+  if (!weight)
+    return weight.takeError();
+  auto bias = node.optionalTensor("bias", 3);
+  if (!bias)
+    return bias.takeError();
+  auto eps = node.number("eps", 4, 1e-5);
+  if (!eps)
+    return eps.takeError();
+  GraphImporter &g = node.importer();
+  auto result = g.create<nn::LayerNormOp>(*type, *input, weight->value_or(Value()),
+                                          bias->value_or(Value()), g.builder().getF64FloatAttr(*eps));
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error convertRmsNorm(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto input = node.tensor("input", 0);
+  if (!input)
+    return input.takeError();
+  if (Error err = checkLastDimNormalized(node, tensorType(*input)))
+    return err;
+  auto weight = node.optionalTensor("weight", 2);
+  if (!weight)
+    return weight.takeError();
+  // torch's default epsilon is the machine epsilon of the dtype.
+  Type element = type->getElementType();
+  double machineEpsilon = element.isF64() ? 2.220446049250313e-16
+                          : element.isBF16() ? 0.0078125
+                          : element.isF16() ? 0.0009765625
+                                            : 1.1920928955078125e-07;
+  auto eps = node.number("eps", 3, machineEpsilon);
+  if (!eps)
+    return eps.takeError();
+  GraphImporter &g = node.importer();
+  auto result = g.create<nn::RmsNormOp>(*type, *input, weight->value_or(Value()),
+                                        g.builder().getF64FloatAttr(*eps));
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// Whether a constant mask (bool: true attends; float: 0 attends, -inf or
+/// the dtype's lowest value blocks) is the causal pattern for [S, Skv],
+/// broadcast over every batch and head. `allOpen` tells an all-attending mask.
+Expected<bool> isCausalMask(DenseElementsAttr mask, int64_t queries, int64_t keys, bool &allOpen) {
+  auto type = cast<RankedTensorType>(mask.getType());
+  if (type.getRank() > 4)
+    return importError("attention masks other than causal are not supported");
+  llvm::SmallVector<int64_t> shape(type.getShape());
+  while (shape.size() < 2)
+    shape.insert(shape.begin(), 1);
+  int64_t maskRows = shape[shape.size() - 2], maskCols = shape.back();
+  if ((maskRows != 1 && maskRows != queries) || (maskCols != 1 && maskCols != keys))
+    return importError("attention masks other than causal are not supported");
+  Type element = type.getElementType();
+  std::vector<double> values = toDoubles(mask);
+  double lowest = -std::numeric_limits<double>::infinity();
+  if (auto floatType = dyn_cast<FloatType>(element))
+    lowest = llvm::APFloat::getLargest(floatType.getFloatSemantics(), true).convertToDouble();
+  bool causal = true;
+  allOpen = true;
+  int64_t planes = int64_t(values.size()) / std::max<int64_t>(maskRows * maskCols, 1);
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t i = 0; i < queries; ++i) {
+      for (int64_t j = 0; j < keys; ++j) {
+        int64_t r = maskRows == 1 ? 0 : i, c = maskCols == 1 ? 0 : j;
+        double v = values[(p * maskRows + r) * maskCols + c];
+        bool attends;
+        if (element.isInteger(1))
+          attends = v != 0;
+        else if (v == 0)
+          attends = true;
+        else if (v <= lowest)
+          attends = false;
+        else
+          return importError("attention masks other than causal are not supported");
+        allOpen &= attends;
+        causal &= attends == (j <= i + keys - queries);
+      }
+    }
+  }
+  return causal;
+}
+
+Error convertAttention(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto query = node.tensor("query", 0);
+  if (!query)
+    return query.takeError();
+  auto key = node.tensor("key", 1);
+  if (!key)
+    return key.takeError();
+  auto value = node.tensor("value", 2);
+  if (!value)
+    return value.takeError();
+  auto mask = node.optionalTensor("attn_mask", 3);
+  if (!mask)
+    return mask.takeError();
+  auto dropout = node.number("dropout_p", 4, 0.0);
+  if (!dropout)
+    return dropout.takeError();
+  if (*dropout != 0)
+    return importError("attention dropout (dropout_p = " + std::to_string(*dropout) +
+                       ") is not supported");
+  auto isCausal = node.boolean("is_causal", 5, false);
+  if (!isCausal)
+    return isCausal.takeError();
+  auto scale = node.optionalNumber("scale", 6);
+  if (!scale)
+    return scale.takeError();
+  RankedTensorType queryType = tensorType(*query), keyType = tensorType(*key);
+  if (queryType.getRank() != 4 || keyType.getRank() != 4)
+    return importError("attention needs rank-4 [batch, heads, seq, head_dim] query and key");
+  int64_t queries = queryType.getDimSize(2), keys = keyType.getDimSize(2);
+  bool causal = *isCausal;
+  if (causal && queries != keys)
+    // torch aligns is_causal to the top left; nn.attention to the bottom right.
+    return importError("is_causal with differing query and key lengths is not supported");
+  GraphImporter &g = node.importer();
+  if (*mask) {
+    if (causal)
+      return importError("attention with both is_causal and attn_mask");
+    std::optional<DenseElementsAttr> maskValue = g.constantValue(**mask);
+    if (!maskValue)
+      return importError("attention masks other than causal are not supported (the mask is "
+                         "not a compile-time constant)");
+    bool allOpen = false;
+    auto matches = isCausalMask(*maskValue, queries, keys, allOpen);
+    if (!matches)
+      return matches.takeError();
+    if (!*matches && !allOpen)
+      return importError("attention masks other than causal are not supported");
+    causal = *matches && !allOpen;
+  }
+  auto result = g.create<nn::AttentionOp>(*type, *query, *key, *value,
+                                          causal ? g.builder().getUnitAttr() : UnitAttr(),
+                                          *scale ? g.builder().getF64FloatAttr(**scale) : FloatAttr());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+//===----------------------------------------------------------------------===//
+// Symbolic sizes and no-ops
+//===----------------------------------------------------------------------===//
+
+Error convertSymSize(NodeContext &node) {
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  RankedTensorType type = tensorType(*self);
+  if (node.target().contains("sym_numel"))
+    return node.setSymIntResult(0, type.getNumElements());
+  auto dim = node.integer("dim", 1);
+  if (!dim)
+    return dim.takeError();
+  auto axis = normalizeDim(*dim, type.getRank());
+  if (!axis)
+    return axis.takeError();
+  return node.setSymIntResult(0, type.getDimSize(*axis));
+}
+
+/// Runtime checks torch.export records; shapes here are static and checked.
+Error skipAssertion(NodeContext &) { return Error::success(); }
+
+double cosine(double x) { return std::cos(x); }
+double sine(double x) { return std::sin(x); }
+
+const llvm::StringMap<OperatorConverter> &converters() {
+  static const llvm::StringMap<OperatorConverter> table = [] {
+    llvm::StringMap<OperatorConverter> t;
+    // Elementwise arithmetic and comparisons.
+    t["aten.add"] = convertArithmetic<nn::AddOp>;
+    t["aten.sub"] = convertArithmetic<nn::SubOp>;
+    t["aten.rsub"] = convertReverseSub;
+    t["aten.mul"] = convertArithmetic<nn::MulOp>;
+    t["aten.div"] = convertDiv;
+    t["aten.true_divide"] = convertDiv;
+    t["aten.pow"] = convertPow;
+    t["aten.maximum"] = convertArithmetic<nn::MaximumOp>;
+    t["aten.minimum"] = convertArithmetic<nn::MinimumOp>;
+    t["aten.eq"] = convertCompare<nn::ComparePredicate::eq>;
+    t["aten.ne"] = convertCompare<nn::ComparePredicate::ne>;
+    t["aten.lt"] = convertCompare<nn::ComparePredicate::lt>;
+    t["aten.le"] = convertCompare<nn::ComparePredicate::le>;
+    t["aten.gt"] = convertCompare<nn::ComparePredicate::gt>;
+    t["aten.ge"] = convertCompare<nn::ComparePredicate::ge>;
+    t["aten.__and__"] = convertLogic<Logic::And, true>;
+    t["aten.bitwise_and"] = convertLogic<Logic::And, true>;
+    t["aten.logical_and"] = convertLogic<Logic::And, false>;
+    t["aten.__or__"] = convertLogic<Logic::Or, true>;
+    t["aten.bitwise_or"] = convertLogic<Logic::Or, true>;
+    t["aten.logical_or"] = convertLogic<Logic::Or, false>;
+    t["aten.__xor__"] = convertLogic<Logic::Xor, true>;
+    t["aten.bitwise_xor"] = convertLogic<Logic::Xor, true>;
+    t["aten.logical_xor"] = convertLogic<Logic::Xor, false>;
+    t["aten.bitwise_not"] = convertLogic<Logic::Not, true>;
+    t["aten.logical_not"] = convertLogic<Logic::Not, false>;
+    t["aten.where"] = convertWhere;
+    t["aten.masked_fill"] = convertMaskedFill;
+    t["aten.clamp"] = convertClamp;
+    t["aten.clamp_min"] = convertClamp;
+    t["aten.clamp_max"] = convertClamp;
+    // Elementwise functions.
+    t["aten.neg"] = convertUnary<nn::NegOp>;
+    t["aten.abs"] = convertUnary<nn::AbsOp>;
+    t["aten.exp"] = convertUnary<nn::ExpOp>;
+    t["aten.log"] = convertUnary<nn::LogOp>;
+    t["aten.sqrt"] = convertUnary<nn::SqrtOp>;
+    t["aten.rsqrt"] = convertUnary<nn::RsqrtOp>;
+    t["aten.reciprocal"] = convertUnary<nn::ReciprocalOp>;
+    t["aten.tanh"] = convertUnary<nn::TanhOp>;
+    t["aten.erf"] = convertUnary<nn::ErfOp>;
+    t["aten.sigmoid"] = convertUnary<nn::SigmoidOp>;
+    t["aten.silu"] = convertUnary<nn::SiluOp>;
+    t["aten.relu"] = convertUnary<nn::ReluOp>;
+    t["aten.gelu"] = convertGelu;
+    t["aten.cos"] = [](NodeContext &node) { return convertHostUnary(node, cosine); };
+    t["aten.sin"] = [](NodeContext &node) { return convertHostUnary(node, sine); };
+    // Values passed through or converted.
+    for (const char *name : {"aten.alias", "aten.clone", "aten.detach", "aten.contiguous",
+                             "aten.lift_fresh_copy"})
+      t[name] = convertIdentity;
+    for (const char *name : {"aten.to", "aten._to_copy", "aten.type_as"})
+      t[name] = convertCast;
+    t["aten.dropout"] = convertDropout;
+    // Creation.
+    t["aten.arange"] = convertArange;
+    t["aten.full"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 1); };
+    t["aten.full_like"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 1); };
+    t["aten.new_full"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 2); };
+    t["aten.scalar_tensor"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "s", 0); };
+    for (const char *name : {"aten.zeros", "aten.zeros_like", "aten.new_zeros", "aten.empty",
+                             "aten.empty_like", "aten.new_empty"})
+      t[name] = [](NodeContext &n) { return convertFill(n, 0.0, "", 0); };
+    for (const char *name : {"aten.ones", "aten.ones_like", "aten.new_ones"})
+      t[name] = [](NodeContext &n) { return convertFill(n, 1.0, "", 0); };
+    // Shapes and data movement.
+    for (const char *name : {"aten.view", "aten._unsafe_view", "aten.reshape", "aten.view_as",
+                             "aten.reshape_as", "aten.flatten", "aten.unflatten",
+                             "aten.squeeze", "aten.unsqueeze"})
+      t[name] = convertReshape;
+    for (const char *name : {"aten.expand", "aten.expand_as", "aten.broadcast_to"})
+      t[name] = convertExpand;
+    t["aten.transpose"] = convertTranspose;
+    t["aten.swapaxes"] = convertTranspose;
+    t["aten.t"] = convertTranspose;
+    t["aten.permute"] = convertPermute;
+    t["aten.slice"] = convertSlice;
+    t["aten.narrow"] = convertNarrow;
+    t["aten.select"] = convertSelect;
+    t["aten.cat"] = convertCat;
+    t["aten.concat"] = convertCat;
+    for (const char *name : {"aten.split", "aten.split_with_sizes", "aten.chunk", "aten.unbind"})
+      t[name] = convertSplit;
+    t["aten.index_select"] = convertIndexSelect;
+    t["aten.index"] = convertIndex;
+    t["aten.embedding"] = convertEmbedding;
+    t["aten.diff"] = convertDiff;
+    t["aten.cumsum"] = convertCumsum;
+    t["aten.triu"] = convertTriangle<true>;
+    t["aten.tril"] = convertTriangle<false>;
+    // Contractions.
+    t["aten.linear"] = convertLinear;
+    t["aten.matmul"] = convertMatmul;
+    t["aten.mm"] = convertMatmul;
+    t["aten.bmm"] = convertMatmul;
+    t["aten.addmm"] = convertAddmm;
+    // Reductions and normalization.
+    t["aten.mean"] = convertReduce<nn::ReduceMeanOp>;
+    t["aten.sum"] = convertReduce<nn::ReduceSumOp>;
+    t["aten.amax"] = convertReduce<nn::ReduceMaxOp>;
+    t["aten.max"] = convertMax;
+    t["aten.min"] = convertMin;
+    t["aten.softmax"] = convertSoftmax<nn::SoftmaxOp>;
+    t["aten._softmax"] = convertSoftmax<nn::SoftmaxOp>;
+    t["aten.log_softmax"] = convertSoftmax<nn::LogSoftmaxOp>;
+    t["aten._log_softmax"] = convertSoftmax<nn::LogSoftmaxOp>;
+    t["aten.layer_norm"] = convertLayerNorm;
+    t["aten.rms_norm"] = convertRmsNorm;
+    t["aten.scaled_dot_product_attention"] = convertAttention;
+    // Symbolic sizes and runtime checks.
+    t["aten.sym_size"] = convertSymSize;
+    t["aten.sym_numel"] = convertSymSize;
+    for (const char *name : {"aten._assert_tensor_metadata", "aten._assert_scalar",
+                             "aten._assert_async", "aten.sym_constrain_range",
+                             "aten.sym_constrain_range_for_size"})
+      t[name] = skipAssertion;
+    return t;
+  }();
+  return table;
+}
+
+} // namespace
+
+OperatorConverter findOperatorConverter(llvm::StringRef target) {
+  if (!target.consume_front("torch.ops."))
+    return nullptr;
+  const auto &table = converters();
+  auto it = table.find(target);
+  if (it != table.end())
+    return it->second;
+  // "aten.add.Tensor" -> "aten.add": most overloads share one converter.
+  size_t lastDot = target.rfind('.');
+  if (lastDot == llvm::StringRef::npos || lastDot == target.find('.'))
+    return nullptr;
+  it = table.find(target.substr(0, lastDot));
+  return it != table.end() ? it->second : nullptr;
+}
+
+} // namespace loom::torch_export

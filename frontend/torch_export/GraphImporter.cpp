@@ -1,0 +1,660 @@
+#include "frontend/torch_export/GraphImporter.h"
+
+#include "dialects/nn/NNOps.h"
+#include "frontend/common/ConstantEvaluator.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace loom::torch_export {
+
+namespace {
+
+/// The single key of a serialized union ({"as_int": 3} -> "as_int").
+llvm::StringRef unionKind(const llvm::json::Object &object) {
+  return object.size() == 1 ? llvm::StringRef(object.begin()->first) : llvm::StringRef();
+}
+
+/// The tensor name of a TensorArgument ({"name": "x"}).
+std::optional<llvm::StringRef> tensorName(const llvm::json::Value *tensorArgument) {
+  const llvm::json::Object *object = tensorArgument ? tensorArgument->getAsObject() : nullptr;
+  return object ? object->getString("name") : std::nullopt;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// NodeContext
+//===----------------------------------------------------------------------===//
+
+NodeContext::NodeContext(GraphImporter &importer, const llvm::json::Object &node)
+    : importer_(importer), node_(node) {
+  target_ = node.getString("target").value_or("").str();
+  inputsJson_ = node.getArray("inputs");
+  if (const llvm::json::Array *outputs = node.getArray("outputs")) {
+    for (const llvm::json::Value &output : *outputs) {
+      const llvm::json::Object *object = output.getAsObject();
+      if (!object)
+        continue;
+      llvm::StringRef kind = unionKind(*object);
+      const llvm::json::Value *payload = object->get(kind);
+      if (kind == "as_tensor") {
+        results_.push_back({Result::Tensor, tensorName(payload).value_or("").str()});
+      } else if (kind == "as_tensors" || kind == "as_optional_tensors") {
+        const llvm::json::Array *list = payload ? payload->getAsArray() : nullptr;
+        for (const llvm::json::Value &element : list ? *list : llvm::json::Array()) {
+          const llvm::json::Object *entry = element.getAsObject();
+          if (kind == "as_optional_tensors")
+            entry = entry ? entry->getObject("as_tensor") : nullptr;
+          std::optional<llvm::StringRef> name =
+              entry ? entry->getString("name") : std::nullopt;
+          results_.push_back(name ? Result{Result::Tensor, name->str()} : Result{});
+        }
+      } else if (kind == "as_sym_int" || kind == "as_sym_bool") {
+        const llvm::json::Object *sym = payload ? payload->getAsObject() : nullptr;
+        std::optional<llvm::StringRef> name = sym ? sym->getString("as_name") : std::nullopt;
+        Result::Kind resultKind = kind == "as_sym_int" ? Result::SymInt : Result::SymBool;
+        results_.push_back(name ? Result{resultKind, name->str()} : Result{});
+      } else {
+        results_.push_back({});
+      }
+    }
+  }
+}
+
+OpBuilder &NodeContext::builder() { return importer_.builder(); }
+Location NodeContext::loc() const { return importer_.loc(); }
+
+const llvm::json::Object *NodeContext::arg(llvm::StringRef name, int position) const {
+  if (!inputsJson_)
+    return nullptr;
+  for (const llvm::json::Value &input : *inputsJson_) {
+    const llvm::json::Object *named = input.getAsObject();
+    if (named && !name.empty() && named->getString("name") == name)
+      return named->getObject("arg");
+  }
+  if (position >= 0 && size_t(position) < inputsJson_->size()) {
+    const llvm::json::Object *named = (*inputsJson_)[position].getAsObject();
+    if (named && named->getString("name").value_or("").empty())
+      return named->getObject("arg");
+  }
+  return nullptr;
+}
+
+bool NodeContext::has(llvm::StringRef name, int position) const {
+  const llvm::json::Object *argument = arg(name, position);
+  return argument && unionKind(*argument) != "as_none";
+}
+
+bool NodeContext::isNumber(llvm::StringRef name, int position) const {
+  const llvm::json::Object *argument = arg(name, position);
+  if (!argument)
+    return false;
+  llvm::StringRef kind = unionKind(*argument);
+  return kind == "as_int" || kind == "as_float" || kind == "as_bool" ||
+         kind == "as_sym_int" || kind == "as_sym_float";
+}
+
+llvm::Error NodeContext::argumentError(llvm::StringRef name, int position,
+                                       llvm::StringRef expected) const {
+  const llvm::json::Object *argument = arg(name, position);
+  std::string what = name.empty() ? "argument " + std::to_string(position)
+                                  : "argument '" + name.str() + "'";
+  if (!argument)
+    return importError("missing " + what);
+  return importError(what + " is " +
+                     (unionKind(*argument).empty() ? llvm::StringRef("malformed")
+                                                   : unionKind(*argument)) +
+                     ", expected " + expected);
+}
+
+llvm::Expected<Value> NodeContext::lookup(llvm::StringRef name) {
+  GraphScope &scope = importer_.scope();
+  auto it = scope.tensors.find(name);
+  if (it == scope.tensors.end()) {
+    auto reason = scope.unavailable.find(name);
+    if (reason != scope.unavailable.end())
+      return importError("uses '" + name + "', " + reason->second);
+    return importError("uses '" + name + "', which no earlier node defines");
+  }
+  Value value = it->second;
+  if (!value.getDefiningOp<nn::ConstantOp>())
+    inputsConstant_ = false;
+  return value;
+}
+
+llvm::Expected<Value> NodeContext::tensor(llvm::StringRef name, int position) {
+  const llvm::json::Object *argument = arg(name, position);
+  std::optional<llvm::StringRef> tensor =
+      argument ? tensorName(argument->get("as_tensor")) : std::nullopt;
+  if (!tensor)
+    return argumentError(name, position, "a tensor");
+  return lookup(*tensor);
+}
+
+llvm::Expected<std::optional<Value>> NodeContext::optionalTensor(llvm::StringRef name,
+                                                                int position) {
+  if (!has(name, position))
+    return std::optional<Value>();
+  const llvm::json::Object *argument = arg(name, position);
+  // Optional tensors serialize as as_tensor or as_optional_tensor.
+  if (const llvm::json::Object *optional = argument->getObject("as_optional_tensor")) {
+    if (optional->get("as_none"))
+      return std::optional<Value>();
+    std::optional<llvm::StringRef> tensor = tensorName(optional->get("as_tensor"));
+    if (!tensor)
+      return argumentError(name, position, "an optional tensor");
+    auto value = lookup(*tensor);
+    if (!value)
+      return value.takeError();
+    return std::optional<Value>(*value);
+  }
+  auto value = this->tensor(name, position);
+  if (!value)
+    return value.takeError();
+  return std::optional<Value>(*value);
+}
+
+llvm::Expected<llvm::SmallVector<std::optional<Value>>>
+NodeContext::tensorList(llvm::StringRef name, int position) {
+  const llvm::json::Object *argument = arg(name, position);
+  const llvm::json::Array *list = nullptr;
+  bool optional = false;
+  if (argument) {
+    list = argument->getArray("as_tensors");
+    if (!list) {
+      list = argument->getArray("as_optional_tensors");
+      optional = true;
+    }
+  }
+  if (!list)
+    return argumentError(name, position, "a list of tensors");
+  llvm::SmallVector<std::optional<Value>> values;
+  for (const llvm::json::Value &element : *list) {
+    const llvm::json::Value *tensorArgument = &element;
+    if (optional) {
+      const llvm::json::Object *entry = element.getAsObject();
+      if (entry && entry->get("as_none")) {
+        values.push_back(std::nullopt);
+        continue;
+      }
+      tensorArgument = entry ? entry->get("as_tensor") : nullptr;
+    }
+    std::optional<llvm::StringRef> tensor = tensorName(tensorArgument);
+    if (!tensor)
+      return argumentError(name, position, "a list of tensors");
+    auto value = lookup(*tensor);
+    if (!value)
+      return value.takeError();
+    values.push_back(*value);
+  }
+  return values;
+}
+
+llvm::Expected<int64_t> NodeContext::symInt(const llvm::json::Value &argument) const {
+  const llvm::json::Object *object = argument.getAsObject();
+  if (object) {
+    if (std::optional<int64_t> value = object->getInteger("as_int"))
+      return *value;
+    if (std::optional<llvm::StringRef> name = object->getString("as_name")) {
+      GraphScope &scope = importer_.scope();
+      auto it = scope.symInts.find(*name);
+      if (it != scope.symInts.end())
+        return it->second;
+      // A symbol the graph describes only by its expression.
+      if (scope.symIntValues)
+        if (const llvm::json::Value *expr = scope.symIntValues->get(*name))
+          return symIntValue(*expr, importer_.symbols());
+      return importError("uses the symbolic int '" + *name + "', which no earlier node defines");
+    }
+  }
+  return importError("malformed symbolic int argument");
+}
+
+llvm::Expected<int64_t> NodeContext::integer(llvm::StringRef name, int position,
+                                             std::optional<int64_t> fallback) const {
+  const llvm::json::Object *argument = arg(name, position);
+  if (!argument || unionKind(*argument) == "as_none") {
+    if (fallback)
+      return *fallback;
+    return argumentError(name, position, "an int");
+  }
+  if (std::optional<int64_t> value = argument->getInteger("as_int"))
+    return *value;
+  if (std::optional<bool> value = argument->getBoolean("as_bool"))
+    return int64_t(*value);
+  if (const llvm::json::Value *sym = argument->get("as_sym_int"))
+    return symInt(*sym);
+  return argumentError(name, position, "an int");
+}
+
+llvm::Expected<std::optional<int64_t>> NodeContext::optionalInteger(llvm::StringRef name,
+                                                                   int position) const {
+  if (!has(name, position))
+    return std::optional<int64_t>();
+  auto value = integer(name, position);
+  if (!value)
+    return value.takeError();
+  return std::optional<int64_t>(*value);
+}
+
+llvm::Expected<double> NodeContext::number(llvm::StringRef name, int position,
+                                           std::optional<double> fallback) const {
+  const llvm::json::Object *argument = arg(name, position);
+  if (!argument || unionKind(*argument) == "as_none") {
+    if (fallback)
+      return *fallback;
+    return argumentError(name, position, "a number");
+  }
+  if (std::optional<double> value = argument->getNumber("as_float"))
+    return *value;
+  // Floats too large for JSON numbers are written as strings ("inf", "-inf", "nan").
+  if (std::optional<llvm::StringRef> text = argument->getString("as_float")) {
+    if (*text == "inf" || *text == "Infinity")
+      return std::numeric_limits<double>::infinity();
+    if (*text == "-inf" || *text == "-Infinity")
+      return -std::numeric_limits<double>::infinity();
+    if (*text == "nan" || *text == "NaN")
+      return std::numeric_limits<double>::quiet_NaN();
+  }
+  if (const llvm::json::Object *sym = argument->getObject("as_sym_float"))
+    if (std::optional<double> value = sym->getNumber("as_float"))
+      return *value;
+  auto value = integer(name, position);
+  if (!value) {
+    llvm::consumeError(value.takeError());
+    return argumentError(name, position, "a number");
+  }
+  return double(*value);
+}
+
+llvm::Expected<std::optional<double>> NodeContext::optionalNumber(llvm::StringRef name,
+                                                                 int position) const {
+  if (!has(name, position))
+    return std::optional<double>();
+  auto value = number(name, position);
+  if (!value)
+    return value.takeError();
+  return std::optional<double>(*value);
+}
+
+llvm::Expected<bool> NodeContext::boolean(llvm::StringRef name, int position,
+                                          std::optional<bool> fallback) const {
+  const llvm::json::Object *argument = arg(name, position);
+  if (!argument || unionKind(*argument) == "as_none") {
+    if (fallback)
+      return *fallback;
+    return argumentError(name, position, "a bool");
+  }
+  if (std::optional<bool> value = argument->getBoolean("as_bool"))
+    return *value;
+  if (const llvm::json::Object *sym = argument->getObject("as_sym_bool")) {
+    if (std::optional<bool> value = sym->getBoolean("as_bool"))
+      return *value;
+    if (std::optional<llvm::StringRef> symName = sym->getString("as_name")) {
+      auto it = importer_.scope().symBools.find(*symName);
+      if (it != importer_.scope().symBools.end())
+        return it->second;
+    }
+  }
+  return argumentError(name, position, "a bool");
+}
+
+llvm::Expected<llvm::SmallVector<int64_t>> NodeContext::integers(llvm::StringRef name,
+                                                                int position) const {
+  const llvm::json::Object *argument = arg(name, position);
+  llvm::SmallVector<int64_t> values;
+  if (argument) {
+    if (const llvm::json::Array *list = argument->getArray("as_ints")) {
+      for (const llvm::json::Value &element : *list) {
+        std::optional<int64_t> value = element.getAsInteger();
+        if (!value)
+          return argumentError(name, position, "a list of ints");
+        values.push_back(*value);
+      }
+      return values;
+    }
+    if (const llvm::json::Array *list = argument->getArray("as_sym_ints")) {
+      for (const llvm::json::Value &element : *list) {
+        auto value = symInt(element);
+        if (!value)
+          return value.takeError();
+        values.push_back(*value);
+      }
+      return values;
+    }
+    // A single int where a list is expected (dim=-1 for dim: int[1]).
+    if (argument->get("as_int") || argument->get("as_sym_int")) {
+      auto value = integer(name, position);
+      if (!value)
+        return value.takeError();
+      values.push_back(*value);
+      return values;
+    }
+  }
+  return argumentError(name, position, "a list of ints");
+}
+
+llvm::Expected<std::string> NodeContext::string(llvm::StringRef name, int position,
+                                                std::optional<std::string> fallback) const {
+  const llvm::json::Object *argument = arg(name, position);
+  if (!argument || unionKind(*argument) == "as_none") {
+    if (fallback)
+      return *fallback;
+    return argumentError(name, position, "a string");
+  }
+  if (std::optional<llvm::StringRef> value = argument->getString("as_string"))
+    return value->str();
+  return argumentError(name, position, "a string");
+}
+
+llvm::Expected<Value> NodeContext::tensorOrNumber(llvm::StringRef name, int position,
+                                                  Type elementType) {
+  if (isNumber(name, position)) {
+    auto value = number(name, position);
+    if (!value)
+      return value.takeError();
+    return importer_.scalar(elementType, *value);
+  }
+  return tensor(name, position);
+}
+
+llvm::Expected<RankedTensorType> NodeContext::resultType(size_t index) const {
+  if (index >= results_.size() || results_[index].kind != Result::Tensor)
+    return importError("has no tensor result " + llvm::Twine(index));
+  return importer_.typeOf(results_[index].name);
+}
+
+llvm::Error NodeContext::setResult(size_t index, Value value) {
+  auto expected = resultType(index);
+  if (!expected)
+    return expected.takeError();
+  if (value.getType() != *expected)
+    return importError("converted to a value of type " + typeString(value.getType()) +
+                       " but the graph says " + typeString(*expected));
+  importer_.scope().tensors[results_[index].name] = value;
+  return llvm::Error::success();
+}
+
+llvm::Error NodeContext::setSymIntResult(size_t index, int64_t value) {
+  if (index >= results_.size() || results_[index].kind != Result::SymInt)
+    return importError("has no symbolic int result " + llvm::Twine(index));
+  importer_.scope().symInts[results_[index].name] = value;
+  return llvm::Error::success();
+}
+
+llvm::Error NodeContext::setSymBoolResult(size_t index, bool value) {
+  if (index >= results_.size() || results_[index].kind != Result::SymBool)
+    return importError("has no symbolic bool result " + llvm::Twine(index));
+  importer_.scope().symBools[results_[index].name] = value;
+  return llvm::Error::success();
+}
+
+void NodeContext::setUnavailable(size_t index, const llvm::Twine &reason) {
+  if (index < results_.size() && !results_[index].name.empty())
+    importer_.scope().unavailable[results_[index].name] = reason.str();
+}
+
+//===----------------------------------------------------------------------===//
+// GraphImporter
+//===----------------------------------------------------------------------===//
+
+void GraphImporter::pushScope(const llvm::json::Object &graph) {
+  GraphScope scope;
+  scope.tensorValues = graph.getObject("tensor_values");
+  scope.symIntValues = graph.getObject("sym_int_values");
+  scopes_.push_back(std::move(scope));
+}
+
+llvm::Expected<RankedTensorType> GraphImporter::typeOf(llvm::StringRef name) const {
+  const GraphScope &scope = scopes_.back();
+  const llvm::json::Value *meta = scope.tensorValues ? scope.tensorValues->get(name) : nullptr;
+  if (!meta)
+    return importError("tensor '" + name + "' has no entry in tensor_values");
+  auto type = tensorTypeOf(context(), *meta, symbols_);
+  if (!type)
+    return importError("tensor '" + name + "': " + llvm::toString(type.takeError()));
+  return type;
+}
+
+Value GraphImporter::constant(DenseElementsAttr value) {
+  return builder_.create<nn::ConstantOp>(loc_, value);
+}
+
+namespace {
+Attribute elementAttr(Type elementType, double value) {
+  if (auto floatType = dyn_cast<FloatType>(elementType)) {
+    bool lost = false;
+    llvm::APFloat converted(value);
+    converted.convert(floatType.getFloatSemantics(), llvm::APFloat::rmNearestTiesToEven, &lost);
+    return FloatAttr::get(floatType, converted);
+  }
+  if (elementType.isInteger(1))
+    return IntegerAttr::get(elementType, llvm::APInt(1, value != 0));
+  return IntegerAttr::get(elementType,
+                          llvm::APInt(elementType.getIntOrFloatBitWidth(), int64_t(value),
+                                      /*isSigned=*/true));
+}
+} // namespace
+
+Value GraphImporter::splat(RankedTensorType type, double value) {
+  return constant(DenseElementsAttr::get(type, elementAttr(type.getElementType(), value)));
+}
+
+Value GraphImporter::scalar(Type elementType, double value) {
+  return splat(RankedTensorType::get({}, elementType), value);
+}
+
+llvm::Error GraphImporter::verify(Operation *op) {
+  std::string message;
+  LogicalResult result = success();
+  {
+    ScopedDiagnosticHandler capture(context(), [&](Diagnostic &diagnostic) {
+      if (message.empty())
+        message = diagnostic.str();
+      return success();
+    });
+    result = mlir::verify(op, /*verifyRecursively=*/false);
+  }
+  if (succeeded(result))
+    return llvm::Error::success();
+  return importError("invalid " + op->getName().getStringRef() + ": " + message);
+}
+
+llvm::Expected<Value> GraphImporter::castTo(Value value, Type elementType) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getElementType() == elementType)
+    return value;
+  return create<nn::CastOp>(type.clone(elementType), value);
+}
+
+llvm::Expected<Value> GraphImporter::reshapeTo(Value value, llvm::ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getShape() == shape)
+    return value;
+  return create<nn::ReshapeOp>(type.clone(shape), value);
+}
+
+llvm::Expected<Value> GraphImporter::broadcastTo(Value value, llvm::ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getShape() == shape)
+    return value;
+  return create<nn::BroadcastOp>(type.clone(shape), value);
+}
+
+std::optional<DenseElementsAttr> GraphImporter::constantValue(Value value) const {
+  if (auto constantOp = value.getDefiningOp<nn::ConstantOp>())
+    if (auto dense = dyn_cast<DenseElementsAttr>(constantOp.getValue()))
+      return dense;
+  FailureOr<DenseElementsAttr> folded = evaluateConstant(value);
+  if (failed(folded))
+    return std::nullopt;
+  return *folded;
+}
+
+llvm::Expected<llvm::SmallVector<Value>> GraphImporter::importGraph(const llvm::json::Object &graph) {
+  const llvm::json::Array *nodes = graph.getArray("nodes");
+  const llvm::json::Array *outputs = graph.getArray("outputs");
+  if (!nodes || !outputs)
+    return importError("malformed graph: no 'nodes' or 'outputs' list");
+  for (const llvm::json::Value &node : *nodes) {
+    const llvm::json::Object *object = node.getAsObject();
+    if (!object)
+      return importError("malformed graph: a node is not an object");
+    if (llvm::Error err = convertNode(*object))
+      return std::move(err);
+  }
+  llvm::SmallVector<Value> values;
+  for (const llvm::json::Value &output : *outputs) {
+    const llvm::json::Object *object = output.getAsObject();
+    std::optional<llvm::StringRef> name =
+        object ? tensorName(object->get("as_tensor")) : std::nullopt;
+    if (!name)
+      return importError("a graph output is not a tensor; only tensor outputs are supported");
+    auto it = scope().tensors.find(*name);
+    if (it == scope().tensors.end())
+      return importError("graph output '" + *name + "' is not defined by any node");
+    values.push_back(it->second);
+  }
+  return values;
+}
+
+llvm::Error GraphImporter::convertHigherOrderWrap(NodeContext &node, int graphPosition) {
+  const llvm::json::Object *argument = node.arg("", graphPosition);
+  const llvm::json::Object *graphArgument = argument ? argument->getObject("as_graph") : nullptr;
+  const llvm::json::Object *graph = graphArgument ? graphArgument->getObject("graph") : nullptr;
+  const llvm::json::Array *graphInputs = graph ? graph->getArray("inputs") : nullptr;
+  if (!graphInputs)
+    return importError("argument " + llvm::Twine(graphPosition) + " is not a graph");
+  // The operands after the graph are its inputs, in order.
+  llvm::SmallVector<Value> operands;
+  for (size_t i = 0; i < graphInputs->size(); ++i) {
+    auto value = node.tensor("", graphPosition + 1 + int(i));
+    if (!value)
+      return value.takeError();
+    operands.push_back(*value);
+  }
+  pushScope(*graph);
+  for (auto [input, value] : llvm::zip(*graphInputs, operands)) {
+    const llvm::json::Object *object = input.getAsObject();
+    std::optional<llvm::StringRef> name =
+        object ? tensorName(object->get("as_tensor")) : std::nullopt;
+    if (!name) {
+      popScope();
+      return importError("a subgraph input is not a tensor");
+    }
+    scope().tensors[*name] = value;
+  }
+  auto results = importGraph(*graph);
+  popScope();
+  if (!results)
+    return results.takeError();
+  if (results->size() != node.numResults())
+    return importError("the subgraph returns " + llvm::Twine(results->size()) +
+                       " values for " + llvm::Twine(node.numResults()) + " results");
+  for (auto [index, value] : llvm::enumerate(*results))
+    if (llvm::Error err = node.setResult(index, value))
+      return err;
+  return llvm::Error::success();
+}
+
+llvm::Error GraphImporter::convertSymbolicOperator(NodeContext &node, llvm::StringRef op) {
+  if (op == "getitem") {
+    const llvm::json::Object *list = node.arg("", 0);
+    auto index = node.integer("", 1);
+    if (!index)
+      return index.takeError();
+    auto values = node.tensorList("", 0);
+    if (!list || !values) {
+      if (!values)
+        llvm::consumeError(values.takeError());
+      return importError("getitem on something other than a list of tensors");
+    }
+    int64_t i = *index < 0 ? *index + int64_t(values->size()) : *index;
+    if (i < 0 || i >= int64_t(values->size()) || !(*values)[i])
+      return importError("getitem index " + llvm::Twine(*index) + " out of range");
+    return node.setResult(0, *(*values)[i]);
+  }
+  auto lhs = node.integer("", 0);
+  if (!lhs)
+    return lhs.takeError();
+  if (op == "neg")
+    return node.setSymIntResult(0, -*lhs);
+  auto rhs = node.integer("", 1);
+  if (!rhs)
+    return rhs.takeError();
+  int64_t a = *lhs, b = *rhs;
+  auto floorDiv = [](int64_t x, int64_t y) {
+    int64_t q = x / y;
+    return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+  };
+  if ((op == "floordiv" || op == "mod") && b == 0)
+    return importError("symbolic division by zero");
+  if (op == "add") return node.setSymIntResult(0, a + b);
+  if (op == "sub") return node.setSymIntResult(0, a - b);
+  if (op == "mul") return node.setSymIntResult(0, a * b);
+  if (op == "floordiv") return node.setSymIntResult(0, floorDiv(a, b));
+  if (op == "mod") return node.setSymIntResult(0, a - floorDiv(a, b) * b);
+  if (op == "sym_max") return node.setSymIntResult(0, std::max(a, b));
+  if (op == "sym_min") return node.setSymIntResult(0, std::min(a, b));
+  if (op == "eq") return node.setSymBoolResult(0, a == b);
+  if (op == "ne") return node.setSymBoolResult(0, a != b);
+  if (op == "lt") return node.setSymBoolResult(0, a < b);
+  if (op == "le") return node.setSymBoolResult(0, a <= b);
+  if (op == "gt") return node.setSymBoolResult(0, a > b);
+  if (op == "ge") return node.setSymBoolResult(0, a >= b);
+  return importError("unsupported operator");
+}
+
+llvm::Error GraphImporter::foldConstantResults(NodeContext &node) {
+  if (!node.inputsAreConstant())
+    return llvm::Error::success();
+  // Constant chains collapse node by node, so evaluation never reaches far back.
+  GraphScope &scope = this->scope();
+  for (const NodeContext::Result &result : node.results_) {
+    if (result.kind != NodeContext::Result::Tensor)
+      continue;
+    auto it = scope.tensors.find(result.name);
+    if (it == scope.tensors.end() || it->second.getDefiningOp<nn::ConstantOp>())
+      continue;
+    FailureOr<DenseElementsAttr> folded = evaluateConstant(it->second);
+    if (succeeded(folded))
+      it->second = constant(*folded);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error GraphImporter::convertNode(const llvm::json::Object &object) {
+  NodeContext node(*this, object);
+  llvm::StringRef target = node.target();
+  std::string name = object.getString("name").value_or("").str();
+  if (name.empty() && !node.results_.empty())
+    name = node.results_.front().name;
+
+  llvm::Error err = llvm::Error::success();
+  if (target == "torch.ops.higher_order.wrap_with_set_grad_enabled") {
+    // Gradient mode does not change forward values: inline the subgraph.
+    err = convertHigherOrderWrap(node, 1);
+  } else if (target.consume_front("_operator.") || target.consume_front("torch.")) {
+    if (node.target().starts_with("torch.ops.")) {
+      OperatorConverter converter = findOperatorConverter(node.target());
+      err = converter ? converter(node) : importError("unsupported operator");
+    } else {
+      err = convertSymbolicOperator(node, target);
+    }
+  } else {
+    err = importError("unsupported operator");
+  }
+  if (!err)
+    err = foldConstantResults(node);
+  if (!err)
+    return llvm::Error::success();
+  std::string message = llvm::toString(std::move(err));
+  if (llvm::StringRef(message).starts_with("node '"))
+    return importError(message);
+  return importError("node '" + name + "' (" + node.target() + "): " + message);
+}
+
+} // namespace loom::torch_export
