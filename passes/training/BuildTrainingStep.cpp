@@ -94,19 +94,24 @@ struct BuildTrainingStepPass
     auto f32Scalar = RankedTensorType::get({}, builder.getF32Type());
     auto tokensType = RankedTensorType::get({globalBatch, seq + 1}, builder.getI64Type());
     builder.setInsertionPoint(forward);
+    // Gradients-only steps take just the tokens; their results are named
+    // once the gradients are known.
     auto step = builder.create<func::FuncOp>(
         loc, "train_step",
-        builder.getFunctionType({tokensType, f32Scalar, f32Scalar}, {f32Scalar, f32Scalar}));
+        gradientsOnly ? builder.getFunctionType({tokensType}, {})
+                      : builder.getFunctionType({tokensType, f32Scalar, f32Scalar},
+                                                {f32Scalar, f32Scalar}));
     static const char *const kInputs[] = {"tokens", "lr", "step"};
     static const char *const kOutputs[] = {"loss", "grad_norm"};
-    for (auto [i, name] : llvm::enumerate(kInputs))
-      step.setArgAttr(i, "loom.name", builder.getStringAttr(name));
-    for (auto [i, name] : llvm::enumerate(kOutputs))
-      step.setResultAttr(i, "loom.name", builder.getStringAttr(name));
+    for (unsigned i = 0; i < step.getNumArguments(); ++i)
+      step.setArgAttr(i, "loom.name", builder.getStringAttr(kInputs[i]));
+    for (unsigned i = 0; i < step.getNumResults(); ++i)
+      step.setResultAttr(i, "loom.name", builder.getStringAttr(kOutputs[i]));
     Block *body = step.addEntryBlock();
     builder.setInsertionPointToStart(body);
-    Value tokens = body->getArgument(0), lr = body->getArgument(1),
-          stepNumber = body->getArgument(2);
+    Value tokens = body->getArgument(0);
+    Value lr = gradientsOnly ? Value() : body->getArgument(1);
+    Value stepNumber = gradientsOnly ? Value() : body->getArgument(2);
 
     // Parameters and constants once; everything else once per microbatch.
     IRMapping shared;
@@ -185,6 +190,8 @@ struct BuildTrainingStepPass
     }
     if (grads.empty())
       return forward.emitError("no trainable parameter influences the loss");
+    if (gradientsOnly)
+      return finishWithGradients(builder, loc, forward, step, totalLoss, grads);
     Value gradNorm = builder.create<nn::SqrtOp>(loc, f32Scalar, normSquared);
     Value clipCoefficient;
     if (maxGradNorm > 0) {
@@ -220,6 +227,30 @@ struct BuildTrainingStepPass
       lossOut = builder.create<nn::CastOp>(loc, f32Scalar, lossOut);
     builder.create<func::ReturnOp>(loc, ValueRange{lossOut, gradNorm});
 
+    forward.erase();
+    step.setName("main");
+    return success();
+  }
+
+  /// Ends a gradients-only step: returns the loss and each gradient.
+  LogicalResult finishWithGradients(OpBuilder &builder, Location loc, func::FuncOp forward,
+                                    func::FuncOp step, Value loss,
+                                    ArrayRef<std::pair<nn::ParameterOp, Value>> grads) {
+    auto f32Scalar = RankedTensorType::get({}, builder.getF32Type());
+    if (tensorType(loss).getElementType() != builder.getF32Type())
+      loss = builder.create<nn::CastOp>(loc, f32Scalar, loss);
+    SmallVector<Value> results{loss};
+    SmallVector<Type> types{loss.getType()};
+    for (auto [p, g] : grads) {
+      results.push_back(g);
+      types.push_back(g.getType());
+    }
+    builder.create<func::ReturnOp>(loc, results);
+    step.setFunctionType(builder.getFunctionType(step.getArgumentTypes(), types));
+    step.setResultAttr(0, "loom.name", builder.getStringAttr("loss"));
+    for (auto [i, entry] : llvm::enumerate(grads))
+      step.setResultAttr(i + 1, "loom.name",
+                         builder.getStringAttr("grad." + nn::ParameterOp(entry.first).getName().str()));
     forward.erase();
     step.setName("main");
     return success();

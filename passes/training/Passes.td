@@ -46,6 +46,9 @@ def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.95", "AdamW beta2">,
     Option<"epsilon", "epsilon", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"gradientsOnly", "gradients-only", "bool", /*default=*/"false",
+           "return the loss and every parameter's gradient (outputs `loss` and "
+           "`grad.<name>`) instead of updating: for checking gradients">,
   ];
   let dependentDialects = ["loom::nn::NNDialect"];
 }

@@ -55,7 +55,10 @@ cl::opt<Phase> compileTo(
                clEnumValN(Phase::RT, "rt", "rt programs: buffers planned, streams and events assigned"),
                clEnumValN(Phase::Executable, "executable", "the serialized executable (default)")),
     cl::init(Phase::Executable), cl::cat(category));
-cl::opt<std::string> mode("mode", cl::desc("infer or train"), cl::init("infer"),
+cl::opt<std::string> mode("mode",
+                          cl::desc("infer, train, or gradients (a step that returns the loss and "
+                                   "every parameter gradient, for checking them)"),
+                          cl::init("infer"),
                           cl::cat(category));
 cl::opt<std::string> target("target", cl::desc("cpu or cuda (the executable runs on either backend)"),
                             cl::init("cpu"), cl::cat(category));
@@ -117,8 +120,9 @@ int main(int argc, char **argv) {
       "  loom-compile model.mlir -o model.loomx\n"
       "  loom-compile model.mlir --compile-to=rt\n");
 
-  if (mode != "infer" && mode != "train")
-    fail("--mode must be 'infer' or 'train', got '" + mode + "'");
+  if (mode != "infer" && mode != "train" && mode != "gradients")
+    fail("--mode must be 'infer', 'train' or 'gradients', got '" + mode + "'");
+  bool training = mode == "train" || mode == "gradients";
   if (target != "cpu" && target != "cuda")
     fail("--target must be 'cpu' or 'cuda', got '" + target + "'");
   if (compileTo == Phase::Executable && outputPath.empty())
@@ -129,12 +133,12 @@ int main(int argc, char **argv) {
     fail("--batch and --seq must be positive");
   if (microbatches < 0)
     fail("--microbatches must be positive");
-  if (microbatches > 0 && mode != "train")
+  if (microbatches > 0 && !training)
     fail("--microbatches applies to --mode=train");
   if (microbatches > 0 && batch > 0 && batch % microbatches != 0)
     fail("--batch (" + llvm::Twine(int64_t(batch)) + ") must be a multiple of --microbatches (" +
          llvm::Twine(int64_t(microbatches)) + ")");
-  if (compileTo == Phase::Train && mode != "train")
+  if (compileTo == Phase::Train && !training)
     fail("--compile-to=train needs --mode=train");
   if (batch > 0)
     importOptions.batch = microbatches > 0 ? batch / microbatches : batch;
@@ -190,7 +194,11 @@ int main(int argc, char **argv) {
       fail("cannot write '" + outputPath + "': " + error);
     module->print(out->os());
     out->os() << "\n";
+    out->os().flush();
+    if (out->os().has_error())
+      fail("cannot write '" + outputPath + "': " + out->os().error().message());
     out->keep();
+    out.reset(); // closes the file: std::exit runs no destructors
     std::exit(0);
   };
   if (compileTo == Phase::Input)
@@ -208,7 +216,7 @@ int main(int argc, char **argv) {
   if (compileTo == Phase::NN)
     emitIR();
 
-  if (mode == "train") {
+  if (training) {
     // The forward's batch size is the microbatch; the step takes the global batch.
     auto forward = module->lookupSymbol<func::FuncOp>(entry);
     int64_t forwardBatch = 0;
@@ -229,6 +237,7 @@ int main(int argc, char **argv) {
       options.beta1 = adamBeta1;
       options.beta2 = adamBeta2;
       options.epsilon = adamEpsilon;
+      options.gradientsOnly = mode == "gradients";
       pm.addPass(loom::createBuildTrainingStep(options));
       pm.addPass(createCanonicalizerPass());
       pm.addPass(createCSEPass());

@@ -8,6 +8,7 @@
 #include "runtime/support/Npy.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
 
@@ -29,6 +30,9 @@ cl::list<std::string> outputs(
     "output",
     cl::desc("where to write an output .npy: PATH (in the program's output order) or NAME=PATH"),
     cl::value_desc("[name=]path"), cl::cat(category));
+cl::opt<std::string> outputDir("output-dir",
+                              cl::desc("write every output as DIR/<name>.npy"),
+                              cl::value_desc("DIR"), cl::cat(category));
 cl::opt<std::string> backendName("backend", cl::desc("cpu or cuda"), cl::init("cpu"),
                                  cl::cat(category));
 cl::opt<int> threads("threads", cl::desc("CPU threads per kernel (0: all cores)"),
@@ -181,6 +185,18 @@ int main(int argc, char **argv) {
     array.shape = value.shape;
     array.data = std::move(value.data);
     check(writeNpy(path, array));
+  }
+  if (!outputDir.empty()) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+      fail("cannot create '" + outputDir + "': " + ec.message());
+    for (const IOBinding &output : program.outputs) {
+      HostTensor value = check(executor->getOutput(output.name));
+      NpyArray array;
+      array.kind = npyRawKindFor(value.dtype);
+      array.shape = value.shape;
+      array.data = std::move(value.data);
+      check(writeNpy(outputDir + "/" + output.name + ".npy", array));
+    }
   }
   llvm::errs() << "loom-run: ran " << program.instructions.size() << " instructions on "
                << backend->name() << " in " << llvm::format("%.3f", seconds * 1e3)
