@@ -1,0 +1,286 @@
+// Elementwise ONNX operators: arithmetic, comparisons, logic, activations,
+// Where, Cast, Clip, and the identities (Identity, Dropout at inference).
+
+#include "frontend/onnx/OnnxNodeImporter.h"
+
+using namespace mlir;
+
+namespace loom::onnx_import {
+namespace {
+
+template <typename OpTy>
+LogicalResult importBinary(NodeImporter &n) {
+  FailureOr<Value> lhs = n.input(0), rhs = n.input(1);
+  if (failed(lhs) || failed(rhs) || failed(n.requireSameElementType(*lhs, *rhs)))
+    return failure();
+  FailureOr<Value> result = n.inferred<OpTy>(*lhs, *rhs);
+  if (failed(result))
+    return failure();
+  return n.setOutput(0, *result);
+}
+
+/// Sum, Max, Min: a left fold of the binary op over all inputs.
+template <typename OpTy>
+FailureOr<Value> foldInputs(NodeImporter &n) {
+  FailureOr<Value> acc = n.input(0);
+  if (failed(acc))
+    return failure();
+  for (int i = 1; i < n.numInputs(); ++i) {
+    FailureOr<Value> next = n.input(i);
+    if (failed(next) || failed(n.requireSameElementType(*acc, *next)))
+      return failure();
+    acc = n.inferred<OpTy>(*acc, *next);
+    if (failed(acc))
+      return failure();
+  }
+  return acc;
+}
+
+template <typename OpTy>
+LogicalResult importVariadic(NodeImporter &n) {
+  FailureOr<Value> result = foldInputs<OpTy>(n);
+  if (failed(result))
+    return failure();
+  return n.setOutput(0, *result);
+}
+
+LogicalResult importMean(NodeImporter &n) {
+  FailureOr<Value> sum = foldInputs<nn::AddOp>(n);
+  if (failed(sum))
+    return failure();
+  Value count = n.scalar(NodeImporter::typeOf(*sum).getElementType(), n.numInputs());
+  FailureOr<Value> mean = n.inferred<nn::DivOp>(*sum, count);
+  if (failed(mean))
+    return failure();
+  return n.setOutput(0, *mean);
+}
+
+/// Pow: an exponent of another element type (Pow(f32, i64) is legal ONNX)
+/// is converted when it is a constant.
+LogicalResult importPow(NodeImporter &n) {
+  FailureOr<Value> base = n.input(0), exponent = n.input(1);
+  if (failed(base) || failed(exponent))
+    return failure();
+  RankedTensorType baseType = NodeImporter::typeOf(*base);
+  if (NodeImporter::typeOf(*exponent).getElementType() != baseType.getElementType()) {
+    FailureOr<DenseElementsAttr> value = n.constantInput(1, "exponent of another type");
+    if (failed(value))
+      return failure();
+    auto type = RankedTensorType::get(value->getType().getShape(), baseType.getElementType());
+    exponent = n.constant(elementsFromDoubles(type, elementsAsDoubles(*value)));
+  }
+  FailureOr<Value> result = n.inferred<nn::PowOp>(*base, *exponent);
+  if (failed(result))
+    return failure();
+  return n.setOutput(0, *result);
+}
+
+template <typename OpTy>
+LogicalResult importUnary(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  if (failed(x))
+    return failure();
+  return n.setOutput(0, n.b.create<OpTy>(n.loc, x->getType(), *x).getResult());
+}
+
+LogicalResult importGelu(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  FailureOr<std::string> approximate = n.stringAttr("approximate", "none");
+  if (failed(x) || failed(approximate))
+    return failure();
+  if (n.opset < 20)
+    return n.fail("Gelu is an operator of opset 20 and later");
+  nn::GeluApproximation kind;
+  if (*approximate == "none")
+    kind = nn::GeluApproximation::none;
+  else if (*approximate == "tanh")
+    kind = nn::GeluApproximation::tanh;
+  else
+    return n.fail("unsupported approximate = '" + *approximate + "'");
+  return n.setOutput(0, n.b.create<nn::GeluOp>(n.loc, x->getType(), *x, kind).getResult());
+}
+
+LogicalResult importIdentity(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  if (failed(x))
+    return failure();
+  return n.setOutput(0, *x);
+}
+
+/// Dropout at inference is the identity; its mask output is all true.
+LogicalResult importDropout(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  if (failed(x))
+    return failure();
+  if (n.hasInput(2)) {
+    FailureOr<DenseElementsAttr> training = n.constantInput(2, "training_mode");
+    if (failed(training))
+      return failure();
+    if (llvm::any_of(elementsAsInts(*training), [](int64_t v) { return v != 0; }))
+      return n.fail("training_mode = true is unsupported: the importer builds "
+                    "the inference graph");
+  }
+  if (n.wantsOutput(1)) {
+    auto maskType = RankedTensorType::get(NodeImporter::typeOf(*x).getShape(),
+                                          n.b.getI1Type());
+    (void)n.setOutput(1, n.constant(DenseElementsAttr::get(maskType, true)));
+  }
+  return n.setOutput(0, *x);
+}
+
+template <nn::ComparePredicate predicate>
+LogicalResult importCompare(NodeImporter &n) {
+  FailureOr<Value> lhs = n.input(0), rhs = n.input(1);
+  if (failed(lhs) || failed(rhs) || failed(n.requireSameElementType(*lhs, *rhs)))
+    return failure();
+  FailureOr<Value> result = n.inferred<nn::CompareOp>(predicate, *lhs, *rhs);
+  if (failed(result))
+    return failure();
+  return n.setOutput(0, *result);
+}
+
+/// IsNaN(x) is x != x.
+LogicalResult importIsNaN(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  if (failed(x))
+    return failure();
+  FailureOr<Value> result = n.inferred<nn::CompareOp>(nn::ComparePredicate::ne, *x, *x);
+  if (failed(result))
+    return failure();
+  return n.setOutput(0, *result);
+}
+
+FailureOr<Value> boolInput(NodeImporter &n, int index) {
+  FailureOr<Value> x = n.input(index);
+  if (failed(x))
+    return failure();
+  if (!NodeImporter::typeOf(*x).getElementType().isInteger(1))
+    return n.fail("input '" + n.node.input(index) + "' must be a bool tensor");
+  return x;
+}
+
+/// Not(x) is x == false.
+LogicalResult importNot(NodeImporter &n) {
+  FailureOr<Value> x = boolInput(n, 0);
+  if (failed(x))
+    return failure();
+  FailureOr<Value> result = n.inferred<nn::CompareOp>(
+      nn::ComparePredicate::eq, *x, n.scalar(n.b.getI1Type(), 0));
+  if (failed(result))
+    return failure();
+  return n.setOutput(0, *result);
+}
+
+/// And(a, b) is where(a, b, false); Or(a, b) is where(a, true, b);
+/// Xor(a, b) is a != b.
+LogicalResult importLogical(NodeImporter &n) {
+  FailureOr<Value> a = boolInput(n, 0), b = boolInput(n, 1);
+  if (failed(a) || failed(b))
+    return failure();
+  StringRef op = n.node.op_type();
+  FailureOr<Value> result;
+  if (op == "And")
+    result = n.inferred<nn::WhereOp>(*a, *b, n.scalar(n.b.getI1Type(), 0));
+  else if (op == "Or")
+    result = n.inferred<nn::WhereOp>(*a, n.scalar(n.b.getI1Type(), 1), *b);
+  else
+    result = n.inferred<nn::CompareOp>(nn::ComparePredicate::ne, *a, *b);
+  if (failed(result))
+    return failure();
+  return n.setOutput(0, *result);
+}
+
+LogicalResult importWhere(NodeImporter &n) {
+  FailureOr<Value> cond = boolInput(n, 0), lhs = n.input(1), rhs = n.input(2);
+  if (failed(cond) || failed(lhs) || failed(rhs) ||
+      failed(n.requireSameElementType(*lhs, *rhs)))
+    return failure();
+  FailureOr<Value> result = n.inferred<nn::WhereOp>(*cond, *lhs, *rhs);
+  if (failed(result))
+    return failure();
+  return n.setOutput(0, *result);
+}
+
+LogicalResult importCast(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  FailureOr<int64_t> to = n.intAttr("to", -1);
+  if (failed(x) || failed(to))
+    return failure();
+  Type elementType = elementTypeOf(n.b.getContext(), *to);
+  if (!elementType)
+    return n.fail("unsupported target type " + dataTypeName(*to));
+  RankedTensorType type = NodeImporter::typeOf(*x);
+  if (type.getElementType() == elementType)
+    return n.setOutput(0, *x);
+  auto resultType = RankedTensorType::get(type.getShape(), elementType);
+  return n.setOutput(0, n.b.create<nn::CastOp>(n.loc, resultType, *x).getResult());
+}
+
+/// Clip(x, min, max) is minimum(maximum(x, min), max); both bounds optional.
+LogicalResult importClip(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  if (failed(x))
+    return failure();
+  Value result = *x;
+  if (n.hasInput(1)) {
+    FailureOr<Value> low = n.input(1);
+    if (failed(low) || failed(n.requireSameElementType(result, *low)))
+      return failure();
+    FailureOr<Value> clipped = n.inferred<nn::MaximumOp>(result, *low);
+    if (failed(clipped))
+      return failure();
+    result = *clipped;
+  }
+  if (n.hasInput(2)) {
+    FailureOr<Value> high = n.input(2);
+    if (failed(high) || failed(n.requireSameElementType(result, *high)))
+      return failure();
+    FailureOr<Value> clipped = n.inferred<nn::MinimumOp>(result, *high);
+    if (failed(clipped))
+      return failure();
+    result = *clipped;
+  }
+  return n.setOutput(0, result);
+}
+
+} // namespace
+
+void addElementwiseOps(OpTable &table) {
+  table["Add"] = importBinary<nn::AddOp>;
+  table["Sub"] = importBinary<nn::SubOp>;
+  table["Mul"] = importBinary<nn::MulOp>;
+  table["Div"] = importBinary<nn::DivOp>;
+  table["Pow"] = importPow;
+  table["Sum"] = importVariadic<nn::AddOp>;
+  table["Max"] = importVariadic<nn::MaximumOp>;
+  table["Min"] = importVariadic<nn::MinimumOp>;
+  table["Mean"] = importMean;
+  table["Neg"] = importUnary<nn::NegOp>;
+  table["Abs"] = importUnary<nn::AbsOp>;
+  table["Exp"] = importUnary<nn::ExpOp>;
+  table["Log"] = importUnary<nn::LogOp>;
+  table["Sqrt"] = importUnary<nn::SqrtOp>;
+  table["Reciprocal"] = importUnary<nn::ReciprocalOp>;
+  table["Tanh"] = importUnary<nn::TanhOp>;
+  table["Erf"] = importUnary<nn::ErfOp>;
+  table["Sigmoid"] = importUnary<nn::SigmoidOp>;
+  table["Relu"] = importUnary<nn::ReluOp>;
+  table["Gelu"] = importGelu;
+  table["Identity"] = importIdentity;
+  table["Dropout"] = importDropout;
+  table["Equal"] = importCompare<nn::ComparePredicate::eq>;
+  table["Less"] = importCompare<nn::ComparePredicate::lt>;
+  table["LessOrEqual"] = importCompare<nn::ComparePredicate::le>;
+  table["Greater"] = importCompare<nn::ComparePredicate::gt>;
+  table["GreaterOrEqual"] = importCompare<nn::ComparePredicate::ge>;
+  table["IsNaN"] = importIsNaN;
+  table["Not"] = importNot;
+  table["And"] = importLogical;
+  table["Or"] = importLogical;
+  table["Xor"] = importLogical;
+  table["Where"] = importWhere;
+  table["Cast"] = importCast;
+  table["Clip"] = importClip;
+}
+
+} // namespace loom::onnx_import

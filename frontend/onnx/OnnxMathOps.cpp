@@ -1,0 +1,194 @@
+// ONNX contractions, normalizations and reductions: MatMul, Gemm, Softmax,
+// LogSoftmax, LayerNormalization, ReduceSum/ReduceMean/ReduceMax.
+
+#include "frontend/onnx/OnnxNodeImporter.h"
+
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+
+namespace loom::onnx_import {
+namespace {
+
+/// MatMul follows numpy.matmul: a 1-D lhs is a row [1, K], a 1-D rhs a
+/// column [K, 1], and the added dim is dropped from the result.
+LogicalResult importMatMul(NodeImporter &n) {
+  FailureOr<Value> lhs = n.input(0), rhs = n.input(1);
+  if (failed(lhs) || failed(rhs) || failed(n.requireSameElementType(*lhs, *rhs)))
+    return failure();
+  ArrayRef<int64_t> lhsShape = NodeImporter::typeOf(*lhs).getShape();
+  ArrayRef<int64_t> rhsShape = NodeImporter::typeOf(*rhs).getShape();
+  if (lhsShape.empty() || rhsShape.empty())
+    return n.fail("operands must have rank >= 1");
+  bool lhsVector = lhsShape.size() == 1, rhsVector = rhsShape.size() == 1;
+  if (lhsVector)
+    lhs = n.reshape(*lhs, {1, lhsShape[0]});
+  if (rhsVector)
+    rhs = n.reshape(*rhs, {rhsShape[0], 1});
+  if (failed(lhs) || failed(rhs))
+    return failure();
+  FailureOr<Value> product =
+      n.inferred<nn::MatmulOp>(*lhs, *rhs, UnitAttr(), UnitAttr());
+  if (failed(product))
+    return failure();
+  SmallVector<int64_t> shape(NodeImporter::typeOf(*product).getShape());
+  if (rhsVector)
+    shape.erase(shape.end() - 1);
+  if (lhsVector)
+    shape.erase(shape.end() - 1 - (rhsVector ? 0 : 1));
+  FailureOr<Value> result = n.reshape(*product, shape);
+  if (failed(result))
+    return failure();
+  return n.setOutput(0, *result);
+}
+
+/// Gemm: alpha * op(A) op(B) + beta * C, op() transposing per transA/transB.
+LogicalResult importGemm(NodeImporter &n) {
+  FailureOr<Value> a = n.input(0), bMatrix = n.input(1);
+  FailureOr<int64_t> transA = n.intAttr("transA", 0), transB = n.intAttr("transB", 0);
+  FailureOr<float> alpha = n.floatAttr("alpha", 1.0f), beta = n.floatAttr("beta", 1.0f);
+  if (failed(a) || failed(bMatrix) || failed(transA) || failed(transB) ||
+      failed(alpha) || failed(beta) || failed(n.requireSameElementType(*a, *bMatrix)))
+    return failure();
+  if (NodeImporter::typeOf(*a).getRank() != 2 || NodeImporter::typeOf(*bMatrix).getRank() != 2)
+    return n.fail("A and B must be 2-D");
+  UnitAttr unit = n.b.getUnitAttr();
+  FailureOr<Value> result = n.inferred<nn::MatmulOp>(
+      *a, *bMatrix, *transA ? unit : UnitAttr(), *transB ? unit : UnitAttr());
+  if (failed(result))
+    return failure();
+  Type elementType = NodeImporter::typeOf(*result).getElementType();
+  if (*alpha != 1.0f)
+    result = n.inferred<nn::MulOp>(*result, n.scalar(elementType, *alpha));
+  if (failed(result))
+    return failure();
+  if (n.hasInput(2) && *beta != 0.0f) {
+    FailureOr<Value> c = n.input(2);
+    if (failed(c) || failed(n.requireSameElementType(*result, *c)))
+      return failure();
+    if (*beta != 1.0f)
+      c = n.inferred<nn::MulOp>(*c, n.scalar(elementType, *beta));
+    if (failed(c))
+      return failure();
+    ArrayRef<int64_t> resultShape = NodeImporter::typeOf(*result).getShape();
+    if (!nn::isBroadcastableTo(NodeImporter::typeOf(*c).getShape(), resultShape))
+      return n.fail("C does not broadcast to the product's shape");
+    result = n.inferred<nn::AddOp>(*result, *c);
+    if (failed(result))
+      return failure();
+  }
+  return n.setOutput(0, *result);
+}
+
+template <typename OpTy>
+LogicalResult importSoftmax(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  FailureOr<int64_t> axisAttr = n.intAttr("axis", -1);
+  if (failed(x) || failed(axisAttr))
+    return failure();
+  FailureOr<int64_t> axis =
+      n.normalizeAxis(*axisAttr, NodeImporter::typeOf(*x).getRank(), "axis");
+  if (failed(axis))
+    return failure();
+  return n.setOutput(
+      0, n.b.create<OpTy>(n.loc, x->getType(), *x, n.b.getI64IntegerAttr(*axis)).getResult());
+}
+
+LogicalResult importLayerNorm(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  FailureOr<int64_t> axisAttr = n.intAttr("axis", -1);
+  FailureOr<float> epsilon = n.floatAttr("epsilon", 1e-5f);
+  if (failed(x) || failed(axisAttr) || failed(epsilon))
+    return failure();
+  int64_t rank = NodeImporter::typeOf(*x).getRank();
+  FailureOr<int64_t> axis = n.normalizeAxis(*axisAttr, rank, "axis");
+  if (failed(axis))
+    return failure();
+  if (*axis != rank - 1)
+    return n.fail("axis = " + Twine(*axisAttr) +
+                  " is unsupported: Loom normalizes over the last dimension only");
+  if (n.wantsOutput(1) || n.wantsOutput(2))
+    return n.fail("the Mean and InvStdDev outputs are unsupported");
+  Value scale, bias;
+  if (n.hasInput(1)) {
+    FailureOr<Value> v = n.input(1);
+    if (failed(v))
+      return failure();
+    scale = *v;
+  }
+  if (n.hasInput(2)) {
+    FailureOr<Value> v = n.input(2);
+    if (failed(v))
+      return failure();
+    bias = *v;
+  }
+  auto norm = n.b.create<nn::LayerNormOp>(n.loc, x->getType(), *x, scale, bias,
+                                          n.b.getF64FloatAttr(*epsilon));
+  return n.setOutput(0, norm.getResult());
+}
+
+/// ReduceSum (opset 13+) and the others from opset 18 take axes as an input;
+/// before that, as an attribute. No axes reduce everything, unless
+/// noop_with_empty_axes.
+template <typename OpTy>
+LogicalResult importReduce(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  FailureOr<int64_t> keepdims = n.intAttr("keepdims", 1);
+  FailureOr<int64_t> noopWithEmptyAxes = n.intAttr("noop_with_empty_axes", 0);
+  if (failed(x) || failed(keepdims) || failed(noopWithEmptyAxes))
+    return failure();
+  int64_t rank = NodeImporter::typeOf(*x).getRank();
+  bool axesAsInput = n.node.op_type() == "ReduceSum" || n.opset >= 18;
+  std::vector<int64_t> axes;
+  if (axesAsInput) {
+    if (n.hasInput(1)) {
+      FailureOr<std::vector<int64_t>> given = n.constantInts(1, "axes");
+      if (failed(given))
+        return failure();
+      axes = *given;
+    }
+  } else {
+    FailureOr<std::optional<std::vector<int64_t>>> given = n.intsAttr("axes");
+    if (failed(given))
+      return failure();
+    if (*given)
+      axes = **given;
+  }
+  if (axes.empty()) {
+    if (*noopWithEmptyAxes)
+      return n.setOutput(0, *x);
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  SmallVector<int64_t> dims;
+  llvm::SmallSet<int64_t, 4> seen;
+  for (int64_t axis : axes) {
+    FailureOr<int64_t> d = n.normalizeAxis(axis, rank, "axis");
+    if (failed(d))
+      return failure();
+    if (!seen.insert(*d).second)
+      return n.fail("axis " + Twine(axis) + " is repeated");
+    dims.push_back(*d);
+  }
+  llvm::sort(dims);
+  FailureOr<Value> result = n.inferred<OpTy>(*x, n.b.getDenseI64ArrayAttr(dims),
+                                             *keepdims ? n.b.getUnitAttr() : UnitAttr());
+  if (failed(result))
+    return failure();
+  return n.setOutput(0, *result);
+}
+
+} // namespace
+
+void addMathOps(OpTable &table) {
+  table["MatMul"] = importMatMul;
+  table["Gemm"] = importGemm;
+  table["Softmax"] = importSoftmax<nn::SoftmaxOp>;
+  table["LogSoftmax"] = importSoftmax<nn::LogSoftmaxOp>;
+  table["LayerNormalization"] = importLayerNorm;
+  table["ReduceSum"] = importReduce<nn::ReduceSumOp>;
+  table["ReduceMean"] = importReduce<nn::ReduceMeanOp>;
+  table["ReduceMax"] = importReduce<nn::ReduceMaxOp>;
+}
+
+} // namespace loom::onnx_import
