@@ -250,10 +250,26 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
   }
 };
 
+/// nn.attention reading KV heads repeated for grouped-query attention
+/// (transformers' repeat_kv before SDPA) reads the grouped heads directly.
+struct AttentionOfRepeatedHeads : OpRewritePattern<nn::AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(nn::AttentionOp op, PatternRewriter &rewriter) const override {
+    Value k = stripHeadRepeat(op.getKey()), v = stripHeadRepeat(op.getValue());
+    if (k == op.getKey() || v == op.getValue() || k.getType() != v.getType())
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] {
+      op.getKeyMutable().assign(k);
+      op.getValueMutable().assign(v);
+    });
+    return success();
+  }
+};
+
 struct RaiseAttentionPass : public loom::impl::RaiseAttentionBase<RaiseAttentionPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<AttentionFromSoftmax>(&getContext());
+    patterns.add<AttentionFromSoftmax, AttentionOfRepeatedHeads>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -135,6 +135,40 @@ std::vector<KernelCase> kernelCases() {
                    {{"ignore_index", int64_t(-100)}, {"reduction", std::string("mean")}}});
   cases.push_back({"nn.dropout", {f32({8, 8}, 48)}, {{DType::F32, {8, 8}}}, {{"p", 0.25}, {"seed", int64_t(3)}}});
   cases.push_back({"nn.iota", {}, {{DType::I64, {3, 4}}}, {{"dim", int64_t(1)}, {"start", 2.0}, {"step", 3.0}}});
+  // Training: the optimizer and the backward kernels.
+  HostTensor secondMoment = f32({4, 3}, 49);
+  for (size_t i = 0; i < secondMoment.data.size() / 4; ++i)
+    reinterpret_cast<float *>(secondMoment.data.data())[i] =
+        std::fabs(reinterpret_cast<float *>(secondMoment.data.data())[i]);
+  HostTensor lr{"lr", DType::F32, {}, std::vector<uint8_t>(4)};
+  HostTensor step{"step", DType::F32, {}, std::vector<uint8_t>(4)};
+  *reinterpret_cast<float *>(lr.data.data()) = 0.01f;
+  *reinterpret_cast<float *>(step.data.data()) = 3.0f;
+  cases.push_back({"nn.adamw", {f32({4, 3}, 50), f32({4, 3}, 51), f32({4, 3}, 52), secondMoment, lr, step},
+                   {{DType::F32, {4, 3}}, {DType::F32, {4, 3}}, {DType::F32, {4, 3}}},
+                   {{"beta1", 0.9}, {"beta2", 0.95}, {"epsilon", 1e-8}, {"weight_decay", 0.1}}});
+  cases.push_back({"nn.gelu_grad", {f32({3, 5}, 53), f32({3, 5}, 54)}, {{DType::F32, {3, 5}}},
+                   {{"approximate", std::string("tanh")}}});
+  cases.push_back({"nn.silu_grad", {f32({3, 5}, 55), f32({3, 5}, 56)}, {{DType::F32, {3, 5}}}, {}});
+  cases.push_back({"nn.layer_norm_grad", {f32({2, 3, 8}, 57), f32({2, 3, 8}, 58), f32({8}, 59)},
+                   {{DType::F32, {2, 3, 8}}}, {{"epsilon", 1e-5}, {"has_weight", int64_t(1)}}});
+  cases.push_back({"nn.rms_norm_grad", {f32({2, 3, 8}, 60), f32({2, 3, 8}, 61), f32({8}, 62)},
+                   {{DType::F32, {2, 3, 8}}}, {{"epsilon", 1e-6}, {"has_weight", int64_t(1)}}});
+  cases.push_back({"nn.attention_grad",
+                   {f32({1, 4, 5, 8}, 63), f32({1, 2, 7, 8}, 64), f32({1, 2, 7, 8}, 65), f32({1, 4, 5, 8}, 66)},
+                   {{DType::F32, {1, 4, 5, 8}}, {DType::F32, {1, 2, 7, 8}}, {DType::F32, {1, 2, 7, 8}}},
+                   {{"causal", int64_t(1)}, {"scale", 0.35}}});
+  cases.push_back({"nn.embedding_grad", {randomTensor(DType::I64, {2, 3}, 67, 10), f32({2, 3, 4}, 68)},
+                   {{DType::F32, {10, 4}}}, {{"num_embeddings", int64_t(10)}}});
+  cases.push_back({"nn.gather_grad", {randomTensor(DType::I32, {4}, 69, 6), f32({3, 4}, 70)},
+                   {{DType::F32, {3, 6}}}, {{"axis", int64_t(1)}, {"axis_size", int64_t(6)}}});
+  HostTensor dLoss{"dloss", DType::F32, {}, std::vector<uint8_t>(4)};
+  *reinterpret_cast<float *>(dLoss.data.data()) = 0.5f;
+  cases.push_back({"nn.cross_entropy_grad", {f32({6, 7}, 71), labels, dLoss}, {{DType::F32, {6, 7}}},
+                   {{"ignore_index", int64_t(-100)}, {"reduction", std::string("mean")}}});
+  cases.push_back({"nn.pad", {f32({2, 3}, 72)}, {{DType::F32, {4, 7}}},
+                   {{"low", std::vector<int64_t>{1, 0}}, {"high", std::vector<int64_t>{1, 2}},
+                    {"interior", std::vector<int64_t>{0, 1}}, {"value", 0.0}}});
   return cases;
 }
 

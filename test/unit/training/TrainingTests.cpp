@@ -1,0 +1,107 @@
+// The optimizer kernel and the learning-rate schedule of the training loop.
+
+#include "kernels/cpu/CpuKernels.h"
+#include "runtime/training/TrainingLoop.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <random>
+
+using namespace loom;
+
+namespace {
+
+cpu::KernelAttrs adamAttrs(double decay) {
+  cpu::KernelAttrs attrs;
+  attrs.set("beta1", 0.9).set("beta2", 0.95).set("epsilon", 1e-8).set("weight_decay", decay);
+  return attrs;
+}
+
+TEST(AdamWKernel, MatchesTheUpdateRuleOverSeveralSteps) {
+  const int n = 37;
+  std::mt19937 rng(3);
+  std::normal_distribution<double> normal;
+  std::vector<float> p(n), m(n, 0), v(n, 0);
+  std::vector<double> rp(n), rm(n, 0), rv(n, 0);
+  for (int i = 0; i < n; ++i)
+    rp[i] = p[i] = float(normal(rng));
+  for (int t = 1; t <= 4; ++t) {
+    std::vector<float> g(n);
+    for (float &x : g)
+      x = float(normal(rng));
+    float lr = 0.01f * t, step = float(t);
+    std::vector<float> p2(n), m2(n), v2(n);
+    std::vector<cpu::Tensor> in = {{p.data(), DType::F32, {n}}, {g.data(), DType::F32, {n}},
+                                   {m.data(), DType::F32, {n}}, {v.data(), DType::F32, {n}},
+                                   {&lr, DType::F32, {}},       {&step, DType::F32, {}}};
+    std::vector<cpu::Tensor> out = {{p2.data(), DType::F32, {n}}, {m2.data(), DType::F32, {n}},
+                                    {v2.data(), DType::F32, {n}}};
+    llvm::Error err = cpu::runKernel("nn.adamw", in, out, adamAttrs(0.1));
+    ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    for (int i = 0; i < n; ++i) {
+      // The reference, in double, written from the formula.
+      rm[i] = 0.9 * rm[i] + 0.1 * g[i];
+      rv[i] = 0.95 * rv[i] + 0.05 * double(g[i]) * g[i];
+      double mhat = rm[i] / (1 - std::pow(0.9, t)), vhat = rv[i] / (1 - std::pow(0.95, t));
+      rp[i] = rp[i] - lr * (0.1 * rp[i] + mhat / (std::sqrt(vhat) + 1e-8));
+      EXPECT_NEAR(p2[i], rp[i], 1e-5 * (1 + std::fabs(rp[i])));
+      EXPECT_NEAR(m2[i], rm[i], 1e-6);
+    }
+    p = p2, m = m2, v = v2;
+  }
+}
+
+TEST(AdamWKernel, UpdatesInPlaceAsTheRuntimePlansIt) {
+  const int n = 1000;
+  std::vector<float> p(n), g(n), m(n), v(n);
+  for (int i = 0; i < n; ++i) {
+    p[i] = std::sin(i), g[i] = std::cos(i), m[i] = 0.01f * i, v[i] = 0.001f * i;
+  }
+  std::vector<float> p2(n), m2(n), v2(n);
+  float lr = 0.1f, step = 2;
+  auto tensors = [&](float *a, float *b, float *c) {
+    return std::vector<cpu::Tensor>{{a, DType::F32, {n}}, {b, DType::F32, {n}},
+                                    {c, DType::F32, {n}}};
+  };
+  std::vector<cpu::Tensor> in = {{p.data(), DType::F32, {n}}, {g.data(), DType::F32, {n}},
+                                 {m.data(), DType::F32, {n}}, {v.data(), DType::F32, {n}},
+                                 {&lr, DType::F32, {}},       {&step, DType::F32, {}}};
+  ASSERT_FALSE(static_cast<bool>(
+      cpu::runKernel("nn.adamw", in, tensors(p2.data(), m2.data(), v2.data()), adamAttrs(0.0))));
+  ASSERT_FALSE(static_cast<bool>(
+      cpu::runKernel("nn.adamw", in, tensors(p.data(), m.data(), v.data()), adamAttrs(0.0))));
+  EXPECT_EQ(p, p2);
+  EXPECT_EQ(m, m2);
+  EXPECT_EQ(v, v2);
+}
+
+TEST(AdamWKernel, RejectsAStepBelowOne) {
+  float p = 1, g = 1, m = 0, v = 0, lr = 0.1f, step = 0;
+  std::vector<cpu::Tensor> in = {{&p, DType::F32, {1}}, {&g, DType::F32, {1}},
+                                 {&m, DType::F32, {1}}, {&v, DType::F32, {1}},
+                                 {&lr, DType::F32, {}}, {&step, DType::F32, {}}};
+  std::vector<cpu::Tensor> out = {{&p, DType::F32, {1}}, {&m, DType::F32, {1}},
+                                  {&v, DType::F32, {1}}};
+  llvm::Error err = cpu::runKernel("nn.adamw", in, out, adamAttrs(0.0));
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("step must be at least 1"), std::string::npos);
+}
+
+TEST(LearningRate, WarmsUpThenFollowsTheSchedule) {
+  TrainingOptions options;
+  options.steps = 110;
+  options.lr = 1e-3;
+  options.warmupSteps = 10;
+  EXPECT_DOUBLE_EQ(learningRateAt(options, 0), 1e-4);
+  EXPECT_DOUBLE_EQ(learningRateAt(options, 9), 1e-3);
+  EXPECT_DOUBLE_EQ(learningRateAt(options, 50), 1e-3); // constant
+  options.schedule = "cosine";
+  options.minLrRatio = 0.1;
+  EXPECT_DOUBLE_EQ(learningRateAt(options, 10), 1e-3);            // peak after warmup
+  EXPECT_NEAR(learningRateAt(options, 60), 0.55e-3, 1e-12);        // halfway: the mean
+  EXPECT_NEAR(learningRateAt(options, 110), 1e-4, 1e-12);          // the floor
+  EXPECT_GT(learningRateAt(options, 30), learningRateAt(options, 31));
+}
+
+} // namespace
