@@ -15,7 +15,8 @@ ninja -C build check-loom 2>&1 | tee "$log" || status=$?
 # One closing line with the counts, whatever the runner printed above.
 passed=$(sed -n 's/^ *Passed *: *\([0-9]*\).*/\1/p' "$log" | tail -1)
 failed=$(sed -n 's/^ *Failed *: *\([0-9]*\).*/\1/p' "$log" | tail -1)
-echo "check-loom: ${passed:-0} passed, ${failed:-0} failed"
+skipped=$(sed -n 's/^ *Skipped *: *\([0-9]*\).*/\1/p' "$log" | tail -1)
+echo "check-loom: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped"
 if [ "$status" -ne 0 ] || [ "${failed:-0}" != "0" ] || [ "${passed:-0}" = "0" ]; then
   exit 1
 fi
