@@ -133,7 +133,7 @@ def export_all(name, model, batch, seq, vocab, out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
-    ap.add_argument("--what", default="all", choices=["fixtures", "example", "all"])
+    ap.add_argument("--what", default="all", choices=["fixtures", "example", "variants", "all"])
     args = ap.parse_args()
     if args.what in ("fixtures", "all"):
         export_all("gpt2_tiny", gpt2(vocab=96, positions=32, embd=32, layers=2, heads=4, seed=11),
@@ -141,6 +141,19 @@ def main():
         export_all("llama_tiny", llama(vocab=96, hidden=32, layers=2, heads=4, kv_heads=2,
                                        ffn=64, positions=64, seed=12),
                    batch=2, seq=12, vocab=96, out=args.out)
+    if args.what == "variants":
+        # Other sizes and seeds than the fixtures, to check the importers on
+        # models they were not written against.
+        export_all("gpt2_wide", gpt2(vocab=120, positions=40, embd=48, layers=3, heads=6, seed=21),
+                   batch=3, seq=10, vocab=120, out=args.out)
+        export_all("gpt2_one", gpt2(vocab=64, positions=16, embd=16, layers=1, heads=2, seed=22),
+                   batch=1, seq=16, vocab=64, out=args.out)
+        export_all("llama_mha", llama(vocab=80, hidden=48, layers=2, heads=4, kv_heads=4,
+                                      ffn=96, positions=64, seed=23),
+                   batch=2, seq=9, vocab=80, out=args.out)
+        export_all("llama_gqa4", llama(vocab=100, hidden=64, layers=3, heads=8, kv_heads=2,
+                                       ffn=160, positions=64, seed=24),
+                   batch=1, seq=20, vocab=100, out=args.out)
     if args.what in ("example", "all"):
         # The bundled example: byte-level vocabulary, about 1.7M parameters.
         export_all("llama_example", llama(vocab=256, hidden=192, layers=4, heads=6, kv_heads=2,
