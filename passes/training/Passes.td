@@ -53,4 +53,33 @@ def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::nn::NNDialect"];
 }
 
+def CastCompute : Pass<"loom-cast-compute", "mlir::ModuleOp"> {
+  let summary = "compute in a narrower float type, keeping f32 parameters";
+  let description = [{
+    Mixed precision: every f32 activation of `@main` becomes `type` (bf16 by
+    default); parameters and constants stay f32 (the master weights the
+    optimizer updates) and are cast where they are read; results are cast
+    back to their declared types. Run before --loom-build-training-step, whose
+    autodiff then casts gradients back to f32 through the casts' rules.
+
+    Before:
+    ```mlir
+    %w = nn.parameter "fc.weight" : tensor<8x4xf32>
+    %y = nn.matmul %x, %w {transpose_rhs} : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+    ```
+    After (`type=bf16`):
+    ```mlir
+    %w = nn.parameter "fc.weight" : tensor<8x4xf32>
+    %wb = nn.cast %w : tensor<8x4xf32> -> tensor<8x4xbf16>
+    %xb = nn.cast %x : tensor<2x4xf32> -> tensor<2x4xbf16>
+    %y = nn.matmul %xb, %wb {transpose_rhs} : (tensor<2x4xbf16>, tensor<8x4xbf16>) -> tensor<2x8xbf16>
+    ```
+  }];
+  let options = [
+    Option<"type", "type", "std::string", /*default=*/"\"bf16\"",
+           "the compute type: bf16 or f16">,
+  ];
+  let dependentDialects = ["loom::nn::NNDialect"];
+}
+
 #endif

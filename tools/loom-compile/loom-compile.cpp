@@ -76,6 +76,9 @@ cl::opt<int64_t> microbatches("microbatches",
                               cl::desc("split the global batch into this many microbatches "
                                        "(gradient accumulation); default: batch / the model's batch"),
                               cl::init(0), cl::cat(category));
+cl::opt<std::string> precision("precision",
+                              cl::desc("f32, or bf16 (compute in bf16 with f32 master weights)"),
+                              cl::init("f32"), cl::cat(category));
 cl::opt<double> maxGradNorm("max-grad-norm", cl::desc("clip the global gradient norm (0: off)"),
                             cl::init(1.0), cl::cat(category));
 cl::opt<double> weightDecay("weight-decay", cl::desc("AdamW weight decay on matrices"),
@@ -138,6 +141,8 @@ int main(int argc, char **argv) {
   if (microbatches > 0 && batch > 0 && batch % microbatches != 0)
     fail("--batch (" + llvm::Twine(int64_t(batch)) + ") must be a multiple of --microbatches (" +
          llvm::Twine(int64_t(microbatches)) + ")");
+  if (precision != "f32" && precision != "bf16")
+    fail("--precision must be f32 or bf16, got '" + precision + "'");
   if (compileTo == Phase::Train && !training)
     fail("--compile-to=train needs --mode=train");
   if (batch > 0)
@@ -213,6 +218,11 @@ int main(int argc, char **argv) {
   };
 
   runPhase([](PassManager &pm) { loom::buildRaisingPipeline(pm, raise); }, "nn");
+  if (precision == "bf16" && !training)
+    runPhase([&](PassManager &pm) {
+      pm.addPass(loom::createCastCompute(loom::CastComputeOptions{"bf16"}));
+      pm.addPass(createCanonicalizerPass());
+    }, "precision");
   if (compileTo == Phase::NN)
     emitIR();
 
@@ -230,6 +240,8 @@ int main(int argc, char **argv) {
            llvm::Twine(globalBatch / microbatches) + " sequences, but the model's batch is " +
            llvm::Twine(forwardBatch) + " (fixed when it was exported)");
     runPhase([&](PassManager &pm) {
+      if (precision == "bf16")
+        pm.addPass(loom::createCastCompute(loom::CastComputeOptions{"bf16"}));
       loom::BuildTrainingStepOptions options;
       options.batch = globalBatch;
       options.maxGradNorm = maxGradNorm;

@@ -1,0 +1,102 @@
+// --loom-cast-compute: f32 activations become bf16/f16; parameters stay f32
+// masters cast where read (see Passes.td).
+
+#include "passes/training/Passes.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+
+namespace loom {
+#define GEN_PASS_DEF_CASTCOMPUTE
+#include "passes/training/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+struct CastComputePass : public loom::impl::CastComputeBase<CastComputePass> {
+  using CastComputeBase::CastComputeBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    Builder b(module.getContext());
+    Type narrow;
+    if (type == "bf16")
+      narrow = b.getBF16Type();
+    else if (type == "f16")
+      narrow = b.getF16Type();
+    else {
+      module.emitError("--loom-cast-compute type must be bf16 or f16, got '") << type << "'";
+      return signalPassFailure();
+    }
+    auto func = module.lookupSymbol<func::FuncOp>("main");
+    if (!func) {
+      module.emitError("no function @main to cast");
+      return signalPassFailure();
+    }
+    auto narrowed = [&](Type t) -> Type {
+      auto tensor = dyn_cast<RankedTensorType>(t);
+      if (!tensor || !tensor.getElementType().isF32())
+        return {};
+      return RankedTensorType::get(tensor.getShape(), narrow);
+    };
+    OpBuilder builder(module.getContext());
+    Block &body = func.getBody().front();
+
+    // Values that stay f32 (arguments, parameters, constants) are read
+    // through one cast each.
+    auto castUses = [&](Value v, Operation *after) {
+      Type target = narrowed(v.getType());
+      if (!target || v.use_empty())
+        return;
+      if (after)
+        builder.setInsertionPointAfter(after);
+      else
+        builder.setInsertionPointToStart(&body);
+      auto cast = builder.create<nn::CastOp>(v.getLoc(), target, v);
+      v.replaceAllUsesExcept(cast.getResult(), cast);
+    };
+    for (BlockArgument arg : func.getArguments())
+      castUses(arg, nullptr);
+    SmallVector<Operation *> ops;
+    for (Operation &op : body)
+      ops.push_back(&op);
+    for (Operation *op : ops) {
+      if (isa<nn::ParameterOp, nn::ConstantOp>(op)) {
+        castUses(op->getResult(0), op);
+        continue;
+      }
+      if (isa<nn::CastOp>(op) || isa<func::ReturnOp>(op))
+        continue;
+      // Losses stay f32 by definition; every other f32 result narrows.
+      if (isa<nn::CrossEntropyOp>(op))
+        continue;
+      for (Value r : op->getResults())
+        if (Type t = narrowed(r.getType()))
+          r.setType(t);
+    }
+    // Casts the pass made of values that were already narrow fold away.
+    for (Operation *op : ops)
+      if (auto cast = dyn_cast<nn::CastOp>(op); cast && cast.getInput().getType() == cast.getType()) {
+        cast.getResult().replaceAllUsesWith(cast.getInput());
+        cast.erase();
+      }
+    // Results keep the function's declared types.
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    builder.setInsertionPoint(ret);
+    for (OpOperand &operand : ret->getOpOperands()) {
+      Type declared = func.getResultTypes()[operand.getOperandNumber()];
+      if (operand.get().getType() != declared)
+        operand.set(builder.create<nn::CastOp>(ret.getLoc(), declared, operand.get()));
+    }
+    if (failed(verify(func)))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
