@@ -12,40 +12,6 @@ using namespace mlir;
 namespace loom {
 namespace {
 
-std::optional<DType> dtypeOf(Type t) {
-  if (t.isF32()) return DType::F32;
-  if (t.isF16()) return DType::F16;
-  if (t.isBF16()) return DType::BF16;
-  if (t.isF64()) return DType::F64;
-  if (t.isFloat8E4M3FN()) return DType::F8E4M3FN;
-  if (t.isFloat8E5M2()) return DType::F8E5M2;
-  if (t.isInteger(64)) return DType::I64;
-  if (t.isInteger(32)) return DType::I32;
-  if (t.isInteger(1)) return DType::I1;
-  return std::nullopt;
-}
-
-/// The elements as the runtime stores them: little-endian, one byte per i1.
-std::vector<uint8_t> bytesOf(DenseElementsAttr attr, DType dtype) {
-  int64_t n = attr.getNumElements();
-  std::vector<uint8_t> bytes;
-  if (dtype == DType::I1) {
-    for (bool v : attr.getValues<bool>())
-      bytes.push_back(v);
-    return bytes;
-  }
-  size_t size = dtypeSize(dtype);
-  ArrayRef<char> raw = attr.getRawData();
-  bytes.resize(n * size);
-  if (attr.isSplat()) {
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(bytes.data() + i * size, raw.data(), size);
-  } else {
-    std::memcpy(bytes.data(), raw.data(), bytes.size());
-  }
-  return bytes;
-}
-
 DenseElementsAttr attrOf(RankedTensorType type, DType dtype,
                          const std::vector<uint8_t> &bytes) {
   if (dtype == DType::I1) {
@@ -98,17 +64,17 @@ evaluateOp(Operation *op, ArrayRef<DenseElementsAttr> operands) {
   inputBytes.reserve(operands.size());
   for (DenseElementsAttr operand : operands) {
     auto type = cast<RankedTensorType>(operand.getType());
-    std::optional<DType> dtype = dtypeOf(type.getElementType());
+    std::optional<DType> dtype = runtimeDType(type.getElementType());
     if (!dtype)
       return failure();
-    inputBytes.push_back(bytesOf(operand, *dtype));
+    inputBytes.push_back(runtimeBytes(operand, *dtype));
     inputs.push_back({inputBytes.back().data(), *dtype,
                       std::vector<int64_t>(type.getShape().begin(), type.getShape().end())});
   }
   outputBytes.reserve(op->getNumResults());
   for (Value result : op->getResults()) {
     auto type = cast<RankedTensorType>(result.getType());
-    std::optional<DType> dtype = dtypeOf(type.getElementType());
+    std::optional<DType> dtype = runtimeDType(type.getElementType());
     if (!dtype || type.getNumElements() > kMaxFoldedElements)
       return failure();
     outputBytes.emplace_back(type.getNumElements() * dtypeSize(*dtype));

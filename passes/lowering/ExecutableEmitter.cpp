@@ -1,6 +1,7 @@
 #include "passes/lowering/ExecutableEmitter.h"
 
 #include "dialects/rt/RtDialect.h"
+#include "passes/lowering/KernelAttributes.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -12,43 +13,12 @@ using namespace loom;
 
 namespace {
 
-std::optional<DType> dtypeOf(Type t) {
-  if (t.isF32()) return DType::F32;
-  if (t.isF16()) return DType::F16;
-  if (t.isBF16()) return DType::BF16;
-  if (t.isF64()) return DType::F64;
-  if (t.isFloat8E4M3FN()) return DType::F8E4M3FN;
-  if (t.isFloat8E5M2()) return DType::F8E5M2;
-  if (t.isInteger(64)) return DType::I64;
-  if (t.isInteger(32)) return DType::I32;
-  if (t.isInteger(1)) return DType::I1;
-  return std::nullopt;
-}
-
-/// The raw little-endian bytes of a constant, one byte per i1.
-FailureOr<std::vector<uint8_t>> rawBytes(Operation *op, ElementsAttr value,
-                                         DType dtype) {
+/// A parameter's stored value in the executable's form.
+FailureOr<std::vector<uint8_t>> rawBytes(Operation *op, ElementsAttr value, DType dtype) {
   auto dense = dyn_cast<DenseElementsAttr>(value);
   if (!dense)
-    return op->emitOpError("only dense values can be stored in an executable"),
-           failure();
-  int64_t n = dense.getNumElements();
-  std::vector<uint8_t> bytes;
-  if (dtype == DType::I1) {
-    for (bool v : dense.getValues<bool>())
-      bytes.push_back(v);
-    return bytes;
-  }
-  size_t elementSize = dtypeSize(dtype);
-  ArrayRef<char> raw = dense.getRawData();
-  if (dense.isSplat()) {
-    bytes.resize(n * elementSize);
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(bytes.data() + i * elementSize, raw.data(), elementSize);
-  } else {
-    bytes.assign(raw.begin(), raw.end());
-  }
-  return bytes;
+    return op->emitOpError("only dense values can be stored in an executable"), failure();
+  return runtimeBytes(dense, dtype);
 }
 
 NamedAttr toNamedAttr(NamedAttribute attr) {
@@ -108,7 +78,7 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
     llvm::DenseMap<Value, uint32_t> bufferIndex;
     auto addBuffer = [&](Operation *op, Value v, StringRef name) -> LogicalResult {
       auto type = cast<MemRefType>(v.getType());
-      std::optional<DType> dtype = dtypeOf(type.getElementType());
+      std::optional<DType> dtype = runtimeDType(type.getElementType());
       if (!dtype)
         return op->emitOpError("buffer element type ")
                << type.getElementType() << " has no runtime equivalent";

@@ -11,6 +11,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cstring>
+
 namespace loom {
 #define GEN_PASS_DEF_LOWERTORT
 #include "passes/lowering/Passes.h.inc"
@@ -50,6 +52,39 @@ Attribute toKernelAttr(Builder &b, Attribute attr) {
 }
 
 } // namespace
+
+std::optional<DType> loom::runtimeDType(Type t) {
+  if (t.isF32()) return DType::F32;
+  if (t.isF16()) return DType::F16;
+  if (t.isBF16()) return DType::BF16;
+  if (t.isF64()) return DType::F64;
+  if (t.isFloat8E4M3FN()) return DType::F8E4M3FN;
+  if (t.isFloat8E5M2()) return DType::F8E5M2;
+  if (t.isInteger(64)) return DType::I64;
+  if (t.isInteger(32)) return DType::I32;
+  if (t.isInteger(1)) return DType::I1;
+  return std::nullopt;
+}
+
+std::vector<uint8_t> loom::runtimeBytes(DenseElementsAttr value, DType dtype) {
+  int64_t n = value.getNumElements();
+  std::vector<uint8_t> bytes;
+  if (dtype == DType::I1) {
+    for (bool v : value.getValues<bool>())
+      bytes.push_back(v);
+    return bytes;
+  }
+  size_t size = dtypeSize(dtype);
+  ArrayRef<char> raw = value.getRawData();
+  bytes.resize(n * size);
+  if (value.isSplat()) {
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(bytes.data() + i * size, raw.data(), size);
+  } else {
+    std::memcpy(bytes.data(), raw.data(), bytes.size());
+  }
+  return bytes;
+}
 
 DictionaryAttr loom::kernelAttrsFor(Operation *op) {
   Builder b(op->getContext());
