@@ -16,10 +16,9 @@ if [ ! -x build/bin/loom-run ] || [ ! -x build/bin/loom-compile ] || [ ! -x buil
   ninja -C build loom-compile loom-run loom-inspect loom-tokenize
 fi
 
-backend=cpu
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  echo "note: a GPU is present, but this build has no CUDA backend yet: training on the CPU"
-fi
+# --backend=auto: the GPU when one is present and this build has the CUDA
+# backend, else the CPU.
+backend=${BACKEND:-auto}
 
 work=build/example
 mkdir -p "$work"
@@ -28,7 +27,7 @@ build/bin/loom-tokenize examples/data/sample.txt -o "$work/sample.u16"
 echo "== compile examples/llama/model.pt2 into a training step (batch $batch x 64 tokens, AdamW)"
 build/bin/loom-compile examples/llama/model.pt2 --mode=train --batch "$batch" -o "$work/train.loomx"
 build/bin/loom-inspect "$work/train.loomx" | sed -n '/memory plan/,/streams/p'
-echo "== train $steps steps on the $backend backend"
+echo "== train $steps steps (backend: $backend)"
 build/bin/loom-run "$work/train.loomx" --backend="$backend" --steps "$steps" \
   --data "$work/sample.u16" --lr 3e-3 --lr-schedule cosine --warmup-steps 5 \
   --metrics "$work/metrics.jsonl" --checkpoint-dir "$work/checkpoints" --checkpoint-every 50 \

@@ -51,7 +51,12 @@ public:
 /// `numThreads` threads each, with results independent of the count.
 std::unique_ptr<Backend> createCpuBackend(int numThreads);
 
-/// "cpu" or "cuda"; an error names what is unavailable in this build.
+/// The CUDA backend on GPU `device`; an error when there is none (or when
+/// this build has no CUDA backend).
+llvm::Expected<std::unique_ptr<Backend>> createCudaBackend(int device);
+
+/// "cpu", "cuda", or "auto" (cuda when a GPU is usable, else cpu); an error
+/// names what is unavailable.
 llvm::Expected<std::unique_ptr<Backend>> createBackend(std::string_view name,
                                                        int numThreads);
 

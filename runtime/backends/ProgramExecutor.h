@@ -20,6 +20,7 @@ public:
   ~ProgramExecutor();
 
   const RankProgram &program() const { return program_; }
+  std::string backendName() const { return backend_.name(); }
 
   /// Copies a host tensor into the named input; its dtype and shape must be
   /// the program's.

@@ -170,7 +170,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     return llvm::Error::success();
   };
 
-  log << "training " << exe.modelName << ": steps " << startStep + 1 << ".." << options.steps
+  log << "training " << exe.modelName << " on " << executor.backendName() << ": steps " << startStep + 1 << ".." << options.steps
       << ", batch " << batch << " x " << seq << " tokens, data " << (*source)->describe()
       << "\n";
   std::vector<int64_t> batchTokens(batch * (seq + 1));

@@ -3,6 +3,7 @@
 
 #include "runtime/backends/Backend.h"
 #include "runtime/backends/ProgramExecutor.h"
+#include "runtime/checkpoint/Safetensors.h"
 #include "runtime/executable/Executable.h"
 #include "runtime/training/TrainingLoop.h"
 #include "runtime/support/Npy.h"
@@ -33,7 +34,14 @@ cl::list<std::string> outputs(
 cl::opt<std::string> outputDir("output-dir",
                               cl::desc("write every output as DIR/<name>.npy"),
                               cl::value_desc("DIR"), cl::cat(category));
-cl::opt<std::string> backendName("backend", cl::desc("cpu or cuda"), cl::init("cpu"),
+cl::opt<std::string> weightsPath(
+    "weights",
+    cl::desc("load parameters by name from a safetensors file (as Hugging Face ships them); "
+             "every tensor must match a parameter's dtype and shape"),
+    cl::value_desc("FILE.safetensors"), cl::cat(category));
+cl::opt<std::string> backendName("backend",
+                                 cl::desc("auto (a GPU when there is one, else the CPU), cpu or cuda"),
+                                 cl::init("auto"),
                                  cl::cat(category));
 cl::opt<int> threads("threads", cl::desc("CPU threads per kernel (0: all cores)"),
                      cl::init(0), cl::cat(category));
@@ -126,6 +134,24 @@ int main(int argc, char **argv) {
   std::unique_ptr<ProgramExecutor> executor =
       check(ProgramExecutor::create(exe, /*rank=*/0, *backend, seed));
   const RankProgram &program = executor->program();
+  if (!weightsPath.empty()) {
+    auto file = check(readSafetensors(weightsPath));
+    std::map<std::string, uint32_t> bufferOf;
+    for (const ParamBinding &binding : program.params)
+      bufferOf[exe.parameters[binding.parameter].name] = binding.buffer;
+    size_t loaded = 0;
+    for (HostTensor &tensor : file.tensors) {
+      auto it = bufferOf.find(tensor.name);
+      if (it == bufferOf.end())
+        fail("'" + weightsPath + "': tensor '" + tensor.name +
+             "' is not a parameter of this executable");
+      if (llvm::Error err = executor->writeBuffer(it->second, tensor))
+        fail("'" + weightsPath + "': tensor '" + tensor.name + "': " +
+             llvm::toString(std::move(err)));
+      ++loaded;
+    }
+    llvm::errs() << "loom-run: loaded " << loaded << " tensors from " << weightsPath << "\n";
+  }
 
   if (training) {
     TrainingOptions options;

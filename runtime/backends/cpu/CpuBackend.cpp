@@ -104,12 +104,26 @@ llvm::Expected<std::unique_ptr<Backend>> createBackend(std::string_view name,
   if (name == "cpu")
     return createCpuBackend(numThreads);
   if (name == "cuda")
-    return llvm::createStringError(
-        std::errc::not_supported,
-        "the CUDA backend is not part of this build yet; use --backend=cpu");
+    return createCudaBackend(0);
+  if (name == "auto") {
+    // A GPU when there is one (and this build can drive it), else the CPU.
+    auto cuda = createCudaBackend(0);
+    if (cuda)
+      return cuda;
+    llvm::consumeError(cuda.takeError());
+    return createCpuBackend(numThreads);
+  }
   return llvm::createStringError(std::errc::invalid_argument,
-                                 "unknown backend '%s' (expected cpu or cuda)",
+                                 "unknown backend '%s' (expected auto, cpu or cuda)",
                                  std::string(name).c_str());
 }
+
+#ifndef LOOM_HAVE_CUDA_BACKEND
+llvm::Expected<std::unique_ptr<Backend>> createCudaBackend(int) {
+  return llvm::createStringError(
+      std::errc::not_supported,
+      "this build of Loom has no CUDA backend (no CUDA toolkit at build time); use --backend=cpu");
+}
+#endif
 
 } // namespace loom

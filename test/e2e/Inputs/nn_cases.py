@@ -24,6 +24,30 @@ def ttype(shape, dtype="f32"):
     return "tensor<%s%s>" % ("".join("%dx" % d for d in shape), dtype)
 
 
+# With --separate-weights, parameters carry no values in the program (they
+# start from a seeded initializer) and their values go to weights.safetensors.
+SEPARATE_WEIGHTS = False
+WEIGHTS = {}
+
+
+def write_safetensors(path, tensors):
+    """The safetensors format: an 8-byte header size, a JSON header, the bytes."""
+    import json
+    header, blobs, offset = {}, [], 0
+    for name, a in tensors.items():
+        data = np.ascontiguousarray(a, dtype=np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
 class Program:
     def __init__(self):
         self.lines = []
@@ -33,9 +57,14 @@ class Program:
     def param(self, name, a, frozen=False):
         a = a.astype(np.float32)
         v = self.fresh()
-        self.lines.append('%s = nn.parameter "%s"%s value(%s : %s) : %s' % (
-            v, name, " frozen" if frozen else "", dense(a), ttype(a.shape),
-            ttype(a.shape)))
+        if SEPARATE_WEIGHTS:
+            WEIGHTS[name] = a
+            self.lines.append('%s = nn.parameter "%s"%s init(normal, 0.02) : %s' % (
+                v, name, " frozen" if frozen else "", ttype(a.shape)))
+        else:
+            self.lines.append('%s = nn.parameter "%s"%s value(%s : %s) : %s' % (
+                v, name, " frozen" if frozen else "", dense(a), ttype(a.shape),
+                ttype(a.shape)))
         return v, a.astype(np.float64)
 
     def fresh(self):
@@ -348,8 +377,11 @@ CASES = {
 }
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in CASES:
-        sys.exit("usage: nn_cases.py {%s} OUTDIR" % "|".join(CASES))
+    args = [a for a in sys.argv[1:] if a != "--separate-weights"]
+    SEPARATE_WEIGHTS = len(args) != len(sys.argv) - 1
+    if len(args) != 2 or args[0] not in CASES:
+        sys.exit("usage: nn_cases.py {%s} OUTDIR [--separate-weights]" % "|".join(CASES))
+    sys.argv[1:] = args
     out = sys.argv[2]
     os.makedirs(out, exist_ok=True)
     text, inputs, expected = CASES[sys.argv[1]]()
@@ -359,3 +391,5 @@ if __name__ == "__main__":
         np.save(os.path.join(out, "in%d.npy" % i), a)
     for i, a in enumerate(expected):
         np.save(os.path.join(out, "expected%d.npy" % i), a)
+    if SEPARATE_WEIGHTS:
+        write_safetensors(os.path.join(out, "weights.safetensors"), WEIGHTS)
