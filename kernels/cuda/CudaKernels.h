@@ -1,0 +1,55 @@
+#ifndef LOOM_KERNELS_CUDA_CUDAKERNELS_H
+#define LOOM_KERNELS_CUDA_CUDAKERNELS_H
+
+// Loom's CUDA kernels: one launcher per entry of Kernels.def, each checking
+// shapes on the host and launching on the given stream. Tensors hold device
+// pointers; shapes and attributes are on the host. Kernels compute in f32
+// (bf16/f16 loaded and rounded on store) unless noted, and are deterministic
+// (no atomics where a fixed-order reduction does).
+
+#include "kernels/cpu/CpuKernels.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "llvm/ADT/StringMap.h"
+
+namespace loom::cuda {
+
+/// What every launch needs besides its tensors.
+struct LaunchContext {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t cublasLt = nullptr;
+  void *workspace = nullptr; // for cuBLASLt
+  size_t workspaceBytes = 0;
+  int multiprocessors = 132;
+};
+
+struct KernelCall {
+  std::string_view name;
+  llvm::ArrayRef<cpu::Tensor> inputs;
+  llvm::ArrayRef<cpu::Tensor> outputs;
+  const cpu::KernelAttrs &attrs;
+  const LaunchContext &ctx;
+};
+
+using Launcher = llvm::Error (*)(const KernelCall &call);
+
+/// Runs kernel `name` on ctx.stream (asynchronously). Errors name the kernel.
+llvm::Error launchKernel(std::string_view name, llvm::ArrayRef<cpu::Tensor> inputs,
+                         llvm::ArrayRef<cpu::Tensor> outputs, const cpu::KernelAttrs &attrs,
+                         const LaunchContext &ctx);
+bool hasKernel(std::string_view name);
+
+// Each family registers its launchers (kernels/cuda/<Family>.cu).
+void registerElementwiseKernels(llvm::StringMap<Launcher> &registry);
+void registerDataMovementKernels(llvm::StringMap<Launcher> &registry);
+void registerLayerKernels(llvm::StringMap<Launcher> &registry);
+void registerMatmulKernels(llvm::StringMap<Launcher> &registry);
+
+/// A CUDA error as an llvm::Error naming what failed.
+llvm::Error cudaError(cudaError_t status, const char *what);
+
+} // namespace loom::cuda
+
+#endif

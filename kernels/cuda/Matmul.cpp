@@ -1,0 +1,216 @@
+// nn.matmul through cuBLASLt: row-major operands with optional transposes
+// and broadcast batch dims, f32/bf16/f16 with f32 accumulation (no TF32, so
+// f32 results stay within f32 rounding of the CPU reference). Algorithms are
+// chosen by cuBLASLt's heuristic once per shape and cached.
+
+#include "kernels/cuda/CudaKernels.h"
+
+#include "kernels/cpu/KernelSupport.h"
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace loom::cuda {
+namespace {
+
+using cpu::Tensor;
+
+llvm::Error lastError(cublasStatus_t status, const char *what) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return llvm::Error::success();
+  return llvm::createStringError(std::errc::io_error, "%s failed: %s", what,
+                                 cublasLtGetStatusString(status));
+}
+
+std::optional<cudaDataType_t> cudaTypeOf(DType t) {
+  switch (t) {
+  case DType::F32: return CUDA_R_32F;
+  case DType::BF16: return CUDA_R_16BF;
+  case DType::F16: return CUDA_R_16F;
+  default: return std::nullopt;
+  }
+}
+
+/// One GEMM in cuBLASLt's column-major terms: C[n x m] = op(A)[n x k] op(B)[k x m].
+struct GemmShape {
+  cudaDataType_t type;
+  bool transA, transB;
+  int64_t n, m, k, lda, ldb, ldc;
+  int64_t batch, strideA, strideB, strideC;
+  bool operator<(const GemmShape &o) const {
+    return std::tie(type, transA, transB, n, m, k, lda, ldb, ldc, batch, strideA, strideB,
+                    strideC) < std::tie(o.type, o.transA, o.transB, o.n, o.m, o.k, o.lda,
+                                        o.ldb, o.ldc, o.batch, o.strideA, o.strideB, o.strideC);
+  }
+};
+
+/// Descriptors and the chosen algorithm for one shape.
+struct GemmPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+llvm::Expected<const GemmPlan *> planFor(const GemmShape &s, const LaunchContext &ctx) {
+  static std::mutex mutex;
+  static std::map<std::pair<cublasLtHandle_t, GemmShape>, GemmPlan> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto key = std::make_pair(ctx.cublasLt, s);
+  auto it = cache.find(key);
+  if (it != cache.end())
+    return &it->second;
+  GemmPlan plan;
+  cublasOperation_t opA = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (auto err = lastError(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                           "cublasLtMatmulDescCreate"))
+    return std::move(err);
+  cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA));
+  cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB));
+  // Stored shapes (column-major rows x cols) of A, B and C.
+  int64_t aRows = s.transA ? s.k : s.n, aCols = s.transA ? s.n : s.k;
+  int64_t bRows = s.transB ? s.m : s.k, bCols = s.transB ? s.k : s.m;
+  auto layout = [&](cublasLtMatrixLayout_t *l, int64_t rows, int64_t cols, int64_t ld,
+                    int64_t stride) -> llvm::Error {
+    if (auto err = lastError(cublasLtMatrixLayoutCreate(l, s.type, rows, cols, ld),
+                             "cublasLtMatrixLayoutCreate"))
+      return err;
+    if (s.batch > 1) {
+      int32_t count = static_cast<int32_t>(s.batch);
+      cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                       sizeof(count));
+      cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                       &stride, sizeof(stride));
+    }
+    return llvm::Error::success();
+  };
+  if (auto err = layout(&plan.a, aRows, aCols, s.lda, s.strideA))
+    return std::move(err);
+  if (auto err = layout(&plan.b, bRows, bCols, s.ldb, s.strideB))
+    return std::move(err);
+  if (auto err = layout(&plan.c, s.n, s.m, s.ldc, s.strideC))
+    return std::move(err);
+  cublasLtMatmulPreference_t preference;
+  cublasLtMatmulPreferenceCreate(&preference);
+  size_t workspace = ctx.workspaceBytes;
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                       &workspace, sizeof(workspace));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      ctx.cublasLt, plan.desc, plan.a, plan.b, plan.c, plan.c, preference, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  if (status != CUBLAS_STATUS_SUCCESS || found == 0)
+    return llvm::createStringError(std::errc::not_supported,
+                                   "cuBLASLt has no algorithm for this GEMM (%s)",
+                                   cublasLtGetStatusString(status));
+  plan.algo = result.algo;
+  return &cache.emplace(key, plan).first->second;
+}
+
+llvm::Error launchMatmul(const KernelCall &call) {
+  const Tensor &lhs = call.inputs[0], &rhs = call.inputs[1];
+  const Tensor &out = call.outputs[0];
+  if (lhs.shape.size() < 2 || rhs.shape.size() < 2)
+    return cpu::detail::kernelError("operands must have rank >= 2");
+  if (lhs.dtype != rhs.dtype || lhs.dtype != out.dtype)
+    return cpu::detail::kernelError("operands and result must share one dtype");
+  std::optional<cudaDataType_t> type = cudaTypeOf(lhs.dtype);
+  if (!type)
+    return cpu::detail::kernelError("unsupported dtype " + llvm::Twine(dtypeName(lhs.dtype).data()) +
+                                    " (f32, bf16, f16)");
+  LOOM_ASSIGN_OR_RETURN(bool transA, call.attrs.getBool("transpose_a", false));
+  LOOM_ASSIGN_OR_RETURN(bool transB, call.attrs.getBool("transpose_b", false));
+  size_t lr = lhs.shape.size(), rr = rhs.shape.size();
+  int64_t m = transA ? lhs.shape[lr - 1] : lhs.shape[lr - 2];
+  int64_t k = transA ? lhs.shape[lr - 2] : lhs.shape[lr - 1];
+  int64_t k2 = transB ? rhs.shape[rr - 1] : rhs.shape[rr - 2];
+  int64_t n = transB ? rhs.shape[rr - 2] : rhs.shape[rr - 1];
+  if (k != k2)
+    return cpu::detail::kernelError("contraction sizes differ: " + llvm::Twine(k) + " and " +
+                                    llvm::Twine(k2));
+  std::vector<int64_t> lb(lhs.shape.begin(), lhs.shape.end() - 2);
+  std::vector<int64_t> rb(rhs.shape.begin(), rhs.shape.end() - 2);
+  std::vector<int64_t> ob(out.shape.begin(), out.shape.end() - 2);
+  if (out.shape.size() < 2 || out.shape[out.shape.size() - 2] != m || out.shape.back() != n)
+    return cpu::detail::kernelError("result shape " + cpu::detail::shapeToString(out.shape) +
+                                    " does not match the operands");
+  int64_t batch = cpu::detail::product(ob);
+  int64_t lhsBatch = cpu::detail::product(lb), rhsBatch = cpu::detail::product(rb);
+  size_t elem = dtypeSize(lhs.dtype);
+  float alpha = 1.0f, beta = 0.0f;
+
+  auto run = [&](const GemmShape &shape, const void *a, const void *b, void *c) -> llvm::Error {
+    auto plan = planFor(shape, call.ctx);
+    if (!plan)
+      return plan.takeError();
+    return lastError(cublasLtMatmul(call.ctx.cublasLt, (*plan)->desc, &alpha, a, (*plan)->a, b,
+                                    (*plan)->b, &beta, c, (*plan)->c, c, (*plan)->c,
+                                    &(*plan)->algo, call.ctx.workspace, call.ctx.workspaceBytes,
+                                    call.ctx.stream),
+                     "cublasLtMatmul");
+  };
+  // Row-major C = op(L) op(R) is column-major C^T = op(R)^T op(L)^T: cuBLASLt's
+  // A is our rhs, its B our lhs.
+  GemmShape s;
+  s.type = *type;
+  s.transA = transB;
+  s.transB = transA;
+  s.n = n;
+  s.k = k;
+  s.lda = transB ? k : n;
+  s.ldb = transA ? m : k;
+  s.ldc = n;
+  if (rhsBatch == 1 && !transA) {
+    // A shared weight: every batch of the lhs is more rows of one GEMM.
+    s.m = m * lhsBatch;
+    s.batch = 1;
+    s.strideA = s.strideB = s.strideC = 0;
+    if (lhsBatch != batch)
+      return cpu::detail::kernelError("unexpected batch broadcast");
+    return run(s, rhs.data, lhs.data, out.data);
+  }
+  s.m = m;
+  bool lhsFull = lhsBatch == batch, rhsFull = rhsBatch == batch;
+  if ((lhsFull || lhsBatch == 1) && (rhsFull || rhsBatch == 1) &&
+      (lb.empty() || lhsBatch == 1 || lb == ob) && (rb.empty() || rhsBatch == 1 || rb == ob)) {
+    s.batch = batch;
+    s.strideA = rhsBatch == 1 ? 0 : k * n;
+    s.strideB = lhsBatch == 1 ? 0 : m * k;
+    s.strideC = m * n;
+    return run(s, rhs.data, lhs.data, out.data);
+  }
+  // General broadcasting: one GEMM per output batch.
+  s.batch = 1;
+  s.strideA = s.strideB = s.strideC = 0;
+  std::vector<int64_t> lbs = cpu::detail::contiguousStrides(lb);
+  std::vector<int64_t> rbs = cpu::detail::contiguousStrides(rb);
+  for (int64_t i = 0; i < batch; ++i) {
+    int64_t rem = i, lOff = 0, rOff = 0;
+    for (int64_t d = static_cast<int64_t>(ob.size()) - 1; d >= 0; --d) {
+      int64_t idx = rem % ob[d];
+      rem /= ob[d];
+      int64_t ld = d - (int64_t(ob.size()) - int64_t(lb.size()));
+      int64_t rd = d - (int64_t(ob.size()) - int64_t(rb.size()));
+      if (ld >= 0 && lb[ld] != 1)
+        lOff += idx * lbs[ld];
+      if (rd >= 0 && rb[rd] != 1)
+        rOff += idx * rbs[rd];
+    }
+    const char *a = static_cast<const char *>(rhs.data) + rOff * k * n * elem;
+    const char *b = static_cast<const char *>(lhs.data) + lOff * m * k * elem;
+    char *c = static_cast<char *>(out.data) + i * m * n * elem;
+    if (auto err = run(s, a, b, c))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void registerMatmulKernels(llvm::StringMap<Launcher> &registry) {
+  registry["nn.matmul"] = launchMatmul;
+}
+
+} // namespace loom::cuda

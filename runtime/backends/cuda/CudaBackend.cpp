@@ -1,0 +1,159 @@
+// The CUDA backend: device arenas from cudaMalloc, one CUDA stream per named
+// stream of the program, events between them, kernels from kernels/cuda and
+// GEMMs through cuBLASLt.
+
+#include "runtime/backends/Backend.h"
+
+#include "kernels/cuda/CudaKernels.h"
+
+#include <cuda_runtime_api.h>
+
+namespace loom {
+namespace {
+
+llvm::Error check(cudaError_t status, const char *what) { return cuda::cudaError(status, what); }
+
+class CudaBackend final : public Backend {
+public:
+  ~CudaBackend() override {
+    cudaDeviceSynchronize();
+    for (cudaEvent_t e : events_)
+      cudaEventDestroy(e);
+    for (cudaStream_t s : streams_)
+      cudaStreamDestroy(s);
+    if (context_.workspace)
+      cudaFree(context_.workspace);
+    if (context_.cublasLt)
+      cublasLtDestroy(context_.cublasLt);
+  }
+
+  llvm::Error initialize(int device) {
+    if (auto err = check(cudaSetDevice(device), "cudaSetDevice"))
+      return err;
+    cudaDeviceProp props;
+    if (auto err = check(cudaGetDeviceProperties(&props, device), "cudaGetDeviceProperties"))
+      return err;
+    name_ = std::string("cuda:") + std::to_string(device) + " (" + props.name + ")";
+    context_.multiprocessors = props.multiProcessorCount;
+    if (cublasLtCreate(&context_.cublasLt) != CUBLAS_STATUS_SUCCESS)
+      return llvm::createStringError(std::errc::io_error, "cublasLtCreate failed");
+    context_.workspaceBytes = size_t(32) << 20;
+    return check(cudaMalloc(&context_.workspace, context_.workspaceBytes), "cudaMalloc (workspace)");
+  }
+
+  std::string name() const override { return name_; }
+
+  llvm::Expected<void *> allocate(size_t bytes) override {
+    void *ptr = nullptr;
+    size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+    if (auto err = check(cudaMalloc(&ptr, rounded), "cudaMalloc"))
+      return std::move(err);
+    if (auto err = check(cudaMemset(ptr, 0, rounded), "cudaMemset")) {
+      cudaFree(ptr);
+      return std::move(err);
+    }
+    return ptr;
+  }
+  void deallocate(void *ptr) override { cudaFree(ptr); }
+
+  llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) override {
+    if (auto err = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
+      return err;
+    return check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+  llvm::Error copyToHost(void *dst, const void *src, size_t bytes) override {
+    if (auto err = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
+      return err;
+    return check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+  }
+
+  llvm::Error createStreams(unsigned numStreams, unsigned numEvents) override {
+    while (streams_.size() < numStreams) {
+      cudaStream_t s;
+      if (auto err = check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+                           "cudaStreamCreate"))
+        return err;
+      streams_.push_back(s);
+    }
+    while (events_.size() < numEvents) {
+      cudaEvent_t e;
+      if (auto err = check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                           "cudaEventCreate"))
+        return err;
+      events_.push_back(e);
+    }
+    numStreams_ = numStreams;
+    numEvents_ = numEvents;
+    return llvm::Error::success();
+  }
+
+  llvm::Error copy(void *dst, const void *src, size_t bytes, unsigned stream) override {
+    if (auto err = checkStream(stream))
+      return err;
+    return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, streams_[stream]),
+                 "cudaMemcpyAsync");
+  }
+
+  llvm::Error launch(std::string_view kernel, llvm::ArrayRef<DeviceTensor> inputs,
+                     llvm::ArrayRef<DeviceTensor> outputs, const KernelAttrs &attrs,
+                     unsigned stream) override {
+    if (auto err = checkStream(stream))
+      return err;
+    cuda::LaunchContext ctx = context_;
+    ctx.stream = streams_[stream];
+    return cuda::launchKernel(kernel, inputs, outputs, attrs, ctx);
+  }
+
+  llvm::Error recordEvent(unsigned event, unsigned stream) override {
+    if (auto err = checkStream(stream))
+      return err;
+    if (event >= numEvents_)
+      return llvm::createStringError(std::errc::invalid_argument, "event %u out of range", event);
+    return check(cudaEventRecord(events_[event], streams_[stream]), "cudaEventRecord");
+  }
+  llvm::Error waitEvent(unsigned event, unsigned stream) override {
+    if (auto err = checkStream(stream))
+      return err;
+    if (event >= numEvents_)
+      return llvm::createStringError(std::errc::invalid_argument, "event %u out of range", event);
+    return check(cudaStreamWaitEvent(streams_[stream], events_[event], 0), "cudaStreamWaitEvent");
+  }
+  llvm::Error synchronize() override {
+    return check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (a kernel failed)");
+  }
+
+private:
+  llvm::Error checkStream(unsigned stream) const {
+    if (stream >= numStreams_)
+      return llvm::createStringError(std::errc::invalid_argument,
+                                     "cuda backend: stream %u out of range (%u streams)", stream,
+                                     numStreams_);
+    return llvm::Error::success();
+  }
+
+  std::string name_;
+  cuda::LaunchContext context_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<cudaEvent_t> events_;
+  unsigned numStreams_ = 0, numEvents_ = 0;
+};
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<Backend>> createCudaBackend(int device) {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0)
+    return llvm::createStringError(std::errc::no_such_device,
+                                   "no CUDA device is available (%s)",
+                                   status == cudaSuccess ? "0 devices" : cudaGetErrorString(status));
+  if (device < 0 || device >= count)
+    return llvm::createStringError(std::errc::no_such_device,
+                                   "CUDA device %d does not exist (%d devices)", device, count);
+  auto backend = std::make_unique<CudaBackend>();
+  if (auto err = backend->initialize(device))
+    return std::move(err);
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+} // namespace loom
