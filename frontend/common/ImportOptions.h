@@ -14,6 +14,10 @@ struct ImportOptions {
   std::optional<int64_t> batch; // --batch: a symbolic dim named like a batch
   std::optional<int64_t> seq;   // --seq: a symbolic dim named like a sequence
   std::map<std::string, int64_t> dims; // --dim NAME=VALUE, by exact name
+  /// Whether parameters carry the model file's weights into the program.
+  /// Without them (large models), parameters start from a seeded initializer
+  /// and `loom-run --weights` supplies the values.
+  bool embedWeights = true;
 };
 
 } // namespace loom

@@ -191,6 +191,14 @@ Expected<OwningOpRef<ModuleOp>> importProgram(MLIRContext *context, llvm::String
     }
     if (!fqn)
       return importError("input spec '" + kind + "' for '" + *name + "' has no name");
+    if ((parameter || persistent) && !options.embedWeights) {
+      // Values come at run time (loom-run --weights); until then, a seeded init.
+      importer.scope().tensors[*name] = builder.create<nn::ParameterOp>(
+          loc, *type, builder.getStringAttr(*fqn), parameter ? UnitAttr() : builder.getUnitAttr(),
+          nn::InitKindAttr::get(context, parameter ? nn::InitKind::normal : nn::InitKind::zeros),
+          builder.getF64FloatAttr(parameter ? 0.02 : 0.0), ElementsAttr());
+      continue;
+    }
     auto value = payloads->tensor(*fqn, *type);
     if (!value)
       return value.takeError();

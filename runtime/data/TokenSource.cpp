@@ -37,7 +37,8 @@ public:
 protected:
   llvm::Error readWindow(const DataPosition &position,
                          llvm::MutableArrayRef<int64_t> window) const override {
-    const uint64_t chosen = EpochPermutation(windows_, seed_, position.epoch)(position.index);
+    const uint64_t chosen = sequential_ ? position.index
+                                        : EpochPermutation(windows_, seed_, position.epoch)(position.index);
     return corpus_.read(chosen * static_cast<uint64_t>(sequenceLength_), window, vocabSize_);
   }
 
@@ -106,7 +107,7 @@ bool fromJSON(const llvm::json::Value &value, DataPosition &position,
 
 TokenSource::TokenSource(const TokenSourceOptions &options)
     : batchSize_(options.batchSize), sequenceLength_(options.sequenceLength),
-      seed_(options.seed), vocabSize_(options.vocabSize) {}
+      seed_(options.seed), vocabSize_(options.vocabSize), sequential_(options.sequential) {}
 
 TokenSource::~TokenSource() = default;
 

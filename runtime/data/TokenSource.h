@@ -52,6 +52,9 @@ struct TokenSourceOptions {
   int64_t vocabSize = 0;
   /// The token type of a flat file whose name does not tell it (.bin).
   std::optional<TokenDType> dtype;
+  /// Visit windows in file order instead of a seeded shuffle (benchmarks
+  /// that feed another framework the very same batches).
+  bool sequential = false;
 };
 
 class TokenSource {
@@ -87,6 +90,7 @@ protected:
   int64_t sequenceLength_;
   uint64_t seed_;
   int64_t vocabSize_;
+  bool sequential_;
 
 private:
   DataPosition position_;

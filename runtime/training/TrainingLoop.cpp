@@ -89,6 +89,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
   dataOptions.batchSize = batch;
   dataOptions.sequenceLength = seq;
   dataOptions.seed = options.seed;
+  dataOptions.sequential = options.sequentialData;
   auto source = openTokenSource(options.data, dataOptions);
   if (!source)
     return source.takeError();

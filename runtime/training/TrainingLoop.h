@@ -23,6 +23,7 @@ struct TrainingOptions {
   int64_t warmupSteps = 0; // linear warmup from 0 to lr
   double minLrRatio = 0.1; // cosine decays to lr * minLrRatio at `steps`
   uint64_t seed = 0;       // data order
+  bool sequentialData = false; // windows in file order, no shuffle
   std::string metricsPath; // JSONL, one object per step
   std::string checkpointDir;
   int64_t checkpointEvery = 0; // 0: only at the end (when a dir is given)

@@ -68,6 +68,12 @@ cl::opt<bool> raise("raise",
                     cl::desc("raise decomposed patterns (RMSNorm, GELU, RoPE, attention, ...) "
                              "to nn's high-level ops (default on; --raise=false keeps them)"),
                     cl::init(true), cl::cat(category));
+cl::opt<bool> embedWeights(
+    "embed-weights",
+    cl::desc("carry the model's weights in the executable (default); with "
+             "--embed-weights=false parameters start from a seeded init and "
+             "loom-run --weights supplies their values (for large models)"),
+    cl::init(true), cl::cat(category));
 cl::opt<int64_t> batch("batch",
                        cl::desc("the global batch (sequences per step); with --mode=infer, or "
                                 "divided by --microbatches, it fixes a symbolic batch dimension"),
@@ -132,6 +138,7 @@ int main(int argc, char **argv) {
     fail("no output file: pass -o OUT.loomx (or --compile-to=PHASE to print IR)");
 
   loom::ImportOptions importOptions;
+  importOptions.embedWeights = embedWeights;
   if (batch < 0 || seq < 0)
     fail("--batch and --seq must be positive");
   if (microbatches < 0)

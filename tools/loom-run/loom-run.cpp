@@ -56,6 +56,9 @@ cl::opt<std::string> data("data",
                           cl::desc("training tokens: FILE.u16/.u32, FILE.npy, a Megatron "
                                    "PREFIX (.bin + .idx), or synthetic:VOCAB"),
                           cl::cat(trainCategory));
+cl::opt<bool> sequentialData("sequential-data",
+                             cl::desc("read training windows in file order (no shuffle)"),
+                             cl::cat(trainCategory));
 cl::opt<double> lr("lr", cl::desc("peak learning rate"), cl::init(3e-4), cl::cat(trainCategory));
 cl::opt<std::string> lrSchedule("lr-schedule", cl::desc("constant or cosine"),
                                 cl::init("constant"), cl::cat(trainCategory));
@@ -162,6 +165,7 @@ int main(int argc, char **argv) {
     options.warmupSteps = warmupSteps;
     options.minLrRatio = minLrRatio;
     options.seed = seed;
+    options.sequentialData = sequentialData;
     options.metricsPath = metricsPath;
     options.checkpointDir = checkpointDir;
     options.checkpointEvery = checkpointEvery;
