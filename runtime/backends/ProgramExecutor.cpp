@@ -4,6 +4,8 @@
 
 #include "llvm/ADT/StringExtras.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace loom {
@@ -144,6 +146,7 @@ llvm::Error ProgramExecutor::setInput(const std::string &name,
 llvm::Error ProgramExecutor::run() {
   for (size_t i = 0; i < program_.instructions.size(); ++i) {
     const Instruction &instr = program_.instructions[i];
+    auto started = std::chrono::steady_clock::now();
     llvm::Error err = llvm::Error::success();
     switch (instr.kind) {
     case InstrKind::Kernel: {
@@ -168,6 +171,13 @@ llvm::Error ProgramExecutor::run() {
       err = backend_.waitEvent(instr.event, instr.stream);
       break;
     }
+    if (!err && profiling_ &&
+        (instr.kind == InstrKind::Kernel || instr.kind == InstrKind::Copy)) {
+      err = backend_.synchronize();
+      auto &[seconds, calls] = kernelTimes_[instr.kind == InstrKind::Kernel ? instr.kernel : "copy"];
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      ++calls;
+    }
     if (err)
       return error("rank " + llvm::Twine(program_.rank) + ", instruction " +
                    llvm::Twine(i) + " (" +
@@ -176,6 +186,15 @@ llvm::Error ProgramExecutor::run() {
                    "): " + llvm::toString(std::move(err)));
   }
   return backend_.synchronize();
+}
+
+std::vector<ProgramExecutor::KernelTime> ProgramExecutor::profile() const {
+  std::vector<KernelTime> out;
+  for (const auto &[kernel, entry] : kernelTimes_)
+    out.push_back({kernel, entry.first, entry.second});
+  std::sort(out.begin(), out.end(),
+            [](const KernelTime &a, const KernelTime &b) { return a.seconds > b.seconds; });
+  return out;
 }
 
 llvm::Expected<HostTensor> ProgramExecutor::readBuffer(uint32_t index) const {

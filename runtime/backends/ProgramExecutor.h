@@ -8,6 +8,8 @@
 #include "runtime/executable/Executable.h"
 #include "runtime/support/HostTensor.h"
 
+#include <map>
+
 namespace loom {
 
 
@@ -30,6 +32,17 @@ public:
   /// must be set again before every run.
   llvm::Error run();
   llvm::Expected<HostTensor> getOutput(const std::string &name) const;
+  /// With profiling on, run() waits for every instruction and adds its time
+  /// to its kernel's total: where a step's time goes (it slows the step).
+  void setProfiling(bool on) { profiling_ = on; }
+  struct KernelTime {
+    std::string kernel;
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  /// Totals since profiling began, largest first.
+  std::vector<KernelTime> profile() const;
+
   /// Reads any buffer (parameters included), for tests and checkpoints.
   llvm::Expected<HostTensor> readBuffer(uint32_t buffer) const;
   /// Overwrites a buffer (a parameter restored from a checkpoint); dtype and
@@ -48,6 +61,8 @@ private:
   const RankProgram &program_;
   Backend &backend_;
   void *arenas_[kNumArenas] = {nullptr, nullptr};
+  bool profiling_ = false;
+  std::map<std::string, std::pair<double, int64_t>> kernelTimes_;
 };
 
 /// The initial values of a parameter with a seeded initializer, as f64:

@@ -10,6 +10,7 @@
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
 
@@ -45,6 +46,10 @@ cl::opt<std::string> backendName("backend",
                                  cl::cat(category));
 cl::opt<int> threads("threads", cl::desc("CPU threads per kernel (0: all cores)"),
                      cl::init(0), cl::cat(category));
+cl::opt<bool> profile("profile",
+                      cl::desc("time every kernel (waiting for each) and print where the "
+                               "time went"),
+                      cl::cat(category));
 cl::opt<uint64_t> seed("seed",
                        cl::desc("seed for fresh parameters and the order of the training data"),
                        cl::init(0), cl::cat(category));
@@ -137,6 +142,19 @@ int main(int argc, char **argv) {
   std::unique_ptr<ProgramExecutor> executor =
       check(ProgramExecutor::create(exe, /*rank=*/0, *backend, seed));
   const RankProgram &program = executor->program();
+  executor->setProfiling(profile);
+  auto printProfile = [&]() {
+    if (!profile)
+      return;
+    double total = 0;
+    for (const auto &k : executor->profile())
+      total += k.seconds;
+    llvm::errs() << "loom-run: time by kernel (each waited for):\n";
+    for (const auto &k : executor->profile())
+      llvm::errs() << llvm::format("  %-24s %10.3f ms %6.1f%% %8lld calls\n", k.kernel.c_str(),
+                                   k.seconds * 1e3, 100.0 * k.seconds / std::max(total, 1e-12),
+                                   (long long)k.calls);
+  };
   if (!weightsPath.empty()) {
     auto file = check(readSafetensors(weightsPath));
     std::map<std::string, uint32_t> bufferOf;
@@ -176,6 +194,7 @@ int main(int argc, char **argv) {
     if (resume && checkpointDir.empty())
       fail("--resume needs --checkpoint-dir");
     check(runTraining(exe, *executor, options, llvm::outs()));
+    printProfile();
     return 0;
   }
 
@@ -228,6 +247,7 @@ int main(int argc, char **argv) {
       check(writeNpy(outputDir + "/" + output.name + ".npy", array));
     }
   }
+  printProfile();
   llvm::errs() << "loom-run: ran " << program.instructions.size() << " instructions on "
                << backend->name() << " in " << llvm::format("%.3f", seconds * 1e3)
                << " ms\n";

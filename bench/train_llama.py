@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Trains the same Llama three ways on one GPU -- Loom, PyTorch eager and
+torch.compile -- from identical initial weights on identical batches, and
+prints tokens/s, step time, MFU, peak GPU memory and the first losses.
+
+Two steps, because the GPU machine has no MLIR (Loom compiles elsewhere):
+
+  1. On the GPU machine, export the model's graph (weights stripped):
+       python3 bench/train_llama.py export --out OUTDIR [model flags]
+     -> OUTDIR/model.pt2 (the forward, ids [batch, seq] -> logits, no weights)
+  2. On the development machine, compile the training step:
+       loom-compile OUTDIR/model.pt2 --mode=train --embed-weights=false \
+           --precision=bf16 --batch 4 -o train.loomx
+  3. On the GPU machine, run the comparison:
+       python3 bench/train_llama.py bench --loom-run build/bin/loom-run \
+           --executable train.loomx --steps 20 [model flags]
+
+The default model is the 0.95B Llama of docs/performance.md: 16 layers,
+hidden 2048, FFN 5632, 16 heads, vocab 32000, sequence 2048, batch 4.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+
+import numpy as np
+import torch
+
+
+def model_args(ap):
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--ffn", type=int, default=5632)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+
+
+class LogitsOnly(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids, use_cache=False).logits
+
+
+def build(args):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(args.seed)
+    cfg = LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.ffn,
+                      num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                      num_key_value_heads=args.heads, max_position_embeddings=args.seq,
+                      rms_norm_eps=1e-5, tie_word_embeddings=False)
+    return LogitsOnly(LlamaForCausalLM(cfg)).eval()
+
+
+def export(args):
+    os.makedirs(args.out, exist_ok=True)
+    model = build(args)
+    ids = torch.zeros(args.batch, args.seq, dtype=torch.long)
+    ep = torch.export.export(model, (ids,))
+    full = os.path.join(tempfile.mkdtemp(), "full.pt2")
+    torch.export.save(ep, full)
+    # The graph without the weights: Loom compiles with --embed-weights=false
+    # and the run gets the weights from a safetensors file.
+    src = zipfile.ZipFile(full)
+    dst = zipfile.ZipFile(os.path.join(args.out, "model.pt2"), "w", zipfile.ZIP_STORED)
+    for info in src.infolist():
+        if "/data/weights/weight_" not in info.filename:
+            dst.writestr(info, src.read(info.filename))
+    dst.close()
+    params = sum(p.numel() for p in model.parameters())
+    print("exported %.3fB parameters to %s" % (params / 1e9, os.path.join(args.out, "model.pt2")))
+
+
+class PeakMemory:
+    """Samples the GPU's used memory with nvidia-smi (Loom runs in another process)."""
+
+    def __init__(self):
+        self.peak = 0
+        self.running = True
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        while self.running:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True).stdout.split()
+            if out:
+                self.peak = max(self.peak, int(out[0]))
+            time.sleep(0.2)
+
+    def stop(self):
+        self.running = False
+        self.thread.join()
+        return self.peak / 1024.0  # GiB
+
+
+def flops_per_token(params, args):
+    # 6N for the matrix products forward and backward, plus attention's
+    # scores and values (12 * layers * hidden * seq per token).
+    return 6 * params + 12 * args.layers * args.hidden * args.seq
+
+
+def torch_run(model, batches, args, compiled):
+    model = model.cuda().train()
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    fwd = torch.compile(model) if compiled else model
+
+    def step(tokens):
+        tokens = tokens.cuda(non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = fwd(tokens[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, args.vocab),
+                                                 tokens[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    torch.cuda.reset_peak_memory_stats()
+    losses, times = [], []
+    for tokens in batches:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        loss = step(tokens)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+        losses.append(loss.item())
+    peak = torch.cuda.max_memory_allocated() / 2**30
+    model.cpu()
+    del opt
+    torch.cuda.empty_cache()
+    return losses, times, peak
+
+
+def bench(args):
+    from safetensors.torch import save_file
+    work = tempfile.mkdtemp()
+    model = build(args)
+    params = sum(p.numel() for p in model.parameters())
+    # Identical initial weights for every run.
+    initial = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    save_file(initial, os.path.join(work, "weights.safetensors"))
+    # Identical batches: windows of seq+1 tokens at stride seq, in order
+    # (loom-run --sequential-data reads the file the same way).
+    rng = np.random.default_rng(args.seed)
+    stream = rng.integers(0, args.vocab, size=args.steps * args.batch * args.seq + 1, dtype=np.uint32)
+    stream.tofile(os.path.join(work, "tokens.u32"))
+    batches = []
+    for s in range(args.steps):
+        rows = [stream[(s * args.batch + b) * args.seq:(s * args.batch + b) * args.seq + args.seq + 1]
+                for b in range(args.batch)]
+        batches.append(torch.from_numpy(np.stack(rows).astype(np.int64)))
+    tokens_per_step = args.batch * args.seq
+    fpt = flops_per_token(params, args)
+    rows = []
+
+    def summarize(name, losses, times, peak):
+        warm = times[3:] if len(times) > 4 else times
+        step_time = sum(warm) / len(warm)
+        tps = tokens_per_step / step_time
+        rows.append((name, tps, step_time, tps * fpt / 989e12, peak, losses))
+
+    if args.loom_run:
+        metrics = os.path.join(work, "loom.jsonl")
+        mem = PeakMemory()
+        cmd = [args.loom_run, args.executable, "--backend=cuda", "--weights",
+               os.path.join(work, "weights.safetensors"), "--steps", str(args.steps), "--data",
+               os.path.join(work, "tokens.u32"), "--sequential-data", "--lr", str(args.lr),
+               "--metrics", metrics, "--log-every", "5"]
+        print("$", " ".join(cmd), flush=True)
+        result = subprocess.run(cmd)
+        peak = mem.stop()
+        if result.returncode == 0:
+            lines = [json.loads(l) for l in open(metrics)]
+            summarize("loom", [l["loss"] for l in lines], [l["step_time_s"] for l in lines], peak)
+        else:
+            print("loom-run failed with exit code", result.returncode)
+    for name, compiled in (("pytorch eager", False), ("torch.compile", True)):
+        model.load_state_dict(initial)
+        losses, times, peak = torch_run(model, batches, args, compiled)
+        summarize(name, losses, times, peak)
+
+    print("\nmodel: %.3fB parameters, batch %d x %d tokens, bf16 compute, f32 master weights, AdamW"
+          % (params / 1e9, args.batch, args.seq))
+    print("%-14s %12s %10s %7s %10s" % ("", "tokens/s", "step (ms)", "MFU", "peak GiB"))
+    for name, tps, st, mfu, peak, _ in rows:
+        print("%-14s %12.0f %10.1f %6.1f%% %10.1f" % (name, tps, st * 1e3, mfu * 100, peak))
+    print("\nfirst losses:")
+    for name, *_, losses in rows:
+        print("%-14s %s" % (name, " ".join("%.4f" % l for l in losses[:20])))
+    with open(os.path.join(args.out or work, "bench.json"), "w") as f:
+        json.dump([{"name": r[0], "tokens_per_s": r[1], "step_s": r[2], "mfu": r[3],
+                    "peak_gib": r[4], "losses": r[5]} for r in rows], f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("export")
+    e.add_argument("--out", required=True)
+    model_args(e)
+    b = sub.add_parser("bench")
+    b.add_argument("--loom-run", help="path to loom-run (omit to run PyTorch only)")
+    b.add_argument("--executable", help="the compiled training step (.loomx)")
+    b.add_argument("--steps", type=int, default=20)
+    b.add_argument("--lr", type=float, default=3e-4)
+    b.add_argument("--out")
+    model_args(b)
+    args = ap.parse_args()
+    export(args) if args.command == "export" else bench(args)
+
+
+if __name__ == "__main__":
+    main()
