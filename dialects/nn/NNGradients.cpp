@@ -475,6 +475,23 @@ FailureOr<Value> MatmulOp::buildOperandGradient(OpBuilder &b, unsigned index,
                           transposeY ? b.getUnitAttr() : UnitAttr())
         .getResult();
   };
+  // A weight shared by every batch (x @ W with x [..., M, K], W 2-D): the
+  // batch is more rows of one product, so dW is a single matmul over the
+  // flattened rows, not a batched one followed by a sum over the batch.
+  auto lhsType = tensorType(lhs), dyType = tensorType(*dy);
+  if (index == 1 && !tl && lhsType.getRank() > 2 && tensorType(rhs).getRank() == 2) {
+    int64_t rows = 1;
+    for (int64_t d : lhsType.getShape().drop_back())
+      rows *= d;
+    Value x = b.create<ReshapeOp>(
+        loc, RankedTensorType::get({rows, lhsType.getShape().back()}, lhsType.getElementType()),
+        lhs);
+    Value g = b.create<ReshapeOp>(
+        loc, RankedTensorType::get({rows, dyType.getShape().back()}, dyType.getElementType()),
+        *dy);
+    return tr ? matmul(g, x, true, false)  // dW [N, K] = dY^T X
+              : matmul(x, g, true, false); // dW [K, N] = X^T dY
+  }
   Value grad;
   if (index == 0)
     grad = tl ? matmul(rhs, *dy, tr, true)   // dA [K, M] = op(B) dC^T
