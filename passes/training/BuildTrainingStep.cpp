@@ -178,9 +178,18 @@ struct BuildTrainingStepPass
       if (g.getType() != p.getType())
         g = builder.create<nn::CastOp>(loc, p.getType(), g);
       auto type = tensorType(g);
-      SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
       Value sq = builder.create<nn::MulOp>(loc, g, g);
-      Value partial = builder.create<nn::ReduceSumOp>(loc, sq, builder.getDenseI64ArrayAttr(all),
+      // Sum of squares in two stages, rows then the row sums: a whole-tensor
+      // reduction to one scalar would leave most of a GPU idle.
+      if (type.getRank() >= 2) {
+        int64_t rows = type.getDimSize(0), cols = type.getNumElements() / std::max<int64_t>(rows, 1);
+        if (type.getRank() > 2)
+          sq = builder.create<nn::ReshapeOp>(
+              loc, RankedTensorType::get({rows, cols}, type.getElementType()), sq);
+        sq = builder.create<nn::ReduceSumOp>(loc, sq, builder.getDenseI64ArrayAttr({1}),
+                                             /*keepdim=*/false);
+      }
+      Value partial = builder.create<nn::ReduceSumOp>(loc, sq, builder.getDenseI64ArrayAttr({0}),
                                                       /*keepdim=*/false);
       if (tensorType(partial).getElementType() != builder.getF32Type())
         partial = builder.create<nn::CastOp>(loc, f32Scalar, partial);
