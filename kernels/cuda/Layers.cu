@@ -4,7 +4,9 @@
 // gradient.
 //
 // Element types f32, bf16 and f16; everything computes in f32 (bf16/f16 are
-// widened on load and rounded to nearest even on store). Every reduction has
+// widened on load and rounded to nearest even on store), except bf16/f16
+// attention with head dim 64 or 128, whose products run on the tensor cores
+// (FlashAttention.cu: bf16/f16 operands, f32 accumulation). Every reduction has
 // a fixed order (no atomics), so results are deterministic run to run.
 //
 // Host-side checks mirror the CPU reference (kernels/cpu); the one check the
@@ -14,6 +16,7 @@
 
 #include "kernels/cpu/KernelSupport.h"
 #include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/FlashAttention.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -486,6 +489,10 @@ __global__ void __launch_bounds__(1024)
 
 //===----------------------------------------------------------------------===//
 // Attention
+//
+// bf16/f16 with head dims 64 or 128 (query/key and value alike) take the
+// tensor-core kernels of FlashAttention.cu; the kernels here handle f32 and
+// every other head dim.
 //
 // Flash-style, SIMT f32 (no tensor cores). 256 threads per block as a 16 x 16
 // grid: thread (tr, tc) = (tid / 16, tid % 16). A score tile's rows are
@@ -1375,6 +1382,23 @@ llvm::Error launchAttentionForward(const AttnParams &p, cudaStream_t stream) {
   return cudaError(cudaGetLastError(), "attention forward launch");
 }
 
+FlashAttnArgs makeFlashArgs(const AttnShape &s, const Tensor &q, const Tensor &k,
+                            const Tensor &v) {
+  FlashAttnArgs a;
+  a.q = q.data;
+  a.k = k.data;
+  a.v = v.data;
+  a.batch = int(s.batch);
+  a.qHeads = int(s.qHeads);
+  a.kvHeads = int(s.kvHeads);
+  a.seq = int(s.seq);
+  a.kvSeq = int(s.kvSeq);
+  a.headDim = int(s.headDim);
+  a.causal = s.causal;
+  a.scale = static_cast<float>(s.scale);
+  return a;
+}
+
 llvm::Error launchAttention(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 1));
   const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
@@ -1387,6 +1411,13 @@ llvm::Error launchAttention(const KernelCall &call) {
   if (out.shape != expected)
     return kernelError("output shape " + shapeToString(out.shape) + " should be " +
                        shapeToString(expected));
+  if (flashAttentionApplies(q.dtype, s.headDim, s.valueDim, s.seq, s.kvSeq,
+                            {q.data, k.data, v.data, out.data}) &&
+      s.batch * s.qHeads > 0) {
+    FlashAttnArgs a = makeFlashArgs(s, q, k, v);
+    a.out = out.data;
+    return flashAttentionForward(q.dtype, a, call.ctx.stream);
+  }
   AttnParams p = makeAttnParams(s);
   p.q = q.data;
   p.k = k.data;
@@ -1464,12 +1495,25 @@ llvm::Error launchAttentionGrad(const KernelCall &call) {
       p.lse = static_cast<float *>(workspace);
       p.delta = p.lse + rows;
     }
-    llvm::Error result =
-        withAttnColumns(std::max(s.headDim, s.valueDim), [&](auto nc) -> llvm::Error {
-          constexpr int NC = decltype(nc)::value;
-          LOOM_RETURN_IF_ERROR((launchAttentionForward<T, NC, true>(p, stream)));
-          return launchAttentionBackward<T, NC>(p, stream);
-        });
+    llvm::Error result = [&]() -> llvm::Error {
+      if (rows > 0 && flashAttentionApplies(q.dtype, s.headDim, s.valueDim, s.seq, s.kvSeq,
+                                            {q.data, k.data, v.data, dOut.data, dq.data,
+                                             dk.data, dv.data})) {
+        FlashAttnArgs a = makeFlashArgs(s, q, k, v);
+        a.dout = dOut.data;
+        a.dq = dq.data;
+        a.dk = dk.data;
+        a.dv = dv.data;
+        a.lse = p.lse;
+        a.delta = p.delta;
+        return flashAttentionBackward(q.dtype, a, stream);
+      }
+      return withAttnColumns(std::max(s.headDim, s.valueDim), [&](auto nc) -> llvm::Error {
+        constexpr int NC = decltype(nc)::value;
+        LOOM_RETURN_IF_ERROR((launchAttentionForward<T, NC, true>(p, stream)));
+        return launchAttentionBackward<T, NC>(p, stream);
+      });
+    }();
     if (workspace) {
       llvm::Error freed = cudaError(cudaFreeAsync(workspace, stream), "cudaFreeAsync");
       if (result) {

@@ -1,0 +1,44 @@
+#ifndef LOOM_KERNELS_CUDA_FLASHATTENTION_CUH
+#define LOOM_KERNELS_CUDA_FLASHATTENTION_CUH
+
+// Tensor-core attention for bf16/f16 (kernels/cuda/FlashAttention.cu): the
+// fast path of nn.attention and nn.attention_grad that Layers.cu takes when
+// flashAttentionApplies() says so; the f32 SIMT kernels in Layers.cu handle
+// everything else. Same semantics as the CPU reference: grouped heads, causal
+// mask aligned to the end, scale; deterministic (no atomics, fixed order).
+
+#include "runtime/support/DType.h"
+
+#include <cuda_runtime.h>
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <initializer_list>
+
+namespace loom::cuda {
+
+struct FlashAttnArgs {
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
+  void *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  float *lse = nullptr;   // [batch * qHeads * seq] workspace (backward)
+  float *delta = nullptr; // [batch * qHeads * seq] workspace (backward)
+  int batch = 0, qHeads = 0, kvHeads = 0, seq = 0, kvSeq = 0, headDim = 0;
+  bool causal = false;
+  float scale = 1.f;
+};
+
+/// bf16 or f16, headDim == valueDim in {64, 128}, every pointer 16-byte
+/// aligned, nonempty problem.
+bool flashAttentionApplies(DType dtype, int64_t headDim, int64_t valueDim, int64_t seq,
+                           int64_t kvSeq, std::initializer_list<const void *> pointers);
+
+/// out = softmax(scale q k^T) v.
+llvm::Error flashAttentionForward(DType dtype, const FlashAttnArgs &args, cudaStream_t stream);
+
+/// dq, dk, dv from q, k, v, dout (args.lse / args.delta: the workspace).
+llvm::Error flashAttentionBackward(DType dtype, const FlashAttnArgs &args, cudaStream_t stream);
+
+} // namespace loom::cuda
+
+#endif
