@@ -8,6 +8,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstring>
+
 namespace loom {
 namespace {
 
@@ -23,6 +26,8 @@ public:
       cudaStreamDestroy(s);
     if (context_.workspace)
       cudaFree(context_.workspace);
+    if (staging_)
+      cudaFreeHost(staging_);
     if (context_.cublasLt)
       cublasLtDestroy(context_.cublasLt);
   }
@@ -56,15 +61,13 @@ public:
   }
   void deallocate(void *ptr) override { cudaFree(ptr); }
 
+  // Host memory the caller owns is pageable; the copies go through a pinned
+  // staging buffer, in chunks, so the DMA engines run at full speed.
   llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) override {
-    if (auto err = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
-      return err;
-    return check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+    return stagedCopy(dst, src, bytes, /*toDevice=*/true);
   }
   llvm::Error copyToHost(void *dst, const void *src, size_t bytes) override {
-    if (auto err = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
-      return err;
-    return check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+    return stagedCopy(dst, src, bytes, /*toDevice=*/false);
   }
 
   llvm::Error createStreams(unsigned numStreams, unsigned numEvents) override {
@@ -123,6 +126,37 @@ public:
   }
 
 private:
+  static constexpr size_t kStagingBytes = size_t(64) << 20;
+
+  llvm::Error stagedCopy(void *dst, const void *src, size_t bytes, bool toDevice) {
+    // Work already issued on the program's streams may read or write these bytes.
+    if (auto err = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
+      return err;
+    if (!staging_) {
+      if (auto err = check(cudaHostAlloc(&staging_, kStagingBytes, cudaHostAllocDefault),
+                           "cudaHostAlloc (staging)"))
+        return err;
+    }
+    for (size_t done = 0; done < bytes;) {
+      size_t chunk = std::min(kStagingBytes, bytes - done);
+      if (toDevice) {
+        std::memcpy(staging_, static_cast<const char *>(src) + done, chunk);
+        if (auto err = check(cudaMemcpy(static_cast<char *>(dst) + done, staging_, chunk,
+                                        cudaMemcpyHostToDevice),
+                             "cudaMemcpy to device"))
+          return err;
+      } else {
+        if (auto err = check(cudaMemcpy(staging_, static_cast<const char *>(src) + done, chunk,
+                                        cudaMemcpyDeviceToHost),
+                             "cudaMemcpy to host"))
+          return err;
+        std::memcpy(static_cast<char *>(dst) + done, staging_, chunk);
+      }
+      done += chunk;
+    }
+    return llvm::Error::success();
+  }
+
   llvm::Error checkStream(unsigned stream) const {
     if (stream >= numStreams_)
       return llvm::createStringError(std::errc::invalid_argument,
@@ -136,6 +170,7 @@ private:
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> events_;
   unsigned numStreams_ = 0, numEvents_ = 0;
+  void *staging_ = nullptr;
 };
 
 } // namespace
