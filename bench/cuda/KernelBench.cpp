@@ -1,0 +1,194 @@
+// loom-kernel-bench: times Loom's CUDA kernels at the 0.95B Llama's shapes
+// and prints each one's achieved bandwidth or FLOP rate against the ceilings
+// measured on the H200 (device copy 4.2 TB/s, bf16 GEMM 795 TFLOP/s).
+//
+//   loom-kernel-bench [--iterations N]
+
+#include "kernels/cuda/CudaKernels.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cuda_runtime_api.h>
+
+#include <random>
+
+using namespace loom;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::opt<int> iterations("iterations", cl::desc("timed launches per kernel"), cl::init(20));
+
+constexpr double kCopyCeiling = 4.2e12;  // bytes/s, measured device copy
+constexpr double kGemmCeiling = 795e12;  // FLOP/s, measured bf16 GEMM
+
+struct Buffer {
+  cpu::Tensor tensor;
+  size_t bytes;
+};
+
+[[noreturn]] void die(const std::string &message) {
+  llvm::errs() << "loom-kernel-bench: error: " << message << "\n";
+  std::exit(1);
+}
+
+Buffer make(DType dtype, std::vector<int64_t> shape, double scale = 1.0, int64_t intBound = 0) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  size_t bytes = size_t(n) * dtypeSize(dtype);
+  std::vector<uint8_t> host(bytes);
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    if (dtype == DType::F32) {
+      float v = float(scale) * uniform(rng);
+      std::memcpy(&host[i * 4], &v, 4);
+    } else if (dtype == DType::BF16) {
+      float v = float(scale) * uniform(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      uint16_t b = uint16_t(bits >> 16);
+      std::memcpy(&host[i * 2], &b, 2);
+    } else if (dtype == DType::I64) {
+      int64_t v = int64_t(rng() % uint64_t(intBound));
+      std::memcpy(&host[i * 8], &v, 8);
+    }
+  }
+  void *device = nullptr;
+  if (cudaMalloc(&device, std::max<size_t>(bytes, 1)) != cudaSuccess)
+    die("cudaMalloc failed");
+  cudaMemcpy(device, host.data(), bytes, cudaMemcpyHostToDevice);
+  return {{device, dtype, shape}, bytes};
+}
+
+struct Case {
+  std::string label;
+  std::string kernel;
+  std::vector<Buffer> inputs, outputs;
+  cpu::KernelAttrs attrs;
+  double flops = 0; // 0: a memory-bound kernel, judged by bytes moved
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  cl::ParseCommandLineOptions(argc, argv, "loom-kernel-bench: Loom's CUDA kernels against the H200's ceilings\n");
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
+    die("no CUDA device");
+  cuda::LaunchContext ctx;
+  cudaStreamCreate(&ctx.stream);
+  cublasLtCreate(&ctx.cublasLt);
+  ctx.workspaceBytes = size_t(32) << 20;
+  cudaMalloc(&ctx.workspace, ctx.workspaceBytes);
+
+  const int64_t B = 4, S = 2048, H = 16, D = 128, M = B * S, Hid = 2048, F = 5632, V = 32000;
+  std::vector<Case> cases;
+  auto bf16 = [](std::vector<int64_t> s) { return make(DType::BF16, s); };
+  auto f32 = [](std::vector<int64_t> s) { return make(DType::F32, s); };
+  {
+    Case c{"add [8192, 2048] bf16", "nn.add", {bf16({M, Hid}), bf16({M, Hid})}, {bf16({M, Hid})}, {}};
+    cases.push_back(std::move(c));
+  }
+  cases.push_back({"mul [8192, 5632] bf16", "nn.mul", {bf16({M, F}), bf16({M, F})}, {bf16({M, F})}, {}});
+  cases.push_back({"silu [8192, 5632] bf16", "nn.silu", {bf16({M, F})}, {bf16({M, F})}, {}});
+  cases.push_back({"cast f32->bf16 [5632, 2048]", "nn.cast", {f32({F, Hid})}, {bf16({F, Hid})}, {}});
+  cases.push_back({"cast bf16->f32 [5632, 2048]", "nn.cast", {bf16({F, Hid})}, {f32({F, Hid})}, {}});
+  {
+    cpu::KernelAttrs a;
+    a.set("epsilon", 1e-5).set("has_weight", int64_t(1));
+    cases.push_back({"rms_norm [8192, 2048] bf16", "nn.rms_norm", {bf16({M, Hid}), bf16({Hid})}, {bf16({M, Hid})}, a});
+    cases.push_back({"rms_norm_grad [8192, 2048] bf16", "nn.rms_norm_grad",
+                     {bf16({M, Hid}), bf16({M, Hid}), bf16({Hid})}, {bf16({M, Hid})}, a});
+  }
+  {
+    cpu::KernelAttrs a;
+    a.set("dims", std::vector<int64_t>{0}).set("keepdim", int64_t(0));
+    cases.push_back({"reduce_sum rows->[2048] bf16", "nn.reduce_sum", {bf16({M, Hid})}, {bf16({Hid})}, a});
+  }
+  {
+    cpu::KernelAttrs a;
+    a.set("beta1", 0.9).set("beta2", 0.95).set("epsilon", 1e-8).set("weight_decay", 0.1);
+    Buffer lr = f32({}), step = f32({});
+    float one = 1e-3f, t = 3.0f;
+    cudaMemcpy(lr.tensor.data, &one, 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(step.tensor.data, &t, 4, cudaMemcpyHostToDevice);
+    Buffer p = f32({F, Hid}), g = f32({F, Hid}), m = f32({F, Hid}), v = f32({F, Hid});
+    cases.push_back({"adamw [5632, 2048] f32 (in place)", "nn.adamw", {p, g, m, v, lr, step}, {p, m, v}, a});
+  }
+  {
+    cpu::KernelAttrs a;
+    a.set("ignore_index", int64_t(-100)).set("reduction", std::string("mean"));
+    cases.push_back({"cross_entropy [8192, 32000] bf16", "nn.cross_entropy",
+                     {bf16({M, V}), make(DType::I64, {M}, 1, V)}, {f32({})}, a});
+  }
+  {
+    cpu::KernelAttrs a;
+    a.set("permutation", std::vector<int64_t>{0, 2, 1, 3});
+    cases.push_back({"transpose [4,2048,16,128] bf16", "nn.transpose", {bf16({B, S, H, D})}, {bf16({B, H, S, D})}, a});
+  }
+  {
+    cpu::KernelAttrs a;
+    a.set("transpose_a", int64_t(0)).set("transpose_b", int64_t(1));
+    Case c{"matmul [8192,2048]x[5632,2048]^T bf16", "nn.matmul", {bf16({M, Hid}), bf16({F, Hid})}, {bf16({M, F})}, a};
+    c.flops = 2.0 * M * Hid * F;
+    cases.push_back(std::move(c));
+    Case w{"matmul dW [8192,5632]^T x [8192,2048]", "nn.matmul", {bf16({M, F}), bf16({M, Hid})}, {bf16({F, Hid})}, {}};
+    w.attrs.set("transpose_a", int64_t(1)).set("transpose_b", int64_t(0));
+    w.flops = 2.0 * M * Hid * F;
+    cases.push_back(std::move(w));
+  }
+  {
+    cpu::KernelAttrs a;
+    a.set("causal", int64_t(1)).set("scale", 1.0 / std::sqrt(double(D)));
+    Case c{"attention [4,16,2048,128] causal", "nn.attention",
+           {bf16({B, H, S, D}), bf16({B, H, S, D}), bf16({B, H, S, D})}, {bf16({B, H, S, D})}, a};
+    c.flops = 4.0 * B * H * S * S * D / 2; // causal: half the scores
+    cases.push_back(std::move(c));
+    Case g{"attention_grad [4,16,2048,128] causal", "nn.attention_grad",
+           {bf16({B, H, S, D}), bf16({B, H, S, D}), bf16({B, H, S, D}), bf16({B, H, S, D})},
+           {bf16({B, H, S, D}), bf16({B, H, S, D}), bf16({B, H, S, D})}, a};
+    g.flops = 2.5 * 4.0 * B * H * S * S * D / 2;
+    cases.push_back(std::move(g));
+  }
+
+  llvm::outs() << "kernel                                    time (us)         rate   ceiling\n";
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (Case &c : cases) {
+    std::vector<cpu::Tensor> in, out;
+    size_t bytes = 0;
+    for (Buffer &b : c.inputs) {
+      in.push_back(b.tensor);
+      bytes += b.bytes;
+    }
+    for (Buffer &b : c.outputs) {
+      out.push_back(b.tensor);
+      bytes += b.bytes;
+    }
+    for (int i = 0; i < 3; ++i)
+      if (llvm::Error err = cuda::launchKernel(c.kernel, in, out, c.attrs, ctx))
+        die(llvm::toString(std::move(err)));
+    cudaEventRecord(start, ctx.stream);
+    for (int i = 0; i < iterations; ++i)
+      if (llvm::Error err = cuda::launchKernel(c.kernel, in, out, c.attrs, ctx))
+        die(llvm::toString(std::move(err)));
+    cudaEventRecord(stop, ctx.stream);
+    if (cudaEventSynchronize(stop) != cudaSuccess)
+      die(c.label + ": the kernel failed");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    double seconds = ms / 1e3 / iterations;
+    if (c.flops > 0)
+      llvm::outs() << llvm::format("%-40s %10.1f %8.0f TF/s %8.0f%%\n", c.label.c_str(), seconds * 1e6,
+                                   c.flops / seconds / 1e12, 100 * c.flops / seconds / kGemmCeiling);
+    else
+      llvm::outs() << llvm::format("%-40s %10.1f %8.2f TB/s %8.0f%%\n", c.label.c_str(), seconds * 1e6,
+                                   bytes / seconds / 1e12, 100 * bytes / seconds / kCopyCeiling);
+  }
+  return 0;
+}
