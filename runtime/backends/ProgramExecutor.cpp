@@ -174,9 +174,17 @@ llvm::Error ProgramExecutor::run() {
     if (!err && profiling_ &&
         (instr.kind == InstrKind::Kernel || instr.kind == InstrKind::Copy)) {
       err = backend_.synchronize();
-      auto &[seconds, calls] = kernelTimes_[instr.kind == InstrKind::Kernel ? instr.kernel : "copy"];
-      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      auto finished = std::chrono::steady_clock::now();
+      std::string name = instr.kind == InstrKind::Kernel ? instr.kernel : "copy";
+      auto &[seconds, calls] = kernelTimes_[name];
+      double duration = std::chrono::duration<double>(finished - started).count();
+      seconds += duration;
       ++calls;
+      if (!traceOrigin_)
+        traceOrigin_ = started;
+      trace_.push_back({std::move(name), instr.stream,
+                        std::chrono::duration<double>(started - *traceOrigin_).count(), duration,
+                        static_cast<uint32_t>(i)});
     }
     if (err)
       return error("rank " + llvm::Twine(program_.rank) + ", instruction " +

@@ -8,7 +8,9 @@
 #include "runtime/executable/Executable.h"
 #include "runtime/support/HostTensor.h"
 
+#include <chrono>
 #include <map>
+#include <optional>
 
 namespace loom {
 
@@ -42,6 +44,14 @@ public:
   };
   /// Totals since profiling began, largest first.
   std::vector<KernelTime> profile() const;
+  /// One timed instruction of a profiled run, for --trace.
+  struct TraceEvent {
+    std::string name;
+    uint32_t stream;
+    double startSeconds, durationSeconds; // from the first profiled run's start
+    uint32_t instruction;
+  };
+  const std::vector<TraceEvent> &traceEvents() const { return trace_; }
 
   /// Reads any buffer (parameters included), for tests and checkpoints.
   llvm::Expected<HostTensor> readBuffer(uint32_t buffer) const;
@@ -63,6 +73,8 @@ private:
   void *arenas_[kNumArenas] = {nullptr, nullptr};
   bool profiling_ = false;
   std::map<std::string, std::pair<double, int64_t>> kernelTimes_;
+  std::vector<TraceEvent> trace_;
+  std::optional<std::chrono::steady_clock::time_point> traceOrigin_;
 };
 
 /// The initial values of a parameter with a seeded initializer, as f64:

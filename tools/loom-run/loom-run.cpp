@@ -12,6 +12,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
@@ -50,6 +51,11 @@ cl::opt<bool> profile("profile",
                       cl::desc("time every kernel (waiting for each) and print where the "
                                "time went"),
                       cl::cat(category));
+cl::opt<std::string> tracePath(
+    "trace",
+    cl::desc("write the run's kernels as a Chrome trace (open in Perfetto); implies "
+             "--profile's waits"),
+    cl::value_desc("FILE.json"), cl::cat(category));
 cl::opt<uint64_t> seed("seed",
                        cl::desc("seed for fresh parameters and the order of the training data"),
                        cl::init(0), cl::cat(category));
@@ -142,8 +148,33 @@ int main(int argc, char **argv) {
   std::unique_ptr<ProgramExecutor> executor =
       check(ProgramExecutor::create(exe, /*rank=*/0, *backend, seed));
   const RankProgram &program = executor->program();
-  executor->setProfiling(profile);
+  executor->setProfiling(profile || !tracePath.empty());
   auto printProfile = [&]() {
+    if (!tracePath.empty()) {
+      // Chrome's trace format: complete ("X") events in microseconds, one
+      // thread per stream of the program.
+      llvm::json::Array events;
+      for (size_t s = 0; s < program.streams.size(); ++s)
+        events.push_back(llvm::json::Object{
+            {"name", "thread_name"}, {"ph", "M"}, {"pid", int64_t(program.rank)},
+            {"tid", int64_t(s)}, {"args", llvm::json::Object{{"name", program.streams[s]}}}});
+      for (const auto &e : executor->traceEvents())
+        events.push_back(llvm::json::Object{{"name", e.name},
+                                            {"ph", "X"},
+                                            {"pid", int64_t(program.rank)},
+                                            {"tid", int64_t(e.stream)},
+                                            {"ts", e.startSeconds * 1e6},
+                                            {"dur", e.durationSeconds * 1e6},
+                                            {"args", llvm::json::Object{{"instruction", int64_t(e.instruction)}}}});
+      std::error_code ec;
+      llvm::raw_fd_ostream out(tracePath, ec);
+      if (ec)
+        fail("cannot write '" + tracePath + "': " + ec.message());
+      out << llvm::json::Value(llvm::json::Object{{"traceEvents", std::move(events)},
+                                                  {"displayTimeUnit", "ms"}});
+      llvm::errs() << "loom-run: wrote " << executor->traceEvents().size() << " kernel events to "
+                   << tracePath << "\n";
+    }
     if (!profile)
       return;
     double total = 0;
