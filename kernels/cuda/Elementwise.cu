@@ -128,11 +128,24 @@ map3StridedKernel(Index n, const __grid_constant__ StridedMap<3> map, O *out, co
   }
 }
 
+/// Elements per access of a unary map: 16 bytes of the wider operand, except
+/// that a narrowing map (output narrower than input) stores 16 bytes of output
+/// from at most two 16-byte loads.
+template <typename O, typename A> constexpr int map1VectorWidth() {
+  if constexpr (sizeof(O) < sizeof(A)) {
+    constexpr int narrow = static_cast<int>(16 / sizeof(O));
+    constexpr int wide = static_cast<int>(32 / sizeof(A));
+    return narrow < wide ? narrow : wide;
+  } else {
+    return vectorWidth<O, A>();
+  }
+}
+
 template <typename Op, typename O, typename A>
 void launchMap1(const LaunchContext &ctx, int64_t n, O *out, const A *a, Op op) {
   if (n <= 0)
     return;
-  constexpr int V = vectorWidth<O, A>();
+  constexpr int V = map1VectorWidth<O, A>();
   if (V > 1 && isAligned(out, 16) && isAligned(a, 16))
     map1Kernel<V><<<gridFor(n / V + 1, ctx), kBlockSize, 0, ctx.stream>>>(n, out, a, op);
   else
@@ -223,11 +236,13 @@ enum class UnaryOp {
   GeluErf, GeluTanh,
 };
 
+/// 1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) otherwise, without a
+/// branch: both sides are the same exp and one division (a divergent branch
+/// would run both).
 template <typename T> __device__ __forceinline__ T sigmoidOf(T x) {
-  if (x >= T(0))
-    return T(1) / (T(1) + dev::mexp(-x));
-  const T e = dev::mexp(x);
-  return e / (T(1) + e);
+  const bool nonNegative = x >= T(0);
+  const T e = dev::mexp(nonNegative ? -x : x);
+  return (nonNegative ? T(1) : e) / (T(1) + e);
 }
 
 template <UnaryOp Op, typename T> __device__ __forceinline__ T unaryValue(T x) {
@@ -556,7 +571,9 @@ llvm::Error launchWhere(const KernelCall &call) {
 
 template <DType From, DType To> struct CastFn {
   __device__ StorageOf<To> operator()(int64_t, StorageOf<From> x) const {
-    if constexpr (dev::isIntDType(From) && dev::isIntDType(To))
+    if constexpr (From == DType::F32 && To == DType::BF16)
+      return dev::floatToBf16(x); // f32 widens exactly: the same single rounding
+    else if constexpr (dev::isIntDType(From) && dev::isIntDType(To))
       return dev::Elem<To>::store(dev::Elem<From>::load(x));
     else if constexpr (From == DType::I64 && To == DType::F32)
       return static_cast<float>(x); // one rounding, as the CPU does
@@ -864,6 +881,68 @@ reduceColumnsKernel(int64_t outCount, int64_t reduceCount,
   }
 }
 
+/// Reduction over the leading dims of a row-major [reduceCount, outCount]
+/// input (the kept dims innermost and contiguous): a block owns Cols * V
+/// neighbouring outputs, each thread V of them loaded as one 16-byte vector
+/// per row, for the rows r = y, y + Rows, ... (in order); the Rows partial
+/// results of each output merge in a fixed tree.
+template <ReduceOp Op, DType D, int V, int Cols>
+__global__ void __launch_bounds__(kBlockSize)
+reduceLeadingKernel(int64_t outCount, int64_t reduceCount, const StorageOf<D> *in,
+                    StorageOf<D> *out) {
+  using Traits = ReduceTraits<Op, D>;
+  using R = typename Traits::R;
+  using Acc = typename Traits::Acc;
+  using S = StorageOf<D>;
+  using Vec = dev::Vec<S, V>;
+  constexpr int Rows = kBlockSize / Cols;
+  constexpr int kTile = Cols * V;
+  constexpr int kUnroll = 8;
+  __shared__ Acc partial[Rows][kTile];
+  const int x = threadIdx.x % Cols, y = threadIdx.x / Cols;
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * kTile; first < outCount;
+       first += static_cast<int64_t>(gridDim.x) * kTile) {
+    const S *column = in + first + x * V;
+    Acc acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      acc[k] = R::identity();
+    int64_t r = y;
+    for (; r + (kUnroll - 1) * Rows < reduceCount; r += kUnroll * Rows) {
+      Vec loaded[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        loaded[u] = *reinterpret_cast<const Vec *>(column + (r + u * Rows) * outCount);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+          R::fold(acc[k], Traits::loadValue(loaded[u].v[k]), r + u * Rows);
+    }
+    for (; r < reduceCount; r += Rows) {
+      const Vec loaded = *reinterpret_cast<const Vec *>(column + r * outCount);
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        R::fold(acc[k], Traits::loadValue(loaded.v[k]), r);
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      partial[y][x * V + k] = acc[k];
+    __syncthreads();
+#pragma unroll
+    for (int half = Rows / 2; half > 0; half /= 2) {
+      for (int i = threadIdx.x; i < half * kTile; i += kBlockSize) {
+        const int row = i / kTile, c = i % kTile;
+        partial[row][c] = R::merge(partial[row][c], partial[row + half][c]);
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x < kTile)
+      out[first + threadIdx.x] = Traits::finish(partial[0][threadIdx.x], reduceCount);
+    __syncthreads(); // partial is rewritten by the next iteration
+  }
+}
+
 struct ReducePlan {
   std::vector<int64_t> keptShape, keptStrides;       // output order
   std::vector<int64_t> reducedShape, reducedStrides; // input strides
@@ -927,6 +1006,21 @@ llvm::Error launchReduceAs(const KernelCall &call, const ReducePlan &plan) {
       reduceGroupKernel<Op, D, 32><<<gridFor(outCount * 32, call.ctx), kBlockSize, 0,
                                      stream>>>(outCount, reduceCount, kept, reduced, src,
                                                dst);
+    return llvm::Error::success();
+  }
+  // Leading dims reduced, the kept ones contiguous: 16-byte rows of a tile.
+  constexpr int V = std::min(static_cast<int>(16 / sizeof(StorageOf<D>)), 8);
+  constexpr int kCols = 2;
+  if (V > 1 && kept.rank == 1 && kept.strides[0][0] == 1 && reduced.rank == 1 &&
+      reduced.strides[0][0] == outCount && outCount % (kCols * V) == 0 &&
+      reduceCount >= 64 && isAligned(src, 16)) {
+    const int64_t tiles = outCount / (kCols * V);
+    const int64_t cap = static_cast<int64_t>(call.ctx.multiprocessors > 0
+                                                 ? call.ctx.multiprocessors
+                                                 : 132) * 8;
+    reduceLeadingKernel<Op, D, V, kCols>
+        <<<static_cast<unsigned>(std::min(tiles, cap)), kBlockSize, 0, stream>>>(
+            outCount, reduceCount, src, dst);
     return llvm::Error::success();
   }
   // Split each reduction over more threads only when the outputs alone leave
@@ -1102,10 +1196,15 @@ __global__ void __launch_bounds__(kBlockSize)
 adamwKernel(int64_t n, AdamWParams h, const float *lrPtr, const float *stepPtr,
             const float *p, const float *g, const float *m, const float *v, float *pOut,
             float *mOut, float *vOut) {
+  // The bias corrections, once per block (pow is costly next to one element).
+  __shared__ double corrections[2];
   const double lr = *lrPtr, step = *stepPtr;
   const bool valid = step >= 1; // otherwise leave everything as it is
-  const double c1 = valid ? 1.0 - pow(h.beta1, step) : 1.0;
-  const double c2 = valid ? 1.0 - pow(h.beta2, step) : 1.0;
+  if (threadIdx.x < 2)
+    corrections[threadIdx.x] =
+        valid ? 1.0 - pow(threadIdx.x == 0 ? h.beta1 : h.beta2, step) : 1.0;
+  __syncthreads();
+  const double c1 = corrections[0], c2 = corrections[1];
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t vectors = n / V;

@@ -335,6 +335,174 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
+/// 16 bytes of T, the unit of the vectorized row kernels.
+template <typename T> struct alignas(16) Pack16 {
+  static constexpr int kWidth = 16 / sizeof(T);
+  T v[kWidth];
+};
+
+/// normKernel with 16-byte accesses: thread `lane` of a row's G owns the
+/// vectors q = lane + k * G (k < KV), kept in registers; n is a multiple of
+/// the vector width and every pointer is 16-byte aligned.
+template <typename T, int G, int KV, bool LAYER>
+__global__ void __launch_bounds__(G < 256 ? 256 : G)
+    normVecKernel(const T *__restrict__ x, const T *__restrict__ weight,
+                  const T *__restrict__ bias, T *out, int64_t rows, int n, float eps) {
+  using P = Pack16<T>;
+  constexpr int VN = P::kWidth;
+  __shared__ float red[32];
+  const int lane = threadIdx.x % G;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
+  const bool active = row < rows;
+  const int64_t base = (active ? row : 0) * int64_t(n);
+  const int nv = active ? n / VN : 0;
+  const P *in = reinterpret_cast<const P *>(x + base);
+  P cache[KV];
+#pragma unroll
+  for (int k = 0; k < KV; ++k)
+    if (lane + k * G < nv)
+      cache[k] = in[lane + k * G];
+  float mean = 0.f;
+  if constexpr (LAYER) {
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < KV; ++k)
+      if (lane + k * G < nv)
+#pragma unroll
+        for (int e = 0; e < VN; ++e)
+          sum += toF(cache[k].v[e]);
+    sum = groupReduce<G>(sum, red, SumOp{});
+    mean = sum / float(n);
+  }
+  float squares = 0.f;
+#pragma unroll
+  for (int k = 0; k < KV; ++k)
+    if (lane + k * G < nv)
+#pragma unroll
+      for (int e = 0; e < VN; ++e) {
+        const float c = toF(cache[k].v[e]) - mean;
+        squares += c * c;
+      }
+  squares = groupReduce<G>(squares, red, SumOp{});
+  const float invStd = 1.f / sqrtf(squares / float(n) + eps);
+  const P *ws = reinterpret_cast<const P *>(weight);
+  const P *bs = reinterpret_cast<const P *>(bias);
+  P *dst = reinterpret_cast<P *>(out + base);
+  // Each element is read and then written by the same thread: out may be x.
+#pragma unroll
+  for (int k = 0; k < KV; ++k) {
+    const int q = lane + k * G;
+    if (q < nv) {
+      P wv, bv, o;
+      if (weight)
+        wv = ws[q];
+      if (bias)
+        bv = bs[q];
+#pragma unroll
+      for (int e = 0; e < VN; ++e) {
+        float y = (toF(cache[k].v[e]) - mean) * invStd;
+        if (weight)
+          y *= toF(wv.v[e]);
+        if (bias)
+          y += toF(bv.v[e]);
+        o.v[e] = fromF<T>(y);
+      }
+      dst[q] = o;
+    }
+  }
+}
+
+/// normGradKernel with 16-byte accesses (the layout of normVecKernel).
+template <typename T, int G, int KV, bool LAYER>
+__global__ void __launch_bounds__(G < 256 ? 256 : G)
+    normGradVecKernel(const T *__restrict__ x, const T *__restrict__ dy,
+                      const T *__restrict__ weight, T *dx, int64_t rows, int n, float eps) {
+  using P = Pack16<T>;
+  constexpr int VN = P::kWidth;
+  __shared__ float red[32];
+  const int lane = threadIdx.x % G;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
+  const bool active = row < rows;
+  const int64_t base = (active ? row : 0) * int64_t(n);
+  const int nv = active ? n / VN : 0;
+  const P *in = reinterpret_cast<const P *>(x + base);
+  const P *grad = reinterpret_cast<const P *>(dy + base);
+  P xs[KV], gs[KV];
+#pragma unroll
+  for (int k = 0; k < KV; ++k)
+    if (lane + k * G < nv) {
+      xs[k] = in[lane + k * G];
+      gs[k] = grad[lane + k * G];
+    }
+  float mean = 0.f;
+  if constexpr (LAYER) {
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < KV; ++k)
+      if (lane + k * G < nv)
+#pragma unroll
+        for (int e = 0; e < VN; ++e)
+          sum += toF(xs[k].v[e]);
+    sum = groupReduce<G>(sum, red, SumOp{});
+    mean = sum / float(n);
+  }
+  float squares = 0.f;
+#pragma unroll
+  for (int k = 0; k < KV; ++k)
+    if (lane + k * G < nv)
+#pragma unroll
+      for (int e = 0; e < VN; ++e) {
+        const float c = toF(xs[k].v[e]) - mean;
+        squares += c * c;
+      }
+  squares = groupReduce<G>(squares, red, SumOp{});
+  const float invStd = 1.f / sqrtf(squares / float(n) + eps);
+  const P *ws = reinterpret_cast<const P *>(weight);
+  // Each thread's share of sum(g) and sum(g xhat), g = dy * weight.
+  float sumG = 0.f, sumGXhat = 0.f;
+#pragma unroll
+  for (int k = 0; k < KV; ++k) {
+    const int q = lane + k * G;
+    if (q < nv) {
+      P wv;
+      if (weight)
+        wv = ws[q];
+#pragma unroll
+      for (int e = 0; e < VN; ++e) {
+        float g = toF(gs[k].v[e]);
+        if (weight)
+          g *= toF(wv.v[e]);
+        sumG += g;
+        sumGXhat += g * ((toF(xs[k].v[e]) - mean) * invStd);
+      }
+    }
+  }
+  float meanG = 0.f;
+  if constexpr (LAYER)
+    meanG = groupReduce<G>(sumG, red, SumOp{}) / float(n);
+  const float meanGXhat = groupReduce<G>(sumGXhat, red, SumOp{}) / float(n);
+  P *dst = reinterpret_cast<P *>(dx + base);
+  // Each element is read and then written by the same thread: dx may be x or dy.
+#pragma unroll
+  for (int k = 0; k < KV; ++k) {
+    const int q = lane + k * G;
+    if (q < nv) {
+      P wv, o;
+      if (weight)
+        wv = ws[q];
+#pragma unroll
+      for (int e = 0; e < VN; ++e) {
+        float g = toF(gs[k].v[e]);
+        if (weight)
+          g *= toF(wv.v[e]);
+        const float xhat = (toF(xs[k].v[e]) - mean) * invStd;
+        o.v[e] = fromF<T>(invStd * (g - meanG - xhat * meanGXhat));
+      }
+      dst[q] = o;
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Rope
 //===----------------------------------------------------------------------===//
@@ -389,6 +557,63 @@ __global__ void __launch_bounds__(1024)
     addToMaxSum(ms, toF(in[j]));
   ms = groupReduce<G>(ms, red, MaxSumOp{});
   if (active && lane == 0) {
+    float loss = 0.f;
+    if (valid)
+      loss = ms.m + logf(ms.s) - toF(in[label]);
+    else if (!ignored)
+      loss = NAN;
+    losses[row] = loss;
+  }
+}
+
+/// crossEntropyRowsKernel for long rows of 16-byte vectors (classes a
+/// multiple of the vector width, logits 16-byte aligned): one block of G
+/// threads per row, thread t reading vectors t, t + G, ... (U loads in flight)
+/// and keeping a running (max, sum of exp(x - max)) that it rescales once per
+/// vector, never per element (no divergent branch).
+template <typename T, typename L, int G>
+__global__ void __launch_bounds__(G)
+    crossEntropyRowsVecKernel(const T *__restrict__ logits, const L *__restrict__ labels,
+                              float *losses, int64_t rows, int classes, int64_t ignoreIndex) {
+  using P = Pack16<T>;
+  constexpr int VN = P::kWidth;
+  constexpr int U = 4;
+  __shared__ MaxSum red[32];
+  const int lane = threadIdx.x;
+  const int64_t row = blockIdx.x;
+  const int64_t label = static_cast<int64_t>(labels[row]);
+  const bool ignored = label == ignoreIndex;
+  const bool valid = !ignored && label >= 0 && label < classes;
+  const int nv = valid ? classes / VN : 0;
+  const T *in = logits + row * int64_t(classes);
+  const P *vin = reinterpret_cast<const P *>(in);
+  MaxSum ms{-INFINITY, 0.f};
+  auto addVector = [&](const P &p) {
+    float m = ms.m;
+#pragma unroll
+    for (int e = 0; e < VN; ++e)
+      m = fmaxf(m, toF(p.v[e]));
+    // -inf - -inf is NaN: an empty running sum stays 0.
+    float s = ms.m == -INFINITY ? 0.f : ms.s * expf(ms.m - m);
+#pragma unroll
+    for (int e = 0; e < VN; ++e)
+      s += expf(toF(p.v[e]) - m);
+    ms = {m, s};
+  };
+  int q = lane;
+  for (; q + (U - 1) * G < nv; q += U * G) {
+    P loaded[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      loaded[u] = vin[q + u * G];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      addVector(loaded[u]);
+  }
+  for (; q < nv; q += G)
+    addVector(vin[q]);
+  ms = groupReduce<G>(ms, red, MaxSumOp{});
+  if (lane == 0) {
     float loss = 0.f;
     if (valid)
       loss = ms.m + logf(ms.s) - toF(in[label]);
@@ -1053,6 +1278,31 @@ template <typename Fn> void withRowConfig(int64_t n, Fn &&fn) {
     fn(RowConfig<1024, 0>{});
 }
 
+/// The vectorized row kernels' config (G threads per row, K 16-byte vectors
+/// each) for rows of n elements of T: false (nothing launched) when the rows
+/// are not whole aligned vectors or too long to sit in registers.
+template <typename T, typename Fn> bool withVecRowConfig(int64_t n, bool aligned, Fn &&fn) {
+  constexpr int VN = 16 / sizeof(T);
+  if (!aligned || n % VN != 0)
+    return false;
+  const int64_t nv = n / VN;
+  if (nv <= 32 * 8)
+    fn(RowConfig<32, 8>{});
+  else if (nv <= 64 * 8)
+    fn(RowConfig<64, 8>{});
+  else if (nv <= 128 * 8)
+    fn(RowConfig<128, 8>{});
+  else if (nv <= 256 * 8)
+    fn(RowConfig<256, 8>{});
+  else if (nv <= 512 * 8)
+    fn(RowConfig<512, 8>{});
+  else
+    return false;
+  return true;
+}
+
+inline bool isAligned16(const void *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
 template <typename Cfg> unsigned rowBlocks(int64_t rows) {
   return static_cast<unsigned>((rows + Cfg::rowsPerBlock - 1) / Cfg::rowsPerBlock);
 }
@@ -1175,6 +1425,20 @@ llvm::Error launchNorm(const KernelCall &call) {
     T *ys = static_cast<T *>(out.data);
     const float eps = static_cast<float>(epsilon);
     cudaStream_t stream = call.ctx.stream;
+    const bool aligned = isAligned16(xs) && isAligned16(ws) && isAligned16(bs) &&
+                         isAligned16(ys);
+    if (withVecRowConfig<T>(features, aligned, [&](auto cfg) {
+          using Cfg = decltype(cfg);
+          if (layerNorm)
+            normVecKernel<T, Cfg::G, Cfg::K, true>
+                <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, ws, bs, ys, rows,
+                                                                     int(features), eps);
+          else
+            normVecKernel<T, Cfg::G, Cfg::K, false>
+                <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, ws, nullptr, ys, rows,
+                                                                     int(features), eps);
+        }))
+      return llvm::Error::success();
     withRowConfig(features, [&](auto cfg) {
       using Cfg = decltype(cfg);
       if (layerNorm)
@@ -1221,6 +1485,20 @@ llvm::Error launchNormGrad(const KernelCall &call) {
     T *dxs = static_cast<T *>(out.data);
     const float eps = static_cast<float>(epsilon);
     cudaStream_t stream = call.ctx.stream;
+    const bool aligned = isAligned16(xs) && isAligned16(dys) && isAligned16(ws) &&
+                         isAligned16(dxs);
+    if (withVecRowConfig<T>(features, aligned, [&](auto cfg) {
+          using Cfg = decltype(cfg);
+          if (layerNorm)
+            normGradVecKernel<T, Cfg::G, Cfg::K, true>
+                <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, dys, ws, dxs, rows,
+                                                                     int(features), eps);
+          else
+            normGradVecKernel<T, Cfg::G, Cfg::K, false>
+                <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, dys, ws, dxs, rows,
+                                                                     int(features), eps);
+        }))
+      return llvm::Error::success();
     withRowConfig(features, [&](auto cfg) {
       using Cfg = decltype(cfg);
       if (layerNorm)
@@ -1598,7 +1876,13 @@ llvm::Error launchCrossEntropy(const KernelCall &call) {
             cudaMallocAsync(reinterpret_cast<void **>(&losses), size_t(s.rows) * sizeof(float),
                             stream),
             "cudaMallocAsync (cross-entropy losses)"));
-      if (s.rows > 0) {
+      constexpr int VN = Pack16<T>::kWidth;
+      const bool vectorized = s.classes > 1024 && s.classes % VN == 0 &&
+                              reinterpret_cast<uintptr_t>(xs) % 16 == 0;
+      if (s.rows > 0 && vectorized) {
+        crossEntropyRowsVecKernel<T, L, 256><<<unsigned(s.rows), 256, 0, stream>>>(
+            xs, ls, losses, s.rows, int(s.classes), s.ignoreIndex);
+      } else if (s.rows > 0) {
         if (s.classes <= 1024)
           crossEntropyRowsKernel<T, L, 32><<<unsigned((s.rows + 7) / 8), 256, 0, stream>>>(
               xs, ls, losses, s.rows, int(s.classes), s.ignoreIndex);
