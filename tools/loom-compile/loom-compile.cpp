@@ -1,6 +1,7 @@
 // loom-compile: imports a model, runs Loom's passes phase by phase, and
 // writes the executable (or, with --compile-to, the IR at that phase).
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/rt/RtDialect.h"
 #include "frontend/common/ImportOptions.h"
@@ -14,6 +15,7 @@
 #include "passes/lowering/ExecutableEmitter.h"
 #include "passes/lowering/Passes.h"
 #include "passes/memory/Passes.h"
+#include "passes/sharding/Passes.h"
 #include "passes/training/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -46,12 +48,13 @@ cl::opt<std::string> outputPath("o", cl::desc("output file (.loomx, or IR with -
                                 cl::value_desc("path"), cl::cat(category));
 
 /// The phases, in order. Each names the IR you see when you stop after it.
-enum class Phase { Input, NN, Train, RT, Executable };
+enum class Phase { Input, NN, Train, Dist, RT, Executable };
 cl::opt<Phase> compileTo(
     "compile-to", cl::desc("stop after a phase and print its IR"),
     cl::values(clEnumValN(Phase::Input, "input", "as imported, before any pass"),
                clEnumValN(Phase::NN, "nn", "nn after folding and raising (the model, one device)"),
                clEnumValN(Phase::Train, "train", "the training step: loss, backward, optimizer (--mode=train)"),
+               clEnumValN(Phase::Dist, "dist", "the program each rank runs: local shards and dist collectives (--tp/--dp)"),
                clEnumValN(Phase::RT, "rt", "rt programs: buffers planned, streams and events assigned"),
                clEnumValN(Phase::Executable, "executable", "the serialized executable (default)")),
     cl::init(Phase::Executable), cl::cat(category));
@@ -95,6 +98,14 @@ cl::opt<double> adamEpsilon("adam-epsilon", cl::desc("AdamW epsilon"), cl::init(
                             cl::cat(category));
 cl::opt<int64_t> seq("seq", cl::desc("the sequence length: fixes a symbolic sequence dimension"),
                      cl::init(0), cl::cat(category));
+cl::opt<int64_t> tensorParallel("tp", cl::desc("tensor-parallel ranks (Megatron column/row split)"),
+                                cl::init(1), cl::cat(category));
+cl::opt<int64_t> dataParallel("dp", cl::desc("data-parallel ranks (the global batch split along dim 0)"),
+                              cl::init(1), cl::cat(category));
+cl::opt<bool> sequenceParallel("sp", cl::desc("sequence parallelism over the tensor-parallel ranks"),
+                               cl::init(false), cl::cat(category));
+cl::opt<bool> zero1("zero1", cl::desc("ZeRO-1: optimizer state and updates split over the data-parallel ranks"),
+                    cl::init(false), cl::cat(category));
 cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to VALUE"),
                            cl::value_desc("NAME=VALUE"), cl::cat(category));
 
@@ -152,6 +163,16 @@ int main(int argc, char **argv) {
     fail("--precision must be f32 or bf16, got '" + precision + "'");
   if (compileTo == Phase::Train && !training)
     fail("--compile-to=train needs --mode=train");
+  if (tensorParallel < 1 || dataParallel < 1)
+    fail("--tp and --dp must be at least 1, got --tp " + llvm::Twine(int64_t(tensorParallel)) +
+         " --dp " + llvm::Twine(int64_t(dataParallel)));
+  if (sequenceParallel && tensorParallel == 1)
+    fail("--sp splits the sequence over the tensor-parallel ranks: it needs --tp > 1");
+  if (zero1 && dataParallel == 1)
+    fail("--zero1 splits optimizer state over the data-parallel ranks: it needs --dp > 1");
+  bool distributed = tensorParallel > 1 || dataParallel > 1;
+  if (distributed && !training)
+    fail("--tp/--dp apply to --mode=train");
   if (batch > 0)
     importOptions.batch = microbatches > 0 ? batch / microbatches : batch;
   if (seq > 0)
@@ -166,7 +187,8 @@ int main(int argc, char **argv) {
   }
 
   DialectRegistry registry;
-  registry.insert<loom::nn::NNDialect, loom::rt::RtDialect, func::FuncDialect>();
+  registry.insert<loom::nn::NNDialect, loom::dist::DistDialect, loom::rt::RtDialect,
+                  func::FuncDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
@@ -263,6 +285,22 @@ int main(int argc, char **argv) {
     }, "train");
   }
   if (compileTo == Phase::Train)
+    emitIR();
+
+  if (distributed)
+    runPhase([&](PassManager &pm) {
+      loom::ShardAnnotateOptions options;
+      options.tp = tensorParallel;
+      options.dp = dataParallel;
+      options.sp = sequenceParallel;
+      options.zero1 = zero1;
+      pm.addPass(loom::createShardAnnotate(options));
+      pm.addPass(loom::createShardingPropagation());
+      pm.addPass(loom::createSpmdPartition());
+      pm.addPass(createCanonicalizerPass());
+      pm.addPass(createCSEPass());
+    }, "dist");
+  if (compileTo == Phase::Dist)
     emitIR();
 
   runPhase([&](PassManager &pm) {
