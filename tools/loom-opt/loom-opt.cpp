@@ -5,6 +5,7 @@
 #include "dialects/rt/RtDialect.h"
 #include "frontend/raising/Passes.h"
 #include "passes/lowering/Passes.h"
+#include "passes/fusion/Passes.h"
 #include "passes/memory/Passes.h"
 #include "passes/training/Passes.h"
 
@@ -54,6 +55,7 @@ int main(int argc, char **argv) {
   loom::registerRaisingPasses();
   loom::registerLoweringPasses();
   loom::registerMemoryPasses();
+  loom::registerFusionPasses();
   loom::registerTrainingPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, overview(registry), registry));
