@@ -76,6 +76,9 @@ public:
   llvm::Expected<std::vector<int64_t>>
   getInts(std::string_view name,
           std::optional<std::vector<int64_t>> dflt = std::nullopt) const;
+  llvm::Expected<std::vector<double>>
+  getF64List(std::string_view name,
+             std::optional<std::vector<double>> dflt = std::nullopt) const;
 
   const std::vector<NamedAttr> &all() const { return attrs_; }
 

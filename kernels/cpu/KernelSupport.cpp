@@ -112,6 +112,12 @@ KernelAttrs::getInts(std::string_view name,
   return getTyped<std::vector<int64_t>>(*this, name, dflt, "int list");
 }
 
+llvm::Expected<std::vector<double>>
+KernelAttrs::getF64List(std::string_view name,
+                        std::optional<std::vector<double>> dflt) const {
+  return getTyped<std::vector<double>>(*this, name, dflt, "float list");
+}
+
 //===----------------------------------------------------------------------===//
 // Registry and dispatch
 //===----------------------------------------------------------------------===//
@@ -157,6 +163,7 @@ constexpr KernelImpl kImplementations[] = {
     {"nn.cross_entropy", runCrossEntropy}, {"nn.dropout", runDropout},
     {"nn.iota", runIota},
     {"nn.adamw", runAdamW},
+    {"nn.adamw_multi", runAdamWMulti},
     {"nn.gelu_grad", runActivationGrad}, {"nn.silu_grad", runActivationGrad},
     {"nn.layer_norm_grad", runNormGrad}, {"nn.rms_norm_grad", runNormGrad},
     {"nn.attention_grad", runAttentionGrad},

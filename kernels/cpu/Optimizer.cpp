@@ -8,52 +8,117 @@
 
 namespace loom::cpu::detail {
 
-llvm::Error runAdamW(const KernelCall &call) {
-  const Tensor &param = call.inputs[0];
-  for (size_t i = 0; i < 4; ++i) {
-    LOOM_RETURN_IF_ERROR(checkTensor(call.inputs[i], "operand"));
-    LOOM_RETURN_IF_ERROR(checkSameShape(call.inputs[i], "operand", param, "param"));
-    if (call.inputs[i].dtype != DType::F32)
-      return kernelError("parameter, gradient and moments must be f32");
+namespace {
+
+struct AdamWHyper {
+  double beta1, beta2, epsilon, decay;
+  double lr, correction1, correction2;
+};
+
+llvm::Expected<AdamWHyper> readHyper(const KernelCall &call, const Tensor &lrT,
+                                     const Tensor &stepT) {
+  if (lrT.dtype != DType::F32 || product(lrT.shape) != 1 || stepT.dtype != DType::F32 ||
+      product(stepT.shape) != 1)
+    return kernelError("learning rate and step must be f32 scalars");
+  AdamWHyper h;
+  LOOM_ASSIGN_OR_RETURN(h.beta1, call.attrs.getF64("beta1"));
+  LOOM_ASSIGN_OR_RETURN(h.beta2, call.attrs.getF64("beta2"));
+  LOOM_ASSIGN_OR_RETURN(h.epsilon, call.attrs.getF64("epsilon"));
+  if (call.attrs.has("weight_decay")) {
+    LOOM_ASSIGN_OR_RETURN(h.decay, call.attrs.getF64("weight_decay"));
+  } else {
+    h.decay = 0;
   }
-  for (size_t i = 4; i < 6; ++i)
-    if (call.inputs[i].dtype != DType::F32 || product(call.inputs[i].shape) != 1)
-      return kernelError("learning rate and step must be f32 scalars");
-  for (const Tensor &out : call.outputs) {
-    LOOM_RETURN_IF_ERROR(checkSameShape(out, "result", param, "param"));
-    if (out.dtype != DType::F32)
-      return kernelError("results must be f32");
-  }
-  LOOM_ASSIGN_OR_RETURN(double beta1, call.attrs.getF64("beta1"));
-  LOOM_ASSIGN_OR_RETURN(double beta2, call.attrs.getF64("beta2"));
-  LOOM_ASSIGN_OR_RETURN(double epsilon, call.attrs.getF64("epsilon"));
-  LOOM_ASSIGN_OR_RETURN(double decay, call.attrs.getF64("weight_decay"));
-  double lr = *static_cast<const float *>(call.inputs[4].data);
-  double step = *static_cast<const float *>(call.inputs[5].data);
+  h.lr = *static_cast<const float *>(lrT.data);
+  double step = *static_cast<const float *>(stepT.data);
   if (!(step >= 1))
     return kernelError("step must be at least 1 (bias correction), got " + std::to_string(step));
-  double correction1 = 1.0 - std::pow(beta1, step);
-  double correction2 = 1.0 - std::pow(beta2, step);
+  h.correction1 = 1.0 - std::pow(h.beta1, step);
+  h.correction2 = 1.0 - std::pow(h.beta2, step);
+  return h;
+}
 
-  const float *p = static_cast<const float *>(param.data);
-  const float *g = static_cast<const float *>(call.inputs[1].data);
-  const float *m = static_cast<const float *>(call.inputs[2].data);
-  const float *v = static_cast<const float *>(call.inputs[3].data);
-  float *pOut = static_cast<float *>(call.outputs[0].data);
-  float *mOut = static_cast<float *>(call.outputs[1].data);
-  float *vOut = static_cast<float *>(call.outputs[2].data);
-  parallelFor(call.ctx, product(param.shape), 16, [&](int64_t begin, int64_t end) {
+/// Checks one parameter's p, g, m, v (inputs) and p', m', v' (outputs).
+llvm::Error checkGroup(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out) {
+  const Tensor &param = in[0];
+  for (const Tensor &t : in) {
+    LOOM_RETURN_IF_ERROR(checkTensor(t, "operand"));
+    LOOM_RETURN_IF_ERROR(checkSameShape(t, "operand", param, "param"));
+    if (t.dtype != DType::F32)
+      return kernelError("parameter, gradient and moments must be f32");
+  }
+  for (const Tensor &t : out) {
+    LOOM_RETURN_IF_ERROR(checkSameShape(t, "result", param, "param"));
+    if (t.dtype != DType::F32)
+      return kernelError("results must be f32");
+  }
+  return llvm::Error::success();
+}
+
+/// The update of one parameter. With `scale`, the gradient is first
+/// multiplied by it in f32, exactly as a separate nn.mul would.
+void update(const KernelContext &ctx, AdamWHyper h, llvm::ArrayRef<Tensor> in,
+            llvm::ArrayRef<Tensor> out, const float *scale) {
+  const float *p = static_cast<const float *>(in[0].data);
+  const float *g = static_cast<const float *>(in[1].data);
+  const float *m = static_cast<const float *>(in[2].data);
+  const float *v = static_cast<const float *>(in[3].data);
+  float *pOut = static_cast<float *>(out[0].data);
+  float *mOut = static_cast<float *>(out[1].data);
+  float *vOut = static_cast<float *>(out[2].data);
+  parallelFor(ctx, product(in[0].shape), 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      double grad = g[i];
-      double m1 = beta1 * m[i] + (1 - beta1) * grad;
-      double v1 = beta2 * v[i] + (1 - beta2) * grad * grad;
-      double update = (m1 / correction1) / (std::sqrt(v1 / correction2) + epsilon);
+      double grad = scale ? g[i] * *scale : g[i];
+      double m1 = h.beta1 * m[i] + (1 - h.beta1) * grad;
+      double v1 = h.beta2 * v[i] + (1 - h.beta2) * grad * grad;
+      double step = (m1 / h.correction1) / (std::sqrt(v1 / h.correction2) + h.epsilon);
       double p0 = p[i];
-      pOut[i] = static_cast<float>(p0 - lr * (decay * p0 + update));
+      pOut[i] = static_cast<float>(p0 - h.lr * (h.decay * p0 + step));
       mOut[i] = static_cast<float>(m1);
       vOut[i] = static_cast<float>(v1);
     }
   });
+}
+
+} // namespace
+
+llvm::Error runAdamW(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkGroup(call.inputs.take_front(4), call.outputs));
+  LOOM_ASSIGN_OR_RETURN(AdamWHyper h, readHyper(call, call.inputs[4], call.inputs[5]));
+  update(call.ctx, h, call.inputs.take_front(4), call.outputs, nullptr);
+  return llvm::Error::success();
+}
+
+llvm::Error runAdamWMulti(const KernelCall &call) {
+  LOOM_ASSIGN_OR_RETURN(bool hasScale, call.attrs.getBool("has_scale"));
+  const size_t first = hasScale ? 3 : 2;
+  const size_t groups = call.outputs.size() / 3;
+  if (call.inputs.size() < first || call.outputs.size() % 3 != 0 ||
+      call.inputs.size() - first != 4 * groups)
+    return kernelError("expected lr, step" + std::string(hasScale ? ", scale" : "") +
+                       " and 4 inputs (param, grad, exp_avg, exp_avg_sq) per 3 outputs; got " +
+                       std::to_string(call.inputs.size()) + " inputs and " +
+                       std::to_string(call.outputs.size()) + " outputs");
+  const float *scale = nullptr;
+  if (hasScale) {
+    const Tensor &s = call.inputs[2];
+    if (s.dtype != DType::F32 || product(s.shape) != 1)
+      return kernelError("the gradient scale must be an f32 scalar");
+    scale = static_cast<const float *>(s.data);
+  }
+  LOOM_ASSIGN_OR_RETURN(AdamWHyper h, readHyper(call, call.inputs[0], call.inputs[1]));
+  LOOM_ASSIGN_OR_RETURN(std::vector<double> decays, call.attrs.getF64List("weight_decays"));
+  if (decays.size() != groups)
+    return kernelError("weight_decays has " + std::to_string(decays.size()) +
+                       " entries for " + std::to_string(groups) + " parameters");
+  for (size_t i = 0; i < groups; ++i)
+    LOOM_RETURN_IF_ERROR(checkGroup(call.inputs.slice(first + 4 * i, 4),
+                                    call.outputs.slice(3 * i, 3)));
+  for (size_t i = 0; i < groups; ++i) {
+    h.decay = decays[i];
+    update(call.ctx, h, call.inputs.slice(first + 4 * i, 4), call.outputs.slice(3 * i, 3),
+           scale);
+  }
   return llvm::Error::success();
 }
 

@@ -1276,6 +1276,139 @@ llvm::Error launchAdamW(const KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// Up to kMultiTensors parameters per launch, passed by value (the kernel
+/// parameter space holds them, no device-side table to allocate).
+constexpr int kMultiTensors = 36;
+constexpr int64_t kMultiChunk = 16384; // elements per block
+
+struct AdamWMultiArgs {
+  int count;
+  int64_t n[kMultiTensors];
+  int64_t firstBlock[kMultiTensors + 1];
+  double decay[kMultiTensors];
+  const float *g[kMultiTensors];
+  float *p[kMultiTensors], *m[kMultiTensors], *v[kMultiTensors];
+};
+
+/// Each block updates one chunk of one parameter, in place (the fused kernel
+/// writes p, m, v back where it read them, as --loom-fuse-adamw arranges).
+__global__ void __launch_bounds__(kBlockSize)
+adamwMultiKernel(const __grid_constant__ AdamWMultiArgs a, AdamWParams hyper, const float *lrPtr,
+                 const float *stepPtr, const float *scalePtr) {
+  __shared__ double corrections[2];
+  const double lr = *lrPtr, step = *stepPtr;
+  const bool valid = step >= 1;
+  if (!valid)
+    return;
+  if (threadIdx.x < 2)
+    corrections[threadIdx.x] = 1.0 - pow(threadIdx.x == 0 ? hyper.beta1 : hyper.beta2, step);
+  __syncthreads();
+  const double c1 = corrections[0], c2 = corrections[1];
+  int t = 0;
+  while (t + 1 < a.count && a.firstBlock[t + 1] <= blockIdx.x)
+    ++t;
+  const int64_t n = a.n[t];
+  const int64_t begin = (blockIdx.x - a.firstBlock[t]) * kMultiChunk;
+  const int64_t end = begin + kMultiChunk < n ? begin + kMultiChunk : n;
+  const float scale = scalePtr ? *scalePtr : 1.0f;
+  float *p = a.p[t], *m = a.m[t], *v = a.v[t];
+  const float *g = a.g[t];
+  AdamWParams h = hyper;
+  h.decay = a.decay[t];
+  using F = dev::Vec<float, 4>;
+  const bool aligned = ((reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(g) |
+                         reinterpret_cast<uintptr_t>(m) | reinterpret_cast<uintptr_t>(v)) &
+                        15) == 0;
+  // Chunks start at multiples of kMultiChunk, so an aligned tensor's chunks
+  // are aligned too.
+  const int64_t vecEnd = aligned ? begin + (end - begin) / 4 * 4 : begin;
+  for (int64_t i = begin + 4 * threadIdx.x; i < vecEnd; i += 4 * kBlockSize) {
+    const F vp = *reinterpret_cast<const F *>(p + i), vg = *reinterpret_cast<const F *>(g + i);
+    const F vm = *reinterpret_cast<const F *>(m + i), vv = *reinterpret_cast<const F *>(v + i);
+    F op, om, ov;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float grad = scalePtr ? vg.v[k] * scale : vg.v[k];
+      adamwElement(h, lr, c1, c2, vp.v[k], grad, vm.v[k], vv.v[k], op.v[k], om.v[k], ov.v[k]);
+    }
+    *reinterpret_cast<F *>(p + i) = op;
+    *reinterpret_cast<F *>(m + i) = om;
+    *reinterpret_cast<F *>(v + i) = ov;
+  }
+  for (int64_t j = vecEnd + threadIdx.x; j < end; j += kBlockSize) {
+    const float grad = scalePtr ? g[j] * scale : g[j];
+    float op, om, ov;
+    adamwElement(h, lr, c1, c2, p[j], grad, m[j], v[j], op, om, ov);
+    p[j] = op;
+    m[j] = om;
+    v[j] = ov;
+  }
+}
+
+llvm::Error launchAdamWMulti(const KernelCall &call) {
+  LOOM_ASSIGN_OR_RETURN(bool hasScale, call.attrs.getBool("has_scale"));
+  const size_t first = hasScale ? 3 : 2;
+  const size_t groups = call.outputs.size() / 3;
+  if (call.inputs.size() < first || call.outputs.size() % 3 != 0 ||
+      call.inputs.size() - first != 4 * groups)
+    return kernelError("expected lr, step" + std::string(hasScale ? ", scale" : "") +
+                       " and 4 inputs (param, grad, exp_avg, exp_avg_sq) per 3 outputs");
+  for (size_t i = 0; i < first; ++i)
+    if (call.inputs[i].dtype != DType::F32 || call.inputs[i].numElements() != 1)
+      return kernelError("learning rate, step and scale must be f32 scalars");
+  LOOM_ASSIGN_OR_RETURN(double beta1, call.attrs.getF64("beta1"));
+  LOOM_ASSIGN_OR_RETURN(double beta2, call.attrs.getF64("beta2"));
+  LOOM_ASSIGN_OR_RETURN(double epsilon, call.attrs.getF64("epsilon"));
+  LOOM_ASSIGN_OR_RETURN(std::vector<double> decays, call.attrs.getF64List("weight_decays"));
+  if (decays.size() != groups)
+    return kernelError("weight_decays has " + std::to_string(decays.size()) +
+                       " entries for " + std::to_string(groups) + " parameters");
+  const AdamWParams h{beta1, beta2, 1 - beta1, 1 - beta2, epsilon, 0};
+  for (size_t i = 0; i < groups; ++i) {
+    llvm::ArrayRef<Tensor> in = call.inputs.slice(first + 4 * i, 4);
+    llvm::ArrayRef<Tensor> out = call.outputs.slice(3 * i, 3);
+    for (const Tensor &t : in) {
+      LOOM_RETURN_IF_ERROR(checkSameShape(t, "operand", in[0], "param"));
+      if (t.dtype != DType::F32)
+        return kernelError("parameter, gradient and moments must be f32");
+    }
+    // In place only: each result is its own input's buffer.
+    if (out[0].data != in[0].data || out[1].data != in[2].data || out[2].data != in[3].data)
+      return kernelError("parameter " + std::to_string(i) +
+                         ": the CUDA kernel updates in place; results must be the "
+                         "parameter's and moments' own buffers");
+  }
+  auto f = [](const Tensor &t) { return static_cast<float *>(t.data); };
+  const float *scale = hasScale ? f(call.inputs[2]) : nullptr;
+  for (size_t start = 0; start < groups;) {
+    AdamWMultiArgs a{};
+    int64_t blocks = 0;
+    size_t i = start;
+    for (; i < groups && a.count < kMultiTensors; ++i) {
+      llvm::ArrayRef<Tensor> in = call.inputs.slice(first + 4 * i, 4);
+      const int64_t n = in[0].numElements();
+      if (n == 0)
+        continue;
+      a.n[a.count] = n;
+      a.decay[a.count] = decays[i];
+      a.firstBlock[a.count] = blocks;
+      a.p[a.count] = f(in[0]);
+      a.g[a.count] = f(in[1]);
+      a.m[a.count] = f(in[2]);
+      a.v[a.count] = f(in[3]);
+      blocks += (n + kMultiChunk - 1) / kMultiChunk;
+      ++a.count;
+    }
+    a.firstBlock[a.count] = blocks;
+    start = i;
+    if (blocks == 0)
+      continue;
+    adamwMultiKernel<<<unsigned(blocks), kBlockSize, 0, call.ctx.stream>>>(
+        a, h, f(call.inputs[0]), f(call.inputs[1]), scale);
+  }
+  return llvm::Error::success();
+}
+
 } // namespace
 
 void registerElementwiseKernels(llvm::StringMap<Launcher> &registry) {
@@ -1296,6 +1429,7 @@ void registerElementwiseKernels(llvm::StringMap<Launcher> &registry) {
   registry["nn.gelu_grad"] = launchActivationGrad;
   registry["nn.silu_grad"] = launchActivationGrad;
   registry["nn.adamw"] = launchAdamW;
+  registry["nn.adamw_multi"] = launchAdamWMulti;
 }
 
 } // namespace loom::cuda

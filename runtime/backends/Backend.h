@@ -44,6 +44,18 @@ public:
   virtual llvm::Error waitEvent(unsigned event, unsigned stream) = 0;
   /// Returns once all issued work is done.
   virtual llvm::Error synchronize() = 0;
+
+  /// Whole-step capture (CUDA Graphs). Between beginCapture() and
+  /// endCapture() the work issued on the backend's streams is recorded, not
+  /// run; replay() issues the recording again (then synchronize() waits for
+  /// it). Buffer addresses must not change between replays, which arenas
+  /// allocated once per run guarantee.
+  virtual bool canCapture() const { return false; }
+  virtual llvm::Error beginCapture();
+  /// Ends a capture begun by beginCapture(); an error (something issued could
+  /// not be captured) leaves the backend as it was before beginCapture().
+  virtual llvm::Error endCapture();
+  virtual llvm::Error replay();
 };
 
 /// The reference backend. Streams run in issue order on the calling thread

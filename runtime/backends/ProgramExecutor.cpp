@@ -144,6 +144,48 @@ llvm::Error ProgramExecutor::setInput(const std::string &name,
 }
 
 llvm::Error ProgramExecutor::run() {
+  const bool capturing = stepCapture_ && !profiling_ && backend_.canCapture();
+  if (!capturing)
+    return issueAndWait();
+  if (captured_) {
+    if (auto err = backend_.replay())
+      return error("rank " + llvm::Twine(program_.rank) +
+                   ": replaying the captured step: " + llvm::toString(std::move(err)));
+    return backend_.synchronize();
+  }
+  // The first step runs eagerly: it settles what kernels cache on first use
+  // (GEMM algorithm choices, kernel attributes); the second is captured.
+  if (eagerRuns_++ == 0)
+    return issueAndWait();
+  if (auto err = backend_.beginCapture()) {
+    captureStatus_ = "not captured (" + llvm::toString(std::move(err)) + ")";
+    stepCapture_ = false;
+    return issueAndWait();
+  }
+  llvm::Error issued = issue();
+  llvm::Error ended = backend_.endCapture();
+  if (issued || ended) {
+    std::string why = issued ? llvm::toString(std::move(issued)) : llvm::toString(std::move(ended));
+    llvm::consumeError(std::move(ended));
+    captureStatus_ = "not captured (" + why + "); running eagerly";
+    stepCapture_ = false;
+    return issueAndWait();
+  }
+  captured_ = true;
+  captureStatus_ = "captured as one graph";
+  if (auto err = backend_.replay())
+    return error("rank " + llvm::Twine(program_.rank) +
+                 ": replaying the captured step: " + llvm::toString(std::move(err)));
+  return backend_.synchronize();
+}
+
+llvm::Error ProgramExecutor::issueAndWait() {
+  if (auto err = issue())
+    return err;
+  return backend_.synchronize();
+}
+
+llvm::Error ProgramExecutor::issue() {
   for (size_t i = 0; i < program_.instructions.size(); ++i) {
     const Instruction &instr = program_.instructions[i];
     auto started = std::chrono::steady_clock::now();
@@ -193,7 +235,7 @@ llvm::Error ProgramExecutor::run() {
                    (instr.location.empty() ? "" : " at " + instr.location) +
                    "): " + llvm::toString(std::move(err)));
   }
-  return backend_.synchronize();
+  return llvm::Error::success();
 }
 
 std::vector<ProgramExecutor::KernelTime> ProgramExecutor::profile() const {

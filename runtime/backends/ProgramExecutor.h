@@ -37,6 +37,13 @@ public:
   /// With profiling on, run() waits for every instruction and adds its time
   /// to its kernel's total: where a step's time goes (it slows the step).
   void setProfiling(bool on) { profiling_ = on; }
+  /// With step capture on (and a backend that can capture, and profiling
+  /// off), the second run records the whole instruction list once (a CUDA
+  /// Graph) and every later run replays it: one launch per step instead of
+  /// one per kernel. A step that cannot be captured runs eagerly, and
+  /// captureStatus() says why.
+  void setStepCapture(bool on) { stepCapture_ = on; }
+  const std::string &captureStatus() const { return captureStatus_; }
   struct KernelTime {
     std::string kernel;
     double seconds = 0;
@@ -64,6 +71,8 @@ private:
                   Backend &backend)
       : exe_(exe), program_(program), backend_(backend) {}
   llvm::Error initialize(uint64_t seed);
+  llvm::Error issue();
+  llvm::Error issueAndWait();
   void *address(const BufferDesc &buffer) const;
   DeviceTensor tensor(uint32_t buffer) const;
 
@@ -72,6 +81,9 @@ private:
   Backend &backend_;
   void *arenas_[kNumArenas] = {nullptr, nullptr};
   bool profiling_ = false;
+  bool stepCapture_ = false, captured_ = false;
+  int eagerRuns_ = 0;
+  std::string captureStatus_ = "not captured";
   std::map<std::string, std::pair<double, int64_t>> kernelTimes_;
   std::vector<TraceEvent> trace_;
   std::optional<std::chrono::steady_clock::time_point> traceOrigin_;

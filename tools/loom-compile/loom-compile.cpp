@@ -12,6 +12,7 @@
 #ifdef LOOM_HAVE_TORCH_EXPORT_IMPORTER
 #include "frontend/torch_export/TorchExportImporter.h"
 #endif
+#include "passes/fusion/Passes.h"
 #include "passes/lowering/ExecutableEmitter.h"
 #include "passes/lowering/Passes.h"
 #include "passes/memory/Passes.h"
@@ -305,6 +306,7 @@ int main(int argc, char **argv) {
 
   runPhase([&](PassManager &pm) {
     pm.addPass(loom::createLowerToRt(loom::LowerToRtOptions{entry}));
+    pm.addPass(loom::createFuseAdamW());
     pm.addPass(loom::createPlanMemory());
     pm.addPass(loom::createAssignStreams());
   }, "rt");

@@ -6,6 +6,7 @@
 #include "dialects/rt/RtDialect.h"
 #include "frontend/raising/Passes.h"
 #include "passes/lowering/Passes.h"
+#include "passes/fusion/Passes.h"
 #include "passes/memory/Passes.h"
 #include "passes/sharding/Passes.h"
 #include "passes/training/Passes.h"
@@ -56,6 +57,7 @@ int main(int argc, char **argv) {
   loom::registerRaisingPasses();
   loom::registerLoweringPasses();
   loom::registerMemoryPasses();
+  loom::registerFusionPasses();
   loom::registerTrainingPasses();
   loom::registerShardingPasses();
   return mlir::asMainReturnCode(

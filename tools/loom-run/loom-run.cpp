@@ -56,6 +56,11 @@ cl::opt<std::string> tracePath(
     cl::desc("write the run's kernels as a Chrome trace (open in Perfetto); implies "
              "--profile's waits"),
     cl::value_desc("FILE.json"), cl::cat(category));
+cl::opt<bool> stepGraph(
+    "step-graph",
+    cl::desc("on a backend that can (cuda), capture a step as one CUDA graph after the first "
+             "and replay it (default on; --step-graph=false issues every kernel every step)"),
+    cl::init(true), cl::cat(category));
 cl::opt<uint64_t> seed("seed",
                        cl::desc("seed for fresh parameters and the order of the training data"),
                        cl::init(0), cl::cat(category));
@@ -149,6 +154,7 @@ int main(int argc, char **argv) {
       check(ProgramExecutor::create(exe, /*rank=*/0, *backend, seed));
   const RankProgram &program = executor->program();
   executor->setProfiling(profile || !tracePath.empty());
+  executor->setStepCapture(stepGraph);
   auto printProfile = [&]() {
     if (!tracePath.empty()) {
       // Chrome's trace format: complete ("X") events in microseconds, one
@@ -225,6 +231,8 @@ int main(int argc, char **argv) {
     if (resume && checkpointDir.empty())
       fail("--resume needs --checkpoint-dir");
     check(runTraining(exe, *executor, options, llvm::outs()));
+    if (stepGraph && backend->canCapture() && !profile && tracePath.empty())
+      llvm::outs() << "loom-run: steps " << executor->captureStatus() << "\n";
     printProfile();
     return 0;
   }

@@ -93,6 +93,14 @@ private:
 
 } // namespace
 
+static llvm::Error noCapture(const Backend &backend) {
+  return llvm::createStringError(std::errc::not_supported,
+                                 "the %s backend cannot capture a step", backend.name().c_str());
+}
+llvm::Error Backend::beginCapture() { return noCapture(*this); }
+llvm::Error Backend::endCapture() { return noCapture(*this); }
+llvm::Error Backend::replay() { return noCapture(*this); }
+
 std::unique_ptr<Backend> createCpuBackend(int numThreads) {
   if (numThreads <= 0)
     numThreads = std::max(1u, std::thread::hardware_concurrency());

@@ -20,6 +20,10 @@ class CudaBackend final : public Backend {
 public:
   ~CudaBackend() override {
     cudaDeviceSynchronize();
+    if (graphExec_)
+      cudaGraphExecDestroy(graphExec_);
+    for (cudaEvent_t e : captureEvents_)
+      cudaEventDestroy(e);
     for (cudaEvent_t e : events_)
       cudaEventDestroy(e);
     for (cudaStream_t s : streams_)
@@ -43,6 +47,13 @@ public:
     if (cublasLtCreate(&context_.cublasLt) != CUBLAS_STATUS_SUCCESS)
       return llvm::createStringError(std::errc::io_error, "cublasLtCreate failed");
     context_.workspaceBytes = size_t(32) << 20;
+    // Kernels take their scratch from the stream-ordered pool; keeping what
+    // it holds means steps after the first never reach the driver allocator.
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+      uint64_t keep = UINT64_MAX;
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
     return check(cudaMalloc(&context_.workspace, context_.workspaceBytes), "cudaMalloc (workspace)");
   }
 
@@ -125,7 +136,78 @@ public:
     return check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (a kernel failed)");
   }
 
+  bool canCapture() const override { return numStreams_ > 0; }
+
+  // Capture starts on stream 0; the other streams join it through a fork
+  // event and rejoin it before the capture ends, so the graph holds the
+  // program's cross-stream events as edges.
+  llvm::Error beginCapture() override {
+    if (numStreams_ == 0)
+      return llvm::createStringError(std::errc::invalid_argument, "no streams to capture");
+    while (captureEvents_.size() < numStreams_) {
+      cudaEvent_t e;
+      if (auto err = check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                           "cudaEventCreate"))
+        return err;
+      captureEvents_.push_back(e);
+    }
+    if (auto err = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
+      return err;
+    if (auto err = check(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal),
+                         "cudaStreamBeginCapture"))
+      return err;
+    if (auto err = check(cudaEventRecord(captureEvents_[0], streams_[0]), "cudaEventRecord"))
+      return abandonCapture(std::move(err));
+    for (unsigned s = 1; s < numStreams_; ++s)
+      if (auto err = check(cudaStreamWaitEvent(streams_[s], captureEvents_[0], 0),
+                           "cudaStreamWaitEvent"))
+        return abandonCapture(std::move(err));
+    return llvm::Error::success();
+  }
+
+  llvm::Error endCapture() override {
+    for (unsigned s = 1; s < numStreams_; ++s) {
+      if (auto err = check(cudaEventRecord(captureEvents_[s], streams_[s]), "cudaEventRecord"))
+        return abandonCapture(std::move(err));
+      if (auto err = check(cudaStreamWaitEvent(streams_[0], captureEvents_[s], 0),
+                           "cudaStreamWaitEvent"))
+        return abandonCapture(std::move(err));
+    }
+    cudaGraph_t graph = nullptr;
+    if (auto err = check(cudaStreamEndCapture(streams_[0], &graph), "cudaStreamEndCapture")) {
+      if (graph)
+        cudaGraphDestroy(graph);
+      cudaGetLastError();
+      return err;
+    }
+    if (graphExec_) {
+      cudaGraphExecDestroy(graphExec_);
+      graphExec_ = nullptr;
+    }
+    llvm::Error err = check(cudaGraphInstantiate(&graphExec_, graph, 0), "cudaGraphInstantiate");
+    cudaGraphDestroy(graph);
+    if (err)
+      graphExec_ = nullptr;
+    return err;
+  }
+
+  llvm::Error replay() override {
+    if (!graphExec_)
+      return llvm::createStringError(std::errc::invalid_argument, "no captured step to replay");
+    return check(cudaGraphLaunch(graphExec_, streams_[0]), "cudaGraphLaunch");
+  }
+
 private:
+  /// Ends a capture that went wrong, discarding what it recorded.
+  llvm::Error abandonCapture(llvm::Error err) {
+    cudaGraph_t graph = nullptr;
+    cudaStreamEndCapture(streams_[0], &graph);
+    if (graph)
+      cudaGraphDestroy(graph);
+    cudaGetLastError();
+    return err;
+  }
+
   static constexpr size_t kStagingBytes = size_t(64) << 20;
 
   llvm::Error stagedCopy(void *dst, const void *src, size_t bytes, bool toDevice) {
@@ -171,6 +253,8 @@ private:
   std::vector<cudaEvent_t> events_;
   unsigned numStreams_ = 0, numEvents_ = 0;
   void *staging_ = nullptr;
+  std::vector<cudaEvent_t> captureEvents_; // [0] forks, [s] joins stream s
+  cudaGraphExec_t graphExec_ = nullptr;
 };
 
 } // namespace

@@ -1,0 +1,35 @@
+#ifndef LOOM_PASSES_FUSION_PASSES_TD
+#define LOOM_PASSES_FUSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def FuseAdamW : Pass<"loom-fuse-adamw", "mlir::ModuleOp"> {
+  let summary = "one nn.adamw_multi call for a run of in-place AdamW updates";
+  let description = [{
+    The optimizer step ends with one `nn.adamw` per parameter, each often
+    preceded by the gradient-clipping `nn.mul` of its gradient by a scalar.
+    Each call reads and writes a few tensors; issued one by one they pay a
+    launch each and leave small tensors' blocks idle. This pass replaces a
+    run of in-place updates (results written over the parameter and its
+    moments) sharing learning rate, step, betas and epsilon with one
+    `nn.adamw_multi`, the clipping scale folded in (computed the same way:
+    the gradient times the scale in f32), so the scaled gradients are never
+    written. Runs on `rt` programs before `--loom-plan-memory`.
+
+    Before:
+    ```mlir
+    rt.kernel "nn.mul" (%g0, %scale) -> (%s0) : ...
+    rt.kernel "nn.adamw" (%p0, %s0, %m0, %v0, %lr, %step) -> (%p0, %m0, %v0) attrs {..., weight_decay = 1.0e-01 : f64} : ...
+    rt.kernel "nn.mul" (%g1, %scale) -> (%s1) : ...
+    rt.kernel "nn.adamw" (%p1, %s1, %m1, %v1, %lr, %step) -> (%p1, %m1, %v1) attrs {..., weight_decay = 0.0 : f64} : ...
+    ```
+    After:
+    ```mlir
+    rt.kernel "nn.adamw_multi" (%lr, %step, %scale, %p0, %g0, %m0, %v0, %p1, %g1, %m1, %v1)
+        -> (%p0, %m0, %v0, %p1, %m1, %v1)
+        attrs {..., has_scale = 1 : i64, weight_decays = array<f64: 1.0e-01, 0.0>} : ...
+    ```
+  }];
+}
+
+#endif
