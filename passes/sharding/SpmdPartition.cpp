@@ -116,33 +116,8 @@ struct Partitioner {
           .getResult();
     };
 
-    // 1. Settle partial sums: into a split where the target splits a dim
-    //    further by a partial axis, else by all-reduce.
-    Axes pending;
-    for (StringRef a : cur.partial)
-      if (!llvm::is_contained(required.partial, a))
-        pending.push_back(a);
-    for (unsigned d = 0; d < cur.dims.size() && !pending.empty(); ++d) {
-      const Axes &want = required.dims[d];
-      while (cur.dims[d].size() < want.size() &&
-             llvm::equal(cur.dims[d], ArrayRef<StringRef>(want).take_front(cur.dims[d].size())) &&
-             llvm::is_contained(pending, want[cur.dims[d].size()])) {
-        StringRef axis = want[cur.dims[d].size()];
-        FailureOr<Value> next = takeBlock(v, d, axis, "sum");
-        if (failed(next))
-          return failure();
-        v = *next;
-        cur.dims[d].push_back(axis);
-        llvm::erase(pending, axis);
-      }
-    }
-    if (!pending.empty())
-      v = builder.create<dist::AllReduceOp>(loc, v.getType(), v, axesAttr(inMeshOrder(mesh, pending)),
-                                            builder.getStringAttr("sum"));
-    cur.partial = required.partial;
-
-    // 2. Dims: gather minor axes that the target does not have, then take
-    //    blocks for the axes it adds.
+    // 1. Gather the minor axes of every dim that the target does not split
+    //    that way (a partial sum gathers as it is: gathering is linear).
     for (unsigned d = 0; d < cur.dims.size(); ++d) {
       const Axes &want = required.dims[d];
       auto isPrefix = [&]() {
@@ -156,6 +131,40 @@ struct Partitioner {
                                               builder.getI64IntegerAttr(d));
         cur.dims[d].pop_back();
       }
+    }
+    auto splitsSomeDim = [&](StringRef axis) {
+      return llvm::any_of(cur.dims, [&](const Axes &a) { return llvm::is_contained(a, axis); });
+    };
+
+    // 2. Settle partial sums: into a split where the target splits a dim
+    //    further by a partial axis no dim uses yet, else by all-reduce.
+    Axes pending;
+    for (StringRef a : cur.partial)
+      if (!llvm::is_contained(required.partial, a))
+        pending.push_back(a);
+    for (unsigned d = 0; d < cur.dims.size() && !pending.empty(); ++d) {
+      const Axes &want = required.dims[d];
+      while (cur.dims[d].size() < want.size() &&
+             llvm::is_contained(pending, want[cur.dims[d].size()]) &&
+             !splitsSomeDim(want[cur.dims[d].size()])) {
+        StringRef axis = want[cur.dims[d].size()];
+        FailureOr<Value> next = takeBlock(v, d, axis, "sum");
+        if (failed(next))
+          return failure();
+        v = *next;
+        cur.dims[d].push_back(axis);
+        llvm::erase(pending, axis);
+      }
+    }
+    if (!pending.empty())
+      v = builder.create<dist::AllReduceOp>(loc, v.getType(), v,
+                                            axesAttr(inMeshOrder(mesh, pending)),
+                                            builder.getStringAttr("sum"));
+    cur.partial = required.partial;
+
+    // 3. Take this rank's blocks for the axes the target adds.
+    for (unsigned d = 0; d < cur.dims.size(); ++d) {
+      const Axes &want = required.dims[d];
       while (cur.dims[d].size() < want.size()) {
         StringRef axis = want[cur.dims[d].size()];
         FailureOr<Value> next = takeBlock(v, d, axis, "max");

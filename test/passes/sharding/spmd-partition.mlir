@@ -126,3 +126,17 @@ module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
     return %x : tensor<3x4xf32>
   }
 }
+
+// -----
+
+// Moving a split from one dim to another over the same axis gathers first,
+// then takes the block: taking it first would mix blocks of different ranks.
+// CHECK-LABEL: func.func @move_split
+// CHECK: %[[G:.*]] = dist.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64} : tensor<8x4xf32> -> tensor<8x8xf32>
+// CHECK: dist.reduce_scatter %[[G]] {axes = ["tp"], dim = 0 : i64, reduce = "max"} : tensor<8x8xf32> -> tensor<4x8xf32>
+module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
+  func.func @move_split(%x: tensor<8x8xf32> {dist.sharding = #dist.sharding<[[], ["tp"]]>}) -> tensor<8x8xf32> {
+    %s = nn.softmax %x dim = 1 {dist.sharding = [#dist.sharding<[["tp"], []]>]} : tensor<8x8xf32>
+    return %s : tensor<8x8xf32>
+  }
+}
