@@ -134,6 +134,16 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       if (type.getDimSize(0) % dp != 0)
         return func.emitError("cannot split the batch of ")
                << type.getDimSize(0) << " sequences (argument " << type << ") over dp=" << int64_t(dp);
+      // Microbatches cut from contiguous rows would each sit on one rank.
+      for (Operation *user : func.getArgument(0).getUsers())
+        if (auto slice = dyn_cast<nn::SliceOp>(user))
+          if (slice.getStarts()[0] != 0 || slice.getLimits()[0] != type.getDimSize(0))
+            return slice.emitOpError("takes rows [")
+                   << slice.getStarts()[0] << ", " << slice.getLimits()[0] << ") of the batch of "
+                   << type.getDimSize(0)
+                   << " as one microbatch; with --dp, build the step with "
+                      "--loom-build-training-step=\"data-parallel="
+                   << int64_t(dp) << "\" so every microbatch is split over dp";
       Layout l = Layout::replicated(type.getRank());
       l.dims[0].push_back("dp");
       setAnnotation(func.getArgument(0), l);

@@ -280,6 +280,7 @@ int main(int argc, char **argv) {
       options.beta2 = adamBeta2;
       options.epsilon = adamEpsilon;
       options.gradientsOnly = mode == "gradients";
+      options.dataParallel = dataParallel;
       pm.addPass(loom::createBuildTrainingStep(options));
       pm.addPass(createCanonicalizerPass());
       pm.addPass(createCSEPass());

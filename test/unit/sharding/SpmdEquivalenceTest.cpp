@@ -35,6 +35,7 @@ struct Layout {
   const char *name;
   int64_t tp, dp;
   bool sp, zero1;
+  int64_t batch = 2;
 };
 
 class SpmdEquivalence : public ::testing::TestWithParam<Layout> {
@@ -45,29 +46,37 @@ protected:
     registry.insert<nn::NNDialect, dist::DistDialect, func::FuncDialect>();
     context_->appendDialectRegistry(registry);
     context_->loadAllAvailableDialects();
-    ImportOptions options;
-    std::string path =
-        std::string(LOOM_SOURCE_DIR) + "/test/frontend/Inputs/fixtures/llama_tiny/model.pt2";
-    for (bool gradientsOnly : {false, true}) {
-      auto *module =
-          new OwningOpRef<ModuleOp>(importTorchExportModel(context_, path, options));
-      ASSERT_TRUE(**module) << "cannot import " << path;
-      PassManager pm(context_);
-      buildRaisingPipeline(pm, true);
-      BuildTrainingStepOptions training;
-      training.batch = 2;
-      training.gradientsOnly = gradientsOnly;
-      pm.addPass(createBuildTrainingStep(training));
-      pm.addPass(createCanonicalizerPass());
-      pm.addPass(createCSEPass());
-      ASSERT_TRUE(succeeded(pm.run(**module)));
-      (gradientsOnly ? gradientStep_ : trainStep_) = module;
-    }
+    steps_ = new std::map<std::tuple<int64_t, int64_t, bool>, OwningOpRef<ModuleOp>>();
   }
   static void TearDownTestSuite() {
-    delete trainStep_;
-    delete gradientStep_;
+    delete steps_;
     delete context_;
+  }
+
+  /// The fixture's training step for a global batch (the model's batch is
+  /// 2, so batch 4 is two microbatches), built for `dp` data-parallel ranks.
+  static ModuleOp trainingStep(int64_t batch, int64_t dp, bool gradientsOnly) {
+    auto key = std::make_tuple(batch, dp, gradientsOnly);
+    auto it = steps_->find(key);
+    if (it != steps_->end())
+      return *it->second;
+    std::string path =
+        std::string(LOOM_SOURCE_DIR) + "/test/frontend/Inputs/fixtures/llama_tiny/model.pt2";
+    OwningOpRef<ModuleOp> module = importTorchExportModel(context_, path, ImportOptions{});
+    EXPECT_TRUE(*module) << "cannot import " << path;
+    PassManager pm(context_);
+    buildRaisingPipeline(pm, true);
+    BuildTrainingStepOptions training;
+    training.batch = batch;
+    training.gradientsOnly = gradientsOnly;
+    training.dataParallel = dp;
+    pm.addPass(createBuildTrainingStep(training));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    EXPECT_TRUE(succeeded(pm.run(*module)));
+    ModuleOp step = *module;
+    (*steps_)[key] = std::move(module);
+    return step;
   }
 
   static OwningOpRef<ModuleOp> partition(ModuleOp source, const Layout *layout) {
@@ -90,11 +99,11 @@ protected:
   }
 
   /// Tokens for step `s`: the same pseudo-random text for every layout.
-  static HostTensor tokens(int s) {
-    auto type = RankedTensorType::get({2, 13}, IntegerType::get(context_, 64));
+  static HostTensor tokens(int s, int64_t batch) {
+    auto type = RankedTensorType::get({batch, 13}, IntegerType::get(context_, 64));
     std::mt19937 rng(1000 + s);
     HostTensor t{type, {}};
-    for (int i = 0; i < 26; ++i)
+    for (int64_t i = 0; i < batch * 13; ++i)
       t.data.push_back(double(rng() % 96));
     return t;
   }
@@ -108,12 +117,13 @@ protected:
     OwningOpRef<ModuleOp> module;
   };
 
-  static Run train(const Layout *layout) {
+  static Run train(const Layout &layout, bool parallel) {
     Run run;
-    run.module = partition(**trainStep_, layout);
+    run.module = partition(trainingStep(layout.batch, parallel ? layout.dp : 1, false),
+                           parallel ? &layout : nullptr);
     run.simulator = std::make_unique<SpmdSimulator>(*run.module);
     for (int s = 1; s <= kSteps; ++s) {
-      auto out = run.simulator->step({tokens(s), scalar(3e-3), scalar(s)});
+      auto out = run.simulator->step({tokens(s, layout.batch), scalar(3e-3), scalar(s)});
       if (!out) {
         ADD_FAILURE() << llvm::toString(out.takeError());
         return run;
@@ -129,22 +139,23 @@ protected:
   }
 
   static MLIRContext *context_;
-  static OwningOpRef<ModuleOp> *trainStep_, *gradientStep_;
+  static std::map<std::tuple<int64_t, int64_t, bool>, OwningOpRef<ModuleOp>> *steps_;
 };
 
 MLIRContext *SpmdEquivalence::context_ = nullptr;
-OwningOpRef<ModuleOp> *SpmdEquivalence::trainStep_ = nullptr;
-OwningOpRef<ModuleOp> *SpmdEquivalence::gradientStep_ = nullptr;
+std::map<std::tuple<int64_t, int64_t, bool>, OwningOpRef<ModuleOp>> *SpmdEquivalence::steps_ =
+    nullptr;
 
 /// Every parameter's gradient (a gradients-only step), each within a
 /// tolerance relative to the largest element of the reference gradient.
 TEST_P(SpmdEquivalence, ReproducesSingleRankGradients) {
   const Layout &layout = GetParam();
-  OwningOpRef<ModuleOp> reference = partition(**gradientStep_, nullptr);
-  OwningOpRef<ModuleOp> parallel = partition(**gradientStep_, &layout);
+  OwningOpRef<ModuleOp> reference = partition(trainingStep(layout.batch, 1, true), nullptr);
+  OwningOpRef<ModuleOp> parallel =
+      partition(trainingStep(layout.batch, layout.dp, true), &layout);
   SpmdSimulator one(*reference), many(*parallel);
-  auto want = one.step({tokens(1)});
-  auto got = many.step({tokens(1)});
+  auto want = one.step({tokens(1, layout.batch)});
+  auto got = many.step({tokens(1, layout.batch)});
   ASSERT_TRUE(bool(want)) << llvm::toString(want.takeError());
   ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
   ASSERT_EQ(want->size(), got->size());
@@ -170,8 +181,8 @@ TEST_P(SpmdEquivalence, ReproducesSingleRankGradients) {
 
 TEST_P(SpmdEquivalence, ReproducesSingleRankTraining) {
   const Layout &layout = GetParam();
-  Run reference = train(nullptr);
-  Run parallel = train(&layout);
+  Run reference = train(layout, false);
+  Run parallel = train(layout, true);
   ASSERT_EQ(parallel.simulator->numRanks(), layout.tp * layout.dp);
   ASSERT_EQ(reference.losses.size(), size_t(kSteps));
   ASSERT_EQ(parallel.losses.size(), size_t(kSteps));
@@ -218,12 +229,15 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Layout{"tp2", 2, 1, false, false}, Layout{"dp2", 1, 2, false, false},
                       Layout{"tp2_dp2", 2, 2, false, false}, Layout{"tp2_sp", 2, 1, true, false},
                       Layout{"dp2_zero1", 1, 2, false, true},
-                      Layout{"tp2_dp2_zero1", 2, 2, false, true}),
+                      Layout{"tp2_dp2_zero1", 2, 2, false, true},
+                      // Two microbatches of 2 (gradient accumulation) per step.
+                      Layout{"dp2_batch4", 1, 2, false, false, 4},
+                      Layout{"tp2_dp2_batch4", 2, 2, false, true, 4}),
     [](const ::testing::TestParamInfo<Layout> &info) { return std::string(info.param.name); });
 
 /// TP4 is impossible for this fixture: its 2 KV heads do not divide by 4.
 TEST_F(SpmdEquivalence, Tp4IsRejectedForTwoKvHeads) {
-  OwningOpRef<ModuleOp> module = cast<ModuleOp>((**trainStep_)->clone());
+  OwningOpRef<ModuleOp> module = cast<ModuleOp>(trainingStep(2, 1, false)->clone());
   std::string diagnostics;
   ScopedDiagnosticHandler handler(context_, [&](Diagnostic &d) {
     diagnostics += d.str() + "\n";
