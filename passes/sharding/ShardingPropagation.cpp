@@ -18,6 +18,26 @@ using namespace loom::sharding;
 namespace {
 
 bool isTensor(Value v) { return isa<RankedTensorType>(v.getType()); }
+
+/// Names a value for a diagnostic: a parameter, or the op making it and the
+/// parameter it reads, if any.
+std::string describeValue(Value v) {
+  auto paramName = [](Value x) -> std::string {
+    if (auto p = x.getDefiningOp<nn::ParameterOp>())
+      return p.getName().str();
+    return "";
+  };
+  if (std::string name = paramName(v); !name.empty())
+    return "parameter '" + name + "'";
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return "an argument";
+  std::string text = "the result of '" + def->getName().getStringRef().str() + "'";
+  for (Value operand : def->getOperands())
+    if (std::string name = paramName(operand); !name.empty())
+      return text + " reading '" + name + "'";
+  return text;
+}
 ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
 
 struct ShardingPropagationPass
@@ -87,7 +107,8 @@ struct ShardingPropagationPass
           Value v = bad.source < numResults ? op->getResult(bad.source)
                                             : op->getOperand(bad.source - numResults);
           op->emitOpError("cannot split dim ")
-              << bad.dim << " of " << v.getType() << " over " << bad.ranks
+              << bad.dim << " of " << v.getType() << " (" << describeValue(v) << ") over "
+              << bad.ranks
               << " ranks: the dim is made of a factor of size " << bad.factorSize
               << ", which is not divisible by " << bad.ranks;
           failedRule = true;

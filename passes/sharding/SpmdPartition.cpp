@@ -116,6 +116,43 @@ struct Partitioner {
           .getResult();
     };
 
+    // 0. A split moving from one dim to another over the same axis is one
+    //    all-to-all (each rank keeps its block of the new dim and receives
+    //    the others' blocks of the old one), not a gather and a cut.
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (unsigned src = 0; src < cur.dims.size() && !moved; ++src) {
+        if (cur.dims[src].empty())
+          continue;
+        StringRef axis = cur.dims[src].back();
+        const Axes &keep = required.dims[src];
+        if (keep.size() >= cur.dims[src].size() &&
+            llvm::equal(cur.dims[src], ArrayRef<StringRef>(keep).take_front(cur.dims[src].size())))
+          continue; // the target keeps this split
+        for (unsigned dst = 0; dst < cur.dims.size(); ++dst) {
+          const Axes &want = required.dims[dst];
+          size_t have = cur.dims[dst].size();
+          if (dst == src || have >= want.size() || want[have] != axis ||
+              !llvm::equal(cur.dims[dst], ArrayRef<StringRef>(want).take_front(have)))
+            continue;
+          int64_t n = *mesh.axisSize(axis);
+          if (failed(check(v, dst, n)))
+            return failure();
+          auto t = tensorType(v);
+          SmallVector<int64_t> shape(t.getShape());
+          shape[dst] /= n;
+          shape[src] *= n;
+          v = builder.create<dist::AllToAllOp>(
+              loc, RankedTensorType::get(shape, t.getElementType()), v, axesAttr({axis}),
+              builder.getI64IntegerAttr(dst), builder.getI64IntegerAttr(src));
+          cur.dims[src].pop_back();
+          cur.dims[dst].push_back(axis);
+          moved = true;
+          break;
+        }
+      }
+    }
+
     // 1. Gather the minor axes of every dim that the target does not split
     //    that way (a partial sum gathers as it is: gathering is linear).
     for (unsigned d = 0; d < cur.dims.size(); ++d) {

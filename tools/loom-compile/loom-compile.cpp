@@ -192,6 +192,9 @@ int main(int argc, char **argv) {
                   func::FuncDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // One line per error: the message names the op and the numbers; the op's
+  // generic form would only repeat it.
+  context.printOpOnDiagnostic(false);
 
   // Diagnostics print as `file:line:col: error: message`, one per line.
   llvm::SourceMgr sourceMgr;

@@ -91,7 +91,7 @@ module attributes {dist.mesh = #dist.mesh<["dp"=2, "tp"=2]>, dist.zero1} {
 // Heads that do not divide by tp: an error naming the numbers.
 module attributes {dist.mesh = #dist.mesh<["tp"=4]>} {
   func.func @indivisible_heads(%x: tensor<1x8x16xf32> {dist.sharding = #dist.sharding<[[], [], ["tp"]]>}) -> tensor<1x8x2x8xf32> {
-    // expected-error @+1 {{cannot split dim 2 of 'tensor<1x8x16xf32>' over 4 ranks: the dim is made of a factor of size 2, which is not divisible by 4}}
+    // expected-error @+1 {{cannot split dim 2 of 'tensor<1x8x16xf32>' (an argument) over 4 ranks: the dim is made of a factor of size 2, which is not divisible by 4}}
     %r = nn.reshape %x : tensor<1x8x16xf32> -> tensor<1x8x2x8xf32>
     return %r : tensor<1x8x2x8xf32>
   }

@@ -129,14 +129,28 @@ module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
 
 // -----
 
-// Moving a split from one dim to another over the same axis gathers first,
-// then takes the block: taking it first would mix blocks of different ranks.
+// Moving a split from one dim to another over the same axis is one
+// all-to-all.
 // CHECK-LABEL: func.func @move_split
-// CHECK: %[[G:.*]] = dist.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64} : tensor<8x4xf32> -> tensor<8x8xf32>
-// CHECK: dist.reduce_scatter %[[G]] {axes = ["tp"], dim = 0 : i64, reduce = "max"} : tensor<8x8xf32> -> tensor<4x8xf32>
+// CHECK: dist.all_to_all %{{.*}} {axes = ["tp"], concat_dim = 1 : i64, split_dim = 0 : i64} : tensor<8x4xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: nn.softmax
 module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
   func.func @move_split(%x: tensor<8x8xf32> {dist.sharding = #dist.sharding<[[], ["tp"]]>}) -> tensor<8x8xf32> {
     %s = nn.softmax %x dim = 1 {dist.sharding = [#dist.sharding<[["tp"], []]>]} : tensor<8x8xf32>
     return %s : tensor<8x8xf32>
+  }
+}
+
+// -----
+
+// Two splits moving onto one dim (dp outer, tp inner): two all-to-alls,
+// dp's first, so the blocks nest in the target's order.
+// CHECK-LABEL: func.func @two_moves
+// CHECK: %[[A:.*]] = dist.all_to_all %{{.*}} {axes = ["dp"], concat_dim = 2 : i64, split_dim = 0 : i64} : tensor<4x4x2xf32> -> tensor<2x4x4xf32>
+// CHECK: dist.all_to_all %[[A]] {axes = ["tp"], concat_dim = 1 : i64, split_dim = 0 : i64} : tensor<2x4x4xf32> -> tensor<1x8x4xf32>
+module attributes {dist.mesh = #dist.mesh<["dp"=2, "tp"=2]>} {
+  func.func @two_moves(%x: tensor<4x8x4xf32> {dist.sharding = #dist.sharding<[[], ["tp"], ["dp"]]>}) -> tensor<4x8x4xf32> {
+    %s = nn.softmax %x dim = 1 {dist.sharding = [#dist.sharding<[["dp", "tp"], [], []]>]} : tensor<4x8x4xf32>
+    return %s : tensor<4x8x4xf32>
   }
 }

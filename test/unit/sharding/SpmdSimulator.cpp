@@ -337,6 +337,37 @@ SpmdSimulator::step(const std::vector<HostTensor> &arguments) {
         values[r][rs.getResult()] = out[r];
       continue;
     }
+    if (auto a2a = dyn_cast<dist::AllToAllOp>(op)) {
+      // Rank i of the group sends block j of split_dim to rank j; what
+      // arrives is concatenated along concat_dim in group order.
+      SmallVector<StringRef> axes = axesOf(a2a.getAxes());
+      int64_t split = a2a.getSplitDim(), concat = a2a.getConcatDim();
+      Shape inShape = shapeOf(a2a.getInput().getType()), outShape = shapeOf(a2a.getType());
+      Shape piece = inShape;
+      piece[split] = outShape[split];
+      std::vector<DenseElementsAttr> out(numRanks_);
+      for (int64_t r = 0; r < numRanks_; ++r) {
+        auto group = groupOf(r, axes);
+        int64_t mine = 0;
+        for (auto [index, q] : group)
+          if (q == r)
+            mine = index;
+        std::vector<double> y(a2a.getType().getNumElements());
+        for (auto [index, q] : group) {
+          std::vector<double> x = toDoubles(values[q][a2a.getInput()]);
+          Shape from(inShape.size(), 0), to(outShape.size(), 0);
+          from[split] = mine * piece[split];
+          to[concat] = index * piece[concat];
+          std::vector<double> block;
+          copyBlock(x, inShape, block, from, piece, /*extract=*/true);
+          copyBlock(y, outShape, block, to, piece, /*extract=*/false);
+        }
+        out[r] = fromDoubles(a2a.getType(), y);
+      }
+      for (int64_t r = 0; r < numRanks_; ++r)
+        values[r][a2a.getResult()] = out[r];
+      continue;
+    }
     if (op.getDialect() && op.getDialect()->getNamespace() == "dist")
       return error("the simulator does not run '" + op.getName().getStringRef() + "'");
     for (int64_t r = 0; r < numRanks_; ++r) {
