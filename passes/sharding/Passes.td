@@ -14,8 +14,10 @@ def ShardAnnotate : Pass<"loom-shard-annotate", "mlir::ModuleOp"> {
       elementwise and shape ops, into `nn.attention` or into another weight
       matmul (Q/K/V, gate/up) is column-parallel: its weight's output dim
       is split over `tp`. The matmuls reading those results (attention
-      output, down projection) become row-parallel by propagation.
-      Weights are found by this dataflow, not by name;
+      output, down projection) become row-parallel by propagation. A weight
+      matmul whose result is the logits of a cross-entropy (the LM head) is
+      split by vocabulary; the loss reads the gathered logits. Weights are
+      found by this dataflow, not by name;
     - sequence parallelism (`sp`, with tp): residual-stream values (the
       inputs and outputs of norms and residual adds) are split along the
       sequence over `tp`, so row-parallel outputs are reduce-scattered and

@@ -40,8 +40,9 @@ bool isWeightMatmul(Operation *op) {
   return mm && !isBackward(op) && weightOf(mm.getRhs());
 }
 
-/// Whether the matmul's result reaches the attention, or the activation
-/// input of another weight matmul, through ops that treat its output
+/// Whether the matmul's result reaches the attention, the activation input
+/// of another weight matmul, or the logits of a cross-entropy, through ops
+/// that treat its output
 /// features per element: no contraction over them and no op that needs all
 /// of them at once (a norm over the features). Such a matmul's output
 /// features can be split (column parallel); head-wise ops such as rotary
@@ -61,6 +62,10 @@ bool feedsSplittableConsumer(nn::MatmulOp mm) {
       if (isa<nn::AttentionOp>(user))
         return true;
       if (isWeightMatmul(user) && use.getOperandNumber() == 0)
+        return true;
+      // The LM head: its logits feed the loss. Splitting the vocabulary
+      // splits the head's weight and matmul; the loss gathers the logits.
+      if (isa<nn::CrossEntropyOp>(user) && use.getOperandNumber() == 0)
         return true;
       auto rule = dyn_cast<nn::ShardingRuleOpInterface>(user);
       if (!rule || isa<nn::MatmulOp>(user))

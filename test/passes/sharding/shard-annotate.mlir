@@ -81,3 +81,15 @@ func.func @indivisible(%x: tensor<2x32xf32>) -> tensor<2x32xf32> {
   %y = nn.matmul %h, %w2 {transpose_rhs} : (tensor<2x33xf32>, tensor<32x33xf32>) -> tensor<2x32xf32>
   return %y : tensor<2x32xf32>
 }
+
+// -----
+
+// The LM head: its logits feed the loss, so its vocabulary is split.
+// CHECK-LABEL: func.func @lm_head
+// CHECK: nn.parameter "head" {dist.sharding = [#dist.sharding<{{\[}}["tp"], []]>]}
+func.func @lm_head(%x: tensor<8x32xf32>, %labels: tensor<8xi64>) -> tensor<f32> {
+  %w = nn.parameter "head" : tensor<96x32xf32>
+  %l = nn.matmul %x, %w {transpose_rhs} : (tensor<8x32xf32>, tensor<96x32xf32>) -> tensor<8x96xf32>
+  %c = nn.cross_entropy %l, %labels : (tensor<8x96xf32>, tensor<8xi64>) -> tensor<f32>
+  return %c : tensor<f32>
+}
