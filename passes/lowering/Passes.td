@@ -42,7 +42,10 @@ def AssignStreams : Pass<"loom-assign-streams", "mlir::ModuleOp"> {
   let summary = "put work on streams by role and add events where streams meet";
   let description = [{
     Kernels without a stream run on `compute`; copies on `host_copy` when
-    tagged `loom.host_copy`, else on `compute`. Where an op reads or writes
+    tagged `loom.host_copy`, else on `compute`. Collectives go on a
+    communication stream by the role of their axes: `tp_comm` when `axes`
+    holds "tp", else `dp_comm` for "dp", `pp_comm` for "pp" and for
+    send/recv, else `<first axis>_comm`. Where an op reads or writes
     bytes that an earlier op on another stream wrote (or reads bytes an
     earlier op on another stream is still reading, and writes them), the
     pass records an event after the earlier op and makes this op's stream

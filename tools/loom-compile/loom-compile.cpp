@@ -242,6 +242,15 @@ int main(int argc, char **argv) {
   if (compileTo == Phase::Input)
     emitIR();
 
+  // rt-level input (hand-written, or another tool's per-rank programs): the
+  // model phases do not apply; plan what is unplanned and emit.
+  bool rtInput = !module->getOps<loom::rt::ProgramOp>().empty();
+  if (rtInput) {
+    if (compileTo == Phase::NN || compileTo == Phase::Train)
+      fail("'" + inputPath + "' is already rt; --compile-to=" +
+           (compileTo == Phase::NN ? "nn" : "train") + " does not apply");
+  }
+
   auto runPhase = [&](llvm::function_ref<void(PassManager &)> build,
                       llvm::StringRef phase) {
     PassManager pm(&context);
@@ -250,8 +259,18 @@ int main(int argc, char **argv) {
       failDiagnosed();
   };
 
-  runPhase([](PassManager &pm) { loom::buildRaisingPipeline(pm, raise); }, "nn");
-  if (precision == "bf16" && !training)
+  if (rtInput) {
+    bool planned = llvm::all_of(module->getOps<loom::rt::ProgramOp>(),
+                                [](loom::rt::ProgramOp p) { return bool(p.getArenaSizes()); });
+    runPhase([&](PassManager &pm) {
+      if (!planned)
+        pm.addPass(loom::createPlanMemory());
+      pm.addPass(loom::createAssignStreams());
+    }, "rt");
+  } else {
+    runPhase([](PassManager &pm) { loom::buildRaisingPipeline(pm, raise); }, "nn");
+  }
+  if (!rtInput && precision == "bf16" && !training)
     runPhase([&](PassManager &pm) {
       pm.addPass(loom::createCastCompute(loom::CastComputeOptions{"bf16"}));
       pm.addPass(createCanonicalizerPass());
@@ -259,7 +278,7 @@ int main(int argc, char **argv) {
   if (compileTo == Phase::NN)
     emitIR();
 
-  if (training) {
+  if (!rtInput && training) {
     // The forward's batch size is the microbatch; the step takes the global batch.
     auto forward = module->lookupSymbol<func::FuncOp>(entry);
     int64_t forwardBatch = 0;
@@ -292,7 +311,7 @@ int main(int argc, char **argv) {
   if (compileTo == Phase::Train)
     emitIR();
 
-  if (distributed)
+  if (distributed && !rtInput)
     runPhase([&](PassManager &pm) {
       loom::ShardAnnotateOptions options;
       options.tp = tensorParallel;
@@ -308,7 +327,8 @@ int main(int argc, char **argv) {
   if (compileTo == Phase::Dist)
     emitIR();
 
-  runPhase([&](PassManager &pm) {
+  if (!rtInput)
+    runPhase([&](PassManager &pm) {
     pm.addPass(loom::createLowerToRt(loom::LowerToRtOptions{entry}));
     pm.addPass(loom::createFuseAdamW());
     pm.addPass(loom::createPlanMemory());
