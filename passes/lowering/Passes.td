@@ -30,6 +30,16 @@ def LowerToRt : Pass<"loom-lower-to-rt", "mlir::ModuleOp"> {
     ```
     Argument and result names come from `loom.name` argument/result
     attributes when present.
+
+    An SPMD program from `--loom-spmd-partition` (one program, run by every
+    rank): the module's `dist.mesh` becomes `rt.mesh_axes` and
+    `rt.mesh_shape`; a split argument or parameter becomes an `rt.input` or
+    `rt.param` whose buffer is the local shard, with `sharding` (per global
+    dim, the mesh axes splitting it) and `global_shape`; each `dist`
+    collective becomes an `rt.collective` of the same kind writing a new
+    buffer (`dist.all_reduce %x {axes = ["tp"], reduce = "sum"}` becomes
+    `rt.collective "all_reduce" (%x) -> (%y) {axes = ["tp"], reduce = "sum"}`;
+    a mean is the runtime's `avg`).
   }];
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"main\"",
