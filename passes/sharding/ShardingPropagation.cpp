@@ -179,6 +179,32 @@ struct ShardingPropagationPass
           known[v] = layout;
       for (Value r : op->getResults())
         known[r] = layout;
+      // The gradient too, back through elementwise ops (clipping) to where
+      // it is made, and the elementwise ops reading it (the squares of the
+      // gradient norm): the gradient is then reduce-scattered once, and the
+      // norm summed over the shards.
+      auto elementwiseOn = [&](Operation *user, Value v) {
+        return user->getNumResults() == 1 && isTensor(user->getResult(0)) &&
+               shapeOf(user->getResult(0)) == shape &&
+               llvm::all_of(user->getOperands(), [&](Value o) {
+                 return !isTensor(o) || shapeOf(o) == shape || shapeOf(o).empty();
+               });
+      };
+      SmallVector<Value> work{op->getOperand(1)};
+      llvm::DenseSet<Value> seen;
+      while (!work.empty()) {
+        Value g = work.pop_back_val();
+        if (!seen.insert(g).second)
+          continue;
+        known[g] = layout;
+        if (Operation *def = g.getDefiningOp(); def && elementwiseOn(def, g))
+          for (Value o : def->getOperands())
+            if (isTensor(o) && shapeOf(o) == shape && !o.getDefiningOp<nn::ParameterOp>())
+              work.push_back(o);
+        for (Operation *user : g.getUsers())
+          if (user != op && isa<nn::ShardingRuleOpInterface>(user) && elementwiseOn(user, g))
+            known[user->getResult(0)] = layout;
+      }
       // Writes of the updated values keep the split.
       for (Value r : op->getResults())
         for (Operation *user : r.getUsers())

@@ -193,10 +193,19 @@ struct Partitioner {
         llvm::erase(pending, axis);
       }
     }
-    if (!pending.empty())
+    if (!pending.empty()) {
       v = builder.create<dist::AllReduceOp>(loc, v.getType(), v,
                                             axesAttr(inMeshOrder(mesh, pending)),
                                             builder.getStringAttr("sum"));
+      // Settled in place: every later reader takes the settled value rather
+      // than settling (or carrying through a linear op and settling) again.
+      if (required.partial.empty() && cur.dims == actual.lookup(global).dims) {
+        Layout settled = cur;
+        settled.partial.clear();
+        actual[global] = settled;
+        local[global] = v;
+      }
+    }
     cur.partial = required.partial;
 
     // 3. Take this rank's blocks for the axes the target adds.
