@@ -232,7 +232,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"tp2_dp2_zero1", 2, 2, false, true},
                       // Two microbatches of 2 (gradient accumulation) per step.
                       Layout{"dp2_batch4", 1, 2, false, false, 4},
-                      Layout{"tp2_dp2_batch4", 2, 2, false, true, 4}),
+                      Layout{"tp2_dp2_batch4", 2, 2, false, true, 4},
+                      Layout{"tp2_dp2_sp_batch4", 2, 2, true, false, 4}),
     [](const ::testing::TestParamInfo<Layout> &info) { return std::string(info.param.name); });
 
 /// TP4 is impossible for this fixture: its 2 KV heads do not divide by 4.
