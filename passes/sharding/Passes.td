@@ -87,8 +87,10 @@ def SpmdPartition : Pass<"loom-spmd-partition", "mlir::ModuleOp"> {
     Each op runs on local shards: its factors are split as its operands
     already are or as its result should be, whichever moves fewer bytes;
     operands are converted with `dist` collectives (`all_gather` to undo a
-    split, `all_reduce` or `reduce_scatter` to settle a partial sum, a
-    block taken locally to add one); result types become local shapes;
+    split, `all_to_all` to move one to another dim, `all_reduce` or
+    `reduce_scatter` to settle a partial sum, and a `max` reduce-scatter of
+    identical values to take this rank's block of a replicated tensor);
+    result types become local shapes;
     means over split factors are scaled by 1/ranks. Partial sums travel
     through additive and linear ops and are settled where a non-linear op
     needs the value. Function results are replicated. Parameters and

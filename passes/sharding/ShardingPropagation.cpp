@@ -199,7 +199,8 @@ struct ShardingPropagationPass
         known[g] = layout;
         if (Operation *def = g.getDefiningOp(); def && elementwiseOn(def, g))
           for (Value o : def->getOperands())
-            if (isTensor(o) && shapeOf(o) == shape && !o.getDefiningOp<nn::ParameterOp>())
+            if (isTensor(o) && shapeOf(o) == shape && o.getDefiningOp() &&
+                o.getDefiningOp()->getNumOperands() > 0)
               work.push_back(o);
         for (Operation *user : g.getUsers())
           if (user != op && isa<nn::ShardingRuleOpInterface>(user) && elementwiseOn(user, g))
