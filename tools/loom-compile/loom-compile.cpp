@@ -268,6 +268,7 @@ int main(int argc, char **argv) {
 
   runPhase([&](PassManager &pm) {
     pm.addPass(loom::createLowerToRt(loom::LowerToRtOptions{entry}));
+    pm.addPass(loom::createFuseMatmulEpilogue());
     pm.addPass(loom::createFuseAdamW());
     pm.addPass(loom::createPlanMemory());
     pm.addPass(loom::createAssignStreams());

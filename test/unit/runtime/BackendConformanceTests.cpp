@@ -145,6 +145,29 @@ std::vector<KernelCase> kernelCases() {
                    {{"transpose_a", int64_t(1)}, {"transpose_b", int64_t(0)}}});
   cases.push_back({"nn.matmul", {randomTensor(DType::BF16, {4, 8}, 19), randomTensor(DType::BF16, {8, 3}, 20)},
                    {{DType::BF16, {4, 3}}}, {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(0)}}});
+  // Epilogues: bias (f32), bias then tanh-GELU (bf16, a weight shared by a batch).
+  cases.push_back({"nn.matmul", {f32({5, 7}, 120), f32({7, 3}, 121), f32({3}, 122)},
+                   {{DType::F32, {5, 3}}}, {{"epilogue", std::string("bias")}}});
+  cases.push_back({"nn.matmul",
+                   {randomTensor(DType::BF16, {2, 6, 16}, 123), randomTensor(DType::BF16, {24, 16}, 124),
+                    randomTensor(DType::BF16, {24}, 125)},
+                   {{DType::BF16, {2, 6, 24}}},
+                   {{"transpose_b", int64_t(1)}, {"epilogue", std::string("bias_gelu")}}});
+  // FP8 with per-tensor scales: e4m3 x e4m3 into bf16, e4m3 x e5m2 into f32.
+  {
+    HostTensor scaleA{"", DType::F32, {}, std::vector<uint8_t>(4)};
+    HostTensor scaleB{"", DType::F32, {}, std::vector<uint8_t>(4)};
+    *reinterpret_cast<float *>(scaleA.data.data()) = 0.75f;
+    *reinterpret_cast<float *>(scaleB.data.data()) = 1.5f;
+    cases.push_back({"nn.scaled_matmul",
+                     {randomTensor(DType::F8E4M3FN, {8, 32}, 126),
+                      randomTensor(DType::F8E4M3FN, {16, 32}, 127), scaleA, scaleB},
+                     {{DType::BF16, {8, 16}}}, {}});
+    cases.push_back({"nn.scaled_matmul",
+                     {randomTensor(DType::F8E4M3FN, {24, 48}, 128),
+                      randomTensor(DType::F8E5M2, {32, 48}, 129), scaleA, scaleB},
+                     {{DType::F32, {24, 32}}}, {}});
+  }
   for (const char *reduce : {"nn.reduce_sum", "nn.reduce_mean", "nn.reduce_max"})
     cases.push_back({reduce, {f32({3, 4, 5}, 21)}, {{DType::F32, {3, 1, 5}}},
                      {{"dims", std::vector<int64_t>{1}}, {"keepdim", int64_t(1)}}});
