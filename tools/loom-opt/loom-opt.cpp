@@ -2,10 +2,12 @@
 // and for running one pass at a time while debugging.
 
 #include "dialects/nn/NNDialect.h"
+#include "dialects/pipe/PipeDialect.h"
 #include "dialects/rt/RtDialect.h"
 #include "frontend/raising/Passes.h"
 #include "passes/lowering/Passes.h"
 #include "passes/memory/Passes.h"
+#include "passes/pipeline/Passes.h"
 #include "passes/training/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -22,7 +24,7 @@ static std::string overview(const mlir::DialectRegistry &registry) {
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
   std::string text = "Loom optimizer driver: mlir-opt with Loom's dialects and passes\n";
-  for (llvm::StringRef dialect : {"nn", "rt"}) {
+  for (llvm::StringRef dialect : {"nn", "pipe", "rt"}) {
     text += "\n" + dialect.str() + " dialect ops:\n ";
     std::vector<llvm::StringRef> names;
     for (mlir::RegisteredOperationName op : context.getRegisteredOperations())
@@ -45,7 +47,7 @@ static std::string overview(const mlir::DialectRegistry &registry) {
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<loom::nn::NNDialect, loom::rt::RtDialect, mlir::func::FuncDialect,
+  registry.insert<loom::nn::NNDialect, loom::pipe::PipeDialect, loom::rt::RtDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect>();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
@@ -54,6 +56,7 @@ int main(int argc, char **argv) {
   loom::registerRaisingPasses();
   loom::registerLoweringPasses();
   loom::registerMemoryPasses();
+  loom::registerPipelinePasses();
   loom::registerTrainingPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, overview(registry), registry));
