@@ -21,6 +21,15 @@ def PipelinePartition : Pass<"loom-pipeline-partition", "mlir::ModuleOp"> {
     empty)). Each op gets `pipe.stage = piece`, the module gets
     `pipe.layers_per_stage`, and a remark per piece shows the placement.
 
+    Run again on the training step built from a partitioned forward, it
+    completes the stages: autodiff gives each gradient op its forward op's
+    stage; the others (loss, gradient accumulation, optimizer) take their
+    operands' stage (a gradient sum fed by several stages: the earliest), or
+    -1 where other ops combine several stages (global
+    gradient norm, clipping), and ops without staged operands take their
+    first user's. For DualPipe a piece is two stages (piece p is stage p of
+    the down chain and stage pp+p of the up chain).
+
     Before:
     ```mlir
     %e = nn.embedding %wte, %ids ...

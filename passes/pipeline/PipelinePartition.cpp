@@ -7,6 +7,7 @@
 #include "dialects/nn/NNOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -77,6 +78,9 @@ struct PipelinePartitionPass
     auto func = module.lookupSymbol<func::FuncOp>("main");
     if (!func)
       return mlir::emitError(module.getLoc(), "no function @main to partition");
+    if (llvm::any_of(func.getBody().front(),
+                     [](Operation &op) { return op.hasAttr(pipe::kStageAttr); }))
+      return propagate(func);
 
     // Layers: parameters by name; ops by the deepest parameter they depend on.
     llvm::DenseMap<Operation *, int64_t> layer;
@@ -229,6 +233,78 @@ struct PipelinePartitionPass
     }
     if (!placement)
       llvm::consumeError(placement.takeError());
+    return success();
+  }
+
+  /// A program built from a partitioned forward (the training step): ops
+  /// that kept their stage through autodiff keep it; every other op takes
+  /// the stage of its operands (a backward op fed by several: the earliest,
+  /// where the gradient arrives), or -1 when they come from several stages
+  /// (the global gradient norm, the clipping factor: values every pipeline
+  /// rank needs, reduced over the pipeline group); ops with no staged
+  /// operand (token slices, moments, scalar constants) go with their first
+  /// staged user.
+  LogicalResult propagate(func::FuncOp func) {
+    Builder b(func.getContext());
+    Block &body = func.getBody().front();
+    int64_t kept = 0, derived = 0, shared = 0;
+    for (Operation &op : body) {
+      if (isa<func::ReturnOp>(op))
+        continue;
+      if (op.hasAttr(pipe::kStageAttr)) {
+        ++kept;
+        continue;
+      }
+      // Constants can be anywhere; values of several stages (-1) are on every rank.
+      // A shared value of the result's type (a partial sum of squares) keeps
+      // the result shared; a shared scalar scaling a stage's tensor (the
+      // clipping factor) does not.
+      llvm::SmallSetVector<int64_t, 2> stages;
+      bool usesShared = false, sharedLikeResult = false;
+      for (Value v : op.getOperands())
+        if (Operation *def = v.getDefiningOp(); def && !isa<nn::ConstantOp>(def))
+          if (auto s = def->getAttrOfType<IntegerAttr>(pipe::kStageAttr)) {
+            if (s.getInt() >= 0) {
+              stages.insert(s.getInt());
+            } else {
+              usesShared = true;
+              sharedLikeResult |= op.getNumResults() == 1 && v.getType() == op.getResult(0).getType();
+            }
+          }
+      if ((stages.empty() && usesShared) || (sharedLikeResult && !op.hasAttr("loom.backward"))) {
+        op.setAttr(pipe::kStageAttr, b.getI64IntegerAttr(-1));
+        ++shared;
+        continue;
+      }
+      if (stages.empty())
+        continue; // decided by its users below
+      // Gradients flow toward earlier stages: a sum of gradients from several
+      // stages (the residual stream at a stage boundary) is the earliest's.
+      bool backward = op.hasAttr("loom.backward");
+      int64_t stage = stages.size() == 1 ? stages[0]
+                      : backward         ? *llvm::min_element(stages)
+                                         : -1;
+      op.setAttr(pipe::kStageAttr, b.getI64IntegerAttr(stage));
+      stage >= 0 ? ++derived : ++shared;
+    }
+    for (Operation &op : llvm::reverse(body)) {
+      if (isa<func::ReturnOp>(op) || op.hasAttr(pipe::kStageAttr))
+        continue;
+      int64_t stage = -1;
+      Operation *first = nullptr;
+      for (Operation *user : op.getUsers())
+        if (auto s = user->getAttrOfType<IntegerAttr>(pipe::kStageAttr);
+            s && s.getInt() >= 0 && (!first || user->isBeforeInBlock(first))) {
+          first = user;
+          stage = s.getInt();
+        }
+      op.setAttr(pipe::kStageAttr, b.getI64IntegerAttr(stage));
+      stage >= 0 ? ++derived : ++shared;
+    }
+    mlir::emitRemark(func.getLoc())
+        << llvm::formatv("training step: {0} ops kept their stage, {1} took their operands' "
+                         "or users' stage, {2} combine stages (pipe.stage = -1)",
+                         kept, derived, shared);
     return success();
   }
 

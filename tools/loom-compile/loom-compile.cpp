@@ -50,13 +50,13 @@ cl::opt<std::string> outputPath("o", cl::desc("output file (.loomx, or IR with -
                                 cl::value_desc("path"), cl::cat(category));
 
 /// The phases, in order. Each names the IR you see when you stop after it.
-enum class Phase { Input, NN, Pipe, Train, RT, Executable };
+enum class Phase { Input, NN, Train, Pipe, RT, Executable };
 cl::opt<Phase> compileTo(
     "compile-to", cl::desc("stop after a phase and print its IR"),
     cl::values(clEnumValN(Phase::Input, "input", "as imported, before any pass"),
                clEnumValN(Phase::NN, "nn", "nn after folding and raising (the model, one device)"),
-               clEnumValN(Phase::Pipe, "pipe", "nn with every op on a pipeline stage, and the verified pipe.schedule (--pp)"),
                clEnumValN(Phase::Train, "train", "the training step: loss, backward, optimizer (--mode=train)"),
+               clEnumValN(Phase::Pipe, "pipe", "the training step with every op on a pipeline stage, and the verified pipe.schedule (--pp)"),
                clEnumValN(Phase::RT, "rt", "rt programs: buffers planned, streams and events assigned"),
                clEnumValN(Phase::Executable, "executable", "the serialized executable (default)")),
     cl::init(Phase::Executable), cl::cat(category));
@@ -275,38 +275,15 @@ int main(int argc, char **argv) {
   if (compileTo == Phase::NN)
     emitIR();
 
-  if (pp > 1) {
-    runPhase([&](PassManager &pm) {
-      loom::PipelinePartitionOptions partition;
-      partition.pp = pp;
-      partition.vpp = vpp;
-      partition.schedule = schedule;
-      partition.layout = ppLayout;
-      pm.addPass(loom::createPipelinePartition(partition));
-      loom::PipelineScheduleOptions options;
-      options.pp = pp;
-      options.vpp = vpp;
-      options.schedule = schedule;
-      options.microbatches = microbatches;
-      pm.addPass(loom::createPipelineSchedule(options));
-    }, "pipe");
-    if (!scheduleCsv.empty()) {
-      auto ops = module->getOps<loom::pipe::ScheduleOp>();
-      if (ops.empty())
-        fail("internal error: no pipe.schedule after the pipe phase");
-      std::string csv = loom::pipeline::exportCsv(loom::pipe::scheduleFromOp(*ops.begin()));
-      auto out = openOutputFile(scheduleCsv, &error);
-      if (!out)
-        fail("cannot write '" + scheduleCsv + "': " + error);
-      out->os() << csv;
-      out->keep();
-    }
-    if (compileTo == Phase::Pipe)
-      emitIR();
-    fail("--pp " + llvm::Twine(int64_t(pp)) +
-         ": the pipeline runtime that runs per-rank schedules is not built yet; "
-         "--compile-to=pipe shows the stages and the verified schedule");
-  }
+
+  loom::PipelinePartitionOptions partition;
+  partition.pp = pp;
+  partition.vpp = vpp;
+  partition.schedule = schedule;
+  partition.layout = ppLayout;
+  if (pp > 1)
+    runPhase([&](PassManager &pm) { pm.addPass(loom::createPipelinePartition(partition)); },
+             "partition");
 
   if (training) {
     // The forward's batch size is the microbatch; the step takes the global batch.
@@ -335,10 +312,39 @@ int main(int argc, char **argv) {
       pm.addPass(loom::createBuildTrainingStep(options));
       pm.addPass(createCanonicalizerPass());
       pm.addPass(createCSEPass());
+      if (pp > 1)
+        pm.addPass(loom::createPipelinePartition(partition));
     }, "train");
   }
   if (compileTo == Phase::Train)
     emitIR();
+
+  if (pp > 1) {
+    runPhase([&](PassManager &pm) {
+      loom::PipelineScheduleOptions options;
+      options.pp = pp;
+      options.vpp = vpp;
+      options.schedule = schedule;
+      options.microbatches = microbatches;
+      pm.addPass(loom::createPipelineSchedule(options));
+    }, "pipe");
+    if (!scheduleCsv.empty()) {
+      auto ops = module->getOps<loom::pipe::ScheduleOp>();
+      if (ops.empty())
+        fail("internal error: no pipe.schedule after the pipe phase");
+      std::string csv = loom::pipeline::exportCsv(loom::pipe::scheduleFromOp(*ops.begin()));
+      auto out = openOutputFile(scheduleCsv, &error);
+      if (!out)
+        fail("cannot write '" + scheduleCsv + "': " + error);
+      out->os() << csv;
+      out->keep();
+    }
+    if (compileTo == Phase::Pipe)
+      emitIR();
+    fail("--pp " + llvm::Twine(int64_t(pp)) +
+         ": the pipeline runtime that runs per-rank schedules is not built yet; "
+         "--compile-to=pipe shows the stages and the verified schedule");
+  }
 
   runPhase([&](PassManager &pm) {
     pm.addPass(loom::createLowerToRt(loom::LowerToRtOptions{entry}));

@@ -2,6 +2,7 @@
 // RUN: loom-opt %t.l8.mlir --loom-pipeline-partition=pp=4 2>&1 | FileCheck %s --check-prefix=BAL
 // RUN: loom-opt %t.l8.mlir --loom-pipeline-partition="pp=4 schedule=dualpipev" 2>&1 | FileCheck %s --check-prefix=V
 // RUN: loom-opt %t.l8.mlir --loom-pipeline-partition="pp=4 schedule=dualpipe layout=2,2,2,2" 2>&1 | FileCheck %s --check-prefix=DUAL
+// RUN: loom-opt %t.l8.mlir --loom-pipeline-partition=pp=2 --loom-build-training-step=batch=4 --loom-pipeline-partition=pp=2 2>&1 | FileCheck %s --check-prefix=TRAIN
 // RUN: %python %S/Inputs/layers.py 61 > %t.l61.mlir
 // RUN: loom-opt %t.l61.mlir --loom-pipeline-partition="pp=8 vpp=2 schedule=interleaved layout=even" 2>&1 | FileCheck %s --check-prefix=PAD
 // RUN: not loom-opt %t.l8.mlir --loom-pipeline-partition="pp=4 layout=4,4" 2>&1 | FileCheck %s --check-prefix=BADLAYOUT
@@ -19,6 +20,19 @@
 // BAL: nn.matmul {{.*}}pipe.stage = 1
 // BAL: nn.parameter "head.weight" {{.*}}pipe.stage = 3
 // BAL: nn.matmul {{.*}}pipe.stage = 3
+
+// Partitioned again after autodiff, the training step is staged throughout:
+// gradients on their forward op's stage, loss on the last, the embedding's
+// weight gradient on the first, the global gradient norm shared (-1), and
+// each AdamW update with its parameter.
+// TRAIN: remark: training step: {{[0-9]+}} ops kept their stage, {{[0-9]+}} took their operands' or users' stage, {{[0-9]+}} combine stages (pipe.stage = -1)
+// TRAIN: nn.cross_entropy {{.*}}loom.microbatch = 0 : i64, pipe.stage = 1 : i64
+// TRAIN: nn.embedding_grad {{.*}}loom.backward = "weight", loom.microbatch = 1 : i64, pipe.stage = 0 : i64
+// TRAIN: nn.sqrt {{.*}}pipe.stage = -1
+// TRAIN: nn.adamw {{.*}}pipe.stage = 0
+// TRAIN: nn.adamw {{.*}}pipe.stage = 1
+// TRAIN-NOT: pipe.stage = -1
+// TRAIN: return
 
 // DualPipeV: 8 stages in a V, the last (norm + head) back on rank 0.
 // V: remark: stage 0 (rank 0): embedding, layers 0-0
