@@ -2,6 +2,7 @@
 #include "passes/pipeline/ScheduleVerifier.h"
 
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 
 #include <algorithm>
 #include <cmath>
@@ -146,6 +147,65 @@ llvm::Expected<ScheduleAnalysis> analyzeSchedule(const Schedule &s, const Schedu
     r.parameterCopies = double(stagesOn[rank]) * s.numRanks / s.chainLength();
   }
   return out;
+}
+
+llvm::Expected<ScheduleCosts> parseScheduleCosts(llvm::StringRef text) {
+  ScheduleCosts costs;
+  llvm::SmallVector<llvm::StringRef> fields;
+  text.split(fields, ',', -1, false);
+  for (llvm::StringRef field : fields) {
+    auto [key, value] = field.split('=');
+    double number = 0;
+    if (value.trim().getAsDouble(number) || number < 0)
+      return llvm::createStringError("schedule costs: '" + field +
+                                     "' needs a non-negative number (like f=1,b=2,i=1,w=1,fb=3,"
+                                     "comm=0)");
+    key = key.trim();
+    double *slot = key == "f"      ? &costs.f
+                   : key == "b"    ? &costs.b
+                   : key == "i"    ? &costs.i
+                   : key == "w"    ? &costs.w
+                   : key == "fb"   ? &costs.fb
+                   : key == "comm" ? &costs.comm
+                                   : nullptr;
+    if (!slot)
+      return llvm::createStringError("schedule costs: unknown cost '" + key +
+                                     "' (expected f, b, i, w, fb, comm)");
+    *slot = number;
+  }
+  return costs;
+}
+
+std::string scheduleToJson(const Schedule &s, const ScheduleAnalysis &a, const ScheduleCosts &c) {
+  llvm::json::Array ranks;
+  for (int r = 0; r < s.numRanks; ++r) {
+    llvm::json::Array actions;
+    for (const Action &act : s.ranks[r])
+      actions.push_back(act.str());
+    const RankAnalysis &ra = a.ranks[r];
+    ranks.push_back(llvm::json::Object{{"rank", r},
+                                       {"busy", ra.busy},
+                                       {"bubble", ra.bubble},
+                                       {"peak_activations", ra.peakActivations},
+                                       {"parameters", ra.parameterCopies},
+                                       {"actions", std::move(actions)}});
+  }
+  llvm::json::Array stageRanks;
+  for (int r : s.stageRank)
+    stageRanks.push_back(r);
+  llvm::json::Object out{
+      {"kind", scheduleKindName(s.kind)},
+      {"ranks", s.numRanks},
+      {"stages", s.numStages},
+      {"microbatches", s.numMicrobatches},
+      {"chains", s.numChains},
+      {"stage_ranks", std::move(stageRanks)},
+      {"costs", llvm::json::Object{{"f", c.f}, {"b", c.b}, {"i", c.i}, {"w", c.w}, {"fb", c.fb},
+                                   {"comm", c.comm}}},
+      {"step_time", a.makespan},
+      {"model_copies", a.parameterCopies},
+      {"per_rank", std::move(ranks)}};
+  return llvm::formatv("{0:2}", llvm::json::Value(std::move(out))).str();
 }
 
 namespace {

@@ -42,6 +42,14 @@ struct ScheduleAnalysis {
   std::string format() const;
 };
 
+/// "f=1,b=2,i=1,w=1,fb=3,comm=0" (any subset, the rest default).
+llvm::Expected<ScheduleCosts> parseScheduleCosts(llvm::StringRef text);
+
+/// The schedule and its analysis as JSON: shape, per-rank actions (PyTorch
+/// notation) and figures, step time.
+std::string scheduleToJson(const Schedule &schedule, const ScheduleAnalysis &analysis,
+                           const ScheduleCosts &costs);
+
 /// Times a verified schedule: each compute action starts when its rank is
 /// free and its inputs are ready (the producing action's end, plus `comm`
 /// when it ran on another rank); transfers themselves take no rank time. An

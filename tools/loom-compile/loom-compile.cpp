@@ -178,6 +178,9 @@ int main(int argc, char **argv) {
     fail(kind ? "--schedule=custom is not generated; give one of 1f1b, interleaved, zb-h1, "
                 "dualpipe, dualpipev"
               : llvm::toString(kind.takeError()));
+  if (pp == 1 && (vpp != 1 || schedule.getNumOccurrences() || !ppLayout.empty() ||
+                  !scheduleCsv.empty()))
+    fail("--vpp, --schedule, --pp-layout and --schedule-csv need --pp 2 or more");
   if (pp > 1 && !training)
     fail("--pp " + llvm::Twine(int64_t(pp)) + " pipelines a training step: add --mode=train");
   if (pp > 1 && microbatches == 0)

@@ -22,8 +22,13 @@ cl::opt<std::string> executablePath(cl::Positional, cl::desc("<model.loomx | sch
 cl::opt<bool> json("json", cl::desc("print JSON instead of text"), cl::cat(category));
 cl::opt<std::string> scheduleSvg("schedule-svg",
                                  cl::desc("draw the pipeline schedule's per-rank timeline "
-                                          "(unit costs: F=I=W=1, B=2, F&B=3) as SVG"),
+                                          "(time from --schedule-costs) as SVG"),
                                  cl::value_desc("out.svg"), cl::init(""), cl::cat(category));
+
+cl::opt<std::string> scheduleCosts("schedule-costs",
+                                   cl::desc("the cost model for a schedule's analysis and "
+                                            "picture: f=1,b=2,i=1,w=1,fb=3,comm=0 (any subset)"),
+                                   cl::init(""), cl::cat(category));
 
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "loom-inspect") << message << "\n";
@@ -38,10 +43,16 @@ int inspectSchedule() {
   auto schedule = loom::pipeline::importCsv((*buffer)->getBuffer());
   if (!schedule)
     fail("'" + executablePath + "': " + llvm::toString(schedule.takeError()));
-  auto analysis = loom::pipeline::analyzeSchedule(*schedule);
+  auto costs = loom::pipeline::parseScheduleCosts(scheduleCosts);
+  if (!costs)
+    fail(llvm::toString(costs.takeError()));
+  auto analysis = loom::pipeline::analyzeSchedule(*schedule, *costs);
   if (!analysis)
     fail(llvm::toString(analysis.takeError()));
-  llvm::outs() << llvm::formatv("pipeline schedule: {0} ranks, {1} stages, {2} microbatches\n",
+  if (json)
+    llvm::outs() << loom::pipeline::scheduleToJson(*schedule, *analysis, *costs) << "\n";
+  else
+    llvm::outs() << llvm::formatv("pipeline schedule: {0} ranks, {1} stages, {2} microbatches\n",
                                 schedule->numRanks, schedule->numStages,
                                 schedule->numMicrobatches)
                << loom::pipeline::formatScheduleTable(*schedule) << analysis->format();
