@@ -19,7 +19,9 @@ def PipelinePartition : Pass<"loom-pipeline-partition", "mlir::ModuleOp"> {
     0 allowed) or `even` (equal counts, padded with empty layers at the ends
     when the layers do not divide: 61 layers in 16 pieces are 13x4 + 3x(3+1
     empty)). Each op gets `pipe.stage = piece`, the module gets
-    `pipe.layers_per_stage`, and a remark per piece shows the placement.
+    `pipe.layers_per_stage`, and a remark per piece shows the placement;
+    another per stage boundary names what crosses it (the payload of
+    SEND_F/RECV_F; SEND_B/RECV_B carry its gradient).
 
     Run again on the training step built from a partitioned forward, it
     completes the stages: autodiff gives each gradient op its forward op's

@@ -11,6 +11,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <map>
 #include <regex>
 
 namespace loom {
@@ -233,6 +234,40 @@ struct PipelinePartitionPass
     }
     if (!placement)
       llvm::consumeError(placement.takeError());
+    return reportBoundaries(func);
+  }
+
+  /// The tensors each forward transfer carries (SEND_F/RECV_F's payload; the
+  /// backward sends their gradients): values of one stage read by a later one.
+  LogicalResult reportBoundaries(func::FuncOp func) {
+    std::map<std::pair<int64_t, int64_t>, llvm::SetVector<Value>> edges;
+    for (Operation &op : func.getBody().front()) {
+      auto to = op.getAttrOfType<IntegerAttr>(pipe::kStageAttr);
+      if (!to)
+        continue;
+      for (Value v : op.getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (!def || isa<nn::ParameterOp, nn::ConstantOp>(def))
+          continue;
+        auto from = def->getAttrOfType<IntegerAttr>(pipe::kStageAttr);
+        if (!from || from.getInt() == to.getInt())
+          continue;
+        if (from.getInt() > to.getInt())
+          return op.emitOpError() << "on stage " << to.getInt() << " reads a value of stage "
+                                  << from.getInt() << ": pipeline stages must only feed later ones";
+        edges[{from.getInt(), to.getInt()}].insert(v);
+      }
+    }
+    for (auto &[stages, values] : edges) {
+      int64_t bytes = 0;
+      for (Value v : values)
+        if (auto type = dyn_cast<RankedTensorType>(v.getType()))
+          bytes += elements(type) * int64_t(std::max(8u, type.getElementTypeBitWidth()) / 8);
+      mlir::emitRemark(func.getLoc())
+          << llvm::formatv("boundary stage {0} -> {1}: {2} tensor(s), {3} bytes per microbatch{4}",
+                           stages.first, stages.second, values.size(), bytes,
+                           stages.second > stages.first + 1 ? " (skips stages: relayed)" : "");
+    }
     return success();
   }
 

@@ -14,6 +14,8 @@
 // BAL: remark: stage 1 (rank 1): layers 2-3 (2 layers)
 // BAL: remark: stage 2 (rank 2): layers 4-6 (3 layers)
 // BAL: remark: stage 3 (rank 3): layers 7-7, norm + head + loss (1 layers)
+// BAL: remark: boundary stage 0 -> 1: 1 tensor(s), 256 bytes per microbatch
+// BAL: remark: boundary stage 2 -> 3: 1 tensor(s), 256 bytes per microbatch
 // BAL: module attributes {pipe.layers_per_stage = array<i64: 2, 2, 3, 1>}
 // BAL: nn.embedding {{.*}}pipe.stage = 0
 // BAL: nn.parameter "layers.2.fc.weight" {{.*}}pipe.stage = 1
