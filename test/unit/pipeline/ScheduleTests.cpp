@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 using namespace loom::pipeline;
 
 namespace {
@@ -243,4 +245,49 @@ TEST(ScheduleSvg, DrawsEveryComputeAction) {
     for (const Action &act : rank)
       computes += isCompute(act.kind);
   EXPECT_EQ(boxes, computes);
+}
+
+// Perturbed schedules: whatever the verifier accepts, the analysis can time
+// and the CSV round-trips; most perturbations are caught; nothing crashes.
+TEST(ScheduleVerifier, PerturbedSchedules) {
+  std::mt19937 random(7);
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::Interleaved, ScheduleKind::ZBH1,
+                            ScheduleKind::DualPipe, ScheduleKind::DualPipeV}) {
+    Schedule base = generate(kind, 4, kind == ScheduleKind::Interleaved ? 2 : 1, 8);
+    int accepted = 0, rejected = 0;
+    for (int trial = 0; trial < 300; ++trial) {
+      Schedule s = base;
+      auto &actions = s.ranks[random() % s.numRanks];
+      size_t i = random() % actions.size(), j = random() % actions.size();
+      switch (trial % 3) {
+      case 0: std::swap(actions[i], actions[j]); break;
+      case 1: actions.erase(actions.begin() + i); break;
+      case 2: actions.insert(actions.begin() + i, actions[j]); break;
+      }
+      llvm::Error err = verifySchedule(s);
+      if (err) {
+        llvm::consumeError(std::move(err));
+        ++rejected;
+        continue;
+      }
+      ++accepted;
+      auto a = analyzeSchedule(s);
+      EXPECT_TRUE(bool(a)) << (a ? "" : llvm::toString(a.takeError()));
+      auto back = importCsv(exportCsv(s));
+      ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+      EXPECT_EQ(back->ranks, s.ranks);
+    }
+    EXPECT_GT(rejected, 200) << scheduleKindName(kind).str();
+    EXPECT_GT(accepted, 0) << scheduleKindName(kind).str() << ": some swaps are harmless";
+  }
+  // Garbage never crashes the importer.
+  const std::string alphabet = "0123456789FBIWSENDRCV_,;()\n#OVERLAP ";
+  for (int trial = 0; trial < 500; ++trial) {
+    std::string text;
+    for (int k = random() % 60; k > 0; --k)
+      text += alphabet[random() % alphabet.size()];
+    auto s = importCsv(text);
+    if (!s)
+      llvm::consumeError(s.takeError());
+  }
 }
