@@ -19,7 +19,7 @@ def PipelinePartition : Pass<"loom-pipeline-partition", "mlir::ModuleOp"> {
     0 allowed) or `even` (equal counts, padded with empty layers at the ends
     when the layers do not divide: 61 layers in 16 pieces are 13x4 + 3x(3+1
     empty)). Each op gets `pipe.stage = piece`, the module gets
-    `pipe.layers_per_stage`, and a remark per piece shows the placement;
+    `pipe.layers_per_stage` and `pipe.stage_flops` (forward FLOPs), and a remark per piece shows the placement;
     another per stage boundary names what crosses it (the payload of
     SEND_F/RECV_F; SEND_B/RECV_B carry its gradient).
 
@@ -63,7 +63,9 @@ def PipelineSchedule : Pass<"loom-pipeline-schedule", "mlir::ModuleOp"> {
     `microbatches` microbatches (per-rank actions with the transfers,
     verified: see the op), and a remark with its analysis under unit costs
     (F = I = W = 1, B = 2, F&B = 3): per rank the bubble, the peak live
-    activations and the parameters held. Bad combinations are errors that
+    activations and the parameters held; after --loom-pipeline-partition
+    (module attribute `pipe.stage_flops`), a second one with each stage's
+    times scaled by its FLOPs. Bad combinations are errors that
     say what the schedule needs.
 
     After (`pp=2 microbatches=2`):

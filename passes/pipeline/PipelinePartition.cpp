@@ -203,6 +203,10 @@ struct PipelinePartitionPass
       }
 
     module->setAttr("pipe.layers_per_stage", b.getDenseI64ArrayAttr(counts));
+    llvm::SmallVector<int64_t> flops;
+    for (double c : pieceCost)
+      flops.push_back(int64_t(c));
+    module->setAttr("pipe.stage_flops", b.getDenseI64ArrayAttr(flops));
     // Where each piece runs: the schedule's placement of its stage(s).
     auto placement = pipeline::generateSchedule(*kind, int(pp), int(vpp),
                                                 *kind == pipeline::ScheduleKind::DualPipe ||

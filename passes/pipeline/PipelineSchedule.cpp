@@ -46,6 +46,24 @@ struct PipelineSchedulePass
         << " stages, " << int64_t(microbatches)
         << " microbatches; unit costs F=I=W=1 B=2 F&B=3:\n"
         << analysis->format();
+    // With the partition's FLOPs per stage, the same schedule timed with
+    // each stage's compute scaled by its share.
+    if (auto flops = module->getAttrOfType<DenseI64ArrayAttr>("pipe.stage_flops");
+        flops && int64_t(flops.size()) == s->chainLength()) {
+      double mean = 0;
+      for (int64_t f : flops.asArrayRef())
+        mean += double(f) / flops.size();
+      pipeline::ScheduleCosts weighted;
+      for (int stage = 0; stage < s->numStages && mean > 0; ++stage)
+        weighted.stageScale.push_back(double(flops[s->stageChunk(stage)]) / mean);
+      auto timed = pipeline::analyzeSchedule(*s, weighted);
+      if (timed)
+        mlir::emitRemark(module.getLoc())
+            << "the same, each stage's compute scaled by its FLOPs over the mean stage's:\n"
+            << timed->format();
+      else
+        llvm::consumeError(timed.takeError());
+    }
   }
 };
 

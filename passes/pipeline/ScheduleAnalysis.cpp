@@ -86,22 +86,22 @@ llvm::Expected<ScheduleAnalysis> analyzeSchedule(const Schedule &s, const Schedu
         switch (a.kind) {
         case ActionKind::F:
           ready = inputReady(rank, true, a.stage, a.mb);
-          duration = costs.f;
+          duration = costs.f * costs.scale(a.stage);
           break;
         case ActionKind::B:
         case ActionKind::I:
           ready = inputReady(rank, false, a.stage, a.mb);
-          duration = a.kind == ActionKind::B ? costs.b : costs.i;
+          duration = (a.kind == ActionKind::B ? costs.b : costs.i) * costs.scale(a.stage);
           break;
         case ActionKind::W:
           ready = bEnd[idx(a.stage, a.mb)];
-          duration = costs.w;
+          duration = costs.w * costs.scale(a.stage);
           break;
         case ActionKind::OverlapFB: {
           double f = inputReady(rank, true, a.stage, a.mb);
           double b = inputReady(rank, false, a.bStage, a.bMb);
           ready = (f < 0 || b < 0) ? -1 : std::max(f, b);
-          duration = costs.fb;
+          duration = costs.fb * (costs.scale(a.stage) + costs.scale(a.bStage)) / 2;
           break;
         }
         default: break;

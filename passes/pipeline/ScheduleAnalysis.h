@@ -16,6 +16,12 @@ struct ScheduleCosts {
   double w = 1.0;    // weight gradient only
   double fb = 3.0;   // an overlapped F and B pair (DualPipe's F&B)
   double comm = 0.0; // a transfer between two ranks
+  // Per stage, a factor on its compute times (empty: every stage costs the
+  // same), e.g. the stage's FLOPs over the mean stage's.
+  std::vector<double> stageScale;
+  double scale(int stage) const {
+    return stage >= 0 && size_t(stage) < stageScale.size() ? stageScale[stage] : 1.0;
+  }
 };
 
 /// When an action runs under a cost model.

@@ -291,3 +291,19 @@ TEST(ScheduleVerifier, PerturbedSchedules) {
       llvm::consumeError(s.takeError());
   }
 }
+
+// Per-stage scaling (a stage's FLOPs over the mean): one microbatch through
+// two stages, the second three times as expensive.
+TEST(ScheduleAnalysis, StageScale) {
+  Schedule s = generate(ScheduleKind::OneFOneB, 2, 1, 1);
+  ScheduleCosts costs;
+  costs.stageScale = {1.0, 3.0};
+  ScheduleAnalysis a = analyze(s, costs);
+  // F0 [0,1], F1 [1,4], B1 [4,10], B0 [10,12].
+  EXPECT_DOUBLE_EQ(a.makespan, 12.0);
+  EXPECT_DOUBLE_EQ(a.ranks[0].busy, 3.0);
+  EXPECT_DOUBLE_EQ(a.ranks[1].bubble, 3.0);
+  ASSERT_EQ(a.timeline[1].size(), 2u);
+  EXPECT_DOUBLE_EQ(a.timeline[1][1].start, 4.0);
+  EXPECT_DOUBLE_EQ(a.timeline[1][1].end, 10.0);
+}
