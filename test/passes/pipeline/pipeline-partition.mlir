@@ -16,7 +16,7 @@
 // BAL: remark: stage 3 (rank 3): layers 7-7, norm + head + loss (1 layers)
 // BAL: remark: boundary stage 0 -> 1: 1 tensor(s), 256 bytes per microbatch
 // BAL: remark: boundary stage 2 -> 3: 1 tensor(s), 256 bytes per microbatch
-// BAL: module attributes {pipe.layers_per_stage = array<i64: 2, 2, 3, 1>}
+// BAL: module attributes {pipe.layers_per_stage = array<i64: 2, 2, 3, 1>, pipe.stage_flops = array<i64: 2368, 2304, 3456, 3264>}
 // BAL: nn.embedding {{.*}}pipe.stage = 0
 // BAL: nn.parameter "layers.2.fc.weight" {{.*}}pipe.stage = 1
 // BAL: nn.matmul {{.*}}pipe.stage = 1
