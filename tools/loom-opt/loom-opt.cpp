@@ -2,11 +2,13 @@
 // and for running one pass at a time while debugging.
 
 #include "dialects/nn/NNDialect.h"
+#include "dialects/pipe/PipeDialect.h"
 #include "dialects/rt/RtDialect.h"
 #include "frontend/raising/Passes.h"
 #include "passes/lowering/Passes.h"
 #include "passes/fusion/Passes.h"
 #include "passes/memory/Passes.h"
+#include "passes/pipeline/Passes.h"
 #include "passes/training/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -23,7 +25,7 @@ static std::string overview(const mlir::DialectRegistry &registry) {
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
   std::string text = "Loom optimizer driver: mlir-opt with Loom's dialects and passes\n";
-  for (llvm::StringRef dialect : {"nn", "rt"}) {
+  for (llvm::StringRef dialect : {"nn", "pipe", "rt"}) {
     text += "\n" + dialect.str() + " dialect ops:\n ";
     std::vector<llvm::StringRef> names;
     for (mlir::RegisteredOperationName op : context.getRegisteredOperations())
@@ -46,7 +48,7 @@ static std::string overview(const mlir::DialectRegistry &registry) {
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<loom::nn::NNDialect, loom::rt::RtDialect, mlir::func::FuncDialect,
+  registry.insert<loom::nn::NNDialect, loom::pipe::PipeDialect, loom::rt::RtDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect>();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
@@ -56,6 +58,7 @@ int main(int argc, char **argv) {
   loom::registerLoweringPasses();
   loom::registerMemoryPasses();
   loom::registerFusionPasses();
+  loom::registerPipelinePasses();
   loom::registerTrainingPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, overview(registry), registry));
