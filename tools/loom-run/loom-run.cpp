@@ -48,13 +48,13 @@ cl::opt<std::string> backendName("backend",
 cl::opt<int> threads("threads", cl::desc("CPU threads per kernel (0: all cores)"),
                      cl::init(0), cl::cat(category));
 cl::opt<bool> profile("profile",
-                      cl::desc("time every kernel (waiting for each) and print where the "
-                               "time went"),
+                      cl::desc("time every kernel and print where the time went (cuda: "
+                               "device timestamps on each stream; cpu: waiting for each)"),
                       cl::cat(category));
 cl::opt<std::string> tracePath(
     "trace",
-    cl::desc("write the run's kernels as a Chrome trace (open in Perfetto); implies "
-             "--profile's waits"),
+    cl::desc("write the run's kernels as a Chrome trace (open in Perfetto), one track per "
+             "stream; times as --profile takes them"),
     cl::value_desc("FILE.json"), cl::cat(category));
 cl::opt<bool> stepGraph(
     "step-graph",
@@ -186,7 +186,10 @@ int main(int argc, char **argv) {
     double total = 0;
     for (const auto &k : executor->profile())
       total += k.seconds;
-    llvm::errs() << "loom-run: time by kernel (each waited for):\n";
+    llvm::errs() << "loom-run: time by kernel ("
+                 << (backend->canTimestamp() ? "device timestamps on each stream"
+                                             : "each waited for")
+                 << "):\n";
     for (const auto &k : executor->profile())
       llvm::errs() << llvm::format("  %-24s %10.3f ms %6.1f%% %8lld calls\n", k.kernel.c_str(),
                                    k.seconds * 1e3, 100.0 * k.seconds / std::max(total, 1e-12),

@@ -100,6 +100,14 @@ static llvm::Error noCapture(const Backend &backend) {
 llvm::Error Backend::beginCapture() { return noCapture(*this); }
 llvm::Error Backend::endCapture() { return noCapture(*this); }
 llvm::Error Backend::replay() { return noCapture(*this); }
+llvm::Expected<unsigned> Backend::timestamp(unsigned) {
+  return llvm::createStringError(std::errc::not_supported,
+                                 "the %s backend has no device timestamps", name().c_str());
+}
+llvm::Expected<double> Backend::timestampSeconds(unsigned) {
+  return llvm::createStringError(std::errc::not_supported,
+                                 "the %s backend has no device timestamps", name().c_str());
+}
 
 std::unique_ptr<Backend> createCpuBackend(int numThreads) {
   if (numThreads <= 0)
