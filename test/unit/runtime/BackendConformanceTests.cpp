@@ -449,6 +449,57 @@ TYPED_TEST(BackendConformance, RunsAProgramWithReusedScratchMemory) {
   }
 }
 
+// With step capture on, later runs replay a recording (a CUDA Graph): they
+// must see new inputs and give the eager run's results. A backend that
+// cannot capture runs every step eagerly.
+TYPED_TEST(BackendConformance, CapturedStepsReplayWithNewInputs) {
+  Executable exe = handBuiltProgram();
+  auto executor = cantFail(ProgramExecutor::create(exe, 0, *this->backend, 0));
+  executor->setStepCapture(true);
+  for (int step = 0; step < 4; ++step) {
+    std::vector<float> x = {1.0f + step, 2, 3};
+    HostTensor input{"x", DType::F32, {1, 3}, {}};
+    input.data.assign(reinterpret_cast<uint8_t *>(x.data()),
+                      reinterpret_cast<uint8_t *>(x.data()) + 12);
+    ASSERT_FALSE(static_cast<bool>(executor->setInput("x", input)));
+    ASSERT_FALSE(static_cast<bool>(executor->run()));
+    HostTensor y = cantFail(executor->getOutput("y"));
+    const float *yv = reinterpret_cast<const float *>(y.data.data());
+    // x@w^T = [x0 - 2 + 6, 0.5 x0 + 1 - 9]; relu; + 1.
+    EXPECT_FLOAT_EQ(yv[0], x[0] + 4 + 1) << "step " << step;
+    EXPECT_FLOAT_EQ(yv[1], std::max(0.5f * x[0] - 8, 0.0f) + 1) << "step " << step;
+  }
+  if (this->backend->canCapture())
+    EXPECT_EQ(executor->captureStatus(), "captured as one graph");
+  else
+    EXPECT_EQ(executor->captureStatus(), "not captured");
+}
+
+// Profiles from device timestamps (where the backend has them) name every
+// kernel with a non-negative duration, in issue order on the one stream.
+TYPED_TEST(BackendConformance, ProfilesTimeEveryKernel) {
+  Executable exe = handBuiltProgram();
+  auto executor = cantFail(ProgramExecutor::create(exe, 0, *this->backend, 0));
+  executor->setProfiling(true);
+  std::vector<float> x = {1, 2, 3};
+  HostTensor input{"x", DType::F32, {1, 3}, {}};
+  input.data.assign(reinterpret_cast<uint8_t *>(x.data()), reinterpret_cast<uint8_t *>(x.data()) + 12);
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_FALSE(static_cast<bool>(executor->setInput("x", input)));
+    ASSERT_FALSE(static_cast<bool>(executor->run()));
+  }
+  const auto &trace = executor->traceEvents();
+  ASSERT_EQ(trace.size(), 6u);
+  const char *names[] = {"nn.matmul", "nn.relu", "nn.add"};
+  for (size_t i = 0; i < trace.size(); ++i) {
+    EXPECT_EQ(trace[i].name, names[i % 3]);
+    EXPECT_GE(trace[i].durationSeconds, 0.0);
+    if (i > 0)
+      EXPECT_GE(trace[i].startSeconds, trace[i - 1].startSeconds);
+  }
+  EXPECT_EQ(executor->profile().size(), 3u);
+}
+
 TYPED_TEST(BackendConformance, ChecksInputsAgainstTheSignature) {
   Executable exe = handBuiltProgram();
   auto executor = cantFail(ProgramExecutor::create(exe, 0, *this->backend, 0));
