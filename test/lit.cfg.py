@@ -1,6 +1,7 @@
 # Loom's lit configuration: IR tests (loom-opt | FileCheck) and end-to-end
 # tests of the command-line tools.
 import os
+import shutil
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -29,3 +30,16 @@ for t in tools:
         config.available_features.add(t)
 if config.loom_enable_cuda:
     config.available_features.add("cuda-toolkit")
+
+# Multi-process tests run loom-run under mpirun (root in containers needs
+# --allow-run-as-root; --oversubscribe lets 4 ranks share 2 cores).
+mpirun = shutil.which("mpirun")
+if config.loom_have_mpi and mpirun:
+    config.available_features.add("mpirun")
+    config.substitutions.append(
+        ("%mpirun", mpirun + " --allow-run-as-root --oversubscribe"))
+else:
+    lit_config.note("the mpirun tests are UNSUPPORTED: " +
+                    ("this build of Loom has no MPI (install libopenmpi-dev and rebuild)"
+                     if not config.loom_have_mpi else
+                     "mpirun is not installed (openmpi-bin)"))

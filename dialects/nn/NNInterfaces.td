@@ -25,4 +25,22 @@ def NN_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+def NN_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::loom::nn";
+  let description = [{
+    An op's sharding rule, as data: which dims of its operands and results
+    are the same index space (a factor, einsum-style), which factors are
+    contracted (sharding them leaves partial sums) and which must stay whole
+    on every rank (a softmax or norm axis). Sharding propagation and the SPMD
+    partitioner (passes/sharding) read only this; they know no op by name.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The op's factors and, per operand and result dim, the factors it is
+        made of (major first; none for a size-1 or unsplittable dim).
+      }],
+      "::loom::nn::ShardingRule", "getShardingRule", (ins)>,
+  ];
+}
+
 #endif

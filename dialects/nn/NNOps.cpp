@@ -131,7 +131,11 @@ LogicalResult ParameterOp::verify() {
     return emitOpError("init scale must be finite and non-negative, got ")
            << num(scale);
   if (std::optional<ElementsAttr> value = getValue()) {
-    if (value->getType() != getType())
+    // A shard of a split parameter keeps the whole value; the runtime cuts it.
+    Type whole = getType();
+    if (auto global = (*this)->getAttrOfType<TypeAttr>("dist.global_type"))
+      whole = global.getValue();
+    if (value->getType() != whole)
       return emitOpError("value of type ")
              << value->getType() << " does not match the parameter's type "
              << getType();

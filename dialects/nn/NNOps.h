@@ -2,6 +2,7 @@
 #define LOOM_DIALECTS_NN_NNOPS_H
 
 #include "dialects/nn/NNDialect.h"
+#include "dialects/nn/ShardingRule.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"

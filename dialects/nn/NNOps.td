@@ -8,8 +8,10 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "dialects/nn/NNInterfaces.td"
 
+// Every nn op states its sharding rule (dialects/nn/NNShardingRules.cpp).
 class NN_Op<string mnemonic, list<Trait> traits = []>
-    : Op<NN_Dialect, mnemonic, traits>;
+    : Op<NN_Dialect, mnemonic, !listconcat(traits,
+        [DeclareOpInterfaceMethods<NN_ShardingRuleOpInterface>])>;
 
 //===----------------------------------------------------------------------===//
 // Constants and parameters
@@ -89,6 +91,11 @@ class NN_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
   let arguments = (ins operandType:$input);
   let results = (outs operandType:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
+  let extraClassDefinition = [{
+    ::loom::nn::ShardingRule $cppClass::getShardingRule() {
+      return ::loom::nn::elementwiseShardingRule(*this, /*linear=*/false);
+    }
+  }];
 }
 
 def NN_NegOp : NN_UnaryOp<"neg", NN_NumericTensor> { let summary = "-x"; }
@@ -131,6 +138,11 @@ class NN_BinaryOp<string mnemonic, list<Trait> traits = []>
   let results = (outs NN_NumericTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDefinition = [{
+    ::loom::nn::ShardingRule $cppClass::getShardingRule() {
+      return ::loom::nn::binaryShardingRule(*this);
+    }
   }];
 }
 
@@ -217,6 +229,11 @@ class NN_ReduceOp<string mnemonic, Type elementType>
     type($input) `->` type($result)
   }];
   let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::loom::nn::ShardingRule $cppClass::getShardingRule() {
+      return ::loom::nn::reductionShardingRule(*this);
+    }
+  }];
 }
 
 def NN_ReduceSumOp : NN_ReduceOp<"reduce_sum", NN_NumericTensor> {
@@ -235,6 +252,11 @@ class NN_SoftmaxLikeOp<string mnemonic> : NN_Op<mnemonic,
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input `dim` `=` $dim attr-dict `:` type($result)";
   let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::loom::nn::ShardingRule $cppClass::getShardingRule() {
+      return ::loom::nn::wholeDimShardingRule(*this, getDim());
+    }
+  }];
 }
 def NN_SoftmaxOp : NN_SoftmaxLikeOp<"softmax"> {
   let summary = "exp(x) / sum(exp(x)) along dim";

@@ -1,6 +1,7 @@
 #include "dialects/rt/RtDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -60,6 +61,268 @@ void loom::rt::setPlannedOffset(Value root, int64_t offset) {
   def->setAttr("offset", IntegerAttr::get(IntegerType::get(def->getContext(), 64), offset));
 }
 
+std::optional<loom::Mesh> loom::rt::moduleMesh(Operation *op) {
+  auto module = isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
+  if (!module)
+    return std::nullopt;
+  auto axes = module->getAttrOfType<ArrayAttr>("rt.mesh_axes");
+  auto shape = module->getAttrOfType<DenseI64ArrayAttr>("rt.mesh_shape");
+  if (!axes || !shape || axes.size() != shape.size())
+    return std::nullopt;
+  loom::Mesh mesh;
+  for (Attribute a : axes) {
+    auto name = dyn_cast<StringAttr>(a);
+    if (!name)
+      return std::nullopt;
+    mesh.axes.push_back(name.str());
+  }
+  for (int64_t d : shape.asArrayRef()) {
+    if (d < 1)
+      return std::nullopt;
+    mesh.shape.push_back(d);
+  }
+  return mesh;
+}
+
+std::optional<loom::Sharding> loom::rt::parseSharding(Attribute attr) {
+  auto dims = dyn_cast_or_null<ArrayAttr>(attr);
+  if (!dims)
+    return std::nullopt;
+  loom::Sharding sharding;
+  for (Attribute dim : dims) {
+    auto axes = dyn_cast<ArrayAttr>(dim);
+    if (!axes)
+      return std::nullopt;
+    std::vector<std::string> names;
+    for (Attribute a : axes) {
+      auto name = dyn_cast<StringAttr>(a);
+      if (!name)
+        return std::nullopt;
+      names.push_back(name.str());
+    }
+    sharding.push_back(std::move(names));
+  }
+  return sharding;
+}
+
+loom::CollectiveDesc loom::rt::collectiveDesc(CollectiveOp op) {
+  loom::CollectiveDesc desc;
+  desc.kind = loom::parseCollectiveKind(op.getKind().str()).value_or(
+      loom::CollectiveKind::AllReduce);
+  if (std::optional<ArrayAttr> axes = op.getAxes())
+    for (Attribute a : *axes)
+      desc.axes.push_back(cast<StringAttr>(a).str());
+  if (std::optional<StringRef> reduce = op.getReduce())
+    desc.reduce = loom::parseReduceOp(reduce->str()).value_or(loom::ReduceOp::Sum);
+  auto get = [](IntegerAttr a) { return a ? a.getInt() : int64_t(0); };
+  desc.dim = get(op.getDimAttr());
+  desc.splitDim = get(op.getSplitDimAttr());
+  desc.concatDim = get(op.getConcatDimAttr());
+  desc.root = get(op.getRootAttr());
+  desc.peer = get(op.getPeerAttr());
+  return desc;
+}
+
+LogicalResult RtDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name != "rt.mesh_axes" && name != "rt.mesh_shape")
+    return op->emitError("unknown rt attribute '") << name << "'";
+  if (!isa<ModuleOp>(op))
+    return op->emitError("'") << name << "' belongs on the module";
+  auto axes = op->getAttr("rt.mesh_axes");
+  auto shape = op->getAttr("rt.mesh_shape");
+  if (!axes || !shape)
+    return op->emitError("rt.mesh_axes and rt.mesh_shape go together");
+  auto axisArray = dyn_cast<ArrayAttr>(axes);
+  auto shapeArray = dyn_cast<DenseI64ArrayAttr>(shape);
+  if (!axisArray || !llvm::all_of(axisArray, [](Attribute a) { return isa<StringAttr>(a); }))
+    return op->emitError("rt.mesh_axes must be an array of strings");
+  if (!shapeArray)
+    return op->emitError("rt.mesh_shape must be an array<i64: ...>");
+  if (axisArray.size() != shapeArray.size())
+    return op->emitError("rt.mesh_axes names ")
+           << axisArray.size() << " axes but rt.mesh_shape has " << shapeArray.size()
+           << " sizes";
+  llvm::StringSet<> seen;
+  for (auto [a, size] : llvm::zip(axisArray, shapeArray.asArrayRef())) {
+    StringRef axis = cast<StringAttr>(a).getValue();
+    if (axis.empty() || !seen.insert(axis).second)
+      return op->emitError("mesh axis '") << axis << "' is empty or repeated";
+    if (size < 1)
+      return op->emitError("mesh axis '") << axis << "' has size " << size
+                                          << "; sizes must be positive";
+  }
+  return success();
+}
+
+namespace {
+
+/// The runtime element type for the verifier's messages (types collectives
+/// do not move map to one that is refused).
+loom::DType elementDType(Type type) {
+  if (type.isF32())
+    return loom::DType::F32;
+  if (type.isBF16())
+    return loom::DType::BF16;
+  if (type.isF16())
+    return loom::DType::F16;
+  if (type.isInteger(64))
+    return loom::DType::I64;
+  if (type.isInteger(32))
+    return loom::DType::I32;
+  if (type.isF64())
+    return loom::DType::F64;
+  if (type.isInteger(1))
+    return loom::DType::I1;
+  return loom::DType::F8E4M3FN;
+}
+
+/// The rank a program op runs as, when the verifier can tell.
+int64_t programRank(Operation *op) {
+  if (auto program = op->getParentOfType<ProgramOp>())
+    return program.getRankAttr().getInt();
+  return 0;
+}
+
+/// Checks `sharding`/`global_shape` of an rt.input or rt.param whose buffer
+/// is `type`.
+LogicalResult verifySharding(Operation *op, ArrayAttr shardingAttr,
+                             DenseI64ArrayAttr globalShapeAttr, MemRefType type) {
+  if (!shardingAttr && !globalShapeAttr)
+    return success();
+  if (!globalShapeAttr)
+    return op->emitOpError("has a sharding but no global_shape");
+  ArrayRef<int64_t> global = globalShapeAttr.asArrayRef();
+  if (static_cast<int64_t>(global.size()) != type.getRank())
+    return op->emitOpError("global_shape has ")
+           << global.size() << " dimensions but the buffer " << type << " has "
+           << type.getRank();
+  loom::Sharding sharding;
+  if (shardingAttr) {
+    std::optional<loom::Sharding> parsed = parseSharding(shardingAttr);
+    if (!parsed)
+      return op->emitOpError("sharding must list, per dimension, an array of mesh "
+                             "axis names, got ")
+             << shardingAttr;
+    sharding = std::move(*parsed);
+    if (sharding.size() != global.size())
+      return op->emitOpError("sharding lists ")
+             << sharding.size() << " dimensions for a global shape of " << global.size();
+  }
+  std::optional<loom::Mesh> mesh = moduleMesh(op);
+  if (!mesh) {
+    if (!loom::isReplicated(sharding))
+      return op->emitOpError("is sharded but the module has no mesh (rt.mesh_axes, "
+                             "rt.mesh_shape)");
+    if (type.getShape() != global)
+      return op->emitOpError("buffer ") << type << " differs from its global_shape "
+                                        << "without a sharding";
+    return success();
+  }
+  int64_t rank = std::min(programRank(op), mesh->numRanks() - 1);
+  auto block = loom::shardBlock(*mesh, rank, sharding, global);
+  if (!block) {
+    std::string problem = llvm::toString(block.takeError());
+    return op->emitOpError("sharding: ") << problem;
+  }
+  if (ArrayRef<int64_t>(block->shape) != type.getShape()) {
+    auto diag = op->emitOpError("buffer ") << type << " is not this rank's block of the global shape [";
+    llvm::interleaveComma(global, diag);
+    diag << "], which is [";
+    llvm::interleaveComma(block->shape, diag);
+    return diag << "]";
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult InputOp::verify() {
+  return verifySharding(*this, getShardingAttr(), getGlobalShapeAttr(), getType());
+}
+
+LogicalResult CollectiveOp::verify() {
+  std::optional<loom::CollectiveKind> kind = loom::parseCollectiveKind(getKind().str());
+  if (!kind)
+    return emitOpError("unknown collective '")
+           << getKind()
+           << "' (expected all_reduce, all_gather, reduce_scatter, all_to_all, "
+              "broadcast, send or recv)";
+  bool pointToPoint = *kind == loom::CollectiveKind::Send || *kind == loom::CollectiveKind::Recv;
+  bool reduces = *kind == loom::CollectiveKind::AllReduce ||
+                 *kind == loom::CollectiveKind::ReduceScatter;
+  bool hasDim = *kind == loom::CollectiveKind::AllGather ||
+                *kind == loom::CollectiveKind::ReduceScatter;
+  bool allToAll = *kind == loom::CollectiveKind::AllToAll;
+  bool isBroadcast = *kind == loom::CollectiveKind::Broadcast;
+  // Each kind takes exactly its own attributes.
+  struct Expect {
+    const char *name;
+    bool present, wanted;
+  } expects[] = {
+      {"axes", bool(getAxes()), !pointToPoint},
+      {"reduce", bool(getReduce()), reduces},
+      {"dim", bool(getDimAttr()), hasDim},
+      {"split_dim", bool(getSplitDimAttr()), allToAll},
+      {"concat_dim", bool(getConcatDimAttr()), allToAll},
+      {"root", bool(getRootAttr()), isBroadcast},
+      {"peer", bool(getPeerAttr()), pointToPoint},
+  };
+  for (const Expect &e : expects) {
+    if (e.wanted && !e.present)
+      return emitOpError("'") << getKind() << "' needs the attribute '" << e.name << "'";
+    if (!e.wanted && e.present)
+      return emitOpError("'") << getKind() << "' takes no attribute '" << e.name << "'";
+  }
+  if (reduces && !loom::parseReduceOp(getReduce()->str()))
+    return emitOpError("unknown reduction '") << *getReduce() << "' (expected sum, max or avg)";
+  loom::CollectiveDesc desc = collectiveDesc(*this);
+  std::optional<loom::Mesh> mesh = moduleMesh(*this);
+  int64_t groupSize = 0;
+  if (pointToPoint) {
+    if (desc.peer < 0)
+      return emitOpError("peer ") << desc.peer << " is negative";
+    if (mesh) {
+      if (desc.peer >= mesh->numRanks())
+        return emitOpError("peer ") << desc.peer << " is outside the mesh of "
+                                    << mesh->numRanks() << " ranks";
+      if (desc.peer == programRank(*this) &&
+          llvm::count_if(getOperation()->getParentOfType<ModuleOp>().getOps<ProgramOp>(),
+                         [](ProgramOp) { return true; }) > 1)
+        return emitOpError("peer ") << desc.peer << " is this program's own rank";
+    }
+  } else if (desc.axes.empty()) {
+    return emitOpError("needs at least one mesh axis in 'axes'");
+  } else if (mesh) {
+    auto group = loom::groupOf(*mesh, 0, desc.axes);
+    if (!group) {
+      std::string problem = llvm::toString(group.takeError());
+      return emitOpError(problem);
+    }
+    groupSize = group->size();
+  }
+  std::optional<loom::DType> inType, outType;
+  std::optional<std::vector<int64_t>> inShape, outShape;
+  if (getInputs().size() > 1 || getOutputs().size() > 1)
+    return emitOpError("takes at most one input and one output");
+  if (!getInputs().empty()) {
+    auto type = cast<MemRefType>(getInputs()[0].getType());
+    inType = elementDType(type.getElementType());
+    inShape = std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
+  }
+  if (!getOutputs().empty()) {
+    auto type = cast<MemRefType>(getOutputs()[0].getType());
+    outType = elementDType(type.getElementType());
+    outShape = std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
+  }
+  std::string problem = loom::checkCollectiveTypes(
+      desc, groupSize, inType ? &*inType : nullptr, inShape ? &*inShape : nullptr,
+      outType ? &*outType : nullptr, outShape ? &*outShape : nullptr);
+  if (!problem.empty())
+    return emitOpError(problem);
+  return success();
+}
+
 LogicalResult ProgramOp::verify() {
   if (getStreams().empty())
     return emitOpError("needs at least one stream");
@@ -88,6 +351,8 @@ LogicalResult ProgramOp::verify() {
       ok = checkStream(k, k.getStream());
     else if (auto c = dyn_cast<CopyOp>(op))
       ok = checkStream(c, c.getStream());
+    else if (auto c = dyn_cast<CollectiveOp>(op))
+      ok = checkStream(c, c.getStream());
     else if (auto r = dyn_cast<RecordEventOp>(op))
       ok = checkStream(r, r.getStream());
     else if (auto w = dyn_cast<WaitEventOp>(op))
@@ -104,9 +369,13 @@ LogicalResult ParamOp::verify() {
   static const char *const kInits[] = {"zeros", "ones", "normal", "uniform"};
   if (!llvm::is_contained(kInits, getInit()))
     return emitOpError("unknown initializer '") << getInit() << "'";
+  if (failed(verifySharding(*this, getShardingAttr(), getGlobalShapeAttr(), getType())))
+    return failure();
   if (std::optional<ElementsAttr> value = getValue()) {
     auto type = getType();
-    if (value->getShapedType().getShape() != type.getShape() ||
+    ArrayRef<int64_t> expected =
+        getGlobalShape() ? *getGlobalShape() : type.getShape();
+    if (value->getShapedType().getShape() != expected ||
         value->getElementType() != type.getElementType())
       return emitOpError("value of type ")
              << value->getType() << " does not match the buffer " << type;

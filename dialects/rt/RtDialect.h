@@ -9,6 +9,9 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include "runtime/comm/Collective.h"
+#include "runtime/comm/Mesh.h"
+
 #include "dialects/rt/RtDialect.h.inc"
 
 #define GET_OP_CLASSES
@@ -32,6 +35,17 @@ bool isPersistent(mlir::Value root);
 /// The planned offset of a root buffer, if the planner has run.
 std::optional<int64_t> plannedOffset(mlir::Value root);
 void setPlannedOffset(mlir::Value root, int64_t offset);
+
+/// The device mesh of the module holding `op` (rt.mesh_axes, rt.mesh_shape),
+/// or nullopt when the module has none (one rank) or it is malformed.
+std::optional<loom::Mesh> moduleMesh(mlir::Operation *op);
+
+/// A sharding attribute ([["dp"], []]) as the runtime's Sharding; nullopt
+/// when it is not an array of string arrays.
+std::optional<loom::Sharding> parseSharding(mlir::Attribute attr);
+
+/// The collective an rt.collective describes (its attributes, defaults 0).
+loom::CollectiveDesc collectiveDesc(CollectiveOp op);
 
 } // namespace loom::rt
 

@@ -16,7 +16,14 @@ def Rt_Dialect : Dialect {
     else, reused by the memory planner), kernel calls and copies on named
     streams, and events between streams. It maps one to one onto the
     executable format (runtime/schema/executable.fbs).
+
+    A multi-rank module carries its device mesh as module attributes:
+    `rt.mesh_axes = ["dp", "tp"]` and `rt.mesh_shape = array<i64: 2, 2>`
+    (absent: one rank). Ranks are numbered row-major over the mesh. A module
+    with one `rt.program` and a mesh of N ranks is SPMD: every rank runs it.
+    A module with N programs (a pipeline) gives each rank its own.
   }];
+  let hasOperationAttrVerify = 1;
 }
 
 class Rt_Op<string mnemonic, list<Trait> traits = []>
@@ -65,9 +72,28 @@ def Rt_AllocOp : Rt_Op<"alloc"> {
 
 def Rt_InputOp : Rt_Op<"input"> {
   let summary = "a scratch buffer the caller fills before the step";
-  let arguments = (ins StrAttr:$name, OptionalAttr<I64Attr>:$offset);
+  let description = [{
+    In a multi-rank module an input may be sharded: `global_shape` is the
+    tensor the caller holds and `sharding` lists, per global dimension, the
+    mesh axes splitting it (`[]`: whole); the buffer is this rank's block.
+
+    ```mlir
+    %t = rt.input "tokens" {global_shape = array<i64: 8, 17>, sharding = [["dp"], []]} : memref<4x17xi64>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, OptionalAttr<I64Attr>:$offset,
+                   OptionalAttr<ArrayAttr>:$sharding,
+                   OptionalAttr<DenseI64ArrayAttr>:$global_shape);
   let results = (outs Rt_Buffer:$result);
   let assemblyFormat = "$name (`offset` `=` $offset^)? attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let builders = [
+    // An input of one rank (no sharding).
+    OpBuilder<(ins "mlir::Type":$result, "mlir::StringAttr":$name,
+                   "mlir::IntegerAttr":$offset), [{
+      build($_builder, $_state, result, name, offset, nullptr, nullptr);
+    }]>
+  ];
 }
 
 def Rt_ParamOp : Rt_Op<"param"> {
@@ -75,16 +101,31 @@ def Rt_ParamOp : Rt_Op<"param"> {
   let description = [{
     Carries what the executable's parameter table needs: the name, whether it
     is trainable, and its initializer (`init`, `init_scale`) or its `value`.
+    A sharded parameter carries `global_shape` and `sharding` (as for
+    `rt.input`); its buffer is this rank's block, its initial values are the
+    global tensor's (a `value` holds the global tensor).
   }];
   let arguments = (ins StrAttr:$name, UnitAttr:$frozen,
                    DefaultValuedAttr<StrAttr, "\"zeros\"">:$init,
                    DefaultValuedAttr<F64Attr, "0.0">:$init_scale,
                    OptionalAttr<ElementsAttr>:$value,
-                   OptionalAttr<I64Attr>:$offset);
+                   OptionalAttr<I64Attr>:$offset,
+                   OptionalAttr<ArrayAttr>:$sharding,
+                   OptionalAttr<DenseI64ArrayAttr>:$global_shape);
   let results = (outs Rt_Buffer:$result);
   let assemblyFormat = [{
     $name (`offset` `=` $offset^)? (`frozen` $frozen^)? attr-dict `:` type($result)
   }];
+  let builders = [
+    // A parameter of one rank (no sharding).
+    OpBuilder<(ins "mlir::Type":$result, "mlir::StringAttr":$name,
+                   "mlir::UnitAttr":$frozen, "mlir::StringAttr":$init,
+                   "mlir::FloatAttr":$init_scale, "mlir::ElementsAttr":$value,
+                   "mlir::IntegerAttr":$offset), [{
+      build($_builder, $_state, result, name, frozen, init, init_scale, value,
+            offset, nullptr, nullptr);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -120,6 +161,42 @@ def Rt_KernelOp : Rt_Op<"kernel", [AttrSizedOperandSegments]> {
   let assemblyFormat = [{
     $kernel `(` $inputs `)` `->` `(` $outputs `)` (`attrs` $attrs^)?
     (`on` $stream^)? attr-dict `:` functional-type($inputs, $outputs)
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_CollectiveOp : Rt_Op<"collective", [AttrSizedOperandSegments]> {
+  let summary = "a collective over the ranks of a mesh group, or send/recv";
+  let description = [{
+    Destination-passing like `rt.kernel`. The group holds the ranks that
+    differ from this one only along `axes`, ordered row-major by their
+    coordinates along `axes` in the listed order. Kinds and their attributes:
+    `all_reduce` (reduce = sum|max|avg), `all_gather` (dim), `reduce_scatter`
+    (dim, reduce), `all_to_all` (split_dim, concat_dim), `broadcast` (root,
+    an index within the group), `send` (peer, an absolute rank; no output),
+    `recv` (peer; no input). With the module's mesh known, the verifier
+    checks the shapes against the group size (all_gather's output dim is the
+    input's times the group size).
+
+    ```mlir
+    rt.collective "all_reduce" (%in) -> (%out) {axes = ["tp"], reduce = "sum"} : (memref<4x8xf32>) -> memref<4x8xf32>
+    rt.collective "all_gather" (%in) -> (%out) on "dp_comm" {axes = ["dp"], dim = 0} : (memref<2x8xf32>) -> memref<4x8xf32>
+    rt.collective "send" (%x) -> () {peer = 1} : (memref<4xf32>) -> ()
+    ```
+  }];
+  let arguments = (ins StrAttr:$kind, Variadic<Rt_Buffer>:$inputs,
+                   Variadic<Rt_Buffer>:$outputs,
+                   OptionalAttr<StrArrayAttr>:$axes,
+                   OptionalAttr<StrAttr>:$reduce,
+                   OptionalAttr<I64Attr>:$dim,
+                   OptionalAttr<I64Attr>:$split_dim,
+                   OptionalAttr<I64Attr>:$concat_dim,
+                   OptionalAttr<I64Attr>:$root,
+                   OptionalAttr<I64Attr>:$peer,
+                   OptionalAttr<StrAttr>:$stream);
+  let assemblyFormat = [{
+    $kind `(` $inputs `)` `->` `(` $outputs `)` (`on` $stream^)? attr-dict
+    `:` functional-type($inputs, $outputs)
   }];
   let hasVerifier = 1;
 }

@@ -34,6 +34,23 @@ struct Access {
   SmallVector<std::tuple<unsigned, unsigned, int64_t>> priorWaits;
 };
 
+/// The stream a collective runs on, by the role of its mesh axes: tensor
+/// parallelism is latency-critical and gets its own stream, data parallelism
+/// overlaps with the backward pass on another, pipeline transfers on a third.
+std::string commStreamFor(rt::CollectiveOp op) {
+  StringRef kind = op.getKind();
+  if (kind == "send" || kind == "recv")
+    return "pp_comm";
+  SmallVector<StringRef> axes;
+  if (std::optional<ArrayAttr> list = op.getAxes())
+    for (Attribute a : *list)
+      axes.push_back(cast<StringAttr>(a).getValue());
+  for (StringRef role : {"tp", "dp", "pp"})
+    if (llvm::is_contained(axes, role))
+      return (role + "_comm").str();
+  return axes.empty() ? std::string("comm") : (axes.front() + "_comm").str();
+}
+
 bool anyOverlap(ArrayRef<ByteRange> a, ArrayRef<ByteRange> b) {
   for (const ByteRange &x : a)
     for (const ByteRange &y : b)
@@ -102,6 +119,12 @@ struct AssignStreamsPass
         access.stream = streamIndex(*kernel.getStream());
         reads = kernel.getInputs();
         writes = kernel.getOutputs();
+      } else if (auto collective = dyn_cast<rt::CollectiveOp>(op)) {
+        if (!collective.getStream())
+          collective.setStreamAttr(b.getStringAttr(commStreamFor(collective)));
+        access.stream = streamIndex(*collective.getStream());
+        reads = collective.getInputs();
+        writes = collective.getOutputs();
       } else if (auto copy = dyn_cast<rt::CopyOp>(op)) {
         if (!copy.getStream())
           copy.setStreamAttr(b.getStringAttr(

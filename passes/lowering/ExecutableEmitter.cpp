@@ -58,6 +58,15 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
   exe.mode = meta.mode;
   exe.compileFlags = meta.compileFlags;
   llvm::StringMap<uint32_t> parameterIndex;
+  if (module->hasAttr("rt.mesh_axes") || module->hasAttr("rt.mesh_shape")) {
+    std::optional<Mesh> mesh = rt::moduleMesh(module);
+    if (!mesh)
+      return module.emitError("malformed rt.mesh_axes / rt.mesh_shape"), failure();
+    exe.mesh = std::move(*mesh);
+  }
+  auto shardingOf = [](Attribute attr) -> Sharding {
+    return rt::parseSharding(attr).value_or(Sharding{});
+  };
 
   for (auto program : module.getOps<rt::ProgramOp>()) {
     RankProgram rank;
@@ -109,7 +118,12 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
       LogicalResult ok = success();
       if (auto input = dyn_cast<rt::InputOp>(op)) {
         ok = addBuffer(&op, input.getResult(), input.getName());
-        rank.inputs.push_back({input.getName().str(), bufferIndex[input.getResult()]});
+        IOBinding binding{input.getName().str(), bufferIndex[input.getResult()], {}, {}};
+        if (std::optional<ArrayRef<int64_t>> global = input.getGlobalShape()) {
+          binding.globalShape.assign(global->begin(), global->end());
+          binding.sharding = shardingOf(input.getShardingAttr());
+        }
+        rank.inputs.push_back(std::move(binding));
       } else if (auto alloc = dyn_cast<rt::AllocOp>(op)) {
         ok = addBuffer(&op, alloc.getResult(), alloc.getName().value_or(""));
       } else if (auto alias = dyn_cast<rt::AliasOp>(op)) {
@@ -125,6 +139,10 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
           const BufferDesc &buffer = rank.buffers.back();
           desc.dtype = buffer.dtype;
           desc.shape = buffer.shape;
+          if (std::optional<ArrayRef<int64_t>> global = param.getGlobalShape()) {
+            desc.shape.assign(global->begin(), global->end());
+            desc.sharding = shardingOf(param.getShardingAttr());
+          }
           desc.trainable = !param.getFrozen();
           desc.init = llvm::StringSwitch<InitKind>(param.getInit())
                           .Case("ones", InitKind::Ones)
@@ -156,6 +174,18 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
           instr.attrs.push_back(toNamedAttr(attr));
         instr.location = locationString(op.getLoc());
         rank.instructions.push_back(std::move(instr));
+      } else if (auto collective = dyn_cast<rt::CollectiveOp>(op)) {
+        Instruction instr;
+        instr.kind = InstrKind::Collective;
+        instr.collective = rt::collectiveDesc(collective);
+        if (!collective.getStream())
+          return collective.emitOpError("has no stream: run --loom-assign-streams first"),
+                 failure();
+        instr.stream = streamId(*collective.getStream());
+        instr.inputs = indices(collective.getInputs());
+        instr.outputs = indices(collective.getOutputs());
+        instr.location = locationString(op.getLoc());
+        rank.instructions.push_back(std::move(instr));
       } else if (auto copy = dyn_cast<rt::CopyOp>(op)) {
         Instruction instr;
         instr.kind = InstrKind::Copy;
@@ -184,5 +214,22 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
   }
   if (exe.ranks.empty())
     return module.emitError("no rt.program to emit"), failure();
+  int64_t numRanks = exe.mesh.numRanks();
+  if (exe.ranks.size() == 1 && numRanks > 1) {
+    // SPMD: every rank runs the one program.
+    if (exe.ranks[0].rank != 0)
+      return module.emitError("the one program of an SPMD module must be rank 0, got rank ")
+                 << exe.ranks[0].rank,
+             failure();
+    for (int64_t r = 1; r < numRanks; ++r) {
+      exe.ranks.push_back(exe.ranks[0]);
+      exe.ranks.back().rank = r;
+    }
+  } else if (!exe.mesh.axes.empty() && int64_t(exe.ranks.size()) != numRanks) {
+    return module.emitError("the mesh has ")
+               << numRanks << " ranks but the module has " << exe.ranks.size()
+               << " rt.program ops (one for SPMD, or one per rank)",
+           failure();
+  }
   return exe;
 }

@@ -4,6 +4,7 @@
 #include "passes/lowering/Passes.h"
 #include "passes/lowering/KernelAttributes.h"
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -199,14 +200,28 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     program.getBody().emplaceBlock();
     b.setInsertionPointToStart(&program.getBlock());
 
+    // An SPMD program (after --loom-spmd-partition): the mesh for the
+    // runtime, and each split input's and parameter's layout.
+    if (auto mesh = module->getAttrOfType<dist::MeshAttr>(dist::kMeshAttrName)) {
+      SmallVector<StringRef> names;
+      for (StringAttr n : mesh.getNames())
+        names.push_back(n.getValue());
+      module->setAttr("rt.mesh_axes", b.getStrArrayAttr(names));
+      module->setAttr("rt.mesh_shape", b.getDenseI64ArrayAttr(mesh.getSizes()));
+      module->removeAttr(dist::kMeshAttrName);
+      module->removeAttr("dist.zero1");
+    }
+
     IRMapping buffers;
     for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
       std::string name = "input" + std::to_string(i);
       if (auto n = func.getArgAttrOfType<StringAttr>(i, "loom.name"))
         name = n.str();
-      buffers.map(arg, b.create<rt::InputOp>(arg.getLoc(), bufferTypeOf(arg.getType()),
-                                             b.getStringAttr(name), IntegerAttr())
-                           .getResult());
+      auto input = b.create<rt::InputOp>(arg.getLoc(), bufferTypeOf(arg.getType()),
+                                         b.getStringAttr(name), IntegerAttr());
+      setShardingAttrs(input, func.getArgAttrOfType<dist::ShardingAttr>(i, dist::kShardingAttrName),
+                       func.getArgAttrOfType<TypeAttr>(i, "dist.global_type"));
+      buffers.map(arg, input.getResult());
     }
 
     int constantCount = 0;
@@ -240,15 +255,83 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
         op.erase();
   }
 
+  /// `sharding` (per global dim, the mesh axes splitting it) and
+  /// `global_shape` on a split input or parameter; none on a replicated one.
+  static void setShardingAttrs(Operation *op, dist::ShardingAttr sharding, TypeAttr global) {
+    if (!sharding || !global || sharding.isReplicated())
+      return;
+    Builder b(op->getContext());
+    SmallVector<Attribute> dims;
+    for (unsigned d = 0; d < sharding.getDims().size(); ++d)
+      dims.push_back(b.getStrArrayAttr(sharding.dimAxes(d)));
+    op->setAttr("sharding", b.getArrayAttr(dims));
+    op->setAttr("global_shape",
+                b.getDenseI64ArrayAttr(cast<RankedTensorType>(global.getValue()).getShape()));
+  }
+
+  /// A dist collective becomes rt.collective writing a new buffer.
+  LogicalResult lowerCollective(OpBuilder &b, Operation *op, IRMapping &buffers) {
+    Location loc = op->getLoc();
+    SmallVector<Value> inputs, outputs;
+    for (Value operand : op->getOperands())
+      inputs.push_back(buffers.lookup(operand));
+    for (Value result : op->getResults()) {
+      Value out = b.create<rt::AllocOp>(loc, bufferTypeOf(result.getType()), IntegerAttr(),
+                                        StringAttr());
+      outputs.push_back(out);
+      buffers.map(result, out);
+    }
+    auto i64 = [&](std::optional<int64_t> v) { return v ? b.getI64IntegerAttr(*v) : IntegerAttr(); };
+    // The runtime names a mean "avg".
+    auto reduceAttr = [&](StringRef r) { return b.getStringAttr(r == "mean" ? "avg" : r); };
+    ArrayAttr axes;
+    StringAttr reduce;
+    std::optional<int64_t> dim, splitDim, concatDim, root, peer;
+    StringRef kind = op->getName().stripDialect();
+    if (auto c = dyn_cast<dist::AllReduceOp>(op)) {
+      axes = c.getAxes();
+      reduce = reduceAttr(c.getReduce());
+    } else if (auto c = dyn_cast<dist::AllGatherOp>(op)) {
+      axes = c.getAxes();
+      dim = c.getDim();
+    } else if (auto c = dyn_cast<dist::ReduceScatterOp>(op)) {
+      axes = c.getAxes();
+      dim = c.getDim();
+      reduce = reduceAttr(c.getReduce());
+    } else if (auto c = dyn_cast<dist::AllToAllOp>(op)) {
+      axes = c.getAxes();
+      splitDim = c.getSplitDim();
+      concatDim = c.getConcatDim();
+    } else if (auto c = dyn_cast<dist::BroadcastOp>(op)) {
+      axes = c.getAxes();
+      root = c.getRoot();
+    } else if (auto c = dyn_cast<dist::SendOp>(op)) {
+      peer = c.getPeer();
+    } else if (auto c = dyn_cast<dist::RecvOp>(op)) {
+      peer = c.getPeer();
+    } else {
+      return op->emitOpError("has no rt collective");
+    }
+    b.create<rt::CollectiveOp>(loc, b.getStringAttr(kind), inputs, outputs, axes, reduce,
+                               i64(dim), i64(splitDim), i64(concatDim), i64(root), i64(peer),
+                               StringAttr());
+    return success();
+  }
+
   LogicalResult lowerOp(OpBuilder &b, Operation *op, IRMapping &buffers,
                         int &constantCount) {
     Location loc = op->getLoc();
+    if (isa_and_nonnull<dist::DistDialect>(op->getDialect()))
+      return lowerCollective(b, op, buffers);
     if (auto param = dyn_cast<nn::ParameterOp>(op)) {
       auto p = b.create<rt::ParamOp>(
           loc, bufferTypeOf(param.getType()), param.getNameAttr(),
           param.getFrozenAttr(),
           b.getStringAttr(nn::stringifyInitKind(param.getInit())),
           param.getInitScaleAttr(), param.getValueAttr(), IntegerAttr());
+      if (auto all = param->getAttrOfType<ArrayAttr>(dist::kShardingAttrName); all && all.size() == 1)
+        setShardingAttrs(p, dyn_cast<dist::ShardingAttr>(all[0]),
+                         param->getAttrOfType<TypeAttr>("dist.global_type"));
       buffers.map(param.getResult(), p.getResult());
       return success();
     }

@@ -30,6 +30,16 @@ def LowerToRt : Pass<"loom-lower-to-rt", "mlir::ModuleOp"> {
     ```
     Argument and result names come from `loom.name` argument/result
     attributes when present.
+
+    An SPMD program from `--loom-spmd-partition` (one program, run by every
+    rank): the module's `dist.mesh` becomes `rt.mesh_axes` and
+    `rt.mesh_shape`; a split argument or parameter becomes an `rt.input` or
+    `rt.param` whose buffer is the local shard, with `sharding` (per global
+    dim, the mesh axes splitting it) and `global_shape`; each `dist`
+    collective becomes an `rt.collective` of the same kind writing a new
+    buffer (`dist.all_reduce %x {axes = ["tp"], reduce = "sum"}` becomes
+    `rt.collective "all_reduce" (%x) -> (%y) {axes = ["tp"], reduce = "sum"}`;
+    a mean is the runtime's `avg`).
   }];
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"main\"",
@@ -42,7 +52,10 @@ def AssignStreams : Pass<"loom-assign-streams", "mlir::ModuleOp"> {
   let summary = "put work on streams by role and add events where streams meet";
   let description = [{
     Kernels without a stream run on `compute`; copies on `host_copy` when
-    tagged `loom.host_copy`, else on `compute`. Where an op reads or writes
+    tagged `loom.host_copy`, else on `compute`. Collectives go on a
+    communication stream by the role of their axes: `tp_comm` when `axes`
+    holds "tp", else `dp_comm` for "dp", `pp_comm` for "pp" and for
+    send/recv, else `<first axis>_comm`. Where an op reads or writes
     bytes that an earlier op on another stream wrote (or reads bytes an
     earlier op on another stream is still reading, and writes them), the
     pass records an event after the earlier op and makes this op's stream

@@ -120,10 +120,32 @@ struct BuildTrainingStepPass
       if (isa<nn::ParameterOp, nn::ConstantOp>(op))
         builder.clone(op, shared);
 
+    // With data parallelism and several microbatches, microbatch m is made
+    // of rows m of every rank's block, so each rank's block of the batch
+    // holds its share of every microbatch.
+    int64_t dp = std::max<int64_t>(dataParallel, 1);
+    Value blocked;
+    if (dp > 1 && microbatches > 1) {
+      if (b % dp != 0)
+        return forward.emitError("the model's batch (")
+               << b << ") must be a multiple of the data-parallel ranks (" << dp
+               << ") to split every microbatch";
+      blocked = builder.create<nn::ReshapeOp>(
+          loc, RankedTensorType::get({dp, microbatches, b / dp, seq + 1}, builder.getI64Type()),
+          tokens);
+    }
     SmallVector<Value> losses;
     for (int64_t m = 0; m < microbatches; ++m) {
       IRMapping mapping = shared;
-      auto slice = [&](int64_t colBegin, int64_t colEnd) {
+      auto slice = [&](int64_t colBegin, int64_t colEnd) -> Value {
+        if (blocked) {
+          Value rows = builder.create<nn::SliceOp>(
+              loc, blocked, builder.getDenseI64ArrayAttr({0, m, 0, colBegin}),
+              builder.getDenseI64ArrayAttr({dp, m + 1, b / dp, colEnd}),
+              builder.getDenseI64ArrayAttr({1, 1, 1, 1}));
+          return builder.create<nn::ReshapeOp>(
+              loc, RankedTensorType::get({b, colEnd - colBegin}, builder.getI64Type()), rows);
+        }
         return builder.create<nn::SliceOp>(
             loc, tokens, builder.getDenseI64ArrayAttr({m * b, colBegin}),
             builder.getDenseI64ArrayAttr({(m + 1) * b, colEnd}),

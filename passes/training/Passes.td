@@ -49,6 +49,10 @@ def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
     Option<"gradientsOnly", "gradients-only", "bool", /*default=*/"false",
            "return the loss and every parameter's gradient (outputs `loss` and "
            "`grad.<name>`) instead of updating: for checking gradients">,
+    Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
+           "data-parallel ranks: microbatch m takes rows m of each rank's block "
+           "of the batch (tokens seen as [dp, microbatches, batch/dp, seq+1]), "
+           "so that a split of the batch over dp splits every microbatch">,
   ];
   let dependentDialects = ["loom::nn::NNDialect"];
 }

@@ -2,11 +2,12 @@
 #define LOOM_RUNTIME_BACKENDS_BACKEND_H
 
 // The one interface every backend implements: memory, copies, kernel calls,
-// streams and events. The CPU backend is the reference; the CUDA backend
-// implements the same calls with cuBLASLt, Loom's kernels and CUDA streams.
-// Collectives join this interface with the sharding work.
+// streams and events, collectives. The CPU backend is the reference; the
+// CUDA backend implements the same calls with cuBLASLt, Loom's kernels and
+// CUDA streams.
 
 #include "kernels/cpu/CpuKernels.h"
+#include "runtime/comm/Communicator.h"
 
 #include "llvm/Support/Error.h"
 
@@ -40,6 +41,16 @@ public:
                              llvm::ArrayRef<DeviceTensor> inputs,
                              llvm::ArrayRef<DeviceTensor> outputs,
                              const KernelAttrs &attrs, unsigned stream) = 0;
+  /// Runs a collective of this rank on `stream` through the attached
+  /// communicator; `in`/`out` are null where the kind has none. The default
+  /// stages device memory through the host and runs the communicator there
+  /// (what the CPU backend does with no staging at all).
+  virtual llvm::Error collective(const CollectiveDesc &desc, const DeviceTensor *in,
+                                 const DeviceTensor *out, unsigned stream);
+  /// The communicator of this backend's rank; collectives fail without one.
+  void attachCommunicator(Communicator *communicator) { communicator_ = communicator; }
+  Communicator *communicator() const { return communicator_; }
+
   virtual llvm::Error recordEvent(unsigned event, unsigned stream) = 0;
   virtual llvm::Error waitEvent(unsigned event, unsigned stream) = 0;
   /// Returns once all issued work is done.
@@ -67,6 +78,9 @@ public:
   virtual llvm::Expected<unsigned> timestamp(unsigned stream);
   virtual llvm::Expected<double> timestampSeconds(unsigned id);
   virtual void resetTimestamps() {}
+
+protected:
+  Communicator *communicator_ = nullptr;
 };
 
 /// The reference backend. Streams run in issue order on the calling thread

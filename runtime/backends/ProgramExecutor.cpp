@@ -66,6 +66,23 @@ std::vector<double> initialValues(const ParameterDesc &param, uint64_t seed) {
   return values;
 }
 
+llvm::Expected<HostTensor> takeBlock(const Mesh &mesh, int64_t rank,
+                                    const Sharding &sharding, const HostTensor &global) {
+  if (isReplicated(sharding))
+    return global;
+  auto block = shardBlock(mesh, rank, sharding, global.shape);
+  if (!block)
+    return block.takeError();
+  HostTensor local{global.name, global.dtype, block->shape, {}};
+  int64_t count = 1;
+  for (int64_t d : block->shape)
+    count *= d;
+  local.data.resize(count * dtypeSize(global.dtype));
+  extractBlock(global.data.data(), global.shape, dtypeSize(global.dtype), *block,
+               local.data.data());
+  return local;
+}
+
 llvm::Expected<std::unique_ptr<ProgramExecutor>>
 ProgramExecutor::create(const Executable &exe, uint32_t rank, Backend &backend,
                         uint64_t seed) {
@@ -97,16 +114,25 @@ llvm::Error ProgramExecutor::initialize(uint64_t seed) {
   for (const ParamBinding &binding : program_.params) {
     const ParameterDesc &param = exe_.parameters[binding.parameter];
     const BufferDesc &buffer = program_.buffers[binding.buffer];
-    std::vector<uint8_t> bytes;
+    // The global tensor's values, then this rank's block of them, so a
+    // sharded run starts from the same weights as a one-rank run.
+    HostTensor global{param.name, param.dtype, param.shape, {}};
     if (param.init == InitKind::Data) {
-      bytes = param.data;
+      global.data = param.data;
     } else {
       std::vector<double> values = initialValues(param, seed);
-      bytes.resize(buffer.sizeInBytes());
+      global.data.resize(values.size() * dtypeSize(param.dtype));
       for (size_t i = 0; i < values.size(); ++i)
-        storeFromDouble(bytes.data(), buffer.dtype, i, values[i]);
+        storeFromDouble(global.data.data(), param.dtype, i, values[i]);
     }
-    if (auto err = backend_.copyToDevice(address(buffer), bytes.data(), bytes.size()))
+    auto local = takeBlock(exe_.mesh, program_.rank, param.sharding, global);
+    if (!local)
+      return error("parameter '" + param.name + "': " + llvm::toString(local.takeError()));
+    if (local->data.size() != buffer.sizeInBytes())
+      return error("parameter '" + param.name + "': its block holds " +
+                   llvm::Twine(local->data.size()) + " bytes, the buffer " +
+                   llvm::Twine(buffer.sizeInBytes()));
+    if (auto err = backend_.copyToDevice(address(buffer), local->data.data(), local->data.size()))
       return err;
   }
   return llvm::Error::success();
@@ -204,7 +230,10 @@ llvm::Error ProgramExecutor::issueAndWait() {
     if (!end)
       return end.takeError();
     const Instruction &instr = program_.instructions[p.instruction];
-    std::string name = instr.kind == InstrKind::Kernel ? instr.kernel : "copy";
+    std::string name = instr.kind == InstrKind::Kernel ? instr.kernel
+                       : instr.kind == InstrKind::Copy
+                           ? std::string("copy")
+                           : collectiveKindName(instr.collective.kind);
     auto &[seconds, calls] = kernelTimes_[name];
     seconds += *end - *begin;
     ++calls;
@@ -220,7 +249,8 @@ llvm::Error ProgramExecutor::issue() {
     auto started = std::chrono::steady_clock::now();
     llvm::Error err = llvm::Error::success();
     const bool timed =
-        profiling_ && (instr.kind == InstrKind::Kernel || instr.kind == InstrKind::Copy);
+        profiling_ && (instr.kind == InstrKind::Kernel || instr.kind == InstrKind::Copy ||
+                       instr.kind == InstrKind::Collective);
     unsigned beginMark = 0;
     if (timed && deviceTiming_) {
       llvm::Expected<unsigned> mark = backend_.timestamp(instr.stream);
@@ -244,6 +274,16 @@ llvm::Error ProgramExecutor::issue() {
                           address(program_.buffers[instr.inputs[0]]),
                           program_.buffers[instr.inputs[0]].sizeInBytes(), instr.stream);
       break;
+    case InstrKind::Collective: {
+      std::optional<DeviceTensor> in, out;
+      if (!instr.inputs.empty())
+        in = tensor(instr.inputs[0]);
+      if (!instr.outputs.empty())
+        out = tensor(instr.outputs[0]);
+      err = backend_.collective(instr.collective, in ? &*in : nullptr, out ? &*out : nullptr,
+                                instr.stream);
+      break;
+    }
     case InstrKind::RecordEvent:
       err = backend_.recordEvent(instr.event, instr.stream);
       break;
@@ -260,7 +300,10 @@ llvm::Error ProgramExecutor::issue() {
     } else if (!err && timed) {
       err = backend_.synchronize();
       auto finished = std::chrono::steady_clock::now();
-      std::string name = instr.kind == InstrKind::Kernel ? instr.kernel : "copy";
+      std::string name = instr.kind == InstrKind::Kernel ? instr.kernel
+                         : instr.kind == InstrKind::Copy
+                             ? std::string("copy")
+                             : collectiveKindName(instr.collective.kind);
       auto &[seconds, calls] = kernelTimes_[name];
       double duration = std::chrono::duration<double>(finished - started).count();
       seconds += duration;
@@ -274,7 +317,9 @@ llvm::Error ProgramExecutor::issue() {
     if (err)
       return error("rank " + llvm::Twine(program_.rank) + ", instruction " +
                    llvm::Twine(i) + " (" +
-                   (instr.kind == InstrKind::Kernel ? instr.kernel : "copy/event") +
+                   (instr.kind == InstrKind::Kernel       ? instr.kernel
+                    : instr.kind == InstrKind::Collective ? collectiveKindName(instr.collective.kind)
+                                                          : std::string("copy/event")) +
                    (instr.location.empty() ? "" : " at " + instr.location) +
                    "): " + llvm::toString(std::move(err)));
   }

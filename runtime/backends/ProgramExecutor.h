@@ -102,6 +102,11 @@ private:
 /// on (seed, name, index).
 std::vector<double> initialValues(const ParameterDesc &param, uint64_t seed);
 
+/// The block of `global` that `rank` holds under `sharding` (the whole
+/// tensor when nothing is split).
+llvm::Expected<HostTensor> takeBlock(const Mesh &mesh, int64_t rank,
+                                     const Sharding &sharding, const HostTensor &global);
+
 } // namespace loom
 
 #endif

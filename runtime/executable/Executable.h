@@ -6,19 +6,24 @@
 // and runs it. It is plain data: no MLIR, so the runtime links without MLIR.
 // runtime/schema/executable.fbs is its on-disk form, field for field.
 
+#include "runtime/comm/Collective.h"
+#include "runtime/comm/Mesh.h"
 #include "runtime/support/DType.h"
 
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 namespace loom {
 
-/// Version of the on-disk format; the loader refuses other major versions.
-constexpr uint32_t kExecutableFormatVersion = 1;
+/// Version of the on-disk format. Version 2 appended the mesh, shardings and
+/// collectives; a version-1 file (one rank, no collectives) still loads.
+constexpr uint32_t kExecutableFormatVersion = 2;
+constexpr uint32_t kOldestReadableFormatVersion = 1;
 
 /// Where a buffer lives. Persistent memory (parameters, constants, optimizer
 /// state) survives across steps; scratch memory is reused within a step by the
@@ -58,6 +63,7 @@ enum class InstrKind : uint8_t {
   Copy = 1,        // inputs[0] -> outputs[0], same byte size
   RecordEvent = 2, // `event` is recorded on `stream`
   WaitEvent = 3,   // `stream` waits for `event`
+  Collective = 4,  // `collective` over the ranks of a mesh group
 };
 
 struct Instruction {
@@ -69,6 +75,7 @@ struct Instruction {
   std::vector<uint32_t> outputs; // buffer indices
   std::vector<NamedAttr> attrs;
   std::string location; // source location of the op, for errors and traces
+  CollectiveDesc collective; // for Kind::Collective: inputs/outputs hold 0 or 1
 };
 
 /// How a parameter's initial value is made when no weights are supplied.
@@ -87,7 +94,9 @@ struct ParameterDesc {
   bool trainable = true;
   InitKind init = InitKind::Zeros;
   double initScale = 0.0;
-  std::vector<uint8_t> data; // for InitKind::Data
+  std::vector<uint8_t> data; // for InitKind::Data, the global tensor
+  /// How ranks split the global tensor; a rank's binding holds its block.
+  Sharding sharding;
 };
 
 struct ParamBinding {
@@ -98,6 +107,11 @@ struct ParamBinding {
 struct IOBinding {
   std::string name;
   uint32_t buffer = 0;
+  /// For inputs of a multi-rank program: the global shape the caller holds
+  /// and how it is split; the buffer holds this rank's block. Empty: the
+  /// buffer's shape, whole on every rank.
+  std::vector<int64_t> globalShape;
+  Sharding sharding;
 };
 
 struct RankProgram {
@@ -119,6 +133,8 @@ struct Executable {
   std::string compileFlags;
   std::vector<ParameterDesc> parameters;
   std::vector<RankProgram> ranks;
+  /// The device mesh; empty: one rank.
+  Mesh mesh;
 };
 
 /// Serializes to the flatbuffers form.

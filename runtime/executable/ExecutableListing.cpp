@@ -112,8 +112,12 @@ std::string formatInit(const ParameterDesc &param) {
 }
 
 std::string describeParameter(const ParameterDesc &param) {
-  return formatTensorType(param.dtype, param.shape) + ", init " +
-         formatInit(param) + ", " + (param.trainable ? "trainable" : "frozen");
+  std::string text = formatTensorType(param.dtype, param.shape) + ", init " +
+                     formatInit(param) + ", " +
+                     (param.trainable ? "trainable" : "frozen");
+  if (!isReplicated(param.sharding))
+    text += ", sharded " + formatSharding(param.sharding);
+  return text;
 }
 
 std::string streamLabel(const RankProgram &program, uint32_t stream) {
@@ -136,6 +140,49 @@ std::string bufferType(const RankProgram &program, uint32_t index) {
   return formatTensorType(buffer.dtype, buffer.shape);
 }
 
+/// `all_reduce(sum) over ["tp"]`, `all_gather(dim 1) over ["dp"]`,
+/// `send to rank 3`.
+std::string formatCollective(const CollectiveDesc &c) {
+  std::string text = collectiveKindName(c.kind);
+  switch (c.kind) {
+  case CollectiveKind::AllReduce:
+    text += "(" + reduceOpName(c.reduce) + ")";
+    break;
+  case CollectiveKind::AllGather:
+    text += "(dim " + std::to_string(c.dim) + ")";
+    break;
+  case CollectiveKind::ReduceScatter:
+    text += "(" + reduceOpName(c.reduce) + ", dim " + std::to_string(c.dim) + ")";
+    break;
+  case CollectiveKind::AllToAll:
+    text += "(split " + std::to_string(c.splitDim) + ", concat " +
+            std::to_string(c.concatDim) + ")";
+    break;
+  case CollectiveKind::Broadcast:
+    text += "(root " + std::to_string(c.root) + ")";
+    break;
+  case CollectiveKind::Send:
+    return text + " to rank " + std::to_string(c.peer);
+  case CollectiveKind::Recv:
+    return text + " from rank " + std::to_string(c.peer);
+  }
+  std::string axes;
+  for (const std::string &axis : c.axes)
+    axes += (axes.empty() ? "\"" : ", \"") + axis + "\"";
+  return text + " over [" + axes + "]";
+}
+
+llvm::json::Array jsonSharding(const Sharding &sharding) {
+  llvm::json::Array dims;
+  for (const auto &axes : sharding) {
+    llvm::json::Array names;
+    for (const std::string &axis : axes)
+      names.push_back(axis);
+    dims.push_back(std::move(names));
+  }
+  return dims;
+}
+
 std::string formatInstruction(const RankProgram &program,
                               const Instruction &instr) {
   std::string text = "[" + streamLabel(program, instr.stream) + "] ";
@@ -146,6 +193,9 @@ std::string formatInstruction(const RankProgram &program,
   case InstrKind::RecordEvent:
   case InstrKind::WaitEvent:
     text += instrKindName(instr.kind) + " e" + std::to_string(instr.event);
+    break;
+  case InstrKind::Collective:
+    text += formatCollective(instr.collective);
     break;
   default:
     text += instrKindName(instr.kind);
@@ -216,6 +266,7 @@ llvm::json::Object jsonParameter(const ParameterDesc &param) {
     object["initScale"] = jsonDouble(param.initScale);
   if (param.init == InitKind::Data)
     object["dataBytes"] = static_cast<uint64_t>(param.data.size());
+  object["sharding"] = jsonSharding(param.sharding);
   return object;
 }
 
@@ -229,6 +280,10 @@ llvm::json::Array jsonIOBindings(const RankProgram &program,
       const BufferDesc &buffer = program.buffers[binding.buffer];
       object["dtype"] = dtypeSpelling(buffer.dtype);
       object["shape"] = jsonShape(buffer.shape);
+    }
+    if (!binding.globalShape.empty()) {
+      object["globalShape"] = jsonShape(binding.globalShape);
+      object["sharding"] = jsonSharding(binding.sharding);
     }
     array.push_back(std::move(object));
   }
@@ -289,6 +344,27 @@ llvm::json::Object jsonRank(const Executable &exe, const RankProgram &program) {
     if (instr.kind == InstrKind::RecordEvent ||
         instr.kind == InstrKind::WaitEvent)
       object["event"] = instr.event;
+    if (instr.kind == InstrKind::Collective) {
+      const CollectiveDesc &c = instr.collective;
+      llvm::json::Array axes;
+      for (const std::string &axis : c.axes)
+        axes.push_back(jsonString(axis));
+      llvm::json::Object collective{{"kind", collectiveKindName(c.kind)},
+                                    {"axes", std::move(axes)}};
+      if (c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::ReduceScatter)
+        collective["reduce"] = reduceOpName(c.reduce);
+      if (c.kind == CollectiveKind::AllGather || c.kind == CollectiveKind::ReduceScatter)
+        collective["dim"] = c.dim;
+      if (c.kind == CollectiveKind::AllToAll) {
+        collective["splitDim"] = c.splitDim;
+        collective["concatDim"] = c.concatDim;
+      }
+      if (c.kind == CollectiveKind::Broadcast)
+        collective["root"] = c.root;
+      if (c.kind == CollectiveKind::Send || c.kind == CollectiveKind::Recv)
+        collective["peer"] = c.peer;
+      object["collective"] = std::move(collective);
+    }
     object["inputs"] = llvm::json::Array(instr.inputs);
     object["outputs"] = llvm::json::Array(instr.outputs);
     llvm::json::Array attrs;
@@ -320,8 +396,17 @@ void printSignature(const RankProgram &program, const char *title,
                     llvm::raw_ostream &os) {
   os << "  " << title << " (" << bindings.size() << "):\n";
   for (const IOBinding &binding : bindings)
+  {
     os << "    " << binding.name << ": b" << binding.buffer << " "
-       << bufferType(program, binding.buffer) << "\n";
+       << bufferType(program, binding.buffer);
+    if (!binding.globalShape.empty())
+      os << ", block of global ["
+         << llvm::join(llvm::map_range(binding.globalShape,
+                                       [](int64_t d) { return std::to_string(d); }),
+                       ", ")
+         << "] " << formatSharding(binding.sharding);
+    os << "\n";
+  }
 }
 
 void printBuffers(const RankProgram &program, llvm::raw_ostream &os) {
@@ -373,6 +458,25 @@ void printRank(const Executable &exe, const RankProgram &program,
       os << " <no such parameter> -> b" << binding.buffer;
     }
     os << "\n";
+  }
+
+  size_t numCollectives = 0;
+  for (const Instruction &instr : program.instructions)
+    numCollectives += instr.kind == InstrKind::Collective;
+  if (numCollectives > 0) {
+    os << "  collectives (" << numCollectives << "):\n";
+    for (size_t i = 0; i < program.instructions.size(); ++i) {
+      const Instruction &instr = program.instructions[i];
+      if (instr.kind != InstrKind::Collective)
+        continue;
+      os << "    #" << i << " [" << streamLabel(program, instr.stream) << "] "
+         << formatCollective(instr.collective);
+      if (!instr.inputs.empty())
+        os << " " << bufferType(program, instr.inputs[0]);
+      if (!instr.outputs.empty())
+        os << " -> " << bufferType(program, instr.outputs[0]);
+      os << "\n";
+    }
   }
 
   printBuffers(program, os);
@@ -444,6 +548,8 @@ std::string instrKindName(InstrKind kind) {
     return "record_event";
   case InstrKind::WaitEvent:
     return "wait_event";
+  case InstrKind::Collective:
+    return "collective";
   }
   return "instruction_kind(" + std::to_string(static_cast<int>(kind)) + ")";
 }
@@ -489,6 +595,13 @@ void printExecutable(const Executable &exe, llvm::raw_ostream &os) {
      << "  mode:          " << exe.mode << "\n"
      << "  compile flags: " << exe.compileFlags << "\n"
      << "  ranks:         " << exe.ranks.size() << "\n";
+  if (!exe.mesh.axes.empty()) {
+    os << "  mesh:          ";
+    for (size_t a = 0; a < exe.mesh.axes.size(); ++a)
+      os << (a ? " x " : "") << exe.mesh.axes[a] << "="
+         << (a < exe.mesh.shape.size() ? std::to_string(exe.mesh.shape[a]) : "?");
+    os << "\n";
+  }
 
   uint64_t parameterBytes = 0;
   for (const ParameterDesc &param : exe.parameters) {
@@ -517,11 +630,17 @@ llvm::json::Value executableToJson(const Executable &exe) {
   llvm::json::Array ranks;
   for (const RankProgram &program : exe.ranks)
     ranks.push_back(jsonRank(exe, program));
+  llvm::json::Array meshAxes;
+  for (const std::string &axis : exe.mesh.axes)
+    meshAxes.push_back(jsonString(axis));
+  llvm::json::Object mesh{{"axes", std::move(meshAxes)},
+                          {"shape", jsonShape(exe.mesh.shape)}};
   return llvm::json::Object{
       {"formatVersion", exe.formatVersion},
       {"model", jsonString(exe.modelName)},
       {"mode", jsonString(exe.mode)},
       {"compileFlags", jsonString(exe.compileFlags)},
+      {"mesh", std::move(mesh)},
       {"parameters", std::move(parameters)},
       {"ranks", std::move(ranks)},
   };

@@ -44,6 +44,10 @@ public:
     exe.modelName = string(root.model_name());
     exe.mode = string(root.mode());
     exe.compileFlags = string(root.compile_flags());
+    if (const auto *axes = root.mesh_axes())
+      for (const flatbuffers::String *axis : *axes)
+        exe.mesh.axes.push_back(string(axis));
+    exe.mesh.shape = vector(root.mesh_shape());
     if (const auto *parameters = root.parameters()) {
       exe.parameters.reserve(parameters->size());
       for (const fb::Parameter *param : *parameters)
@@ -95,6 +99,21 @@ private:
     return result;
   }
 
+  Sharding sharding(
+      const flatbuffers::Vector<flatbuffers::Offset<fb::DimSharding>> *dims) {
+    Sharding result;
+    if (!dims)
+      return result;
+    for (const fb::DimSharding *dim : *dims) {
+      std::vector<std::string> axes;
+      if (dim && dim->axes())
+        for (const flatbuffers::String *axis : *dim->axes())
+          axes.push_back(string(axis));
+      result.push_back(std::move(axes));
+    }
+    return result;
+  }
+
   ParameterDesc parameter(const fb::Parameter *param) {
     ParameterDesc desc;
     if (!param)
@@ -106,6 +125,7 @@ private:
     desc.init = static_cast<InitKind>(param->init());
     desc.initScale = param->init_scale();
     desc.data = vector(param->data());
+    desc.sharding = sharding(param->sharding());
     return desc;
   }
 
@@ -165,6 +185,19 @@ private:
     result.inputs = vector(instr->inputs());
     result.outputs = vector(instr->outputs());
     result.location = string(instr->location());
+    if (const fb::Collective *c = instr->collective()) {
+      CollectiveDesc &desc = result.collective;
+      desc.kind = static_cast<CollectiveKind>(c->kind());
+      if (const auto *axes = c->axes())
+        for (const flatbuffers::String *axis : *axes)
+          desc.axes.push_back(string(axis));
+      desc.reduce = static_cast<ReduceOp>(c->reduce());
+      desc.dim = c->dim();
+      desc.splitDim = c->split_dim();
+      desc.concatDim = c->concat_dim();
+      desc.root = c->root();
+      desc.peer = c->peer();
+    }
     if (const auto *attrs = instr->attrs()) {
       result.attrs.reserve(attrs->size());
       for (const fb::NamedAttr *attr : *attrs) {
@@ -198,6 +231,8 @@ private:
       if (binding) {
         result.name = string(binding->name());
         result.buffer = binding->buffer();
+        result.globalShape = vector(binding->global_shape());
+        result.sharding = sharding(binding->sharding());
       }
       bindings.push_back(std::move(result));
     }
@@ -308,10 +343,12 @@ llvm::Expected<Executable> loadExecutable(const uint8_t *data, size_t size) {
   const fb::Executable *root = fb::GetExecutable(data);
   // A different version may lay the fields out differently: refuse it before
   // converting anything.
-  if (root->format_version() != kExecutableFormatVersion)
+  if (root->format_version() < kOldestReadableFormatVersion ||
+      root->format_version() > kExecutableFormatVersion)
     return failure("unsupported format version " +
                    std::to_string(root->format_version()) +
-                   " (this build reads version " +
+                   " (this build reads versions " +
+                   std::to_string(kOldestReadableFormatVersion) + " to " +
                    std::to_string(kExecutableFormatVersion) + ")");
   auto exe = Converter(size).run(*root);
   if (!exe)

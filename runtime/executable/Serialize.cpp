@@ -28,7 +28,20 @@ LOOM_SAME_ENUM(InstrKind::Kernel, fb::InstrKind::Kernel);
 LOOM_SAME_ENUM(InstrKind::Copy, fb::InstrKind::Copy);
 LOOM_SAME_ENUM(InstrKind::RecordEvent, fb::InstrKind::RecordEvent);
 LOOM_SAME_ENUM(InstrKind::WaitEvent, fb::InstrKind::WaitEvent);
-LOOM_SAME_ENUM(InstrKind::WaitEvent, fb::InstrKind::MAX);
+LOOM_SAME_ENUM(InstrKind::Collective, fb::InstrKind::Collective);
+LOOM_SAME_ENUM(InstrKind::Collective, fb::InstrKind::MAX);
+LOOM_SAME_ENUM(CollectiveKind::AllReduce, fb::CollectiveKind::AllReduce);
+LOOM_SAME_ENUM(CollectiveKind::AllGather, fb::CollectiveKind::AllGather);
+LOOM_SAME_ENUM(CollectiveKind::ReduceScatter, fb::CollectiveKind::ReduceScatter);
+LOOM_SAME_ENUM(CollectiveKind::AllToAll, fb::CollectiveKind::AllToAll);
+LOOM_SAME_ENUM(CollectiveKind::Broadcast, fb::CollectiveKind::Broadcast);
+LOOM_SAME_ENUM(CollectiveKind::Send, fb::CollectiveKind::Send);
+LOOM_SAME_ENUM(CollectiveKind::Recv, fb::CollectiveKind::Recv);
+LOOM_SAME_ENUM(kNumCollectiveKinds - 1, fb::CollectiveKind::MAX);
+LOOM_SAME_ENUM(ReduceOp::Sum, fb::ReduceOp::Sum);
+LOOM_SAME_ENUM(ReduceOp::Max, fb::ReduceOp::Max);
+LOOM_SAME_ENUM(ReduceOp::Avg, fb::ReduceOp::Avg);
+LOOM_SAME_ENUM(kNumReduceOps - 1, fb::ReduceOp::MAX);
 LOOM_SAME_ENUM(InitKind::Zeros, fb::InitKind::Zeros);
 LOOM_SAME_ENUM(InitKind::Ones, fb::InitKind::Ones);
 LOOM_SAME_ENUM(InitKind::Normal, fb::InitKind::Normal);
@@ -55,26 +68,47 @@ public:
     std::vector<flatbuffers::Offset<fb::RankProgram>> ranks;
     for (const RankProgram &program : exe.ranks)
       ranks.push_back(rankProgram(program));
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>
+        meshAxes;
+    flatbuffers::Offset<flatbuffers::Vector<int64_t>> meshShape;
+    if (!exe.mesh.axes.empty() || !exe.mesh.shape.empty()) {
+      meshAxes = builder.CreateVectorOfStrings(exe.mesh.axes);
+      meshShape = builder.CreateVector(exe.mesh.shape);
+    }
     auto root = fb::CreateExecutable(
         builder, exe.formatVersion, builder.CreateString(exe.modelName),
         builder.CreateString(exe.mode), builder.CreateString(exe.compileFlags),
-        builder.CreateVector(parameters), builder.CreateVector(ranks));
+        builder.CreateVector(parameters), builder.CreateVector(ranks), meshAxes,
+        meshShape);
     fb::FinishExecutableBuffer(builder, root);
     const uint8_t *bytes = builder.GetBufferPointer();
     return std::vector<uint8_t>(bytes, bytes + builder.GetSize());
   }
 
 private:
+  /// Absent (offset 0) for an unsharded tensor, as in version 1.
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::DimSharding>>>
+  sharding(const Sharding &dims) {
+    if (dims.empty())
+      return 0;
+    std::vector<flatbuffers::Offset<fb::DimSharding>> offsets;
+    for (const std::vector<std::string> &axes : dims)
+      offsets.push_back(
+          fb::CreateDimSharding(builder, builder.CreateVectorOfStrings(axes)));
+    return builder.CreateVector(offsets);
+  }
+
   flatbuffers::Offset<fb::Parameter> parameter(const ParameterDesc &param) {
     auto name = builder.CreateString(param.name);
     auto shape = builder.CreateVector(param.shape);
+    auto shardingVector = sharding(param.sharding);
     builder.ForceVectorAlignment(param.data.size(), sizeof(uint8_t),
                                  kParameterDataAlignment);
     auto data = builder.CreateVector(param.data);
     return fb::CreateParameter(builder, name, static_cast<fb::DType>(param.dtype),
                                shape, param.trainable,
                                static_cast<fb::InitKind>(param.init),
-                               param.initScale, data);
+                               param.initScale, data, shardingVector);
   }
 
   flatbuffers::Offset<fb::Buffer> buffer(const BufferDesc &desc) {
@@ -117,17 +151,32 @@ private:
       attrs.push_back(namedAttr(attr));
     auto attrVector = builder.CreateVector(attrs);
     auto location = builder.CreateString(instr.location);
+    flatbuffers::Offset<fb::Collective> collective;
+    if (instr.kind == InstrKind::Collective) {
+      const CollectiveDesc &c = instr.collective;
+      collective = fb::CreateCollective(
+          builder, static_cast<fb::CollectiveKind>(c.kind),
+          builder.CreateVectorOfStrings(c.axes),
+          static_cast<fb::ReduceOp>(c.reduce), c.dim, c.splitDim, c.concatDim,
+          c.root, c.peer);
+    }
     return fb::CreateInstruction(builder, static_cast<fb::InstrKind>(instr.kind),
                                  kernel, instr.stream, instr.event, inputs,
-                                 outputs, attrVector, location);
+                                 outputs, attrVector, location, collective);
   }
 
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::IOBinding>>>
   ioBindings(const std::vector<IOBinding> &bindings) {
     std::vector<flatbuffers::Offset<fb::IOBinding>> offsets;
-    for (const IOBinding &binding : bindings)
-      offsets.push_back(fb::CreateIOBinding(
-          builder, builder.CreateString(binding.name), binding.buffer));
+    for (const IOBinding &binding : bindings) {
+      auto name = builder.CreateString(binding.name);
+      flatbuffers::Offset<flatbuffers::Vector<int64_t>> globalShape;
+      if (!binding.globalShape.empty())
+        globalShape = builder.CreateVector(binding.globalShape);
+      auto shardingVector = sharding(binding.sharding);
+      offsets.push_back(fb::CreateIOBinding(builder, name, binding.buffer,
+                                            globalShape, shardingVector));
+    }
     return builder.CreateVector(offsets);
   }
 

@@ -39,7 +39,7 @@ const KernelArity *findKernel(std::string_view name) {
 bool isValidDType(DType t) { return static_cast<int>(t) < kNumDTypes; }
 bool isValidArena(ArenaKind k) { return static_cast<int>(k) < kNumArenas; }
 bool isValidInstrKind(InstrKind k) {
-  return k <= InstrKind::WaitEvent;
+  return k <= InstrKind::Collective;
 }
 bool isValidInitKind(InitKind k) { return k <= InitKind::Data; }
 
@@ -95,11 +95,15 @@ public:
   explicit Verifier(const Executable &exe) : exe(exe) {}
 
   llvm::Error run() {
-    if (exe.formatVersion != kExecutableFormatVersion)
+    if (exe.formatVersion < kOldestReadableFormatVersion ||
+        exe.formatVersion > kExecutableFormatVersion)
       return failure("unsupported format version " +
                      std::to_string(exe.formatVersion) +
-                     " (this build reads version " +
+                     " (this build reads versions " +
+                     std::to_string(kOldestReadableFormatVersion) + " to " +
                      std::to_string(kExecutableFormatVersion) + ")");
+    if (llvm::Error err = checkMesh())
+      return err;
     parameterBytes.resize(exe.parameters.size());
     for (size_t i = 0; i < exe.parameters.size(); ++i)
       if (llvm::Error err = checkParameter(i))
@@ -109,13 +113,73 @@ public:
       if (!rankIds.insert(program.rank).second)
         return failure("rank " + std::to_string(program.rank) +
                        " appears more than once");
+      if (hasMesh && program.rank >= numRanks)
+        return failure("rank " + std::to_string(program.rank) +
+                       " is outside the mesh of " + plural(numRanks, "rank"));
       if (llvm::Error err = checkRank(program))
         return err;
     }
+    if (hasMesh && exe.ranks.size() != numRanks)
+      return failure("the mesh has " + plural(numRanks, "rank") +
+                     " but the executable holds " +
+                     plural(exe.ranks.size(), "rank program"));
     return llvm::Error::success();
   }
 
 private:
+  llvm::Error checkMesh() {
+    const Mesh &mesh = exe.mesh;
+    hasMesh = !mesh.axes.empty() || !mesh.shape.empty();
+    if (!hasMesh)
+      return llvm::Error::success();
+    if (mesh.axes.size() != mesh.shape.size())
+      return failure("the mesh names " + std::to_string(mesh.axes.size()) +
+                     " axes but has " + plural(mesh.shape.size(), "size"));
+    std::set<std::string> names;
+    uint64_t ranks = 1;
+    for (size_t a = 0; a < mesh.axes.size(); ++a) {
+      if (mesh.axes[a].empty() || !names.insert(mesh.axes[a]).second)
+        return failure("mesh axis " + std::to_string(a) + " ('" +
+                       mesh.axes[a] + "') is empty or repeated");
+      if (mesh.shape[a] < 1 || mesh.shape[a] > (1 << 20) ||
+          __builtin_mul_overflow(ranks, uint64_t(mesh.shape[a]), &ranks) ||
+          ranks > (1u << 20))
+        return failure("mesh axis '" + mesh.axes[a] + "' has size " +
+                       std::to_string(mesh.shape[a]) +
+                       " (the mesh must hold 1 to 2^20 ranks)");
+    }
+    numRanks = ranks;
+    return llvm::Error::success();
+  }
+
+  /// A sharding's problem with a tensor of `shape`, or "".
+  std::string shardingProblem(const Sharding &sharding,
+                              const std::vector<int64_t> &shape) {
+    if (sharding.empty())
+      return "";
+    if (!hasMesh && !isReplicated(sharding))
+      return "is sharded " + formatSharding(sharding) +
+             " but the executable has no mesh";
+    auto block = shardBlock(exe.mesh, 0, sharding, shape);
+    if (!block)
+      return llvm::toString(block.takeError());
+    return "";
+  }
+
+  /// The shape `rank` holds of a tensor of `shape` split by `sharding`.
+  std::vector<int64_t> localShape(const Sharding &sharding,
+                                  const std::vector<int64_t> &shape,
+                                  uint32_t rank) {
+    if (sharding.empty() || !hasMesh)
+      return shape;
+    auto block = shardBlock(exe.mesh, rank, sharding, shape);
+    if (!block) {
+      llvm::consumeError(block.takeError());
+      return shape; // reported by checkParameter / checkIOBinding
+    }
+    return block->shape;
+  }
+
   llvm::Error checkParameter(size_t index) {
     const ParameterDesc &param = exe.parameters[index];
     std::string context = named("parameter", index, param.name) + ": ";
@@ -140,6 +204,9 @@ private:
         !(std::isfinite(param.initScale) && param.initScale >= 0))
       return failure(context + "init scale " + std::to_string(param.initScale) +
                      " must be finite and non-negative");
+    std::string problem2 = shardingProblem(param.sharding, param.shape);
+    if (!problem2.empty())
+      return failure(context + "sharding " + problem2);
     return llvm::Error::success();
   }
 
@@ -287,6 +354,10 @@ private:
                        std::to_string(instr.outputs[0]));
       break;
     }
+    case InstrKind::Collective:
+      if (llvm::Error err = checkCollective(program, instr, context))
+        return err;
+      break;
     case InstrKind::RecordEvent:
     case InstrKind::WaitEvent:
       if (instr.event >= program.numEvents)
@@ -299,6 +370,45 @@ private:
                        plural(numOutputs, "output"));
       break;
     }
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkCollective(const RankProgram &program,
+                              const Instruction &instr,
+                              const std::string &context) {
+    const CollectiveDesc &desc = instr.collective;
+    if (instr.inputs.size() > 1 || instr.outputs.size() > 1)
+      return failure(context + "a collective takes at most one input and one "
+                               "output, has " +
+                     plural(instr.inputs.size(), "input") + " and " +
+                     plural(instr.outputs.size(), "output"));
+    int64_t groupSize = 0;
+    if (static_cast<int>(desc.kind) < kNumCollectiveKinds &&
+        desc.kind != CollectiveKind::Send && desc.kind != CollectiveKind::Recv) {
+      Mesh oneRank; // no mesh: every group is the rank alone
+      auto group = groupOf(hasMesh ? exe.mesh : oneRank,
+                           hasMesh ? program.rank : 0, desc.axes);
+      if (!group)
+        return failure(context + llvm::toString(group.takeError()));
+      groupSize = group->size();
+    }
+    if (desc.kind == CollectiveKind::Send || desc.kind == CollectiveKind::Recv) {
+      uint64_t ranks = hasMesh ? numRanks : exe.ranks.size();
+      if (desc.peer < 0 || static_cast<uint64_t>(desc.peer) >= ranks ||
+          static_cast<uint64_t>(desc.peer) == program.rank)
+        return failure(context + "peer " + std::to_string(desc.peer) +
+                       " is not another rank (of " + plural(ranks, "rank") +
+                       ")");
+    }
+    const BufferDesc *in =
+        instr.inputs.empty() ? nullptr : &program.buffers[instr.inputs[0]];
+    const BufferDesc *out =
+        instr.outputs.empty() ? nullptr : &program.buffers[instr.outputs[0]];
+    std::string problem = checkCollectiveTypes(
+        desc, groupSize, in ? &in->dtype : nullptr, in ? &in->shape : nullptr,
+        out ? &out->dtype : nullptr, out ? &out->shape : nullptr);
+    if (!problem.empty())
+      return failure(context + problem);
     return llvm::Error::success();
   }
 
@@ -320,13 +430,14 @@ private:
                      " out of range (" +
                      plural(program.buffers.size(), "buffer") + ")");
     const BufferDesc &buffer = program.buffers[binding.buffer];
-    // Sharded parameters will bind a shard; until sharding exists the buffer
-    // holds the whole parameter.
-    if (buffer.dtype != param.dtype || buffer.shape != param.shape)
+    // A sharded parameter's buffer holds this rank's block.
+    std::vector<int64_t> local = localShape(param.sharding, param.shape, program.rank);
+    if (buffer.dtype != param.dtype || buffer.shape != local)
       return failure(context + "buffer " + std::to_string(binding.buffer) +
                      " is " + formatTensorType(buffer.dtype, buffer.shape) +
-                     " but the parameter is " +
-                     formatTensorType(param.dtype, param.shape));
+                     " but the parameter" +
+                     (local != param.shape ? "'s block on this rank" : "") +
+                     " is " + formatTensorType(param.dtype, local));
     return llvm::Error::success();
   }
 
@@ -338,10 +449,29 @@ private:
                      ": buffer " + std::to_string(binding.buffer) +
                      " out of range (" +
                      plural(program.buffers.size(), "buffer") + ")");
+    if (binding.globalShape.empty() && binding.sharding.empty())
+      return llvm::Error::success();
+    std::string context = rankContext + ", " + named(role, index, binding.name) + ": ";
+    if (binding.globalShape.empty())
+      return failure(context + "is sharded but has no global shape");
+    std::string problem = shardingProblem(binding.sharding, binding.globalShape);
+    if (!problem.empty())
+      return failure(context + "sharding " + problem);
+    const BufferDesc &buffer = program.buffers[binding.buffer];
+    std::vector<int64_t> local =
+        localShape(binding.sharding, binding.globalShape, program.rank);
+    if (buffer.shape != local)
+      return failure(context + "buffer " + std::to_string(binding.buffer) +
+                     " is " + formatTensorType(buffer.dtype, buffer.shape) +
+                     " but its block of the global " +
+                     formatTensorType(buffer.dtype, binding.globalShape) +
+                     " is " + formatTensorType(buffer.dtype, local));
     return llvm::Error::success();
   }
 
   const Executable &exe;
+  bool hasMesh = false;
+  uint64_t numRanks = 1;
   std::vector<uint64_t> parameterBytes; // by parameter index
   std::vector<uint64_t> bufferBytes;    // by buffer index, current rank
 };

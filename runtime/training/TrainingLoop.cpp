@@ -15,6 +15,14 @@ namespace loom {
 
 namespace {
 
+/// The position of rank `rank`'s program in exe.ranks.
+uint32_t rankIndex(const Executable &exe, int64_t rank) {
+  for (uint32_t i = 0; i < exe.ranks.size(); ++i)
+    if (exe.ranks[i].rank == rank)
+      return i;
+  return 0;
+}
+
 llvm::Error error(const llvm::Twine &message) {
   return llvm::createStringError(std::errc::invalid_argument, message.str().c_str());
 }
@@ -24,6 +32,13 @@ const BufferDesc *findIO(const RankProgram &program, const std::vector<IOBinding
   for (const IOBinding &b : list)
     if (b.name == name)
       return &program.buffers[b.buffer];
+  return nullptr;
+}
+
+const IOBinding *findBinding(const std::vector<IOBinding> &list, llvm::StringRef name) {
+  for (const IOBinding &b : list)
+    if (b.name == name)
+      return &b;
   return nullptr;
 }
 
@@ -64,8 +79,16 @@ double learningRateAt(const TrainingOptions &options, int64_t step) {
 }
 
 llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
-                        const TrainingOptions &options, llvm::raw_ostream &log) {
+                        const TrainingOptions &options, llvm::raw_ostream &rankLog,
+                        Communicator *communicator) {
   const RankProgram &program = executor.program();
+  int64_t rank = program.rank;
+  int64_t numRanks = exe.mesh.numRanks();
+  if (numRanks > 1 && (!communicator || communicator->numRanks() != numRanks))
+    return error("a run of " + llvm::Twine(numRanks) + " ranks needs a communicator of as many");
+  bool leader = rank == 0;
+  // Rank 0 speaks for the run.
+  llvm::raw_ostream &log = leader ? rankLog : llvm::nulls();
   if (exe.mode != "train")
     return error("this executable was compiled with --mode=" + exe.mode +
                  "; recompile with --mode=train to train it");
@@ -83,7 +106,13 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     return error("--lr-schedule must be constant or cosine, got '" + options.schedule + "'");
   if (options.data.empty())
     return error("training needs --data (a token file, a Megatron prefix, .npy, or synthetic:VOCAB)");
-  int64_t batch = tokens->shape[0], seq = tokens->shape[1] - 1;
+  // The global batch every rank reads; each sets its block of it.
+  const IOBinding *tokensBinding = findBinding(program.inputs, "tokens");
+  std::vector<int64_t> globalTokens =
+      tokensBinding->globalShape.empty() ? tokens->shape : tokensBinding->globalShape;
+  if (globalTokens.size() != 2)
+    return error("the tokens input's global shape must be [batch, seq+1]");
+  int64_t batch = globalTokens[0], seq = globalTokens[1] - 1;
 
   TokenSourceOptions dataOptions;
   dataOptions.batchSize = batch;
@@ -111,9 +140,14 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
       expected.push_back({param->name, param->dtype, param->shape});
     if (auto err = checkMatches(*loaded, expected))
       return err;
-    for (auto [param, buffer] : checkpointed)
-      if (auto err = executor.writeBuffer(buffer, loaded->tensors.at(param->name)))
+    // The checkpoint holds global tensors, whatever layout wrote them.
+    for (auto [param, buffer] : checkpointed) {
+      auto block = takeBlock(exe.mesh, rank, param->sharding, loaded->tensors.at(param->name));
+      if (!block)
+        return block.takeError();
+      if (auto err = executor.writeBuffer(buffer, *block))
         return err;
+    }
     DataPosition position{uint64_t(loaded->state.dataPosition["epoch"]),
                           uint64_t(loaded->state.dataPosition["index"])};
     if (auto err = (*source)->restore(position))
@@ -129,7 +163,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
   }
 
   std::unique_ptr<llvm::raw_fd_ostream> metrics;
-  if (!options.metricsPath.empty()) {
+  if (leader && !options.metricsPath.empty()) {
     std::error_code ec;
     metrics = std::make_unique<llvm::raw_fd_ostream>(
         options.metricsPath, ec,
@@ -138,14 +172,28 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
       return error("cannot write metrics to '" + options.metricsPath + "': " + ec.message());
   }
 
+  // Rank 0 writes every rank's blocks: the ranks that first hold a block
+  // send it there, in parameter order, so the shards tile each tensor once.
+  auto ownedBlocks = [&](uint32_t r) {
+    std::vector<std::pair<const ParameterDesc *, uint32_t>> owned;
+    for (const ParamBinding &binding : exe.ranks[r].params) {
+      const ParameterDesc &param = exe.parameters[binding.parameter];
+      if (isCheckpointed(param) &&
+          (exe.mesh.axes.empty() || ownsBlock(exe.mesh, exe.ranks[r].rank, param.sharding)))
+        owned.push_back({&param, binding.buffer});
+    }
+    return owned;
+  };
   auto saveCheckpoint = [&](int64_t step) -> llvm::Error {
-    std::vector<CheckpointTensor> tensors;
-    for (auto [param, buffer] : checkpointed) {
-      auto value = executor.readBuffer(buffer);
-      if (!value)
-        return value.takeError();
-      value->name = param->name;
-      tensors.push_back(std::move(*value));
+    if (!leader) {
+      for (auto [param, buffer] : ownedBlocks(rankIndex(exe, rank))) {
+        auto value = executor.readBuffer(buffer);
+        if (!value)
+          return value.takeError();
+        if (auto err = communicator->sendBytes(value->data.data(), value->data.size(), 0))
+          return err;
+      }
+      return llvm::Error::success();
     }
     CheckpointState state;
     state.step = step;
@@ -159,10 +207,49 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
                                            {"warmup_steps", double(options.warmupSteps)},
                                            {"min_lr_ratio", options.minLrRatio},
                                            {"total_steps", double(options.steps)}};
+    if (!exe.mesh.axes.empty()) {
+      std::string mesh;
+      for (size_t a = 0; a < exe.mesh.axes.size(); ++a)
+        mesh += (a ? "," : "") + exe.mesh.axes[a] + "=" + std::to_string(exe.mesh.shape[a]);
+      state.strings["mesh"] = mesh;
+      for (const ParameterDesc &param : exe.parameters)
+        if (!isReplicated(param.sharding))
+          state.strings["sharding:" + param.name] = formatSharding(param.sharding);
+    }
     CheckpointWriteOptions writeOptions;
     writeOptions.keepLast = options.keepCheckpoints;
     auto start = std::chrono::steady_clock::now();
-    if (auto err = writeCheckpoint(options.checkpointDir, /*rank=*/0, tensors, state, writeOptions))
+    auto writer = CheckpointWriter::begin(options.checkpointDir, step, writeOptions);
+    if (!writer)
+      return writer.takeError();
+    for (uint32_t r = 0; r < exe.ranks.size(); ++r) {
+      std::vector<CheckpointTensor> tensors;
+      std::vector<ShardPlacement> placements;
+      for (auto [param, buffer] : ownedBlocks(r)) {
+        auto block = shardBlock(exe.mesh, exe.ranks[r].rank, param->sharding, param->shape);
+        if (!block)
+          return block.takeError();
+        HostTensor value{param->name, param->dtype, block->shape, {}};
+        if (exe.ranks[r].rank == uint32_t(rank)) {
+          auto local = executor.readBuffer(buffer);
+          if (!local)
+            return local.takeError();
+          value.data = std::move(local->data);
+        } else {
+          value.data.resize(exe.ranks[r].buffers[buffer].sizeInBytes());
+          if (auto err = communicator->recvBytes(value.data.data(), value.data.size(),
+                                                 exe.ranks[r].rank))
+            return err;
+        }
+        tensors.push_back(std::move(value));
+        placements.push_back({param->shape, block->offsets});
+      }
+      if (tensors.empty())
+        continue;
+      if (auto err = (*writer)->writeRankFile(exe.ranks[r].rank, tensors, placements))
+        return err;
+    }
+    if (auto err = (*writer)->commit(state))
       return err;
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -171,9 +258,11 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     return llvm::Error::success();
   };
 
-  log << "training " << exe.modelName << " on " << executor.backendName() << ": steps " << startStep + 1 << ".." << options.steps
-      << ", batch " << batch << " x " << seq << " tokens, data " << (*source)->describe()
-      << "\n";
+  log << "training " << exe.modelName << " on " << executor.backendName();
+  if (numRanks > 1)
+    log << " x " << numRanks << " ranks (" << communicator->name() << ")";
+  log << ": steps " << startStep + 1 << ".." << options.steps << ", batch " << batch << " x "
+      << seq << " tokens, data " << (*source)->describe() << "\n";
   std::vector<int64_t> batchTokens(batch * (seq + 1));
   HostTensor tokensIn{"tokens", DType::I64, {batch, seq + 1}, {}};
   auto runStart = std::chrono::steady_clock::now();
@@ -185,7 +274,10 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     tokensIn.data.assign(reinterpret_cast<const uint8_t *>(batchTokens.data()),
                          reinterpret_cast<const uint8_t *>(batchTokens.data() + batchTokens.size()));
     double lr = learningRateAt(options, step);
-    if (auto err = executor.setInput("tokens", tokensIn))
+    auto tokensBlock = takeBlock(exe.mesh, rank, tokensBinding->sharding, tokensIn);
+    if (!tokensBlock)
+      return error("input 'tokens': " + llvm::toString(tokensBlock.takeError()));
+    if (auto err = executor.setInput("tokens", *tokensBlock))
       return err;
     if (auto err = executor.setInput("lr", scalar("lr", float(lr))))
       return err;
@@ -210,6 +302,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
       return error("step " + llvm::Twine(step + 1) + ": the loss is not finite (" +
                    llvm::Twine(std::to_string(lossValue)) + "); lower --lr or check the data");
     if (metrics) {
+      // The same JSONL as a one-rank run, so the files compare line by line.
       llvm::json::Object line{{"step", step + 1},
                               {"loss", double(lossValue)},
                               {"lr", lr},

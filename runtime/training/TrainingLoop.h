@@ -39,8 +39,17 @@ struct TrainingOptions {
 double learningRateAt(const TrainingOptions &options, int64_t step);
 
 /// Runs the training steps of a `train` executable. Progress goes to `log`.
+///
+/// In a multi-rank run every rank calls this with its executor and its
+/// `communicator`, and the ranks step in lockstep: each reads the same global
+/// batch and sets its block of it (by the `tokens` input's sharding). Rank 0
+/// alone logs, writes the metrics and commits checkpoints: every rank sends
+/// it the parameter blocks it is first to hold, and the checkpoint stores
+/// them as shards of the global tensors. Resuming reassembles the global
+/// tensors and takes this rank's blocks, whatever layout wrote them.
 llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
-                        const TrainingOptions &options, llvm::raw_ostream &log);
+                        const TrainingOptions &options, llvm::raw_ostream &log,
+                        Communicator *communicator = nullptr);
 
 } // namespace loom
 

@@ -1,6 +1,7 @@
 // loom-compile: imports a model, runs Loom's passes phase by phase, and
 // writes the executable (or, with --compile-to, the IR at that phase).
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/rt/RtDialect.h"
@@ -19,6 +20,7 @@
 #include "passes/pipeline/Passes.h"
 #include "passes/pipeline/Schedule.h"
 #include "passes/pipeline/ScheduleGenerators.h"
+#include "passes/sharding/Passes.h"
 #include "passes/training/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -51,13 +53,14 @@ cl::opt<std::string> outputPath("o", cl::desc("output file (.loomx, or IR with -
                                 cl::value_desc("path"), cl::cat(category));
 
 /// The phases, in order. Each names the IR you see when you stop after it.
-enum class Phase { Input, NN, Train, Pipe, RT, Executable };
+enum class Phase { Input, NN, Train, Pipe, Dist, RT, Executable };
 cl::opt<Phase> compileTo(
     "compile-to", cl::desc("stop after a phase and print its IR"),
     cl::values(clEnumValN(Phase::Input, "input", "as imported, before any pass"),
                clEnumValN(Phase::NN, "nn", "nn after folding and raising (the model, one device)"),
                clEnumValN(Phase::Train, "train", "the training step: loss, backward, optimizer (--mode=train)"),
                clEnumValN(Phase::Pipe, "pipe", "the training step with every op on a pipeline stage, and the verified pipe.schedule (--pp)"),
+               clEnumValN(Phase::Dist, "dist", "the program each rank runs: local shards and dist collectives (--tp/--dp)"),
                clEnumValN(Phase::RT, "rt", "rt programs: buffers planned, streams and events assigned"),
                clEnumValN(Phase::Executable, "executable", "the serialized executable (default)")),
     cl::init(Phase::Executable), cl::cat(category));
@@ -117,6 +120,14 @@ cl::opt<std::string> scheduleCsv("schedule-csv",
                                  cl::desc("also write the pipeline schedule as PyTorch "
                                           "pipelining's CSV (one row per rank)"),
                                  cl::value_desc("path"), cl::init(""), cl::cat(category));
+cl::opt<int64_t> tensorParallel("tp", cl::desc("tensor-parallel ranks (Megatron column/row split)"),
+                                cl::init(1), cl::cat(category));
+cl::opt<int64_t> dataParallel("dp", cl::desc("data-parallel ranks (the global batch split along dim 0)"),
+                              cl::init(1), cl::cat(category));
+cl::opt<bool> sequenceParallel("sp", cl::desc("sequence parallelism over the tensor-parallel ranks"),
+                               cl::init(false), cl::cat(category));
+cl::opt<bool> zero1("zero1", cl::desc("ZeRO-1: optimizer state and updates split over the data-parallel ranks"),
+                    cl::init(false), cl::cat(category));
 cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to VALUE"),
                            cl::value_desc("NAME=VALUE"), cl::cat(category));
 
@@ -197,6 +208,16 @@ int main(int argc, char **argv) {
     fail("--compile-to=pipe needs --pp 2 or more");
   if (compileTo == Phase::Train && !training)
     fail("--compile-to=train needs --mode=train");
+  if (tensorParallel < 1 || dataParallel < 1)
+    fail("--tp and --dp must be at least 1, got --tp " + llvm::Twine(int64_t(tensorParallel)) +
+         " --dp " + llvm::Twine(int64_t(dataParallel)));
+  if (sequenceParallel && tensorParallel == 1)
+    fail("--sp splits the sequence over the tensor-parallel ranks: it needs --tp > 1");
+  if (zero1 && dataParallel == 1)
+    fail("--zero1 splits optimizer state over the data-parallel ranks: it needs --dp > 1");
+  bool distributed = tensorParallel > 1 || dataParallel > 1;
+  if (distributed && !training)
+    fail("--tp/--dp apply to --mode=train");
   if (batch > 0)
     importOptions.batch = microbatches > 0 ? batch / microbatches : batch;
   if (seq > 0)
@@ -211,10 +232,14 @@ int main(int argc, char **argv) {
   }
 
   DialectRegistry registry;
-  registry.insert<loom::nn::NNDialect, loom::pipe::PipeDialect, loom::rt::RtDialect,
+  registry.insert<loom::nn::NNDialect, loom::dist::DistDialect, loom::pipe::PipeDialect,
+                  loom::rt::RtDialect,
                   func::FuncDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // One line per error: the message names the op and the numbers; the op's
+  // generic form would only repeat it.
+  context.printOpOnDiagnostic(false);
 
   // Diagnostics print as `file:line:col: error: message`, one per line.
   llvm::SourceMgr sourceMgr;
@@ -262,6 +287,15 @@ int main(int argc, char **argv) {
   if (compileTo == Phase::Input)
     emitIR();
 
+  // rt-level input (hand-written, or another tool's per-rank programs): the
+  // model phases do not apply; plan what is unplanned and emit.
+  bool rtInput = !module->getOps<loom::rt::ProgramOp>().empty();
+  if (rtInput) {
+    if (compileTo == Phase::NN || compileTo == Phase::Train)
+      fail("'" + inputPath + "' is already rt; --compile-to=" +
+           (compileTo == Phase::NN ? "nn" : "train") + " does not apply");
+  }
+
   auto runPhase = [&](llvm::function_ref<void(PassManager &)> build,
                       llvm::StringRef phase) {
     PassManager pm(&context);
@@ -270,8 +304,18 @@ int main(int argc, char **argv) {
       failDiagnosed();
   };
 
-  runPhase([](PassManager &pm) { loom::buildRaisingPipeline(pm, raise); }, "nn");
-  if (precision == "bf16" && !training)
+  if (rtInput) {
+    bool planned = llvm::all_of(module->getOps<loom::rt::ProgramOp>(),
+                                [](loom::rt::ProgramOp p) { return bool(p.getArenaSizes()); });
+    runPhase([&](PassManager &pm) {
+      if (!planned)
+        pm.addPass(loom::createPlanMemory());
+      pm.addPass(loom::createAssignStreams());
+    }, "rt");
+  } else {
+    runPhase([](PassManager &pm) { loom::buildRaisingPipeline(pm, raise); }, "nn");
+  }
+  if (!rtInput && precision == "bf16" && !training)
     runPhase([&](PassManager &pm) {
       pm.addPass(loom::createCastCompute(loom::CastComputeOptions{"bf16"}));
       pm.addPass(createCanonicalizerPass());
@@ -289,7 +333,7 @@ int main(int argc, char **argv) {
     runPhase([&](PassManager &pm) { pm.addPass(loom::createPipelinePartition(partition)); },
              "partition");
 
-  if (training) {
+  if (!rtInput && training) {
     // The forward's batch size is the microbatch; the step takes the global batch.
     auto forward = module->lookupSymbol<func::FuncOp>(entry);
     int64_t forwardBatch = 0;
@@ -313,6 +357,7 @@ int main(int argc, char **argv) {
       options.beta2 = adamBeta2;
       options.epsilon = adamEpsilon;
       options.gradientsOnly = mode == "gradients";
+      options.dataParallel = dataParallel;
       pm.addPass(loom::createBuildTrainingStep(options));
       pm.addPass(createCanonicalizerPass());
       pm.addPass(createCSEPass());
@@ -350,7 +395,24 @@ int main(int argc, char **argv) {
          "--compile-to=pipe shows the stages and the verified schedule");
   }
 
-  runPhase([&](PassManager &pm) {
+  if (distributed && !rtInput)
+    runPhase([&](PassManager &pm) {
+      loom::ShardAnnotateOptions options;
+      options.tp = tensorParallel;
+      options.dp = dataParallel;
+      options.sp = sequenceParallel;
+      options.zero1 = zero1;
+      pm.addPass(loom::createShardAnnotate(options));
+      pm.addPass(loom::createShardingPropagation());
+      pm.addPass(loom::createSpmdPartition());
+      pm.addPass(createCanonicalizerPass());
+      pm.addPass(createCSEPass());
+    }, "dist");
+  if (compileTo == Phase::Dist)
+    emitIR();
+
+  if (!rtInput)
+    runPhase([&](PassManager &pm) {
     pm.addPass(loom::createLowerToRt(loom::LowerToRtOptions{entry}));
     pm.addPass(loom::createFuseMatmulEpilogue());
     pm.addPass(loom::createFuseAdamW());

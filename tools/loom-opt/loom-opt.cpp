@@ -1,6 +1,7 @@
 // loom-opt: mlir-opt with Loom's dialects and passes registered, for lit tests
 // and for running one pass at a time while debugging.
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/rt/RtDialect.h"
@@ -9,6 +10,7 @@
 #include "passes/fusion/Passes.h"
 #include "passes/memory/Passes.h"
 #include "passes/pipeline/Passes.h"
+#include "passes/sharding/Passes.h"
 #include "passes/training/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -25,7 +27,7 @@ static std::string overview(const mlir::DialectRegistry &registry) {
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
   std::string text = "Loom optimizer driver: mlir-opt with Loom's dialects and passes\n";
-  for (llvm::StringRef dialect : {"nn", "pipe", "rt"}) {
+  for (llvm::StringRef dialect : {"nn", "dist", "pipe", "rt"}) {
     text += "\n" + dialect.str() + " dialect ops:\n ";
     std::vector<llvm::StringRef> names;
     for (mlir::RegisteredOperationName op : context.getRegisteredOperations())
@@ -48,7 +50,7 @@ static std::string overview(const mlir::DialectRegistry &registry) {
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<loom::nn::NNDialect, loom::pipe::PipeDialect, loom::rt::RtDialect, mlir::func::FuncDialect,
+  registry.insert<loom::nn::NNDialect, loom::dist::DistDialect, loom::pipe::PipeDialect, loom::rt::RtDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect>();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
@@ -60,6 +62,7 @@ int main(int argc, char **argv) {
   loom::registerFusionPasses();
   loom::registerPipelinePasses();
   loom::registerTrainingPasses();
+  loom::registerShardingPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, overview(registry), registry));
 }

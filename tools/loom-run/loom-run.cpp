@@ -5,6 +5,8 @@
 #include "runtime/backends/ProgramExecutor.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/executable/Executable.h"
+#include "runtime/executable/ExecutableListing.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/training/TrainingLoop.h"
 #include "runtime/support/Npy.h"
 
@@ -16,6 +18,8 @@
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <thread>
 
 namespace cl = llvm::cl;
 using namespace loom;
@@ -45,8 +49,19 @@ cl::opt<std::string> backendName("backend",
                                  cl::desc("auto (a GPU when there is one, else the CPU), cpu or cuda"),
                                  cl::init("auto"),
                                  cl::cat(category));
-cl::opt<int> threads("threads", cl::desc("CPU threads per kernel (0: all cores)"),
+cl::opt<int> threads("threads",
+                     cl::desc("CPU threads per kernel (0: all cores, shared among the ranks)"),
                      cl::init(0), cl::cat(category));
+cl::opt<std::string> devices(
+    "devices",
+    cl::desc("GPUs of a multi-rank run on CUDA, one per rank (or per local rank under "
+             "mpirun): e.g. 0,1,2,3 (default: 0, 1, ...)"),
+    cl::value_desc("ID,ID,..."), cl::cat(category));
+cl::opt<unsigned> commTimeout(
+    "comm-timeout",
+    cl::desc("seconds a rank waits for its peers in a collective before it fails "
+             "(multi-rank runs in one process)"),
+    cl::init(600), cl::cat(category));
 cl::opt<bool> profile("profile",
                       cl::desc("time every kernel and print where the time went (cuda: "
                                "device timestamps on each stream; cpu: waiting for each)"),
@@ -128,34 +143,56 @@ std::pair<std::string, std::string> bindingFor(const std::string &arg, size_t po
   return {bindings[position].name, arg};
 }
 
-} // namespace
+/// The GPU of rank slot `slot` (a rank in one process, a local rank under
+/// mpirun): --devices' entry, or the slot itself.
+llvm::Expected<int> deviceFor(int64_t slot) {
+  if (devices.empty())
+    return int(slot);
+  llvm::SmallVector<llvm::StringRef> ids;
+  llvm::StringRef(devices).split(ids, ',');
+  if (slot >= int64_t(ids.size()))
+    return llvm::createStringError(std::errc::invalid_argument,
+                                   "--devices lists %zu GPUs, rank slot %lld has none",
+                                   ids.size(), (long long)slot);
+  int id = 0;
+  if (ids[slot].trim().getAsInteger(10, id) || id < 0)
+    return llvm::createStringError(std::errc::invalid_argument,
+                                   "--devices expects GPU numbers like 0,1, got '%s'",
+                                   devices.c_str());
+  return id;
+}
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions({&category, &trainCategory});
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "loom-run: run a Loom executable\n\n"
-      "  loom-run model.loomx --input x.npy --output y.npy\n"
-      "  loom-run train.loomx --steps 100 --data tokens.u16 --metrics m.jsonl\n");
+/// The backend for rank slot `slot`, made on the thread that will use it.
+llvm::Expected<std::unique_ptr<Backend>> backendFor(int64_t slot, int numThreads) {
+  if (backendName == "cpu")
+    return createCpuBackend(numThreads);
+  if (backendName != "cuda" && backendName != "auto")
+    return createBackend(backendName, numThreads); // names the unknown backend
+  auto device = deviceFor(slot);
+  if (!device)
+    return device.takeError();
+  auto cuda = createCudaBackend(*device);
+  if (cuda || backendName == "cuda")
+    return cuda;
+  llvm::consumeError(cuda.takeError());
+  return createCpuBackend(numThreads);
+}
 
-  Executable exe = check(loadExecutableFile(executablePath));
-  bool training = exe.mode == "train";
-  if (training && (!inputs.empty() || !outputs.empty()))
-    fail("'" + executablePath + "' is a training executable: give --steps and --data, not "
-         "--input/--output");
-  if (!training && steps > 0)
-    fail("'" + executablePath + "' is an inference executable (compile with --mode=train to "
-         "train)");
-  if (training && steps <= 0)
-    fail("training needs --steps N");
-  std::unique_ptr<Backend> backend = check(createBackend(backendName, threads));
-  std::unique_ptr<ProgramExecutor> executor =
-      check(ProgramExecutor::create(exe, /*rank=*/0, *backend, seed));
+/// Everything one rank does: initialize, load weights, train or infer.
+/// Rank 0 (`leader`) alone prints, writes outputs, metrics and checkpoints.
+llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
+                    Communicator *communicator) {
+  bool leader = exe.ranks[rankIndex].rank == 0;
+  auto created = ProgramExecutor::create(exe, rankIndex, backend, seed);
+  if (!created)
+    return created.takeError();
+  std::unique_ptr<ProgramExecutor> executor = std::move(*created);
   const RankProgram &program = executor->program();
-  executor->setProfiling(profile || !tracePath.empty());
+  executor->setProfiling(leader && (profile || !tracePath.empty()));
   executor->setStepCapture(stepGraph);
-  auto printProfile = [&]() {
+  auto printProfile = [&]() -> llvm::Error {
+    if (!leader)
+      return llvm::Error::success();
     if (!tracePath.empty()) {
       // Chrome's trace format: complete ("X") events in microseconds, one
       // thread per stream of the program.
@@ -175,46 +212,69 @@ int main(int argc, char **argv) {
       std::error_code ec;
       llvm::raw_fd_ostream out(tracePath, ec);
       if (ec)
-        fail("cannot write '" + tracePath + "': " + ec.message());
+        return llvm::createStringError(ec, "cannot write '%s': %s", tracePath.c_str(),
+                                       ec.message().c_str());
       out << llvm::json::Value(llvm::json::Object{{"traceEvents", std::move(events)},
                                                   {"displayTimeUnit", "ms"}});
       llvm::errs() << "loom-run: wrote " << executor->traceEvents().size() << " kernel events to "
                    << tracePath << "\n";
     }
     if (!profile)
-      return;
+      return llvm::Error::success();
     double total = 0;
     for (const auto &k : executor->profile())
       total += k.seconds;
     llvm::errs() << "loom-run: time by kernel ("
-                 << (backend->canTimestamp() ? "device timestamps on each stream"
+                 << (backend.canTimestamp() ? "device timestamps on each stream"
                                              : "each waited for")
                  << "):\n";
     for (const auto &k : executor->profile())
       llvm::errs() << llvm::format("  %-24s %10.3f ms %6.1f%% %8lld calls\n", k.kernel.c_str(),
                                    k.seconds * 1e3, 100.0 * k.seconds / std::max(total, 1e-12),
                                    (long long)k.calls);
+    return llvm::Error::success();
+  };
+  auto failure = [](const llvm::Twine &message) {
+    return llvm::createStringError(std::errc::invalid_argument, message.str().c_str());
   };
   if (!weightsPath.empty()) {
-    auto file = check(readSafetensors(weightsPath));
-    std::map<std::string, uint32_t> bufferOf;
+    auto file = readSafetensors(weightsPath);
+    if (!file)
+      return file.takeError();
+    std::map<std::string, std::pair<const ParameterDesc *, uint32_t>> bufferOf;
     for (const ParamBinding &binding : program.params)
-      bufferOf[exe.parameters[binding.parameter].name] = binding.buffer;
+      bufferOf[exe.parameters[binding.parameter].name] = {&exe.parameters[binding.parameter],
+                                                          binding.buffer};
     size_t loaded = 0;
-    for (HostTensor &tensor : file.tensors) {
+    for (HostTensor &tensor : file->tensors) {
       auto it = bufferOf.find(tensor.name);
-      if (it == bufferOf.end())
-        fail("'" + weightsPath + "': tensor '" + tensor.name +
-             "' is not a parameter of this executable");
-      if (llvm::Error err = executor->writeBuffer(it->second, tensor))
-        fail("'" + weightsPath + "': tensor '" + tensor.name + "': " +
-             llvm::toString(std::move(err)));
+      if (it == bufferOf.end()) {
+        // In a pipeline, another rank holds it.
+        bool elsewhere = false;
+        for (const ParameterDesc &param : exe.parameters)
+          elsewhere = elsewhere || param.name == tensor.name;
+        if (elsewhere)
+          continue;
+        return failure("'" + weightsPath + "': tensor '" + tensor.name +
+                       "' is not a parameter of this executable");
+      }
+      // The file holds global tensors; a sharded parameter takes its block.
+      auto block = tensor.shape == it->second.first->shape
+                       ? takeBlock(exe.mesh, program.rank, it->second.first->sharding, tensor)
+                       : llvm::Expected<HostTensor>(tensor);
+      if (!block)
+        return failure("'" + weightsPath + "': tensor '" + tensor.name +
+                       "': " + llvm::toString(block.takeError()));
+      if (llvm::Error err = executor->writeBuffer(it->second.second, *block))
+        return failure("'" + weightsPath + "': tensor '" + tensor.name + "': " +
+                       llvm::toString(std::move(err)));
       ++loaded;
     }
-    llvm::errs() << "loom-run: loaded " << loaded << " tensors from " << weightsPath << "\n";
+    if (leader)
+      llvm::errs() << "loom-run: loaded " << loaded << " tensors from " << weightsPath << "\n";
   }
 
-  if (training) {
+  if (exe.mode == "train") {
     TrainingOptions options;
     options.steps = steps;
     options.data = data;
@@ -231,13 +291,11 @@ int main(int argc, char **argv) {
     options.resume = resume;
     options.logEvery = logEvery;
     options.stopAfter = stopAfter;
-    if (resume && checkpointDir.empty())
-      fail("--resume needs --checkpoint-dir");
-    check(runTraining(exe, *executor, options, llvm::outs()));
-    if (stepGraph && backend->canCapture() && !profile && tracePath.empty())
+    if (auto err = runTraining(exe, *executor, options, llvm::outs(), communicator))
+      return err;
+    if (leader && stepGraph && backend.canCapture() && !profile && tracePath.empty())
       llvm::outs() << "loom-run: steps " << executor->captureStatus() << "\n";
-    printProfile();
-    return 0;
+    return printProfile();
   }
 
   if (inputs.size() != program.inputs.size()) {
@@ -247,51 +305,174 @@ int main(int argc, char **argv) {
       expected += (expected.empty() ? "" : ", ") + b.name + " (" +
                   std::string(dtypeName(buf.dtype)) + ")";
     }
-    fail("the program takes " + llvm::Twine(program.inputs.size()) + " inputs (" +
-         expected + "), got " + llvm::Twine(inputs.size()) + " --input files");
+    return failure("the program takes " + llvm::Twine(program.inputs.size()) + " inputs (" +
+                   expected + "), got " + llvm::Twine(inputs.size()) + " --input files");
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     auto [name, path] = bindingFor(inputs[i], i, program.inputs, "input");
-    const BufferDesc *buffer = nullptr;
+    const IOBinding *binding = nullptr;
     for (const IOBinding &b : program.inputs)
       if (b.name == name)
-        buffer = &program.buffers[b.buffer];
-    if (!buffer)
-      fail("the program has no input named '" + name + "'");
-    NpyArray array = check(readNpyAs(path, buffer->dtype));
-    HostTensor value{name, buffer->dtype, array.shape, std::move(array.data)};
-    check(executor->setInput(name, value));
+        binding = &b;
+    if (!binding)
+      return failure("the program has no input named '" + name + "'");
+    const BufferDesc &buffer = program.buffers[binding->buffer];
+    auto array = readNpyAs(path, buffer.dtype);
+    if (!array)
+      return array.takeError();
+    // The file holds the global input; a sharded input takes its block.
+    HostTensor value{name, buffer.dtype, array->shape, std::move(array->data)};
+    if (!binding->globalShape.empty()) {
+      if (value.shape != binding->globalShape)
+        return failure("input '" + name + "' must be global shape " +
+                       formatTensorType(buffer.dtype, binding->globalShape) + ", got " +
+                       formatTensorType(buffer.dtype, value.shape));
+      auto block = takeBlock(exe.mesh, program.rank, binding->sharding, value);
+      if (!block)
+        return block.takeError();
+      value = std::move(*block);
+    }
+    if (auto err = executor->setInput(name, value))
+      return err;
   }
 
   auto start = std::chrono::steady_clock::now();
-  check(executor->run());
+  if (auto err = executor->run())
+    return err;
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!leader)
+    return llvm::Error::success();
 
+  auto writeOutput = [&](const std::string &name, const std::string &path) -> llvm::Error {
+    auto value = executor->getOutput(name);
+    if (!value)
+      return value.takeError();
+    NpyArray array;
+    array.kind = npyRawKindFor(value->dtype);
+    array.shape = value->shape;
+    array.data = std::move(value->data);
+    return writeNpy(path, array);
+  };
   for (size_t i = 0; i < outputs.size(); ++i) {
     auto [name, path] = bindingFor(outputs[i], i, program.outputs, "output");
-    HostTensor value = check(executor->getOutput(name));
-    NpyArray array;
-    array.kind = npyRawKindFor(value.dtype);
-    array.shape = value.shape;
-    array.data = std::move(value.data);
-    check(writeNpy(path, array));
+    if (auto err = writeOutput(name, path))
+      return err;
   }
   if (!outputDir.empty()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-      fail("cannot create '" + outputDir + "': " + ec.message());
-    for (const IOBinding &output : program.outputs) {
-      HostTensor value = check(executor->getOutput(output.name));
-      NpyArray array;
-      array.kind = npyRawKindFor(value.dtype);
-      array.shape = value.shape;
-      array.data = std::move(value.data);
-      check(writeNpy(outputDir + "/" + output.name + ".npy", array));
-    }
+      return failure("cannot create '" + outputDir + "': " + ec.message());
+    for (const IOBinding &output : program.outputs)
+      if (auto err = writeOutput(output.name, outputDir + "/" + output.name + ".npy"))
+        return err;
   }
-  printProfile();
+  if (auto err = printProfile())
+    return err;
   llvm::errs() << "loom-run: ran " << program.instructions.size() << " instructions on "
-               << backend->name() << " in " << llvm::format("%.3f", seconds * 1e3)
-               << " ms\n";
+               << backend.name();
+  if (exe.mesh.numRanks() > 1)
+    llvm::errs() << " x " << exe.mesh.numRanks() << " ranks";
+  llvm::errs() << " in " << llvm::format("%.3f", seconds * 1e3) << " ms\n";
+  return llvm::Error::success();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions({&category, &trainCategory});
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "loom-run: run a Loom executable\n\n"
+      "  loom-run model.loomx --input x.npy --output y.npy\n"
+      "  loom-run train.loomx --steps 100 --data tokens.u16 --metrics m.jsonl\n\n"
+      "An executable of N ranks runs as N threads (one GPU each on CUDA, --devices),\n"
+      "or as one rank per process when started by mpirun.\n");
+
+  Executable exe = check(loadExecutableFile(executablePath));
+  bool training = exe.mode == "train";
+  if (training && (!inputs.empty() || !outputs.empty()))
+    fail("'" + executablePath + "' is a training executable: give --steps and --data, not "
+         "--input/--output");
+  if (!training && steps > 0)
+    fail("'" + executablePath + "' is an inference executable (compile with --mode=train to "
+         "train)");
+  if (training && steps <= 0)
+    fail("training needs --steps N");
+  if (training && resume && checkpointDir.empty())
+    fail("--resume needs --checkpoint-dir");
+  int64_t numRanks = exe.mesh.numRanks();
+
+  if (launchedUnderMpi() && haveMpi()) {
+    // One rank per process; MPI carries the collectives.
+    std::unique_ptr<Communicator> communicator = check(createMpiCommunicator(exe.mesh));
+    int64_t rank = communicator->rank();
+    uint32_t rankIndex = 0;
+    while (rankIndex < exe.ranks.size() && exe.ranks[rankIndex].rank != rank)
+      ++rankIndex;
+    if (rankIndex == exe.ranks.size())
+      fail("the executable has no program for rank " + llvm::Twine(rank));
+    const char *localRank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int64_t slot = localRank ? std::atoll(localRank) : rank;
+    llvm::Error err = [&]() -> llvm::Error {
+      auto backend = backendFor(slot, threads);
+      if (!backend)
+        return backend.takeError();
+      (*backend)->attachCommunicator(communicator.get());
+      return runRank(exe, rankIndex, **backend, communicator.get());
+    }();
+    if (err) {
+      std::string message = "rank " + std::to_string(rank) + ": " + llvm::toString(std::move(err));
+      llvm::WithColor::error(llvm::errs(), "loom-run") << message << "\n";
+      llvm::errs().flush();
+      communicator->abort(message);
+      return 1;
+    }
+    return 0;
+  }
+
+  if (numRanks == 1) {
+    std::unique_ptr<Backend> backend = check(backendFor(0, threads));
+    auto communicators = createThreadCommunicators(exe.mesh);
+    backend->attachCommunicator(communicators[0].get());
+    check(runRank(exe, 0, *backend, communicators[0].get()));
+    return 0;
+  }
+
+  // N ranks as N threads of this process.
+  if (int64_t(exe.ranks.size()) != numRanks)
+    fail("the executable's mesh has " + llvm::Twine(numRanks) + " ranks but " +
+         llvm::Twine(exe.ranks.size()) + " programs");
+  int perRank = threads > 0 ? int(threads)
+                            : std::max(1, int(std::thread::hardware_concurrency() / numRanks));
+  auto communicators =
+      createThreadCommunicators(exe.mesh, std::chrono::seconds(commTimeout.getValue()));
+  std::vector<std::string> errors(numRanks);
+  std::vector<std::thread> workers;
+  for (int64_t r = 0; r < numRanks; ++r)
+    workers.emplace_back([&, r] {
+      uint32_t rankIndex = 0;
+      while (exe.ranks[rankIndex].rank != uint32_t(r))
+        ++rankIndex;
+      llvm::Error err = [&]() -> llvm::Error {
+        auto backend = backendFor(r, perRank);
+        if (!backend)
+          return backend.takeError();
+        (*backend)->attachCommunicator(communicators[r].get());
+        return runRank(exe, rankIndex, **backend, communicators[r].get());
+      }();
+      if (err) {
+        errors[r] = llvm::toString(std::move(err));
+        communicators[r]->abort(errors[r]);
+      }
+    });
+  for (std::thread &worker : workers)
+    worker.join();
+  // The first rank that failed on its own, not because a peer aborted.
+  for (bool consequences : {false, true})
+    for (int64_t r = 0; r < numRanks; ++r)
+      if (!errors[r].empty() &&
+          (consequences || errors[r].find("aborted (rank ") == std::string::npos))
+        fail("rank " + llvm::Twine(r) + ": " + errors[r]);
   return 0;
 }

@@ -35,7 +35,7 @@ void expectContains(const std::string &text, const std::string &line) {
 
 TEST(ExecutableListing, Header) {
   std::string text = listing(test::makeSampleExecutable());
-  expectContains(text, "Loom executable, format version 1\n"
+  expectContains(text, "Loom executable, format version 2\n"
                        "  model:         tiny-mlp\n"
                        "  mode:          train\n"
                        "  compile flags: --mesh=2 --schedule=1f1b\n"
@@ -115,7 +115,7 @@ TEST(ExecutableListing, JsonCarriesTheSameContent) {
   llvm::json::Value value = jsonRoundTrip(test::makeSampleExecutable());
   const llvm::json::Object *root = value.getAsObject();
   ASSERT_NE(root, nullptr);
-  EXPECT_EQ(root->getInteger("formatVersion"), 1);
+  EXPECT_EQ(root->getInteger("formatVersion"), 2);
   EXPECT_EQ(root->getString("model"), "tiny-mlp");
   EXPECT_EQ(root->getString("mode"), "train");
   EXPECT_EQ(root->getString("compileFlags"), "--mesh=2 --schedule=1f1b");

@@ -112,8 +112,10 @@ struct BrokenCase {
 RankProgram &rank0(Executable &exe) { return exe.ranks[0]; }
 
 const BrokenCase kBrokenCases[] = {
-    {"FormatVersion", [](Executable &e) { e.formatVersion = 2; },
-     "unsupported format version 2 (this build reads version 1)"},
+    {"FormatVersion", [](Executable &e) { e.formatVersion = 3; },
+     "unsupported format version 3 (this build reads versions 1 to 2)"},
+    {"FormatVersionZero", [](Executable &e) { e.formatVersion = 0; },
+     "unsupported format version 0 (this build reads versions 1 to 2)"},
     {"DuplicateRank", [](Executable &e) { e.ranks[1].rank = 0; },
      "rank 0 appears more than once"},
     // Buffers.

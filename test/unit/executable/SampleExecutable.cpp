@@ -142,6 +142,8 @@ void expectSameExecutable(const Executable &expected,
   EXPECT_EQ(expected.modelName, actual.modelName);
   EXPECT_EQ(expected.mode, actual.mode);
   EXPECT_EQ(expected.compileFlags, actual.compileFlags);
+  EXPECT_EQ(expected.mesh.axes, actual.mesh.axes);
+  EXPECT_EQ(expected.mesh.shape, actual.mesh.shape);
   ASSERT_EQ(expected.parameters.size(), actual.parameters.size());
   for (size_t p = 0; p < expected.parameters.size(); ++p) {
     SCOPED_TRACE("parameter " + std::to_string(p));
@@ -154,6 +156,7 @@ void expectSameExecutable(const Executable &expected,
     EXPECT_EQ(e.init, a.init);
     EXPECT_EQ(e.initScale, a.initScale);
     EXPECT_EQ(e.data, a.data);
+    EXPECT_EQ(e.sharding, a.sharding);
   }
   ASSERT_EQ(expected.ranks.size(), actual.ranks.size());
   for (size_t r = 0; r < expected.ranks.size(); ++r) {
@@ -185,6 +188,8 @@ void expectSameExecutable(const Executable &expected,
       for (size_t i = 0; i < e.size(); ++i) {
         EXPECT_EQ(e[i].name, a[i].name);
         EXPECT_EQ(e[i].buffer, a[i].buffer);
+        EXPECT_EQ(e[i].globalShape, a[i].globalShape);
+        EXPECT_EQ(e[i].sharding, a[i].sharding);
       }
     };
     expectSameBindings(e.inputs, a.inputs);
@@ -201,6 +206,17 @@ void expectSameExecutable(const Executable &expected,
       EXPECT_EQ(ei.inputs, ai.inputs);
       EXPECT_EQ(ei.outputs, ai.outputs);
       EXPECT_EQ(ei.location, ai.location);
+      if (ei.kind == InstrKind::Collective) {
+        const CollectiveDesc &ec = ei.collective, &ac = ai.collective;
+        EXPECT_EQ(ec.kind, ac.kind);
+        EXPECT_EQ(ec.axes, ac.axes);
+        EXPECT_EQ(ec.reduce, ac.reduce);
+        EXPECT_EQ(ec.dim, ac.dim);
+        EXPECT_EQ(ec.splitDim, ac.splitDim);
+        EXPECT_EQ(ec.concatDim, ac.concatDim);
+        EXPECT_EQ(ec.root, ac.root);
+        EXPECT_EQ(ec.peer, ac.peer);
+      }
       ASSERT_EQ(ei.attrs.size(), ai.attrs.size());
       for (size_t k = 0; k < ei.attrs.size(); ++k) {
         EXPECT_EQ(ei.attrs[k].name, ai.attrs[k].name);

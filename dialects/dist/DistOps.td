@@ -1,0 +1,189 @@
+#ifndef LOOM_DIST_OPS_TD
+#define LOOM_DIST_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Dist_Dialect : Dialect {
+  let name = "dist";
+  let cppNamespace = "::loom::dist";
+  let summary = "device meshes, tensor shardings and collectives";
+  let description = [{
+    A device mesh with named axes (`#dist.mesh<["dp"=2, "tp"=2]>`, set on the
+    module as `dist.mesh`), per-tensor sharding attributes naming which mesh
+    axes split which dimension (block-distributed, major axis first) and
+    which axes hold partial sums, and collectives on tensors (value
+    semantics) that the SPMD partitioner inserts. Ranks are numbered
+    row-major over the mesh axes: the last axis varies fastest.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+}
+
+class Dist_Attr<string name, string attrMnemonic> : AttrDef<Dist_Dialect, name> {
+  let mnemonic = attrMnemonic;
+}
+
+def Dist_MeshAttr : Dist_Attr<"Mesh", "mesh"> {
+  let summary = "a device mesh with named axes";
+  let description = [{
+    ```mlir
+    module attributes {dist.mesh = #dist.mesh<["dp"=2, "tp"=4]>} { ... }
+    ```
+    Axis names are unique; sizes are positive. The mesh has
+    `product(sizes)` ranks, row-major (the last axis varies fastest).
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::StringAttr">:$names,
+                        ArrayRefParameter<"int64_t">:$sizes);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The size of axis `name`, or nullopt if the mesh has no such axis.
+    std::optional<int64_t> axisSize(llvm::StringRef name) const;
+    /// The product of the sizes of `axes` (all must exist).
+    int64_t groupSize(llvm::ArrayRef<llvm::StringRef> axes) const;
+    int64_t numRanks() const;
+  }];
+}
+
+def Dist_ShardingAttr : Dist_Attr<"Sharding", "sharding"> {
+  let summary = "how a tensor is laid out over the mesh";
+  let description = [{
+    One list of mesh axes per tensor dimension: the axes that split that
+    dimension into equal contiguous blocks, major first (rank coordinate
+    along the first axis picks the outer block). `partial` lists axes over
+    which each rank holds a partial sum (the value is the sum across the
+    axis). All lists empty: replicated.
+
+    ```mlir
+    #dist.sharding<[["tp"], []]>                  // rows split over tp
+    #dist.sharding<[["dp"], []]>                  // batch split over dp
+    #dist.sharding<[[], []], partial = ["tp"]>    // sum over tp pending
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::ArrayAttr">:$dims,
+                        ArrayRefParameter<"::mlir::StringAttr">:$partial);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The axes splitting dim `d`, major first.
+    llvm::SmallVector<llvm::StringRef> dimAxes(unsigned d) const;
+    llvm::SmallVector<llvm::StringRef> partialAxes() const;
+    bool isReplicated() const;
+    static ShardingAttr get(mlir::MLIRContext *ctx,
+                            llvm::ArrayRef<llvm::SmallVector<llvm::StringRef>> dims,
+                            llvm::ArrayRef<llvm::StringRef> partial);
+    static ShardingAttr replicated(mlir::MLIRContext *ctx, unsigned rank);
+  }];
+}
+
+class Dist_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dist_Dialect, mnemonic, traits>;
+
+def Dist_Tensor : StaticShapeTensorOf<[AnyType]>;
+
+// Collectives over the ranks that share every mesh coordinate except those
+// of `axes` (the group). Each verifies its axes against the module's mesh.
+// Collectives with results are pure: every rank runs the same program, so
+// folding or dropping one happens on all ranks alike. send/recv are not.
+class Dist_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Dist_Op<mnemonic, traits> {
+  let hasVerifier = 1;
+}
+
+def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce",
+    [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "every rank of the group gets the reduction of all ranks' values";
+  let description = [{
+    `reduce` is `sum`, `mean`, `max` or `min`.
+
+    ```mlir
+    %y = dist.all_reduce %x {axes = ["tp"], reduce = "sum"} : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Dist_Tensor:$input, StrArrayAttr:$axes,
+                   StrAttr:$reduce);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather", [Pure]> {
+  let summary = "concatenates the group's blocks along dim, in rank order";
+  let description = [{
+    The result's `dim` is the input's times the group size.
+
+    ```mlir
+    %y = dist.all_gather %x {axes = ["tp"], dim = 1 : i64} : tensor<4x8xf32> -> tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins Dist_Tensor:$input, StrArrayAttr:$axes, I64Attr:$dim);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter", [Pure]> {
+  let summary = "reduces across the group and keeps this rank's block of dim";
+  let description = [{
+    The result's `dim` is the input's divided by the group size.
+
+    ```mlir
+    %y = dist.reduce_scatter %x {axes = ["dp"], dim = 0 : i64, reduce = "sum"} : tensor<8x4xf32> -> tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins Dist_Tensor:$input, StrArrayAttr:$axes, I64Attr:$dim,
+                   StrAttr:$reduce);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all", [Pure]> {
+  let summary = "splits split_dim into group-size blocks, sends block j to rank j, concatenates what arrives along concat_dim";
+  let description = [{
+    ```mlir
+    %y = dist.all_to_all %x {axes = ["tp"], split_dim = 1 : i64, concat_dim = 0 : i64} : tensor<2x8xf32> -> tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins Dist_Tensor:$input, StrArrayAttr:$axes,
+                   I64Attr:$split_dim, I64Attr:$concat_dim);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Dist_BroadcastOp : Dist_CollectiveOp<"broadcast",
+    [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "every rank of the group gets the value of the group's rank `root`";
+  let description = [{
+    ```mlir
+    %y = dist.broadcast %x {axes = ["dp"], root = 0 : i64} : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Dist_Tensor:$input, StrArrayAttr:$axes, I64Attr:$root);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Dist_SendOp : Dist_CollectiveOp<"send", [MemoryEffects<[MemWrite]>]> {
+  let summary = "sends a tensor to global rank `peer`";
+  let description = [{
+    ```mlir
+    dist.send %x {peer = 1 : i64} : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Dist_Tensor:$input, I64Attr:$peer);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Dist_RecvOp : Dist_CollectiveOp<"recv", [MemoryEffects<[MemWrite]>]> {
+  let summary = "receives a tensor from global rank `peer`";
+  let description = [{
+    ```mlir
+    %x = dist.recv {peer = 0 : i64} : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$peer);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+#endif // LOOM_DIST_OPS_TD

@@ -1,0 +1,480 @@
+// Sharding rules of the nn ops (ShardingRuleOpInterface): which operand and
+// result dims are the same index space, which are contracted, which must
+// stay whole. passes/sharding reads only these.
+
+#include "dialects/nn/NNOps.h"
+
+using namespace mlir;
+using namespace loom::nn;
+
+namespace {
+
+using Dims = SmallVector<SmallVector<int>>;
+
+ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+
+/// Builds a rule from per-operand and per-result dims.
+struct RuleBuilder {
+  ShardingRule rule;
+  explicit RuleBuilder(Operation *op) {
+    for (Value v : op->getOperands())
+      rule.operandDims.push_back(Dims(shapeOf(v).size()));
+    for (Value v : op->getResults())
+      rule.resultDims.push_back(Dims(shapeOf(v).size()));
+  }
+  int factor(FactorKind kind, int64_t size, bool meanScaled = false) {
+    return rule.addFactor(kind, size, meanScaled);
+  }
+  void operand(unsigned i, int64_t d, int f) {
+    if (i < rule.operandDims.size() && d >= 0 && d < int64_t(rule.operandDims[i].size()))
+      rule.operandDims[i][d].push_back(f);
+  }
+  void result(unsigned i, int64_t d, int f) {
+    if (i < rule.resultDims.size() && d >= 0 && d < int64_t(rule.resultDims[i].size()))
+      rule.resultDims[i][d].push_back(f);
+  }
+  /// Every operand and result dim aligned from the right with `shape`
+  /// (NumPy broadcasting): dims of size 1 where `shape` is larger get none.
+  void broadcastAll(Operation *op, ArrayRef<int64_t> shape, ArrayRef<int> factors) {
+    auto align = [&](Dims &dims, ArrayRef<int64_t> s) {
+      int64_t offset = int64_t(shape.size()) - int64_t(s.size());
+      for (int64_t d = 0; d < int64_t(s.size()); ++d) {
+        int64_t full = d + offset;
+        if (full < 0 || factors[full] < 0)
+          continue;
+        if (s[d] == shape[full])
+          dims[d].push_back(factors[full]);
+      }
+    };
+    for (auto [i, v] : llvm::enumerate(op->getOperands()))
+      align(rule.operandDims[i], shapeOf(v));
+    for (auto [i, v] : llvm::enumerate(op->getResults()))
+      align(rule.resultDims[i], shapeOf(v));
+  }
+};
+
+/// The largest shape among operands and results (the broadcast shape).
+SmallVector<int64_t> broadcastShape(Operation *op) {
+  SmallVector<int64_t> shape;
+  auto merge = [&](ArrayRef<int64_t> s) {
+    if (s.size() > shape.size())
+      shape.insert(shape.begin(), s.size() - shape.size(), 1);
+    int64_t offset = int64_t(shape.size()) - int64_t(s.size());
+    for (int64_t d = 0; d < int64_t(s.size()); ++d)
+      shape[d + offset] = std::max(shape[d + offset], s[d]);
+  };
+  for (Value v : op->getOperands())
+    if (isa<RankedTensorType>(v.getType()))
+      merge(shapeOf(v));
+  for (Value v : op->getResults())
+    merge(shapeOf(v));
+  return shape;
+}
+
+/// Elementwise over the broadcast shape, with `blocked` dims (of that shape)
+/// kept whole.
+ShardingRule elementwise(Operation *op, ArrayRef<int64_t> blocked = {}) {
+  RuleBuilder b(op);
+  SmallVector<int64_t> shape = broadcastShape(op);
+  SmallVector<int> factors;
+  for (auto [d, size] : llvm::enumerate(shape))
+    factors.push_back(size == 1 ? -1
+                                : b.factor(llvm::is_contained(blocked, int64_t(d))
+                                               ? FactorKind::Blocked
+                                               : FactorKind::Parallel,
+                                           size));
+  b.broadcastAll(op, shape, factors);
+  return b.rule;
+}
+
+/// A rule whose every dim is blocked (ops that must see whole tensors).
+ShardingRule allBlocked(Operation *op) {
+  SmallVector<int64_t> all;
+  for (int64_t d = 0, e = broadcastShape(op).size(); d < e; ++d)
+    all.push_back(d);
+  return elementwise(op, all);
+}
+
+/// Normalizations over the last dim of operand 0 (shared by [D] weights).
+ShardingRule lastDimWhole(Operation *op) {
+  int64_t rank = shapeOf(op->getOperand(0)).size();
+  return elementwise(op, {rank - 1});
+}
+
+} // namespace
+
+ShardingRule loom::nn::elementwiseShardingRule(Operation *op, bool linear) {
+  ShardingRule rule = elementwise(op);
+  rule.linear = linear;
+  return rule;
+}
+
+ShardingRule loom::nn::binaryShardingRule(Operation *op) {
+  ShardingRule rule = elementwise(op);
+  rule.additive = isa<AddOp, SubOp>(op);
+  rule.linear = isa<MulOp>(op);
+  return rule;
+}
+
+ShardingRule loom::nn::reductionShardingRule(Operation *op) {
+  RuleBuilder b(op);
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  auto dims = op->getAttrOfType<DenseI64ArrayAttr>("dims").asArrayRef();
+  bool keepdim = op->hasAttr("keepdim");
+  // Sums split into partial sums; a mean into partial sums scaled by 1/g;
+  // a max needs the whole dim.
+  bool isMax = isa<ReduceMaxOp>(op), isMean = isa<ReduceMeanOp>(op);
+  int64_t out = 0;
+  for (int64_t d = 0; d < int64_t(in.size()); ++d) {
+    bool reduced = llvm::is_contained(dims, d) || llvm::is_contained(dims, d - int64_t(in.size()));
+    if (reduced) {
+      if (in[d] != 1)
+        b.operand(0, d, b.factor(isMax ? FactorKind::Blocked : FactorKind::Reduction, in[d],
+                                 isMean));
+      if (keepdim)
+        ++out;
+      continue;
+    }
+    if (in[d] != 1) {
+      int f = b.factor(FactorKind::Parallel, in[d]);
+      b.operand(0, d, f);
+      b.result(0, out, f);
+    }
+    ++out;
+  }
+  ShardingRule rule = b.rule;
+  rule.linear = !isMax;
+  return rule;
+}
+
+ShardingRule loom::nn::wholeDimShardingRule(Operation *op, int64_t dim) {
+  int64_t rank = shapeOf(op->getOperand(0)).size();
+  return elementwise(op, {dim < 0 ? dim + rank : dim});
+}
+
+//===----------------------------------------------------------------------===//
+// Ops with their own rule
+//===----------------------------------------------------------------------===//
+
+ShardingRule ConstantOp::getShardingRule() {
+  // Only a splat has the same value in every block.
+  auto dense = dyn_cast<DenseElementsAttr>(getValue());
+  return dense && dense.isSplat() ? elementwise(*this) : allBlocked(*this);
+}
+ShardingRule ParameterOp::getShardingRule() {
+  // Weights carried in the executable are cut by the runtime at load time.
+  return elementwise(*this);
+}
+ShardingRule IotaOp::getShardingRule() { return elementwise(*this, {int64_t(getDim())}); }
+ShardingRule GeluOp::getShardingRule() { return elementwise(*this); }
+ShardingRule CompareOp::getShardingRule() { return elementwise(*this); }
+ShardingRule WhereOp::getShardingRule() { return elementwise(*this); }
+ShardingRule CastOp::getShardingRule() { return elementwise(*this); }
+ShardingRule DropoutOp::getShardingRule() {
+  // The mask hashes the global element index: a block would draw another.
+  return allBlocked(*this);
+}
+ShardingRule GeluGradOp::getShardingRule() { return elementwise(*this); }
+ShardingRule SiluGradOp::getShardingRule() { return elementwise(*this); }
+ShardingRule LayerNormOp::getShardingRule() { return lastDimWhole(*this); }
+ShardingRule RmsNormOp::getShardingRule() { return lastDimWhole(*this); }
+ShardingRule LayerNormGradOp::getShardingRule() { return lastDimWhole(*this); }
+ShardingRule RmsNormGradOp::getShardingRule() { return lastDimWhole(*this); }
+ShardingRule AssignOp::getShardingRule() { return elementwise(*this); }
+
+ShardingRule AdamWOp::getShardingRule() {
+  ShardingRule rule = elementwise(*this);
+  rule.optimizerUpdate = true;
+  return rule;
+}
+
+ShardingRule RopeOp::getShardingRule() {
+  // x [..., S, D], cos/sin [S, D]: positions split with x; the rotation
+  // pairs elements across D.
+  int64_t rank = getType().getRank();
+  return elementwise(*this, {rank - 1});
+}
+
+ShardingRule MatmulOp::getShardingRule() {
+  RuleBuilder b(*this);
+  ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs()), out = getType().getShape();
+  int64_t lr = lhs.size(), rr = rhs.size(), orank = out.size();
+  int64_t mDim = getTransposeLhs() ? lr - 1 : lr - 2, kLhs = getTransposeLhs() ? lr - 2 : lr - 1;
+  int64_t kRhs = getTransposeRhs() ? rr - 1 : rr - 2, nDim = getTransposeRhs() ? rr - 2 : rr - 1;
+  int m = b.factor(FactorKind::Parallel, out[orank - 2]);
+  int n = b.factor(FactorKind::Parallel, out[orank - 1]);
+  int k = b.factor(FactorKind::Reduction, lhs[kLhs]);
+  b.operand(0, mDim, m);
+  b.operand(0, kLhs, k);
+  b.operand(1, kRhs, k);
+  b.operand(1, nDim, n);
+  b.result(0, orank - 2, m);
+  b.result(0, orank - 1, n);
+  // Batch dims broadcast, aligned from the right.
+  for (int64_t d = 0; d < orank - 2; ++d) {
+    if (out[d] == 1)
+      continue;
+    int f = b.factor(FactorKind::Parallel, out[d]);
+    b.result(0, d, f);
+    int64_t dl = d - (orank - lr), dr = d - (orank - rr);
+    if (dl >= 0 && lhs[dl] == out[d])
+      b.operand(0, dl, f);
+    if (dr >= 0 && rhs[dr] == out[d])
+      b.operand(1, dr, f);
+  }
+  ShardingRule rule = b.rule;
+  rule.linear = true;
+  return rule;
+}
+
+/// q [B, Hq, S, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv]: batch and heads
+/// split (grouped heads stay with their KV head when both divide); the
+/// sequence and head dims are whole (softmax over keys, causal offsets).
+static ShardingRule attentionRule(Operation *op, unsigned numInputs) {
+  RuleBuilder b(op);
+  ArrayRef<int64_t> q = shapeOf(op->getOperand(0)), k = shapeOf(op->getOperand(1));
+  int batch = b.factor(FactorKind::Parallel, q[0]);
+  int heads = b.factor(FactorKind::Parallel, k[1]);
+  auto each = [&](auto &&fn) {
+    for (unsigned i = 0; i < numInputs; ++i)
+      fn(true, i);
+    for (unsigned i = 0; i < op->getNumResults(); ++i)
+      fn(false, i);
+  };
+  each([&](bool isOperand, unsigned i) {
+    Value v = isOperand ? op->getOperand(i) : op->getResult(i);
+    ArrayRef<int64_t> s = shapeOf(v);
+    auto add = [&](int64_t d, int f) { isOperand ? b.operand(i, d, f) : b.result(i, d, f); };
+    if (s[0] == q[0])
+      add(0, batch);
+    add(1, heads);
+    add(2, b.factor(FactorKind::Blocked, s[2]));
+    add(3, b.factor(FactorKind::Blocked, s[3]));
+  });
+  return b.rule;
+}
+ShardingRule AttentionOp::getShardingRule() { return attentionRule(*this, 3); }
+ShardingRule AttentionGradOp::getShardingRule() { return attentionRule(*this, 4); }
+
+ShardingRule EmbeddingOp::getShardingRule() {
+  // table [V, D], ids [...] -> [..., D]. The vocabulary stays whole: a
+  // block of rows cannot answer ids outside it.
+  RuleBuilder b(*this);
+  ArrayRef<int64_t> ids = shapeOf(getIds());
+  b.operand(0, 0, b.factor(FactorKind::Blocked, shapeOf(getTable())[0]));
+  int d = b.factor(FactorKind::Parallel, shapeOf(getTable())[1]);
+  b.operand(0, 1, d);
+  b.result(0, ids.size(), d);
+  for (int64_t i = 0; i < int64_t(ids.size()); ++i) {
+    if (ids[i] == 1)
+      continue;
+    int f = b.factor(FactorKind::Parallel, ids[i]);
+    b.operand(1, i, f);
+    b.result(0, i, f);
+  }
+  return b.rule;
+}
+
+ShardingRule EmbeddingGradOp::getShardingRule() {
+  // ids [...], grad [..., D] -> [V, D]: positions are summed over.
+  RuleBuilder b(*this);
+  ArrayRef<int64_t> ids = shapeOf(getIds());
+  b.result(0, 0, b.factor(FactorKind::Blocked, getNumEmbeddings()));
+  int d = b.factor(FactorKind::Parallel, getType().getDimSize(1));
+  b.operand(1, ids.size(), d);
+  b.result(0, 1, d);
+  for (int64_t i = 0; i < int64_t(ids.size()); ++i) {
+    if (ids[i] == 1)
+      continue;
+    int f = b.factor(FactorKind::Reduction, ids[i]);
+    b.operand(0, i, f);
+    b.operand(1, i, f);
+  }
+  return b.rule;
+}
+
+ShardingRule CrossEntropyOp::getShardingRule() {
+  // logits [N, C], labels [N]. Rows split: a mean becomes partial sums
+  // scaled by 1/g (exact when every rank has as many counted rows).
+  RuleBuilder b(*this);
+  bool none = getReduction() == LossReduction::none;
+  int64_t rows = shapeOf(getLogits())[0];
+  int n = b.factor(none ? FactorKind::Parallel : FactorKind::Reduction, rows,
+                   getReduction() == LossReduction::mean);
+  b.operand(0, 0, n);
+  b.operand(1, 0, n);
+  if (none)
+    b.result(0, 0, n);
+  b.operand(0, 1, b.factor(FactorKind::Blocked, shapeOf(getLogits())[1]));
+  return b.rule;
+}
+
+ShardingRule CrossEntropyGradOp::getShardingRule() {
+  // Row r's gradient divides by the counted rows of the whole batch.
+  RuleBuilder b(*this);
+  int64_t rows = shapeOf(getLogits())[0];
+  int n = b.factor(FactorKind::Parallel, rows, getReduction() == LossReduction::mean);
+  b.operand(0, 0, n);
+  b.operand(1, 0, n);
+  if (shapeOf(getGrad()).size() == 1)
+    b.operand(2, 0, n);
+  b.result(0, 0, n);
+  int c = b.factor(FactorKind::Blocked, shapeOf(getLogits())[1]);
+  b.operand(0, 1, c);
+  b.result(0, 1, c);
+  return b.rule;
+}
+
+ShardingRule ReshapeOp::getShardingRule() {
+  // Groups of dims with equal products; within a group, the side with one
+  // dim is made of the other side's dims as factors (major first).
+  RuleBuilder b(*this);
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = getType().getShape();
+  SmallVector<int64_t> inDims, outDims;
+  for (int64_t d = 0; d < int64_t(in.size()); ++d)
+    if (in[d] != 1)
+      inDims.push_back(d);
+  for (int64_t d = 0; d < int64_t(out.size()); ++d)
+    if (out[d] != 1)
+      outDims.push_back(d);
+  size_t i = 0, j = 0;
+  while (i < inDims.size() && j < outDims.size()) {
+    SmallVector<int64_t> gi{inDims[i]}, gj{outDims[j]};
+    int64_t pi = in[inDims[i++]], pj = out[outDims[j++]];
+    while (pi != pj) {
+      if (pi < pj && i < inDims.size()) {
+        gi.push_back(inDims[i]);
+        pi *= in[inDims[i++]];
+      } else if (pj < pi && j < outDims.size()) {
+        gj.push_back(outDims[j]);
+        pj *= out[outDims[j++]];
+      } else {
+        break;
+      }
+    }
+    if (gi.size() == 1) {
+      for (int64_t d : gj) {
+        int f = b.factor(gj.size() == 1 ? FactorKind::Parallel : FactorKind::Parallel, out[d]);
+        b.result(0, d, f);
+        b.operand(0, gi[0], f);
+      }
+    } else if (gj.size() == 1) {
+      for (int64_t d : gi) {
+        int f = b.factor(FactorKind::Parallel, in[d]);
+        b.operand(0, d, f);
+        b.result(0, gj[0], f);
+      }
+    } else {
+      int f = b.factor(FactorKind::Blocked, pi);
+      for (int64_t d : gi)
+        b.operand(0, d, f);
+      for (int64_t d : gj)
+        b.result(0, d, f);
+    }
+  }
+  ShardingRule rule = b.rule;
+  rule.linear = true;
+  return rule;
+}
+
+ShardingRule TransposeOp::getShardingRule() {
+  RuleBuilder b(*this);
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  for (auto [d, from] : llvm::enumerate(getPermutation())) {
+    if (in[from] == 1)
+      continue;
+    int f = b.factor(FactorKind::Parallel, in[from]);
+    b.operand(0, from, f);
+    b.result(0, d, f);
+  }
+  ShardingRule rule = b.rule;
+  rule.linear = true;
+  return rule;
+}
+
+ShardingRule BroadcastOp::getShardingRule() { return elementwise(*this); }
+
+ShardingRule SliceOp::getShardingRule() {
+  // Only dims taken whole may be split.
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  SmallVector<int64_t> cut;
+  for (int64_t d = 0; d < int64_t(in.size()); ++d)
+    if (getStarts()[d] != 0 || getLimits()[d] != in[d] || getStrides()[d] != 1)
+      cut.push_back(d);
+  return elementwise(*this, cut);
+}
+
+ShardingRule PadOp::getShardingRule() {
+  SmallVector<int64_t> padded;
+  for (int64_t d = 0; d < getType().getRank(); ++d)
+    if (getLow()[d] || getHigh()[d] || getInterior()[d])
+      padded.push_back(d);
+  return elementwise(*this, padded);
+}
+
+ShardingRule ConcatOp::getShardingRule() {
+  int64_t rank = getType().getRank();
+  return elementwise(*this, {getDim() < 0 ? getDim() + rank : int64_t(getDim())});
+}
+
+ShardingRule SplitOp::getShardingRule() {
+  int64_t rank = shapeOf(getInput()).size();
+  return elementwise(*this, {getDim() < 0 ? getDim() + rank : int64_t(getDim())});
+}
+
+ShardingRule GatherOp::getShardingRule() {
+  // data [P..., A, Q...], indices [I...] -> [P..., I..., Q...].
+  RuleBuilder b(*this);
+  ArrayRef<int64_t> data = shapeOf(getData()), idx = shapeOf(getIndices());
+  int64_t axis = getAxis() < 0 ? getAxis() + int64_t(data.size()) : getAxis();
+  int64_t r = 0;
+  for (int64_t d = 0; d < int64_t(data.size()); ++d) {
+    if (d == axis) {
+      b.operand(0, d, b.factor(FactorKind::Blocked, data[d]));
+      for (int64_t i = 0; i < int64_t(idx.size()); ++i, ++r) {
+        if (idx[i] == 1)
+          continue;
+        int f = b.factor(FactorKind::Parallel, idx[i]);
+        b.operand(1, i, f);
+        b.result(0, r, f);
+      }
+      continue;
+    }
+    if (data[d] != 1) {
+      int f = b.factor(FactorKind::Parallel, data[d]);
+      b.operand(0, d, f);
+      b.result(0, r, f);
+    }
+    ++r;
+  }
+  return b.rule;
+}
+
+ShardingRule GatherGradOp::getShardingRule() {
+  // indices [I...], grad [P..., I..., Q...] -> [P..., A, Q...].
+  RuleBuilder b(*this);
+  ArrayRef<int64_t> idx = shapeOf(getIndices()), grad = shapeOf(getGrad());
+  ArrayRef<int64_t> out = getType().getShape();
+  int64_t axis = getAxis() < 0 ? getAxis() + int64_t(out.size()) : getAxis();
+  int64_t g = 0;
+  for (int64_t d = 0; d < int64_t(out.size()); ++d) {
+    if (d == axis) {
+      b.result(0, d, b.factor(FactorKind::Blocked, out[d]));
+      for (int64_t i = 0; i < int64_t(idx.size()); ++i, ++g) {
+        if (idx[i] == 1)
+          continue;
+        int f = b.factor(FactorKind::Reduction, idx[i]);
+        b.operand(0, i, f);
+        b.operand(1, g, f);
+      }
+      continue;
+    }
+    if (out[d] != 1 && grad[g] == out[d]) {
+      int f = b.factor(FactorKind::Parallel, out[d]);
+      b.operand(1, g, f);
+      b.result(0, d, f);
+    }
+    ++g;
+  }
+  return b.rule;
+}

@@ -1,0 +1,66 @@
+#ifndef LOOM_DIALECTS_NN_SHARDINGRULE_H
+#define LOOM_DIALECTS_NN_SHARDINGRULE_H
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace loom::nn {
+
+/// How one factor (an index space shared by operand and result dims) may be
+/// split across ranks.
+enum class FactorKind {
+  /// Appears in a result: splitting it splits the result the same way.
+  Parallel,
+  /// Summed over (in no result): each rank's result is a partial sum.
+  Reduction,
+  /// Must be whole on every rank (a softmax, norm or rotary axis, a sliced
+  /// or padded dim, the vocabulary of a lookup).
+  Blocked,
+};
+
+/// An op's einsum-like sharding rule (Shardy's idea): factors, and for each
+/// operand and result dim the factors it is made of, major first. A reshape
+/// of [B, S, H*D] to [B, S, H, D] gives the input's last dim the factors
+/// {H, D}: splitting that dim block-wise splits H.
+struct ShardingRule {
+  struct Factor {
+    FactorKind kind = FactorKind::Parallel;
+    int64_t size = 0; // 0: unknown
+    /// The op computes a mean over this factor (a reduction) or normalizes
+    /// by its extent: when split over g ranks, each rank's result is g
+    /// times its share, so the partitioner scales it by 1/g.
+    bool meanScaled = false;
+  };
+  llvm::SmallVector<Factor> factors;
+  /// operandDims[i][d]: the factors of dim d of operand i.
+  llvm::SmallVector<llvm::SmallVector<llvm::SmallVector<int>>> operandDims, resultDims;
+  /// Every operand may carry a pending partial sum and the result is then
+  /// partial too, if all float operands are partial over the same axes
+  /// (add, sub).
+  bool additive = false;
+  /// Linear in each operand separately (mul, neg, reshape, transpose, sum):
+  /// one partial operand gives a partial result.
+  bool linear = false;
+  /// An elementwise update of optimizer state (AdamW): its operands may be
+  /// split further than the values they came from (ZeRO).
+  bool optimizerUpdate = false;
+
+  int addFactor(FactorKind kind, int64_t size, bool meanScaled = false) {
+    factors.push_back({kind, size, meanScaled});
+    return int(factors.size()) - 1;
+  }
+};
+
+/// Elementwise rule with NumPy broadcasting over all operands and results.
+ShardingRule elementwiseShardingRule(mlir::Operation *op, bool linear);
+/// Binary arithmetic: elementwise; add/sub additive, mul/neg linear.
+ShardingRule binaryShardingRule(mlir::Operation *op);
+/// reduce_sum / reduce_mean / reduce_max over the op's `dims`.
+ShardingRule reductionShardingRule(mlir::Operation *op);
+/// Elementwise, except that dim `dim` of the first operand (and the
+/// results) must stay whole (softmax).
+ShardingRule wholeDimShardingRule(mlir::Operation *op, int64_t dim);
+
+} // namespace loom::nn
+
+#endif

@@ -1,0 +1,239 @@
+// --loom-shard-annotate: the mesh, and Megatron-style seeds for propagation,
+// found from the dataflow (see Passes.td).
+
+#include "passes/sharding/FactorSharding.h"
+#include "passes/sharding/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace loom {
+#define GEN_PASS_DEF_SHARDANNOTATE
+#include "passes/sharding/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::sharding;
+
+namespace {
+
+/// The trainable parameter `v` reads, through casts and reshapes.
+nn::ParameterOp weightOf(Value v) {
+  while (true) {
+    if (auto cast = v.getDefiningOp<nn::CastOp>())
+      v = cast.getInput();
+    else if (auto reshape = v.getDefiningOp<nn::ReshapeOp>())
+      v = reshape.getInput();
+    else
+      break;
+  }
+  auto param = v.getDefiningOp<nn::ParameterOp>();
+  return param && param.isTrainable() ? param : nn::ParameterOp();
+}
+
+bool isBackward(Operation *op) { return op->hasAttr("loom.backward"); }
+
+/// A forward matmul by a weight (the weight is its right operand).
+bool isWeightMatmul(Operation *op) {
+  auto mm = dyn_cast<nn::MatmulOp>(op);
+  return mm && !isBackward(op) && weightOf(mm.getRhs());
+}
+
+/// Whether the matmul's result reaches the attention, the activation input
+/// of another weight matmul, or the logits of a cross-entropy, through ops
+/// that treat its output
+/// features per element: no contraction over them and no op that needs all
+/// of them at once (a norm over the features). Such a matmul's output
+/// features can be split (column parallel); head-wise ops such as rotary
+/// embeddings, whose whole dims are smaller than the features, pass.
+bool feedsSplittableConsumer(nn::MatmulOp mm) {
+  int64_t features = mm.getType().getShape().back();
+  SmallVector<Value> work{mm.getResult()};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (isBackward(user))
+        continue;
+      if (isa<nn::AttentionOp>(user))
+        return true;
+      if (isWeightMatmul(user) && use.getOperandNumber() == 0)
+        return true;
+      // The LM head: its logits feed the loss. Splitting the vocabulary
+      // splits the head's weight and matmul; the loss gathers the logits.
+      if (isa<nn::CrossEntropyOp>(user) && use.getOperandNumber() == 0)
+        return true;
+      auto rule = dyn_cast<nn::ShardingRuleOpInterface>(user);
+      if (!rule || isa<nn::MatmulOp>(user))
+        continue;
+      nn::ShardingRule r = rule.getShardingRule();
+      ArrayRef<int64_t> shape = cast<RankedTensorType>(v.getType()).getShape();
+      bool passes = true;
+      for (auto [d, factors] : llvm::enumerate(r.operandDims[use.getOperandNumber()]))
+        for (int f : factors) {
+          nn::FactorKind kind = r.factors[f].kind;
+          passes &= kind != nn::FactorKind::Reduction &&
+                    !(kind == nn::FactorKind::Blocked && shape[d] == features);
+        }
+      if (!passes)
+        continue;
+      for (Value res : user->getResults())
+        work.push_back(res);
+    }
+  }
+  return false;
+}
+
+struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePass> {
+  using ShardAnnotateBase::ShardAnnotateBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (module->hasAttr(dist::kMeshAttrName))
+      return; // the user's own mesh and annotations
+    if (tp < 1 || dp < 1) {
+      module.emitError("--tp and --dp must be at least 1, got tp=") << int64_t(tp) << " dp=" << int64_t(dp);
+      return signalPassFailure();
+    }
+    if (sp && tp == 1) {
+      module.emitError("--sp splits the sequence over the tensor-parallel ranks: it needs --tp > 1");
+      return signalPassFailure();
+    }
+    if (zero1 && dp == 1) {
+      module.emitError("--zero1 splits optimizer state over the data-parallel ranks: it needs --dp > 1");
+      return signalPassFailure();
+    }
+    SmallVector<StringAttr> names;
+    SmallVector<int64_t> sizes;
+    MLIRContext *ctx = module.getContext();
+    if (dp > 1) {
+      names.push_back(StringAttr::get(ctx, "dp"));
+      sizes.push_back(dp);
+    }
+    if (tp > 1) {
+      names.push_back(StringAttr::get(ctx, "tp"));
+      sizes.push_back(tp);
+    }
+    if (names.empty())
+      return; // one rank
+    module->setAttr(dist::kMeshAttrName, dist::MeshAttr::get(ctx, names, sizes));
+    if (zero1)
+      module->setAttr("dist.zero1", UnitAttr::get(ctx));
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal() && failed(annotate(func)))
+        return signalPassFailure();
+  }
+
+  LogicalResult annotate(func::FuncOp func) {
+    if (dp > 1) {
+      // The batch: the first argument (token ids) split along dim 0.
+      if (func.getNumArguments() == 0)
+        return func.emitError("--dp needs a function whose first argument is the batch");
+      auto type = dyn_cast<RankedTensorType>(func.getArgument(0).getType());
+      if (!type || type.getRank() == 0)
+        return func.emitError("--dp needs a batch argument, got ") << func.getArgument(0).getType();
+      if (type.getDimSize(0) % dp != 0)
+        return func.emitError("cannot split the batch of ")
+               << type.getDimSize(0) << " sequences (argument " << type << ") over dp=" << int64_t(dp);
+      // Microbatches cut from contiguous rows would each sit on one rank.
+      for (Operation *user : func.getArgument(0).getUsers())
+        if (auto slice = dyn_cast<nn::SliceOp>(user))
+          if (slice.getStarts()[0] != 0 || slice.getLimits()[0] != type.getDimSize(0))
+            return slice.emitOpError("takes rows [")
+                   << slice.getStarts()[0] << ", " << slice.getLimits()[0] << ") of the batch of "
+                   << type.getDimSize(0)
+                   << " as one microbatch; with --dp, build the step with "
+                      "--loom-build-training-step=\"data-parallel="
+                   << int64_t(dp) << "\" so every microbatch is split over dp";
+      Layout l = Layout::replicated(type.getRank());
+      l.dims[0].push_back("dp");
+      setAnnotation(func.getArgument(0), l);
+    }
+    if (tp == 1)
+      return success();
+
+    // Column-parallel weights: split their output features over tp.
+    llvm::SetVector<Operation *> columnParallel;
+    func.walk([&](nn::MatmulOp mm) {
+      if (isWeightMatmul(mm) && feedsSplittableConsumer(mm))
+        columnParallel.insert(mm);
+    });
+    if (columnParallel.empty())
+      return func.emitError("--tp ") << int64_t(tp)
+             << ": found no weight matmul feeding attention or another weight matmul to split";
+    for (Operation *op : columnParallel) {
+      auto mm = cast<nn::MatmulOp>(op);
+      nn::ParameterOp w = weightOf(mm.getRhs());
+      auto wType = cast<RankedTensorType>(w.getType());
+      if (wType.getRank() != 2)
+        return mm.emitOpError("column-parallel weight '") << w.getName() << "' must be 2-D, got "
+                                                          << wType;
+      auto rhsType = cast<RankedTensorType>(mm.getRhs().getType());
+      if (rhsType.getShape() != wType.getShape())
+        return mm.emitOpError("column-parallel weight '")
+               << w.getName() << "' is reshaped before the matmul; cannot split it";
+      int64_t outDim = mm.getTransposeRhs() ? 0 : 1;
+      if (wType.getDimSize(outDim) % tp != 0)
+        return mm.emitOpError("cannot split weight '")
+               << w.getName() << "' " << wType << ": its " << wType.getDimSize(outDim)
+               << " output features are not divisible by tp=" << int64_t(tp);
+      Layout l = Layout::replicated(2);
+      l.dims[outDim].push_back("tp");
+      setAnnotation(w.getResult(), l);
+      // The matmul's output features too, so that a sequence split of its
+      // input (sp) gives way to the weight's split.
+      auto outType = mm.getType();
+      Layout out = Layout::replicated(outType.getRank());
+      out.dims.back().push_back("tp");
+      if (dp > 1 && outType.getRank() >= 3)
+        out.dims.front().push_back("dp");
+      setAnnotation(mm.getResult(), out);
+    }
+    if (sp)
+      annotateSequence(func);
+    return success();
+  }
+
+  /// Sequence parallelism: the residual stream (norm inputs and outputs,
+  /// residual adds: [batch, seq, hidden] values outside the column/row
+  /// parallel regions) is split along the sequence over tp.
+  void annotateSequence(func::FuncOp func) {
+    func.walk([&](Operation *op) {
+      if (isBackward(op) || op->getNumResults() != 1)
+        return;
+      auto rule = dyn_cast<nn::ShardingRuleOpInterface>(op);
+      if (!rule)
+        return;
+      auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+      if (!type || type.getRank() != 3 || type.getDimSize(1) % tp != 0)
+        return;
+      // Norms keep their last dim whole: their inputs and outputs are the
+      // residual stream, and so are residual adds of such values.
+      nn::ShardingRule r = rule.getShardingRule();
+      bool isNorm = !r.resultDims[0].back().empty() &&
+                    r.factors[r.resultDims[0].back().front()].kind == nn::FactorKind::Blocked &&
+                    r.resultDims[0][1].size() == 1 &&
+                    r.factors[r.resultDims[0][1].front()].kind == nn::FactorKind::Parallel &&
+                    op->getNumOperands() >= 1 &&
+                    op->getOperand(0).getType() == type;
+      if (!isNorm)
+        return;
+      auto mark = [&](Value v) {
+        Layout l = Layout::replicated(3);
+        if (dp > 1)
+          l.dims[0].push_back("dp");
+        l.dims[1].push_back("tp");
+        setAnnotation(v, l);
+      };
+      mark(op->getResult(0));
+      if (op->getOperand(0).getDefiningOp())
+        mark(op->getOperand(0));
+    });
+  }
+};
+
+} // namespace

@@ -1,0 +1,460 @@
+// --loom-spmd-partition: from the sharded global program to the program each
+// rank runs, with dist collectives where layouts change (see Passes.td).
+
+#include "passes/sharding/FactorSharding.h"
+#include "passes/sharding/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace loom {
+#define GEN_PASS_DEF_SPMDPARTITION
+#include "passes/sharding/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::sharding;
+
+namespace {
+
+using DimFactors = SmallVector<SmallVector<int>>;
+
+RankedTensorType tensorType(Value v) { return dyn_cast<RankedTensorType>(v.getType()); }
+
+/// The name a diagnostic gives a value: its parameter or argument name, or
+/// the op that makes it.
+std::string nameOf(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    if (auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+      if (auto n = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "loom.name"))
+        return "argument '" + n.str() + "'";
+    return "argument #" + std::to_string(arg.getArgNumber());
+  }
+  if (auto p = v.getDefiningOp<nn::ParameterOp>())
+    return "parameter '" + p.getName().str() + "'";
+  return "result of '" + v.getDefiningOp()->getName().getStringRef().str() + "'";
+}
+
+Axes inMeshOrder(dist::MeshAttr mesh, const Axes &axes) {
+  Axes out;
+  for (StringAttr n : mesh.getNames())
+    if (llvm::is_contained(axes, n.getValue()))
+      out.push_back(n.getValue());
+  return out;
+}
+
+struct Partitioner {
+  dist::MeshAttr mesh;
+  OpBuilder builder;
+  llvm::DenseMap<Value, Value> local;    // global value -> this rank's value
+  llvm::DenseMap<Value, Layout> actual;  // global value -> layout of its local value
+  std::map<std::pair<void *, std::string>, Value> converted;
+  // Rules and argument types as they were before any type became local.
+  llvm::DenseMap<Operation *, nn::ShardingRule> rules;
+  llvm::DenseMap<Value, RankedTensorType> argTypes;
+
+  RankedTensorType globalType(Value v) {
+    if (auto it = argTypes.find(v); it != argTypes.end())
+      return it->second;
+    return tensorType(v);
+  }
+
+  Partitioner(dist::MeshAttr mesh, MLIRContext *ctx) : mesh(mesh), builder(ctx) {}
+
+  ArrayAttr axesAttr(ArrayRef<StringRef> axes) {
+    SmallVector<Attribute> names;
+    for (StringRef a : axes)
+      names.push_back(builder.getStringAttr(a));
+    return builder.getArrayAttr(names);
+  }
+
+  FailureOr<RankedTensorType> localTypeOf(Value global, const Layout &layout, Operation *at) {
+    std::string error;
+    auto type = dist::localType(globalType(global), layout.toAttr(builder.getContext()), mesh,
+                                &error);
+    if (failed(type))
+      return at->emitError("cannot split ") << nameOf(global) << " " << globalType(global)
+                                            << " as " << describe(layout) << ": " << error;
+    return type;
+  }
+
+  /// This rank's value of `global` laid out as `required`, by collectives.
+  FailureOr<Value> convert(Value global, const Layout &required, Operation *at) {
+    Layout cur = actual.lookup(global);
+    Value v = local.lookup(global);
+    if (cur == required)
+      return v;
+    auto key = std::make_pair(global.getAsOpaquePointer(), describe(required));
+    if (auto it = converted.find(key); it != converted.end())
+      return it->second;
+    Location loc = at->getLoc();
+    auto resized = [&](Value x, int64_t dim, int64_t num, int64_t den) {
+      auto t = tensorType(x);
+      SmallVector<int64_t> shape(t.getShape());
+      shape[dim] = shape[dim] * num / den;
+      return RankedTensorType::get(shape, t.getElementType());
+    };
+    auto check = [&](Value x, int64_t dim, int64_t n) -> LogicalResult {
+      if (tensorType(x).getDimSize(dim) % n != 0)
+        return at->emitError("cannot split dim ")
+               << dim << " of " << nameOf(global) << " " << globalType(global) << ": local size "
+               << tensorType(x).getDimSize(dim) << " is not divisible by " << n;
+      return success();
+    };
+    // Take this rank's block of dim d along `axis`. Every rank holds the
+    // same values, so a max-reduce-scatter returns exactly its block.
+    auto takeBlock = [&](Value x, int64_t d, StringRef axis, StringRef reduce) -> FailureOr<Value> {
+      int64_t n = *mesh.axisSize(axis);
+      if (failed(check(x, d, n)))
+        return failure();
+      return builder
+          .create<dist::ReduceScatterOp>(loc, resized(x, d, 1, n), x, axesAttr({axis}),
+                                         builder.getI64IntegerAttr(d),
+                                         builder.getStringAttr(reduce))
+          .getResult();
+    };
+
+    // 0. A split moving from one dim to another over the same axis is one
+    //    all-to-all (each rank keeps its block of the new dim and receives
+    //    the others' blocks of the old one), not a gather and a cut.
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (unsigned src = 0; src < cur.dims.size() && !moved; ++src) {
+        if (cur.dims[src].empty())
+          continue;
+        StringRef axis = cur.dims[src].back();
+        const Axes &keep = required.dims[src];
+        if (keep.size() >= cur.dims[src].size() &&
+            llvm::equal(cur.dims[src], ArrayRef<StringRef>(keep).take_front(cur.dims[src].size())))
+          continue; // the target keeps this split
+        for (unsigned dst = 0; dst < cur.dims.size(); ++dst) {
+          const Axes &want = required.dims[dst];
+          size_t have = cur.dims[dst].size();
+          if (dst == src || have >= want.size() || want[have] != axis ||
+              !llvm::equal(cur.dims[dst], ArrayRef<StringRef>(want).take_front(have)))
+            continue;
+          int64_t n = *mesh.axisSize(axis);
+          if (failed(check(v, dst, n)))
+            return failure();
+          auto t = tensorType(v);
+          SmallVector<int64_t> shape(t.getShape());
+          shape[dst] /= n;
+          shape[src] *= n;
+          v = builder.create<dist::AllToAllOp>(
+              loc, RankedTensorType::get(shape, t.getElementType()), v, axesAttr({axis}),
+              builder.getI64IntegerAttr(dst), builder.getI64IntegerAttr(src));
+          cur.dims[src].pop_back();
+          cur.dims[dst].push_back(axis);
+          moved = true;
+          break;
+        }
+      }
+    }
+
+    // 1. Gather the minor axes of every dim that the target does not split
+    //    that way (a partial sum gathers as it is: gathering is linear).
+    for (unsigned d = 0; d < cur.dims.size(); ++d) {
+      const Axes &want = required.dims[d];
+      auto isPrefix = [&]() {
+        return cur.dims[d].size() <= want.size() &&
+               llvm::equal(cur.dims[d], ArrayRef<StringRef>(want).take_front(cur.dims[d].size()));
+      };
+      while (!isPrefix()) {
+        StringRef axis = cur.dims[d].back();
+        int64_t n = *mesh.axisSize(axis);
+        v = builder.create<dist::AllGatherOp>(loc, resized(v, d, n, 1), v, axesAttr({axis}),
+                                              builder.getI64IntegerAttr(d));
+        cur.dims[d].pop_back();
+      }
+    }
+    auto splitsSomeDim = [&](StringRef axis) {
+      return llvm::any_of(cur.dims, [&](const Axes &a) { return llvm::is_contained(a, axis); });
+    };
+
+    // 2. Settle partial sums: into a split where the target splits a dim
+    //    further by a partial axis no dim uses yet, else by all-reduce.
+    Axes pending;
+    for (StringRef a : cur.partial)
+      if (!llvm::is_contained(required.partial, a))
+        pending.push_back(a);
+    for (unsigned d = 0; d < cur.dims.size() && !pending.empty(); ++d) {
+      const Axes &want = required.dims[d];
+      while (cur.dims[d].size() < want.size() &&
+             llvm::is_contained(pending, want[cur.dims[d].size()]) &&
+             !splitsSomeDim(want[cur.dims[d].size()])) {
+        StringRef axis = want[cur.dims[d].size()];
+        FailureOr<Value> next = takeBlock(v, d, axis, "sum");
+        if (failed(next))
+          return failure();
+        v = *next;
+        cur.dims[d].push_back(axis);
+        llvm::erase(pending, axis);
+      }
+    }
+    if (!pending.empty())
+      v = builder.create<dist::AllReduceOp>(loc, v.getType(), v,
+                                            axesAttr(inMeshOrder(mesh, pending)),
+                                            builder.getStringAttr("sum"));
+    cur.partial = required.partial;
+
+    // 3. Take this rank's blocks for the axes the target adds.
+    for (unsigned d = 0; d < cur.dims.size(); ++d) {
+      const Axes &want = required.dims[d];
+      while (cur.dims[d].size() < want.size()) {
+        StringRef axis = want[cur.dims[d].size()];
+        FailureOr<Value> next = takeBlock(v, d, axis, "max");
+        if (failed(next))
+          return failure();
+        v = *next;
+        cur.dims[d].push_back(axis);
+      }
+    }
+    converted[key] = v;
+    return v;
+  }
+
+  /// Bytes-ish cost of converting `global` from its layout to `required`.
+  int64_t conversionCost(Value global, const Layout &required) {
+    const Layout &cur = actual.lookup(global);
+    if (cur == required)
+      return 0;
+    return globalType(global).getNumElements();
+  }
+
+  LogicalResult partitionArgs(func::FuncOp func) {
+    for (BlockArgument arg : func.getArguments()) {
+      auto type = tensorType(arg);
+      Layout layout = getAnnotation(arg).value_or(Layout::replicated(type ? type.getRank() : 0));
+      local[arg] = arg;
+      actual[arg] = layout;
+      if (!type || !layout.isSplit())
+        continue;
+      FailureOr<RankedTensorType> lt = localTypeOf(arg, layout, func);
+      if (failed(lt))
+        return failure();
+      func.setArgAttr(arg.getArgNumber(), "dist.global_type", TypeAttr::get(type));
+      argTypes[arg] = type;
+      arg.setType(*lt);
+    }
+    return success();
+  }
+
+  LogicalResult partitionOp(Operation *op) {
+    auto ruleOp = dyn_cast<nn::ShardingRuleOpInterface>(op);
+    if (!ruleOp)
+      return op->emitOpError("has no sharding rule; cannot partition it");
+    const nn::ShardingRule &rule = rules.find(op)->second;
+    SmallVector<Layout> targets;
+    for (Value r : op->getResults()) {
+      Layout t = getAnnotation(r).value_or(Layout::replicated(tensorType(r).getRank()));
+      t.partial.clear();
+      targets.push_back(t);
+    }
+    SmallVector<Layout> operandLayouts;
+    for (Value v : op->getOperands())
+      operandLayouts.push_back(actual.lookup(v));
+
+    // Two candidate splits of the op's factors: as its results should be,
+    // or as its operands are. Keep the one that converts fewer elements.
+    using Source = std::pair<const DimFactors *, const Layout *>;
+    SmallVector<Source> resultFirst, operandFirst;
+    for (unsigned i = 0; i < targets.size(); ++i)
+      resultFirst.push_back({&rule.resultDims[i], &targets[i]});
+    for (unsigned i = 0; i < operandLayouts.size(); ++i) {
+      resultFirst.push_back({&rule.operandDims[i], &operandLayouts[i]});
+      operandFirst.push_back({&rule.operandDims[i], &operandLayouts[i]});
+    }
+    for (unsigned i = 0; i < targets.size(); ++i)
+      operandFirst.push_back({&rule.resultDims[i], &targets[i]});
+    FactorAxes best;
+    int64_t bestCost = -1;
+    for (ArrayRef<Source> sources : {ArrayRef<Source>(resultFirst), ArrayRef<Source>(operandFirst)}) {
+      FactorAxes assignment = assignFactors(rule, sources, mesh);
+      // A factor split in an operand's required layout that the operand
+      // does not have must be cut locally: allowed, but costed.
+      int64_t cost = 0;
+      for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+        Layout req = layoutOf(rule.operandDims[i], assignment);
+        req.partial = operandLayouts[i].partial; // partial sums are costed alike
+        cost += conversionCost(v, req);
+      }
+      for (auto [i, r] : llvm::enumerate(op->getResults()))
+        if (!layoutOf(rule.resultDims[i], assignment).sameDims(targets[i]))
+          cost += tensorType(r).getNumElements();
+      if (bestCost < 0 || cost < bestCost) {
+        bestCost = cost;
+        best = assignment;
+      }
+    }
+
+    // Partial sums may pass through additive and linear ops.
+    Axes reduced = reductionAxes(rule, best);
+    Axes kept;
+    SmallVector<unsigned> partialOperands;
+    for (auto [i, l] : llvm::enumerate(operandLayouts))
+      if (!l.partial.empty())
+        partialOperands.push_back(i);
+    auto floatOperand = [&](unsigned i) {
+      auto t = tensorType(op->getOperand(i));
+      return t && isa<FloatType>(t.getElementType());
+    };
+    if (!partialOperands.empty()) {
+      const Axes &first = operandLayouts[partialOperands.front()].partial;
+      bool disjoint = llvm::none_of(first, [&](StringRef a) {
+        return llvm::is_contained(reduced, a) ||
+               llvm::any_of(best, [&](const Axes &f) { return llvm::is_contained(f, a); });
+      });
+      bool allFloatsSame = llvm::all_of(llvm::seq<unsigned>(0, op->getNumOperands()), [&](unsigned i) {
+        return !floatOperand(i) || operandLayouts[i].partial == first;
+      });
+      if (disjoint && rule.additive && allFloatsSame)
+        kept = first;
+      else if (disjoint && rule.linear && partialOperands.size() == 1)
+        kept = first;
+    }
+
+    IRMapping mapping;
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      Layout req = layoutOf(rule.operandDims[i], best);
+      if (!kept.empty() && operandLayouts[i].partial == kept)
+        req.partial = kept;
+      FailureOr<Value> lv = convert(v, req, op);
+      if (failed(lv))
+        return failure();
+      mapping.map(v, *lv);
+    }
+
+    Operation *clone = builder.clone(*op, mapping);
+    for (auto [i, r] : llvm::enumerate(op->getResults())) {
+      Layout l = layoutOf(rule.resultDims[i], best);
+      l.partial = reduced;
+      l.partial.append(kept.begin(), kept.end());
+      FailureOr<RankedTensorType> lt = localTypeOf(r, l, op);
+      if (failed(lt))
+        return failure();
+      clone->getResult(i).setType(*lt);
+      actual[r] = l;
+      local[r] = clone->getResult(i);
+    }
+    if (failed(localizeAttributes(op, clone)))
+      return failure();
+    SmallVector<Attribute> layouts;
+    for (Value r : op->getResults())
+      layouts.push_back(actual[r].toAttr(builder.getContext()));
+    if (!layouts.empty())
+      clone->setAttr(dist::kShardingAttrName, builder.getArrayAttr(layouts));
+
+    // A mean over (or a normalization by) a split factor: each rank's share
+    // is g times too large.
+    int64_t scale = 1;
+    for (auto [f, factor] : llvm::enumerate(rule.factors))
+      if (factor.meanScaled && !best[f].empty())
+        scale *= mesh.groupSize(best[f]);
+    if (scale > 1) {
+      builder.setInsertionPointAfter(clone);
+      for (Value r : op->getResults()) {
+        Value lr = local[r];
+        auto t = tensorType(lr);
+        auto scalarType = RankedTensorType::get({}, t.getElementType());
+        Value c = builder.create<nn::ConstantOp>(
+            op->getLoc(), DenseElementsAttr::get(scalarType, builder.getFloatAttr(
+                                                                 t.getElementType(), 1.0 / scale)));
+        auto mul = builder.create<nn::MulOp>(op->getLoc(), t, lr, c);
+        mul->setAttr(dist::kShardingAttrName,
+                     builder.getArrayAttr({actual[r].toAttr(builder.getContext())}));
+        local[r] = mul;
+      }
+      builder.setInsertionPoint(op);
+    }
+    return success();
+  }
+
+  /// Attributes that speak of global sizes, rewritten for the local shard.
+  LogicalResult localizeAttributes(Operation *op, Operation *clone) {
+    if (auto slice = dyn_cast<nn::SliceOp>(clone)) {
+      // Only whole dims are split: their limit is the local size.
+      SmallVector<int64_t> limits(slice.getLimits());
+      auto in = tensorType(slice.getInput());
+      for (unsigned d = 0; d < limits.size(); ++d)
+        if (cast<nn::SliceOp>(op).getLimits()[d] == globalType(op->getOperand(0)).getDimSize(d))
+          limits[d] = in.getDimSize(d);
+      slice.setLimitsAttr(builder.getDenseI64ArrayAttr(limits));
+    }
+    if (auto param = dyn_cast<nn::ParameterOp>(clone)) {
+      if (param.getType() != op->getResult(0).getType())
+        param->setAttr("dist.global_type", TypeAttr::get(op->getResult(0).getType()));
+    }
+    if (auto constant = dyn_cast<nn::ConstantOp>(clone)) {
+      if (constant.getType() != op->getResult(0).getType()) {
+        auto dense = cast<DenseElementsAttr>(constant.getValue());
+        constant.setValueAttr(DenseElementsAttr::get(constant.getType(), dense.getSplatValue<Attribute>()));
+      }
+    }
+    return success();
+  }
+
+  LogicalResult run(func::FuncOp func) {
+    for (Operation &op : func.getBody().front()) {
+      auto ruleOp = dyn_cast<nn::ShardingRuleOpInterface>(op);
+      if (!ruleOp)
+        continue;
+      nn::ShardingRule rule = ruleOp.getShardingRule();
+      if (!ruleFits(&op, rule))
+        return op.emitOpError("has a sharding rule that does not fit its operands and results");
+      rules.try_emplace(&op, std::move(rule));
+    }
+    if (failed(partitionArgs(func)))
+      return failure();
+    Block &body = func.getBody().front();
+    SmallVector<Operation *> original;
+    for (Operation &op : body)
+      original.push_back(&op);
+    for (Operation *op : original) {
+      builder.setInsertionPoint(op);
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        SmallVector<Value> results;
+        for (Value v : ret.getOperands()) {
+          FailureOr<Value> lv = convert(v, Layout::replicated(tensorType(v).getRank()), op);
+          if (failed(lv))
+            return failure();
+          results.push_back(*lv);
+        }
+        builder.create<func::ReturnOp>(ret.getLoc(), results);
+        continue;
+      }
+      if (failed(partitionOp(op)))
+        return failure();
+    }
+    for (Operation *op : llvm::reverse(original)) {
+      op->dropAllUses();
+      op->erase();
+    }
+    func.setFunctionType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
+                                           body.getTerminator()->getOperandTypes()));
+    return success();
+  }
+};
+
+struct SpmdPartitionPass : public loom::impl::SpmdPartitionBase<SpmdPartitionPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto mesh = module->getAttrOfType<dist::MeshAttr>(dist::kMeshAttrName);
+    if (!mesh)
+      return;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      if (!func.getBody().hasOneBlock()) {
+        func.emitError("SPMD partitioning needs a single-block function");
+        return signalPassFailure();
+      }
+      Partitioner partitioner(mesh, module.getContext());
+      if (failed(partitioner.run(func)))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,147 @@
+#include "runtime/comm/Collective.h"
+
+namespace loom {
+
+namespace {
+constexpr const char *kCollectiveNames[kNumCollectiveKinds] = {
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+    "broadcast",  "send",       "recv"};
+constexpr const char *kReduceNames[kNumReduceOps] = {"sum", "max", "avg"};
+} // namespace
+
+std::string collectiveKindName(CollectiveKind kind) {
+  int k = static_cast<int>(kind);
+  return k < kNumCollectiveKinds ? kCollectiveNames[k]
+                                 : "kind(" + std::to_string(k) + ")";
+}
+
+std::optional<CollectiveKind> parseCollectiveKind(std::string_view name) {
+  for (int k = 0; k < kNumCollectiveKinds; ++k)
+    if (name == kCollectiveNames[k])
+      return static_cast<CollectiveKind>(k);
+  return std::nullopt;
+}
+
+std::string reduceOpName(ReduceOp op) {
+  int k = static_cast<int>(op);
+  return k < kNumReduceOps ? kReduceNames[k] : "reduce(" + std::to_string(k) + ")";
+}
+
+std::optional<ReduceOp> parseReduceOp(std::string_view name) {
+  for (int k = 0; k < kNumReduceOps; ++k)
+    if (name == kReduceNames[k])
+      return static_cast<ReduceOp>(k);
+  return std::nullopt;
+}
+
+bool isCollectiveDType(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16 ||
+         dtype == DType::I64 || dtype == DType::I32;
+}
+
+namespace {
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+} // namespace
+
+std::string checkCollectiveTypes(const CollectiveDesc &desc, int64_t groupSize,
+                                 const DType *inType,
+                                 const std::vector<int64_t> *inShape,
+                                 const DType *outType,
+                                 const std::vector<int64_t> *outShape) {
+  std::string name = collectiveKindName(desc.kind);
+  if (static_cast<int>(desc.kind) >= kNumCollectiveKinds)
+    return "invalid collective kind " + std::to_string(int(desc.kind));
+  if (static_cast<int>(desc.reduce) >= kNumReduceOps)
+    return name + ": invalid reduction " + std::to_string(int(desc.reduce));
+  bool wantsIn = desc.kind != CollectiveKind::Recv;
+  bool wantsOut = desc.kind != CollectiveKind::Send;
+  if (bool(inShape) != wantsIn || bool(outShape) != wantsOut)
+    return name + " takes " + (wantsIn ? "one input" : "no input") + " and " +
+           (wantsOut ? "one output" : "no output");
+  for (const DType *type : {inType, outType})
+    if (type && !isCollectiveDType(*type))
+      return name + ": element type " + std::string(dtypeName(*type)) +
+             " is not one collectives move (f32, bf16, f16, i64, i32)";
+  if (inType && outType && *inType != *outType)
+    return name + ": input is " + std::string(dtypeName(*inType)) +
+           " but output is " + std::string(dtypeName(*outType));
+  if (!inShape || !outShape)
+    return "";
+  const std::vector<int64_t> &in = *inShape, &out = *outShape;
+  auto dimOk = [&](int64_t dim) {
+    return dim >= 0 && dim < static_cast<int64_t>(in.size());
+  };
+  auto mismatch = [&](const std::string &expected) {
+    return name + ": input " + shapeText(in) + " and output " +
+           shapeText(out) + " " + expected;
+  };
+  switch (desc.kind) {
+  case CollectiveKind::AllReduce:
+  case CollectiveKind::Broadcast:
+    if (in != out)
+      return mismatch("must have the same shape");
+    if (desc.kind == CollectiveKind::Broadcast &&
+        (desc.root < 0 || (groupSize > 0 && desc.root >= groupSize)))
+      return name + ": root " + std::to_string(desc.root) +
+             " is not an index in a group of " + std::to_string(groupSize);
+    return "";
+  case CollectiveKind::AllGather:
+  case CollectiveKind::ReduceScatter: {
+    if (!dimOk(desc.dim))
+      return name + ": dim " + std::to_string(desc.dim) +
+             " is out of range for rank " + std::to_string(in.size());
+    if (in.size() != out.size())
+      return mismatch("must have the same rank");
+    bool gather = desc.kind == CollectiveKind::AllGather;
+    const std::vector<int64_t> &small = gather ? in : out;
+    const std::vector<int64_t> &large = gather ? out : in;
+    for (size_t d = 0; d < in.size(); ++d) {
+      if (static_cast<int64_t>(d) == desc.dim) {
+        if (groupSize > 0 && large[d] != small[d] * groupSize)
+          return mismatch("differ along dim " + std::to_string(d) + ": " +
+                          (gather ? "output" : "input") + " must be " +
+                          std::to_string(small[d] * groupSize) +
+                          " (the group has " + std::to_string(groupSize) +
+                          " ranks)");
+      } else if (in[d] != out[d]) {
+        return mismatch("must agree outside dim " + std::to_string(desc.dim));
+      }
+    }
+    return "";
+  }
+  case CollectiveKind::AllToAll: {
+    if (!dimOk(desc.splitDim) || !dimOk(desc.concatDim))
+      return name + ": split_dim " + std::to_string(desc.splitDim) +
+             " or concat_dim " + std::to_string(desc.concatDim) +
+             " is out of range for rank " + std::to_string(in.size());
+    if (in.size() != out.size())
+      return mismatch("must have the same rank");
+    if (groupSize <= 0)
+      return "";
+    std::vector<int64_t> expected = in;
+    if (expected[desc.splitDim] % groupSize != 0)
+      return name + ": split_dim " + std::to_string(desc.splitDim) + " (" +
+             std::to_string(in[desc.splitDim]) + ") does not divide into " +
+             std::to_string(groupSize) + " blocks";
+    expected[desc.splitDim] /= groupSize;
+    expected[desc.concatDim] *= groupSize;
+    if (out != expected)
+      return mismatch("do not match: the output must be " +
+                      shapeText(expected));
+    return "";
+  }
+  case CollectiveKind::Send:
+  case CollectiveKind::Recv:
+    return "";
+  }
+  return "";
+}
+
+} // namespace loom

@@ -1,0 +1,75 @@
+#ifndef LOOM_RUNTIME_COMM_COLLECTIVE_H
+#define LOOM_RUNTIME_COMM_COLLECTIVE_H
+
+// What a collective is, as plain data shared by the rt dialect's verifier,
+// the executable format and the communicators: its kind, group, reduction
+// and dimensions, and the shapes it accepts.
+
+#include "runtime/support/DType.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom {
+
+/// The collectives (names as in `rt.collective`). Within a group of G ranks:
+///   all_reduce      out = reduce over members of in (same shape)
+///   all_gather      out = members' `in` concatenated along `dim` (x G)
+///   reduce_scatter  out = block `index` along `dim` of the reduction (/ G)
+///   all_to_all      in split along `splitDim` into G blocks, block j to
+///                   member j; out = received blocks concatenated along
+///                   `concatDim`
+///   broadcast       out = `in` of member `root`
+///   send / recv     to / from absolute rank `peer` (no group)
+enum class CollectiveKind : uint8_t {
+  AllReduce = 0,
+  AllGather = 1,
+  ReduceScatter = 2,
+  AllToAll = 3,
+  Broadcast = 4,
+  Send = 5,
+  Recv = 6,
+};
+constexpr int kNumCollectiveKinds = 7;
+
+/// Sums and averages reduce in group order, accumulating f32, f16 and bf16 in
+/// f32 and integers in i64, so results do not depend on timing.
+enum class ReduceOp : uint8_t { Sum = 0, Max = 1, Avg = 2 };
+constexpr int kNumReduceOps = 3;
+
+/// "all_reduce", ..., "recv" and "sum", "max", "avg": the rt dialect's
+/// spellings; "kind(N)" for an out-of-range value.
+std::string collectiveKindName(CollectiveKind kind);
+std::optional<CollectiveKind> parseCollectiveKind(std::string_view name);
+std::string reduceOpName(ReduceOp op);
+std::optional<ReduceOp> parseReduceOp(std::string_view name);
+
+struct CollectiveDesc {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  std::vector<std::string> axes; // the mesh axes the group spans
+  ReduceOp reduce = ReduceOp::Sum;
+  int64_t dim = 0;       // all_gather, reduce_scatter
+  int64_t splitDim = 0;  // all_to_all
+  int64_t concatDim = 0; // all_to_all
+  int64_t root = 0;      // broadcast: index within the group
+  int64_t peer = 0;      // send/recv: absolute rank
+};
+
+/// Whether collectives move this element type (f32, bf16, f16, i64, i32).
+bool isCollectiveDType(DType dtype);
+
+/// Checks a collective's operands: `in`/`out` are null when absent. For a
+/// group of `groupSize` ranks (0: unknown, check only what does not depend
+/// on it). Returns "" or a one-line problem ("all_gather along dim 1: ...").
+std::string checkCollectiveTypes(const CollectiveDesc &desc, int64_t groupSize,
+                                 const DType *inType,
+                                 const std::vector<int64_t> *inShape,
+                                 const DType *outType,
+                                 const std::vector<int64_t> *outShape);
+
+} // namespace loom
+
+#endif

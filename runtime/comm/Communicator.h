@@ -1,0 +1,120 @@
+#ifndef LOOM_RUNTIME_COMM_COMMUNICATOR_H
+#define LOOM_RUNTIME_COMM_COMMUNICATOR_H
+
+// Collectives between the ranks of a mesh, on raw typed buffers. One
+// Communicator per rank; three implementations:
+//   threads  ranks are threads of one process, meeting in shared memory
+//   mpi      ranks are processes started by mpirun (built when MPI is found)
+//   nccl     one GPU per rank (CUDA builds; bootstrapped through MPI or
+//            in-process)
+// Reductions on threads and MPI run in group order (member 0 first) with the
+// accumulation of Collective.h, so their results are bitwise identical to
+// each other and independent of timing.
+
+#include "runtime/comm/Collective.h"
+#include "runtime/comm/Mesh.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+/// One rank's operands of a collective. `in` is null for recv, `out` for send.
+struct CollectiveOperands {
+  DType dtype = DType::F32;
+  const void *in = nullptr;
+  std::vector<int64_t> inShape;
+  void *out = nullptr;
+  std::vector<int64_t> outShape;
+  size_t inBytes() const;
+  size_t outBytes() const;
+};
+
+class Communicator {
+public:
+  Communicator(Mesh mesh, int64_t rank) : mesh_(std::move(mesh)), rank_(rank) {}
+  virtual ~Communicator() = default;
+  virtual std::string name() const = 0;
+
+  const Mesh &mesh() const { return mesh_; }
+  int64_t rank() const { return rank_; }
+  int64_t numRanks() const { return mesh_.numRanks(); }
+
+  /// Runs `desc` on this rank's operands; every member of the group must
+  /// make the same call. Errors name the collective, the rank and the cause
+  /// (bad shapes, a peer that never came within the timeout, an abort).
+  llvm::Error run(const CollectiveDesc &desc, const CollectiveOperands &operands);
+
+  // The same, one call per kind.
+  llvm::Error allReduce(const void *in, void *out, DType dtype,
+                        llvm::ArrayRef<int64_t> shape, ReduceOp op,
+                        llvm::ArrayRef<std::string> axes);
+  llvm::Error allGather(const void *in, llvm::ArrayRef<int64_t> inShape,
+                        void *out, DType dtype, int64_t dim,
+                        llvm::ArrayRef<std::string> axes);
+  llvm::Error reduceScatter(const void *in, llvm::ArrayRef<int64_t> inShape,
+                            void *out, DType dtype, int64_t dim, ReduceOp op,
+                            llvm::ArrayRef<std::string> axes);
+  llvm::Error allToAll(const void *in, llvm::ArrayRef<int64_t> inShape,
+                       void *out, DType dtype, int64_t splitDim,
+                       int64_t concatDim, llvm::ArrayRef<std::string> axes);
+  llvm::Error broadcast(const void *in, void *out, DType dtype,
+                        llvm::ArrayRef<int64_t> shape, int64_t root,
+                        llvm::ArrayRef<std::string> axes);
+  llvm::Error send(const void *in, DType dtype, llvm::ArrayRef<int64_t> shape,
+                   int64_t peer);
+  llvm::Error recv(void *out, DType dtype, llvm::ArrayRef<int64_t> shape,
+                   int64_t peer);
+
+  /// Raw bytes between two ranks (checkpoint gathering); sizes must match.
+  virtual llvm::Error sendBytes(const void *data, size_t bytes, int64_t peer) = 0;
+  virtual llvm::Error recvBytes(void *data, size_t bytes, int64_t peer) = 0;
+  /// Waits for every rank of the mesh.
+  virtual llvm::Error barrier() = 0;
+
+  /// Gives up: peers waiting on this rank fail promptly instead of timing
+  /// out (threads), or the whole job ends (MPI).
+  virtual void abort(const std::string &reason) = 0;
+
+protected:
+  /// A collective over `group` (send/recv excluded); operands are checked.
+  virtual llvm::Error runGroup(const CollectiveDesc &desc, const Group &group,
+                               const CollectiveOperands &operands) = 0;
+  const Group &groupFor(const std::vector<std::string> &axes, llvm::Error &err);
+
+private:
+  Mesh mesh_;
+  int64_t rank_;
+  std::map<std::vector<std::string>, Group> groups_;
+};
+
+/// This rank's output of `desc` from every member's input, in group order:
+/// what each implementation computes once the inputs are at hand.
+void combineCollective(const CollectiveDesc &desc, const Group &group,
+                       const CollectiveOperands &operands,
+                       llvm::ArrayRef<const void *> memberInputs, void *out);
+
+/// One communicator per rank of `mesh`, for one thread each. A wait longer
+/// than `timeout` (a peer that died or never calls) fails with an error.
+std::vector<std::unique_ptr<Communicator>>
+createThreadCommunicators(const Mesh &mesh, std::chrono::milliseconds timeout =
+                                                std::chrono::minutes(10));
+
+/// Whether this process was started by mpirun/srun (OMPI_COMM_WORLD_RANK,
+/// PMI_RANK or PMIX_RANK in the environment).
+bool launchedUnderMpi();
+/// Whether this build has the MPI communicator.
+bool haveMpi();
+/// This process's communicator under mpirun: initializes MPI and checks that
+/// the job has as many processes as the mesh has ranks.
+llvm::Expected<std::unique_ptr<Communicator>> createMpiCommunicator(const Mesh &mesh);
+
+} // namespace loom
+
+#endif

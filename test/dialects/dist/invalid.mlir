@@ -1,0 +1,143 @@
+// RUN: loom-opt %s -split-input-file -verify-diagnostics
+
+// Every verifier rule of the dist dialect (dialects/dist/DistDialect.cpp).
+
+// A collective's axes must be in the module's mesh.
+module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
+  func.func @unknown_axis(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'dist.all_reduce' op mesh axis 'tp' is not in the module's mesh}}
+    %y = dist.all_reduce %x {axes = ["tp"], reduce = "sum"} : tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+// An axis named twice.
+func.func @axis_twice(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{names mesh axis 'tp' twice}}
+  %y = dist.all_reduce %x {axes = ["tp", "tp"], reduce = "sum"} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// No axes at all.
+func.func @no_axes(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{needs at least one mesh axis}}
+  %y = dist.all_reduce %x {axes = [], reduce = "sum"} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// An unknown reduction.
+func.func @bad_reduce(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{reduce must be sum, mean, max or min, got 'prod'}}
+  %y = dist.all_reduce %x {axes = ["tp"], reduce = "prod"} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// all_gather multiplies dim by the group size (tp = 4).
+module attributes {dist.mesh = #dist.mesh<["tp"=4]>} {
+  func.func @gather_size(%x: tensor<4x8xf32>) -> tensor<4x16xf32> {
+    // expected-error @+1 {{result dim 1 must be 32 (input 8 and the group size), got 16}}
+    %y = dist.all_gather %x {axes = ["tp"], dim = 1 : i64} : tensor<4x8xf32> -> tensor<4x16xf32>
+    return %y : tensor<4x16xf32>
+  }
+}
+
+// -----
+
+// all_gather's dim must exist.
+func.func @gather_dim(%x: tensor<4x8xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{dim 2 is out of range for rank 2}}
+  %y = dist.all_gather %x {axes = ["tp"], dim = 2 : i64} : tensor<4x8xf32> -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// reduce_scatter needs a divisible dim.
+module attributes {dist.mesh = #dist.mesh<["tp"=4]>} {
+  func.func @scatter_divisible(%x: tensor<6x8xf32>) -> tensor<1x8xf32> {
+    // expected-error @+1 {{dim 0 of size 6 is not divisible by the group size 4}}
+    %y = dist.reduce_scatter %x {axes = ["tp"], dim = 0 : i64, reduce = "sum"} : tensor<6x8xf32> -> tensor<1x8xf32>
+    return %y : tensor<1x8xf32>
+  }
+}
+
+// -----
+
+// Other dims of reduce_scatter stay.
+module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
+  func.func @scatter_other_dim(%x: tensor<8x8xf32>) -> tensor<4x4xf32> {
+    // expected-error @+1 {{result dim 1 must equal the input's (8), got 4}}
+    %y = dist.reduce_scatter %x {axes = ["tp"], dim = 0 : i64, reduce = "sum"} : tensor<8x8xf32> -> tensor<4x4xf32>
+    return %y : tensor<4x4xf32>
+  }
+}
+
+// -----
+
+// all_to_all: split_dim shrinks, concat_dim grows.
+module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
+  func.func @all_to_all_shape(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    // expected-error @+1 {{result must be 'tensor<8x4xf32>' (group size 2), got 'tensor<4x8xf32>'}}
+    %y = dist.all_to_all %x {axes = ["tp"], split_dim = 1 : i64, concat_dim = 0 : i64} : tensor<4x8xf32> -> tensor<4x8xf32>
+    return %y : tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// broadcast's root is a rank of the group.
+module attributes {dist.mesh = #dist.mesh<["dp"=2, "tp"=2]>} {
+  func.func @broadcast_root(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{root 2 is not a rank of the group (size 2)}}
+    %y = dist.broadcast %x {axes = ["dp"], root = 2 : i64} : tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+// send's peer is a rank of the mesh.
+module attributes {dist.mesh = #dist.mesh<["dp"=2, "tp"=2]>} {
+  func.func @send_peer(%x: tensor<4xf32>) {
+    // expected-error @+1 {{peer 4 is not a rank of the mesh (4 ranks)}}
+    dist.send %x {peer = 4 : i64} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+// recv's peer is non-negative.
+func.func @recv_peer() -> tensor<4xf32> {
+  // expected-error @+1 {{peer -1 must be a non-negative rank}}
+  %x = dist.recv {peer = -1 : i64} : tensor<4xf32>
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// Mesh axis names are unique.
+// expected-error @+1 {{mesh axis 'tp' appears twice}}
+module attributes {dist.mesh = #dist.mesh<["tp"=2, "tp"=2]>} {}
+
+// -----
+
+// Mesh axis sizes are positive.
+// expected-error @+1 {{mesh axis 'dp' has size 0; sizes must be positive}}
+module attributes {dist.mesh = #dist.mesh<["dp"=0]>} {}
+
+// -----
+
+// A sharding uses each axis once.
+// expected-error @+1 {{mesh axis 'tp' is used twice in one sharding}}
+func.func @sharding_twice(%x: tensor<4x4xf32> {dist.sharding = #dist.sharding<[["tp"], ["tp"]]>}) {
+  return
+}

@@ -1,0 +1,38 @@
+// RUN: loom-opt %s | FileCheck %s
+// RUN: loom-opt %s | loom-opt | FileCheck %s
+
+// The dist dialect round-trips: meshes, shardings and every collective.
+
+// CHECK: module attributes {dist.mesh = #dist.mesh<["dp"=2, "tp"=2]>}
+module attributes {dist.mesh = #dist.mesh<["dp"=2, "tp"=2]>} {
+  // CHECK-LABEL: func.func @collectives
+  func.func @collectives(%x: tensor<4x8xf32> {dist.sharding = #dist.sharding<[["dp"], ["tp"]]>}) -> tensor<4x8xf32> {
+    // CHECK: dist.all_reduce %{{.*}} {axes = ["tp"], reduce = "sum"} : tensor<4x8xf32>
+    %a = dist.all_reduce %x {axes = ["tp"], reduce = "sum"} : tensor<4x8xf32>
+    // CHECK: dist.all_reduce %{{.*}} {axes = ["dp", "tp"], reduce = "max"} : tensor<4x8xf32>
+    %b = dist.all_reduce %a {axes = ["dp", "tp"], reduce = "max"} : tensor<4x8xf32>
+    // CHECK: dist.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64} : tensor<4x8xf32> -> tensor<4x16xf32>
+    %c = dist.all_gather %b {axes = ["tp"], dim = 1 : i64} : tensor<4x8xf32> -> tensor<4x16xf32>
+    // CHECK: dist.reduce_scatter %{{.*}} {axes = ["tp"], dim = 1 : i64, reduce = "sum"} : tensor<4x16xf32> -> tensor<4x8xf32>
+    %d = dist.reduce_scatter %c {axes = ["tp"], dim = 1 : i64, reduce = "sum"} : tensor<4x16xf32> -> tensor<4x8xf32>
+    // CHECK: dist.all_to_all %{{.*}} {axes = ["tp"], concat_dim = 0 : i64, split_dim = 1 : i64} : tensor<4x8xf32> -> tensor<8x4xf32>
+    %e = dist.all_to_all %d {axes = ["tp"], split_dim = 1 : i64, concat_dim = 0 : i64} : tensor<4x8xf32> -> tensor<8x4xf32>
+    // CHECK: dist.broadcast %{{.*}} {axes = ["dp"], root = 1 : i64} : tensor<8x4xf32>
+    %f = dist.broadcast %e {axes = ["dp"], root = 1 : i64} : tensor<8x4xf32>
+    // CHECK: dist.send %{{.*}} {peer = 3 : i64} : tensor<8x4xf32>
+    dist.send %f {peer = 3 : i64} : tensor<8x4xf32>
+    // CHECK: dist.recv {peer = 0 : i64} : tensor<4x8xf32>
+    %g = dist.recv {peer = 0 : i64} : tensor<4x8xf32>
+    return %g : tensor<4x8xf32>
+  }
+
+  // CHECK-LABEL: func.func @shardings
+  // CHECK-SAME: #dist.sharding<{{\[\[}}], []], partial = ["tp"]>
+  // CHECK-SAME: #dist.sharding<{{\[\[}}"tp", "dp"], []]>
+  // CHECK-SAME: #dist.sharding<[]>
+  func.func @shardings(%p: tensor<4x8xf32> {dist.sharding = #dist.sharding<[[], []], partial = ["tp"]>},
+                       %q: tensor<8x8xf32> {dist.sharding = #dist.sharding<[["tp", "dp"], []]>},
+                       %s: tensor<f32> {dist.sharding = #dist.sharding<[]>}) {
+    return
+  }
+}

@@ -1,0 +1,207 @@
+// RUN: loom-opt %s -split-input-file -verify-diagnostics
+
+// The verifier rules of rt.collective, rt.param/rt.input shardings and the
+// module's mesh attributes (dialects/rt/RtDialect.cpp).
+
+module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    %x = rt.input "x" : memref<4x8xf32>
+    %y = rt.alloc : memref<4x16xf32>
+    // expected-error @+1 {{all_gather: input [4x8] and output [4x16] differ along dim 1: output must be 32 (the group has 4 ranks)}}
+    rt.collective "all_gather" (%x) -> (%y) {axes = ["tp"], dim = 1} : (memref<4x8xf32>) -> memref<4x16xf32>
+  }
+}
+
+// -----
+
+module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    %x = rt.input "x" : memref<4x8xf32>
+    %y = rt.alloc : memref<4x8xf32>
+    // expected-error @+1 {{axis 'pp' is not a mesh axis (the mesh has ["dp", "tp"])}}
+    rt.collective "all_reduce" (%x) -> (%y) {axes = ["pp"], reduce = "sum"} : (memref<4x8xf32>) -> memref<4x8xf32>
+  }
+}
+
+// -----
+
+module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    %x = rt.input "x" : memref<6x8xf32>
+    %y = rt.alloc : memref<3x8xf32>
+    // expected-error @+1 {{reduce_scatter: input [6x8] and output [3x8] differ along dim 0: input must be 12 (the group has 4 ranks)}}
+    rt.collective "reduce_scatter" (%x) -> (%y) {axes = ["tp"], dim = 0, reduce = "sum"} : (memref<6x8xf32>) -> memref<3x8xf32>
+  }
+}
+
+// -----
+
+module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    %x = rt.input "x" : memref<6x8xf32>
+    %y = rt.alloc : memref<3x16xf32>
+    // expected-error @+1 {{all_to_all: split_dim 0 (6) does not divide into 4 blocks}}
+    rt.collective "all_to_all" (%x) -> (%y) {axes = ["tp"], split_dim = 0, concat_dim = 1} : (memref<6x8xf32>) -> memref<3x16xf32>
+  }
+}
+
+// -----
+
+module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    %x = rt.input "x" : memref<8xf32>
+    %y = rt.alloc : memref<8xf32>
+    // expected-error @+1 {{broadcast: root 2 is not an index in a group of 2}}
+    rt.collective "broadcast" (%x) -> (%y) {axes = ["dp"], root = 2} : (memref<8xf32>) -> memref<8xf32>
+  }
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf32>
+  %y = rt.alloc : memref<8xf32>
+  // expected-error @+1 {{unknown collective 'gossip'}}
+  rt.collective "gossip" (%x) -> (%y) {axes = ["dp"]} : (memref<8xf32>) -> memref<8xf32>
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf32>
+  %y = rt.alloc : memref<8xf32>
+  // expected-error @+1 {{'all_reduce' needs the attribute 'reduce'}}
+  rt.collective "all_reduce" (%x) -> (%y) {axes = ["dp"]} : (memref<8xf32>) -> memref<8xf32>
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf32>
+  %y = rt.alloc : memref<8xf32>
+  // expected-error @+1 {{'all_gather' takes no attribute 'reduce'}}
+  rt.collective "all_gather" (%x) -> (%y) {axes = ["dp"], dim = 0, reduce = "sum"} : (memref<8xf32>) -> memref<8xf32>
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf32>
+  %y = rt.alloc : memref<8xf32>
+  // expected-error @+1 {{unknown reduction 'min' (expected sum, max or avg)}}
+  rt.collective "all_reduce" (%x) -> (%y) {axes = ["dp"], reduce = "min"} : (memref<8xf32>) -> memref<8xf32>
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf64>
+  %y = rt.alloc : memref<8xf64>
+  // expected-error @+1 {{all_reduce: element type f64 is not one collectives move (f32, bf16, f16, i64, i32)}}
+  rt.collective "all_reduce" (%x) -> (%y) {axes = ["dp"], reduce = "sum"} : (memref<8xf64>) -> memref<8xf64>
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf32>
+  %y = rt.alloc : memref<8xbf16>
+  // expected-error @+1 {{all_reduce: input is f32 but output is bf16}}
+  rt.collective "all_reduce" (%x) -> (%y) {axes = ["dp"], reduce = "sum"} : (memref<8xf32>) -> memref<8xbf16>
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf32>
+  // expected-error @+1 {{send takes one input and no output}}
+  rt.collective "send" (%x) -> (%x) {peer = 1} : (memref<8xf32>) -> memref<8xf32>
+}
+
+// -----
+
+module attributes {rt.mesh_axes = ["pp"], rt.mesh_shape = array<i64: 2>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    %x = rt.input "x" : memref<8xf32>
+    // expected-error @+1 {{peer 2 is outside the mesh of 2 ranks}}
+    rt.collective "send" (%x) -> () {peer = 2} : (memref<8xf32>) -> ()
+  }
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf32>
+  %y = rt.alloc : memref<8xf32>
+  // expected-error @+1 {{runs on stream 'tp_comm', which the program does not list}}
+  rt.collective "all_reduce" (%x) -> (%y) on "tp_comm" {axes = ["tp"], reduce = "sum"} : (memref<8xf32>) -> memref<8xf32>
+}
+
+// -----
+
+module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    // expected-error @+1 {{buffer 'memref<8x4xf32>' is not this rank's block of the global shape [8, 16], which is [8, 8]}}
+    %w = rt.param "w" {global_shape = array<i64: 8, 16>, sharding = [[], ["dp"]]} : memref<8x4xf32>
+  }
+}
+
+// -----
+
+module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    // expected-error @+1 {{sharding: dimension 0 (6) does not divide into 4 blocks along ["tp"]}}
+    %t = rt.input "t" {global_shape = array<i64: 6, 4>, sharding = [["tp"], []]} : memref<1x4xi64>
+  }
+}
+
+// -----
+
+module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    // expected-error @+1 {{sharding lists 1 dimensions for a global shape of 2}}
+    %t = rt.input "t" {global_shape = array<i64: 6, 4>, sharding = [["tp"]]} : memref<6x4xi64>
+  }
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  // expected-error @+1 {{is sharded but the module has no mesh (rt.mesh_axes, rt.mesh_shape)}}
+  %t = rt.input "t" {global_shape = array<i64: 8, 4>, sharding = [["dp"], []]} : memref<4x4xi64>
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  // expected-error @+1 {{has a sharding but no global_shape}}
+  %w = rt.param "w" {sharding = [[], []]} : memref<4x4xf32>
+}
+
+// -----
+
+// A sharded parameter's value is the global tensor.
+module attributes {rt.mesh_axes = ["tp"], rt.mesh_shape = array<i64: 2>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    // expected-error @+1 {{value of type 'tensor<4xf32>' does not match the buffer 'memref<4xf32>'}}
+    %w = rt.param "w" {value = dense<1.0> : tensor<4xf32>, global_shape = array<i64: 8>, sharding = [["tp"]]} : memref<4xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{rt.mesh_axes names 2 axes but rt.mesh_shape has 1 sizes}}
+module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2>} {
+}
+
+// -----
+
+// expected-error @+1 {{rt.mesh_axes and rt.mesh_shape go together}}
+module attributes {rt.mesh_axes = ["dp"]} {
+}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' has size 0; sizes must be positive}}
+module attributes {rt.mesh_axes = ["tp"], rt.mesh_shape = array<i64: 0>} {
+}

@@ -1,0 +1,303 @@
+// The thread communicator: every collective on a 2x2 mesh and its
+// sub-groups, on random non-zero data, checked exactly against a reference
+// computed here in group order; timeouts and aborts end waits.
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/support/FloatTypes.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+namespace loom {
+namespace {
+
+const Mesh kMesh{{"dp", "tp"}, {2, 2}};
+
+/// Runs `body(rank, communicator)` on one thread per rank; returns each
+/// rank's error text ("" when it succeeded).
+std::vector<std::string>
+onRanks(const Mesh &mesh, const std::function<llvm::Error(int64_t, Communicator &)> &body,
+        std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  auto comms = createThreadCommunicators(mesh, timeout);
+  std::vector<std::string> errors(comms.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < comms.size(); ++r)
+    threads.emplace_back([&, r] {
+      if (llvm::Error err = body(r, *comms[r]))
+        errors[r] = llvm::toString(std::move(err));
+    });
+  for (std::thread &t : threads)
+    t.join();
+  return errors;
+}
+
+void expectAllSucceeded(const std::vector<std::string> &errors) {
+  for (size_t r = 0; r < errors.size(); ++r)
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+/// Rank r's input: random non-zero floats, different per rank.
+std::vector<float> randomFloats(int64_t rank, size_t count) {
+  std::mt19937 gen(1234 + rank);
+  std::uniform_real_distribution<float> dist(0.1f, 2.0f);
+  std::vector<float> v(count);
+  for (float &x : v)
+    x = (gen() % 2 ? 1 : -1) * dist(gen);
+  return v;
+}
+
+TEST(ThreadCommunicator, AllReduceSumOverEachAxis) {
+  const size_t n = 37;
+  for (std::vector<std::string> axes :
+       {std::vector<std::string>{"tp"}, {"dp"}, {"dp", "tp"}}) {
+    SCOPED_TRACE(axes.size() == 2 ? "dp,tp" : axes[0]);
+    std::vector<std::vector<float>> outs(4);
+    expectAllSucceeded(onRanks(kMesh, [&](int64_t r, Communicator &c) {
+      std::vector<float> in = randomFloats(r, n);
+      outs[r].assign(n, 0);
+      return c.allReduce(in.data(), outs[r].data(), DType::F32, {int64_t(n)}, ReduceOp::Sum, axes);
+    }));
+    for (int64_t r = 0; r < 4; ++r) {
+      Group g = *groupOf(kMesh, r, axes);
+      for (size_t i = 0; i < n; ++i) {
+        float expected = randomFloats(g.members[0], n)[i];
+        for (int64_t m = 1; m < g.size(); ++m)
+          expected += randomFloats(g.members[m], n)[i];
+        ASSERT_EQ(outs[r][i], expected) << "rank " << r << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(ThreadCommunicator, AllReduceMaxAvgAndTypes) {
+  // bf16 sum (accumulated in f32, rounded once), i64 max, i32 avg, f16 avg.
+  std::vector<std::vector<uint16_t>> bf16Out(4), f16Out(4);
+  std::vector<std::vector<int64_t>> i64Out(4);
+  std::vector<std::vector<int32_t>> i32Out(4);
+  auto bf16In = [](int64_t r) {
+    std::vector<uint16_t> v;
+    for (float x : randomFloats(r, 8))
+      v.push_back(floatToBf16(x));
+    return v;
+  };
+  auto f16In = [](int64_t r) {
+    std::vector<uint16_t> v;
+    for (float x : randomFloats(r + 10, 8))
+      v.push_back(floatToF16(x));
+    return v;
+  };
+  auto intIn = [](int64_t r, int64_t i) { return (r * 7 + i * 13) % 11 - 5 + (i == 3 ? 1000 : 0); };
+  expectAllSucceeded(onRanks(kMesh, [&](int64_t r, Communicator &c) -> llvm::Error {
+    std::vector<uint16_t> b = bf16In(r), h = f16In(r);
+    bf16Out[r].resize(8);
+    f16Out[r].resize(8);
+    if (auto err = c.allReduce(b.data(), bf16Out[r].data(), DType::BF16, {2, 4}, ReduceOp::Sum,
+                               {"dp", "tp"}))
+      return err;
+    if (auto err = c.allReduce(h.data(), f16Out[r].data(), DType::F16, {8}, ReduceOp::Avg, {"tp"}))
+      return err;
+    std::vector<int64_t> i64(5);
+    std::vector<int32_t> i32(5);
+    for (int64_t i = 0; i < 5; ++i) {
+      i64[i] = intIn(r, i);
+      i32[i] = int32_t(intIn(r, i) * 3);
+    }
+    i64Out[r].resize(5);
+    i32Out[r].resize(5);
+    if (auto err = c.allReduce(i64.data(), i64Out[r].data(), DType::I64, {5}, ReduceOp::Max, {"dp"}))
+      return err;
+    return c.allReduce(i32.data(), i32Out[r].data(), DType::I32, {5}, ReduceOp::Avg, {"dp", "tp"});
+  }));
+  for (int64_t r = 0; r < 4; ++r) {
+    for (int i = 0; i < 8; ++i) {
+      float sum = 0;
+      for (int64_t m = 0; m < 4; ++m)
+        sum += bf16ToFloat(bf16In(m)[i]);
+      EXPECT_EQ(bf16Out[r][i], floatToBf16(sum)) << "bf16 element " << i;
+      Group tp = *groupOf(kMesh, r, {"tp"});
+      float avg = (f16ToFloat(f16In(tp.members[0])[i]) + f16ToFloat(f16In(tp.members[1])[i])) / 2.0f;
+      EXPECT_EQ(f16Out[r][i], floatToF16(avg)) << "f16 element " << i;
+    }
+    Group dp = *groupOf(kMesh, r, {"dp"});
+    for (int64_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(i64Out[r][i], std::max(intIn(dp.members[0], i), intIn(dp.members[1], i)));
+      int64_t sum = 0;
+      for (int64_t m = 0; m < 4; ++m)
+        sum += intIn(m, i) * 3;
+      EXPECT_EQ(i32Out[r][i], int32_t(sum / 4));
+    }
+  }
+}
+
+TEST(ThreadCommunicator, AllGatherAlongADim) {
+  // [2, 3] per rank gathered along dim 1 over tp: [2, 6], members side by side.
+  std::vector<std::vector<float>> outs(4);
+  expectAllSucceeded(onRanks(kMesh, [&](int64_t r, Communicator &c) {
+    std::vector<float> in = randomFloats(r, 6);
+    outs[r].assign(12, 0);
+    return c.allGather(in.data(), {2, 3}, outs[r].data(), DType::F32, 1, {"tp"});
+  }));
+  for (int64_t r = 0; r < 4; ++r) {
+    Group tp = *groupOf(kMesh, r, {"tp"});
+    for (int64_t row = 0; row < 2; ++row)
+      for (int64_t m = 0; m < 2; ++m)
+        for (int64_t col = 0; col < 3; ++col)
+          EXPECT_EQ(outs[r][row * 6 + m * 3 + col], randomFloats(tp.members[m], 6)[row * 3 + col]);
+  }
+}
+
+TEST(ThreadCommunicator, ReduceScatterAlongADim) {
+  // [2, 4] per rank, summed over dp, member i keeps columns [2i, 2i+2).
+  std::vector<std::vector<float>> outs(4);
+  expectAllSucceeded(onRanks(kMesh, [&](int64_t r, Communicator &c) {
+    std::vector<float> in = randomFloats(r, 8);
+    outs[r].assign(4, 0);
+    return c.reduceScatter(in.data(), {2, 4}, outs[r].data(), DType::F32, 1, ReduceOp::Sum, {"dp"});
+  }));
+  for (int64_t r = 0; r < 4; ++r) {
+    Group dp = *groupOf(kMesh, r, {"dp"});
+    for (int64_t row = 0; row < 2; ++row)
+      for (int64_t col = 0; col < 2; ++col) {
+        int64_t at = row * 4 + dp.index * 2 + col;
+        float expected = randomFloats(dp.members[0], 8)[at] + randomFloats(dp.members[1], 8)[at];
+        EXPECT_EQ(outs[r][row * 2 + col], expected) << "rank " << r;
+      }
+  }
+}
+
+TEST(ThreadCommunicator, AllToAllOverTheWholeMesh) {
+  // [4, 2] per rank split along dim 0 into 4 rows; row j goes to member j;
+  // received rows are concatenated along dim 1: [1, 8].
+  std::vector<std::vector<float>> outs(4);
+  expectAllSucceeded(onRanks(kMesh, [&](int64_t r, Communicator &c) {
+    std::vector<float> in = randomFloats(r, 8);
+    outs[r].assign(8, 0);
+    return c.allToAll(in.data(), {4, 2}, outs[r].data(), DType::F32, 0, 1, {"dp", "tp"});
+  }));
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t m = 0; m < 4; ++m)
+      for (int64_t k = 0; k < 2; ++k)
+        EXPECT_EQ(outs[r][m * 2 + k], randomFloats(m, 8)[r * 2 + k]) << "rank " << r;
+}
+
+TEST(ThreadCommunicator, BroadcastFromARootIndex) {
+  std::vector<std::vector<float>> outs(4);
+  expectAllSucceeded(onRanks(kMesh, [&](int64_t r, Communicator &c) {
+    std::vector<float> in = randomFloats(r, 5);
+    outs[r].assign(5, 0);
+    return c.broadcast(in.data(), outs[r].data(), DType::F32, {5}, /*root=*/1, {"dp"});
+  }));
+  for (int64_t r = 0; r < 4; ++r) {
+    Group dp = *groupOf(kMesh, r, {"dp"});
+    EXPECT_EQ(outs[r], randomFloats(dp.members[1], 5));
+  }
+}
+
+TEST(ThreadCommunicator, SendRecvAroundARing) {
+  std::vector<std::vector<float>> outs(4);
+  expectAllSucceeded(onRanks(kMesh, [&](int64_t r, Communicator &c) -> llvm::Error {
+    std::vector<float> in = randomFloats(r, 6);
+    outs[r].assign(6, 0);
+    if (auto err = c.send(in.data(), DType::F32, {6}, (r + 1) % 4))
+      return err;
+    return c.recv(outs[r].data(), DType::F32, {6}, (r + 3) % 4);
+  }));
+  for (int64_t r = 0; r < 4; ++r)
+    EXPECT_EQ(outs[r], randomFloats((r + 3) % 4, 6));
+}
+
+TEST(ThreadCommunicator, InPlaceAllReduceAndRepeatedCallsAreBitwiseStable) {
+  // Random delays change which thread arrives first, never the result.
+  const size_t n = 1000;
+  std::vector<float> reference;
+  for (int trial = 0; trial < 5; ++trial) {
+    std::vector<std::vector<float>> bufs(4);
+    expectAllSucceeded(onRanks(kMesh, [&](int64_t r, Communicator &c) -> llvm::Error {
+      bufs[r] = randomFloats(r, n);
+      std::mt19937 gen(trial * 10 + r);
+      for (int step = 0; step < 3; ++step) {
+        std::this_thread::sleep_for(std::chrono::microseconds(gen() % 2000));
+        if (auto err = c.allReduce(bufs[r].data(), bufs[r].data(), DType::F32, {int64_t(n)},
+                                   ReduceOp::Sum, {"dp", "tp"}))
+          return err;
+      }
+      return llvm::Error::success();
+    }));
+    for (int64_t r = 1; r < 4; ++r)
+      ASSERT_EQ(bufs[r], bufs[0]);
+    if (trial == 0) {
+      // Three rounds of the fixed-order sum.
+      std::vector<std::vector<float>> v(4);
+      for (int64_t r = 0; r < 4; ++r)
+        v[r] = randomFloats(r, n);
+      for (int step = 0; step < 3; ++step) {
+        std::vector<float> s(n);
+        for (size_t i = 0; i < n; ++i)
+          s[i] = ((v[0][i] + v[1][i]) + v[2][i]) + v[3][i];
+        for (auto &x : v)
+          x = s;
+      }
+      reference = v[0];
+    }
+    ASSERT_EQ(0, std::memcmp(bufs[0].data(), reference.data(), n * 4)) << "trial " << trial;
+  }
+}
+
+TEST(ThreadCommunicator, AMissingPeerTimesOut) {
+  auto errors = onRanks(
+      kMesh,
+      [&](int64_t r, Communicator &c) -> llvm::Error {
+        if (r == 1)
+          return llvm::Error::success(); // never joins
+        float x = 1, y = 0;
+        if (r == 0)
+          return c.allReduce(&x, &y, DType::F32, {1}, ReduceOp::Sum, {"tp"});
+        return llvm::Error::success();
+      },
+      std::chrono::milliseconds(200));
+  EXPECT_NE(errors[0].find("all_reduce on rank 0: "), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("timed out after 200 ms waiting for rank(s) 1 to join"),
+            std::string::npos)
+      << errors[0];
+}
+
+TEST(ThreadCommunicator, AnAbortWakesWaitingPeers) {
+  auto start = std::chrono::steady_clock::now();
+  auto errors = onRanks(
+      kMesh,
+      [&](int64_t r, Communicator &c) -> llvm::Error {
+        if (r == 3) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          c.abort("kernel failed");
+          return llvm::Error::success();
+        }
+        float x = 1, y = 0;
+        return c.allReduce(&x, &y, DType::F32, {1}, ReduceOp::Sum, {"dp", "tp"});
+      },
+      std::chrono::seconds(30));
+  for (int64_t r = 0; r < 3; ++r)
+    EXPECT_NE(errors[r].find("aborted (rank 3 failed: kernel failed)"), std::string::npos)
+        << errors[r];
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(ThreadCommunicator, MismatchedCallsAndShapesAreErrors) {
+  auto errors = onRanks(kMesh, [&](int64_t r, Communicator &c) -> llvm::Error {
+    std::vector<float> in(4, 1), out(8, 0);
+    if (r == 0) // output too small for a gather over 2
+      return c.run(CollectiveDesc{CollectiveKind::AllGather, {"tp"}},
+                   {DType::F32, in.data(), {4}, out.data(), {6}});
+    if (r == 2)
+      return c.allReduce(in.data(), out.data(), DType::F8E4M3FN, {4}, ReduceOp::Sum, {"tp"});
+    return llvm::Error::success();
+  });
+  EXPECT_EQ(errors[0], "all_gather on rank 0: all_gather: input [4] and output [6] differ along "
+                       "dim 0: output must be 8 (the group has 2 ranks)");
+  EXPECT_EQ(errors[2], "all_reduce on rank 2: all_reduce: element type f8E4M3FN is not one "
+                       "collectives move (f32, bf16, f16, i64, i32)");
+}
+
+} // namespace
+} // namespace loom
