@@ -18,6 +18,7 @@
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
+#include <set>
 #include <cstdlib>
 #include <thread>
 
@@ -171,6 +172,30 @@ llvm::Expected<std::unique_ptr<Backend>> backendFor(int64_t slot, int numThreads
     return cuda;
   llvm::consumeError(cuda.takeError());
   return createCpuBackend(numThreads);
+}
+
+/// Whether this run's ranks drive GPUs: --backend=cuda, or auto with a GPU.
+bool usesCuda() {
+  if (backendName == "cuda")
+    return true;
+  if (backendName != "auto")
+    return false;
+  auto probe = createCudaBackend(0);
+  if (probe)
+    return true;
+  llvm::consumeError(probe.takeError());
+  return false;
+}
+
+/// Every group (axes list) the executable's collectives use, in a fixed
+/// order: NCCL splits their communicators up front.
+std::vector<std::vector<std::string>> collectiveGroups(const Executable &exe) {
+  std::set<std::vector<std::string>> groups;
+  for (const RankProgram &program : exe.ranks)
+    for (const Instruction &instr : program.instructions)
+      if (instr.kind == InstrKind::Collective && !instr.collective.axes.empty())
+        groups.insert(instr.collective.axes);
+  return {groups.begin(), groups.end()};
 }
 
 /// Everything one rank does: initialize, load weights, train or infer.
@@ -403,11 +428,24 @@ int main(int argc, char **argv) {
       fail("the executable has no program for rank " + llvm::Twine(rank));
     const char *localRank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     int64_t slot = localRank ? std::atoll(localRank) : rank;
+    std::unique_ptr<Communicator> nccl; // GPUs: NCCL, bootstrapped through MPI
     llvm::Error err = [&]() -> llvm::Error {
       auto backend = backendFor(slot, threads);
       if (!backend)
         return backend.takeError();
-      (*backend)->attachCommunicator(communicator.get());
+      Communicator *deviceComm = communicator.get();
+      if ((*backend)->name() != "cpu" && haveNccl()) {
+        auto device = deviceFor(slot);
+        if (!device)
+          return device.takeError();
+        auto created = createNcclCommunicator(exe.mesh, *device, *communicator,
+                                              collectiveGroups(exe));
+        if (!created)
+          return created.takeError();
+        nccl = std::move(*created);
+        deviceComm = nccl.get();
+      }
+      (*backend)->attachCommunicator(deviceComm);
       return runRank(exe, rankIndex, **backend, communicator.get());
     }();
     if (err) {
@@ -436,6 +474,18 @@ int main(int argc, char **argv) {
                             : std::max(1, int(std::thread::hardware_concurrency() / numRanks));
   auto communicators =
       createThreadCommunicators(exe.mesh, std::chrono::seconds(commTimeout.getValue()));
+  // On GPUs the collectives go through NCCL, one communicator per GPU; the
+  // thread communicators still carry host traffic (checkpoints).
+  std::vector<std::unique_ptr<Communicator>> ncclComms;
+  if (usesCuda() && haveNccl()) {
+    std::vector<int> gpus;
+    std::vector<Communicator *> hosts;
+    for (int64_t r = 0; r < numRanks; ++r) {
+      gpus.push_back(check(deviceFor(r)));
+      hosts.push_back(communicators[r].get());
+    }
+    ncclComms = check(createNcclCommunicators(exe.mesh, gpus, collectiveGroups(exe), hosts));
+  }
   std::vector<std::string> errors(numRanks);
   std::vector<std::thread> workers;
   for (int64_t r = 0; r < numRanks; ++r)
@@ -447,7 +497,8 @@ int main(int argc, char **argv) {
         auto backend = backendFor(r, perRank);
         if (!backend)
           return backend.takeError();
-        (*backend)->attachCommunicator(communicators[r].get());
+        (*backend)->attachCommunicator(ncclComms.empty() ? communicators[r].get()
+                                                         : ncclComms[r].get());
         return runRank(exe, rankIndex, **backend, communicators[r].get());
       }();
       if (err) {
