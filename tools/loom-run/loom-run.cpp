@@ -312,24 +312,39 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
     return printProfile();
   }
 
-  if (inputs.size() != program.inputs.size()) {
+  // The inputs of all ranks, by name (a pipeline's stages take different
+  // ones); positional files follow this order, rank 0's first.
+  std::vector<IOBinding> allInputs, allOutputs;
+  std::vector<std::string> inputTypes;
+  std::map<std::string, uint32_t> outputWriter; // name -> rank that writes it
+  for (const RankProgram &p : exe.ranks) {
+    for (const IOBinding &b : p.inputs)
+      if (llvm::none_of(allInputs, [&](const IOBinding &x) { return x.name == b.name; })) {
+        allInputs.push_back(b);
+        inputTypes.push_back(std::string(dtypeName(p.buffers[b.buffer].dtype)));
+      }
+    for (const IOBinding &b : p.outputs)
+      if (outputWriter.emplace(b.name, p.rank).second)
+        allOutputs.push_back(b);
+  }
+  if (inputs.size() != allInputs.size()) {
     std::string expected;
-    for (const IOBinding &b : program.inputs) {
-      const BufferDesc &buf = program.buffers[b.buffer];
-      expected += (expected.empty() ? "" : ", ") + b.name + " (" +
-                  std::string(dtypeName(buf.dtype)) + ")";
-    }
-    return failure("the program takes " + llvm::Twine(program.inputs.size()) + " inputs (" +
+    for (size_t i = 0; i < allInputs.size(); ++i)
+      expected += (expected.empty() ? "" : ", ") + allInputs[i].name + " (" + inputTypes[i] + ")";
+    return failure("the program takes " + llvm::Twine(allInputs.size()) + " inputs (" +
                    expected + "), got " + llvm::Twine(inputs.size()) + " --input files");
   }
+  std::map<std::string, std::string> inputPaths;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    auto [name, path] = bindingFor(inputs[i], i, program.inputs, "input");
-    const IOBinding *binding = nullptr;
-    for (const IOBinding &b : program.inputs)
-      if (b.name == name)
-        binding = &b;
-    if (!binding)
+    auto [name, path] = bindingFor(inputs[i], i, allInputs, "input");
+    if (llvm::none_of(allInputs, [&](const IOBinding &x) { return x.name == name; }))
       return failure("the program has no input named '" + name + "'");
+    inputPaths[name] = path;
+  }
+  for (const IOBinding &input : program.inputs) {
+    const std::string &name = input.name;
+    const IOBinding *binding = &input;
+    std::string path = inputPaths[name];
     const BufferDesc &buffer = program.buffers[binding->buffer];
     auto array = readNpyAs(path, buffer.dtype);
     if (!array)
@@ -355,10 +370,12 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
     return err;
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!leader)
-    return llvm::Error::success();
 
+  // Each output is written by the first rank that has it (rank 0, or a
+  // pipeline's last stage).
   auto writeOutput = [&](const std::string &name, const std::string &path) -> llvm::Error {
+    if (outputWriter[name] != program.rank)
+      return llvm::Error::success();
     auto value = executor->getOutput(name);
     if (!value)
       return value.takeError();
@@ -369,7 +386,9 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
     return writeNpy(path, array);
   };
   for (size_t i = 0; i < outputs.size(); ++i) {
-    auto [name, path] = bindingFor(outputs[i], i, program.outputs, "output");
+    auto [name, path] = bindingFor(outputs[i], i, allOutputs, "output");
+    if (!outputWriter.count(name))
+      return failure("the program has no output named '" + name + "'");
     if (auto err = writeOutput(name, path))
       return err;
   }
@@ -380,6 +399,8 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
       if (auto err = writeOutput(output.name, outputDir + "/" + output.name + ".npy"))
         return err;
   }
+  if (!leader)
+    return llvm::Error::success();
   if (auto err = printProfile())
     return err;
   llvm::errs() << "loom-run: ran " << program.instructions.size() << " instructions on "
