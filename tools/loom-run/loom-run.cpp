@@ -447,7 +447,12 @@ int main(int argc, char **argv) {
       ++rankIndex;
     if (rankIndex == exe.ranks.size())
       fail("the executable has no program for rank " + llvm::Twine(rank));
+    // The GPU slot: this process's rank on its node (Open MPI, Slurm, MPICH).
     const char *localRank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!localRank)
+      localRank = std::getenv("SLURM_LOCALID");
+    if (!localRank)
+      localRank = std::getenv("MPI_LOCALRANKID");
     int64_t slot = localRank ? std::atoll(localRank) : rank;
     std::unique_ptr<Communicator> nccl; // GPUs: NCCL, bootstrapped through MPI
     llvm::Error err = [&]() -> llvm::Error {
