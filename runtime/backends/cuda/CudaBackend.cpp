@@ -120,6 +120,28 @@ public:
     return cuda::launchKernel(kernel, inputs, outputs, attrs, ctx);
   }
 
+  /// NCCL runs on the instruction's stream; other communicators (threads,
+  /// MPI) stage through host memory (Backend::collective).
+  llvm::Error collective(const CollectiveDesc &desc, const DeviceTensor *in,
+                         const DeviceTensor *out, unsigned stream) override {
+    if (auto err = checkStream(stream))
+      return err;
+    if (!communicator_ || communicator_->name() != "nccl")
+      return Backend::collective(desc, in, out, stream);
+    CollectiveOperands operands;
+    operands.dtype = in ? in->dtype : out->dtype;
+    if (in) {
+      operands.in = in->data;
+      operands.inShape = in->shape;
+    }
+    if (out) {
+      operands.out = out->data;
+      operands.outShape = out->shape;
+    }
+    operands.stream = streams_[stream];
+    return communicator_->run(desc, operands);
+  }
+
   llvm::Error recordEvent(unsigned event, unsigned stream) override {
     if (auto err = checkStream(stream))
       return err;
