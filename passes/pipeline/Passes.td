@@ -21,7 +21,9 @@ def PipelinePartition : Pass<"loom-pipeline-partition", "mlir::ModuleOp"> {
     empty)). Each op gets `pipe.stage = piece`, the module gets
     `pipe.layers_per_stage` and `pipe.stage_flops` (forward FLOPs), and a remark per piece shows the placement;
     another per stage boundary names what crosses it (the payload of
-    SEND_F/RECV_F; SEND_B/RECV_B carry its gradient).
+    SEND_F/RECV_F; SEND_B/RECV_B carry its gradient). A parameter read on
+    several stages (tied embeddings, a rotary table every layer reads) gets
+    `pipe.shared_stages` and a remark: each of those stages holds a copy.
 
     Run again on the training step built from a partitioned forward, it
     completes the stages: autodiff gives each gradient op its forward op's
