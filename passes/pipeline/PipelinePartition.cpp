@@ -74,9 +74,15 @@ struct PipelinePartitionPass
       return mlir::emitError(module.getLoc()) << llvm::toString(kind.takeError());
     if (pp < 1 || vpp < 1)
       return mlir::emitError(module.getLoc()) << "--pp and --vpp must be at least 1";
+    // Where stages run: the schedule's placement (any microbatch count will do).
+    bool dual = *kind == pipeline::ScheduleKind::DualPipe || *kind == pipeline::ScheduleKind::DualPipeV;
+    auto placement = scheduleFile.empty()
+                         ? pipeline::generateSchedule(*kind, int(pp), int(vpp), int(dual ? 2 * pp : pp))
+                         : pipeline::readScheduleFile(scheduleFile);
+    if (!placement)
+      return mlir::emitError(module.getLoc()) << llvm::toString(placement.takeError());
     // The model pieces: one per stage of a chain.
-    int64_t perRank = pipeline::stagesPerRank(*kind, vpp);
-    int64_t pieces = *kind == pipeline::ScheduleKind::DualPipe ? pp : pp * perRank;
+    int64_t pieces = placement->chainLength();
     auto func = module.lookupSymbol<func::FuncOp>("main");
     if (!func)
       return mlir::emitError(module.getLoc(), "no function @main to partition");
@@ -174,10 +180,14 @@ struct PipelinePartitionPass
         sum += n;
       }
       if (int64_t(counts.size()) != pieces || sum != numLayers)
-        return mlir::emitError(module.getLoc()) << "--pp-layout '" << layout << "' gives " << counts.size()
-                                  << " stages with " << sum << " layers; the model has "
-                                  << numLayers << " layers and --schedule=" << schedule.getValue()
-                                  << " with --pp " << int64_t(pp) << " needs " << pieces << " stages";
+        return mlir::emitError(module.getLoc())
+               << "--pp-layout '" << layout << "' gives " << counts.size() << " stages with "
+               << sum << " layers; the model has " << numLayers << " layers and "
+               << (scheduleFile.empty()
+                       ? "--schedule=" + schedule.getValue() + " with --pp " +
+                             std::to_string(placement->numRanks)
+                       : "the schedule in '" + scheduleFile.getValue() + "'")
+               << " needs " << pieces << " stages";
     }
     // Layer -> piece.
     std::vector<int64_t> pieceOfLayer(numLayers + 2);
@@ -218,14 +228,6 @@ struct PipelinePartitionPass
     for (double c : pieceCost)
       flops.push_back(int64_t(c));
     module->setAttr("pipe.stage_flops", b.getDenseI64ArrayAttr(flops));
-    // Where each piece runs: the schedule's placement of its stage(s).
-    auto placement = pipeline::generateSchedule(*kind, int(pp), int(vpp),
-                                                *kind == pipeline::ScheduleKind::DualPipe ||
-                                                        *kind == pipeline::ScheduleKind::DualPipeV
-                                                    ? int(2 * pp)
-                                                    : int(pp));
-    if (!placement)
-      return mlir::emitError(module.getLoc()) << llvm::toString(placement.takeError());
     int64_t layer0 = 0;
     for (int64_t p = 0; p < pieces; ++p) {
       std::string ranks = std::to_string(placement->stageRank[p]);
