@@ -21,7 +21,9 @@ def PipelinePartition : Pass<"loom-pipeline-partition", "mlir::ModuleOp"> {
     empty)). Each op gets `pipe.stage = piece`, the module gets
     `pipe.layers_per_stage` and `pipe.stage_flops` (forward FLOPs), and a remark per piece shows the placement;
     another per stage boundary names what crosses it (the payload of
-    SEND_F/RECV_F; SEND_B/RECV_B carry its gradient).
+    SEND_F/RECV_F; SEND_B/RECV_B carry its gradient). A parameter read on
+    several stages (tied embeddings, a rotary table every layer reads) gets
+    `pipe.shared_stages` and a remark: each of those stages holds a copy.
 
     Run again on the training step built from a partitioned forward, it
     completes the stages: autodiff gives each gradient op its forward op's
@@ -50,6 +52,8 @@ def PipelinePartition : Pass<"loom-pipeline-partition", "mlir::ModuleOp"> {
     Option<"vpp", "vpp", "int64_t", /*default=*/"1", "stages per rank (interleaved)">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
            "1f1b, interleaved, zb-h1, dualpipe or dualpipev">,
+    Option<"scheduleFile", "schedule-file", "std::string", /*default=*/"\"\"",
+           "a schedule CSV whose stages and placement to use instead of `schedule`">,
     Option<"layout", "layout", "std::string", /*default=*/"\"\"",
            "layers per piece (`4,4,4,4`), `even`, or empty: balanced by FLOPs">,
   ];
@@ -60,7 +64,7 @@ def PipelineSchedule : Pass<"loom-pipeline-schedule", "mlir::ModuleOp"> {
   let summary = "generate, verify and analyse the pipeline schedule";
   let description = [{
     Appends a `pipe.schedule` for `schedule` on `pp` ranks with
-    `microbatches` microbatches (per-rank actions with the transfers,
+    `microbatches` microbatches (or the one in `schedule-file`, a CSV) (per-rank actions with the transfers,
     verified: see the op), and a remark with its analysis under unit costs
     (F = I = W = 1, B = 2, F&B = 3): per rank the bubble, the peak live
     activations and the parameters held; after --loom-pipeline-partition
@@ -82,6 +86,8 @@ def PipelineSchedule : Pass<"loom-pipeline-schedule", "mlir::ModuleOp"> {
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
            "1f1b, interleaved, zb-h1, dualpipe or dualpipev">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1", "microbatches per step">,
+    Option<"scheduleFile", "schedule-file", "std::string", /*default=*/"\"\"",
+           "read the schedule from this CSV (verified) instead of generating one">,
   ];
   let dependentDialects = ["loom::pipe::PipeDialect"];
 }

@@ -12,6 +12,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <map>
+#include <set>
 #include <regex>
 
 namespace loom {
@@ -73,9 +74,15 @@ struct PipelinePartitionPass
       return mlir::emitError(module.getLoc()) << llvm::toString(kind.takeError());
     if (pp < 1 || vpp < 1)
       return mlir::emitError(module.getLoc()) << "--pp and --vpp must be at least 1";
+    // Where stages run: the schedule's placement (any microbatch count will do).
+    bool dual = *kind == pipeline::ScheduleKind::DualPipe || *kind == pipeline::ScheduleKind::DualPipeV;
+    auto placement = scheduleFile.empty()
+                         ? pipeline::generateSchedule(*kind, int(pp), int(vpp), int(dual ? 2 * pp : pp))
+                         : pipeline::readScheduleFile(scheduleFile);
+    if (!placement)
+      return mlir::emitError(module.getLoc()) << llvm::toString(placement.takeError());
     // The model pieces: one per stage of a chain.
-    int64_t perRank = pipeline::stagesPerRank(*kind, vpp);
-    int64_t pieces = *kind == pipeline::ScheduleKind::DualPipe ? pp : pp * perRank;
+    int64_t pieces = placement->chainLength();
     auto func = module.lookupSymbol<func::FuncOp>("main");
     if (!func)
       return mlir::emitError(module.getLoc(), "no function @main to partition");
@@ -101,22 +108,32 @@ struct PipelinePartitionPass
     if (numLayers == 0)
       return mlir::emitError(func.getLoc(), "no transformer layers to partition: no parameter name has a "
                             "layer index (`layers.N.`, `h.N.`, `blocks.N.`)");
-    // Unnumbered parameters first used before any layer's op: the prologue (-1).
+    // Unnumbered parameters first used before any layer's op are the
+    // prologue (-1), after the last one the epilogue (L); those used amid
+    // the layers (a rotary table every layer reads) belong to no layer and
+    // go with their first user.
     llvm::DenseMap<Operation *, int64_t> firstUse;
-    int64_t position = 0, firstLayerOp = -1;
+    int64_t position = 0, firstLayerOp = -1, lastLayerOp = -1;
     for (Operation &op : func.getBody().front()) {
       ++position;
       for (Value v : op.getOperands())
-        if (Operation *def = v.getDefiningOp())
+        if (Operation *def = v.getDefiningOp()) {
           if (!firstUse.count(def))
             firstUse[def] = position;
-      if (firstLayerOp < 0)
-        for (Value v : op.getOperands())
-          if (Operation *def = v.getDefiningOp(); def && layer.count(def) && isa<nn::ParameterOp>(def))
-            firstLayerOp = position;
+          if (isa<nn::ParameterOp>(def) && layer.count(def)) {
+            if (firstLayerOp < 0)
+              firstLayerOp = position;
+            lastLayerOp = position;
+          }
+        }
     }
-    for (Operation *param : unnumbered)
-      layer[param] = firstUse.lookup(param) && firstUse.lookup(param) < firstLayerOp ? -1 : numLayers;
+    for (Operation *param : unnumbered) {
+      int64_t first = firstUse.lookup(param);
+      if (first > 0 && first < firstLayerOp)
+        layer[param] = -1;
+      else if (first > lastLayerOp)
+        layer[param] = numLayers;
+    }
 
     // Units: -1 prologue, 0..L-1 layers, L epilogue; cost per unit.
     std::vector<double> cost(numLayers + 2, 0.0);
@@ -163,10 +180,14 @@ struct PipelinePartitionPass
         sum += n;
       }
       if (int64_t(counts.size()) != pieces || sum != numLayers)
-        return mlir::emitError(module.getLoc()) << "--pp-layout '" << layout << "' gives " << counts.size()
-                                  << " stages with " << sum << " layers; the model has "
-                                  << numLayers << " layers and --schedule=" << schedule.getValue()
-                                  << " with --pp " << int64_t(pp) << " needs " << pieces << " stages";
+        return mlir::emitError(module.getLoc())
+               << "--pp-layout '" << layout << "' gives " << counts.size() << " stages with "
+               << sum << " layers; the model has " << numLayers << " layers and "
+               << (scheduleFile.empty()
+                       ? "--schedule=" + schedule.getValue() + " with --pp " +
+                             std::to_string(placement->numRanks)
+                       : "the schedule in '" + scheduleFile.getValue() + "'")
+               << " needs " << pieces << " stages";
     }
     // Layer -> piece.
     std::vector<int64_t> pieceOfLayer(numLayers + 2);
@@ -207,20 +228,11 @@ struct PipelinePartitionPass
     for (double c : pieceCost)
       flops.push_back(int64_t(c));
     module->setAttr("pipe.stage_flops", b.getDenseI64ArrayAttr(flops));
-    // Where each piece runs: the schedule's placement of its stage(s).
-    auto placement = pipeline::generateSchedule(*kind, int(pp), int(vpp),
-                                                *kind == pipeline::ScheduleKind::DualPipe ||
-                                                        *kind == pipeline::ScheduleKind::DualPipeV
-                                                    ? int(2 * pp)
-                                                    : int(pp));
     int64_t layer0 = 0;
     for (int64_t p = 0; p < pieces; ++p) {
-      std::string ranks = "?";
-      if (placement) {
-        ranks = std::to_string(placement->stageRank[p]);
-        if (placement->numChains == 2)
-          ranks += " and " + std::to_string(placement->stageRank[p + pieces]);
-      }
+      std::string ranks = std::to_string(placement->stageRank[p]);
+      if (placement->numChains == 2)
+        ranks += " and " + std::to_string(placement->stageRank[p + pieces]);
       std::string what;
       if (hasPrologue[p])
         what += "embedding, ";
@@ -236,8 +248,27 @@ struct PipelinePartitionPass
                                          p, ranks, what, counts[p], int64_t(pieceCost[p]));
       layer0 += counts[p];
     }
-    if (!placement)
-      llvm::consumeError(placement.takeError());
+    // Parameters read on several stages (tied embeddings, a shared rotary
+    // table): every such stage holds a copy; trainable ones must sum their
+    // gradients over those stages.
+    for (Operation &op : func.getBody().front()) {
+      auto param = dyn_cast<nn::ParameterOp>(op);
+      if (!param)
+        continue;
+      std::set<int64_t> readers;
+      for (Operation *user : op.getUsers())
+        if (auto s = user->getAttrOfType<IntegerAttr>(pipe::kStageAttr))
+          readers.insert(s.getInt());
+      if (readers.size() < 2)
+        continue;
+      llvm::SmallVector<int64_t> list(readers.begin(), readers.end());
+      op.setAttr("pipe.shared_stages", b.getDenseI64ArrayAttr(list));
+      mlir::emitRemark(func.getLoc())
+          << "parameter '" << param.getName() << "' is read on stages "
+          << llvm::join(llvm::map_range(list, [](int64_t s) { return std::to_string(s); }), ", ")
+          << ": each holds a copy"
+          << (param.isTrainable() ? ", and their gradients are summed" : "");
+    }
     return reportBoundaries(func);
   }
 

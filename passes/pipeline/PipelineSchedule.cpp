@@ -29,7 +29,9 @@ struct PipelineSchedulePass
       mlir::emitError(module.getLoc()) << llvm::toString(kind.takeError());
       return signalPassFailure();
     }
-    auto s = pipeline::generateSchedule(*kind, int(pp), int(vpp), int(microbatches));
+    auto s = scheduleFile.empty()
+                 ? pipeline::generateSchedule(*kind, int(pp), int(vpp), int(microbatches))
+                 : pipeline::readScheduleFile(scheduleFile);
     if (!s) {
       mlir::emitError(module.getLoc()) << llvm::toString(s.takeError());
       return signalPassFailure();
@@ -42,8 +44,8 @@ struct PipelineSchedulePass
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
     auto op = pipe::buildScheduleOp(builder, module.getLoc(), *s);
     mlir::emitRemark(op.getLoc())
-        << schedule.getValue() << " on " << int64_t(pp) << " ranks, " << s->numStages
-        << " stages, " << int64_t(microbatches)
+        << pipeline::scheduleKindName(s->kind) << " on " << s->numRanks << " ranks, "
+        << s->numStages << " stages, " << s->numMicrobatches
         << " microbatches; unit costs F=I=W=1 B=2 F&B=3:\n"
         << analysis->format();
     // With the partition's FLOPs per stage, the same schedule timed with

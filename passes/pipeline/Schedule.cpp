@@ -6,6 +6,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
 #include <tuple>
@@ -292,6 +293,16 @@ llvm::Expected<Schedule> importCsv(llvm::StringRef text) {
           llvm::formatv("schedule CSV: stage {0} has no compute action on any rank", stage));
   if (llvm::Error err = verifySchedule(s))
     return std::move(err);
+  return s;
+}
+
+llvm::Expected<Schedule> readScheduleFile(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return llvm::createStringError("cannot read '" + path + "': " + buffer.getError().message());
+  auto s = importCsv((*buffer)->getBuffer());
+  if (!s)
+    return llvm::createStringError("'" + path + "': " + llvm::toString(s.takeError()));
   return s;
 }
 

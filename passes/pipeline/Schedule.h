@@ -104,6 +104,9 @@ std::string exportCsv(const Schedule &schedule);
 /// the verifier. FSDP actions (UNSHARD, RESHARD, REDUCE_GRAD) are skipped.
 llvm::Expected<Schedule> importCsv(llvm::StringRef text);
 
+/// importCsv on a file's text; errors name the file.
+llvm::Expected<Schedule> readScheduleFile(llvm::StringRef path);
+
 /// A table, one line per rank, of the actions (for printing and remarks).
 std::string formatScheduleTable(const Schedule &schedule, bool withComm = false);
 

@@ -209,12 +209,14 @@ std::string scheduleToJson(const Schedule &s, const ScheduleAnalysis &a, const S
 }
 
 namespace {
-const char *fillOf(ActionKind kind) {
+/// Box colors by kind; a rank's later stages (the V's return leg, later
+/// virtual stages) in a darker shade.
+const char *fillOf(ActionKind kind, bool laterStage) {
   switch (kind) {
-  case ActionKind::F: return "#4e79a7";
-  case ActionKind::B: return "#59a14f";
-  case ActionKind::I: return "#8cd17d";
-  case ActionKind::W: return "#b07aa1";
+  case ActionKind::F: return laterStage ? "#1f4e79" : "#4e79a7";
+  case ActionKind::B: return laterStage ? "#2e6b25" : "#59a14f";
+  case ActionKind::I: return laterStage ? "#4f9a43" : "#8cd17d";
+  case ActionKind::W: return laterStage ? "#7b4b6e" : "#b07aa1";
   default: return "#999999";
   }
 }
@@ -223,7 +225,12 @@ const char *fillOf(ActionKind kind) {
 std::string renderScheduleSvg(const Schedule &s, const ScheduleAnalysis &analysis) {
   const double left = 70, top = 40, rowHeight = 34, boxHeight = 26, width = 1200;
   double scale = analysis.makespan > 0 ? (width - left - 20) / analysis.makespan : 1;
-  double height = top + rowHeight * s.numRanks + 40;
+  double height = top + rowHeight * s.numRanks + 64;
+  // Each rank's first stage; boxes of its other stages are darker.
+  std::vector<int> firstStage(s.numRanks, -1);
+  for (int stage = s.numStages - 1; stage >= 0; --stage)
+    firstStage[s.stageRank[stage]] = stage;
+  bool severalStages = s.numStages > s.numRanks;
   std::string svg;
   svg += llvm::formatv("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
                        "font-family=\"sans-serif\" font-size=\"11\">\n",
@@ -253,11 +260,13 @@ std::string renderScheduleSvg(const Schedule &s, const ScheduleAnalysis &analysi
                    .str();
         svg += llvm::formatv("<rect x=\"{0:F2}\" y=\"{1:F2}\" width=\"{2:F2}\" height=\"{3:F2}\" "
                              "fill=\"{4}\" stroke=\"#f28e2b\" stroke-width=\"2\"/>\n",
-                             x, y, w, boxHeight / 2, fillOf(ActionKind::F))
+                             x, y, w, boxHeight / 2,
+                             fillOf(ActionKind::F, a.stage != firstStage[rank]))
                    .str();
         svg += llvm::formatv("<rect x=\"{0:F2}\" y=\"{1:F2}\" width=\"{2:F2}\" height=\"{3:F2}\" "
                              "fill=\"{4}\" stroke=\"#f28e2b\" stroke-width=\"2\"/>\n",
-                             x, y + boxHeight / 2, w, boxHeight / 2, fillOf(ActionKind::B))
+                             x, y + boxHeight / 2, w, boxHeight / 2,
+                             fillOf(ActionKind::B, a.bStage != firstStage[rank]))
                    .str();
         svg += llvm::formatv("<text x=\"{0:F2}\" y=\"{1:F2}\" text-anchor=\"middle\" "
                              "fill=\"white\" font-size=\"9\">{2}</text>\n",
@@ -274,7 +283,8 @@ std::string renderScheduleSvg(const Schedule &s, const ScheduleAnalysis &analysi
                            "height=\"{6:F2}\" fill=\"{7}\" stroke=\"white\"/>"
                            "<text x=\"{8:F2}\" y=\"{9:F2}\" text-anchor=\"middle\" "
                            "fill=\"white\">{10}</text></g>\n",
-                           a.str(), t.start, t.end, x, y, w, boxHeight, fillOf(a.kind),
+                           a.str(), t.start, t.end, x, y, w, boxHeight,
+                           fillOf(a.kind, a.stage != firstStage[rank]),
                            x + w / 2, y + boxHeight * 0.65, label)
                  .str();
     }
@@ -294,6 +304,23 @@ std::string renderScheduleSvg(const Schedule &s, const ScheduleAnalysis &analysi
                          "</text>\n",
                          left + t * scale, axisY + 14, t)
                .str();
+  // Legend.
+  double legendY = axisY + 30, x = left;
+  auto key = [&](const char *fill, const char *stroke, llvm::StringRef label) {
+    svg += llvm::formatv("<g class=\"legend\"><rect x=\"{0:F2}\" y=\"{1:F2}\" width=\"14\" "
+                         "height=\"14\" fill=\"{2}\" stroke=\"{3}\" stroke-width=\"2\"/>"
+                         "<text x=\"{4:F2}\" y=\"{5:F2}\">{6}</text></g>\n",
+                         x, legendY - 11, fill, stroke, x + 18, legendY, label)
+               .str();
+    x += 26 + 6.5 * label.size();
+  };
+  key(fillOf(ActionKind::F, false), "white", "F forward");
+  key(fillOf(ActionKind::B, false), "white", "B full backward");
+  key(fillOf(ActionKind::I, false), "white", "I input gradient");
+  key(fillOf(ActionKind::W, false), "white", "W weight gradient");
+  key("white", "#f28e2b", "OVERLAP_F_B (F over B)");
+  if (severalStages)
+    key(fillOf(ActionKind::F, true), "white", "darker: a rank's later stage");
   svg += "</svg>\n";
   return svg;
 }

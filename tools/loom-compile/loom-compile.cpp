@@ -120,6 +120,10 @@ cl::opt<std::string> scheduleCsv("schedule-csv",
                                  cl::desc("also write the pipeline schedule as PyTorch "
                                           "pipelining's CSV (one row per rank)"),
                                  cl::value_desc("path"), cl::init(""), cl::cat(category));
+cl::opt<std::string> scheduleFile("schedule-file",
+                                  cl::desc("run the pipeline schedule in this CSV (PyTorch "
+                                           "pipelining's format, verified) instead of --schedule"),
+                                  cl::value_desc("path"), cl::init(""), cl::cat(category));
 cl::opt<int64_t> tensorParallel("tp", cl::desc("tensor-parallel ranks (Megatron column/row split)"),
                                 cl::init(1), cl::cat(category));
 cl::opt<int64_t> dataParallel("dp", cl::desc("data-parallel ranks (the global batch split along dim 0)"),
@@ -191,13 +195,29 @@ int main(int argc, char **argv) {
                 "dualpipe, dualpipev"
               : llvm::toString(kind.takeError()));
   if (pp == 1 && (vpp != 1 || schedule.getNumOccurrences() || !ppLayout.empty() ||
-                  !scheduleCsv.empty()))
-    fail("--vpp, --schedule, --pp-layout and --schedule-csv need --pp 2 or more");
+                  !scheduleCsv.empty() || !scheduleFile.empty()))
+    fail("--vpp, --schedule, --schedule-file, --pp-layout and --schedule-csv need --pp 2 or more");
+  if (!scheduleFile.empty()) {
+    auto s = loom::pipeline::readScheduleFile(scheduleFile);
+    if (!s)
+      fail(llvm::toString(s.takeError()));
+    if (s->numRanks != pp)
+      fail("--schedule-file '" + scheduleFile + "' has " + llvm::Twine(s->numRanks) +
+           " ranks, --pp is " + llvm::Twine(int64_t(pp)));
+    if (microbatches == 0)
+      microbatches = s->numMicrobatches;
+    else if (microbatches != s->numMicrobatches)
+      fail("--schedule-file '" + scheduleFile + "' runs " + llvm::Twine(s->numMicrobatches) +
+           " microbatches, --microbatches is " + llvm::Twine(int64_t(microbatches)));
+    if (batch > 0 && batch % microbatches != 0)
+      fail("--batch (" + llvm::Twine(int64_t(batch)) + ") must be a multiple of the schedule's " +
+           llvm::Twine(int64_t(microbatches)) + " microbatches");
+  }
   if (pp > 1 && !training)
     fail("--pp " + llvm::Twine(int64_t(pp)) + " pipelines a training step: add --mode=train");
   if (pp > 1 && microbatches == 0)
     fail("--pp " + llvm::Twine(int64_t(pp)) + " needs --microbatches (the schedule's microbatch count)");
-  if (pp > 1) {
+  if (pp > 1 && scheduleFile.empty()) {
     // Bad schedule combinations fail here, before any model work.
     auto kind = loom::pipeline::parseScheduleKind(schedule);
     auto s = loom::pipeline::generateSchedule(*kind, int(pp), int(vpp), int(microbatches));
@@ -329,6 +349,7 @@ int main(int argc, char **argv) {
   partition.vpp = vpp;
   partition.schedule = schedule;
   partition.layout = ppLayout;
+  partition.scheduleFile = scheduleFile;
   if (pp > 1)
     runPhase([&](PassManager &pm) { pm.addPass(loom::createPipelinePartition(partition)); },
              "partition");
@@ -375,6 +396,7 @@ int main(int argc, char **argv) {
       options.vpp = vpp;
       options.schedule = schedule;
       options.microbatches = microbatches;
+      options.scheduleFile = scheduleFile;
       pm.addPass(loom::createPipelineSchedule(options));
     }, "pipe");
     if (!scheduleCsv.empty()) {

@@ -3,6 +3,8 @@
 // RUN: loom-opt %t.l8.mlir --loom-pipeline-partition="pp=4 schedule=dualpipev" 2>&1 | FileCheck %s --check-prefix=V
 // RUN: loom-opt %t.l8.mlir --loom-pipeline-partition="pp=4 schedule=dualpipe layout=2,2,2,2" 2>&1 | FileCheck %s --check-prefix=DUAL
 // RUN: loom-opt %t.l8.mlir --loom-pipeline-partition=pp=2 --loom-build-training-step=batch=4 --loom-pipeline-partition=pp=2 2>&1 | FileCheck %s --check-prefix=TRAIN
+// RUN: %python %S/Inputs/layers.py 4 --shared > %t.s4.mlir
+// RUN: loom-opt %t.s4.mlir --loom-pipeline-partition=pp=2 2>&1 | FileCheck %s --check-prefix=SHARED
 // RUN: %python %S/Inputs/layers.py 61 > %t.l61.mlir
 // RUN: loom-opt %t.l61.mlir --loom-pipeline-partition="pp=8 vpp=2 schedule=interleaved layout=even" 2>&1 | FileCheck %s --check-prefix=PAD
 // RUN: not loom-opt %t.l8.mlir --loom-pipeline-partition="pp=4 layout=4,4" 2>&1 | FileCheck %s --check-prefix=BADLAYOUT
@@ -35,6 +37,14 @@
 // TRAIN: nn.adamw {{.*}}pipe.stage = 1
 // TRAIN-NOT: pipe.stage = -1
 // TRAIN: return
+
+// A table every layer reads belongs to no layer: the layers still split by
+// cost, and both stages hold the table.
+// SHARED: remark: stage 0 (rank 0): embedding, layers 0-2 (3 layers)
+// SHARED: remark: stage 1 (rank 1): layers 3-3, norm + head + loss (1 layers)
+// SHARED: remark: parameter 'rotary.table' is read on stages 0, 1: each holds a copy
+// SHARED-NOT: and their gradients
+// SHARED: nn.parameter "rotary.table" frozen init(ones) {pipe.shared_stages = array<i64: 0, 1>, pipe.stage = 0 : i64}
 
 // DualPipeV: 8 stages in a V, the last (norm + head) back on rank 0.
 // V: remark: stage 0 (rank 0): embedding, layers 0-0

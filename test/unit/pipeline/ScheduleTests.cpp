@@ -307,3 +307,28 @@ TEST(ScheduleAnalysis, StageScale) {
   EXPECT_DOUBLE_EQ(a.timeline[1][1].start, 4.0);
   EXPECT_DOUBLE_EQ(a.timeline[1][1].end, 10.0);
 }
+
+// Every combination a generator accepts verifies and times; every one it
+// refuses says why in one line.
+TEST(ScheduleGenerators, SweepOfCombinations) {
+  int generated = 0;
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::Interleaved, ScheduleKind::ZBH1,
+                            ScheduleKind::DualPipe, ScheduleKind::DualPipeV})
+    for (int pp = 1; pp <= 8; ++pp)
+      for (int vpp = 1; vpp <= 3; ++vpp)
+        for (int mbs = 1; mbs <= 24; ++mbs) {
+          auto s = generateSchedule(kind, pp, vpp, mbs);
+          if (!s) {
+            std::string error = llvm::toString(s.takeError());
+            EXPECT_EQ(error.find("internal"), std::string::npos) << error;
+            EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+            EXPECT_EQ(error.rfind("--schedule=", 0), 0u) << error;
+            continue;
+          }
+          ++generated;
+          auto a = analyzeSchedule(*s);
+          EXPECT_TRUE(bool(a)) << (a ? "" : llvm::toString(a.takeError()));
+          EXPECT_EQ(s->numRanks, pp);
+        }
+  EXPECT_GT(generated, 700);
+}
