@@ -106,6 +106,12 @@ public:
     return llvm::Error::success();
   }
 
+  /// Takes `comm` as this rank's communicator for the group of `members`.
+  void adoptGroup(const std::vector<int64_t> &members, ncclComm_t comm) {
+    groups_[members] = comm;
+  }
+  bool hasGroup(const std::vector<int64_t> &members) const { return groups_.count(members); }
+
   // Host bytes (checkpoints) travel through the host communicator.
   llvm::Error sendBytes(const void *data, size_t bytes, int64_t peer) override {
     return host_ ? host_->sendBytes(data, bytes, peer) : noHost();
@@ -297,14 +303,25 @@ createNcclCommunicators(const Mesh &mesh, llvm::ArrayRef<int> devices,
     raw.push_back(comm.get());
     result.push_back(std::move(comm));
   }
-  // Splits are collective: issue every rank's within one NCCL group.
-  LOOM_NCCL(ncclGroupStart(), "ncclGroupStart");
-  for (NcclCommunicator *comm : raw)
-    if (llvm::Error err = comm->splitGroups(groups)) {
-      ncclGroupEnd();
-      return std::move(err);
+  // One process drives every GPU: each group's communicators come from
+  // ncclCommInitAll over its members' devices (splitting the world inside a
+  // group call failed on the H200 machines with "unhandled cuda error").
+  for (const std::vector<std::string> &axes : groups)
+    for (int r = 0; r < n; ++r) {
+      auto group = groupOf(mesh, r, axes);
+      if (!group)
+        return group.takeError();
+      if (raw[r]->hasGroup(group->members))
+        continue;
+      std::vector<ncclComm_t> members(group->members.size());
+      std::vector<int> memberDevs;
+      for (int64_t m : group->members)
+        memberDevs.push_back(devs[m]);
+      LOOM_NCCL(ncclCommInitAll(members.data(), int(members.size()), memberDevs.data()),
+                "ncclCommInitAll (group)");
+      for (size_t i = 0; i < members.size(); ++i)
+        raw[group->members[i]]->adoptGroup(group->members, members[i]);
     }
-  LOOM_NCCL(ncclGroupEnd(), "ncclGroupEnd");
   return result;
 }
 
