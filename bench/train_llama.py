@@ -203,6 +203,7 @@ def bench(args):
     print("\nfirst losses:")
     for name, *_, losses in rows:
         print("%-14s %s" % (name, " ".join("%.4f" % l for l in losses[:20])))
+    os.makedirs(args.out or work, exist_ok=True)
     with open(os.path.join(args.out or work, "bench.json"), "w") as f:
         json.dump([{"name": r[0], "tokens_per_s": r[1], "step_s": r[2], "mfu": r[3],
                     "peak_gib": r[4], "losses": r[5]} for r in rows], f, indent=1)

@@ -43,3 +43,23 @@ else:
                     ("this build of Loom has no MPI (install libopenmpi-dev and rebuild)"
                      if not config.loom_have_mpi else
                      "mpirun is not installed (openmpi-bin)"))
+
+# Multi-GPU tests need a CUDA build and two GPUs (NCCL between them).
+def gpu_count():
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    import subprocess
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+    except Exception:
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+gpus = gpu_count() if config.loom_enable_cuda else 0
+if gpus >= 2:
+    config.available_features.add("two-gpus")
+else:
+    lit_config.note("the multi-GPU tests are UNSUPPORTED: " +
+                    ("this build has no CUDA backend" if not config.loom_enable_cuda else
+                     "%d GPU(s) visible, they need 2" % gpus))

@@ -152,6 +152,7 @@ constexpr KernelImpl kImplementations[] = {
     {"nn.maximum", runBinary},     {"nn.minimum", runBinary},
     {"nn.compare", runCompare},    {"nn.where", runWhere},
     {"nn.cast", runCast},          {"nn.matmul", runMatmul},
+    {"nn.scaled_matmul", runScaledMatmul},
     {"nn.reduce_sum", runReduce},  {"nn.reduce_mean", runReduce},
     {"nn.reduce_max", runReduce},  {"nn.softmax", runSoftmax},
     {"nn.log_softmax", runSoftmax}, {"nn.layer_norm", runLayerNorm},

@@ -58,6 +58,7 @@ llvm::Error runGatherGrad(const KernelCall &call);
 llvm::Error runCrossEntropyGrad(const KernelCall &call);
 llvm::Error runPad(const KernelCall &call);
 llvm::Error runAdamW(const KernelCall &call);
+llvm::Error runScaledMatmul(const KernelCall &call);
 llvm::Error runAdamWMulti(const KernelCall &call);
 
 /// An error for the caller; runKernel prefixes the kernel's name.

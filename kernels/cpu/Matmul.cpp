@@ -214,10 +214,74 @@ llvm::Error runMatmul(const KernelCall &call) {
   LOOM_ASSIGN_OR_RETURN(bool transB,
                         transposeFlag(call.attrs, "transpose_b", "transpose_rhs"));
   LOOM_ASSIGN_OR_RETURN(MatmulShape shape, inferShape(a, b, out, transA, transB));
-  return dispatchFloat(out.dtype, "operands", [&](auto tag) {
+  LOOM_ASSIGN_OR_RETURN(std::string epilogue, call.attrs.getStr("epilogue", "none"));
+  const bool bias = epilogue == "bias" || epilogue == "bias_gelu";
+  const bool gelu = epilogue == "gelu" || epilogue == "bias_gelu";
+  if (!bias && !gelu && epilogue != "none")
+    return kernelError("unknown epilogue '" + epilogue + "' (none, bias, gelu, bias_gelu)");
+  if (bias != (call.inputs.size() == 3))
+    return kernelError(bias ? "epilogue '" + epilogue + "' needs a bias operand"
+                            : std::string("a third operand (bias) needs a bias epilogue"));
+  if (bias) {
+    const Tensor &biasT = call.inputs[2];
+    LOOM_RETURN_IF_ERROR(checkSameDType(biasT, "bias", out, "output"));
+    if (biasT.shape.size() != 1 || biasT.shape[0] != out.shape.back())
+      return kernelError("bias shape " + shapeToString(biasT.shape) + " should be [" +
+                         std::to_string(out.shape.back()) + "]");
+  }
+  LOOM_RETURN_IF_ERROR(dispatchFloat(out.dtype, "operands", [&](auto tag) {
     matmulAs<decltype(tag)>(call, shape, transA, transB);
     return llvm::Error::success();
+  }));
+  // The reference epilogue is the unfused kernels, in place on the result.
+  if (bias)
+    LOOM_RETURN_IF_ERROR(runKernel("nn.add", {out, call.inputs[2]}, {out}, {}, call.ctx));
+  if (gelu) {
+    KernelAttrs tanh;
+    tanh.set("approximate", std::string("tanh"));
+    LOOM_RETURN_IF_ERROR(runKernel("nn.gelu", {out}, {out}, tanh, call.ctx));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error runScaledMatmul(const KernelCall &call) {
+  const Tensor &a = call.inputs[0], &b = call.inputs[1];
+  const Tensor &scaleA = call.inputs[2], &scaleB = call.inputs[3], &out = call.outputs[0];
+  auto isF8 = [](DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; };
+  if (!isF8(a.dtype) || !isF8(b.dtype))
+    return kernelError("operands must be f8E4M3FN or f8E5M2, got " +
+                       std::string(dtypeName(a.dtype)) + " and " + std::string(dtypeName(b.dtype)));
+  if (a.dtype == DType::F8E5M2 && b.dtype == DType::F8E5M2)
+    return kernelError("at most one operand may be f8E5M2");
+  if (out.dtype != DType::F32 && out.dtype != DType::BF16 && out.dtype != DType::F16)
+    return kernelError("result must be f32, bf16 or f16, got " + std::string(dtypeName(out.dtype)));
+  for (const Tensor *s : {&scaleA, &scaleB})
+    if (s->dtype != DType::F32 || product(s->shape) != 1)
+      return kernelError("scales must be f32 scalars");
+  if (a.shape.size() != 2 || b.shape.size() != 2 || out.shape.size() != 2 ||
+      a.shape[1] != b.shape[1] || out.shape[0] != a.shape[0] || out.shape[1] != b.shape[0])
+    return kernelError("expected a [M, K], b [N, K] and result [M, N]; got " +
+                       shapeToString(a.shape) + ", " + shapeToString(b.shape) + " and " +
+                       shapeToString(out.shape));
+  const int64_t m = a.shape[0], n = b.shape[0], k = a.shape[1];
+  // f8 values and their products are exact in f32; the sum runs in k order.
+  std::vector<float> av(m * k), bv(n * k);
+  for (int64_t i = 0; i < m * k; ++i)
+    av[i] = static_cast<float>(loadAsDouble(a.data, a.dtype, i));
+  for (int64_t i = 0; i < n * k; ++i)
+    bv[i] = static_cast<float>(loadAsDouble(b.data, b.dtype, i));
+  const float scale = *static_cast<const float *>(scaleA.data) *
+                      *static_cast<const float *>(scaleB.data);
+  parallelFor(call.ctx, m, n * k, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = 0;
+        for (int64_t t = 0; t < k; ++t)
+          acc += av[i * k + t] * bv[j * k + t];
+        storeFromDouble(out.data, out.dtype, i * n + j, acc * scale);
+      }
   });
+  return llvm::Error::success();
 }
 
 } // namespace loom::cpu::detail

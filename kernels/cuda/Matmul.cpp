@@ -1,7 +1,9 @@
 // nn.matmul through cuBLASLt: row-major operands with optional transposes
 // and broadcast batch dims, f32/bf16/f16 with f32 accumulation (no TF32, so
-// f32 results stay within f32 rounding of the CPU reference). Algorithms are
-// chosen by cuBLASLt's heuristic once per shape and cached.
+// f32 results stay within f32 rounding of the CPU reference), with the bias
+// and GELU epilogues fused by cuBLASLt. nn.scaled_matmul: FP8 operands with
+// per-tensor scales (cuBLASLt's A/B scale pointers). Algorithms are chosen
+// by cuBLASLt's heuristic once per shape and cached.
 
 #include "kernels/cuda/CudaKernels.h"
 
@@ -28,21 +30,26 @@ std::optional<cudaDataType_t> cudaTypeOf(DType t) {
   case DType::F32: return CUDA_R_32F;
   case DType::BF16: return CUDA_R_16BF;
   case DType::F16: return CUDA_R_16F;
+  case DType::F8E4M3FN: return CUDA_R_8F_E4M3;
+  case DType::F8E5M2: return CUDA_R_8F_E5M2;
   default: return std::nullopt;
   }
 }
 
 /// One GEMM in cuBLASLt's column-major terms: C[n x m] = op(A)[n x k] op(B)[k x m].
 struct GemmShape {
-  cudaDataType_t type;
+  cudaDataType_t type;                 // C's; A's and B's unless given below
+  std::optional<cudaDataType_t> typeA, typeB;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  bool scaled = false;                 // per-tensor A/B scale pointers
   bool transA, transB;
   int64_t n, m, k, lda, ldb, ldc;
   int64_t batch, strideA, strideB, strideC;
-  bool operator<(const GemmShape &o) const {
-    return std::tie(type, transA, transB, n, m, k, lda, ldb, ldc, batch, strideA, strideB,
-                    strideC) < std::tie(o.type, o.transA, o.transB, o.n, o.m, o.k, o.lda,
-                                        o.ldb, o.ldc, o.batch, o.strideA, o.strideB, o.strideC);
+  auto key() const {
+    return std::tie(type, typeA, typeB, epilogue, scaled, transA, transB, n, m, k, lda, ldb,
+                    ldc, batch, strideA, strideB, strideC);
   }
+  bool operator<(const GemmShape &o) const { return key() < o.key(); }
 };
 
 /// Descriptors and the chosen algorithm for one shape.
@@ -68,12 +75,19 @@ llvm::Expected<const GemmPlan *> planFor(const GemmShape &s, const LaunchContext
     return std::move(err);
   cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA));
   cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB));
+  if (s.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &s.epilogue,
+                                   sizeof(s.epilogue));
+    cudaDataType_t biasType = s.type;
+    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+                                   sizeof(biasType));
+  }
   // Stored shapes (column-major rows x cols) of A, B and C.
   int64_t aRows = s.transA ? s.k : s.n, aCols = s.transA ? s.n : s.k;
   int64_t bRows = s.transB ? s.m : s.k, bCols = s.transB ? s.k : s.m;
-  auto layout = [&](cublasLtMatrixLayout_t *l, int64_t rows, int64_t cols, int64_t ld,
-                    int64_t stride) -> llvm::Error {
-    if (auto err = lastError(cublasLtMatrixLayoutCreate(l, s.type, rows, cols, ld),
+  auto layout = [&](cublasLtMatrixLayout_t *l, cudaDataType_t type, int64_t rows, int64_t cols,
+                    int64_t ld, int64_t stride) -> llvm::Error {
+    if (auto err = lastError(cublasLtMatrixLayoutCreate(l, type, rows, cols, ld),
                              "cublasLtMatrixLayoutCreate"))
       return err;
     if (s.batch > 1) {
@@ -85,11 +99,11 @@ llvm::Expected<const GemmPlan *> planFor(const GemmShape &s, const LaunchContext
     }
     return llvm::Error::success();
   };
-  if (auto err = layout(&plan.a, aRows, aCols, s.lda, s.strideA))
+  if (auto err = layout(&plan.a, s.typeA.value_or(s.type), aRows, aCols, s.lda, s.strideA))
     return std::move(err);
-  if (auto err = layout(&plan.b, bRows, bCols, s.ldb, s.strideB))
+  if (auto err = layout(&plan.b, s.typeB.value_or(s.type), bRows, bCols, s.ldb, s.strideB))
     return std::move(err);
-  if (auto err = layout(&plan.c, s.n, s.m, s.ldc, s.strideC))
+  if (auto err = layout(&plan.c, s.type, s.n, s.m, s.ldc, s.strideC))
     return std::move(err);
   cublasLtMatmulPreference_t preference;
   cublasLtMatmulPreferenceCreate(&preference);
@@ -122,6 +136,26 @@ llvm::Error launchMatmul(const KernelCall &call) {
                                     " (f32, bf16, f16)");
   LOOM_ASSIGN_OR_RETURN(bool transA, call.attrs.getBool("transpose_a", false));
   LOOM_ASSIGN_OR_RETURN(bool transB, call.attrs.getBool("transpose_b", false));
+  LOOM_ASSIGN_OR_RETURN(std::string epilogueName, call.attrs.getStr("epilogue", "none"));
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (epilogueName == "bias")
+    epilogue = CUBLASLT_EPILOGUE_BIAS;
+  else if (epilogueName == "gelu")
+    epilogue = CUBLASLT_EPILOGUE_GELU;
+  else if (epilogueName == "bias_gelu")
+    epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
+  else if (epilogueName != "none")
+    return cpu::detail::kernelError("unknown epilogue '" + epilogueName +
+                                    "' (none, bias, gelu, bias_gelu)");
+  const bool hasBias = epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
+  if (hasBias != (call.inputs.size() == 3))
+    return cpu::detail::kernelError(hasBias ? "epilogue '" + epilogueName + "' needs a bias operand"
+                                            : std::string("a third operand (bias) needs a bias epilogue"));
+  if (hasBias && (call.inputs[2].dtype != out.dtype || call.inputs[2].shape.size() != 1 ||
+                  call.inputs[2].shape[0] != out.shape.back()))
+    return cpu::detail::kernelError("bias must be [" + llvm::Twine(out.shape.back()) +
+                                    "] of the result's dtype");
+  const void *biasData = hasBias ? call.inputs[2].data : nullptr;
   size_t lr = lhs.shape.size(), rr = rhs.shape.size();
   int64_t m = transA ? lhs.shape[lr - 1] : lhs.shape[lr - 2];
   int64_t k = transA ? lhs.shape[lr - 2] : lhs.shape[lr - 1];
@@ -145,6 +179,9 @@ llvm::Error launchMatmul(const KernelCall &call) {
     auto plan = planFor(shape, call.ctx);
     if (!plan)
       return plan.takeError();
+    if (biasData)
+      cublasLtMatmulDescSetAttribute((*plan)->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasData,
+                                     sizeof(biasData));
     return lastError(cublasLtMatmul(call.ctx.cublasLt, (*plan)->desc, &alpha, a, (*plan)->a, b,
                                     (*plan)->b, &beta, c, (*plan)->c, c, (*plan)->c,
                                     &(*plan)->algo, call.ctx.workspace, call.ctx.workspaceBytes,
@@ -155,6 +192,7 @@ llvm::Error launchMatmul(const KernelCall &call) {
   // A is our rhs, its B our lhs.
   GemmShape s;
   s.type = *type;
+  s.epilogue = epilogue;
   s.transA = transB;
   s.transB = transA;
   s.n = n;
@@ -207,10 +245,66 @@ llvm::Error launchMatmul(const KernelCall &call) {
   return llvm::Error::success();
 }
 
+llvm::Error launchScaledMatmul(const KernelCall &call) {
+  const Tensor &a = call.inputs[0], &b = call.inputs[1];
+  const Tensor &scaleA = call.inputs[2], &scaleB = call.inputs[3], &out = call.outputs[0];
+  auto isF8 = [](DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; };
+  if (!isF8(a.dtype) || !isF8(b.dtype))
+    return cpu::detail::kernelError("operands must be f8E4M3FN or f8E5M2");
+  if (a.dtype == DType::F8E5M2 && b.dtype == DType::F8E5M2)
+    return cpu::detail::kernelError("at most one operand may be f8E5M2");
+  if (out.dtype != DType::F32 && out.dtype != DType::BF16 && out.dtype != DType::F16)
+    return cpu::detail::kernelError("result must be f32, bf16 or f16");
+  for (const Tensor *t : {&scaleA, &scaleB})
+    if (t->dtype != DType::F32 || t->numElements() != 1)
+      return cpu::detail::kernelError("scales must be f32 scalars");
+  if (a.shape.size() != 2 || b.shape.size() != 2 || out.shape.size() != 2 ||
+      a.shape[1] != b.shape[1] || out.shape[0] != a.shape[0] || out.shape[1] != b.shape[0])
+    return cpu::detail::kernelError("expected a [M, K], b [N, K] and result [M, N]");
+  const int64_t m = a.shape[0], n = b.shape[0], k = a.shape[1];
+  // FP8 tensor cores read 16-byte rows.
+  if (k % 16 != 0 || n % 16 != 0)
+    return cpu::detail::kernelError("FP8 GEMMs need K and N to be multiples of 16, got K = " +
+                                    llvm::Twine(k) + ", N = " + llvm::Twine(n));
+  // Column-major: C^T [n x m] = B' [n x k] A' [k x m], with B (our b, [N, K]
+  // row-major) transposed and A (our a) not: the TN layout FP8 requires.
+  GemmShape s;
+  s.type = *cudaTypeOf(out.dtype);
+  s.typeA = *cudaTypeOf(b.dtype);
+  s.typeB = *cudaTypeOf(a.dtype);
+  s.scaled = true;
+  s.transA = true;
+  s.transB = false;
+  s.n = n;
+  s.m = m;
+  s.k = k;
+  s.lda = k;
+  s.ldb = k;
+  s.ldc = n;
+  s.batch = 1;
+  s.strideA = s.strideB = s.strideC = 0;
+  auto plan = planFor(s, call.ctx);
+  if (!plan)
+    return plan.takeError();
+  // cuBLASLt's A is our b: its scale is scale_b.
+  const void *aScale = scaleB.data, *bScale = scaleA.data;
+  cublasLtMatmulDescSetAttribute((*plan)->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &aScale,
+                                 sizeof(aScale));
+  cublasLtMatmulDescSetAttribute((*plan)->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &bScale,
+                                 sizeof(bScale));
+  float alpha = 1.0f, beta = 0.0f;
+  return lastError(cublasLtMatmul(call.ctx.cublasLt, (*plan)->desc, &alpha, b.data, (*plan)->a,
+                                  a.data, (*plan)->b, &beta, out.data, (*plan)->c, out.data,
+                                  (*plan)->c, &(*plan)->algo, call.ctx.workspace,
+                                  call.ctx.workspaceBytes, call.ctx.stream),
+                   "cublasLtMatmul (FP8)");
+}
+
 } // namespace
 
 void registerMatmulKernels(llvm::StringMap<Launcher> &registry) {
   registry["nn.matmul"] = launchMatmul;
+  registry["nn.scaled_matmul"] = launchScaledMatmul;
 }
 
 } // namespace loom::cuda

@@ -32,4 +32,28 @@ def FuseAdamW : Pass<"loom-fuse-adamw", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseMatmulEpilogue : Pass<"loom-fuse-matmul-epilogue", "mlir::ModuleOp"> {
+  let summary = "bias adds and tanh-GELUs after a GEMM become its epilogue";
+  let description = [{
+    A GEMM whose result only feeds an `nn.add` of a `[N]` bias takes the
+    bias as a third operand with `epilogue = "bias"`; when a tanh `nn.gelu`
+    is then the biased result's only reader (directly or through a
+    reshape), the GEMM writes the activation itself, `epilogue =
+    "bias_gelu"` (cuBLASLt's fused epilogues on the GPU). In training the
+    GELU's input is kept for its gradient, so there only the bias fuses.
+    Runs on `rt` programs before `--loom-plan-memory`.
+
+    Before:
+    ```mlir
+    rt.kernel "nn.matmul" (%x, %w) -> (%t) : ...
+    rt.kernel "nn.add" (%t, %b) -> (%u) : ...
+    rt.kernel "nn.gelu" (%u) -> (%v) attrs {approximate = "tanh"} : ...
+    ```
+    After:
+    ```mlir
+    rt.kernel "nn.matmul" (%x, %w, %b) -> (%v) attrs {epilogue = "bias_gelu"} : ...
+    ```
+  }];
+}
+
 #endif

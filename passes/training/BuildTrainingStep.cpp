@@ -350,6 +350,9 @@ struct BuildTrainingStepPass
           created.ops[i]->setAttr("loom.backward", builder.getStringAttr(kind));
           if (auto mb = op->getAttrOfType<IntegerAttr>("loom.microbatch"))
             created.ops[i]->setAttr("loom.microbatch", mb);
+          // A pipeline stage (--loom-pipeline-partition) goes with its gradient.
+          if (auto stage = op->getAttrOfType<IntegerAttr>("pipe.stage"))
+            created.ops[i]->setAttr("pipe.stage", stage);
         }
         if (*grad)
           accumulate(operand, *grad, kind);

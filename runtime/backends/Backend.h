@@ -68,6 +68,17 @@ public:
   virtual llvm::Error endCapture();
   virtual llvm::Error replay();
 
+  /// Device-side timing for profiles. timestamp() marks `stream` with a
+  /// timestamp taken when the work issued on it so far is done and returns
+  /// its id; after synchronize(), timestampSeconds(id) is that time in
+  /// seconds since the first timestamp after resetTimestamps(). Backends
+  /// without device timing return false from canTimestamp(), and profiles
+  /// then wait for each kernel and time it on the host.
+  virtual bool canTimestamp() const { return false; }
+  virtual llvm::Expected<unsigned> timestamp(unsigned stream);
+  virtual llvm::Expected<double> timestampSeconds(unsigned id);
+  virtual void resetTimestamps() {}
+
 protected:
   Communicator *communicator_ = nullptr;
 };

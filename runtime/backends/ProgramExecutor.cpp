@@ -206,9 +206,41 @@ llvm::Error ProgramExecutor::run() {
 }
 
 llvm::Error ProgramExecutor::issueAndWait() {
+  deviceTiming_ = profiling_ && backend_.canTimestamp();
+  pendingTimes_.clear();
+  auto runStarted = std::chrono::steady_clock::now();
+  if (deviceTiming_)
+    backend_.resetTimestamps();
   if (auto err = issue())
     return err;
-  return backend_.synchronize();
+  if (auto err = backend_.synchronize())
+    return err;
+  if (!deviceTiming_)
+    return llvm::Error::success();
+  // Device timestamps: what each kernel took on its stream, overlaps
+  // between streams included, without waiting after every kernel.
+  if (!traceOrigin_)
+    traceOrigin_ = runStarted;
+  const double runOffset = std::chrono::duration<double>(runStarted - *traceOrigin_).count();
+  for (const PendingTime &p : pendingTimes_) {
+    llvm::Expected<double> begin = backend_.timestampSeconds(p.begin);
+    if (!begin)
+      return begin.takeError();
+    llvm::Expected<double> end = backend_.timestampSeconds(p.end);
+    if (!end)
+      return end.takeError();
+    const Instruction &instr = program_.instructions[p.instruction];
+    std::string name = instr.kind == InstrKind::Kernel ? instr.kernel
+                       : instr.kind == InstrKind::Copy
+                           ? std::string("copy")
+                           : collectiveKindName(instr.collective.kind);
+    auto &[seconds, calls] = kernelTimes_[name];
+    seconds += *end - *begin;
+    ++calls;
+    trace_.push_back({std::move(name), instr.stream, runOffset + *begin, *end - *begin,
+                      p.instruction});
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error ProgramExecutor::issue() {
@@ -216,6 +248,16 @@ llvm::Error ProgramExecutor::issue() {
     const Instruction &instr = program_.instructions[i];
     auto started = std::chrono::steady_clock::now();
     llvm::Error err = llvm::Error::success();
+    const bool timed =
+        profiling_ && (instr.kind == InstrKind::Kernel || instr.kind == InstrKind::Copy ||
+                       instr.kind == InstrKind::Collective);
+    unsigned beginMark = 0;
+    if (timed && deviceTiming_) {
+      llvm::Expected<unsigned> mark = backend_.timestamp(instr.stream);
+      if (!mark)
+        return mark.takeError();
+      beginMark = *mark;
+    }
     switch (instr.kind) {
     case InstrKind::Kernel: {
       std::vector<DeviceTensor> inputs, outputs;
@@ -249,9 +291,13 @@ llvm::Error ProgramExecutor::issue() {
       err = backend_.waitEvent(instr.event, instr.stream);
       break;
     }
-    if (!err && profiling_ &&
-        (instr.kind == InstrKind::Kernel || instr.kind == InstrKind::Copy ||
-         instr.kind == InstrKind::Collective)) {
+    if (!err && timed && deviceTiming_) {
+      llvm::Expected<unsigned> mark = backend_.timestamp(instr.stream);
+      if (!mark)
+        err = mark.takeError();
+      else
+        pendingTimes_.push_back({static_cast<uint32_t>(i), beginMark, *mark});
+    } else if (!err && timed) {
       err = backend_.synchronize();
       auto finished = std::chrono::steady_clock::now();
       std::string name = instr.kind == InstrKind::Kernel ? instr.kernel

@@ -34,8 +34,10 @@ public:
   /// must be set again before every run.
   llvm::Error run();
   llvm::Expected<HostTensor> getOutput(const std::string &name) const;
-  /// With profiling on, run() waits for every instruction and adds its time
-  /// to its kernel's total: where a step's time goes (it slows the step).
+  /// With profiling on, run() times every instruction and adds its time to
+  /// its kernel's total: where a step's time goes. Backends with device
+  /// timestamps (cuda) time kernels on their streams, overlaps included;
+  /// others wait for each instruction and time it on the host.
   void setProfiling(bool on) { profiling_ = on; }
   /// With step capture on (and a backend that can capture, and profiling
   /// off), the second run records the whole instruction list once (a CUDA
@@ -82,6 +84,12 @@ private:
   void *arenas_[kNumArenas] = {nullptr, nullptr};
   bool profiling_ = false;
   bool stepCapture_ = false, captured_ = false;
+  bool deviceTiming_ = false;
+  struct PendingTime {
+    uint32_t instruction;
+    unsigned begin, end; // backend timestamps
+  };
+  std::vector<PendingTime> pendingTimes_;
   int eagerRuns_ = 0;
   std::string captureStatus_ = "not captured";
   std::map<std::string, std::pair<double, int64_t>> kernelTimes_;

@@ -188,16 +188,17 @@ llvm::Error Communicator::run(const CollectiveDesc &desc,
       operands.out ? &operands.outShape : nullptr);
   if (!problem.empty())
     return failure(problem);
-  llvm::Error err = llvm::Error::success();
-  if (desc.kind == CollectiveKind::Send)
-    err = sendBytes(operands.in, operands.inBytes(), desc.peer);
-  else if (desc.kind == CollectiveKind::Recv)
-    err = recvBytes(operands.out, operands.outBytes(), desc.peer);
-  else
-    err = runGroup(desc, *group, operands);
+  llvm::Error err = isP2P ? runPointToPoint(desc, operands) : runGroup(desc, *group, operands);
   if (err)
     return failure(llvm::toString(std::move(err)));
   return llvm::Error::success();
+}
+
+llvm::Error Communicator::runPointToPoint(const CollectiveDesc &desc,
+                                          const CollectiveOperands &operands) {
+  if (desc.kind == CollectiveKind::Send)
+    return sendBytes(operands.in, operands.inBytes(), desc.peer);
+  return recvBytes(operands.out, operands.outBytes(), desc.peer);
 }
 
 namespace {

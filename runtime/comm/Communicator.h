@@ -32,6 +32,8 @@ struct CollectiveOperands {
   std::vector<int64_t> inShape;
   void *out = nullptr;
   std::vector<int64_t> outShape;
+  /// NCCL: the cudaStream_t to run on (null: the default stream).
+  void *stream = nullptr;
   size_t inBytes() const;
   size_t outBytes() const;
 };
@@ -86,6 +88,9 @@ protected:
   /// A collective over `group` (send/recv excluded); operands are checked.
   virtual llvm::Error runGroup(const CollectiveDesc &desc, const Group &group,
                                const CollectiveOperands &operands) = 0;
+  /// send/recv; by default raw bytes through sendBytes/recvBytes.
+  virtual llvm::Error runPointToPoint(const CollectiveDesc &desc,
+                                      const CollectiveOperands &operands);
   const Group &groupFor(const std::vector<std::string> &axes, llvm::Error &err);
 
 private:
@@ -114,6 +119,23 @@ bool haveMpi();
 /// This process's communicator under mpirun: initializes MPI and checks that
 /// the job has as many processes as the mesh has ranks.
 llvm::Expected<std::unique_ptr<Communicator>> createMpiCommunicator(const Mesh &mesh);
+
+/// Whether this build has the NCCL communicator (CUDA builds).
+bool haveNccl();
+/// One NCCL communicator per rank of `mesh` in this process, rank r on GPU
+/// `devices[r]`, with the sub-group communicators of `groups` (every axes
+/// list the executable's collectives use). `hosts[r]` (optional) carries
+/// rank r's host-memory traffic (checkpoint gathering).
+llvm::Expected<std::vector<std::unique_ptr<Communicator>>>
+createNcclCommunicators(const Mesh &mesh, llvm::ArrayRef<int> devices,
+                        llvm::ArrayRef<std::vector<std::string>> groups,
+                        llvm::ArrayRef<Communicator *> hosts);
+/// This process's NCCL communicator under mpirun on GPU `device`: `host`
+/// (the MPI communicator) carries the unique id from rank 0 and the host
+/// traffic; it must outlive the result.
+llvm::Expected<std::unique_ptr<Communicator>>
+createNcclCommunicator(const Mesh &mesh, int device, Communicator &host,
+                       llvm::ArrayRef<std::vector<std::string>> groups);
 
 } // namespace loom
 

@@ -204,9 +204,9 @@ private:
         !(std::isfinite(param.initScale) && param.initScale >= 0))
       return failure(context + "init scale " + std::to_string(param.initScale) +
                      " must be finite and non-negative");
-    std::string problem2 = shardingProblem(param.sharding, param.shape);
-    if (!problem2.empty())
-      return failure(context + "sharding " + problem2);
+    std::string shardingIssue = shardingProblem(param.sharding, param.shape);
+    if (!shardingIssue.empty())
+      return failure(context + "sharding " + shardingIssue);
     return llvm::Error::success();
   }
 

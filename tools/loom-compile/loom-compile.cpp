@@ -3,6 +3,7 @@
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
+#include "dialects/pipe/PipeDialect.h"
 #include "dialects/rt/RtDialect.h"
 #include "frontend/common/ImportOptions.h"
 #include "frontend/raising/Passes.h"
@@ -16,6 +17,9 @@
 #include "passes/lowering/ExecutableEmitter.h"
 #include "passes/lowering/Passes.h"
 #include "passes/memory/Passes.h"
+#include "passes/pipeline/Passes.h"
+#include "passes/pipeline/Schedule.h"
+#include "passes/pipeline/ScheduleGenerators.h"
 #include "passes/sharding/Passes.h"
 #include "passes/training/Passes.h"
 
@@ -49,12 +53,13 @@ cl::opt<std::string> outputPath("o", cl::desc("output file (.loomx, or IR with -
                                 cl::value_desc("path"), cl::cat(category));
 
 /// The phases, in order. Each names the IR you see when you stop after it.
-enum class Phase { Input, NN, Train, Dist, RT, Executable };
+enum class Phase { Input, NN, Train, Pipe, Dist, RT, Executable };
 cl::opt<Phase> compileTo(
     "compile-to", cl::desc("stop after a phase and print its IR"),
     cl::values(clEnumValN(Phase::Input, "input", "as imported, before any pass"),
                clEnumValN(Phase::NN, "nn", "nn after folding and raising (the model, one device)"),
                clEnumValN(Phase::Train, "train", "the training step: loss, backward, optimizer (--mode=train)"),
+               clEnumValN(Phase::Pipe, "pipe", "the training step with every op on a pipeline stage, and the verified pipe.schedule (--pp)"),
                clEnumValN(Phase::Dist, "dist", "the program each rank runs: local shards and dist collectives (--tp/--dp)"),
                clEnumValN(Phase::RT, "rt", "rt programs: buffers planned, streams and events assigned"),
                clEnumValN(Phase::Executable, "executable", "the serialized executable (default)")),
@@ -99,6 +104,26 @@ cl::opt<double> adamEpsilon("adam-epsilon", cl::desc("AdamW epsilon"), cl::init(
                             cl::cat(category));
 cl::opt<int64_t> seq("seq", cl::desc("the sequence length: fixes a symbolic sequence dimension"),
                      cl::init(0), cl::cat(category));
+cl::opt<int64_t> pp("pp", cl::desc("pipeline-parallel ranks (stages cut by layer)"), cl::init(1),
+                    cl::cat(category));
+cl::opt<int64_t> vpp("vpp", cl::desc("stages per pipeline rank (--schedule=interleaved)"),
+                     cl::init(1), cl::cat(category));
+cl::opt<std::string> schedule("schedule",
+                              cl::desc("pipeline schedule: 1f1b, interleaved, zb-h1, dualpipe or "
+                                       "dualpipev"),
+                              cl::init("1f1b"), cl::cat(category));
+cl::opt<std::string> ppLayout("pp-layout",
+                              cl::desc("layers per pipeline stage (4,4,4,4), or 'even' (equal "
+                                       "counts, padded); default: balanced by FLOPs"),
+                              cl::init(""), cl::cat(category));
+cl::opt<std::string> scheduleCsv("schedule-csv",
+                                 cl::desc("also write the pipeline schedule as PyTorch "
+                                          "pipelining's CSV (one row per rank)"),
+                                 cl::value_desc("path"), cl::init(""), cl::cat(category));
+cl::opt<std::string> scheduleFile("schedule-file",
+                                  cl::desc("run the pipeline schedule in this CSV (PyTorch "
+                                           "pipelining's format, verified) instead of --schedule"),
+                                  cl::value_desc("path"), cl::init(""), cl::cat(category));
 cl::opt<int64_t> tensorParallel("tp", cl::desc("tensor-parallel ranks (Megatron column/row split)"),
                                 cl::init(1), cl::cat(category));
 cl::opt<int64_t> dataParallel("dp", cl::desc("data-parallel ranks (the global batch split along dim 0)"),
@@ -162,6 +187,45 @@ int main(int argc, char **argv) {
          llvm::Twine(int64_t(microbatches)) + ")");
   if (precision != "f32" && precision != "bf16")
     fail("--precision must be f32 or bf16, got '" + precision + "'");
+  if (pp < 1 || vpp < 1)
+    fail("--pp and --vpp must be at least 1");
+  if (auto kind = loom::pipeline::parseScheduleKind(schedule); !kind ||
+                                                               *kind == loom::pipeline::ScheduleKind::Custom)
+    fail(kind ? "--schedule=custom is not generated; give one of 1f1b, interleaved, zb-h1, "
+                "dualpipe, dualpipev"
+              : llvm::toString(kind.takeError()));
+  if (pp == 1 && (vpp != 1 || schedule.getNumOccurrences() || !ppLayout.empty() ||
+                  !scheduleCsv.empty() || !scheduleFile.empty()))
+    fail("--vpp, --schedule, --schedule-file, --pp-layout and --schedule-csv need --pp 2 or more");
+  if (!scheduleFile.empty()) {
+    auto s = loom::pipeline::readScheduleFile(scheduleFile);
+    if (!s)
+      fail(llvm::toString(s.takeError()));
+    if (s->numRanks != pp)
+      fail("--schedule-file '" + scheduleFile + "' has " + llvm::Twine(s->numRanks) +
+           " ranks, --pp is " + llvm::Twine(int64_t(pp)));
+    if (microbatches == 0)
+      microbatches = s->numMicrobatches;
+    else if (microbatches != s->numMicrobatches)
+      fail("--schedule-file '" + scheduleFile + "' runs " + llvm::Twine(s->numMicrobatches) +
+           " microbatches, --microbatches is " + llvm::Twine(int64_t(microbatches)));
+    if (batch > 0 && batch % microbatches != 0)
+      fail("--batch (" + llvm::Twine(int64_t(batch)) + ") must be a multiple of the schedule's " +
+           llvm::Twine(int64_t(microbatches)) + " microbatches");
+  }
+  if (pp > 1 && !training)
+    fail("--pp " + llvm::Twine(int64_t(pp)) + " pipelines a training step: add --mode=train");
+  if (pp > 1 && microbatches == 0)
+    fail("--pp " + llvm::Twine(int64_t(pp)) + " needs --microbatches (the schedule's microbatch count)");
+  if (pp > 1 && scheduleFile.empty()) {
+    // Bad schedule combinations fail here, before any model work.
+    auto kind = loom::pipeline::parseScheduleKind(schedule);
+    auto s = loom::pipeline::generateSchedule(*kind, int(pp), int(vpp), int(microbatches));
+    if (!s)
+      fail(llvm::toString(s.takeError()));
+  }
+  if (compileTo == Phase::Pipe && pp == 1)
+    fail("--compile-to=pipe needs --pp 2 or more");
   if (compileTo == Phase::Train && !training)
     fail("--compile-to=train needs --mode=train");
   if (tensorParallel < 1 || dataParallel < 1)
@@ -188,7 +252,8 @@ int main(int argc, char **argv) {
   }
 
   DialectRegistry registry;
-  registry.insert<loom::nn::NNDialect, loom::dist::DistDialect, loom::rt::RtDialect,
+  registry.insert<loom::nn::NNDialect, loom::dist::DistDialect, loom::pipe::PipeDialect,
+                  loom::rt::RtDialect,
                   func::FuncDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
@@ -278,6 +343,17 @@ int main(int argc, char **argv) {
   if (compileTo == Phase::NN)
     emitIR();
 
+
+  loom::PipelinePartitionOptions partition;
+  partition.pp = pp;
+  partition.vpp = vpp;
+  partition.schedule = schedule;
+  partition.layout = ppLayout;
+  partition.scheduleFile = scheduleFile;
+  if (pp > 1)
+    runPhase([&](PassManager &pm) { pm.addPass(loom::createPipelinePartition(partition)); },
+             "partition");
+
   if (!rtInput && training) {
     // The forward's batch size is the microbatch; the step takes the global batch.
     auto forward = module->lookupSymbol<func::FuncOp>(entry);
@@ -306,10 +382,40 @@ int main(int argc, char **argv) {
       pm.addPass(loom::createBuildTrainingStep(options));
       pm.addPass(createCanonicalizerPass());
       pm.addPass(createCSEPass());
+      if (pp > 1)
+        pm.addPass(loom::createPipelinePartition(partition));
     }, "train");
   }
   if (compileTo == Phase::Train)
     emitIR();
+
+  if (pp > 1) {
+    runPhase([&](PassManager &pm) {
+      loom::PipelineScheduleOptions options;
+      options.pp = pp;
+      options.vpp = vpp;
+      options.schedule = schedule;
+      options.microbatches = microbatches;
+      options.scheduleFile = scheduleFile;
+      pm.addPass(loom::createPipelineSchedule(options));
+    }, "pipe");
+    if (!scheduleCsv.empty()) {
+      auto ops = module->getOps<loom::pipe::ScheduleOp>();
+      if (ops.empty())
+        fail("internal error: no pipe.schedule after the pipe phase");
+      std::string csv = loom::pipeline::exportCsv(loom::pipe::scheduleFromOp(*ops.begin()));
+      auto out = openOutputFile(scheduleCsv, &error);
+      if (!out)
+        fail("cannot write '" + scheduleCsv + "': " + error);
+      out->os() << csv;
+      out->keep();
+    }
+    if (compileTo == Phase::Pipe)
+      emitIR();
+    fail("--pp " + llvm::Twine(int64_t(pp)) +
+         ": the pipeline runtime that runs per-rank schedules is not built yet; "
+         "--compile-to=pipe shows the stages and the verified schedule");
+  }
 
   if (distributed && !rtInput)
     runPhase([&](PassManager &pm) {
@@ -330,6 +436,7 @@ int main(int argc, char **argv) {
   if (!rtInput)
     runPhase([&](PassManager &pm) {
     pm.addPass(loom::createLowerToRt(loom::LowerToRtOptions{entry}));
+    pm.addPass(loom::createFuseMatmulEpilogue());
     pm.addPass(loom::createFuseAdamW());
     pm.addPass(loom::createPlanMemory());
     pm.addPass(loom::createAssignStreams());

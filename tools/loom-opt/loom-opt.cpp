@@ -3,11 +3,13 @@
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
+#include "dialects/pipe/PipeDialect.h"
 #include "dialects/rt/RtDialect.h"
 #include "frontend/raising/Passes.h"
 #include "passes/lowering/Passes.h"
 #include "passes/fusion/Passes.h"
 #include "passes/memory/Passes.h"
+#include "passes/pipeline/Passes.h"
 #include "passes/sharding/Passes.h"
 #include "passes/training/Passes.h"
 
@@ -25,7 +27,7 @@ static std::string overview(const mlir::DialectRegistry &registry) {
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
   std::string text = "Loom optimizer driver: mlir-opt with Loom's dialects and passes\n";
-  for (llvm::StringRef dialect : {"nn", "dist", "rt"}) {
+  for (llvm::StringRef dialect : {"nn", "dist", "pipe", "rt"}) {
     text += "\n" + dialect.str() + " dialect ops:\n ";
     std::vector<llvm::StringRef> names;
     for (mlir::RegisteredOperationName op : context.getRegisteredOperations())
@@ -48,7 +50,7 @@ static std::string overview(const mlir::DialectRegistry &registry) {
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<loom::nn::NNDialect, loom::dist::DistDialect, loom::rt::RtDialect, mlir::func::FuncDialect,
+  registry.insert<loom::nn::NNDialect, loom::dist::DistDialect, loom::pipe::PipeDialect, loom::rt::RtDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect>();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
@@ -58,6 +60,7 @@ int main(int argc, char **argv) {
   loom::registerLoweringPasses();
   loom::registerMemoryPasses();
   loom::registerFusionPasses();
+  loom::registerPipelinePasses();
   loom::registerTrainingPasses();
   loom::registerShardingPasses();
   return mlir::asMainReturnCode(

@@ -18,6 +18,7 @@
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
+#include <set>
 #include <cstdlib>
 #include <thread>
 
@@ -63,13 +64,13 @@ cl::opt<unsigned> commTimeout(
              "(multi-rank runs in one process)"),
     cl::init(600), cl::cat(category));
 cl::opt<bool> profile("profile",
-                      cl::desc("time every kernel (waiting for each) and print where the "
-                               "time went"),
+                      cl::desc("time every kernel and print where the time went (cuda: "
+                               "device timestamps on each stream; cpu: waiting for each)"),
                       cl::cat(category));
 cl::opt<std::string> tracePath(
     "trace",
-    cl::desc("write the run's kernels as a Chrome trace (open in Perfetto); implies "
-             "--profile's waits"),
+    cl::desc("write the run's kernels as a Chrome trace (open in Perfetto), one track per "
+             "stream; times as --profile takes them"),
     cl::value_desc("FILE.json"), cl::cat(category));
 cl::opt<bool> stepGraph(
     "step-graph",
@@ -178,6 +179,30 @@ llvm::Expected<std::unique_ptr<Backend>> backendFor(int64_t slot, int numThreads
   return createCpuBackend(numThreads);
 }
 
+/// Whether this run's ranks drive GPUs: --backend=cuda, or auto with a GPU.
+bool usesCuda() {
+  if (backendName == "cuda")
+    return true;
+  if (backendName != "auto")
+    return false;
+  auto probe = createCudaBackend(0);
+  if (probe)
+    return true;
+  llvm::consumeError(probe.takeError());
+  return false;
+}
+
+/// Every group (axes list) the executable's collectives use, in a fixed
+/// order: NCCL splits their communicators up front.
+std::vector<std::vector<std::string>> collectiveGroups(const Executable &exe) {
+  std::set<std::vector<std::string>> groups;
+  for (const RankProgram &program : exe.ranks)
+    for (const Instruction &instr : program.instructions)
+      if (instr.kind == InstrKind::Collective && !instr.collective.axes.empty())
+        groups.insert(instr.collective.axes);
+  return {groups.begin(), groups.end()};
+}
+
 /// Everything one rank does: initialize, load weights, train or infer.
 /// Rank 0 (`leader`) alone prints, writes outputs, metrics and checkpoints.
 llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
@@ -224,7 +249,10 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
     double total = 0;
     for (const auto &k : executor->profile())
       total += k.seconds;
-    llvm::errs() << "loom-run: time by kernel (each waited for):\n";
+    llvm::errs() << "loom-run: time by kernel ("
+                 << (backend.canTimestamp() ? "device timestamps on each stream"
+                                             : "each waited for")
+                 << "):\n";
     for (const auto &k : executor->profile())
       llvm::errs() << llvm::format("  %-24s %10.3f ms %6.1f%% %8lld calls\n", k.kernel.c_str(),
                                    k.seconds * 1e3, 100.0 * k.seconds / std::max(total, 1e-12),
@@ -295,24 +323,39 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
     return printProfile();
   }
 
-  if (inputs.size() != program.inputs.size()) {
+  // The inputs of all ranks, by name (a pipeline's stages take different
+  // ones); positional files follow this order, rank 0's first.
+  std::vector<IOBinding> allInputs, allOutputs;
+  std::vector<std::string> inputTypes;
+  std::map<std::string, uint32_t> outputWriter; // name -> rank that writes it
+  for (const RankProgram &p : exe.ranks) {
+    for (const IOBinding &b : p.inputs)
+      if (llvm::none_of(allInputs, [&](const IOBinding &x) { return x.name == b.name; })) {
+        allInputs.push_back(b);
+        inputTypes.push_back(std::string(dtypeName(p.buffers[b.buffer].dtype)));
+      }
+    for (const IOBinding &b : p.outputs)
+      if (outputWriter.emplace(b.name, p.rank).second)
+        allOutputs.push_back(b);
+  }
+  if (inputs.size() != allInputs.size()) {
     std::string expected;
-    for (const IOBinding &b : program.inputs) {
-      const BufferDesc &buf = program.buffers[b.buffer];
-      expected += (expected.empty() ? "" : ", ") + b.name + " (" +
-                  std::string(dtypeName(buf.dtype)) + ")";
-    }
-    return failure("the program takes " + llvm::Twine(program.inputs.size()) + " inputs (" +
+    for (size_t i = 0; i < allInputs.size(); ++i)
+      expected += (expected.empty() ? "" : ", ") + allInputs[i].name + " (" + inputTypes[i] + ")";
+    return failure("the program takes " + llvm::Twine(allInputs.size()) + " inputs (" +
                    expected + "), got " + llvm::Twine(inputs.size()) + " --input files");
   }
+  std::map<std::string, std::string> inputPaths;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    auto [name, path] = bindingFor(inputs[i], i, program.inputs, "input");
-    const IOBinding *binding = nullptr;
-    for (const IOBinding &b : program.inputs)
-      if (b.name == name)
-        binding = &b;
-    if (!binding)
+    auto [name, path] = bindingFor(inputs[i], i, allInputs, "input");
+    if (llvm::none_of(allInputs, [&](const IOBinding &x) { return x.name == name; }))
       return failure("the program has no input named '" + name + "'");
+    inputPaths[name] = path;
+  }
+  for (const IOBinding &input : program.inputs) {
+    const std::string &name = input.name;
+    const IOBinding *binding = &input;
+    std::string path = inputPaths[name];
     const BufferDesc &buffer = program.buffers[binding->buffer];
     auto array = readNpyAs(path, buffer.dtype);
     if (!array)
@@ -338,10 +381,12 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
     return err;
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!leader)
-    return llvm::Error::success();
 
+  // Each output is written by the first rank that has it (rank 0, or a
+  // pipeline's last stage).
   auto writeOutput = [&](const std::string &name, const std::string &path) -> llvm::Error {
+    if (outputWriter[name] != program.rank)
+      return llvm::Error::success();
     auto value = executor->getOutput(name);
     if (!value)
       return value.takeError();
@@ -352,7 +397,9 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
     return writeNpy(path, array);
   };
   for (size_t i = 0; i < outputs.size(); ++i) {
-    auto [name, path] = bindingFor(outputs[i], i, program.outputs, "output");
+    auto [name, path] = bindingFor(outputs[i], i, allOutputs, "output");
+    if (!outputWriter.count(name))
+      return failure("the program has no output named '" + name + "'");
     if (auto err = writeOutput(name, path))
       return err;
   }
@@ -363,6 +410,8 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
       if (auto err = writeOutput(output.name, outputDir + "/" + output.name + ".npy"))
         return err;
   }
+  if (!leader)
+    return llvm::Error::success();
   if (auto err = printProfile())
     return err;
   llvm::errs() << "loom-run: ran " << program.instructions.size() << " instructions on "
@@ -409,13 +458,31 @@ int main(int argc, char **argv) {
       ++rankIndex;
     if (rankIndex == exe.ranks.size())
       fail("the executable has no program for rank " + llvm::Twine(rank));
+    // The GPU slot: this process's rank on its node (Open MPI, Slurm, MPICH).
     const char *localRank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!localRank)
+      localRank = std::getenv("SLURM_LOCALID");
+    if (!localRank)
+      localRank = std::getenv("MPI_LOCALRANKID");
     int64_t slot = localRank ? std::atoll(localRank) : rank;
+    std::unique_ptr<Communicator> nccl; // GPUs: NCCL, bootstrapped through MPI
     llvm::Error err = [&]() -> llvm::Error {
       auto backend = backendFor(slot, threads);
       if (!backend)
         return backend.takeError();
-      (*backend)->attachCommunicator(communicator.get());
+      Communicator *deviceComm = communicator.get();
+      if ((*backend)->name() != "cpu" && haveNccl()) {
+        auto device = deviceFor(slot);
+        if (!device)
+          return device.takeError();
+        auto created = createNcclCommunicator(exe.mesh, *device, *communicator,
+                                              collectiveGroups(exe));
+        if (!created)
+          return created.takeError();
+        nccl = std::move(*created);
+        deviceComm = nccl.get();
+      }
+      (*backend)->attachCommunicator(deviceComm);
       return runRank(exe, rankIndex, **backend, communicator.get());
     }();
     if (err) {
@@ -444,6 +511,18 @@ int main(int argc, char **argv) {
                             : std::max(1, int(std::thread::hardware_concurrency() / numRanks));
   auto communicators =
       createThreadCommunicators(exe.mesh, std::chrono::seconds(commTimeout.getValue()));
+  // On GPUs the collectives go through NCCL, one communicator per GPU; the
+  // thread communicators still carry host traffic (checkpoints).
+  std::vector<std::unique_ptr<Communicator>> ncclComms;
+  if (usesCuda() && haveNccl()) {
+    std::vector<int> gpus;
+    std::vector<Communicator *> hosts;
+    for (int64_t r = 0; r < numRanks; ++r) {
+      gpus.push_back(check(deviceFor(r)));
+      hosts.push_back(communicators[r].get());
+    }
+    ncclComms = check(createNcclCommunicators(exe.mesh, gpus, collectiveGroups(exe), hosts));
+  }
   std::vector<std::string> errors(numRanks);
   std::vector<std::thread> workers;
   for (int64_t r = 0; r < numRanks; ++r)
@@ -455,7 +534,8 @@ int main(int argc, char **argv) {
         auto backend = backendFor(r, perRank);
         if (!backend)
           return backend.takeError();
-        (*backend)->attachCommunicator(communicators[r].get());
+        (*backend)->attachCommunicator(ncclComms.empty() ? communicators[r].get()
+                                                         : ncclComms[r].get());
         return runRank(exe, rankIndex, **backend, communicators[r].get());
       }();
       if (err) {

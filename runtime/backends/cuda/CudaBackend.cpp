@@ -24,6 +24,8 @@ public:
       cudaGraphExecDestroy(graphExec_);
     for (cudaEvent_t e : captureEvents_)
       cudaEventDestroy(e);
+    for (cudaEvent_t e : timingEvents_)
+      cudaEventDestroy(e);
     for (cudaEvent_t e : events_)
       cudaEventDestroy(e);
     for (cudaStream_t s : streams_)
@@ -118,6 +120,28 @@ public:
     return cuda::launchKernel(kernel, inputs, outputs, attrs, ctx);
   }
 
+  /// NCCL runs on the instruction's stream; other communicators (threads,
+  /// MPI) stage through host memory (Backend::collective).
+  llvm::Error collective(const CollectiveDesc &desc, const DeviceTensor *in,
+                         const DeviceTensor *out, unsigned stream) override {
+    if (auto err = checkStream(stream))
+      return err;
+    if (!communicator_ || communicator_->name() != "nccl")
+      return Backend::collective(desc, in, out, stream);
+    CollectiveOperands operands;
+    operands.dtype = in ? in->dtype : out->dtype;
+    if (in) {
+      operands.in = in->data;
+      operands.inShape = in->shape;
+    }
+    if (out) {
+      operands.out = out->data;
+      operands.outShape = out->shape;
+    }
+    operands.stream = streams_[stream];
+    return communicator_->run(desc, operands);
+  }
+
   llvm::Error recordEvent(unsigned event, unsigned stream) override {
     if (auto err = checkStream(stream))
       return err;
@@ -197,6 +221,32 @@ public:
     return check(cudaGraphLaunch(graphExec_, streams_[0]), "cudaGraphLaunch");
   }
 
+  bool canTimestamp() const override { return true; }
+  llvm::Expected<unsigned> timestamp(unsigned stream) override {
+    if (auto err = checkStream(stream))
+      return std::move(err);
+    if (nextTimestamp_ == timingEvents_.size()) {
+      cudaEvent_t e;
+      if (auto err = check(cudaEventCreate(&e), "cudaEventCreate (timing)"))
+        return std::move(err);
+      timingEvents_.push_back(e);
+    }
+    if (auto err = check(cudaEventRecord(timingEvents_[nextTimestamp_], streams_[stream]),
+                         "cudaEventRecord (timing)"))
+      return std::move(err);
+    return nextTimestamp_++;
+  }
+  llvm::Expected<double> timestampSeconds(unsigned id) override {
+    if (id >= nextTimestamp_)
+      return llvm::createStringError(std::errc::invalid_argument, "no timestamp %u", id);
+    float ms = 0;
+    if (auto err = check(cudaEventElapsedTime(&ms, timingEvents_[0], timingEvents_[id]),
+                         "cudaEventElapsedTime"))
+      return std::move(err);
+    return ms * 1e-3;
+  }
+  void resetTimestamps() override { nextTimestamp_ = 0; }
+
 private:
   /// Ends a capture that went wrong, discarding what it recorded.
   llvm::Error abandonCapture(llvm::Error err) {
@@ -255,6 +305,8 @@ private:
   void *staging_ = nullptr;
   std::vector<cudaEvent_t> captureEvents_; // [0] forks, [s] joins stream s
   cudaGraphExec_t graphExec_ = nullptr;
+  std::vector<cudaEvent_t> timingEvents_;
+  unsigned nextTimestamp_ = 0;
 };
 
 } // namespace

@@ -2,7 +2,8 @@
 """check_metrics.py FILE.jsonl --steps N [--falls] [--same-as OTHER.jsonl]:
 checks a training run's metrics: one line per step 1..N with the required
 fields; with --falls, the mean loss of the last quarter is below the first
-quarter's; with --same-as, loss and grad_norm equal OTHER's exactly."""
+quarter's; with --same-as, loss and grad_norm equal OTHER's exactly (or within
+a relative --rtol)."""
 import argparse
 import json
 import sys
@@ -12,6 +13,7 @@ ap.add_argument("metrics")
 ap.add_argument("--steps", type=int, required=True)
 ap.add_argument("--falls", action="store_true")
 ap.add_argument("--same-as")
+ap.add_argument("--rtol", type=float, default=0.0)
 args = ap.parse_args()
 
 
@@ -37,8 +39,14 @@ if args.falls:
         sys.exit("the loss did not fall")
 if args.same_as:
     other = load(args.same_as)
+    if len(other) != len(rows):
+        sys.exit("%s has %d steps, %s has %d" % (args.metrics, len(rows), args.same_as, len(other)))
+
+    def differs(x, y):
+        return abs(x - y) > args.rtol * abs(y) if args.rtol else x != y
+
     for a, b in zip(rows, other):
-        if a["loss"] != b["loss"] or a["grad_norm"] != b["grad_norm"]:
+        if differs(a["loss"], b["loss"]) or differs(a["grad_norm"], b["grad_norm"]):
             sys.exit("step %d differs: loss %r vs %r, grad_norm %r vs %r" % (
                 a["step"], a["loss"], b["loss"], a["grad_norm"], b["grad_norm"]))
-    print("%d steps identical" % len(rows))
+    print("%d steps %s" % (len(rows), "within rtol %g" % args.rtol if args.rtol else "identical"))

@@ -46,7 +46,8 @@ Executable makeExecutable(const Mesh &mesh, const Sharding &sharding, bool data)
     p.params = {{0, 0}};
     exe.ranks.push_back(p);
   }
-  EXPECT_FALSE(bool(verifyExecutable(exe)));
+  if (llvm::Error err = verifyExecutable(exe))
+    ADD_FAILURE() << llvm::toString(std::move(err));
   return exe;
 }
 

@@ -161,3 +161,70 @@ TEST(MatmulKernelTest, Errors) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(MatmulEpilogue, BiasThenTanhGeluEqualsTheUnfusedKernels) {
+  const std::vector<double> av = randomValues(2 * 3 * 4, -1, 1, 301);
+  const std::vector<double> bv = randomValues(4 * 5, -1, 1, 302);
+  const std::vector<double> biasv = randomValues(5, -1, 1, 303);
+  OwnedTensor a(DType::BF16, {2, 3, 4}, av), b(DType::BF16, {4, 5}, bv),
+      bias(DType::BF16, {5}, biasv);
+  OwnedTensor fused(DType::BF16, {2, 3, 5}), plain(DType::BF16, {2, 3, 5}),
+      biased(DType::BF16, {2, 3, 5}), reference(DType::BF16, {2, 3, 5});
+  KernelAttrs epilogue;
+  epilogue.set("epilogue", std::string("bias_gelu"));
+  ASSERT_KERNEL_OK(run("nn.matmul", {a, b, bias}, {fused}, epilogue));
+  ASSERT_KERNEL_OK(run("nn.matmul", {a, b}, {plain}));
+  ASSERT_KERNEL_OK(run("nn.add", {plain, bias}, {biased}));
+  KernelAttrs tanh;
+  tanh.set("approximate", std::string("tanh"));
+  ASSERT_KERNEL_OK(run("nn.gelu", {biased}, {reference}, tanh));
+  EXPECT_EQ(fused.bytes(), reference.bytes());
+  EXPECT_NE(fused.bytes(), plain.bytes());
+}
+
+TEST(MatmulEpilogue, RejectsABiasWithoutItsEpilogueAndAMisshapenBias) {
+  OwnedTensor a(DType::F32, {2, 4}), b(DType::F32, {4, 3}), bias(DType::F32, {4}),
+      out(DType::F32, {2, 3});
+  EXPECT_NE(errorMessage(run("nn.matmul", {a, b, bias}, {out})).find("needs a bias epilogue"),
+            std::string::npos);
+  KernelAttrs attrs;
+  attrs.set("epilogue", std::string("bias"));
+  EXPECT_NE(errorMessage(run("nn.matmul", {a, b, bias}, {out}, attrs)).find("should be [3]"),
+            std::string::npos);
+  attrs.set("epilogue", std::string("relu"));
+  EXPECT_NE(errorMessage(run("nn.matmul", {a, b}, {out}, attrs)).find("unknown epilogue"),
+            std::string::npos);
+}
+
+TEST(ScaledMatmul, Fp8OperandsWithPerTensorScales) {
+  const int64_t m = 3, n = 4, k = 5;
+  // Values exactly representable in f8E4M3FN / f8E5M2, so the reference is exact.
+  std::vector<double> av, bv;
+  for (int64_t i = 0; i < m * k; ++i)
+    av.push_back(roundTo(DType::F8E4M3FN, std::sin(0.7 * i + 0.3) * 3));
+  for (int64_t i = 0; i < n * k; ++i)
+    bv.push_back(roundTo(DType::F8E5M2, std::cos(0.9 * i) * 2));
+  OwnedTensor a(DType::F8E4M3FN, {m, k}, av), b(DType::F8E5M2, {n, k}, bv);
+  OwnedTensor sa(DType::F32, {}, {0.5}), sb(DType::F32, {}, {3.0}), out(DType::F32, {m, n});
+  ASSERT_KERNEL_OK(run("nn.scaled_matmul", {a, b, sa, sb}, {out}));
+  std::vector<double> expected;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t t = 0; t < k; ++t)
+        sum += av[i * k + t] * bv[j * k + t];
+      expected.push_back(sum * 1.5);
+    }
+  expectClose(out.values(), expected, 1e-6, 1e-6, "scaled_matmul");
+
+  OwnedTensor both(DType::F8E5M2, {m, k}, av);
+  EXPECT_NE(errorMessage(run("nn.scaled_matmul", {both, b, sa, sb}, {out})).find("at most one"),
+            std::string::npos);
+  OwnedTensor wrong(DType::F32, {n, k});
+  EXPECT_NE(errorMessage(run("nn.scaled_matmul", {a, wrong, sa, sb}, {out})).find("f8E4M3FN"),
+            std::string::npos);
+}
+
+} // namespace

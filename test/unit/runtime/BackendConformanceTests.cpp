@@ -145,6 +145,29 @@ std::vector<KernelCase> kernelCases() {
                    {{"transpose_a", int64_t(1)}, {"transpose_b", int64_t(0)}}});
   cases.push_back({"nn.matmul", {randomTensor(DType::BF16, {4, 8}, 19), randomTensor(DType::BF16, {8, 3}, 20)},
                    {{DType::BF16, {4, 3}}}, {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(0)}}});
+  // Epilogues: bias (f32), bias then tanh-GELU (bf16, a weight shared by a batch).
+  cases.push_back({"nn.matmul", {f32({5, 7}, 120), f32({7, 3}, 121), f32({3}, 122)},
+                   {{DType::F32, {5, 3}}}, {{"epilogue", std::string("bias")}}});
+  cases.push_back({"nn.matmul",
+                   {randomTensor(DType::BF16, {2, 6, 16}, 123), randomTensor(DType::BF16, {24, 16}, 124),
+                    randomTensor(DType::BF16, {24}, 125)},
+                   {{DType::BF16, {2, 6, 24}}},
+                   {{"transpose_b", int64_t(1)}, {"epilogue", std::string("bias_gelu")}}});
+  // FP8 with per-tensor scales: e4m3 x e4m3 into bf16, e4m3 x e5m2 into f32.
+  {
+    HostTensor scaleA{"", DType::F32, {}, std::vector<uint8_t>(4)};
+    HostTensor scaleB{"", DType::F32, {}, std::vector<uint8_t>(4)};
+    *reinterpret_cast<float *>(scaleA.data.data()) = 0.75f;
+    *reinterpret_cast<float *>(scaleB.data.data()) = 1.5f;
+    cases.push_back({"nn.scaled_matmul",
+                     {randomTensor(DType::F8E4M3FN, {8, 32}, 126),
+                      randomTensor(DType::F8E4M3FN, {16, 32}, 127), scaleA, scaleB},
+                     {{DType::BF16, {8, 16}}}, {}});
+    cases.push_back({"nn.scaled_matmul",
+                     {randomTensor(DType::F8E4M3FN, {24, 48}, 128),
+                      randomTensor(DType::F8E5M2, {32, 48}, 129), scaleA, scaleB},
+                     {{DType::F32, {24, 32}}}, {}});
+  }
   for (const char *reduce : {"nn.reduce_sum", "nn.reduce_mean", "nn.reduce_max"})
     cases.push_back({reduce, {f32({3, 4, 5}, 21)}, {{DType::F32, {3, 1, 5}}},
                      {{"dims", std::vector<int64_t>{1}}, {"keepdim", int64_t(1)}}});
@@ -424,6 +447,57 @@ TYPED_TEST(BackendConformance, RunsAProgramWithReusedScratchMemory) {
     EXPECT_FLOAT_EQ(yv[1], 1.0f);
     ASSERT_FALSE(static_cast<bool>((*executor)->setInput("x", input)));
   }
+}
+
+// With step capture on, later runs replay a recording (a CUDA Graph): they
+// must see new inputs and give the eager run's results. A backend that
+// cannot capture runs every step eagerly.
+TYPED_TEST(BackendConformance, CapturedStepsReplayWithNewInputs) {
+  Executable exe = handBuiltProgram();
+  auto executor = cantFail(ProgramExecutor::create(exe, 0, *this->backend, 0));
+  executor->setStepCapture(true);
+  for (int step = 0; step < 4; ++step) {
+    std::vector<float> x = {1.0f + step, 2, 3};
+    HostTensor input{"x", DType::F32, {1, 3}, {}};
+    input.data.assign(reinterpret_cast<uint8_t *>(x.data()),
+                      reinterpret_cast<uint8_t *>(x.data()) + 12);
+    ASSERT_FALSE(static_cast<bool>(executor->setInput("x", input)));
+    ASSERT_FALSE(static_cast<bool>(executor->run()));
+    HostTensor y = cantFail(executor->getOutput("y"));
+    const float *yv = reinterpret_cast<const float *>(y.data.data());
+    // x@w^T = [x0 - 2 + 6, 0.5 x0 + 1 - 9]; relu; + 1.
+    EXPECT_FLOAT_EQ(yv[0], x[0] + 4 + 1) << "step " << step;
+    EXPECT_FLOAT_EQ(yv[1], std::max(0.5f * x[0] - 8, 0.0f) + 1) << "step " << step;
+  }
+  if (this->backend->canCapture())
+    EXPECT_EQ(executor->captureStatus(), "captured as one graph");
+  else
+    EXPECT_EQ(executor->captureStatus(), "not captured");
+}
+
+// Profiles from device timestamps (where the backend has them) name every
+// kernel with a non-negative duration, in issue order on the one stream.
+TYPED_TEST(BackendConformance, ProfilesTimeEveryKernel) {
+  Executable exe = handBuiltProgram();
+  auto executor = cantFail(ProgramExecutor::create(exe, 0, *this->backend, 0));
+  executor->setProfiling(true);
+  std::vector<float> x = {1, 2, 3};
+  HostTensor input{"x", DType::F32, {1, 3}, {}};
+  input.data.assign(reinterpret_cast<uint8_t *>(x.data()), reinterpret_cast<uint8_t *>(x.data()) + 12);
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_FALSE(static_cast<bool>(executor->setInput("x", input)));
+    ASSERT_FALSE(static_cast<bool>(executor->run()));
+  }
+  const auto &trace = executor->traceEvents();
+  ASSERT_EQ(trace.size(), 6u);
+  const char *names[] = {"nn.matmul", "nn.relu", "nn.add"};
+  for (size_t i = 0; i < trace.size(); ++i) {
+    EXPECT_EQ(trace[i].name, names[i % 3]);
+    EXPECT_GE(trace[i].durationSeconds, 0.0);
+    if (i > 0)
+      EXPECT_GE(trace[i].startSeconds, trace[i - 1].startSeconds);
+  }
+  EXPECT_EQ(executor->profile().size(), 3u);
 }
 
 TYPED_TEST(BackendConformance, ChecksInputsAgainstTheSignature) {

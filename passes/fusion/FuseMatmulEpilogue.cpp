@@ -1,0 +1,138 @@
+// --loom-fuse-matmul-epilogue: a bias add (and a tanh-GELU after it) that
+// only consumes a GEMM's result becomes the GEMM's epilogue.
+
+#include "passes/fusion/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+namespace loom {
+#define GEN_PASS_DEF_FUSEMATMULEPILOGUE
+#include "passes/fusion/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+
+namespace loom {
+namespace {
+
+/// The users of `buffer` other than `writer` (kernels name their outputs as
+/// operands too).
+SmallVector<Operation *> readersOf(Value buffer, Operation *writer) {
+  SmallVector<Operation *> readers;
+  for (Operation *user : buffer.getUsers())
+    if (user != writer)
+      readers.push_back(user);
+  return readers;
+}
+
+/// The one kernel besides `writer` that uses `buffer`, if there is one.
+rt::KernelOp soleReader(Value buffer, Operation *writer) {
+  SmallVector<Operation *> readers = readersOf(buffer, writer);
+  if (readers.size() != 1)
+    return nullptr;
+  return dyn_cast<rt::KernelOp>(readers.front());
+}
+
+bool isScratch(Value buffer) { return buffer.getDefiningOp<rt::AllocOp>() != nullptr; }
+
+/// matmul -> add(bias): the add's bias operand when it is a [N] vector of the
+/// result's element type added to every row.
+Value biasOf(rt::KernelOp add, Value product) {
+  if (add.getKernel() != "nn.add" || add.getInputs().size() != 2 ||
+      add.getOutputs().size() != 1)
+    return {};
+  Value bias = add.getInputs()[0] == product ? add.getInputs()[1] : add.getInputs()[0];
+  auto productType = cast<MemRefType>(product.getType());
+  auto biasType = dyn_cast<MemRefType>(bias.getType());
+  if (bias == product || !biasType || biasType.getRank() != 1 ||
+      biasType.getElementType() != productType.getElementType() ||
+      biasType.getDimSize(0) != productType.getShape().back() ||
+      add.getOutputs()[0].getType() != product.getType())
+    return {};
+  return bias;
+}
+
+bool isTanhGelu(rt::KernelOp op) {
+  auto approximate = dyn_cast_or_null<StringAttr>(op.getAttrs().get("approximate"));
+  return op.getKernel() == "nn.gelu" && approximate && approximate.getValue() == "tanh";
+}
+
+struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpiloguePass> {
+  void runOnOperation() override {
+    SmallVector<rt::KernelOp> matmuls;
+    getOperation().walk([&](rt::KernelOp op) {
+      if (op.getKernel() == "nn.matmul" && op.getInputs().size() == 2 &&
+          !op.getAttrs().get("epilogue"))
+        matmuls.push_back(op);
+    });
+    for (rt::KernelOp matmul : matmuls)
+      fuse(matmul);
+  }
+
+  void fuse(rt::KernelOp matmul) {
+    Value product = matmul.getOutputs()[0];
+    if (!isScratch(product))
+      return;
+    rt::KernelOp add = soleReader(product, matmul);
+    Value bias = add ? biasOf(add, product) : Value();
+    if (!bias || !isScratch(add.getOutputs()[0]))
+      return;
+    // The bias must exist where the GEMM runs.
+    if (Operation *def = bias.getDefiningOp())
+      if (def->getBlock() != matmul->getBlock() || !def->isBeforeInBlock(matmul))
+        return;
+    Value result = add.getOutputs()[0];
+    std::string epilogue = "bias";
+    Operation *gelu = nullptr;
+    // A tanh-GELU reading the biased product (directly or through a reshape)
+    // and nothing else reading it: the GEMM writes the activation instead.
+    Value geluInput = result;
+    rt::AliasOp reshape;
+    SmallVector<Operation *> resultReaders = readersOf(result, add);
+    if (resultReaders.size() == 1)
+      reshape = dyn_cast<rt::AliasOp>(resultReaders.front());
+    if (reshape)
+      geluInput = reshape.getResult();
+    if (rt::KernelOp g = soleReader(geluInput, reshape ? nullptr : add.getOperation());
+        g && isTanhGelu(g) && g.getInputs().size() == 1 && g.getOutputs().size() == 1 &&
+        isScratch(g.getOutputs()[0])) {
+      gelu = g;
+      epilogue = "bias_gelu";
+    }
+
+    OpBuilder b(matmul);
+    Value target = result;
+    if (gelu) {
+      Value activation = gelu->getOperand(1);
+      // Its buffer is declared before the GEMM that now writes it.
+      activation.getDefiningOp()->moveBefore(matmul);
+      target = activation;
+      if (reshape)
+        target = b.create<rt::AliasOp>(matmul.getLoc(), product.getType(), activation);
+    } else {
+      result.getDefiningOp()->moveBefore(matmul);
+    }
+    SmallVector<NamedAttribute> attrs(matmul.getAttrs().getValue());
+    attrs.push_back(b.getNamedAttr("epilogue", b.getStringAttr(epilogue)));
+    b.create<rt::KernelOp>(matmul.getLoc(), matmul.getKernelAttr(),
+                           ValueRange{matmul.getInputs()[0], matmul.getInputs()[1], bias},
+                           ValueRange{target}, b.getDictionaryAttr(attrs),
+                           matmul.getStreamAttr());
+    if (gelu) {
+      gelu->erase();
+      if (reshape)
+        reshape.erase();
+    }
+    add.erase();
+    matmul.erase();
+    if (result.use_empty())
+      result.getDefiningOp()->erase();
+    if (product.use_empty())
+      product.getDefiningOp()->erase();
+  }
+};
+
+} // namespace
+} // namespace loom

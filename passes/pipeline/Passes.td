@@ -1,0 +1,95 @@
+#ifndef LOOM_PASSES_PIPELINE_PASSES_TD
+#define LOOM_PASSES_PIPELINE_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def PipelinePartition : Pass<"loom-pipeline-partition", "mlir::ModuleOp"> {
+  let summary = "assign every op of the forward to a pipeline stage, by layer";
+  let description = [{
+    Cuts the forward `@main` (nn ops, before --loom-build-training-step,
+    whose autodiff and microbatch copies keep the attribute) into the pieces
+    a schedule runs as stages: pp pieces for 1f1b/zb-h1/dualpipe, pp*vpp for
+    interleaved, 2*pp for dualpipev. An op's transformer layer is the
+    largest layer index (`layers.N.`, `h.N.`, `blocks.N.` in a parameter's
+    name) among the parameters it depends on; parameters without an index
+    first used before the first layer (the embedding) go with the first
+    piece, the others (final norm, head, loss) with the last. Layers are
+    split into consecutive pieces minimizing the most expensive piece (FLOPs
+    from the op shapes), or as `layout` says: `4,4,4,4` (layers per piece;
+    0 allowed) or `even` (equal counts, padded with empty layers at the ends
+    when the layers do not divide: 61 layers in 16 pieces are 13x4 + 3x(3+1
+    empty)). Each op gets `pipe.stage = piece`, the module gets
+    `pipe.layers_per_stage` and `pipe.stage_flops` (forward FLOPs), and a remark per piece shows the placement;
+    another per stage boundary names what crosses it (the payload of
+    SEND_F/RECV_F; SEND_B/RECV_B carry its gradient). A parameter read on
+    several stages (tied embeddings, a rotary table every layer reads) gets
+    `pipe.shared_stages` and a remark: each of those stages holds a copy.
+
+    Run again on the training step built from a partitioned forward, it
+    completes the stages: autodiff gives each gradient op its forward op's
+    stage; the others (loss, gradient accumulation, optimizer) take their
+    operands' stage (a gradient sum fed by several stages: the earliest), or
+    -1 where other ops combine several stages (global
+    gradient norm, clipping), and ops without staged operands take their
+    first user's. For DualPipe a piece is two stages (piece p is stage p of
+    the down chain and stage pp+p of the up chain).
+
+    Before:
+    ```mlir
+    %e = nn.embedding %wte, %ids ...
+    %h = nn.matmul %e, %w0 ...   // %w0 = nn.parameter "layers.0.fc.weight"
+    %y = nn.matmul %h, %w1 ...   // %w1 = nn.parameter "layers.1.fc.weight"
+    ```
+    After (`pp=2 schedule=1f1b`):
+    ```mlir
+    %e = nn.embedding %wte, %ids {pipe.stage = 0 : i64} ...
+    %h = nn.matmul %e, %w0 {pipe.stage = 0 : i64} ...
+    %y = nn.matmul %h, %w1 {pipe.stage = 1 : i64} ...
+    ```
+  }];
+  let options = [
+    Option<"pp", "pp", "int64_t", /*default=*/"1", "pipeline ranks">,
+    Option<"vpp", "vpp", "int64_t", /*default=*/"1", "stages per rank (interleaved)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "1f1b, interleaved, zb-h1, dualpipe or dualpipev">,
+    Option<"scheduleFile", "schedule-file", "std::string", /*default=*/"\"\"",
+           "a schedule CSV whose stages and placement to use instead of `schedule`">,
+    Option<"layout", "layout", "std::string", /*default=*/"\"\"",
+           "layers per piece (`4,4,4,4`), `even`, or empty: balanced by FLOPs">,
+  ];
+  let dependentDialects = ["loom::pipe::PipeDialect"];
+}
+
+def PipelineSchedule : Pass<"loom-pipeline-schedule", "mlir::ModuleOp"> {
+  let summary = "generate, verify and analyse the pipeline schedule";
+  let description = [{
+    Appends a `pipe.schedule` for `schedule` on `pp` ranks with
+    `microbatches` microbatches (or the one in `schedule-file`, a CSV) (per-rank actions with the transfers,
+    verified: see the op), and a remark with its analysis under unit costs
+    (F = I = W = 1, B = 2, F&B = 3): per rank the bubble, the peak live
+    activations and the parameters held; after --loom-pipeline-partition
+    (module attribute `pipe.stage_flops`), a second one with each stage's
+    times scaled by its FLOPs. Bad combinations are errors that
+    say what the schedule needs.
+
+    After (`pp=2 microbatches=2`):
+    ```mlir
+    pipe.schedule "1f1b" ranks = 2 stages = 2 microbatches = 2 chains = 1 stage_ranks = [0, 1] {
+      pipe.rank 0 [#pipe.action<F, stage = 0, mb = 0>, #pipe.action<SEND_F, stage = 0, mb = 0>, ...]
+      pipe.rank 1 [#pipe.action<RECV_F, stage = 1, mb = 0>, #pipe.action<F, stage = 1, mb = 0>, ...]
+    }
+    ```
+  }];
+  let options = [
+    Option<"pp", "pp", "int64_t", /*default=*/"1", "pipeline ranks">,
+    Option<"vpp", "vpp", "int64_t", /*default=*/"1", "stages per rank (interleaved)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "1f1b, interleaved, zb-h1, dualpipe or dualpipev">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1", "microbatches per step">,
+    Option<"scheduleFile", "schedule-file", "std::string", /*default=*/"\"\"",
+           "read the schedule from this CSV (verified) instead of generating one">,
+  ];
+  let dependentDialects = ["loom::pipe::PipeDialect"];
+}
+
+#endif

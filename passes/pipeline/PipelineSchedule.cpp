@@ -1,0 +1,72 @@
+// --loom-pipeline-schedule: the schedule as a verified pipe.schedule op, with
+// its analysis as a remark (see Passes.td).
+
+#include "passes/pipeline/Passes.h"
+#include "passes/pipeline/ScheduleAnalysis.h"
+#include "passes/pipeline/ScheduleGenerators.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+
+namespace loom {
+#define GEN_PASS_DEF_PIPELINESCHEDULE
+#include "passes/pipeline/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+struct PipelineSchedulePass
+    : public loom::impl::PipelineScheduleBase<PipelineSchedulePass> {
+  using PipelineScheduleBase::PipelineScheduleBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto kind = pipeline::parseScheduleKind(schedule);
+    if (!kind) {
+      mlir::emitError(module.getLoc()) << llvm::toString(kind.takeError());
+      return signalPassFailure();
+    }
+    auto s = scheduleFile.empty()
+                 ? pipeline::generateSchedule(*kind, int(pp), int(vpp), int(microbatches))
+                 : pipeline::readScheduleFile(scheduleFile);
+    if (!s) {
+      mlir::emitError(module.getLoc()) << llvm::toString(s.takeError());
+      return signalPassFailure();
+    }
+    auto analysis = pipeline::analyzeSchedule(*s);
+    if (!analysis) {
+      mlir::emitError(module.getLoc()) << llvm::toString(analysis.takeError());
+      return signalPassFailure();
+    }
+    OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
+    auto op = pipe::buildScheduleOp(builder, module.getLoc(), *s);
+    mlir::emitRemark(op.getLoc())
+        << pipeline::scheduleKindName(s->kind) << " on " << s->numRanks << " ranks, "
+        << s->numStages << " stages, " << s->numMicrobatches
+        << " microbatches; unit costs F=I=W=1 B=2 F&B=3:\n"
+        << analysis->format();
+    // With the partition's FLOPs per stage, the same schedule timed with
+    // each stage's compute scaled by its share.
+    if (auto flops = module->getAttrOfType<DenseI64ArrayAttr>("pipe.stage_flops");
+        flops && int64_t(flops.size()) == s->chainLength()) {
+      double mean = 0;
+      for (int64_t f : flops.asArrayRef())
+        mean += double(f) / flops.size();
+      pipeline::ScheduleCosts weighted;
+      for (int stage = 0; stage < s->numStages && mean > 0; ++stage)
+        weighted.stageScale.push_back(double(flops[s->stageChunk(stage)]) / mean);
+      auto timed = pipeline::analyzeSchedule(*s, weighted);
+      if (timed)
+        mlir::emitRemark(module.getLoc())
+            << "the same, each stage's compute scaled by its FLOPs over the mean stage's:\n"
+            << timed->format();
+      else
+        llvm::consumeError(timed.takeError());
+    }
+  }
+};
+
+} // namespace
