@@ -13,7 +13,7 @@
 namespace loom {
 
 /// Results larger than this are left to run at run time.
-constexpr int64_t kMaxFoldedElements = int64_t(1) << 24;
+constexpr int64_t kMaxFoldedElements = int64_t(1) << 27;
 
 /// The value of `v` if it is an nn.constant, or an nn op whose operands all
 /// evaluate (recursively, memoized per call); failure otherwise. Parameters
