@@ -462,6 +462,25 @@ struct SpmdPartitionPass : public loom::impl::SpmdPartitionBase<SpmdPartitionPas
       Partitioner partitioner(mesh, module.getContext());
       if (failed(partitioner.run(func)))
         return signalPassFailure();
+      issueReductionsEarly(func);
+    }
+  }
+
+  /// A gradient's data-parallel reduction is inserted where the gradient is
+  /// consumed (the optimizer, after the whole backward); placed right after
+  /// the gradient's producer instead, it is issued while the rest of the
+  /// backward runs, on its own stream, and overlaps it.
+  static void issueReductionsEarly(func::FuncOp func) {
+    SmallVector<Operation *> reductions;
+    func.walk([&](Operation *op) {
+      if (isa<dist::AllReduceOp, dist::ReduceScatterOp>(op))
+        reductions.push_back(op);
+    });
+    for (Operation *op : reductions) {
+      Operation *producer = op->getOperand(0).getDefiningOp();
+      if (producer && producer->getBlock() == op->getBlock() &&
+          producer->getNextNode() != op)
+        op->moveAfter(producer);
     }
   }
 };

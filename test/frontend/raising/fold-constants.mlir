@@ -63,15 +63,15 @@ func.func @depends_on_parameter() -> tensor<2xf32> {
 
 // -----
 
-// A result over kMaxFoldedElements (2^24) is left to run at run time, and so
+// A result over kMaxFoldedElements (2^27) is left to run at run time, and so
 // is everything computed from it.
 // CHECK-LABEL: func.func @over_size_limit
-// CHECK: %[[I:.*]] = nn.iota dim = 0 : tensor<4097x4096xi32>
+// CHECK: %[[I:.*]] = nn.iota dim = 0 : tensor<4097x32768xi32>
 // CHECK: nn.reduce_sum %[[I]]
 // CHECK-NOT: nn.constant dense<
 func.func @over_size_limit() -> tensor<i32> {
-  %i = nn.iota dim = 0 : tensor<4097x4096xi32>
-  %s = nn.reduce_sum %i dims = [0, 1] : tensor<4097x4096xi32> -> tensor<i32>
+  %i = nn.iota dim = 0 : tensor<4097x32768xi32>
+  %s = nn.reduce_sum %i dims = [0, 1] : tensor<4097x32768xi32> -> tensor<i32>
   return %s : tensor<i32>
 }
 
@@ -79,10 +79,10 @@ func.func @over_size_limit() -> tensor<i32> {
 
 // A small constant next to the oversized one still folds.
 // CHECK-LABEL: func.func @small_beside_large
-// CHECK-DAG: nn.iota dim = 1 : tensor<4096x4097xi32>
+// CHECK-DAG: nn.iota dim = 1 : tensor<32768x4097xi32>
 // CHECK-DAG: nn.constant dense<[0, 1]> : tensor<2xi32>
-func.func @small_beside_large() -> (tensor<4096x4097xi32>, tensor<2xi32>) {
-  %big = nn.iota dim = 1 : tensor<4096x4097xi32>
+func.func @small_beside_large() -> (tensor<32768x4097xi32>, tensor<2xi32>) {
+  %big = nn.iota dim = 1 : tensor<32768x4097xi32>
   %small = nn.iota dim = 0 : tensor<2xi32>
-  return %big, %small : tensor<4096x4097xi32>, tensor<2xi32>
+  return %big, %small : tensor<32768x4097xi32>, tensor<2xi32>
 }

@@ -69,15 +69,16 @@ module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
 
 // Data parallelism: a mean over a split batch is each rank's mean over its
 // rows scaled by 1/dp, a partial sum settled where it is returned; its
-// gradient is scaled the same way.
+// gradient is scaled the same way. The reduction is issued right after its
+// operand is computed (so, on its own stream, it overlaps what follows).
 // CHECK-LABEL: func.func @mean_loss
 // CHECK-SAME: %[[L:.*]]: tensor<4x16xf32> {dist.global_type = tensor<8x16xf32>
 // CHECK: %[[C:.*]] = nn.cross_entropy %[[L]], {{.*}} : (tensor<4x16xf32>, tensor<4xi64>) -> tensor<f32>
 // CHECK: %[[H:.*]] = nn.constant dense<5.000000e-01> : tensor<f32>
 // CHECK: %[[M:.*]] = nn.mul %[[C]], %[[H]]
+// CHECK-NEXT: dist.all_reduce %[[M]] {axes = ["dp"], reduce = "sum"} : tensor<f32>
 // CHECK: %[[G:.*]] = nn.cross_entropy_grad
 // CHECK: nn.mul %[[G]], %{{.*}} {{.*}} -> tensor<4x16xf32>
-// CHECK: dist.all_reduce %[[M]] {axes = ["dp"], reduce = "sum"} : tensor<f32>
 module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
   func.func @mean_loss(%l: tensor<8x16xf32> {dist.sharding = #dist.sharding<[["dp"], []]>},
                        %t: tensor<8xi64> {dist.sharding = #dist.sharding<[["dp"]]>}) -> (tensor<f32>, tensor<8x16xf32>) {
