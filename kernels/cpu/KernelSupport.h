@@ -59,6 +59,15 @@ llvm::Error runCrossEntropyGrad(const KernelCall &call);
 llvm::Error runPad(const KernelCall &call);
 llvm::Error runAdamW(const KernelCall &call);
 llvm::Error runScaledMatmul(const KernelCall &call);
+
+/// nn.scaled_matmul's operand checks, shared by every backend.
+llvm::Error checkScaledMatmul(const Tensor &a, const Tensor &b, const Tensor &scaleA,
+                              const Tensor &scaleB, const Tensor &out);
+/// nn.adamw_multi's operand layout: returns the input index of the first
+/// parameter group (after lr, step and the optional scale), shared by every
+/// backend.
+llvm::Expected<size_t> adamwMultiFirstGroup(size_t numInputs, size_t numOutputs,
+                                            bool hasScale);
 llvm::Error runAdamWMulti(const KernelCall &call);
 
 /// An error for the caller; runKernel prefixes the kernel's name.

@@ -244,9 +244,8 @@ llvm::Error runMatmul(const KernelCall &call) {
   return llvm::Error::success();
 }
 
-llvm::Error runScaledMatmul(const KernelCall &call) {
-  const Tensor &a = call.inputs[0], &b = call.inputs[1];
-  const Tensor &scaleA = call.inputs[2], &scaleB = call.inputs[3], &out = call.outputs[0];
+llvm::Error checkScaledMatmul(const Tensor &a, const Tensor &b, const Tensor &scaleA,
+                              const Tensor &scaleB, const Tensor &out) {
   auto isF8 = [](DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; };
   if (!isF8(a.dtype) || !isF8(b.dtype))
     return kernelError("operands must be f8E4M3FN or f8E5M2, got " +
@@ -263,6 +262,13 @@ llvm::Error runScaledMatmul(const KernelCall &call) {
     return kernelError("expected a [M, K], b [N, K] and result [M, N]; got " +
                        shapeToString(a.shape) + ", " + shapeToString(b.shape) + " and " +
                        shapeToString(out.shape));
+  return llvm::Error::success();
+}
+
+llvm::Error runScaledMatmul(const KernelCall &call) {
+  const Tensor &a = call.inputs[0], &b = call.inputs[1];
+  const Tensor &scaleA = call.inputs[2], &scaleB = call.inputs[3], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkScaledMatmul(a, b, scaleA, scaleB, out));
   const int64_t m = a.shape[0], n = b.shape[0], k = a.shape[1];
   // f8 values and their products are exact in f32; the sum runs in k order.
   std::vector<float> av(m * k), bv(n * k);

@@ -89,16 +89,22 @@ llvm::Error runAdamW(const KernelCall &call) {
   return llvm::Error::success();
 }
 
-llvm::Error runAdamWMulti(const KernelCall &call) {
-  LOOM_ASSIGN_OR_RETURN(bool hasScale, call.attrs.getBool("has_scale"));
+llvm::Expected<size_t> adamwMultiFirstGroup(size_t numInputs, size_t numOutputs,
+                                            bool hasScale) {
   const size_t first = hasScale ? 3 : 2;
-  const size_t groups = call.outputs.size() / 3;
-  if (call.inputs.size() < first || call.outputs.size() % 3 != 0 ||
-      call.inputs.size() - first != 4 * groups)
+  if (numInputs < first || numOutputs % 3 != 0 || numInputs - first != 4 * (numOutputs / 3))
     return kernelError("expected lr, step" + std::string(hasScale ? ", scale" : "") +
                        " and 4 inputs (param, grad, exp_avg, exp_avg_sq) per 3 outputs; got " +
-                       std::to_string(call.inputs.size()) + " inputs and " +
-                       std::to_string(call.outputs.size()) + " outputs");
+                       std::to_string(numInputs) + " inputs and " +
+                       std::to_string(numOutputs) + " outputs");
+  return first;
+}
+
+llvm::Error runAdamWMulti(const KernelCall &call) {
+  LOOM_ASSIGN_OR_RETURN(bool hasScale, call.attrs.getBool("has_scale"));
+  LOOM_ASSIGN_OR_RETURN(size_t first,
+                        adamwMultiFirstGroup(call.inputs.size(), call.outputs.size(), hasScale));
+  const size_t groups = call.outputs.size() / 3;
   const float *scale = nullptr;
   if (hasScale) {
     const Tensor &s = call.inputs[2];

@@ -1347,12 +1347,9 @@ adamwMultiKernel(const __grid_constant__ AdamWMultiArgs a, AdamWParams hyper, co
 
 llvm::Error launchAdamWMulti(const KernelCall &call) {
   LOOM_ASSIGN_OR_RETURN(bool hasScale, call.attrs.getBool("has_scale"));
-  const size_t first = hasScale ? 3 : 2;
+  LOOM_ASSIGN_OR_RETURN(size_t first, cpu::detail::adamwMultiFirstGroup(
+                                           call.inputs.size(), call.outputs.size(), hasScale));
   const size_t groups = call.outputs.size() / 3;
-  if (call.inputs.size() < first || call.outputs.size() % 3 != 0 ||
-      call.inputs.size() - first != 4 * groups)
-    return kernelError("expected lr, step" + std::string(hasScale ? ", scale" : "") +
-                       " and 4 inputs (param, grad, exp_avg, exp_avg_sq) per 3 outputs");
   for (size_t i = 0; i < first; ++i)
     if (call.inputs[i].dtype != DType::F32 || call.inputs[i].numElements() != 1)
       return kernelError("learning rate, step and scale must be f32 scalars");

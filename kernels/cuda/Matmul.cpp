@@ -248,19 +248,7 @@ llvm::Error launchMatmul(const KernelCall &call) {
 llvm::Error launchScaledMatmul(const KernelCall &call) {
   const Tensor &a = call.inputs[0], &b = call.inputs[1];
   const Tensor &scaleA = call.inputs[2], &scaleB = call.inputs[3], &out = call.outputs[0];
-  auto isF8 = [](DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; };
-  if (!isF8(a.dtype) || !isF8(b.dtype))
-    return cpu::detail::kernelError("operands must be f8E4M3FN or f8E5M2");
-  if (a.dtype == DType::F8E5M2 && b.dtype == DType::F8E5M2)
-    return cpu::detail::kernelError("at most one operand may be f8E5M2");
-  if (out.dtype != DType::F32 && out.dtype != DType::BF16 && out.dtype != DType::F16)
-    return cpu::detail::kernelError("result must be f32, bf16 or f16");
-  for (const Tensor *t : {&scaleA, &scaleB})
-    if (t->dtype != DType::F32 || t->numElements() != 1)
-      return cpu::detail::kernelError("scales must be f32 scalars");
-  if (a.shape.size() != 2 || b.shape.size() != 2 || out.shape.size() != 2 ||
-      a.shape[1] != b.shape[1] || out.shape[0] != a.shape[0] || out.shape[1] != b.shape[0])
-    return cpu::detail::kernelError("expected a [M, K], b [N, K] and result [M, N]");
+  LOOM_RETURN_IF_ERROR(cpu::detail::checkScaledMatmul(a, b, scaleA, scaleB, out));
   const int64_t m = a.shape[0], n = b.shape[0], k = a.shape[1];
   // FP8 tensor cores read 16-byte rows.
   if (k % 16 != 0 || n % 16 != 0)
