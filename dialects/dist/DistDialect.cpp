@@ -411,3 +411,23 @@ static LogicalResult verifyPeer(Operation *op, int64_t peer) {
 
 LogicalResult SendOp::verify() { return verifyPeer(*this, getPeer()); }
 LogicalResult RecvOp::verify() { return verifyPeer(*this, getPeer()); }
+
+LogicalResult ExchangeOp::verify() {
+  FailureOr<int64_t> n = verifyAxes(*this, getAxes());
+  if (failed(n))
+    return failure();
+  if (getSendPeers().size() != getInputs().size())
+    return emitOpError("has ") << getInputs().size() << " inputs but "
+                               << getSendPeers().size() << " send_peers";
+  if (getRecvPeers().size() != getResults().size())
+    return emitOpError("has ") << getResults().size() << " results but "
+                               << getRecvPeers().size() << " recv_peers";
+  if (getInputs().empty() && getResults().empty())
+    return emitOpError("transfers nothing");
+  for (ArrayRef<int64_t> peers : {getSendPeers(), getRecvPeers()})
+    for (int64_t peer : peers)
+      if (peer < 0 || (*n && peer >= *n))
+        return emitOpError("peer ") << peer << " is not an index in the group"
+                                    << (*n ? " (size " + std::to_string(*n) + ")" : std::string());
+  return success();
+}

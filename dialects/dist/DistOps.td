@@ -186,4 +186,27 @@ def Dist_RecvOp : Dist_CollectiveOp<"recv", [MemoryEffects<[MemWrite]>]> {
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 
+
+def Dist_ExchangeOp : Dist_CollectiveOp<"exchange", [MemoryEffects<[MemWrite]>]> {
+  let summary = "one group of point-to-point transfers, posted together";
+  let description = [{
+    Sends input i to the group member `send_peers[i]` and receives result j
+    from `recv_peers[j]` (indices within the group of ranks that differ from
+    this one only along `axes`). All transfers of one exchange are in flight
+    at once (one NCCL group), so two ranks that send to each other cannot
+    deadlock; transfers between two ranks match in order. A pipeline
+    schedule's run of SEND/RECV actions becomes one exchange.
+
+    ```mlir
+    %g = dist.exchange(%act : tensor<2x12x32xf32>) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 1>} -> tensor<2x12x32xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Dist_Tensor>:$inputs, StrArrayAttr:$axes,
+                   DenseI64ArrayAttr:$send_peers, DenseI64ArrayAttr:$recv_peers);
+  let results = (outs Variadic<Dist_Tensor>:$results);
+  let assemblyFormat = [{
+    (`(` $inputs^ `:` type($inputs) `)`)? attr-dict (`->` type($results)^)?
+  }];
+}
+
 #endif // LOOM_DIST_OPS_TD
