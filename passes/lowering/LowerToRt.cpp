@@ -167,14 +167,50 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto func = module.lookupSymbol<func::FuncOp>(entry);
-    if (!func) {
-      module.emitError("no function named '") << entry << "' to lower";
-      return signalPassFailure();
+    // A pipelined step (--loom-pipeline-split) has one function per pipeline
+    // rank, `pipe.rank = r`; each becomes that rank's program.
+    SmallVector<std::pair<func::FuncOp, int64_t>> functions;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (auto rank = f->getAttrOfType<IntegerAttr>("pipe.rank"))
+        functions.push_back({f, rank.getInt()});
+    if (functions.empty()) {
+      auto func = module.lookupSymbol<func::FuncOp>(entry);
+      if (!func) {
+        module.emitError("no function named '") << entry << "' to lower";
+        return signalPassFailure();
+      }
+      functions.push_back({func, 0});
     }
+    // An SPMD program (after --loom-spmd-partition): the mesh for the
+    // runtime, and each split input's and parameter's layout.
+    dist::MeshAttr mesh = module->getAttrOfType<dist::MeshAttr>(dist::kMeshAttrName);
+    SmallVector<Operation *> programs;
+    for (auto [func, rank] : functions) {
+      rt::ProgramOp program = lowerFunction(module, func, rank);
+      if (!program)
+        return signalPassFailure();
+      programs.push_back(program);
+    }
+    if (mesh) {
+      Builder b(module.getContext());
+      SmallVector<StringRef> names;
+      for (StringAttr n : mesh.getNames())
+        names.push_back(n.getValue());
+      module->setAttr("rt.mesh_axes", b.getStrArrayAttr(names));
+      module->setAttr("rt.mesh_shape", b.getDenseI64ArrayAttr(mesh.getSizes()));
+      module->removeAttr(dist::kMeshAttrName);
+      module->removeAttr("dist.zero1");
+    }
+    // Only the programs remain: the rt module is self-contained.
+    for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
+      if (!llvm::is_contained(programs, &op))
+        op.erase();
+  }
+
+  rt::ProgramOp lowerFunction(ModuleOp module, func::FuncOp func, int64_t rank) {
     if (!func.getBody().hasOneBlock()) {
       func.emitError("the entry function must have a single block");
-      return signalPassFailure();
+      return nullptr;
     }
 
     // Every value becomes a buffer of static size: check the signature first
@@ -187,30 +223,18 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
           func.emitError("entry function ")
               << kind << " #" << i << " has type " << type
               << "; only statically shaped tensors can become buffers";
-          return signalPassFailure();
+          return nullptr;
         }
       }
 
     OpBuilder b(module.getContext());
     b.setInsertionPoint(func);
     auto program = b.create<rt::ProgramOp>(
-        func.getLoc(), b.getStringAttr(entry), b.getI64IntegerAttr(0),
+        func.getLoc(), b.getStringAttr(entry), b.getI64IntegerAttr(rank),
         b.getStrArrayAttr({"compute"}), DenseI64ArrayAttr(), IntegerAttr(),
         IntegerAttr());
     program.getBody().emplaceBlock();
     b.setInsertionPointToStart(&program.getBlock());
-
-    // An SPMD program (after --loom-spmd-partition): the mesh for the
-    // runtime, and each split input's and parameter's layout.
-    if (auto mesh = module->getAttrOfType<dist::MeshAttr>(dist::kMeshAttrName)) {
-      SmallVector<StringRef> names;
-      for (StringAttr n : mesh.getNames())
-        names.push_back(n.getValue());
-      module->setAttr("rt.mesh_axes", b.getStrArrayAttr(names));
-      module->setAttr("rt.mesh_shape", b.getDenseI64ArrayAttr(mesh.getSizes()));
-      module->removeAttr(dist::kMeshAttrName);
-      module->removeAttr("dist.zero1");
-    }
 
     IRMapping buffers;
     for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
@@ -237,7 +261,7 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
         continue;
       }
       if (failed(lowerOp(b, &op, buffers, constantCount)))
-        return signalPassFailure();
+        return nullptr;
     }
     // Assignments take effect when the step ends: after every reader of the
     // old value. Those written in place by their producer need no copy.
@@ -249,10 +273,7 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     }
     if (ret)
       lowerReturn(b, func, ret, buffers);
-    // Only the program remains: the rt module is self-contained.
-    for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
-      if (&op != program.getOperation())
-        op.erase();
+    return program;
   }
 
   /// `sharding` (per global dim, the mesh axes splitting it) and

@@ -1,7 +1,11 @@
 #ifndef LOOM_PASSES_PIPELINE_PASSES_H
 #define LOOM_PASSES_PIPELINE_PASSES_H
 
+#include "dialects/dist/DistDialect.h"
+#include "dialects/nn/NNDialect.h"
 #include "dialects/pipe/PipeDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

@@ -92,4 +92,51 @@ def PipelineSchedule : Pass<"loom-pipeline-schedule", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::pipe::PipeDialect"];
 }
 
+def PipelineSplit : Pass<"loom-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "one function per pipeline rank: its schedule actions unrolled, with the transfers";
+  let description = [{
+    After --loom-pipeline-schedule: `@main` (the staged training step) and
+    its `pipe.schedule` become `@main_pp0` ... `@main_pp{N-1}` (attribute
+    `pipe.rank`), each the ops its rank runs in the order its action list
+    runs them, and the module gets the mesh `["pp"=N]`.
+
+    - `F s m` / `I s m` / `W s m` are the ops with that stage and
+      microbatch and no / `input` / `weight` `loom.backward` (an op without
+      `loom.microbatch` that reads one microbatch belongs to it); `B` is
+      both; `OVERLAP_F_B` the F then the B.
+    - A run of consecutive SEND/RECV actions is one `dist.exchange` on the
+      `pp` axis: SEND_F of stage s carries the values of that microbatch
+      computed on stages <= s and read on a later stage of another rank;
+      SEND_B the ones computed on stages >= s read on an earlier stage.
+    - Ops of no microbatch that read only constants and the step's inputs
+      are cloned wherever they are read; parameters, gradient sums over
+      microbatches (as soon as their terms exist), the optimizer and the
+      global gradient norm run on the ranks holding their stage
+      (`pipe.stage = -1`: all), after the action list.
+    - A sum whose terms live on several ranks is one partial sum per rank,
+      then `dist.all_reduce` over `pp` if every rank needs it (the gradient
+      norm), else an exchange of partials summed in rank order by every rank
+      that needs it (DualPipe's two copies of a weight gradient stay equal).
+    - Every function returns every result; one computed on some ranks only
+      (the loss) is broadcast from the first.
+    The schedule's CSV is kept as the module attribute `pipe.schedule_csv`.
+
+    ```mlir
+    // rank 0 of 1f1b, pp = 2, microbatches = 2
+    func.func @main_pp0(...) attributes {pipe.rank = 0 : i64} {
+      %h0 = ...                                     // F 0 0
+      dist.exchange(%h0 : ...) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64>}
+      %h1 = ...                                     // F 0 1
+      %g0 = dist.exchange(%h1 : ...) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 1>} -> ...
+      ...                                           // B 0 0, then the rest
+    }
+    ```
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"main\"", "the training step">,
+  ];
+  let dependentDialects = ["loom::pipe::PipeDialect", "loom::dist::DistDialect",
+                           "loom::nn::NNDialect", "mlir::func::FuncDialect"];
+}
+
 #endif

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 namespace loom {
 
@@ -172,14 +173,31 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
       return error("cannot write metrics to '" + options.metricsPath + "': " + ec.message());
   }
 
-  // Rank 0 writes every rank's blocks: the ranks that first hold a block
-  // send it there, in parameter order, so the shards tile each tensor once.
+  // Rank 0 writes every rank's blocks: the first rank (in rank order) that
+  // holds a block sends it there, in parameter order, so the shards tile each
+  // tensor once. Data-parallel ranks hold the same blocks, pipeline ranks
+  // different parameters, DualPipe two copies of each.
+  std::vector<std::vector<bool>> firstHolder(exe.ranks.size());
+  {
+    std::set<std::pair<uint32_t, std::vector<int64_t>>> claimed;
+    for (uint32_t r = 0; r < exe.ranks.size(); ++r)
+      for (const ParamBinding &binding : exe.ranks[r].params) {
+        const ParameterDesc &param = exe.parameters[binding.parameter];
+        std::vector<int64_t> offsets;
+        if (!exe.mesh.axes.empty()) {
+          auto block = shardBlock(exe.mesh, exe.ranks[r].rank, param.sharding, param.shape);
+          if (!block)
+            return block.takeError();
+          offsets = block->offsets;
+        }
+        firstHolder[r].push_back(claimed.insert({binding.parameter, offsets}).second);
+      }
+  }
   auto ownedBlocks = [&](uint32_t r) {
     std::vector<std::pair<const ParameterDesc *, uint32_t>> owned;
-    for (const ParamBinding &binding : exe.ranks[r].params) {
+    for (auto [i, binding] : llvm::enumerate(exe.ranks[r].params)) {
       const ParameterDesc &param = exe.parameters[binding.parameter];
-      if (isCheckpointed(param) &&
-          (exe.mesh.axes.empty() || ownsBlock(exe.mesh, exe.ranks[r].rank, param.sharding)))
+      if (isCheckpointed(param) && firstHolder[r][i])
         owned.push_back({&param, binding.buffer});
     }
     return owned;

@@ -236,6 +236,8 @@ int main(int argc, char **argv) {
   if (zero1 && dataParallel == 1)
     fail("--zero1 splits optimizer state over the data-parallel ranks: it needs --dp > 1");
   bool distributed = tensorParallel > 1 || dataParallel > 1;
+  if (distributed && pp > 1)
+    fail("--pp with --tp/--dp is not supported yet: pipeline or shard, not both");
   if (distributed && !training)
     fail("--tp/--dp apply to --mode=train");
   if (batch > 0)
@@ -412,9 +414,11 @@ int main(int argc, char **argv) {
     }
     if (compileTo == Phase::Pipe)
       emitIR();
-    fail("--pp " + llvm::Twine(int64_t(pp)) +
-         ": the pipeline runtime that runs per-rank schedules is not built yet; "
-         "--compile-to=pipe shows the stages and the verified schedule");
+    runPhase([&](PassManager &pm) {
+      // No canonicalization after: a collective whose result one rank
+      // does not read must still run there.
+      pm.addPass(loom::createPipelineSplit());
+    }, "pipe-split");
   }
 
   if (distributed && !rtInput)
