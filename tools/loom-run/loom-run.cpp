@@ -20,6 +20,7 @@
 #include <chrono>
 #include <set>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 namespace cl = llvm::cl;
@@ -69,8 +70,9 @@ cl::opt<bool> profile("profile",
                       cl::cat(category));
 cl::opt<std::string> tracePath(
     "trace",
-    cl::desc("write the run's kernels as a Chrome trace (open in Perfetto), one track per "
-             "stream; times as --profile takes them"),
+    cl::desc("write the run's kernels as a Chrome trace (open in Perfetto): a process per "
+             "rank, a track per stream; times as --profile takes them (under mpirun, rank r "
+             "writes FILE.json.rank<r>.json)"),
     cl::value_desc("FILE.json"), cl::cat(category));
 cl::opt<bool> stepGraph(
     "step-graph",
@@ -203,6 +205,28 @@ std::vector<std::vector<std::string>> collectiveGroups(const Executable &exe) {
   return {groups.begin(), groups.end()};
 }
 
+/// --trace: every rank's events, written once all ranks are done.
+std::mutex traceMutex;
+llvm::json::Array traceEvents;
+
+llvm::Error writeTrace(const std::string &path) {
+  if (path.empty())
+    return llvm::Error::success();
+  size_t kernels = 0;
+  for (const llvm::json::Value &e : traceEvents)
+    if (auto *o = e.getAsObject(); o && o->getString("ph") == "X")
+      ++kernels;
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec);
+  if (ec)
+    return llvm::createStringError(ec, "cannot write '%s': %s", path.c_str(),
+                                   ec.message().c_str());
+  out << llvm::json::Value(llvm::json::Object{{"traceEvents", std::move(traceEvents)},
+                                              {"displayTimeUnit", "ms"}});
+  llvm::errs() << "loom-run: wrote " << kernels << " kernel events to " << path << "\n";
+  return llvm::Error::success();
+}
+
 /// Everything one rank does: initialize, load weights, train or infer.
 /// Rank 0 (`leader`) alone prints, writes outputs, metrics and checkpoints.
 llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
@@ -213,15 +237,14 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
     return created.takeError();
   std::unique_ptr<ProgramExecutor> executor = std::move(*created);
   const RankProgram &program = executor->program();
-  executor->setProfiling(leader && (profile || !tracePath.empty()));
+  executor->setProfiling((leader && profile) || !tracePath.empty());
   executor->setStepCapture(stepGraph);
   auto printProfile = [&]() -> llvm::Error {
-    if (!leader)
-      return llvm::Error::success();
     if (!tracePath.empty()) {
       // Chrome's trace format: complete ("X") events in microseconds, one
-      // thread per stream of the program.
-      llvm::json::Array events;
+      // process per rank, one thread per stream of its program.
+      std::lock_guard<std::mutex> lock(traceMutex);
+      llvm::json::Array &events = traceEvents;
       for (size_t s = 0; s < program.streams.size(); ++s)
         events.push_back(llvm::json::Object{
             {"name", "thread_name"}, {"ph", "M"}, {"pid", int64_t(program.rank)},
@@ -234,17 +257,8 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
                                             {"ts", e.startSeconds * 1e6},
                                             {"dur", e.durationSeconds * 1e6},
                                             {"args", llvm::json::Object{{"instruction", int64_t(e.instruction)}}}});
-      std::error_code ec;
-      llvm::raw_fd_ostream out(tracePath, ec);
-      if (ec)
-        return llvm::createStringError(ec, "cannot write '%s': %s", tracePath.c_str(),
-                                       ec.message().c_str());
-      out << llvm::json::Value(llvm::json::Object{{"traceEvents", std::move(events)},
-                                                  {"displayTimeUnit", "ms"}});
-      llvm::errs() << "loom-run: wrote " << executor->traceEvents().size() << " kernel events to "
-                   << tracePath << "\n";
     }
-    if (!profile)
+    if (!leader || !profile)
       return llvm::Error::success();
     double total = 0;
     for (const auto &k : executor->profile())
@@ -483,7 +497,12 @@ int main(int argc, char **argv) {
         deviceComm = nccl.get();
       }
       (*backend)->attachCommunicator(deviceComm);
-      return runRank(exe, rankIndex, **backend, communicator.get());
+      if (auto err = runRank(exe, rankIndex, **backend, communicator.get()))
+        return err;
+      // Each process writes its rank's trace; rank 0 the file named.
+      return writeTrace(rank == 0 || tracePath.empty()
+                            ? std::string(tracePath)
+                            : tracePath + ".rank" + std::to_string(rank) + ".json");
     }();
     if (err) {
       std::string message = "rank " + std::to_string(rank) + ": " + llvm::toString(std::move(err));
@@ -500,6 +519,7 @@ int main(int argc, char **argv) {
     auto communicators = createThreadCommunicators(exe.mesh);
     backend->attachCommunicator(communicators[0].get());
     check(runRank(exe, 0, *backend, communicators[0].get()));
+    check(writeTrace(tracePath));
     return 0;
   }
 
@@ -551,5 +571,6 @@ int main(int argc, char **argv) {
       if (!errors[r].empty() &&
           (consequences || errors[r].find("aborted (rank ") == std::string::npos))
         fail("rank " + llvm::Twine(r) + ": " + errors[r]);
+  check(writeTrace(tracePath));
   return 0;
 }
