@@ -392,8 +392,10 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
       outputs.push_back(out);
       buffers.map(result, out);
     }
+    // A stream chosen upstream (the backward half of a pipeline's
+    // overlapped F&B pair) is kept; --loom-assign-streams adds the events.
     b.create<rt::KernelOp>(loc, b.getStringAttr(kernel), inputs, outputs,
-                           kernelAttrsFor(op), StringAttr());
+                           kernelAttrsFor(op), op->getAttrOfType<StringAttr>("loom.stream"));
     return success();
   }
 

@@ -557,11 +557,21 @@ LogicalResult RankEmitter::run() {
     case ActionKind::B:
       ok = emitPart(a.stage, a.mb, {Part::I, Part::W});
       break;
-    case ActionKind::OverlapFB:
+    case ActionKind::OverlapFB: {
+      // The backward half on a stream of its own: the two halves are
+      // independent, so the GPU runs them concurrently.
+      size_t before = fn_.getBody().front().getOperations().size();
       ok = emitPart(a.stage, a.mb, {Part::F});
-      if (succeeded(ok))
+      if (succeeded(ok)) {
+        before = fn_.getBody().front().getOperations().size();
         ok = emitPart(a.bStage, a.bMb, {Part::I, Part::W});
+        auto &ops = fn_.getBody().front().getOperations();
+        for (Operation &op : llvm::make_range(std::next(ops.begin(), before), ops.end()))
+          if (isa<nn::NNDialect>(op.getDialect()) && !isa<nn::ParameterOp, nn::ConstantOp>(op))
+            op.setAttr("loom.stream", b_.getStringAttr("compute_b"));
+      }
       break;
+    }
     default:
       break;
     }
