@@ -120,6 +120,10 @@ loom::CollectiveDesc loom::rt::collectiveDesc(CollectiveOp op) {
   desc.concatDim = get(op.getConcatDimAttr());
   desc.root = get(op.getRootAttr());
   desc.peer = get(op.getPeerAttr());
+  if (std::optional<ArrayRef<int64_t>> peers = op.getSendPeers())
+    desc.sendPeers.assign(peers->begin(), peers->end());
+  if (std::optional<ArrayRef<int64_t>> peers = op.getRecvPeers())
+    desc.recvPeers.assign(peers->begin(), peers->end());
   return desc;
 }
 
@@ -247,7 +251,7 @@ LogicalResult CollectiveOp::verify() {
     return emitOpError("unknown collective '")
            << getKind()
            << "' (expected all_reduce, all_gather, reduce_scatter, all_to_all, "
-              "broadcast, send or recv)";
+              "broadcast, send, recv or exchange)";
   bool pointToPoint = *kind == loom::CollectiveKind::Send || *kind == loom::CollectiveKind::Recv;
   bool reduces = *kind == loom::CollectiveKind::AllReduce ||
                  *kind == loom::CollectiveKind::ReduceScatter;
@@ -255,6 +259,7 @@ LogicalResult CollectiveOp::verify() {
                 *kind == loom::CollectiveKind::ReduceScatter;
   bool allToAll = *kind == loom::CollectiveKind::AllToAll;
   bool isBroadcast = *kind == loom::CollectiveKind::Broadcast;
+  bool isExchange = *kind == loom::CollectiveKind::Exchange;
   // Each kind takes exactly its own attributes.
   struct Expect {
     const char *name;
@@ -267,6 +272,8 @@ LogicalResult CollectiveOp::verify() {
       {"concat_dim", bool(getConcatDimAttr()), allToAll},
       {"root", bool(getRootAttr()), isBroadcast},
       {"peer", bool(getPeerAttr()), pointToPoint},
+      {"send_peers", bool(getSendPeersAttr()), isExchange},
+      {"recv_peers", bool(getRecvPeersAttr()), isExchange},
   };
   for (const Expect &e : expects) {
     if (e.wanted && !e.present)
@@ -300,6 +307,17 @@ LogicalResult CollectiveOp::verify() {
       return emitOpError(problem);
     }
     groupSize = group->size();
+  }
+  if (isExchange) {
+    std::vector<loom::DType> sendTypes, recvTypes;
+    for (Value v : getInputs())
+      sendTypes.push_back(elementDType(cast<MemRefType>(v.getType()).getElementType()));
+    for (Value v : getOutputs())
+      recvTypes.push_back(elementDType(cast<MemRefType>(v.getType()).getElementType()));
+    std::string problem = loom::checkExchange(desc, groupSize, sendTypes, recvTypes);
+    if (!problem.empty())
+      return emitOpError(problem);
+    return success();
   }
   std::optional<loom::DType> inType, outType;
   std::optional<std::vector<int64_t>> inShape, outShape;

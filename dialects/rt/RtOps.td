@@ -166,7 +166,7 @@ def Rt_KernelOp : Rt_Op<"kernel", [AttrSizedOperandSegments]> {
 }
 
 def Rt_CollectiveOp : Rt_Op<"collective", [AttrSizedOperandSegments]> {
-  let summary = "a collective over the ranks of a mesh group, or send/recv";
+  let summary = "a collective over the ranks of a mesh group, send/recv, or an exchange";
   let description = [{
     Destination-passing like `rt.kernel`. The group holds the ranks that
     differ from this one only along `axes`, ordered row-major by their
@@ -174,14 +174,19 @@ def Rt_CollectiveOp : Rt_Op<"collective", [AttrSizedOperandSegments]> {
     `all_reduce` (reduce = sum|max|avg), `all_gather` (dim), `reduce_scatter`
     (dim, reduce), `all_to_all` (split_dim, concat_dim), `broadcast` (root,
     an index within the group), `send` (peer, an absolute rank; no output),
-    `recv` (peer; no input). With the module's mesh known, the verifier
-    checks the shapes against the group size (all_gather's output dim is the
-    input's times the group size).
+    `recv` (peer; no input), `exchange` (axes, send_peers, recv_peers: any
+    number of inputs and outputs, at least one of either; input i goes to
+    the group member `send_peers[i]`, output j comes from `recv_peers[j]`,
+    all in flight at once; transfers between two ranks match in order). With
+    the module's mesh known, the verifier checks the shapes against the
+    group size (all_gather's output dim is the input's times the group size)
+    and an exchange's peers against the group.
 
     ```mlir
     rt.collective "all_reduce" (%in) -> (%out) {axes = ["tp"], reduce = "sum"} : (memref<4x8xf32>) -> memref<4x8xf32>
     rt.collective "all_gather" (%in) -> (%out) on "dp_comm" {axes = ["dp"], dim = 0} : (memref<2x8xf32>) -> memref<4x8xf32>
     rt.collective "send" (%x) -> () {peer = 1} : (memref<4xf32>) -> ()
+    rt.collective "exchange" (%act) -> (%grad) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 1>} : (memref<2x12x32xf32>) -> memref<2x12x32xf32>
     ```
   }];
   let arguments = (ins StrAttr:$kind, Variadic<Rt_Buffer>:$inputs,
@@ -193,6 +198,8 @@ def Rt_CollectiveOp : Rt_Op<"collective", [AttrSizedOperandSegments]> {
                    OptionalAttr<I64Attr>:$concat_dim,
                    OptionalAttr<I64Attr>:$root,
                    OptionalAttr<I64Attr>:$peer,
+                   OptionalAttr<DenseI64ArrayAttr>:$send_peers,
+                   OptionalAttr<DenseI64ArrayAttr>:$recv_peers,
                    OptionalAttr<StrAttr>:$stream);
   let assemblyFormat = [{
     $kind `(` $inputs `)` `->` `(` $outputs `)` (`on` $stream^)? attr-dict

@@ -290,7 +290,8 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
                 b.getDenseI64ArrayAttr(cast<RankedTensorType>(global.getValue()).getShape()));
   }
 
-  /// A dist collective becomes rt.collective writing a new buffer.
+  /// A dist collective becomes rt.collective writing a new buffer per
+  /// result (an exchange has any number, one per receive).
   LogicalResult lowerCollective(OpBuilder &b, Operation *op, IRMapping &buffers) {
     Location loc = op->getLoc();
     SmallVector<Value> inputs, outputs;
@@ -308,6 +309,7 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     ArrayAttr axes;
     StringAttr reduce;
     std::optional<int64_t> dim, splitDim, concatDim, root, peer;
+    DenseI64ArrayAttr sendPeers, recvPeers;
     StringRef kind = op->getName().stripDialect();
     if (auto c = dyn_cast<dist::AllReduceOp>(op)) {
       axes = c.getAxes();
@@ -330,12 +332,16 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
       peer = c.getPeer();
     } else if (auto c = dyn_cast<dist::RecvOp>(op)) {
       peer = c.getPeer();
+    } else if (auto c = dyn_cast<dist::ExchangeOp>(op)) {
+      axes = c.getAxes();
+      sendPeers = c.getSendPeersAttr();
+      recvPeers = c.getRecvPeersAttr();
     } else {
       return op->emitOpError("has no rt collective");
     }
     b.create<rt::CollectiveOp>(loc, b.getStringAttr(kind), inputs, outputs, axes, reduce,
                                i64(dim), i64(splitDim), i64(concatDim), i64(root), i64(peer),
-                               StringAttr());
+                               sendPeers, recvPeers, StringAttr());
     return success();
   }
 

@@ -1,15 +1,31 @@
-// What every backend shares: collectives through the attached communicator.
+// What every backend shares: collectives and exchanges through the attached
+// communicator.
 
 #include "runtime/backends/Backend.h"
 
 namespace loom {
 
+namespace {
+
+llvm::Error noCommunicator(const CollectiveDesc &desc) {
+  return llvm::createStringError(std::errc::invalid_argument,
+                                 "%s needs a communicator, and none is attached",
+                                 collectiveKindName(desc.kind).c_str());
+}
+
+std::vector<ExchangeBuffer> exchangeBuffers(llvm::ArrayRef<DeviceTensor> tensors) {
+  std::vector<ExchangeBuffer> buffers;
+  for (const DeviceTensor &t : tensors)
+    buffers.push_back({t.dtype, t.data, t.shape});
+  return buffers;
+}
+
+} // namespace
+
 llvm::Error Backend::collective(const CollectiveDesc &desc, const DeviceTensor *in,
                                 const DeviceTensor *out, unsigned stream) {
   if (!communicator_)
-    return llvm::createStringError(std::errc::invalid_argument,
-                                   "%s needs a communicator, and none is attached",
-                                   collectiveKindName(desc.kind).c_str());
+    return noCommunicator(desc);
   CollectiveOperands operands;
   operands.dtype = in ? in->dtype : out ? out->dtype : DType::F32;
   if (in)
@@ -34,6 +50,43 @@ llvm::Error Backend::collective(const CollectiveDesc &desc, const DeviceTensor *
     return err;
   if (out)
     return copyToDevice(out->data, hostOut.data(), hostOut.size());
+  return llvm::Error::success();
+}
+
+llvm::Error Backend::exchangeUnstaged(const CollectiveDesc &desc,
+                                      llvm::ArrayRef<DeviceTensor> sends,
+                                      llvm::ArrayRef<DeviceTensor> recvs, void *commStream) {
+  if (!communicator_)
+    return noCommunicator(desc);
+  return communicator_->exchange(desc, exchangeBuffers(sends), exchangeBuffers(recvs),
+                                 commStream);
+}
+
+llvm::Error Backend::exchange(const CollectiveDesc &desc, llvm::ArrayRef<DeviceTensor> sends,
+                              llvm::ArrayRef<DeviceTensor> recvs, unsigned) {
+  if (!communicator_)
+    return noCommunicator(desc);
+  // Device memory: wait for the streams' work, exchange host copies.
+  if (auto err = synchronize())
+    return err;
+  std::vector<std::vector<uint8_t>> hostSends, hostRecvs;
+  std::vector<DeviceTensor> stagedSends, stagedRecvs;
+  for (const DeviceTensor &t : sends) {
+    hostSends.emplace_back(t.sizeInBytes());
+    if (auto err = copyToHost(hostSends.back().data(), t.data, hostSends.back().size()))
+      return err;
+  }
+  for (const DeviceTensor &t : recvs)
+    hostRecvs.emplace_back(t.sizeInBytes());
+  for (size_t i = 0; i < sends.size(); ++i)
+    stagedSends.push_back({hostSends[i].data(), sends[i].dtype, sends[i].shape});
+  for (size_t j = 0; j < recvs.size(); ++j)
+    stagedRecvs.push_back({hostRecvs[j].data(), recvs[j].dtype, recvs[j].shape});
+  if (auto err = exchangeUnstaged(desc, stagedSends, stagedRecvs, nullptr))
+    return err;
+  for (size_t j = 0; j < recvs.size(); ++j)
+    if (auto err = copyToDevice(recvs[j].data, hostRecvs[j].data(), hostRecvs[j].size()))
+      return err;
   return llvm::Error::success();
 }
 

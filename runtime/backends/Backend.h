@@ -47,6 +47,12 @@ public:
   /// (what the CPU backend does with no staging at all).
   virtual llvm::Error collective(const CollectiveDesc &desc, const DeviceTensor *in,
                                  const DeviceTensor *out, unsigned stream);
+  /// Runs an exchange of this rank on `stream` through the attached
+  /// communicator (Communicator::exchange): sends[i] goes to group member
+  /// desc.sendPeers[i], recvs[j] arrives from desc.recvPeers[j]. The default
+  /// stages device memory through the host.
+  virtual llvm::Error exchange(const CollectiveDesc &desc, llvm::ArrayRef<DeviceTensor> sends,
+                               llvm::ArrayRef<DeviceTensor> recvs, unsigned stream);
   /// The communicator of this backend's rank; collectives fail without one.
   void attachCommunicator(Communicator *communicator) { communicator_ = communicator; }
   Communicator *communicator() const { return communicator_; }
@@ -80,6 +86,12 @@ public:
   virtual void resetTimestamps() {}
 
 protected:
+  /// The exchange on the tensors' own memory, no staging: host memory (the
+  /// CPU backend), or device memory that the communicator reads itself
+  /// (NCCL, on `commStream`).
+  llvm::Error exchangeUnstaged(const CollectiveDesc &desc, llvm::ArrayRef<DeviceTensor> sends,
+                               llvm::ArrayRef<DeviceTensor> recvs, void *commStream);
+
   Communicator *communicator_ = nullptr;
 };
 

@@ -275,6 +275,15 @@ llvm::Error ProgramExecutor::issue() {
                           program_.buffers[instr.inputs[0]].sizeInBytes(), instr.stream);
       break;
     case InstrKind::Collective: {
+      if (instr.collective.kind == CollectiveKind::Exchange) {
+        std::vector<DeviceTensor> sends, recvs;
+        for (uint32_t b : instr.inputs)
+          sends.push_back(tensor(b));
+        for (uint32_t b : instr.outputs)
+          recvs.push_back(tensor(b));
+        err = backend_.exchange(instr.collective, sends, recvs, instr.stream);
+        break;
+      }
       std::optional<DeviceTensor> in, out;
       if (!instr.inputs.empty())
         in = tensor(instr.inputs[0]);

@@ -5,7 +5,7 @@ namespace loom {
 namespace {
 constexpr const char *kCollectiveNames[kNumCollectiveKinds] = {
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-    "broadcast",  "send",       "recv"};
+    "broadcast",  "send",       "recv",       "exchange"};
 constexpr const char *kReduceNames[kNumReduceOps] = {"sum", "max", "avg"};
 } // namespace
 
@@ -60,6 +60,10 @@ std::string checkCollectiveTypes(const CollectiveDesc &desc, int64_t groupSize,
     return "invalid collective kind " + std::to_string(int(desc.kind));
   if (static_cast<int>(desc.reduce) >= kNumReduceOps)
     return name + ": invalid reduction " + std::to_string(int(desc.reduce));
+  if (desc.kind == CollectiveKind::Exchange)
+    return name + " moves lists of buffers, not one input and one output";
+  if (!desc.sendPeers.empty() || !desc.recvPeers.empty())
+    return name + " takes no send or receive peers (only an exchange does)";
   bool wantsIn = desc.kind != CollectiveKind::Recv;
   bool wantsOut = desc.kind != CollectiveKind::Send;
   if (bool(inShape) != wantsIn || bool(outShape) != wantsOut)
@@ -139,7 +143,38 @@ std::string checkCollectiveTypes(const CollectiveDesc &desc, int64_t groupSize,
   }
   case CollectiveKind::Send:
   case CollectiveKind::Recv:
+  case CollectiveKind::Exchange:
     return "";
+  }
+  return "";
+}
+
+std::string checkExchange(const CollectiveDesc &desc, int64_t groupSize,
+                          const std::vector<DType> &sendTypes,
+                          const std::vector<DType> &recvTypes) {
+  const std::string name = "exchange";
+  if (desc.kind != CollectiveKind::Exchange)
+    return collectiveKindName(desc.kind) + " is not an exchange";
+  if (desc.sendPeers.size() != sendTypes.size())
+    return name + ": " + std::to_string(sendTypes.size()) + " send buffer(s) but " +
+           std::to_string(desc.sendPeers.size()) + " send peer(s)";
+  if (desc.recvPeers.size() != recvTypes.size())
+    return name + ": " + std::to_string(recvTypes.size()) + " receive buffer(s) but " +
+           std::to_string(desc.recvPeers.size()) + " receive peer(s)";
+  if (sendTypes.empty() && recvTypes.empty())
+    return name + " transfers nothing (no send and no receive)";
+  for (bool sending : {true, false}) {
+    const std::vector<int64_t> &peers = sending ? desc.sendPeers : desc.recvPeers;
+    const std::vector<DType> &types = sending ? sendTypes : recvTypes;
+    for (size_t i = 0; i < peers.size(); ++i) {
+      std::string which = name + ": " + (sending ? "send " : "receive ") + std::to_string(i);
+      if (peers[i] < 0 || (groupSize > 0 && peers[i] >= groupSize))
+        return which + ": peer " + std::to_string(peers[i]) + " is not an index in a group" +
+               (groupSize > 0 ? " of " + std::to_string(groupSize) : std::string());
+      if (!isCollectiveDType(types[i]))
+        return which + ": element type " + std::string(dtypeName(types[i])) +
+               " is not one collectives move (f32, bf16, f16, i64, i32)";
+    }
   }
   return "";
 }

@@ -24,6 +24,10 @@ namespace loom {
 ///                   `concatDim`
 ///   broadcast       out = `in` of member `root`
 ///   send / recv     to / from absolute rank `peer` (no group)
+///   exchange        input i to member `sendPeers[i]`, output j from member
+///                   `recvPeers[j]`, all in flight at once; transfers between
+///                   two ranks match in order (any number of inputs and
+///                   outputs, at least one of either)
 enum class CollectiveKind : uint8_t {
   AllReduce = 0,
   AllGather = 1,
@@ -32,15 +36,16 @@ enum class CollectiveKind : uint8_t {
   Broadcast = 4,
   Send = 5,
   Recv = 6,
+  Exchange = 7,
 };
-constexpr int kNumCollectiveKinds = 7;
+constexpr int kNumCollectiveKinds = 8;
 
 /// Sums and averages reduce in group order, accumulating f32, f16 and bf16 in
 /// f32 and integers in i64, so results do not depend on timing.
 enum class ReduceOp : uint8_t { Sum = 0, Max = 1, Avg = 2 };
 constexpr int kNumReduceOps = 3;
 
-/// "all_reduce", ..., "recv" and "sum", "max", "avg": the rt dialect's
+/// "all_reduce", ..., "exchange" and "sum", "max", "avg": the rt dialect's
 /// spellings; "kind(N)" for an out-of-range value.
 std::string collectiveKindName(CollectiveKind kind);
 std::optional<CollectiveKind> parseCollectiveKind(std::string_view name);
@@ -56,6 +61,8 @@ struct CollectiveDesc {
   int64_t concatDim = 0; // all_to_all
   int64_t root = 0;      // broadcast: index within the group
   int64_t peer = 0;      // send/recv: absolute rank
+  // exchange: per input / per output, the peer's index within the group.
+  std::vector<int64_t> sendPeers, recvPeers;
 };
 
 /// Whether collectives move this element type (f32, bf16, f16, i64, i32).
@@ -64,11 +71,22 @@ bool isCollectiveDType(DType dtype);
 /// Checks a collective's operands: `in`/`out` are null when absent. For a
 /// group of `groupSize` ranks (0: unknown, check only what does not depend
 /// on it). Returns "" or a one-line problem ("all_gather along dim 1: ...").
+/// An exchange is refused here: checkExchange takes its lists.
 std::string checkCollectiveTypes(const CollectiveDesc &desc, int64_t groupSize,
                                  const DType *inType,
                                  const std::vector<int64_t> *inShape,
                                  const DType *outType,
                                  const std::vector<int64_t> *outShape);
+
+/// Checks an exchange: a peer list per side as long as its buffers
+/// (`sendTypes`, `recvTypes`: their element types), at least one transfer,
+/// every peer an index in a group of `groupSize` (0: unknown) and every
+/// element type one collectives move. Returns "" or a one-line problem
+/// naming the transfer ("exchange: send 1: peer 4 is not an index in a group
+/// of 2").
+std::string checkExchange(const CollectiveDesc &desc, int64_t groupSize,
+                          const std::vector<DType> &sendTypes,
+                          const std::vector<DType> &recvTypes);
 
 } // namespace loom
 

@@ -2,6 +2,8 @@
 
 #include "runtime/support/FloatTypes.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -84,6 +86,8 @@ size_t CollectiveOperands::inBytes() const {
 size_t CollectiveOperands::outBytes() const {
   return out ? product(outShape) * dtypeSize(dtype) : 0;
 }
+size_t ExchangeBuffer::bytes() const { return product(shape) * dtypeSize(dtype); }
+size_t Communicator::Transfer::bytes() const { return count * dtypeSize(dtype); }
 
 void combineCollective(const CollectiveDesc &desc, const Group &group,
                        const CollectiveOperands &operands,
@@ -146,6 +150,7 @@ void combineCollective(const CollectiveDesc &desc, const Group &group,
     return;
   case CollectiveKind::Send:
   case CollectiveKind::Recv:
+  case CollectiveKind::Exchange:
     return;
   }
 }
@@ -199,6 +204,65 @@ llvm::Error Communicator::runPointToPoint(const CollectiveDesc &desc,
   if (desc.kind == CollectiveKind::Send)
     return sendBytes(operands.in, operands.inBytes(), desc.peer);
   return recvBytes(operands.out, operands.outBytes(), desc.peer);
+}
+
+llvm::Error Communicator::exchange(const CollectiveDesc &desc,
+                                   llvm::ArrayRef<ExchangeBuffer> sends,
+                                   llvm::ArrayRef<ExchangeBuffer> recvs, void *stream) {
+  std::string label = "exchange on rank " + std::to_string(rank_);
+  auto failure = [&](const std::string &problem) {
+    return llvm::createStringError(std::errc::invalid_argument, "%s: %s", label.c_str(),
+                                   problem.c_str());
+  };
+  if (desc.kind != CollectiveKind::Exchange)
+    return failure("the description is a " + collectiveKindName(desc.kind) +
+                   ", not an exchange");
+  llvm::Error err = llvm::Error::success();
+  const Group &group = groupFor(desc.axes, err);
+  if (err)
+    return failure(llvm::toString(std::move(err)));
+  std::vector<DType> sendTypes, recvTypes;
+  for (const ExchangeBuffer &b : sends)
+    sendTypes.push_back(b.dtype);
+  for (const ExchangeBuffer &b : recvs)
+    recvTypes.push_back(b.dtype);
+  std::string problem = checkExchange(desc, group.size(), sendTypes, recvTypes);
+  if (!problem.empty())
+    return failure(problem);
+  // Group indices become absolute ranks.
+  std::vector<Transfer> transfers[2];
+  for (bool sending : {true, false}) {
+    llvm::ArrayRef<ExchangeBuffer> buffers = sending ? sends : recvs;
+    const std::vector<int64_t> &peers = sending ? desc.sendPeers : desc.recvPeers;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const ExchangeBuffer &b = buffers[i];
+      std::string which = std::string(sending ? "send " : "receive ") + std::to_string(i);
+      if (llvm::any_of(b.shape, [](int64_t d) { return d < 0; }))
+        return failure(which + ": the shape has a negative dimension");
+      if (!b.data && b.bytes() > 0)
+        return failure(which + ": no memory for " + std::to_string(b.bytes()) + " bytes");
+      transfers[sending ? 0 : 1].push_back(
+          {group.members[peers[i]], b.dtype, b.data, product(b.shape)});
+    }
+  }
+  if (llvm::Error failed = runExchange(transfers[0], transfers[1], stream))
+    return failure(llvm::toString(std::move(failed)));
+  return llvm::Error::success();
+}
+
+llvm::Error Communicator::runExchange(llvm::ArrayRef<Transfer> sends,
+                                      llvm::ArrayRef<Transfer> recvs, void *) {
+  for (size_t i = 0; i < sends.size(); ++i)
+    if (llvm::Error err = sendBytes(sends[i].data, sends[i].bytes(), sends[i].peer))
+      return llvm::createStringError(std::errc::io_error, "send %zu to rank %lld: %s", i,
+                                     (long long)sends[i].peer,
+                                     llvm::toString(std::move(err)).c_str());
+  for (size_t j = 0; j < recvs.size(); ++j)
+    if (llvm::Error err = recvBytes(recvs[j].data, recvs[j].bytes(), recvs[j].peer))
+      return llvm::createStringError(std::errc::io_error, "receive %zu from rank %lld: %s", j,
+                                     (long long)recvs[j].peer,
+                                     llvm::toString(std::move(err)).c_str());
+  return llvm::Error::success();
 }
 
 namespace {

@@ -38,6 +38,15 @@ struct CollectiveOperands {
   size_t outBytes() const;
 };
 
+/// One buffer of an exchange: `shape` elements of `dtype` at `data` (read
+/// for a send, written for a receive).
+struct ExchangeBuffer {
+  DType dtype = DType::F32;
+  void *data = nullptr;
+  std::vector<int64_t> shape;
+  size_t bytes() const;
+};
+
 class Communicator {
 public:
   Communicator(Mesh mesh, int64_t rank) : mesh_(std::move(mesh)), rank_(rank) {}
@@ -74,6 +83,18 @@ public:
   llvm::Error recv(void *out, DType dtype, llvm::ArrayRef<int64_t> shape,
                    int64_t peer);
 
+  /// One group of point-to-point transfers (an exchange `desc`): sends[i]
+  /// goes to member desc.sendPeers[i] of this rank's group over desc.axes,
+  /// recvs[j] comes from member desc.recvPeers[j]. All transfers are in
+  /// flight at once, so two ranks that send to each other cannot deadlock;
+  /// transfers between two ranks match in order (the k-th send from A to B,
+  /// within or across exchanges, lands in B's k-th receive from A). Errors
+  /// name the transfer and its peer. NCCL enqueues the transfers on `stream`
+  /// (a cudaStream_t; null: the default stream) and returns; the others
+  /// return once every transfer is done.
+  llvm::Error exchange(const CollectiveDesc &desc, llvm::ArrayRef<ExchangeBuffer> sends,
+                       llvm::ArrayRef<ExchangeBuffer> recvs, void *stream = nullptr);
+
   /// Raw bytes between two ranks (checkpoint gathering); sizes must match.
   virtual llvm::Error sendBytes(const void *data, size_t bytes, int64_t peer) = 0;
   virtual llvm::Error recvBytes(void *data, size_t bytes, int64_t peer) = 0;
@@ -91,6 +112,19 @@ protected:
   /// send/recv; by default raw bytes through sendBytes/recvBytes.
   virtual llvm::Error runPointToPoint(const CollectiveDesc &desc,
                                       const CollectiveOperands &operands);
+  /// One transfer of an exchange, its peer resolved to an absolute rank.
+  struct Transfer {
+    int64_t peer = 0;
+    DType dtype = DType::F32;
+    void *data = nullptr;
+    int64_t count = 0; // elements
+    size_t bytes() const;
+  };
+  /// The transfers of a checked exchange, all posted before any is waited
+  /// for. By default every send (sendBytes), then every receive: right only
+  /// where sendBytes never blocks (threads buffer what they send).
+  virtual llvm::Error runExchange(llvm::ArrayRef<Transfer> sends,
+                                  llvm::ArrayRef<Transfer> recvs, void *stream);
   const Group &groupFor(const std::vector<std::string> &axes, llvm::Error &err);
 
 private:

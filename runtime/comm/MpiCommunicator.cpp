@@ -107,6 +107,65 @@ protected:
     return llvm::Error::success();
   }
 
+  // Nonblocking sends and receives, then one wait: a blocking MPI_Send of a
+  // large message waits for its receive (rendezvous), so two ranks sending
+  // to each other first would deadlock. The tag is sendBytes's, and MPI
+  // keeps messages between two ranks with one tag in order.
+  llvm::Error runExchange(llvm::ArrayRef<Transfer> sends, llvm::ArrayRef<Transfer> recvs,
+                          void *) override {
+    for (llvm::ArrayRef<Transfer> side : {sends, recvs})
+      for (const Transfer &t : side)
+        if (t.bytes() > INT_MAX)
+          return tooLarge(t.bytes());
+    size_t numSends = sends.size();
+    std::vector<MPI_Request> requests;
+    requests.reserve(numSends + recvs.size());
+    auto describe = [&](size_t k) {
+      bool sending = k < numSends;
+      const Transfer &t = sending ? sends[k] : recvs[k - numSends];
+      return std::string(sending ? "send " : "receive ") +
+             std::to_string(sending ? k : k - numSends) + (sending ? " to" : " from") +
+             " rank " + std::to_string(t.peer);
+    };
+    for (size_t k = 0; k < numSends + recvs.size(); ++k) {
+      bool sending = k < numSends;
+      const Transfer &t = sending ? sends[k] : recvs[k - numSends];
+      MPI_Request request;
+      int code = sending ? MPI_Isend(t.data, int(t.bytes()), MPI_BYTE, int(t.peer),
+                                     kPointToPointTag, MPI_COMM_WORLD, &request)
+                         : MPI_Irecv(t.data, int(t.bytes()), MPI_BYTE, int(t.peer),
+                                     kPointToPointTag, MPI_COMM_WORLD, &request);
+      if (code != MPI_SUCCESS) {
+        // What was posted cannot complete as intended: let it go.
+        for (size_t p = 0; p < requests.size(); ++p) {
+          if (p >= numSends)
+            MPI_Cancel(&requests[p]);
+          MPI_Request_free(&requests[p]);
+        }
+        return mpiFailure(code, (sending ? "MPI_Isend (" : "MPI_Irecv (") + describe(k) + ")");
+      }
+      requests.push_back(request);
+    }
+    std::vector<MPI_Status> statuses(requests.size());
+    int code = MPI_Waitall(int(requests.size()), requests.data(), statuses.data());
+    if (code == MPI_ERR_IN_STATUS) {
+      for (size_t k = 0; k < statuses.size(); ++k)
+        if (statuses[k].MPI_ERROR != MPI_SUCCESS && statuses[k].MPI_ERROR != MPI_ERR_PENDING)
+          return mpiFailure(statuses[k].MPI_ERROR, "MPI_Waitall (" + describe(k) + ")");
+    }
+    if (code != MPI_SUCCESS)
+      return mpiFailure(code, "MPI_Waitall");
+    for (size_t j = 0; j < recvs.size(); ++j) {
+      int count = 0;
+      MPI_Get_count(&statuses[numSends + j], MPI_BYTE, &count);
+      if (size_t(count) != recvs[j].bytes())
+        return llvm::createStringError(std::errc::invalid_argument,
+                                       "receive %zu: rank %lld sent %d bytes, expected %zu", j,
+                                       (long long)recvs[j].peer, count, recvs[j].bytes());
+    }
+    return llvm::Error::success();
+  }
+
 private:
   static llvm::Error tooLarge(size_t bytes) {
     return llvm::createStringError(std::errc::value_too_large,

@@ -5,6 +5,8 @@
 // Sub-group communicators are split from the world once, at creation, for
 // every group the executable's collectives use (ncclCommSplit is collective
 // over all ranks, so they cannot form lazily).
+// Point-to-point transfers (send, recv, exchange) use the world
+// communicator with absolute ranks.
 
 #include "runtime/comm/Communicator.h"
 
@@ -230,6 +232,7 @@ protected:
     }
     case CollectiveKind::Send:
     case CollectiveKind::Recv:
+    case CollectiveKind::Exchange:
       break;
     }
     return llvm::Error::success();
@@ -246,6 +249,35 @@ protected:
       LOOM_NCCL(ncclRecv(operands.out, product(operands.outShape), ncclType(operands.dtype),
                          int(desc.peer), world_, stream),
                 "ncclRecv");
+    return llvm::Error::success();
+  }
+
+  // One NCCL group on the world communicator: every send and receive is
+  // enqueued on `stream` together, and nothing here waits for the device,
+  // so an exchange can be captured into a CUDA Graph.
+  llvm::Error runExchange(llvm::ArrayRef<Transfer> sends, llvm::ArrayRef<Transfer> recvs,
+                          void *stream) override {
+    auto s = static_cast<cudaStream_t>(stream);
+    LOOM_NCCL(ncclGroupStart(), "ncclGroupStart");
+    ncclResult_t result = ncclSuccess;
+    std::string what;
+    for (size_t i = 0; i < sends.size() && result == ncclSuccess; ++i) {
+      const Transfer &t = sends[i];
+      result = ncclSend(t.data, size_t(t.count), ncclType(t.dtype), int(t.peer), world_, s);
+      what = "ncclSend (send " + std::to_string(i) + " to rank " + std::to_string(t.peer) + ")";
+    }
+    for (size_t j = 0; j < recvs.size() && result == ncclSuccess; ++j) {
+      const Transfer &t = recvs[j];
+      result = ncclRecv(t.data, size_t(t.count), ncclType(t.dtype), int(t.peer), world_, s);
+      what = "ncclRecv (receive " + std::to_string(j) + " from rank " + std::to_string(t.peer) +
+             ")";
+    }
+    // The group is closed even after a failed call, or the next one nests in it.
+    ncclResult_t ended = ncclGroupEnd();
+    if (result != ncclSuccess)
+      return ncclFailure(result, what.c_str());
+    if (ended != ncclSuccess)
+      return ncclFailure(ended, "ncclGroupEnd");
     return llvm::Error::success();
   }
 

@@ -22,6 +22,9 @@ namespace loom {
 
 /// Version of the on-disk format. Version 2 appended the mesh, shardings and
 /// collectives; a version-1 file (one rank, no collectives) still loads.
+/// Exchanges (collective kind 7 with send/recv peers) came later without a
+/// bump: they are appended fields that older files lack, and older readers
+/// refuse the unknown kind rather than misread it.
 constexpr uint32_t kExecutableFormatVersion = 2;
 constexpr uint32_t kOldestReadableFormatVersion = 1;
 
@@ -75,7 +78,9 @@ struct Instruction {
   std::vector<uint32_t> outputs; // buffer indices
   std::vector<NamedAttr> attrs;
   std::string location; // source location of the op, for errors and traces
-  CollectiveDesc collective; // for Kind::Collective: inputs/outputs hold 0 or 1
+  /// For Kind::Collective: inputs/outputs hold 0 or 1 buffers, or, for an
+  /// exchange, one per send / receive peer.
+  CollectiveDesc collective;
 };
 
 /// How a parameter's initial value is made when no weights are supplied.

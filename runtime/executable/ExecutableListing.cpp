@@ -141,7 +141,7 @@ std::string bufferType(const RankProgram &program, uint32_t index) {
 }
 
 /// `all_reduce(sum) over ["tp"]`, `all_gather(dim 1) over ["dp"]`,
-/// `send to rank 3`.
+/// `send to rank 3`, `exchange over ["pp"]`.
 std::string formatCollective(const CollectiveDesc &c) {
   std::string text = collectiveKindName(c.kind);
   switch (c.kind) {
@@ -165,11 +165,49 @@ std::string formatCollective(const CollectiveDesc &c) {
     return text + " to rank " + std::to_string(c.peer);
   case CollectiveKind::Recv:
     return text + " from rank " + std::to_string(c.peer);
+  case CollectiveKind::Exchange:
+    break;
   }
   std::string axes;
   for (const std::string &axis : c.axes)
     axes += (axes.empty() ? "\"" : ", \"") + axis + "\"";
   return text + " over [" + axes + "]";
+}
+
+/// An exchange's transfers after formatCollective's text: `send b12 -> 1
+/// (rank 3), recv b13 <- 1 (rank 3)`, each with its buffer's type when
+/// `withTypes`; the peer is an index in the group, then the rank it is.
+std::string formatExchangeTransfers(const Executable &exe, const RankProgram &program,
+                                    const Instruction &instr, bool withTypes) {
+  const CollectiveDesc &c = instr.collective;
+  std::optional<Group> group;
+  if (!exe.mesh.axes.empty()) {
+    auto found = groupOf(exe.mesh, program.rank, c.axes);
+    if (found)
+      group = std::move(*found);
+    else
+      llvm::consumeError(found.takeError());
+  }
+  std::string text;
+  for (bool sending : {true, false}) {
+    const std::vector<uint32_t> &buffers = sending ? instr.inputs : instr.outputs;
+    const std::vector<int64_t> &peers = sending ? c.sendPeers : c.recvPeers;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      text += (text.empty() ? "" : ", ") + std::string(sending ? "send b" : "recv b") +
+              std::to_string(buffers[i]);
+      if (withTypes)
+        text += " " + bufferType(program, buffers[i]);
+      text += sending ? " -> " : " <- ";
+      if (i >= peers.size()) {
+        text += "?";
+        continue;
+      }
+      text += std::to_string(peers[i]);
+      if (group && peers[i] >= 0 && peers[i] < group->size())
+        text += " (rank " + std::to_string(group->members[peers[i]]) + ")";
+    }
+  }
+  return text;
 }
 
 llvm::json::Array jsonSharding(const Sharding &sharding) {
@@ -183,7 +221,7 @@ llvm::json::Array jsonSharding(const Sharding &sharding) {
   return dims;
 }
 
-std::string formatInstruction(const RankProgram &program,
+std::string formatInstruction(const Executable &exe, const RankProgram &program,
                               const Instruction &instr) {
   std::string text = "[" + streamLabel(program, instr.stream) + "] ";
   switch (instr.kind) {
@@ -196,12 +234,16 @@ std::string formatInstruction(const RankProgram &program,
     break;
   case InstrKind::Collective:
     text += formatCollective(instr.collective);
+    if (instr.collective.kind == CollectiveKind::Exchange)
+      text += ": " + formatExchangeTransfers(exe, program, instr, false);
     break;
   default:
     text += instrKindName(instr.kind);
     break;
   }
-  if (!instr.inputs.empty() || !instr.outputs.empty())
+  bool isExchange = instr.kind == InstrKind::Collective &&
+                    instr.collective.kind == CollectiveKind::Exchange;
+  if (!isExchange && (!instr.inputs.empty() || !instr.outputs.empty()))
     text += " " + bufferList(instr.inputs) + " -> " + bufferList(instr.outputs);
   if (!instr.attrs.empty()) {
     text += " {";
@@ -363,6 +405,10 @@ llvm::json::Object jsonRank(const Executable &exe, const RankProgram &program) {
         collective["root"] = c.root;
       if (c.kind == CollectiveKind::Send || c.kind == CollectiveKind::Recv)
         collective["peer"] = c.peer;
+      if (c.kind == CollectiveKind::Exchange) {
+        collective["sendPeers"] = llvm::json::Array(c.sendPeers);
+        collective["recvPeers"] = llvm::json::Array(c.recvPeers);
+      }
       object["collective"] = std::move(collective);
     }
     object["inputs"] = llvm::json::Array(instr.inputs);
@@ -471,6 +517,10 @@ void printRank(const Executable &exe, const RankProgram &program,
         continue;
       os << "    #" << i << " [" << streamLabel(program, instr.stream) << "] "
          << formatCollective(instr.collective);
+      if (instr.collective.kind == CollectiveKind::Exchange) {
+        os << ": " << formatExchangeTransfers(exe, program, instr, true) << "\n";
+        continue;
+      }
       if (!instr.inputs.empty())
         os << " " << bufferType(program, instr.inputs[0]);
       if (!instr.outputs.empty())
@@ -510,7 +560,7 @@ void printRank(const Executable &exe, const RankProgram &program,
   size_t width = std::to_string(program.instructions.size()).size();
   for (size_t i = 0; i < program.instructions.size(); ++i)
     os << "  " << llvm::right_justify(std::to_string(i), width) << " "
-       << formatInstruction(program, program.instructions[i]) << "\n";
+       << formatInstruction(exe, program, program.instructions[i]) << "\n";
 }
 
 } // namespace

@@ -197,6 +197,8 @@ private:
       desc.concatDim = c->concat_dim();
       desc.root = c->root();
       desc.peer = c->peer();
+      desc.sendPeers = vector(c->send_peers());
+      desc.recvPeers = vector(c->recv_peers());
     }
     if (const auto *attrs = instr->attrs()) {
       result.attrs.reserve(attrs->size());

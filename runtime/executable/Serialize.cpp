@@ -37,6 +37,7 @@ LOOM_SAME_ENUM(CollectiveKind::AllToAll, fb::CollectiveKind::AllToAll);
 LOOM_SAME_ENUM(CollectiveKind::Broadcast, fb::CollectiveKind::Broadcast);
 LOOM_SAME_ENUM(CollectiveKind::Send, fb::CollectiveKind::Send);
 LOOM_SAME_ENUM(CollectiveKind::Recv, fb::CollectiveKind::Recv);
+LOOM_SAME_ENUM(CollectiveKind::Exchange, fb::CollectiveKind::Exchange);
 LOOM_SAME_ENUM(kNumCollectiveKinds - 1, fb::CollectiveKind::MAX);
 LOOM_SAME_ENUM(ReduceOp::Sum, fb::ReduceOp::Sum);
 LOOM_SAME_ENUM(ReduceOp::Max, fb::ReduceOp::Max);
@@ -154,11 +155,17 @@ private:
     flatbuffers::Offset<fb::Collective> collective;
     if (instr.kind == InstrKind::Collective) {
       const CollectiveDesc &c = instr.collective;
+      // Absent unless there are peers, so other collectives stay as before.
+      flatbuffers::Offset<flatbuffers::Vector<int64_t>> sendPeers, recvPeers;
+      if (!c.sendPeers.empty())
+        sendPeers = builder.CreateVector(c.sendPeers);
+      if (!c.recvPeers.empty())
+        recvPeers = builder.CreateVector(c.recvPeers);
       collective = fb::CreateCollective(
           builder, static_cast<fb::CollectiveKind>(c.kind),
           builder.CreateVectorOfStrings(c.axes),
           static_cast<fb::ReduceOp>(c.reduce), c.dim, c.splitDim, c.concatDim,
-          c.root, c.peer);
+          c.root, c.peer, sendPeers, recvPeers);
     }
     return fb::CreateInstruction(builder, static_cast<fb::InstrKind>(instr.kind),
                                  kernel, instr.stream, instr.event, inputs,

@@ -377,6 +377,8 @@ private:
                               const Instruction &instr,
                               const std::string &context) {
     const CollectiveDesc &desc = instr.collective;
+    if (desc.kind == CollectiveKind::Exchange)
+      return checkExchangeInstr(program, instr, context);
     if (instr.inputs.size() > 1 || instr.outputs.size() > 1)
       return failure(context + "a collective takes at most one input and one "
                                "output, has " +
@@ -407,6 +409,29 @@ private:
     std::string problem = checkCollectiveTypes(
         desc, groupSize, in ? &in->dtype : nullptr, in ? &in->shape : nullptr,
         out ? &out->dtype : nullptr, out ? &out->shape : nullptr);
+    if (!problem.empty())
+      return failure(context + problem);
+    return llvm::Error::success();
+  }
+
+  /// An exchange: a peer per input and per output, each an index in the
+  /// group over its axes, element types that collectives move.
+  llvm::Error checkExchangeInstr(const RankProgram &program,
+                                 const Instruction &instr,
+                                 const std::string &context) {
+    const CollectiveDesc &desc = instr.collective;
+    Mesh oneRank; // no mesh: every group is the rank alone
+    auto group = groupOf(hasMesh ? exe.mesh : oneRank,
+                         hasMesh ? program.rank : 0, desc.axes);
+    if (!group)
+      return failure(context + llvm::toString(group.takeError()));
+    std::vector<DType> sendTypes, recvTypes;
+    for (uint32_t b : instr.inputs)
+      sendTypes.push_back(program.buffers[b].dtype);
+    for (uint32_t b : instr.outputs)
+      recvTypes.push_back(program.buffers[b].dtype);
+    std::string problem =
+        checkExchange(desc, group->size(), sendTypes, recvTypes);
     if (!problem.empty())
       return failure(context + problem);
     return llvm::Error::success();

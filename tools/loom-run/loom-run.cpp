@@ -195,12 +195,14 @@ bool usesCuda() {
 }
 
 /// Every group (axes list) the executable's collectives use, in a fixed
-/// order: NCCL splits their communicators up front.
+/// order: NCCL splits their communicators up front. Exchanges run on the
+/// world communicator and need none.
 std::vector<std::vector<std::string>> collectiveGroups(const Executable &exe) {
   std::set<std::vector<std::string>> groups;
   for (const RankProgram &program : exe.ranks)
     for (const Instruction &instr : program.instructions)
-      if (instr.kind == InstrKind::Collective && !instr.collective.axes.empty())
+      if (instr.kind == InstrKind::Collective && !instr.collective.axes.empty() &&
+          instr.collective.kind != CollectiveKind::Exchange)
         groups.insert(instr.collective.axes);
   return {groups.begin(), groups.end()};
 }

@@ -60,6 +60,12 @@ public:
       return err;
     return Backend::collective(desc, in, out, stream);
   }
+  llvm::Error exchange(const CollectiveDesc &desc, llvm::ArrayRef<DeviceTensor> sends,
+                       llvm::ArrayRef<DeviceTensor> recvs, unsigned stream) override {
+    if (auto err = checkStream(stream))
+      return err;
+    return exchangeUnstaged(desc, sends, recvs, nullptr); // host memory already
+  }
   // Work runs in issue order, so an event is complete once recorded; a wait
   // on an event never recorded is a program error (it would hang a GPU).
   llvm::Error recordEvent(unsigned event, unsigned stream) override {

@@ -142,6 +142,18 @@ public:
     return communicator_->run(desc, operands);
   }
 
+  /// Like collective(): NCCL moves device memory on the instruction's stream
+  /// (one NCCL group, nothing synchronized, so it can be captured); other
+  /// communicators stage through host memory.
+  llvm::Error exchange(const CollectiveDesc &desc, llvm::ArrayRef<DeviceTensor> sends,
+                       llvm::ArrayRef<DeviceTensor> recvs, unsigned stream) override {
+    if (auto err = checkStream(stream))
+      return err;
+    if (!communicator_ || communicator_->name() != "nccl")
+      return Backend::exchange(desc, sends, recvs, stream);
+    return exchangeUnstaged(desc, sends, recvs, streams_[stream]);
+  }
+
   llvm::Error recordEvent(unsigned event, unsigned stream) override {
     if (auto err = checkStream(stream))
       return err;

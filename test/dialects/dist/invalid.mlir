@@ -124,6 +124,65 @@ func.func @recv_peer() -> tensor<4xf32> {
 
 // -----
 
+// An exchange names a send peer per input.
+func.func @exchange_send_peers(%x: tensor<4xf32>, %y: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.exchange' op has 2 inputs but 1 send_peers}}
+  dist.exchange(%x, %y : tensor<4xf32>, tensor<4xf32>) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64>}
+  return
+}
+
+// -----
+
+// ... and a receive peer per result.
+func.func @exchange_recv_peers(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dist.exchange' op has 1 results but 2 recv_peers}}
+  %y = dist.exchange(%x : tensor<4xf32>) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 1, 0>} -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Peers are indices in the group over `axes` (pp = 2 here), not ranks of
+// the mesh (4).
+module attributes {dist.mesh = #dist.mesh<["pp"=2, "tp"=2]>} {
+  func.func @exchange_peer_outside_group(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'dist.exchange' op peer 2 is not an index in the group (size 2)}}
+    %y = dist.exchange(%x : tensor<4xf32>) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 2>} -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+// Without a mesh only a negative peer is known to be wrong.
+func.func @exchange_negative_peer(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.exchange' op peer -1 is not an index in the group}}
+  dist.exchange(%x : tensor<4xf32>) {axes = ["pp"], send_peers = array<i64: -1>, recv_peers = array<i64>}
+  return
+}
+
+// -----
+
+// An exchange moves something.
+func.func @exchange_empty() {
+  // expected-error @+1 {{'dist.exchange' op transfers nothing}}
+  dist.exchange {axes = ["pp"], send_peers = array<i64>, recv_peers = array<i64>}
+  return
+}
+
+// -----
+
+// An exchange's axes are in the module's mesh, like every collective's.
+module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
+  func.func @exchange_unknown_axis(%x: tensor<4xf32>) {
+    // expected-error @+1 {{'dist.exchange' op mesh axis 'pp' is not in the module's mesh}}
+    dist.exchange(%x : tensor<4xf32>) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64>}
+    return
+  }
+}
+
+// -----
+
 // Mesh axis names are unique.
 // expected-error @+1 {{mesh axis 'tp' appears twice}}
 module attributes {dist.mesh = #dist.mesh<["tp"=2, "tp"=2]>} {}

@@ -26,6 +26,20 @@ module attributes {dist.mesh = #dist.mesh<["dp"=2, "tp"=2]>} {
     return %g : tensor<4x8xf32>
   }
 
+  // An exchange sends its inputs and receives its results, any number of
+  // each; peers are indices in the group over `axes`.
+  // CHECK-LABEL: func.func @exchanges
+  func.func @exchanges(%act: tensor<2x12x32xf32>, %ids: tensor<4xi64>) -> (tensor<2x12x32xf32>, tensor<3xbf16>, tensor<5xf32>) {
+    // CHECK: %[[BOTH:.*]]:2 = dist.exchange(%{{.*}}, %{{.*}} : tensor<2x12x32xf32>, tensor<4xi64>) {axes = ["dp"], recv_peers = array<i64: 1, 0>, send_peers = array<i64: 1, 1>} -> tensor<2x12x32xf32>, tensor<3xbf16>
+    %g, %h = dist.exchange(%act, %ids : tensor<2x12x32xf32>, tensor<4xi64>) {axes = ["dp"], send_peers = array<i64: 1, 1>, recv_peers = array<i64: 1, 0>} -> tensor<2x12x32xf32>, tensor<3xbf16>
+    // CHECK: dist.exchange(%{{.*}} : tensor<2x12x32xf32>) {axes = ["dp", "tp"], recv_peers = array<i64>, send_peers = array<i64: 3>}{{$}}
+    dist.exchange(%act : tensor<2x12x32xf32>) {axes = ["dp", "tp"], send_peers = array<i64: 3>, recv_peers = array<i64>}
+    // CHECK: dist.exchange {axes = ["tp"], recv_peers = array<i64: 0>, send_peers = array<i64>} -> tensor<5xf32>
+    %r = dist.exchange {axes = ["tp"], send_peers = array<i64>, recv_peers = array<i64: 0>} -> tensor<5xf32>
+    // CHECK: return %[[BOTH]]#0, %[[BOTH]]#1
+    return %g, %h, %r : tensor<2x12x32xf32>, tensor<3xbf16>, tensor<5xf32>
+  }
+
   // CHECK-LABEL: func.func @shardings
   // CHECK-SAME: #dist.sharding<{{\[\[}}], []], partial = ["tp"]>
   // CHECK-SAME: #dist.sharding<{{\[\[}}"tp", "dp"], []]>

@@ -130,6 +130,85 @@ module attributes {rt.mesh_axes = ["pp"], rt.mesh_shape = array<i64: 2>} {
 
 // -----
 
+// An exchange's peers are indices in the group over its axes (pp = 2 of a
+// mesh of 4 ranks).
+module attributes {rt.mesh_axes = ["pp", "tp"], rt.mesh_shape = array<i64: 2, 2>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    %x = rt.input "x" : memref<8xf32>
+    %y = rt.alloc : memref<8xf32>
+    // expected-error @+1 {{exchange: receive 0: peer 2 is not an index in a group of 2}}
+    rt.collective "exchange" (%x) -> (%y) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 2>} : (memref<8xf32>) -> memref<8xf32>
+  }
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf32>
+  %y = rt.input "y" : memref<8xi64>
+  // expected-error @+1 {{exchange: 2 send buffer(s) but 1 send peer(s)}}
+  rt.collective "exchange" (%x, %y) -> () {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64>} : (memref<8xf32>, memref<8xi64>) -> ()
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf32>
+  // expected-error @+1 {{exchange: 0 receive buffer(s) but 1 receive peer(s)}}
+  rt.collective "exchange" (%x) -> () {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 1>} : (memref<8xf32>) -> ()
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  // expected-error @+1 {{exchange transfers nothing (no send and no receive)}}
+  rt.collective "exchange" () -> () {axes = ["pp"], send_peers = array<i64>, recv_peers = array<i64>} : () -> ()
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf64>
+  // expected-error @+1 {{exchange: send 0: element type f64 is not one collectives move}}
+  rt.collective "exchange" (%x) -> () {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64>} : (memref<8xf64>) -> ()
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf32>
+  // expected-error @+1 {{'exchange' needs the attribute 'axes'}}
+  rt.collective "exchange" (%x) -> () {send_peers = array<i64: 1>, recv_peers = array<i64>} : (memref<8xf32>) -> ()
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf32>
+  // expected-error @+1 {{'exchange' needs the attribute 'recv_peers'}}
+  rt.collective "exchange" (%x) -> () {axes = ["pp"], send_peers = array<i64: 1>} : (memref<8xf32>) -> ()
+}
+
+// -----
+
+// Only an exchange has peer lists.
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf32>
+  // expected-error @+1 {{'send' takes no attribute 'send_peers'}}
+  rt.collective "send" (%x) -> () {peer = 1, send_peers = array<i64: 1>} : (memref<8xf32>) -> ()
+}
+
+// -----
+
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf32>
+  %y = rt.alloc : memref<8xf32>
+  // expected-error @+1 {{'all_reduce' takes no attribute 'recv_peers'}}
+  rt.collective "all_reduce" (%x) -> (%y) {axes = ["dp"], reduce = "sum", recv_peers = array<i64: 0>} : (memref<8xf32>) -> memref<8xf32>
+}
+
+// -----
+
 rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   %y = rt.alloc : memref<8xf32>

@@ -52,6 +52,26 @@ module attributes {rt.mesh_axes = ["pp"], rt.mesh_shape = array<i64: 2>} {
 
 // -----
 
+// An exchange: a send peer per input, a receive peer per output, indices in
+// the group over `axes` (here pp, of 2 in a 2x2 mesh).
+// CHECK-LABEL: rt.program @exchange
+// CHECK: rt.collective "exchange"(%{{.*}}, %{{.*}}) -> (%{{.*}}) on "pp_comm" {axes = ["pp"], recv_peers = array<i64: 1>, send_peers = array<i64: 1, 0>} : (memref<2x12x32xbf16>, memref<4xi64>) -> memref<2x12x32xbf16>
+// CHECK: rt.collective "exchange"() -> (%{{.*}}, %{{.*}}) {axes = ["pp"], recv_peers = array<i64: 0, 1>, send_peers = array<i64>} : () -> (memref<3xf32>, memref<3xf32>)
+module attributes {rt.mesh_axes = ["pp", "tp"], rt.mesh_shape = array<i64: 2, 2>} {
+  rt.program @exchange rank = 0 streams = ["compute", "pp_comm"] {
+    %act = rt.input "act" : memref<2x12x32xbf16>
+    %ids = rt.input "ids" : memref<4xi64>
+    %grad = rt.alloc : memref<2x12x32xbf16>
+    rt.collective "exchange" (%act, %ids) -> (%grad) on "pp_comm" {axes = ["pp"], send_peers = array<i64: 1, 0>, recv_peers = array<i64: 1>} : (memref<2x12x32xbf16>, memref<4xi64>) -> memref<2x12x32xbf16>
+    %a = rt.alloc : memref<3xf32>
+    %b = rt.alloc : memref<3xf32>
+    rt.collective "exchange" () -> (%a, %b) {axes = ["pp"], send_peers = array<i64>, recv_peers = array<i64: 0, 1>} : () -> (memref<3xf32>, memref<3xf32>)
+    rt.output "grad" %grad : memref<2x12x32xbf16>
+  }
+}
+
+// -----
+
 // Without a mesh the verifier checks what does not depend on the group size.
 // CHECK-LABEL: rt.program @no_mesh
 // CHECK: rt.collective "all_gather"

@@ -301,3 +301,196 @@ TEST(ThreadCommunicator, MismatchedCallsAndShapesAreErrors) {
 
 } // namespace
 } // namespace loom
+
+// Exchanges: groups of point-to-point transfers posted together.
+
+namespace loom {
+namespace {
+
+CollectiveDesc exchangeDesc(std::vector<std::string> axes, std::vector<int64_t> sendPeers,
+                            std::vector<int64_t> recvPeers) {
+  CollectiveDesc desc;
+  desc.kind = CollectiveKind::Exchange;
+  desc.axes = std::move(axes);
+  desc.sendPeers = std::move(sendPeers);
+  desc.recvPeers = std::move(recvPeers);
+  return desc;
+}
+
+template <typename T> ExchangeBuffer bufferOf(std::vector<T> &v, DType dtype,
+                                              std::vector<int64_t> shape) {
+  return {dtype, v.data(), std::move(shape)};
+}
+
+/// Rank r's tensors for its neighbours: distinct per rank and per type.
+std::vector<float> f32Of(int64_t r) { return randomFloats(100 + r, 15); }
+std::vector<uint16_t> bf16Of(int64_t r) {
+  std::vector<uint16_t> v;
+  for (float x : randomFloats(200 + r, 7))
+    v.push_back(floatToBf16(x));
+  return v;
+}
+std::vector<int64_t> i64Of(int64_t r) {
+  return {r, -r - 1, int64_t(1) << (40 + r), 7 * r + 3};
+}
+
+TEST(ThreadCommunicator, ExchangeWithBothNeighboursInOneCall) {
+  // Around a ring of n: f32 [3, 5] and i64 [4] to the right, bf16 [7] to
+  // the left, all in one exchange; so each rank receives f32 and i64 from
+  // its left and bf16 from its right. With n = 2 left and right are the same
+  // rank, and the three transfers between a pair match in order.
+  for (int64_t n : {2, 4}) {
+    SCOPED_TRACE("ring of " + std::to_string(n));
+    Mesh ring{{"pp"}, {n}};
+    std::vector<std::vector<float>> f32(n);
+    std::vector<std::vector<uint16_t>> bf16(n);
+    std::vector<std::vector<int64_t>> i64(n);
+    expectAllSucceeded(onRanks(ring, [&](int64_t r, Communicator &c) {
+      int64_t right = (r + 1) % n, left = (r + n - 1) % n;
+      std::vector<float> sendF32 = f32Of(r);
+      std::vector<uint16_t> sendBf16 = bf16Of(r);
+      std::vector<int64_t> sendI64 = i64Of(r);
+      f32[r].assign(15, 0);
+      bf16[r].assign(7, 0);
+      i64[r].assign(4, 0);
+      return c.exchange(exchangeDesc({"pp"}, {right, left, right}, {left, right, left}),
+                        {bufferOf(sendF32, DType::F32, {3, 5}),
+                         bufferOf(sendBf16, DType::BF16, {7}),
+                         bufferOf(sendI64, DType::I64, {4})},
+                        {bufferOf(f32[r], DType::F32, {3, 5}),
+                         bufferOf(bf16[r], DType::BF16, {7}),
+                         bufferOf(i64[r], DType::I64, {4})});
+    }));
+    for (int64_t r = 0; r < n; ++r) {
+      EXPECT_EQ(f32[r], f32Of((r + n - 1) % n)) << "rank " << r;
+      EXPECT_EQ(bf16[r], bf16Of((r + 1) % n)) << "rank " << r;
+      EXPECT_EQ(i64[r], i64Of((r + n - 1) % n)) << "rank " << r;
+    }
+  }
+}
+
+TEST(ThreadCommunicator, ExchangeOfLargeMessagesBothWays) {
+  // 4 MiB each way between a pair, in one exchange.
+  const size_t count = size_t(1) << 20;
+  auto values = [&](int64_t r) {
+    std::vector<float> v(count);
+    for (size_t i = 0; i < count; ++i)
+      v[i] = float(r * 3 + 1) + float(i % 1000) * 0.5f;
+    return v;
+  };
+  std::vector<std::vector<float>> got(2);
+  expectAllSucceeded(onRanks(Mesh{{"pp"}, {2}}, [&](int64_t r, Communicator &c) {
+    std::vector<float> mine = values(r);
+    got[r].assign(count, 0);
+    return c.exchange(exchangeDesc({"pp"}, {1 - r}, {1 - r}),
+                      {bufferOf(mine, DType::F32, {1024, 1024})},
+                      {bufferOf(got[r], DType::F32, {1024, 1024})});
+  }));
+  EXPECT_TRUE(got[0] == values(1));
+  EXPECT_TRUE(got[1] == values(0));
+}
+
+TEST(ThreadCommunicator, TransfersMatchInOrderAcrossExchanges) {
+  // Rank 0 sends twice in two exchanges; rank 1 receives both in one.
+  std::vector<float> first = randomFloats(1, 6), second = randomFloats(2, 6);
+  std::vector<float> a(6), b(6);
+  expectAllSucceeded(onRanks(Mesh{{"pp"}, {2}}, [&](int64_t r, Communicator &c) -> llvm::Error {
+    if (r == 0) {
+      if (auto err = c.exchange(exchangeDesc({"pp"}, {1}, {}),
+                                {bufferOf(first, DType::F32, {6})}, {}))
+        return err;
+      return c.exchange(exchangeDesc({"pp"}, {1}, {}), {bufferOf(second, DType::F32, {6})}, {});
+    }
+    return c.exchange(exchangeDesc({"pp"}, {}, {0, 0}), {},
+                      {bufferOf(a, DType::F32, {6}), bufferOf(b, DType::F32, {6})});
+  }));
+  EXPECT_EQ(a, first);
+  EXPECT_EQ(b, second);
+}
+
+TEST(ThreadCommunicator, ExchangePeersAreIndicesInTheGroup) {
+  // pp x tp = 2 x 2, rank = pp * 2 + tp. Over ["pp"] the group of rank r is
+  // [tp, 2 + tp]: peer index 1 - pp is rank r ^ 2, never the tp neighbour
+  // that global rank 1 - pp would be.
+  std::vector<std::vector<int64_t>> got(4);
+  expectAllSucceeded(onRanks(
+      Mesh{{"pp", "tp"}, {2, 2}},
+      [&](int64_t r, Communicator &c) {
+        int64_t pp = r / 2;
+        std::vector<int64_t> mine = i64Of(r);
+        got[r].assign(4, -1);
+        return c.exchange(exchangeDesc({"pp"}, {1 - pp}, {1 - pp}),
+                          {bufferOf(mine, DType::I64, {4})}, {bufferOf(got[r], DType::I64, {4})});
+      },
+      std::chrono::seconds(5)));
+  for (int64_t r = 0; r < 4; ++r)
+    EXPECT_EQ(got[r], i64Of(r ^ 2)) << "rank " << r;
+}
+
+TEST(ThreadCommunicator, ExchangeErrorsNameTheTransfer) {
+  Mesh pair{{"pp"}, {2}};
+  auto errors = onRanks(
+      pair,
+      [&](int64_t r, Communicator &c) -> llvm::Error {
+        std::vector<float> x(4, 1), y(4, 0);
+        if (r == 0) // a peer outside the group of 2
+          return c.exchange(exchangeDesc({"pp"}, {1}, {2}), {bufferOf(x, DType::F32, {4})},
+                            {bufferOf(y, DType::F32, {4})});
+        // Two buffers to send, one peer.
+        return c.exchange(exchangeDesc({"pp"}, {0}, {}),
+                          {bufferOf(x, DType::F32, {4}), bufferOf(y, DType::F32, {4})}, {});
+      },
+      std::chrono::milliseconds(500));
+  EXPECT_EQ(errors[0],
+            "exchange on rank 0: exchange: receive 0: peer 2 is not an index in a group of 2");
+  EXPECT_EQ(errors[1], "exchange on rank 1: exchange: 2 send buffer(s) but 1 send peer(s)");
+
+  errors = onRanks(
+      pair,
+      [&](int64_t r, Communicator &c) -> llvm::Error {
+        std::vector<float> x(4, 1);
+        std::vector<double> f64(4, 1);
+        if (r == 0) // f64 is not moved; an unknown axis; nothing at all
+          return c.exchange(exchangeDesc({"pp"}, {1}, {}), {bufferOf(f64, DType::F64, {4})}, {});
+        if (llvm::Error err = c.exchange(exchangeDesc({"dp"}, {0}, {}),
+                                         {bufferOf(x, DType::F32, {4})}, {})) {
+          std::string text = llvm::toString(std::move(err));
+          if (text != "exchange on rank 1: axis 'dp' is not a mesh axis (the mesh has [\"pp\"])")
+            return llvm::createStringError(std::errc::invalid_argument, "unexpected: %s",
+                                           text.c_str());
+        }
+        return c.exchange(exchangeDesc({"pp"}, {}, {}), {}, {});
+      },
+      std::chrono::milliseconds(500));
+  EXPECT_EQ(errors[0], "exchange on rank 0: exchange: send 0: element type f64 is not one "
+                       "collectives move (f32, bf16, f16, i64, i32)");
+  EXPECT_EQ(errors[1],
+            "exchange on rank 1: exchange transfers nothing (no send and no receive)");
+
+  // Sizes that disagree between sender and receiver, and an exchange given
+  // to run(), which takes one input and one output.
+  errors = onRanks(
+      pair,
+      [&](int64_t r, Communicator &c) -> llvm::Error {
+        std::vector<float> x(4, 1), y(3, 0);
+        if (r == 0)
+          return c.exchange(exchangeDesc({"pp"}, {1}, {}), {bufferOf(x, DType::F32, {4})}, {});
+        if (llvm::Error err = c.exchange(exchangeDesc({"pp"}, {}, {0}), {},
+                                         {bufferOf(y, DType::F32, {3})}))
+          return err;
+        return llvm::Error::success();
+      },
+      std::chrono::milliseconds(500));
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "exchange on rank 1: receive 0 from rank 0: rank 0 sent 16 bytes, "
+                       "rank 1 expected 12");
+  std::vector<float> x(4, 1), y(4, 0);
+  auto one = createThreadCommunicators(pair, std::chrono::milliseconds(100));
+  std::string text = llvm::toString(one[0]->run(exchangeDesc({"pp"}, {1}, {1}),
+                                                {DType::F32, x.data(), {4}, y.data(), {4}}));
+  EXPECT_EQ(text, "exchange on rank 0: exchange moves lists of buffers, not one input and one "
+                  "output");
+}
+
+} // namespace
+} // namespace loom

@@ -216,6 +216,8 @@ void expectSameExecutable(const Executable &expected,
         EXPECT_EQ(ec.concatDim, ac.concatDim);
         EXPECT_EQ(ec.root, ac.root);
         EXPECT_EQ(ec.peer, ac.peer);
+        EXPECT_EQ(ec.sendPeers, ac.sendPeers);
+        EXPECT_EQ(ec.recvPeers, ac.recvPeers);
       }
       ASSERT_EQ(ei.attrs.size(), ai.attrs.size());
       for (size_t k = 0; k < ei.attrs.size(); ++k) {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <thread>
 
 using namespace loom;
 
@@ -510,6 +511,107 @@ TYPED_TEST(BackendConformance, ChecksInputsAgainstTheSignature) {
   llvm::Error missing = executor->setInput("nope", wrong);
   ASSERT_TRUE(static_cast<bool>(missing));
   llvm::consumeError(std::move(missing));
+}
+
+/// Two ranks (pp = 2) that trade x f32[2, 3] and k i64[2] in one exchange
+/// and output what they received.
+Executable exchangeProgram() {
+  Executable exe;
+  exe.modelName = "exchange";
+  exe.mode = "infer";
+  exe.mesh = {{"pp"}, {2}};
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    RankProgram r;
+    r.rank = rank;
+    r.arenaSize[1] = 128;
+    r.streams = {"pp_comm"};
+    r.buffers = {{"x", ArenaKind::Scratch, 0, DType::F32, {2, 3}},
+                 {"k", ArenaKind::Scratch, 32, DType::I64, {2}},
+                 {"got_x", ArenaKind::Scratch, 64, DType::F32, {2, 3}},
+                 {"got_k", ArenaKind::Scratch, 96, DType::I64, {2}}};
+    r.inputs = {{"x", 0}, {"k", 1}};
+    r.outputs = {{"got_x", 2}, {"got_k", 3}};
+    Instruction exchange{InstrKind::Collective, "", 0, 0, {0, 1}, {2, 3}, {}, "exchange.mlir:3:5"};
+    int64_t partner = 1 - int64_t(rank);
+    exchange.collective.kind = CollectiveKind::Exchange;
+    exchange.collective.axes = {"pp"};
+    exchange.collective.sendPeers = {partner, partner};
+    exchange.collective.recvPeers = {partner, partner};
+    r.instructions = {exchange};
+    exe.ranks.push_back(std::move(r));
+  }
+  return exe;
+}
+
+// An exchange instruction runs through ProgramExecutor and the backend's
+// exchange (host pointers on the CPU, staged through the host for a GPU with
+// thread communicators), with and without profiling (traced as "exchange").
+TYPED_TEST(BackendConformance, RunsAnExchangeBetweenTwoRanks) {
+  Executable exe = exchangeProgram();
+  ASSERT_EQ(llvm::toString(verifyExecutable(exe)), "");
+  std::unique_ptr<Backend> other = TypeParam::create();
+  ASSERT_NE(other, nullptr);
+  Backend *backends[2] = {this->backend.get(), other.get()};
+  auto comms = createThreadCommunicators(exe.mesh, std::chrono::seconds(20));
+  auto xOf = [](uint32_t rank) {
+    return std::vector<float>{1.5f + rank, -2, 0.25f, -0.5f * rank, 3, -1};
+  };
+  auto kOf = [](uint32_t rank) { return std::vector<int64_t>{int64_t(rank) << 40, -7}; };
+  std::vector<std::string> errors(2);
+  std::vector<std::vector<float>> gotX(2);
+  std::vector<std::vector<int64_t>> gotK(2);
+  std::vector<std::vector<std::string>> traced(2);
+  std::vector<std::thread> threads;
+  for (uint32_t rank = 0; rank < 2; ++rank)
+    threads.emplace_back([&, rank] {
+      backends[rank]->attachCommunicator(comms[rank].get());
+      auto run = [&]() -> llvm::Error {
+        auto executor = ProgramExecutor::create(exe, rank, *backends[rank], 0);
+        if (!executor)
+          return executor.takeError();
+        std::vector<float> x = xOf(rank);
+        std::vector<int64_t> k = kOf(rank);
+        HostTensor xt{"x", DType::F32, {2, 3}, {}}, kt{"k", DType::I64, {2}, {}};
+        auto *xb = reinterpret_cast<uint8_t *>(x.data());
+        auto *kb = reinterpret_cast<uint8_t *>(k.data());
+        xt.data.assign(xb, xb + 24);
+        kt.data.assign(kb, kb + 16);
+        for (bool profiling : {false, true}) {
+          (*executor)->setProfiling(profiling);
+          if (auto err = (*executor)->setInput("x", xt))
+            return err;
+          if (auto err = (*executor)->setInput("k", kt))
+            return err;
+          if (auto err = (*executor)->run())
+            return err;
+        }
+        for (const auto &event : (*executor)->traceEvents())
+          traced[rank].push_back(event.name);
+        auto gx = (*executor)->getOutput("got_x");
+        if (!gx)
+          return gx.takeError();
+        auto gk = (*executor)->getOutput("got_k");
+        if (!gk)
+          return gk.takeError();
+        gotX[rank].resize(6);
+        gotK[rank].resize(2);
+        std::memcpy(gotX[rank].data(), gx->data.data(), 24);
+        std::memcpy(gotK[rank].data(), gk->data.data(), 16);
+        return llvm::Error::success();
+      };
+      if (llvm::Error err = run()) {
+        errors[rank] = llvm::toString(std::move(err));
+        comms[rank]->abort(errors[rank]);
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(errors[rank], "") << "rank " << rank;
+    EXPECT_EQ(gotX[rank], xOf(1 - rank)) << "rank " << rank;
+    EXPECT_EQ(gotK[rank], kOf(1 - rank)) << "rank " << rank;
+    EXPECT_EQ(traced[rank], std::vector<std::string>{"exchange"}) << "rank " << rank;
+  }
 }
 
 } // namespace
