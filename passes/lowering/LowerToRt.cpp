@@ -207,6 +207,8 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
         op.erase();
   }
 
+  int constantCount_ = 0;
+
   rt::ProgramOp lowerFunction(ModuleOp module, func::FuncOp func, int64_t rank) {
     if (!func.getBody().hasOneBlock()) {
       func.emitError("the entry function must have a single block");
@@ -229,10 +231,17 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
 
     OpBuilder b(module.getContext());
     b.setInsertionPoint(func);
-    auto program = b.create<rt::ProgramOp>(
-        func.getLoc(), b.getStringAttr(entry), b.getI64IntegerAttr(rank),
-        b.getStrArrayAttr({"compute"}), DenseI64ArrayAttr(), IntegerAttr(),
-        IntegerAttr());
+    // Streams: compute, and any an op was given upstream (loom.stream).
+    SmallVector<StringRef> streams{"compute"};
+    func.walk([&](Operation *op) {
+      if (auto s = op->getAttrOfType<StringAttr>("loom.stream"))
+        if (!llvm::is_contained(streams, s.getValue()))
+          streams.push_back(s.getValue());
+    });
+    StringRef name = func->hasAttr("pipe.rank") ? func.getName() : StringRef(entry);
+    auto program = b.create<rt::ProgramOp>(func.getLoc(), b.getStringAttr(name),
+                                           b.getI64IntegerAttr(rank), b.getStrArrayAttr(streams),
+                                           DenseI64ArrayAttr(), IntegerAttr(), IntegerAttr());
     program.getBody().emplaceBlock();
     b.setInsertionPointToStart(&program.getBlock());
 
@@ -248,7 +257,9 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
       buffers.map(arg, input.getResult());
     }
 
-    int constantCount = 0;
+    // Constants become frozen parameters named by one count over all
+    // programs: the executable identifies parameters by name.
+    int &constantCount = constantCount_;
     func::ReturnOp ret;
     SmallVector<nn::AssignOp> assigns;
     for (Operation &op : func.getBody().front()) {

@@ -55,7 +55,7 @@ for schedule in args.schedules.split(","):
     cmd += args.extra.split()
     run(cmd)
     listing = run(["loom-inspect", exe])
-    ranks = next(int(l.split()[1]) for l in listing.splitlines() if l.startswith("ranks:"))
+    ranks = next(int(l.split()[1]) for l in listing.splitlines() if l.strip().startswith("ranks:"))
     run(["loom-run", exe, "--steps", str(args.steps), "--data", args.data, "--lr", "3e-3",
          "--seed", "7", "--metrics", metrics, "--comm-timeout", "120"])
     worst = {"loss": 0.0, "grad_norm": 0.0}
