@@ -454,6 +454,16 @@ def trace_bubbles(path):
     return out
 
 
+def run_bounded(cmd, seconds):
+    """subprocess.run's exit code, or -1 when the command ran past `seconds`
+    (a hung run must not take the rest of the benchmark with it)."""
+    try:
+        return subprocess.run(cmd, timeout=seconds).returncode
+    except subprocess.TimeoutExpired:
+        print("timed out after %d s: %s" % (seconds, " ".join(cmd)), flush=True)
+        return -1
+
+
 def run_loom(name, executable, args, work):
     """The timed run and the traced run of one executable; None if loom-run failed."""
     print("\n== loom %s" % name, flush=True)
@@ -461,7 +471,7 @@ def run_loom(name, executable, args, work):
     cmd = loom_command(args, executable, work, args.steps, metrics)
     print("$", " ".join(cmd), flush=True)
     mem = PeakMemoryPerGpu(list(range(args.pp)))
-    code = subprocess.run(cmd).returncode
+    code = run_bounded(cmd, args.loom_timeout)
     peak = mem.stop()
     if code != 0:
         print("loom-run failed for %s (exit code %d)" % (name, code), flush=True)
@@ -477,7 +487,7 @@ def run_loom(name, executable, args, work):
         cmd = loom_command(args, executable, work, args.loom_trace_steps,
                            os.path.join(work, "loom_%s_trace.jsonl" % name), trace)
         print("$", " ".join(cmd), flush=True)
-        if subprocess.run(cmd).returncode != 0 or not os.path.exists(trace):
+        if run_bounded(cmd, args.loom_timeout) != 0 or not os.path.exists(trace):
             print("loom-run --trace failed for %s: no bubble" % name, flush=True)
         else:
             result["bubble_per_rank"] = trace_bubbles(trace)
@@ -640,6 +650,8 @@ def main():
     ap.add_argument("--torch", default=",".join(SCHEDULES),
                     help="PyTorch schedules to run, comma-separated ('' for none; default: all)")
     ap.add_argument("--loom-run", help="path to loom-run (for --loom)")
+    ap.add_argument("--loom-timeout", type=int, default=240,
+                    help="seconds one loom-run may take before it counts as failed")
     ap.add_argument("--loom", action="append", default=[], metavar="NAME=EXECUTABLE",
                     help="a Loom pipelined training executable; NAME is its schedule "
                          "(1f1b, interleaved, zb-h1, dualpipev or dualpipe)")

@@ -452,6 +452,18 @@ int main(int argc, char **argv) {
       "or as one rank per process when started by mpirun.\n");
 
   Executable exe = check(loadExecutableFile(executablePath));
+  // Ranks that wait on each other through NCCL cannot let CUDA load a
+  // kernel's module on its first launch: loading waits for the kernels
+  // running on the device, and a receive spinning there until a peer
+  // launches its send deadlocks against that peer doing the same (a
+  // pipeline's ranks are never in step). Load every module up front,
+  // before CUDA starts, unless the user chose otherwise.
+  // NCCL likewise connects peers at initialization rather than inside the
+  // first transfer, whose handshake would wait for a peer's host thread.
+  if (exe.mesh.numRanks() > 1) {
+    setenv("CUDA_MODULE_LOADING", "EAGER", /*overwrite=*/0);
+    setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
+  }
   bool training = exe.mode == "train";
   if (training && (!inputs.empty() || !outputs.empty()))
     fail("'" + executablePath + "' is a training executable: give --steps and --data, not "
