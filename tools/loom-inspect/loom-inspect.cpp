@@ -81,8 +81,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (!scheduleSvg.empty())
-    fail("'" + executablePath + "' holds no pipeline schedule (executables compiled with --pp "
-         "are not built yet); pass a schedule CSV (loom-compile --schedule-csv)");
+    fail("'" + executablePath + "': executables do not carry their pipeline schedule yet; "
+         "pass the schedule CSV (loom-compile --schedule-csv)");
   if (json)
     llvm::outs() << llvm::formatv("{0:2}", loom::executableToJson(*exe)) << "\n";
   else
