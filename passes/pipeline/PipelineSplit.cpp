@@ -130,7 +130,18 @@ LogicalResult Splitter::classify() {
                                          << " stages";
     if (auto part = op.getAttrOfType<StringAttr>("loom.backward"))
       in.part = part.getValue() == "weight" ? Part::W : Part::I;
-    if (auto mb = op.getAttrOfType<IntegerAttr>("loom.microbatch")) {
+    // A pure op of constants and step inputs is replicable even when the
+    // training step copied it per microbatch (a cast of the rotary table):
+    // computing it where it is read beats sending it.
+    bool ofConstants = isMemoryEffectFree(&op) && !isa<nn::ParameterOp>(op) &&
+                       op.getNumRegions() == 0 &&
+                       llvm::all_of(op.getOperands(), [&](Value v) {
+                         Operation *def = v.getDefiningOp();
+                         return !def || info_[def].replicable;
+                       });
+    if (ofConstants) {
+      in.state = MbState::None;
+    } else if (auto mb = op.getAttrOfType<IntegerAttr>("loom.microbatch")) {
       in.state = MbState::Single;
       in.mb = mb.getInt();
     } else {
