@@ -93,6 +93,13 @@ private:
   /// The ranks holding a value (every rank for block arguments and
   /// replicable values).
   SmallVector<int> homeOf(Value v) const;
+  /// The rank whose partial sum takes `leaf`, a term of the sum `root`.
+  int ownerOf(const OpInfo &root, Value leaf) const {
+    Operation *def = leaf.getDefiningOp();
+    if (!def || info_.find(def)->second.replicable)
+      return root.home.front();
+    return homeOf(leaf).front();
+  }
   SmallVector<int> allRanks() const {
     SmallVector<int> all;
     for (int r = 0; r < s_.numRanks; ++r)
@@ -448,15 +455,19 @@ LogicalResult RankEmitter::emitTree(Operation *root) {
   Location loc = root->getLoc();
   Type type = root->getResult(0).getType();
   SmallVector<int> dest = info.home;
-  auto ownerOf = [&](Value v) {
-    Operation *def = v.getDefiningOp();
-    if (!def || s_.info_[def].replicable)
-      return dest.front();
-    return s_.homeOf(v).front();
-  };
   SmallVector<int> owners;
   for (Value leaf : info.leaves)
-    owners.push_back(ownerOf(leaf));
+    owners.push_back(s_.ownerOf(info, leaf));
+  // acc += term, with the root's own add (its type and attributes).
+  auto accumulate = [&](Value &acc, Value term) {
+    if (!acc) {
+      acc = term;
+      return;
+    }
+    Operation *add = b_.clone(*root);
+    add->setOperands({acc, term});
+    acc = add->getResult(0);
+  };
   // This rank's partial sum, in the terms' order.
   Value partial;
   for (auto [leaf, owner] : llvm::zip(info.leaves, owners)) {
@@ -464,14 +475,7 @@ LogicalResult RankEmitter::emitTree(Operation *root) {
       continue;
     if (failed(ensure(leaf)))
       return failure();
-    Value term = map_.lookup(leaf);
-    if (!partial) {
-      partial = term;
-      continue;
-    }
-    Operation *add = b_.clone(*root);
-    add->setOperands({partial, term});
-    partial = add->getResult(0);
+    accumulate(partial, map_.lookup(leaf));
   }
   llvm::sort(owners);
   owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
@@ -508,16 +512,8 @@ LogicalResult RankEmitter::emitTree(Operation *root) {
       return success();
     // Every destination sums the partials in rank order: equal copies.
     unsigned next = 0;
-    for (int o : owners) {
-      Value term = o == rank_ ? partial : received[next++];
-      if (!total) {
-        total = term;
-        continue;
-      }
-      Operation *add = b_.clone(*root);
-      add->setOperands({total, term});
-      total = add->getResult(0);
-    }
+    for (int o : owners)
+      accumulate(total, o == rank_ ? partial : received[next++]);
   }
   map_.map(root->getResult(0), total);
   emitted_.insert(root);
@@ -571,12 +567,11 @@ LogicalResult RankEmitter::run() {
     case ActionKind::OverlapFB: {
       // The backward half on a stream of its own: the two halves are
       // independent, so the GPU runs them concurrently.
-      size_t before = fn_.getBody().front().getOperations().size();
       ok = emitPart(a.stage, a.mb, {Part::F});
       if (succeeded(ok)) {
-        before = fn_.getBody().front().getOperations().size();
-        ok = emitPart(a.bStage, a.bMb, {Part::I, Part::W});
         auto &ops = fn_.getBody().front().getOperations();
+        size_t before = ops.size();
+        ok = emitPart(a.bStage, a.bMb, {Part::I, Part::W});
         for (Operation &op : llvm::make_range(std::next(ops.begin(), before), ops.end()))
           if (isa<nn::NNDialect>(op.getDialect()) && !isa<nn::ParameterOp, nn::ConstantOp>(op))
             op.setAttr("loom.stream", b_.getStringAttr("compute_b"));
@@ -607,10 +602,7 @@ LogicalResult RankEmitter::run() {
       continue;
     if (i.treeRoot) {
       // Owners of terms take part even where the total is not needed.
-      bool owner = llvm::any_of(i.leaves, [&](Value v) {
-        Operation *def = v.getDefiningOp();
-        return def && !s_.info_[def].replicable && s_.homeOf(v).front() == rank_;
-      });
+      bool owner = llvm::any_of(i.leaves, [&](Value v) { return s_.ownerOf(i, v) == rank_; });
       if ((owner || runsHere(i)) && failed(emitTree(op)))
         return failure();
       continue;
