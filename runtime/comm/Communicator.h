@@ -159,17 +159,25 @@ bool haveNccl();
 /// One NCCL communicator per rank of `mesh` in this process, rank r on GPU
 /// `devices[r]`, with the sub-group communicators of `groups` (every axes
 /// list the executable's collectives use). `hosts[r]` (optional) carries
-/// rank r's host-memory traffic (checkpoint gathering).
+/// rank r's host-memory traffic (checkpoint gathering). `peers[r]` lists
+/// the ranks that rank r sends to or receives from point to point (the
+/// relation must be symmetric): those connections are made here, before any
+/// work runs. NCCL otherwise connects a pair at its first transfer, with
+/// both host threads taking part, and a rank whose GPU is blocked in a
+/// large send can then wait forever on a peer that is itself connecting.
 llvm::Expected<std::vector<std::unique_ptr<Communicator>>>
 createNcclCommunicators(const Mesh &mesh, llvm::ArrayRef<int> devices,
                         llvm::ArrayRef<std::vector<std::string>> groups,
+                        llvm::ArrayRef<std::vector<int64_t>> peers,
                         llvm::ArrayRef<Communicator *> hosts);
 /// This process's NCCL communicator under mpirun on GPU `device`: `host`
 /// (the MPI communicator) carries the unique id from rank 0 and the host
-/// traffic; it must outlive the result.
+/// traffic; it must outlive the result. `peers`: this rank's point-to-point
+/// peers, connected here (see createNcclCommunicators).
 llvm::Expected<std::unique_ptr<Communicator>>
 createNcclCommunicator(const Mesh &mesh, int device, Communicator &host,
-                       llvm::ArrayRef<std::vector<std::string>> groups);
+                       llvm::ArrayRef<std::vector<std::string>> groups,
+                       llvm::ArrayRef<int64_t> peers);
 
 } // namespace loom
 

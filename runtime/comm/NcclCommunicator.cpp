@@ -6,7 +6,8 @@
 // every group the executable's collectives use (ncclCommSplit is collective
 // over all ranks, so they cannot form lazily).
 // Point-to-point transfers (send, recv, exchange) use the world
-// communicator with absolute ranks.
+// communicator with absolute ranks; their connections are made at creation
+// (connectPeers), not at the first transfer.
 
 #include "runtime/comm/Communicator.h"
 
@@ -312,6 +313,63 @@ private:
   std::map<cudaStream_t, std::pair<void *, size_t>> scratch_;
 };
 
+/// Connects `comms[i]` (on `devices[i]`) to each of `peers[i]` in both
+/// directions: one element each way in one NCCL group, then waits. NCCL
+/// makes a point-to-point connection at the first transfer between a pair,
+/// with both ranks' host threads taking part; made then, mid-step, a rank
+/// can wait on a peer whose GPU is blocked in a send that rank has not
+/// received yet. One caller may drive several GPUs (ranks as threads).
+llvm::Error connectPeers(llvm::ArrayRef<ncclComm_t> comms, llvm::ArrayRef<int> devices,
+                         llvm::ArrayRef<std::vector<int64_t>> peers) {
+  size_t links = 0;
+  for (const std::vector<int64_t> &p : peers)
+    links += p.size();
+  if (links == 0)
+    return llvm::Error::success();
+  std::vector<cudaStream_t> streams(comms.size(), nullptr);
+  std::vector<float *> buffers(comms.size(), nullptr);
+  auto release = [&] {
+    for (size_t i = 0; i < comms.size(); ++i) {
+      cudaSetDevice(devices[i]);
+      if (streams[i])
+        cudaStreamDestroy(streams[i]);
+      cudaFree(buffers[i]);
+    }
+  };
+  llvm::Error err = [&]() -> llvm::Error {
+    for (size_t i = 0; i < comms.size(); ++i) {
+      LOOM_CUDA(cudaSetDevice(devices[i]), "cudaSetDevice");
+      LOOM_CUDA(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking),
+                "cudaStreamCreate");
+      size_t n = std::max<size_t>(1, 2 * peers[i].size());
+      LOOM_CUDA(cudaMalloc(&buffers[i], n * sizeof(float)), "cudaMalloc");
+      LOOM_CUDA(cudaMemset(buffers[i], 0, n * sizeof(float)), "cudaMemset");
+    }
+    LOOM_NCCL(ncclGroupStart(), "ncclGroupStart");
+    ncclResult_t result = ncclSuccess;
+    for (size_t i = 0; i < comms.size() && result == ncclSuccess; ++i)
+      for (size_t k = 0; k < peers[i].size() && result == ncclSuccess; ++k) {
+        int peer = int(peers[i][k]);
+        result = ncclSend(buffers[i] + 2 * k, 1, ncclFloat32, peer, comms[i], streams[i]);
+        if (result == ncclSuccess)
+          result = ncclRecv(buffers[i] + 2 * k + 1, 1, ncclFloat32, peer, comms[i], streams[i]);
+      }
+    ncclResult_t ended = ncclGroupEnd();
+    if (result != ncclSuccess)
+      return ncclFailure(result, "ncclSend/ncclRecv (connecting point-to-point peers)");
+    if (ended != ncclSuccess)
+      return ncclFailure(ended, "ncclGroupEnd (connecting point-to-point peers)");
+    for (size_t i = 0; i < comms.size(); ++i) {
+      LOOM_CUDA(cudaSetDevice(devices[i]), "cudaSetDevice");
+      LOOM_CUDA(cudaStreamSynchronize(streams[i]),
+                "cudaStreamSynchronize (connecting point-to-point peers)");
+    }
+    return llvm::Error::success();
+  }();
+  release();
+  return err;
+}
+
 } // namespace
 
 bool haveNccl() { return true; }
@@ -319,6 +377,7 @@ bool haveNccl() { return true; }
 llvm::Expected<std::vector<std::unique_ptr<Communicator>>>
 createNcclCommunicators(const Mesh &mesh, llvm::ArrayRef<int> devices,
                         llvm::ArrayRef<std::vector<std::string>> groups,
+                        llvm::ArrayRef<std::vector<int64_t>> peers,
                         llvm::ArrayRef<Communicator *> hosts) {
   int n = int(mesh.numRanks());
   if (int(devices.size()) != n)
@@ -326,6 +385,9 @@ createNcclCommunicators(const Mesh &mesh, llvm::ArrayRef<int> devices,
                                    "%d ranks need %d GPUs, got %zu", n, n, devices.size());
   std::vector<ncclComm_t> comms(n);
   std::vector<int> devs(devices.begin(), devices.end());
+  if (!peers.empty() && int(peers.size()) != n)
+    return llvm::createStringError(std::errc::invalid_argument,
+                                   "%d ranks need %d peer lists, got %zu", n, n, peers.size());
   LOOM_NCCL(ncclCommInitAll(comms.data(), n, devs.data()), "ncclCommInitAll");
   std::vector<std::unique_ptr<Communicator>> result;
   std::vector<NcclCommunicator *> raw;
@@ -354,12 +416,16 @@ createNcclCommunicators(const Mesh &mesh, llvm::ArrayRef<int> devices,
       for (size_t i = 0; i < members.size(); ++i)
         raw[group->members[i]]->adoptGroup(group->members, members[i]);
     }
+  if (!peers.empty())
+    if (llvm::Error err = connectPeers(comms, devs, peers))
+      return std::move(err);
   return result;
 }
 
 llvm::Expected<std::unique_ptr<Communicator>>
 createNcclCommunicator(const Mesh &mesh, int device, Communicator &host,
-                       llvm::ArrayRef<std::vector<std::string>> groups) {
+                       llvm::ArrayRef<std::vector<std::string>> groups,
+                       llvm::ArrayRef<int64_t> peers) {
   // Rank 0 makes the unique id; the host communicator (MPI) carries it.
   ncclUniqueId id;
   if (host.rank() == 0)
@@ -375,6 +441,9 @@ createNcclCommunicator(const Mesh &mesh, int device, Communicator &host,
             "ncclCommInitRank");
   auto comm = std::make_unique<NcclCommunicator>(mesh, host.rank(), device, world, &host);
   if (llvm::Error err = comm->splitGroups(groups))
+    return std::move(err);
+  std::vector<int64_t> mine(peers.begin(), peers.end());
+  if (llvm::Error err = connectPeers({world}, {device}, {mine}))
     return std::move(err);
   return std::unique_ptr<Communicator>(std::move(comm));
 }

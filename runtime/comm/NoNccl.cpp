@@ -17,13 +17,13 @@ bool haveNccl() { return false; }
 llvm::Expected<std::vector<std::unique_ptr<Communicator>>>
 createNcclCommunicators(const Mesh &, llvm::ArrayRef<int>,
                         llvm::ArrayRef<std::vector<std::string>>,
-                        llvm::ArrayRef<Communicator *>) {
+                        llvm::ArrayRef<std::vector<int64_t>>, llvm::ArrayRef<Communicator *>) {
   return noNccl();
 }
 
 llvm::Expected<std::unique_ptr<Communicator>>
 createNcclCommunicator(const Mesh &, int, Communicator &,
-                       llvm::ArrayRef<std::vector<std::string>>) {
+                       llvm::ArrayRef<std::vector<std::string>>, llvm::ArrayRef<int64_t>) {
   return noNccl();
 }
 

@@ -2,6 +2,12 @@
 // group: all members post their input pointers, each member computes its own
 // output from all inputs (into private memory, since an output may be a
 // peer's input), and once every member has read, each writes its output.
+// An exchange's sends are synchronous: the exchange returns only once each
+// peer has taken its message. That is how NCCL moves a message larger than
+// its buffers (the receiver must be running the matching receive), so a
+// schedule whose transfers only complete because sends are buffered fails
+// here, on the CPU, with a timeout naming the waiting ranks, instead of
+// hanging on GPUs.
 
 #include "runtime/comm/Communicator.h"
 
@@ -38,7 +44,11 @@ public:
   std::mutex mutex;
   std::condition_variable changed;
   std::map<std::vector<int64_t>, Rendezvous> rendezvous; // by member list
-  std::map<std::pair<int64_t, int64_t>, std::deque<std::vector<uint8_t>>> mailboxes;
+  struct Message {
+    std::vector<uint8_t> bytes;
+    bool *taken = nullptr; // set by the receiver (synchronous sends)
+  };
+  std::map<std::pair<int64_t, int64_t>, std::deque<Message>> mailboxes;
   bool aborted = false;
   std::string abortReason;
 };
@@ -62,7 +72,7 @@ public:
     if (world_->aborted)
       return abortedError();
     const auto *p = static_cast<const uint8_t *>(data);
-    world_->mailboxes[{rank(), peer}].emplace_back(p, p + bytes);
+    world_->mailboxes[{rank(), peer}].push_back({{p, p + bytes}, nullptr});
     world_->changed.notify_all();
     return llvm::Error::success();
   }
@@ -73,8 +83,13 @@ public:
     if (!waitFor(lock, [&] { return !box.empty(); }))
       return world_->aborted ? abortedError()
                              : timeoutError("a message from rank " + std::to_string(peer));
-    std::vector<uint8_t> message = std::move(box.front());
+    ThreadWorld::Message taken = std::move(box.front());
     box.pop_front();
+    if (taken.taken) {
+      *taken.taken = true;
+      world_->changed.notify_all();
+    }
+    std::vector<uint8_t> &message = taken.bytes;
     if (message.size() != bytes)
       return failure("rank " + std::to_string(peer) + " sent " +
                      std::to_string(message.size()) + " bytes, rank " +
@@ -103,6 +118,62 @@ public:
   }
 
 protected:
+  /// Posts every send, takes every receive, then waits until each peer has
+  /// taken what this rank sent.
+  llvm::Error runExchange(llvm::ArrayRef<Transfer> sends, llvm::ArrayRef<Transfer> recvs,
+                          void *) override {
+    std::unique_ptr<bool[]> taken(new bool[sends.size()]());
+    {
+      std::lock_guard<std::mutex> lock(world_->mutex);
+      if (world_->aborted)
+        return abortedError();
+      for (size_t i = 0; i < sends.size(); ++i) {
+        const auto *p = static_cast<const uint8_t *>(sends[i].data);
+        world_->mailboxes[{rank(), sends[i].peer}].push_back(
+            {{p, p + sends[i].bytes()}, &taken[i]});
+      }
+      world_->changed.notify_all();
+    }
+    llvm::Error err = llvm::Error::success();
+    for (size_t j = 0; j < recvs.size() && !err; ++j)
+      if (llvm::Error failed = recvBytes(recvs[j].data, recvs[j].bytes(), recvs[j].peer))
+        err = llvm::createStringError(std::errc::io_error, "receive %zu from rank %lld: %s", j,
+                                      (long long)recvs[j].peer,
+                                      llvm::toString(std::move(failed)).c_str());
+    std::unique_lock<std::mutex> lock(world_->mutex);
+    if (!err) {
+      size_t waiting = 0;
+      bool done = waitFor(lock, [&] {
+        for (waiting = 0; waiting < sends.size(); ++waiting)
+          if (!taken[waiting])
+            return false;
+        return true;
+      });
+      if (!done)
+        err = world_->aborted
+                  ? abortedError()
+                  : timeoutError("rank " + std::to_string(sends[waiting].peer) +
+                                 " to receive send " + std::to_string(waiting));
+    }
+    // Messages nobody took must not outlive `taken`.
+    for (size_t i = 0; i < sends.size(); ++i)
+      if (!taken[i]) {
+        auto &box = world_->mailboxes[{rank(), sends[i].peer}];
+        for (ThreadWorld::Message &m : box)
+          if (m.taken == &taken[i])
+            m.taken = nullptr;
+      }
+    if (err && !world_->aborted) {
+      // The peers stop waiting for this rank.
+      std::string text = llvm::toString(std::move(err));
+      world_->aborted = true;
+      world_->abortReason = "rank " + std::to_string(rank()) + ": " + text;
+      world_->changed.notify_all();
+      return failure(text);
+    }
+    return err;
+  }
+
   llvm::Error runGroup(const CollectiveDesc &desc, const Group &group,
                        const CollectiveOperands &operands) override {
     std::vector<uint8_t> result(operands.outBytes());

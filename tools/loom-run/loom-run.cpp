@@ -207,6 +207,41 @@ std::vector<std::vector<std::string>> collectiveGroups(const Executable &exe) {
   return {groups.begin(), groups.end()};
 }
 
+/// Per rank, the ranks it sends to or receives from point to point (made
+/// symmetric): the NCCL connections to make before the first step.
+std::vector<std::vector<int64_t>> pointToPointPeers(const Executable &exe) {
+  std::vector<std::set<int64_t>> peers(exe.mesh.numRanks());
+  auto link = [&](int64_t a, int64_t b) {
+    if (a == b || a < 0 || b < 0 || a >= int64_t(peers.size()) || b >= int64_t(peers.size()))
+      return;
+    peers[a].insert(b);
+    peers[b].insert(a);
+  };
+  for (const RankProgram &program : exe.ranks)
+    for (const Instruction &instr : program.instructions) {
+      if (instr.kind != InstrKind::Collective)
+        continue;
+      const CollectiveDesc &desc = instr.collective;
+      if (desc.kind == CollectiveKind::Send || desc.kind == CollectiveKind::Recv) {
+        link(program.rank, desc.peer);
+      } else if (desc.kind == CollectiveKind::Exchange) {
+        auto group = groupOf(exe.mesh, program.rank, desc.axes);
+        if (!group) { // the verifier reports it when the program runs
+          llvm::consumeError(group.takeError());
+          continue;
+        }
+        for (const std::vector<int64_t> *list : {&desc.sendPeers, &desc.recvPeers})
+          for (int64_t index : *list)
+            if (index >= 0 && index < int64_t(group->members.size()))
+              link(program.rank, group->members[index]);
+      }
+    }
+  std::vector<std::vector<int64_t>> result;
+  for (const std::set<int64_t> &p : peers)
+    result.emplace_back(p.begin(), p.end());
+  return result;
+}
+
 /// --trace: every rank's events, written once all ranks are done.
 std::mutex traceMutex;
 llvm::json::Array traceEvents;
@@ -504,7 +539,8 @@ int main(int argc, char **argv) {
         if (!device)
           return device.takeError();
         auto created = createNcclCommunicator(exe.mesh, *device, *communicator,
-                                              collectiveGroups(exe));
+                                              collectiveGroups(exe),
+                                              pointToPointPeers(exe)[rank]);
         if (!created)
           return created.takeError();
         nccl = std::move(*created);
@@ -555,7 +591,8 @@ int main(int argc, char **argv) {
       gpus.push_back(check(deviceFor(r)));
       hosts.push_back(communicators[r].get());
     }
-    ncclComms = check(createNcclCommunicators(exe.mesh, gpus, collectiveGroups(exe), hosts));
+    ncclComms = check(createNcclCommunicators(exe.mesh, gpus, collectiveGroups(exe),
+                                              pointToPointPeers(exe), hosts));
   }
   std::vector<std::string> errors(numRanks);
   std::vector<std::thread> workers;

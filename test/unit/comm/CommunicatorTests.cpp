@@ -408,6 +408,35 @@ TEST(ThreadCommunicator, TransfersMatchInOrderAcrossExchanges) {
   EXPECT_EQ(b, second);
 }
 
+TEST(ThreadCommunicator, ExchangeSendsWaitForTheReceiver) {
+  // Both ranks send in one exchange and receive in the next. Buffered sends
+  // would let this pass; NCCL cannot buffer a large message, so on GPUs it
+  // hangs. Here it times out, naming the receive nobody posted.
+  auto errors = onRanks(
+      Mesh{{"pp"}, {2}},
+      [&](int64_t r, Communicator &c) -> llvm::Error {
+        std::vector<float> mine = randomFloats(r, 4), theirs(4);
+        if (auto err = c.exchange(exchangeDesc({"pp"}, {1 - r}, {}),
+                                  {bufferOf(mine, DType::F32, {4})}, {}))
+          return err;
+        return c.exchange(exchangeDesc({"pp"}, {}, {1 - r}), {},
+                          {bufferOf(theirs, DType::F32, {4})});
+      },
+      std::chrono::milliseconds(300));
+  // One rank times out first; the other is woken by its abort.
+  int timedOut = 0;
+  for (int64_t r = 0; r < 2; ++r) {
+    std::string expected = "exchange on rank " + std::to_string(r) + ": timed out after 300 ms waiting for rank " + std::to_string(1 - r) +
+                           " to receive send 0";
+    if (errors[r] == expected)
+      ++timedOut;
+    else
+      EXPECT_NE(errors[r].find("aborted (rank " + std::to_string(1 - r)), std::string::npos)
+          << errors[r];
+  }
+  EXPECT_GE(timedOut, 1) << errors[0] << "\n" << errors[1];
+}
+
 TEST(ThreadCommunicator, ExchangePeersAreIndicesInTheGroup) {
   // pp x tp = 2 x 2, rank = pp * 2 + tp. Over ["pp"] the group of rank r is
   // [tp, 2 + tp]: peer index 1 - pp is rank r ^ 2, never the tp neighbour
