@@ -53,6 +53,19 @@ public:
   /// stages device memory through the host.
   virtual llvm::Error exchange(const CollectiveDesc &desc, llvm::ArrayRef<DeviceTensor> sends,
                                llvm::ArrayRef<DeviceTensor> recvs, unsigned stream);
+  /// Readies `kernel` for its first launch in a step, before any step runs.
+  /// On CUDA, cuBLASLt loads a GEMM's kernel at its first use, and loading
+  /// waits for the GPU to go idle: mid-step, while a peer's transfer spins
+  /// on this GPU waiting for this rank, that is forever. So each GEMM runs
+  /// once here, into scratch outputs (nothing the program holds changes).
+  /// finishPreparing() waits for it all and frees the scratch. The default
+  /// does nothing.
+  virtual llvm::Error prepareKernel(std::string_view kernel, llvm::ArrayRef<DeviceTensor> inputs,
+                                    llvm::ArrayRef<DeviceTensor> outputs,
+                                    const KernelAttrs &attrs, unsigned stream) {
+    return llvm::Error::success();
+  }
+  virtual llvm::Error finishPreparing() { return llvm::Error::success(); }
   /// The communicator of this backend's rank; collectives fail without one.
   void attachCommunicator(Communicator *communicator) { communicator_ = communicator; }
   Communicator *communicator() const { return communicator_; }

@@ -135,7 +135,22 @@ llvm::Error ProgramExecutor::initialize(uint64_t seed) {
     if (auto err = backend_.copyToDevice(address(buffer), local->data.data(), local->data.size()))
       return err;
   }
-  return llvm::Error::success();
+  // Kernels that load at first use load now, not mid-step (Backend::prepareKernel).
+  for (const Instruction &instr : program_.instructions) {
+    if (instr.kind != InstrKind::Kernel)
+      continue;
+    std::vector<DeviceTensor> inputs, outputs;
+    for (uint32_t b : instr.inputs)
+      inputs.push_back(tensor(b));
+    for (uint32_t b : instr.outputs)
+      outputs.push_back(tensor(b));
+    if (auto err = backend_.prepareKernel(instr.kernel, inputs, outputs,
+                                          KernelAttrs(instr.attrs), instr.stream))
+      return error("rank " + llvm::Twine(program_.rank) + ": preparing " + instr.kernel +
+                   (instr.location.empty() ? "" : " at " + instr.location) + ": " +
+                   llvm::toString(std::move(err)));
+  }
+  return backend_.finishPreparing();
 }
 
 void *ProgramExecutor::address(const BufferDesc &buffer) const {
@@ -169,7 +184,41 @@ llvm::Error ProgramExecutor::setInput(const std::string &name,
   return error("the program has no input named '" + name + "'");
 }
 
+std::string ProgramExecutor::describeInstruction(int64_t i) const {
+  if (i < 0)
+    return "not started";
+  if (i >= int64_t(program_.instructions.size()))
+    return "all " + std::to_string(program_.instructions.size()) +
+           " instructions issued, waiting for the device";
+  const Instruction &instr = program_.instructions[i];
+  std::string what;
+  switch (instr.kind) {
+  case InstrKind::Kernel:
+    what = "kernel " + instr.kernel;
+    break;
+  case InstrKind::Copy:
+    what = "copy";
+    break;
+  case InstrKind::Collective:
+    what = collectiveKindName(instr.collective.kind);
+    break;
+  case InstrKind::RecordEvent:
+    what = "record event " + std::to_string(instr.event);
+    break;
+  case InstrKind::WaitEvent:
+    what = "wait for event " + std::to_string(instr.event);
+    break;
+  default:
+    what = "instruction";
+  }
+  std::string stream = instr.stream < program_.streams.size() ? program_.streams[instr.stream]
+                                                              : std::to_string(instr.stream);
+  return "#" + std::to_string(i) + " of " + std::to_string(program_.instructions.size()) +
+         ": " + what + " on " + stream;
+}
+
 llvm::Error ProgramExecutor::run() {
+  ++progress_.runs;
   const bool capturing = stepCapture_ && !profiling_ && backend_.canCapture();
   if (!capturing)
     return issueAndWait();
@@ -245,6 +294,7 @@ llvm::Error ProgramExecutor::issueAndWait() {
 
 llvm::Error ProgramExecutor::issue() {
   for (size_t i = 0; i < program_.instructions.size(); ++i) {
+    progress_.instruction.store(int64_t(i), std::memory_order_relaxed);
     const Instruction &instr = program_.instructions[i];
     auto started = std::chrono::steady_clock::now();
     llvm::Error err = llvm::Error::success();
@@ -332,6 +382,7 @@ llvm::Error ProgramExecutor::issue() {
                    (instr.location.empty() ? "" : " at " + instr.location) +
                    "): " + llvm::toString(std::move(err)));
   }
+  progress_.instruction.store(int64_t(program_.instructions.size()), std::memory_order_relaxed);
   return llvm::Error::success();
 }
 

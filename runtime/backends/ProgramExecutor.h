@@ -8,6 +8,7 @@
 #include "runtime/executable/Executable.h"
 #include "runtime/support/HostTensor.h"
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -45,7 +46,17 @@ public:
   /// one per kernel. A step that cannot be captured runs eagerly, and
   /// captureStatus() says why.
   void setStepCapture(bool on) { stepCapture_ = on; }
+  /// Where the host thread is, for a watchdog on another thread: the runs
+  /// begun, and the instruction being issued (the instruction count once a
+  /// run's instructions are all issued and it waits for the device).
+  struct Progress {
+    std::atomic<int64_t> runs{0};
+    std::atomic<int64_t> instruction{-1};
+  };
+  const Progress &progress() const { return progress_; }
   const std::string &captureStatus() const { return captureStatus_; }
+  /// A one-line description of instruction `i` ("kernel matmul on stream 0").
+  std::string describeInstruction(int64_t i) const;
   struct KernelTime {
     std::string kernel;
     double seconds = 0;
@@ -84,6 +95,7 @@ private:
   void *arenas_[kNumArenas] = {nullptr, nullptr};
   bool profiling_ = false;
   bool stepCapture_ = false, captured_ = false;
+  Progress progress_;
   bool deviceTiming_ = false;
   struct PendingTime {
     uint32_t instruction;

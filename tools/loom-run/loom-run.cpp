@@ -10,6 +10,7 @@
 #include "runtime/training/TrainingLoop.h"
 #include "runtime/support/Npy.h"
 
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -79,6 +80,11 @@ cl::opt<bool> stepGraph(
     cl::desc("on a backend that can (cuda), capture a step as one CUDA graph after the first "
              "and replay it (default on; --step-graph=false issues every kernel every step)"),
     cl::init(true), cl::cat(category));
+cl::opt<unsigned> stallTimeout(
+    "stall-timeout",
+    cl::desc("seconds without progress (no rank issuing a new instruction) after which "
+             "loom-run prints where each rank is and exits with an error (0: wait forever)"),
+    cl::init(0), cl::cat(category));
 cl::opt<uint64_t> seed("seed",
                        cl::desc("seed for fresh parameters and the order of the training data"),
                        cl::init(0), cl::cat(category));
@@ -242,6 +248,60 @@ std::vector<std::vector<int64_t>> pointToPointPeers(const Executable &exe) {
   return result;
 }
 
+/// --stall-timeout: each rank's phase and executor, for the watchdog.
+struct RankWatch {
+  std::string phase = "starting";
+  const ProgramExecutor *executor = nullptr;
+};
+std::mutex watchMutex;
+std::map<int64_t, RankWatch> watched;
+
+void setPhase(int64_t rank, const std::string &phase, const ProgramExecutor *executor) {
+  std::lock_guard<std::mutex> lock(watchMutex);
+  watched[rank] = {phase, executor};
+}
+
+/// Prints where every rank is once nothing has moved for --stall-timeout
+/// seconds, then ends the process: a hang becomes an error that says which
+/// rank waits where.
+void startWatchdog() {
+  if (stallTimeout == 0)
+    return;
+  std::thread([] {
+    std::string last;
+    auto since = std::chrono::steady_clock::now();
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      std::string now, report;
+      {
+        std::lock_guard<std::mutex> lock(watchMutex);
+        for (auto &[rank, w] : watched) {
+          std::string where = w.phase;
+          if (w.executor) {
+            const ProgramExecutor::Progress &p = w.executor->progress();
+            where += ", run " + std::to_string(p.runs.load()) + ", " +
+                     w.executor->describeInstruction(p.instruction.load());
+          }
+          now += where + "\n";
+          report += "  rank " + std::to_string(rank) + ": " + where + "\n";
+        }
+      }
+      if (now != last) {
+        last = now;
+        since = std::chrono::steady_clock::now();
+        continue;
+      }
+      if (std::chrono::steady_clock::now() - since < std::chrono::seconds(stallTimeout))
+        continue;
+      llvm::errs() << "loom-run: error: no progress for " << stallTimeout.getValue()
+                   << " s (--stall-timeout); where each rank is:\n"
+                   << report;
+      llvm::errs().flush();
+      std::_Exit(1);
+    }
+  }).detach();
+}
+
 /// --trace: every rank's events, written once all ranks are done.
 std::mutex traceMutex;
 llvm::json::Array traceEvents;
@@ -274,6 +334,10 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
     return created.takeError();
   std::unique_ptr<ProgramExecutor> executor = std::move(*created);
   const RankProgram &program = executor->program();
+  const int64_t rankId = program.rank;
+  setPhase(rankId, "loading parameters", executor.get());
+  // The executor goes when this returns; so does the watchdog's view of it.
+  auto forget = llvm::make_scope_exit([&] { setPhase(rankId, "finished", nullptr); });
   executor->setProfiling((leader && profile) || !tracePath.empty());
   executor->setStepCapture(stepGraph);
   auto printProfile = [&]() -> llvm::Error {
@@ -350,6 +414,16 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
       llvm::errs() << "loom-run: loaded " << loaded << " tensors from " << weightsPath << "\n";
   }
 
+  // No rank starts a step before every rank has allocated and loaded. A
+  // rank whose GPU already spins in a transfer would stall a peer still
+  // allocating: with NCCL's peer access between GPUs of one process,
+  // cudaMalloc maps new memory into the peers and waits for them.
+  if (communicator && communicator->numRanks() > 1) {
+    setPhase(rankId, "waiting for the other ranks to load", executor.get());
+    if (llvm::Error err = communicator->barrier())
+      return err;
+  }
+  setPhase(rankId, "running", executor.get());
   if (exe.mode == "train") {
     TrainingOptions options;
     options.steps = steps;
@@ -487,6 +561,7 @@ int main(int argc, char **argv) {
       "or as one rank per process when started by mpirun.\n");
 
   Executable exe = check(loadExecutableFile(executablePath));
+  startWatchdog();
   // Ranks that wait on each other through NCCL cannot let CUDA load a
   // kernel's module on its first launch: loading waits for the kernels
   // running on the device, and a receive spinning there until a peer

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace loom {
@@ -24,6 +25,9 @@ public:
       cudaGraphExecDestroy(graphExec_);
     for (cudaEvent_t e : captureEvents_)
       cudaEventDestroy(e);
+    for (auto &set : paceMarks_)
+      for (cudaEvent_t e : set)
+        cudaEventDestroy(e);
     for (cudaEvent_t e : timingEvents_)
       cudaEventDestroy(e);
     for (cudaEvent_t e : events_)
@@ -34,6 +38,8 @@ public:
       cudaFree(context_.workspace);
     if (staging_)
       cudaFreeHost(staging_);
+    if (prepareScratch_)
+      cudaFree(prepareScratch_);
     if (context_.cublasLt)
       cublasLtDestroy(context_.cublasLt);
   }
@@ -106,8 +112,11 @@ public:
   llvm::Error copy(void *dst, const void *src, size_t bytes, unsigned stream) override {
     if (auto err = checkStream(stream))
       return err;
-    return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, streams_[stream]),
-                 "cudaMemcpyAsync");
+    if (auto err = check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                         streams_[stream]),
+                         "cudaMemcpyAsync"))
+      return err;
+    return pace();
   }
 
   llvm::Error launch(std::string_view kernel, llvm::ArrayRef<DeviceTensor> inputs,
@@ -117,7 +126,50 @@ public:
       return err;
     cuda::LaunchContext ctx = context_;
     ctx.stream = streams_[stream];
-    return cuda::launchKernel(kernel, inputs, outputs, attrs, ctx);
+    if (auto err = cuda::launchKernel(kernel, inputs, outputs, attrs, ctx))
+      return err;
+    return pace();
+  }
+
+  llvm::Error prepareKernel(std::string_view kernel, llvm::ArrayRef<DeviceTensor> inputs,
+                            llvm::ArrayRef<DeviceTensor> outputs, const KernelAttrs &attrs,
+                            unsigned stream) override {
+    if (kernel != "nn.matmul" && kernel != "nn.scaled_matmul")
+      return llvm::Error::success();
+    if (auto err = checkStream(stream))
+      return err;
+    size_t bytes = 0;
+    for (const DeviceTensor &t : outputs)
+      bytes += (t.sizeInBytes() + 255) / 256 * 256;
+    if (bytes > prepareBytes_) {
+      if (prepareScratch_) {
+        if (auto err = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
+          return err;
+        cudaFree(prepareScratch_);
+        prepareScratch_ = nullptr;
+        prepareBytes_ = 0;
+      }
+      if (auto err = check(cudaMalloc(&prepareScratch_, bytes), "cudaMalloc (kernel warm-up)"))
+        return err;
+      prepareBytes_ = bytes;
+    }
+    std::vector<DeviceTensor> scratch(outputs.begin(), outputs.end());
+    size_t offset = 0;
+    for (DeviceTensor &t : scratch) {
+      t.data = static_cast<char *>(prepareScratch_) + offset;
+      offset += (t.sizeInBytes() + 255) / 256 * 256;
+    }
+    cuda::LaunchContext ctx = context_;
+    ctx.stream = streams_[stream];
+    return cuda::launchKernel(kernel, inputs, scratch, attrs, ctx);
+  }
+  llvm::Error finishPreparing() override {
+    llvm::Error err = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (kernel warm-up)");
+    if (prepareScratch_)
+      cudaFree(prepareScratch_);
+    prepareScratch_ = nullptr;
+    prepareBytes_ = 0;
+    return err;
   }
 
   /// NCCL runs on the instruction's stream; other communicators (threads,
@@ -139,7 +191,9 @@ public:
       operands.outShape = out->shape;
     }
     operands.stream = streams_[stream];
-    return communicator_->run(desc, operands);
+    if (auto err = communicator_->run(desc, operands))
+      return err;
+    return pace();
   }
 
   /// Like collective(): NCCL moves device memory on the instruction's stream
@@ -151,7 +205,9 @@ public:
       return err;
     if (!communicator_ || communicator_->name() != "nccl")
       return Backend::exchange(desc, sends, recvs, stream);
-    return exchangeUnstaged(desc, sends, recvs, streams_[stream]);
+    if (auto err = exchangeUnstaged(desc, sends, recvs, streams_[stream]))
+      return err;
+    return pace();
   }
 
   llvm::Error recordEvent(unsigned event, unsigned stream) override {
@@ -192,6 +248,7 @@ public:
     if (auto err = check(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal),
                          "cudaStreamBeginCapture"))
       return err;
+    capturing_ = true;
     if (auto err = check(cudaEventRecord(captureEvents_[0], streams_[0]), "cudaEventRecord"))
       return abandonCapture(std::move(err));
     for (unsigned s = 1; s < numStreams_; ++s)
@@ -210,6 +267,7 @@ public:
         return abandonCapture(std::move(err));
     }
     cudaGraph_t graph = nullptr;
+    capturing_ = false;
     if (auto err = check(cudaStreamEndCapture(streams_[0], &graph), "cudaStreamEndCapture")) {
       if (graph)
         cudaGraphDestroy(graph);
@@ -262,6 +320,7 @@ public:
 private:
   /// Ends a capture that went wrong, discarding what it recorded.
   llvm::Error abandonCapture(llvm::Error err) {
+    capturing_ = false;
     cudaGraph_t graph = nullptr;
     cudaStreamEndCapture(streams_[0], &graph);
     if (graph)
@@ -301,6 +360,45 @@ private:
     return llvm::Error::success();
   }
 
+  /// Keeps this rank's host thread at most about `launchAhead_` launches
+  /// ahead of its GPU when ranks are threads of one process. CUDA queues the
+  /// launches of all of a process's GPUs together: a rank whose GPU waits on
+  /// a peer's transfer (a pipeline's receive) and whose thread keeps
+  /// launching fills that queue, and the peer's thread then blocks in its
+  /// launch before it reaches the send: both ranks hang. Every
+  /// launchAhead_/4 launches this records a mark on each stream and waits
+  /// for the mark recorded four periods earlier. Waiting for this rank's
+  /// own earlier work cannot deadlock a program that runs with each
+  /// instruction waited for. LOOM_LAUNCH_AHEAD sets the bound (0: none).
+  llvm::Error pace() {
+    if (launchAhead_ == 0 || capturing_ || !communicator_ || communicator_->numRanks() < 2 ||
+        communicator_->name() != "nccl")
+      return llvm::Error::success();
+    if (++launched_ % std::max(1u, launchAhead_ / kPaceMarks) != 0)
+      return llvm::Error::success();
+    std::vector<cudaEvent_t> &marks = paceMarks_[paceNext_ % kPaceMarks];
+    for (cudaEvent_t e : marks)
+      if (auto err = check(cudaEventSynchronize(e), "cudaEventSynchronize (launch pacing)"))
+        return err;
+    while (marks.size() < numStreams_) {
+      cudaEvent_t e;
+      if (auto err = check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                           "cudaEventCreate"))
+        return err;
+      marks.push_back(e);
+    }
+    for (unsigned s = 0; s < numStreams_; ++s)
+      if (auto err = check(cudaEventRecord(marks[s], streams_[s]), "cudaEventRecord"))
+        return err;
+    ++paceNext_;
+    return llvm::Error::success();
+  }
+
+  static unsigned launchAheadFromEnvironment() {
+    const char *text = std::getenv("LOOM_LAUNCH_AHEAD");
+    return text ? unsigned(std::strtoul(text, nullptr, 10)) : 256;
+  }
+
   llvm::Error checkStream(unsigned stream) const {
     if (stream >= numStreams_)
       return llvm::createStringError(std::errc::invalid_argument,
@@ -319,6 +417,13 @@ private:
   cudaGraphExec_t graphExec_ = nullptr;
   std::vector<cudaEvent_t> timingEvents_;
   unsigned nextTimestamp_ = 0;
+  bool capturing_ = false;
+  void *prepareScratch_ = nullptr;
+  size_t prepareBytes_ = 0;
+  static constexpr unsigned kPaceMarks = 4;
+  const unsigned launchAhead_ = launchAheadFromEnvironment();
+  uint64_t launched_ = 0, paceNext_ = 0;
+  std::vector<cudaEvent_t> paceMarks_[kPaceMarks];
 };
 
 } // namespace
