@@ -225,6 +225,23 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
       exe.ranks.push_back(exe.ranks[0]);
       exe.ranks.back().rank = r;
     }
+  } else if (auto pp = llvm::find(exe.mesh.axes, "pp");
+             pp != exe.mesh.axes.end() && exe.mesh.axes.size() > 1 &&
+             int64_t(exe.ranks.size()) == exe.mesh.shape[pp - exe.mesh.axes.begin()]) {
+    // A pipeline combined with other axes (--pp with --dp/--tp): program p
+    // is pipeline rank p's SPMD program, run by every rank whose "pp"
+    // coordinate is p.
+    size_t axis = pp - exe.mesh.axes.begin();
+    std::vector<RankProgram> perStage = std::move(exe.ranks);
+    exe.ranks.clear();
+    for (int64_t r = 0; r < numRanks; ++r) {
+      int64_t stage = exe.mesh.coordinates(r)[axis];
+      auto it = llvm::find_if(perStage, [&](const RankProgram &p) { return p.rank == stage; });
+      if (it == perStage.end())
+        return module.emitError("no program for pipeline rank ") << stage, failure();
+      exe.ranks.push_back(*it);
+      exe.ranks.back().rank = r;
+    }
   } else if (!exe.mesh.axes.empty() && int64_t(exe.ranks.size()) != numRanks) {
     return module.emitError("the mesh has ")
                << numRanks << " ranks but the module has " << exe.ranks.size()

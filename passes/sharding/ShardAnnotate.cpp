@@ -93,7 +93,13 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (module->hasAttr(dist::kMeshAttrName))
+    // A pipelined step (--loom-pipeline-split) already has the mesh ["pp"];
+    // its per-rank functions are each sharded over the axes added here.
+    auto existing = module->getAttrOfType<dist::MeshAttr>(dist::kMeshAttrName);
+    bool pipelined = existing && llvm::any_of(module.getOps<func::FuncOp>(), [](func::FuncOp f) {
+                       return f->hasAttr("pipe.rank");
+                     });
+    if (existing && !pipelined)
       return; // the user's own mesh and annotations
     if (tp < 1 || dp < 1) {
       module.emitError("--tp and --dp must be at least 1, got tp=") << int64_t(tp) << " dp=" << int64_t(dp);
@@ -110,6 +116,11 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
     SmallVector<StringAttr> names;
     SmallVector<int64_t> sizes;
     MLIRContext *ctx = module.getContext();
+    if (pipelined) {
+      names.append(existing.getNames().begin(), existing.getNames().end());
+      sizes.append(existing.getSizes().begin(), existing.getSizes().end());
+    }
+    const size_t pipelineAxes = names.size();
     if (dp > 1) {
       names.push_back(StringAttr::get(ctx, "dp"));
       sizes.push_back(dp);
@@ -118,8 +129,8 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       names.push_back(StringAttr::get(ctx, "tp"));
       sizes.push_back(tp);
     }
-    if (names.empty())
-      return; // one rank
+    if (names.size() == pipelineAxes)
+      return; // nothing to shard
     module->setAttr(dist::kMeshAttrName, dist::MeshAttr::get(ctx, names, sizes));
     if (zero1)
       module->setAttr("dist.zero1", UnitAttr::get(ctx));
@@ -153,6 +164,23 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       l.dims[0].push_back("dp");
       setAnnotation(func.getArgument(0), l);
     }
+    // A pipeline's transfers move whole microbatches' activations and
+    // gradients between ranks that hold the same dp and tp coordinates:
+    // both ends agree on one layout, the batch split over dp (each dp rank
+    // sends its share), replicated over tp.
+    func.walk([&](dist::ExchangeOp exchange) {
+      auto mark = [&](Value v) {
+        auto t = cast<RankedTensorType>(v.getType());
+        Layout l = Layout::replicated(t.getRank());
+        if (dp > 1 && t.getRank() >= 2 && t.getDimSize(0) % dp == 0)
+          l.dims[0].push_back("dp");
+        setAnnotation(v, l);
+      };
+      for (Value v : exchange->getOperands())
+        mark(v);
+      for (Value v : exchange->getResults())
+        mark(v);
+    });
     if (tp == 1)
       return success();
 

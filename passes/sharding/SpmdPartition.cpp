@@ -250,7 +250,43 @@ struct Partitioner {
     return success();
   }
 
+  /// A pipeline's own collectives (--loom-pipeline-split: transfers between
+  /// pipeline ranks, the gradient norm's sum and the loss's broadcast over
+  /// "pp") run on every rank's local values: operands as annotated (a
+  /// transfer's agreed layout) or replicated, partial sums reduced first.
+  LogicalResult partitionPipelineCollective(Operation *op) {
+    auto layoutFor = [&](Value v) {
+      Layout l = getAnnotation(v).value_or(Layout::replicated(tensorType(v).getRank()));
+      l.partial.clear();
+      return l;
+    };
+    IRMapping mapping;
+    for (Value v : op->getOperands()) {
+      FailureOr<Value> lv = convert(v, layoutFor(v), op);
+      if (failed(lv))
+        return failure();
+      mapping.map(v, *lv);
+    }
+    Operation *clone = builder.clone(*op, mapping);
+    SmallVector<Attribute> layouts;
+    for (auto [i, r] : llvm::enumerate(op->getResults())) {
+      Layout l = layoutFor(r);
+      FailureOr<RankedTensorType> lt = localTypeOf(r, l, op);
+      if (failed(lt))
+        return failure();
+      clone->getResult(i).setType(*lt);
+      actual[r] = l;
+      local[r] = clone->getResult(i);
+      layouts.push_back(l.toAttr(builder.getContext()));
+    }
+    if (!layouts.empty())
+      clone->setAttr(dist::kShardingAttrName, builder.getArrayAttr(layouts));
+    return success();
+  }
+
   LogicalResult partitionOp(Operation *op) {
+    if (isa<dist::ExchangeOp, dist::AllReduceOp, dist::BroadcastOp>(op))
+      return partitionPipelineCollective(op);
     auto ruleOp = dyn_cast<nn::ShardingRuleOpInterface>(op);
     if (!ruleOp)
       return op->emitOpError("has no sharding rule; cannot partition it");

@@ -236,8 +236,6 @@ int main(int argc, char **argv) {
   if (zero1 && dataParallel == 1)
     fail("--zero1 splits optimizer state over the data-parallel ranks: it needs --dp > 1");
   bool distributed = tensorParallel > 1 || dataParallel > 1;
-  if (distributed && pp > 1)
-    fail("--pp with --tp/--dp is not supported yet: pipeline or shard, not both");
   if (distributed && !training)
     fail("--tp/--dp apply to --mode=train");
   if (batch > 0)
