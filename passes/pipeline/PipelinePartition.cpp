@@ -55,6 +55,12 @@ double flopsOf(Operation *op) {
     auto key = cast<RankedTensorType>(op->getOperand(1).getType());
     return 4.0 * out * double(key.getDimSize(key.getRank() - 2));
   }
+  // The backward recomputes the scores and forms four products: about 2.5
+  // forwards (as FlashAttention counts it).
+  if (isa<nn::AttentionGradOp>(op)) {
+    auto key = cast<RankedTensorType>(op->getOperand(1).getType());
+    return 2.5 * 4.0 * out * double(key.getDimSize(key.getRank() - 2));
+  }
   return out;
 }
 
@@ -375,6 +381,27 @@ struct PipelinePartitionPass
         << llvm::formatv("training step: {0} ops kept their stage, {1} took their operands' "
                          "or users' stage, {2} combine stages (pipe.stage = -1)",
                          kept, derived, shared);
+    // Per stage, the FLOPs of its forward (F), input-gradient (I) and
+    // weight-gradient (W) ops over all microbatches, for the schedule's cost
+    // model: [F0, I0, W0, F1, ...].
+    int64_t numStages = 0;
+    for (Operation &op : body)
+      if (auto stage = op.getAttrOfType<IntegerAttr>(pipe::kStageAttr))
+        numStages = std::max(numStages, stage.getInt() + 1);
+    llvm::SmallVector<double> fiw(3 * numStages, 0.0);
+    for (Operation &op : body) {
+      auto stage = op.getAttrOfType<IntegerAttr>(pipe::kStageAttr);
+      if (!stage || stage.getInt() < 0 || !op.hasAttr("loom.microbatch"))
+        continue;
+      auto backward = op.getAttrOfType<StringAttr>("loom.backward");
+      int part = !backward ? 0 : backward.getValue() == "weight" ? 2 : 1;
+      fiw[3 * stage.getInt() + part] += flopsOf(&op);
+    }
+    llvm::SmallVector<int64_t> rounded;
+    for (double f : fiw)
+      rounded.push_back(int64_t(f));
+    func->getParentOfType<ModuleOp>()->setAttr("pipe.stage_fiw_flops",
+                                               b.getDenseI64ArrayAttr(rounded));
     return success();
   }
 

@@ -2,6 +2,7 @@
 // its analysis as a remark (see Passes.td).
 
 #include "passes/pipeline/Passes.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "passes/pipeline/ScheduleAnalysis.h"
 #include "passes/pipeline/ScheduleGenerators.h"
 
@@ -65,6 +66,41 @@ struct PipelineSchedulePass
             << timed->format();
       else
         llvm::consumeError(timed.takeError());
+    }
+    // With the training step's F, I and W FLOPs per stage: F, I and W
+    // priced by their FLOPs (B = I + W, F&B = F + B), each stage scaled by
+    // its share. A weight gradient costs less than an input gradient (no
+    // attention), which the unit costs ignore.
+    if (auto fiw = module->getAttrOfType<DenseI64ArrayAttr>("pipe.stage_fiw_flops");
+        fiw && int64_t(fiw.size()) == 3 * s->chainLength()) {
+      double f = 0, i = 0, w = 0;
+      for (size_t k = 0; k + 2 < fiw.size(); k += 3) {
+        f += fiw[k];
+        i += fiw[k + 1];
+        w += fiw[k + 2];
+      }
+      if (f > 0 && i > 0 && w > 0) {
+        pipeline::ScheduleCosts costs;
+        costs.f = 1.0;
+        costs.i = i / f;
+        costs.w = w / f;
+        costs.b = costs.i + costs.w;
+        costs.fb = costs.f + costs.b;
+        double mean = (f + i + w) / s->chainLength();
+        for (int stage = 0; stage < s->numStages; ++stage) {
+          size_t k = 3 * size_t(s->stageChunk(stage));
+          costs.stageScale.push_back(double(fiw[k] + fiw[k + 1] + fiw[k + 2]) / mean);
+        }
+        auto timed = pipeline::analyzeSchedule(*s, costs);
+        if (timed)
+          mlir::emitRemark(module.getLoc())
+              << llvm::formatv("the same, F, I and W priced by the step's FLOPs (F=1 I={0:f2} "
+                               "W={1:f2} B={2:f2} F&B={3:f2}), each stage scaled by its share:\n",
+                               costs.i, costs.w, costs.b, costs.fb)
+              << timed->format();
+        else
+          llvm::consumeError(timed.takeError());
+      }
     }
   }
 };

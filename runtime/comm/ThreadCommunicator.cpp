@@ -142,14 +142,15 @@ protected:
                                       llvm::toString(std::move(failed)).c_str());
     std::unique_lock<std::mutex> lock(world_->mutex);
     if (!err) {
-      size_t waiting = 0;
-      bool done = waitFor(lock, [&] {
-        for (waiting = 0; waiting < sends.size(); ++waiting)
-          if (!taken[waiting])
-            return false;
-        return true;
-      });
-      if (!done)
+      auto firstUntaken = [&] {
+        size_t i = 0;
+        while (i < sends.size() && taken[i])
+          ++i;
+        return i;
+      };
+      waitFor(lock, [&] { return firstUntaken() == sends.size(); });
+      // Sends a peer took are done, even if that peer failed afterwards.
+      if (size_t waiting = firstUntaken(); waiting < sends.size())
         err = world_->aborted
                   ? abortedError()
                   : timeoutError("rank " + std::to_string(sends[waiting].peer) +
