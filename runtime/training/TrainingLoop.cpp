@@ -88,8 +88,12 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
   if (numRanks > 1 && (!communicator || communicator->numRanks() != numRanks))
     return error("a run of " + llvm::Twine(numRanks) + " ranks needs a communicator of as many");
   bool leader = rank == 0;
-  // Rank 0 speaks for the run.
-  llvm::raw_ostream &log = leader ? rankLog : llvm::nulls();
+  // Rank 0 speaks for the run. The others write to a stream of their own:
+  // llvm::nulls() is one buffered stream for the whole process, and ranks
+  // as threads writing it at once corrupt the heap (its buffer is set up,
+  // replaced and filled without a lock).
+  llvm::raw_null_ostream discarded;
+  llvm::raw_ostream &log = leader ? rankLog : discarded;
   if (exe.mode != "train")
     return error("this executable was compiled with --mode=" + exe.mode +
                  "; recompile with --mode=train to train it");

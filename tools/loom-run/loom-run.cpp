@@ -253,12 +253,20 @@ struct RankWatch {
   std::string phase = "starting";
   const ProgramExecutor *executor = nullptr;
 };
-std::mutex watchMutex;
-std::map<int64_t, RankWatch> watched;
+struct Watched {
+  std::mutex mutex;
+  std::map<int64_t, RankWatch> ranks;
+};
+/// Never destroyed: the watchdog thread is detached and still reads it while
+/// exit() runs the destructors of static objects.
+Watched &watched() {
+  static Watched *state = new Watched;
+  return *state;
+}
 
 void setPhase(int64_t rank, const std::string &phase, const ProgramExecutor *executor) {
-  std::lock_guard<std::mutex> lock(watchMutex);
-  watched[rank] = {phase, executor};
+  std::lock_guard<std::mutex> lock(watched().mutex);
+  watched().ranks[rank] = {phase, executor};
 }
 
 /// Prints where every rank is once nothing has moved for --stall-timeout
@@ -274,8 +282,8 @@ void startWatchdog() {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       std::string now, report;
       {
-        std::lock_guard<std::mutex> lock(watchMutex);
-        for (auto &[rank, w] : watched) {
+        std::lock_guard<std::mutex> lock(watched().mutex);
+        for (auto &[rank, w] : watched().ranks) {
           std::string where = w.phase;
           if (w.executor) {
             const ProgramExecutor::Progress &p = w.executor->progress();

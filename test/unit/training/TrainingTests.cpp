@@ -1,10 +1,13 @@
-// The optimizer kernel and the learning-rate schedule of the training loop.
+// The optimizer kernel, the learning-rate schedule and the logging of the
+// training loop.
 
 #include "kernels/cpu/CpuKernels.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/training/TrainingLoop.h"
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -102,6 +105,62 @@ TEST(LearningRate, WarmsUpThenFollowsTheSchedule) {
   EXPECT_NEAR(learningRateAt(options, 60), 0.55e-3, 1e-12);        // halfway: the mean
   EXPECT_NEAR(learningRateAt(options, 110), 1e-4, 1e-12);          // the floor
   EXPECT_GT(learningRateAt(options, 30), learningRateAt(options, 31));
+}
+
+/// A training step of two pipeline ranks that computes nothing: the inputs
+/// and outputs runTraining needs, and no instructions (the loss reads 0).
+Executable emptyTwoRankStep() {
+  Executable exe;
+  exe.modelName = "empty";
+  exe.mode = "train";
+  exe.mesh = {{"pp"}, {2}};
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    RankProgram r;
+    r.rank = rank;
+    r.arenaSize[static_cast<int>(ArenaKind::Scratch)] = 512;
+    r.streams = {"compute"};
+    r.buffers = {{"tokens", ArenaKind::Scratch, 0, DType::I64, {2, 5}},
+                 {"lr", ArenaKind::Scratch, 128, DType::F32, {}},
+                 {"step", ArenaKind::Scratch, 192, DType::F32, {}},
+                 {"loss", ArenaKind::Scratch, 256, DType::F32, {}},
+                 {"grad_norm", ArenaKind::Scratch, 320, DType::F32, {}}};
+    r.inputs = {{"tokens", 0}, {"lr", 1}, {"step", 2}};
+    r.outputs = {{"loss", 3}, {"grad_norm", 4}};
+    exe.ranks.push_back(r);
+  }
+  return exe;
+}
+
+/// Lets the test point a stream at a buffer it can read back afterwards
+/// (raw_ostream::SetBuffer is protected; its pointer is not).
+struct StreamBufferAccess : llvm::raw_ostream {
+  static void setBuffer(llvm::raw_ostream &os, char *buffer, size_t size) {
+    (os.*&StreamBufferAccess::SetBuffer)(buffer, size);
+  }
+};
+
+// Ranks as threads run runTraining at once. A rank other than 0 must log to
+// a stream of its own: llvm::nulls() is one buffered stream per process, and
+// rank threads writing it together set up, free and fill its buffer without
+// a lock (heap corruption, seen as a crash in free() on 4 GPUs).
+TEST(TrainingLoop, OtherRanksLogToNoStreamSharedAcrossThreads) {
+  Executable exe = emptyTwoRankStep();
+  auto communicators = createThreadCommunicators(exe.mesh);
+  std::unique_ptr<Backend> backend = createCpuBackend(1);
+  auto executor = cantFail(ProgramExecutor::create(exe, 1, *backend, /*seed=*/0));
+  TrainingOptions options;
+  options.steps = 2;
+  options.data = "synthetic:16";
+  std::vector<char> shared(4096, 0);
+  StreamBufferAccess::setBuffer(llvm::nulls(), shared.data(), shared.size());
+  std::string log;
+  llvm::raw_string_ostream rankLog(log);
+  llvm::Error err = runTraining(exe, *executor, options, rankLog, communicators[1].get());
+  llvm::nulls().SetUnbuffered(); // lets go of `shared`
+  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  EXPECT_EQ(log, ""); // rank 0 alone speaks for the run
+  EXPECT_EQ(std::count(shared.begin(), shared.end(), 0), int64_t(shared.size()))
+      << "rank 1 wrote to llvm::nulls(): " << std::string(shared.data());
 }
 
 } // namespace
