@@ -281,9 +281,14 @@ void startWatchdog() {
     while (true) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       std::string now, report;
+      // Loading (parameters, weights) takes as long as it takes, and once
+      // every rank has finished (the trace being written) nothing moves.
+      bool loading = false, unfinished = false;
       {
         std::lock_guard<std::mutex> lock(watched().mutex);
         for (auto &[rank, w] : watched().ranks) {
+          loading |= w.phase == "starting" || w.phase == "loading parameters";
+          unfinished |= w.phase != "finished";
           std::string where = w.phase;
           if (w.executor) {
             const ProgramExecutor::Progress &p = w.executor->progress();
@@ -294,7 +299,7 @@ void startWatchdog() {
           report += "  rank " + std::to_string(rank) + ": " + where + "\n";
         }
       }
-      if (now != last) {
+      if (now != last || loading || !unfinished) {
         last = now;
         since = std::chrono::steady_clock::now();
         continue;
