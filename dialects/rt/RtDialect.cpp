@@ -129,10 +129,16 @@ loom::CollectiveDesc loom::rt::collectiveDesc(CollectiveOp op) {
 
 LogicalResult RtDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name != "rt.mesh_axes" && name != "rt.mesh_shape")
+  if (name != "rt.mesh_axes" && name != "rt.mesh_shape" && name != "rt.schedule_csv")
     return op->emitError("unknown rt attribute '") << name << "'";
   if (!isa<ModuleOp>(op))
     return op->emitError("'") << name << "' belongs on the module";
+  // The pipeline schedule's CSV; loom-inspect parses and verifies it.
+  if (name == "rt.schedule_csv") {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError("rt.schedule_csv must be a string");
+    return success();
+  }
   auto axes = op->getAttr("rt.mesh_axes");
   auto shape = op->getAttr("rt.mesh_shape");
   if (!axes || !shape)

@@ -64,6 +64,8 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
       return module.emitError("malformed rt.mesh_axes / rt.mesh_shape"), failure();
     exe.mesh = std::move(*mesh);
   }
+  if (auto csv = module->getAttrOfType<StringAttr>("rt.schedule_csv"))
+    exe.scheduleCsv = csv.str();
   auto shardingOf = [](Attribute attr) -> Sharding {
     return rt::parseSharding(attr).value_or(Sharding{});
   };

@@ -201,6 +201,10 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
       module->removeAttr(dist::kMeshAttrName);
       module->removeAttr("dist.zero1");
     }
+    // A pipelined step's schedule (--loom-pipeline-split) goes into the
+    // executable as it is.
+    if (Attribute csv = module->removeAttr("pipe.schedule_csv"))
+      module->setAttr("rt.schedule_csv", csv);
     // Only the programs remain: the rt module is self-contained.
     for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
       if (!llvm::is_contained(programs, &op))

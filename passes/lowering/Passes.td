@@ -40,6 +40,9 @@ def LowerToRt : Pass<"loom-lower-to-rt", "mlir::ModuleOp"> {
     buffer (`dist.all_reduce %x {axes = ["tp"], reduce = "sum"}` becomes
     `rt.collective "all_reduce" (%x) -> (%y) {axes = ["tp"], reduce = "sum"}`;
     a mean is the runtime's `avg`).
+
+    A pipelined step's schedule, the module's `pipe.schedule_csv`, becomes
+    `rt.schedule_csv`, which the executable stores.
   }];
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"main\"",

@@ -119,7 +119,10 @@ def PipelineSplit : Pass<"loom-pipeline-split", "mlir::ModuleOp"> {
       that needs it (DualPipe's two copies of a weight gradient stay equal).
     - Every function returns every result; one computed on some ranks only
       (the loss) is broadcast from the first.
-    The schedule's CSV is kept as the module attribute `pipe.schedule_csv`.
+    The schedule's CSV, with its `# loom-schedule kind=...` header, is kept
+    as the module attribute `pipe.schedule_csv`; `--loom-lower-to-rt` makes
+    it `rt.schedule_csv` and the executable stores it (`loom-inspect` reads
+    it back).
 
     ```mlir
     // rank 0 of 1f1b, pp = 2, microbatches = 2

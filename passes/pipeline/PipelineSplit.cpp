@@ -679,9 +679,11 @@ struct PipelineSplitPass : public loom::impl::PipelineSplitBase<PipelineSplitPas
       return signalPassFailure();
     }
     pipeline::Schedule schedule = pipe::scheduleFromOp(schedules.front());
-    // The CSV travels into the executable (loom-inspect draws it).
+    // The CSV travels into the executable (loom-inspect draws it); the
+    // header keeps the schedule's kind, which the actions alone do not tell.
     module->setAttr("pipe.schedule_csv",
-                    StringAttr::get(module.getContext(), pipeline::exportCsv(schedule)));
+                    StringAttr::get(module.getContext(),
+                                    pipeline::exportCsv(schedule, pipeline::CsvHeader::Always)));
     int numRanks = schedule.numRanks;
     Splitter splitter(module, func, std::move(schedule));
     if (failed(splitter.run()))

@@ -180,9 +180,9 @@ llvm::Error insertCommunication(Schedule &schedule) {
   return llvm::Error::success();
 }
 
-std::string exportCsv(const Schedule &schedule) {
+std::string exportCsv(const Schedule &schedule, CsvHeader header) {
   std::string text;
-  if (schedule.numChains != 1)
+  if (header == CsvHeader::Always || schedule.numChains != 1)
     text += llvm::formatv("# loom-schedule kind={0} ranks={1} stages={2} microbatches={3} "
                           "chains={4}\n",
                           scheduleKindName(schedule.kind), schedule.numRanks, schedule.numStages,

@@ -97,8 +97,10 @@ void removeCommunication(Schedule &schedule);
 /// PyTorch pipelining's CSV: one row per rank, one action per cell. A first
 /// line `# loom-schedule kind=... ranks=... stages=... microbatches=...
 /// chains=...` is written when the shape cannot be inferred from the actions
-/// (two chains: DualPipe) and read when present.
-std::string exportCsv(const Schedule &schedule);
+/// (two chains: DualPipe), or always when asked (to keep the kind, as
+/// executables do), and read when present.
+enum class CsvHeader { WhenNeeded, Always };
+std::string exportCsv(const Schedule &schedule, CsvHeader header = CsvHeader::WhenNeeded);
 /// Parses, infers the shape (ranks = rows, stages and microbatches from the
 /// largest indices, each stage's rank from where its compute runs), and runs
 /// the verifier. FSDP actions (UNSHARD, RESHARD, REDUCE_GRAD) are skipped.

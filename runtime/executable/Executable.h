@@ -24,7 +24,9 @@ namespace loom {
 /// collectives; a version-1 file (one rank, no collectives) still loads.
 /// Exchanges (collective kind 7 with send/recv peers) came later without a
 /// bump: they are appended fields that older files lack, and older readers
-/// refuse the unknown kind rather than misread it.
+/// refuse the unknown kind rather than misread it. The pipeline schedule
+/// (Executable::scheduleCsv) was appended the same way: older files lack it
+/// and load without a schedule; older readers ignore it.
 constexpr uint32_t kExecutableFormatVersion = 2;
 constexpr uint32_t kOldestReadableFormatVersion = 1;
 
@@ -140,6 +142,11 @@ struct Executable {
   std::vector<RankProgram> ranks;
   /// The device mesh; empty: one rank.
   Mesh mesh;
+  /// For a pipelined executable, the schedule its ranks run: PyTorch
+  /// pipelining's CSV, one row per rank of the mesh's "pp" axis, after a
+  /// `# loom-schedule kind=...` header (passes/pipeline/Schedule.h reads it;
+  /// the runtime does not need it). Empty: not pipelined.
+  std::string scheduleCsv;
 };
 
 /// Serializes to the flatbuffers form.

@@ -639,7 +639,8 @@ MemoryPlanSummary summarizeMemoryPlan(const RankProgram &program) {
   return plan;
 }
 
-void printExecutable(const Executable &exe, llvm::raw_ostream &os) {
+void printExecutable(const Executable &exe, llvm::raw_ostream &os,
+                     llvm::StringRef scheduleSummary) {
   os << "Loom executable, format version " << exe.formatVersion << "\n"
      << "  model:         " << exe.modelName << "\n"
      << "  mode:          " << exe.mode << "\n"
@@ -650,6 +651,14 @@ void printExecutable(const Executable &exe, llvm::raw_ostream &os) {
     for (size_t a = 0; a < exe.mesh.axes.size(); ++a)
       os << (a ? " x " : "") << exe.mesh.axes[a] << "="
          << (a < exe.mesh.shape.size() ? std::to_string(exe.mesh.shape[a]) : "?");
+    os << "\n";
+  }
+  if (!exe.scheduleCsv.empty()) {
+    os << "  schedule:      ";
+    if (!scheduleSummary.empty())
+      os << scheduleSummary;
+    else
+      os << "pipeline schedule CSV, " << formatBytes(exe.scheduleCsv.size());
     os << "\n";
   }
 
@@ -691,6 +700,8 @@ llvm::json::Value executableToJson(const Executable &exe) {
       {"mode", jsonString(exe.mode)},
       {"compileFlags", jsonString(exe.compileFlags)},
       {"mesh", std::move(mesh)},
+      {"scheduleCsv", exe.scheduleCsv.empty() ? llvm::json::Value(nullptr)
+                                              : jsonString(exe.scheduleCsv)},
       {"parameters", std::move(parameters)},
       {"ranks", std::move(ranks)},
   };

@@ -15,9 +15,15 @@ namespace loom {
 
 /// Model, mode, flags, the parameter table, then per rank: signature,
 /// parameter bindings, buffers, memory plan, streams and instructions.
-void printExecutable(const Executable &exe, llvm::raw_ostream &os);
+/// A pipelined executable's header has a `schedule:` line: `scheduleSummary`
+/// when the caller gives one ("dualpipev, 2 ranks, 4 stages, 4
+/// microbatches": parsing the CSV takes the pipeline library, which this one
+/// does not link), else the CSV's size.
+void printExecutable(const Executable &exe, llvm::raw_ostream &os,
+                     llvm::StringRef scheduleSummary = "");
 
-/// The same content as printExecutable, machine-readable.
+/// The same content as printExecutable, machine-readable; `scheduleCsv` is
+/// the stored schedule's text, null when there is none.
 llvm::json::Value executableToJson(const Executable &exe);
 
 /// Memory a rank's plan uses. Buffers sharing an arena offset and size (views

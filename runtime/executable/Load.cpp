@@ -48,6 +48,7 @@ public:
       for (const flatbuffers::String *axis : *axes)
         exe.mesh.axes.push_back(string(axis));
     exe.mesh.shape = vector(root.mesh_shape());
+    exe.scheduleCsv = string(root.schedule_csv());
     if (const auto *parameters = root.parameters()) {
       exe.parameters.reserve(parameters->size());
       for (const fb::Parameter *param : *parameters)

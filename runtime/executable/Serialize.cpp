@@ -76,11 +76,15 @@ public:
       meshAxes = builder.CreateVectorOfStrings(exe.mesh.axes);
       meshShape = builder.CreateVector(exe.mesh.shape);
     }
+    // Absent when not pipelined, so such files are as before the field.
+    flatbuffers::Offset<flatbuffers::String> scheduleCsv;
+    if (!exe.scheduleCsv.empty())
+      scheduleCsv = builder.CreateString(exe.scheduleCsv);
     auto root = fb::CreateExecutable(
         builder, exe.formatVersion, builder.CreateString(exe.modelName),
         builder.CreateString(exe.mode), builder.CreateString(exe.compileFlags),
         builder.CreateVector(parameters), builder.CreateVector(ranks), meshAxes,
-        meshShape);
+        meshShape, scheduleCsv);
     fb::FinishExecutableBuffer(builder, root);
     const uint8_t *bytes = builder.GetBufferPointer();
     return std::vector<uint8_t>(bytes, bytes + builder.GetSize());

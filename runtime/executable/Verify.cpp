@@ -5,8 +5,12 @@
 #include "runtime/executable/Executable.h"
 #include "runtime/executable/ExecutableListing.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string_view>
@@ -104,6 +108,8 @@ public:
                      std::to_string(kExecutableFormatVersion) + ")");
     if (llvm::Error err = checkMesh())
       return err;
+    if (llvm::Error err = checkSchedule())
+      return err;
     parameterBytes.resize(exe.parameters.size());
     for (size_t i = 0; i < exe.parameters.size(); ++i)
       if (llvm::Error err = checkParameter(i))
@@ -149,6 +155,30 @@ private:
                        " (the mesh must hold 1 to 2^20 ranks)");
     }
     numRanks = ranks;
+    return llvm::Error::success();
+  }
+
+  /// The runtime does not read the schedule; loom-inspect parses and verifies
+  /// it. Here only that it belongs to these ranks: one CSV row (a line that
+  /// is not a `#` comment, as importCsv counts them) per pipeline rank.
+  llvm::Error checkSchedule() {
+    const std::string &csv = exe.scheduleCsv;
+    if (csv.empty())
+      return llvm::Error::success();
+    auto pp = std::find(exe.mesh.axes.begin(), exe.mesh.axes.end(), "pp");
+    if (pp == exe.mesh.axes.end())
+      return failure("the executable holds a pipeline schedule but its mesh has no "
+                     "'pp' axis");
+    int64_t pipelineRanks = exe.mesh.shape[pp - exe.mesh.axes.begin()];
+    llvm::SmallVector<llvm::StringRef> lines;
+    llvm::StringRef(csv).split(lines, '\n');
+    if (lines.back().empty())
+      lines.pop_back(); // the final newline
+    int64_t rows = llvm::count_if(
+        lines, [](llvm::StringRef line) { return !line.trim().starts_with("#"); });
+    if (rows != pipelineRanks)
+      return failure("the pipeline schedule has " + plural(rows, "row") +
+                     " but the mesh's 'pp' axis has " + plural(pipelineRanks, "rank"));
     return llvm::Error::success();
   }
 

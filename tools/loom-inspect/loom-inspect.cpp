@@ -1,11 +1,14 @@
 // loom-inspect: what is in a Loom executable — signature, parameters,
-// buffers and the memory plan per rank, streams and instructions.
+// buffers and the memory plan per rank, streams and instructions, and the
+// pipeline schedule a pipelined executable runs — or in a pipeline schedule
+// CSV.
 
 #include "runtime/executable/Executable.h"
 #include "runtime/executable/ExecutableListing.h"
 #include "passes/pipeline/ScheduleAnalysis.h"
 #include "passes/pipeline/Schedule.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
@@ -13,7 +16,10 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/WithColor.h"
 
+#include <optional>
+
 namespace cl = llvm::cl;
+namespace pipeline = loom::pipeline;
 
 namespace {
 cl::OptionCategory category("loom-inspect options");
@@ -24,6 +30,10 @@ cl::opt<std::string> scheduleSvg("schedule-svg",
                                  cl::desc("draw the pipeline schedule's per-rank timeline "
                                           "(time from --schedule-costs) as SVG"),
                                  cl::value_desc("out.svg"), cl::init(""), cl::cat(category));
+cl::opt<std::string> scheduleCsv("schedule-csv",
+                                 cl::desc("write the pipeline schedule (the one a pipelined "
+                                          "executable runs) as PyTorch pipelining's CSV"),
+                                 cl::value_desc("out.csv"), cl::init(""), cl::cat(category));
 
 cl::opt<std::string> scheduleCosts("schedule-costs",
                                    cl::desc("the cost model for a schedule's analysis and "
@@ -35,34 +45,121 @@ cl::opt<std::string> scheduleCosts("schedule-costs",
   std::exit(1);
 }
 
+/// A verified schedule and its analysis under --schedule-costs.
+struct AnalyzedSchedule {
+  pipeline::Schedule schedule;
+  pipeline::ScheduleCosts costs;
+  pipeline::ScheduleAnalysis analysis;
+};
+
+/// Parses, verifies and analyses a schedule's CSV; errors start with `origin`.
+AnalyzedSchedule analyzeCsv(llvm::StringRef csv, const llvm::Twine &origin) {
+  auto schedule = pipeline::importCsv(csv);
+  if (!schedule)
+    fail(origin + ": " + llvm::toString(schedule.takeError()));
+  auto costs = pipeline::parseScheduleCosts(scheduleCosts);
+  if (!costs)
+    fail(llvm::toString(costs.takeError()));
+  auto analysis = pipeline::analyzeSchedule(*schedule, *costs);
+  if (!analysis)
+    fail(llvm::toString(analysis.takeError()));
+  return {std::move(*schedule), std::move(*costs), std::move(*analysis)};
+}
+
+/// "dualpipev, 2 ranks, 4 stages, 4 microbatches"; a CSV without a
+/// `# loom-schedule` header has no kind to name.
+std::string scheduleHeadline(const pipeline::Schedule &schedule) {
+  std::string kind = schedule.kind == pipeline::ScheduleKind::Custom
+                         ? ""
+                         : (pipeline::scheduleKindName(schedule.kind) + ", ").str();
+  return llvm::formatv("{0}{1} ranks, {2} stages, {3} microbatches", kind, schedule.numRanks,
+                       schedule.numStages, schedule.numMicrobatches);
+}
+
+/// The actions per rank, then the analysis table.
+std::string formatSchedule(const AnalyzedSchedule &s) {
+  return "pipeline schedule: " + scheduleHeadline(s.schedule) + "\n" +
+         pipeline::formatScheduleTable(s.schedule) + s.analysis.format();
+}
+
+llvm::json::Value scheduleJson(const AnalyzedSchedule &s) {
+  auto value = llvm::json::parse(pipeline::scheduleToJson(s.schedule, s.analysis, s.costs));
+  if (!value)
+    fail("internal error: the schedule's JSON does not parse: " +
+         llvm::toString(value.takeError()));
+  return std::move(*value);
+}
+
+void writeFile(const std::string &path, llvm::StringRef text) {
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec);
+  if (ec)
+    fail("cannot write '" + path + "': " + ec.message());
+  out << text;
+}
+
+/// --schedule-svg and --schedule-csv.
+void writeScheduleFiles(const AnalyzedSchedule &s) {
+  if (!scheduleSvg.empty())
+    writeFile(scheduleSvg, pipeline::renderScheduleSvg(s.schedule, s.analysis));
+  if (!scheduleCsv.empty())
+    writeFile(scheduleCsv, pipeline::exportCsv(s.schedule));
+}
+
 /// A schedule file (PyTorch pipelining's CSV): verify, analyse, draw.
-int inspectSchedule() {
+int inspectScheduleFile() {
   auto buffer = llvm::MemoryBuffer::getFile(executablePath);
   if (!buffer)
     fail("cannot read '" + executablePath + "': " + buffer.getError().message());
-  auto schedule = loom::pipeline::importCsv((*buffer)->getBuffer());
-  if (!schedule)
-    fail("'" + executablePath + "': " + llvm::toString(schedule.takeError()));
-  auto costs = loom::pipeline::parseScheduleCosts(scheduleCosts);
-  if (!costs)
-    fail(llvm::toString(costs.takeError()));
-  auto analysis = loom::pipeline::analyzeSchedule(*schedule, *costs);
-  if (!analysis)
-    fail(llvm::toString(analysis.takeError()));
+  AnalyzedSchedule s = analyzeCsv((*buffer)->getBuffer(), "'" + executablePath + "'");
   if (json)
-    llvm::outs() << loom::pipeline::scheduleToJson(*schedule, *analysis, *costs) << "\n";
+    llvm::outs() << pipeline::scheduleToJson(s.schedule, s.analysis, s.costs) << "\n";
   else
-    llvm::outs() << llvm::formatv("pipeline schedule: {0} ranks, {1} stages, {2} microbatches\n",
-                                schedule->numRanks, schedule->numStages,
-                                schedule->numMicrobatches)
-               << loom::pipeline::formatScheduleTable(*schedule) << analysis->format();
-  if (!scheduleSvg.empty()) {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(scheduleSvg, ec);
-    if (ec)
-      fail("cannot write '" + scheduleSvg + "': " + ec.message());
-    out << loom::pipeline::renderScheduleSvg(*schedule, *analysis);
+    llvm::outs() << formatSchedule(s);
+  writeScheduleFiles(s);
+  return 0;
+}
+
+/// The first option given that needs a pipeline schedule, or null.
+const char *scheduleOptionGiven() {
+  if (!scheduleSvg.empty())
+    return "--schedule-svg";
+  if (!scheduleCsv.empty())
+    return "--schedule-csv";
+  if (scheduleCosts.getNumOccurrences())
+    return "--schedule-costs";
+  return nullptr;
+}
+
+/// An executable: the listing, then the stored schedule (if pipelined) as
+/// a schedule file shows it.
+int inspectExecutable() {
+  llvm::Expected<loom::Executable> exe = loom::loadExecutableFile(executablePath);
+  if (!exe)
+    fail(llvm::toString(exe.takeError()));
+  std::optional<AnalyzedSchedule> schedule;
+  if (!exe->scheduleCsv.empty())
+    schedule = analyzeCsv(exe->scheduleCsv,
+                          "'" + executablePath + "': stored pipeline schedule");
+  else if (const char *option = scheduleOptionGiven())
+    fail("'" + executablePath + "' has no pipeline schedule (" +
+         (llvm::is_contained(exe->mesh.axes, "pp")
+              ? "it was compiled before executables stored their schedule"
+              : "it was compiled without --pp") +
+         "); " + option + " needs one");
+  if (json) {
+    llvm::json::Value listing = loom::executableToJson(*exe);
+    if (schedule)
+      listing.getAsObject()->try_emplace("schedule", scheduleJson(*schedule));
+    llvm::outs() << llvm::formatv("{0:2}", listing) << "\n";
+  } else {
+    loom::printExecutable(*exe, llvm::outs(),
+                          schedule ? scheduleHeadline(schedule->schedule) : "");
+    if (schedule)
+      llvm::outs() << "\n" << formatSchedule(*schedule);
   }
+  if (schedule)
+    writeScheduleFiles(*schedule);
   return 0;
 }
 } // namespace
@@ -71,21 +168,9 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
-                              "loom-inspect: show what is in a Loom executable\n");
+                              "loom-inspect: show what is in a Loom executable or a pipeline "
+                              "schedule CSV\n");
   if (llvm::StringRef(executablePath).ends_with(".csv"))
-    return inspectSchedule();
-  llvm::Expected<loom::Executable> exe = loom::loadExecutableFile(executablePath);
-  if (!exe) {
-    llvm::WithColor::error(llvm::errs(), "loom-inspect")
-        << llvm::toString(exe.takeError()) << "\n";
-    return 1;
-  }
-  if (!scheduleSvg.empty())
-    fail("'" + executablePath + "': executables do not carry their pipeline schedule yet; "
-         "pass the schedule CSV (loom-compile --schedule-csv)");
-  if (json)
-    llvm::outs() << llvm::formatv("{0:2}", loom::executableToJson(*exe)) << "\n";
-  else
-    loom::printExecutable(*exe, llvm::outs());
-  return 0;
+    return inspectScheduleFile();
+  return inspectExecutable();
 }

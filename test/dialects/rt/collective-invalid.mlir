@@ -284,3 +284,18 @@ module attributes {rt.mesh_axes = ["dp"]} {
 // expected-error @+1 {{mesh axis 'tp' has size 0; sizes must be positive}}
 module attributes {rt.mesh_axes = ["tp"], rt.mesh_shape = array<i64: 0>} {
 }
+
+// -----
+
+// The pipeline schedule a pipelined module carries into its executable is
+// CSV text.
+// expected-error @+1 {{rt.schedule_csv must be a string}}
+module attributes {rt.mesh_axes = ["pp"], rt.mesh_shape = array<i64: 2>, rt.schedule_csv = 2 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{'rt.schedule_csv' belongs on the module}}
+func.func @f() attributes {rt.schedule_csv = "0F0"} {
+  return
+}

@@ -144,6 +144,7 @@ void expectSameExecutable(const Executable &expected,
   EXPECT_EQ(expected.compileFlags, actual.compileFlags);
   EXPECT_EQ(expected.mesh.axes, actual.mesh.axes);
   EXPECT_EQ(expected.mesh.shape, actual.mesh.shape);
+  EXPECT_EQ(expected.scheduleCsv, actual.scheduleCsv);
   ASSERT_EQ(expected.parameters.size(), actual.parameters.size());
   for (size_t p = 0; p < expected.parameters.size(); ++p) {
     SCOPED_TRACE("parameter " + std::to_string(p));

@@ -204,6 +204,27 @@ TEST(ScheduleCsv, RoundTripsEverySchedule) {
   }
 }
 
+TEST(ScheduleCsv, HeaderAlwaysKeepsTheKind) {
+  // What an executable stores: the header even for one chain, so the kind
+  // reads back; exported again without asking, the header goes.
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::Interleaved, ScheduleKind::ZBH1,
+                            ScheduleKind::DualPipe, ScheduleKind::DualPipeV}) {
+    Schedule s = generate(kind, 4, kind == ScheduleKind::Interleaved ? 2 : 1, 8);
+    std::string csv = exportCsv(s, CsvHeader::Always);
+    EXPECT_TRUE(llvm::StringRef(csv).starts_with(
+        ("# loom-schedule kind=" + scheduleKindName(kind) + " ranks=4 ").str()))
+        << csv;
+    auto back = importCsv(csv);
+    ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+    EXPECT_EQ(back->kind, kind);
+    EXPECT_EQ(back->ranks, s.ranks);
+    EXPECT_EQ(back->numStages, s.numStages);
+    EXPECT_EQ(back->numMicrobatches, s.numMicrobatches);
+    EXPECT_EQ(exportCsv(*back), exportCsv(s));
+    EXPECT_EQ(exportCsv(*back, CsvHeader::Always), csv);
+  }
+}
+
 TEST(ScheduleCsv, ReadsPyTorchActions) {
   // A V-shaped 2-rank schedule as PyTorch writes it, with FSDP actions and an
   // overlapped pair.
