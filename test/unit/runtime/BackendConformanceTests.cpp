@@ -299,6 +299,51 @@ TYPED_TEST(BackendConformance, CopiesRoundTripAndMoveBytesOnAStream) {
   this->backend->deallocate(b);
 }
 
+TYPED_TEST(BackendConformance, PreparingAGemmLeavesItsOutputAlone) {
+  // prepareKernel runs a GEMM once before any step (on CUDA, so that
+  // cuBLASLt loads its kernel then, not mid-step); the program's buffers
+  // keep their contents, and the GEMM then runs as usual.
+  const int64_t m = 8, k = 16, n = 4;
+  std::vector<float> a(m * k), b(k * n), before(m * n, 7.5f);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (float &x : a)
+    x = dist(rng);
+  for (float &x : b)
+    x = dist(rng);
+  void *da = cantFail(this->backend->allocate(a.size() * 4));
+  void *db = cantFail(this->backend->allocate(b.size() * 4));
+  void *dc = cantFail(this->backend->allocate(before.size() * 4));
+  ASSERT_FALSE(static_cast<bool>(this->backend->createStreams(1, 0)));
+  ASSERT_FALSE(static_cast<bool>(this->backend->copyToDevice(da, a.data(), a.size() * 4)));
+  ASSERT_FALSE(static_cast<bool>(this->backend->copyToDevice(db, b.data(), b.size() * 4)));
+  ASSERT_FALSE(static_cast<bool>(this->backend->copyToDevice(dc, before.data(), before.size() * 4)));
+  DeviceTensor ta, tb, tc;
+  ta.data = da, ta.dtype = DType::F32, ta.shape = {m, k};
+  tb.data = db, tb.dtype = DType::F32, tb.shape = {k, n};
+  tc.data = dc, tc.dtype = DType::F32, tc.shape = {m, n};
+  ASSERT_EQ(llvm::toString(this->backend->prepareKernel("nn.matmul", {ta, tb}, {tc},
+                                                        KernelAttrs(), 0)),
+            "");
+  ASSERT_EQ(llvm::toString(this->backend->finishPreparing()), "");
+  std::vector<float> after(before.size());
+  ASSERT_FALSE(static_cast<bool>(this->backend->copyToHost(after.data(), dc, after.size() * 4)));
+  EXPECT_EQ(after, before);
+  ASSERT_EQ(llvm::toString(this->backend->launch("nn.matmul", {ta, tb}, {tc}, KernelAttrs(), 0)),
+            "");
+  ASSERT_FALSE(static_cast<bool>(this->backend->synchronize()));
+  ASSERT_FALSE(static_cast<bool>(this->backend->copyToHost(after.data(), dc, after.size() * 4)));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (int64_t p = 0; p < k; ++p)
+        want += double(a[i * k + p]) * b[p * n + j];
+      EXPECT_NEAR(after[i * n + j], want, 1e-3) << i << "," << j;
+    }
+  for (void *p : {da, db, dc})
+    this->backend->deallocate(p);
+}
+
 TYPED_TEST(BackendConformance, RejectsUnknownKernelsAndStreams) {
   ASSERT_FALSE(static_cast<bool>(this->backend->createStreams(1, 0)));
   llvm::Error err = this->backend->launch("nn.no_such_kernel", {}, {}, KernelAttrs(), 0);
