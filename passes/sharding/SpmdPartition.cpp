@@ -250,6 +250,19 @@ struct Partitioner {
     return success();
   }
 
+  /// Gives `clone`'s result i the local type of `op`'s result i under `l`,
+  /// and records both.
+  LogicalResult bindResult(Operation *op, Operation *clone, unsigned i, const Layout &l) {
+    Value r = op->getResult(i);
+    FailureOr<RankedTensorType> lt = localTypeOf(r, l, op);
+    if (failed(lt))
+      return failure();
+    clone->getResult(i).setType(*lt);
+    actual[r] = l;
+    local[r] = clone->getResult(i);
+    return success();
+  }
+
   /// A pipeline's own collectives (--loom-pipeline-split: transfers between
   /// pipeline ranks, the gradient norm's sum and the loss's broadcast over
   /// "pp") run on every rank's local values: operands as annotated (a
@@ -271,12 +284,8 @@ struct Partitioner {
     SmallVector<Attribute> layouts;
     for (auto [i, r] : llvm::enumerate(op->getResults())) {
       Layout l = layoutFor(r);
-      FailureOr<RankedTensorType> lt = localTypeOf(r, l, op);
-      if (failed(lt))
+      if (failed(bindResult(op, clone, i, l)))
         return failure();
-      clone->getResult(i).setType(*lt);
-      actual[r] = l;
-      local[r] = clone->getResult(i);
       layouts.push_back(l.toAttr(builder.getContext()));
     }
     if (!layouts.empty())
@@ -372,16 +381,12 @@ struct Partitioner {
     }
 
     Operation *clone = builder.clone(*op, mapping);
-    for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    for (unsigned i = 0; i < op->getNumResults(); ++i) {
       Layout l = layoutOf(rule.resultDims[i], best);
       l.partial = reduced;
       l.partial.append(kept.begin(), kept.end());
-      FailureOr<RankedTensorType> lt = localTypeOf(r, l, op);
-      if (failed(lt))
+      if (failed(bindResult(op, clone, i, l)))
         return failure();
-      clone->getResult(i).setType(*lt);
-      actual[r] = l;
-      local[r] = clone->getResult(i);
     }
     if (failed(localizeAttributes(op, clone)))
       return failure();
