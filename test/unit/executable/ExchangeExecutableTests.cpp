@@ -15,6 +15,8 @@
 namespace loom {
 namespace {
 
+using test::errorMessage;
+
 /// A pp x tp = 2 x 2 executable (rank = pp * 2 + tp) whose ranks trade with
 /// their pp partner in one exchange: act f32[2, 3] and ids i64[4] out,
 /// grad f32[2, 3] and mask bf16[3] in. Then a tp all_reduce of grad.
@@ -65,10 +67,6 @@ Executable makeExchangeExecutable() {
     exe.ranks.push_back(std::move(p));
   }
   return exe;
-}
-
-std::string errorMessage(llvm::Error err) {
-  return err ? llvm::toString(std::move(err)) : std::string("(no error)");
 }
 
 TEST(ExchangeExecutable, Verifies) {
@@ -151,14 +149,7 @@ class ExchangeVerifierRule : public ::testing::TestWithParam<BrokenCase> {};
 TEST_P(ExchangeVerifierRule, VerifyAndLoadReportItInOneLine) {
   Executable exe = makeExchangeExecutable();
   GetParam().breakIt(exe);
-  std::string message = errorMessage(verifyExecutable(exe));
-  EXPECT_NE(message.find(GetParam().expectedMessage), std::string::npos) << "message: " << message;
-  EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line";
-  std::vector<uint8_t> bytes = serializeExecutable(exe);
-  std::string loadMessage = errorMessage(loadExecutable(bytes.data(), bytes.size()).takeError());
-  EXPECT_NE(loadMessage.find(GetParam().expectedMessage), std::string::npos)
-      << "message: " << loadMessage;
-  EXPECT_EQ(loadMessage.find('\n'), std::string::npos) << "not one line";
+  test::expectVerifyAndLoadReport(exe, GetParam().expectedMessage);
 }
 
 INSTANTIATE_TEST_SUITE_P(Executable, ExchangeVerifierRule, ::testing::ValuesIn(kBrokenCases),

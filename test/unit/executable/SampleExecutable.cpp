@@ -231,4 +231,18 @@ void expectSameExecutable(const Executable &expected,
   }
 }
 
+std::string errorMessage(llvm::Error err) {
+  return err ? llvm::toString(std::move(err)) : std::string("(no error)");
+}
+
+void expectVerifyAndLoadReport(const Executable &exe, const std::string &expected) {
+  std::string message = errorMessage(verifyExecutable(exe));
+  EXPECT_NE(message.find(expected), std::string::npos) << "message: " << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line";
+  std::vector<uint8_t> bytes = serializeExecutable(exe);
+  std::string loadMessage = errorMessage(loadExecutable(bytes.data(), bytes.size()).takeError());
+  EXPECT_NE(loadMessage.find(expected), std::string::npos) << "message: " << loadMessage;
+  EXPECT_EQ(loadMessage.find('\n'), std::string::npos) << "not one line";
+}
+
 } // namespace loom::test

@@ -14,6 +14,13 @@ Executable makeSampleExecutable();
 /// Field-by-field comparison with GoogleTest expectations.
 void expectSameExecutable(const Executable &expected, const Executable &actual);
 
+/// The error's message, or "(no error)".
+std::string errorMessage(llvm::Error err);
+
+/// Expects verifyExecutable(exe), and loading exe's serialized bytes, each to
+/// fail with one line that contains `expected`.
+void expectVerifyAndLoadReport(const Executable &exe, const std::string &expected);
+
 } // namespace loom::test
 
 #endif

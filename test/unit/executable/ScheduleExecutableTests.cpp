@@ -16,6 +16,8 @@
 namespace loom {
 namespace {
 
+using test::errorMessage;
+
 constexpr const char *kCsv =
     "# loom-schedule kind=1f1b ranks=2 stages=2 microbatches=2 chains=1\n"
     "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
@@ -35,10 +37,6 @@ Executable makePipelinedExecutable() {
   }
   exe.scheduleCsv = kCsv;
   return exe;
-}
-
-std::string errorMessage(llvm::Error err) {
-  return err ? llvm::toString(std::move(err)) : std::string("(no error)");
 }
 
 TEST(ScheduleExecutable, Verifies) {
@@ -129,13 +127,7 @@ class ScheduleVerifierRule : public ::testing::TestWithParam<BrokenCase> {};
 TEST_P(ScheduleVerifierRule, VerifyAndLoadReportItInOneLine) {
   Executable exe = makePipelinedExecutable();
   GetParam().breakIt(exe);
-  std::string message = errorMessage(verifyExecutable(exe));
-  EXPECT_NE(message.find(GetParam().expectedMessage), std::string::npos) << "message: " << message;
-  EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line";
-  std::vector<uint8_t> bytes = serializeExecutable(exe);
-  std::string loadMessage = errorMessage(loadExecutable(bytes.data(), bytes.size()).takeError());
-  EXPECT_NE(loadMessage.find(GetParam().expectedMessage), std::string::npos)
-      << "message: " << loadMessage;
+  test::expectVerifyAndLoadReport(exe, GetParam().expectedMessage);
 }
 
 INSTANTIATE_TEST_SUITE_P(Executable, ScheduleVerifierRule, ::testing::ValuesIn(kBrokenCases),

@@ -14,6 +14,8 @@
 namespace loom {
 namespace {
 
+using test::errorMessage;
+
 Instruction collective(CollectiveKind kind, std::vector<std::string> axes,
                        std::vector<uint32_t> inputs, std::vector<uint32_t> outputs) {
   Instruction instr;
@@ -83,10 +85,6 @@ Executable makeShardedExecutable() {
     exe.ranks.push_back(std::move(p));
   }
   return exe;
-}
-
-std::string errorMessage(llvm::Error err) {
-  return err ? llvm::toString(std::move(err)) : std::string("(no error)");
 }
 
 TEST(ShardedExecutable, Verifies) {
@@ -186,13 +184,7 @@ class ShardedVerifierRule : public ::testing::TestWithParam<BrokenCase> {};
 TEST_P(ShardedVerifierRule, VerifyAndLoadReportIt) {
   Executable exe = makeShardedExecutable();
   GetParam().breakIt(exe);
-  std::string message = errorMessage(verifyExecutable(exe));
-  EXPECT_NE(message.find(GetParam().expectedMessage), std::string::npos) << "message: " << message;
-  EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line";
-  std::vector<uint8_t> bytes = serializeExecutable(exe);
-  std::string loadMessage = errorMessage(loadExecutable(bytes.data(), bytes.size()).takeError());
-  EXPECT_NE(loadMessage.find(GetParam().expectedMessage), std::string::npos)
-      << "message: " << loadMessage;
+  test::expectVerifyAndLoadReport(exe, GetParam().expectedMessage);
 }
 
 INSTANTIATE_TEST_SUITE_P(Executable, ShardedVerifierRule, ::testing::ValuesIn(kBrokenCases),
