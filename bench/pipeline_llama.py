@@ -42,14 +42,15 @@ computes in the one-GPU and DDP runs.
 
 Loom (--loom NAME=EXECUTABLE, repeatable; NAME is the schedule): one
 loom-run for the speed, loss and peak memory (nvidia-smi, per GPU, while it
-runs), then one with --trace for --loom-trace-steps steps. loom-run
-profiles only its rank 0 (and without CUDA Graph steps), so the traced run
-gives the bubble, not the speed. From the trace's last step, per rank:
+runs), then one with --trace for --loom-trace-steps steps. The traced
+run's first step is eager; from the second on, loom-run replays the step's
+CUDA graph with the timestamps recorded in it, so the last traced step is
+timed as the untraced steps run. From the trace's last step, per rank:
 bubble = 1 - (union of the rank's compute events) / (its span from the
 first to the last event of the step); events on a *comm stream or of a
-collective kind are communication, not busy. The trace has no step
-markers; each step runs the instruction list in order, so a step begins
-where the instruction index goes back down. The last table pairs Loom's
+collective kind are communication, not busy. Each event names its step
+(older traces: a step begins where the instruction index goes back
+down). The last table pairs Loom's
 1f1b, interleaved, zb-h1 and dualpipev with PyTorch's 1f1b, interleaved,
 zb and dualpipev (zb-h1 has one stage a rank, PyTorch's zb two).
 
@@ -436,22 +437,34 @@ def trace_bubbles(path):
 
     out = {}
     for rank, rank_events in sorted(by_rank.items()):
-        # loom-run writes a rank's events step by step, each step in
-        # instruction order: a step starts where the index goes back down.
-        steps, previous = [[]], None
-        for e in rank_events:
-            instruction = e.get("args", {}).get("instruction")
-            if previous is not None and instruction is not None and instruction <= previous:
-                steps.append([])
-            steps[-1].append(e)
-            previous = instruction
+        steps = split_steps(rank_events)
         last = steps[-1]
         begin = min(e["ts"] for e in last)
         span = max(e["ts"] + e["dur"] for e in last) - begin
         busy = union_length([(e["ts"], e["ts"] + e["dur"]) for e in last if not communication(e)])
         out[rank] = {"bubble": 1.0 - busy / span if span > 0 else 0.0, "span_us": span,
-                     "busy_us": busy, "steps": len(steps)}
+                     "busy_us": busy, "steps": len(steps),
+                     "graph": all(e.get("args", {}).get("graph", False) for e in last)}
     return out
+
+
+def split_steps(rank_events):
+    """One rank's events, step by step: by the step loom-run names in each
+    event's args, or (older traces) where the instruction index goes back
+    down, since each step runs the instruction list in order."""
+    if all("step" in e.get("args", {}) for e in rank_events):
+        by_step = {}
+        for e in rank_events:
+            by_step.setdefault(e["args"]["step"], []).append(e)
+        return [by_step[k] for k in sorted(by_step)]
+    steps, previous = [[]], None
+    for e in rank_events:
+        instruction = e.get("args", {}).get("instruction")
+        if previous is not None and instruction is not None and instruction <= previous:
+            steps.append([])
+        steps[-1].append(e)
+        previous = instruction
+    return steps
 
 
 def run_bounded(cmd, seconds):
@@ -596,8 +609,10 @@ def report(args, rows, params, fpt, work):
     for r in rows:
         if r["framework"] == "loom" and r.get("bubble_per_rank"):
             per_rank = r["bubble_per_rank"]
-            print("\nloom %s bubble, last of %d traced steps: %s; mean %.1f%%%s" % (
+            print("\nloom %s bubble, last of %d traced steps (%s): %s; mean %.1f%%%s" % (
                 r["schedule"], max(b["steps"] for b in per_rank.values()),
+                "a CUDA graph replay" if all(b.get("graph") for b in per_rank.values())
+                else "issued eagerly",
                 ", ".join("rank %s %.1f%% (%.1f of %.1f ms busy)" %
                           (k, b["bubble"] * 100, b["busy_us"] / 1e3, b["span_us"] / 1e3)
                           for k, b in per_rank.items()),

@@ -92,7 +92,9 @@ public:
   /// its id; after synchronize(), timestampSeconds(id) is that time in
   /// seconds since the first timestamp after resetTimestamps(). Backends
   /// without device timing return false from canTimestamp(), and profiles
-  /// then wait for each kernel and time it on the host.
+  /// then wait for each kernel and time it on the host. A timestamp taken
+  /// during a capture is part of the recording: each replay stamps it again,
+  /// and after synchronize() timestampSeconds() reads the replay's times.
   virtual bool canTimestamp() const { return false; }
   virtual llvm::Expected<unsigned> timestamp(unsigned stream);
   virtual llvm::Expected<double> timestampSeconds(unsigned id);

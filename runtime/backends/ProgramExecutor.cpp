@@ -219,15 +219,15 @@ std::string ProgramExecutor::describeInstruction(int64_t i) const {
 
 llvm::Error ProgramExecutor::run() {
   ++progress_.runs;
-  const bool capturing = stepCapture_ && !profiling_ && backend_.canCapture();
+  // A profiled step can be captured too where the backend stamps times on
+  // the device: the stamps are recorded in the graph, and each replay is
+  // timed as it really runs.
+  const bool capturing = stepCapture_ && backend_.canCapture() &&
+                         (!profiling_ || backend_.canTimestamp());
   if (!capturing)
     return issueAndWait();
-  if (captured_) {
-    if (auto err = backend_.replay())
-      return error("rank " + llvm::Twine(program_.rank) +
-                   ": replaying the captured step: " + llvm::toString(std::move(err)));
-    return backend_.synchronize();
-  }
+  if (captured_)
+    return replayAndWait();
   // The first step runs eagerly: it settles what kernels cache on first use
   // (GEMM algorithm choices, kernel attributes); the second is captured.
   if (eagerRuns_++ == 0)
@@ -237,6 +237,10 @@ llvm::Error ProgramExecutor::run() {
     stepCapture_ = false;
     return issueAndWait();
   }
+  deviceTiming_ = profiling_;
+  pendingTimes_.clear();
+  if (deviceTiming_)
+    backend_.resetTimestamps();
   llvm::Error issued = issue();
   llvm::Error ended = backend_.endCapture();
   if (issued || ended) {
@@ -248,10 +252,17 @@ llvm::Error ProgramExecutor::run() {
   }
   captured_ = true;
   captureStatus_ = "captured as one graph";
+  return replayAndWait();
+}
+
+llvm::Error ProgramExecutor::replayAndWait() {
+  auto runStarted = std::chrono::steady_clock::now();
   if (auto err = backend_.replay())
     return error("rank " + llvm::Twine(program_.rank) +
                  ": replaying the captured step: " + llvm::toString(std::move(err)));
-  return backend_.synchronize();
+  if (auto err = backend_.synchronize())
+    return err;
+  return deviceTiming_ ? collectTimes(runStarted, /*replayed=*/true) : llvm::Error::success();
 }
 
 llvm::Error ProgramExecutor::issueAndWait() {
@@ -264,10 +275,13 @@ llvm::Error ProgramExecutor::issueAndWait() {
     return err;
   if (auto err = backend_.synchronize())
     return err;
-  if (!deviceTiming_)
-    return llvm::Error::success();
-  // Device timestamps: what each kernel took on its stream, overlaps
-  // between streams included, without waiting after every kernel.
+  return deviceTiming_ ? collectTimes(runStarted, /*replayed=*/false) : llvm::Error::success();
+}
+
+// Device timestamps: what each kernel took on its stream, overlaps between
+// streams included, without waiting after every kernel.
+llvm::Error ProgramExecutor::collectTimes(std::chrono::steady_clock::time_point runStarted,
+                                          bool replayed) {
   if (!traceOrigin_)
     traceOrigin_ = runStarted;
   const double runOffset = std::chrono::duration<double>(runStarted - *traceOrigin_).count();
@@ -287,7 +301,7 @@ llvm::Error ProgramExecutor::issueAndWait() {
     seconds += *end - *begin;
     ++calls;
     trace_.push_back({std::move(name), instr.stream, runOffset + *begin, *end - *begin,
-                      p.instruction});
+                      p.instruction, progress_.runs.load(std::memory_order_relaxed), replayed});
   }
   return llvm::Error::success();
 }
@@ -371,7 +385,8 @@ llvm::Error ProgramExecutor::issue() {
         traceOrigin_ = started;
       trace_.push_back({std::move(name), instr.stream,
                         std::chrono::duration<double>(started - *traceOrigin_).count(), duration,
-                        static_cast<uint32_t>(i)});
+                        static_cast<uint32_t>(i), progress_.runs.load(std::memory_order_relaxed),
+                        false});
     }
     if (err)
       return error("rank " + llvm::Twine(program_.rank) + ", instruction " +

@@ -40,11 +40,12 @@ public:
   /// timestamps (cuda) time kernels on their streams, overlaps included;
   /// others wait for each instruction and time it on the host.
   void setProfiling(bool on) { profiling_ = on; }
-  /// With step capture on (and a backend that can capture, and profiling
-  /// off), the second run records the whole instruction list once (a CUDA
-  /// Graph) and every later run replays it: one launch per step instead of
-  /// one per kernel. A step that cannot be captured runs eagerly, and
-  /// captureStatus() says why.
+  /// With step capture on (and a backend that can capture), the second run
+  /// records the whole instruction list once (a CUDA Graph) and every later
+  /// run replays it: one launch per step instead of one per kernel. A step
+  /// that cannot be captured runs eagerly, and captureStatus() says why.
+  /// Profiling keeps capture where the backend has device timestamps (they
+  /// are recorded in the graph); elsewhere a profiled run is eager.
   void setStepCapture(bool on) { stepCapture_ = on; }
   /// Where the host thread is, for a watchdog on another thread: the runs
   /// begun, and the instruction being issued (the instruction count once a
@@ -70,6 +71,8 @@ public:
     uint32_t stream;
     double startSeconds, durationSeconds; // from the first profiled run's start
     uint32_t instruction;
+    int64_t run;   // 1 for the first run
+    bool replayed; // timed in a replay of the captured step
   };
   const std::vector<TraceEvent> &traceEvents() const { return trace_; }
 
@@ -86,6 +89,8 @@ private:
   llvm::Error initialize(uint64_t seed);
   llvm::Error issue();
   llvm::Error issueAndWait();
+  llvm::Error replayAndWait();
+  llvm::Error collectTimes(std::chrono::steady_clock::time_point runStarted, bool replayed);
   void *address(const BufferDesc &buffer) const;
   DeviceTensor tensor(uint32_t buffer) const;
 

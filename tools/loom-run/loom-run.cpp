@@ -72,8 +72,9 @@ cl::opt<bool> profile("profile",
 cl::opt<std::string> tracePath(
     "trace",
     cl::desc("write the run's kernels as a Chrome trace (open in Perfetto): a process per "
-             "rank, a track per stream; times as --profile takes them (under mpirun, rank r "
-             "writes FILE.json.rank<r>.json)"),
+             "rank, a track per stream; times as --profile takes them, within the replayed "
+             "CUDA graph from the second step on (under mpirun, rank r writes "
+             "FILE.json.rank<r>.json)"),
     cl::value_desc("FILE.json"), cl::cat(category));
 cl::opt<bool> stepGraph(
     "step-graph",
@@ -370,7 +371,10 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
                                             {"tid", int64_t(e.stream)},
                                             {"ts", e.startSeconds * 1e6},
                                             {"dur", e.durationSeconds * 1e6},
-                                            {"args", llvm::json::Object{{"instruction", int64_t(e.instruction)}}}});
+                                            {"args", llvm::json::Object{
+                                                         {"instruction", int64_t(e.instruction)},
+                                                         {"step", e.run},
+                                                         {"graph", e.replayed}}}});
     }
     if (!leader || !profile)
       return llvm::Error::success();
@@ -456,7 +460,7 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
     options.stopAfter = stopAfter;
     if (auto err = runTraining(exe, *executor, options, llvm::outs(), communicator))
       return err;
-    if (leader && stepGraph && backend.canCapture() && !profile && tracePath.empty())
+    if (leader && stepGraph && backend.canCapture())
       llvm::outs() << "loom-run: steps " << executor->captureStatus() << "\n";
     return printProfile();
   }

@@ -301,8 +301,14 @@ public:
         return std::move(err);
       timingEvents_.push_back(e);
     }
-    if (auto err = check(cudaEventRecord(timingEvents_[nextTimestamp_], streams_[stream]),
-                         "cudaEventRecord (timing)"))
+    // In a capture the record becomes a node of the graph (an external
+    // event), so every replay stamps it again: a replayed step is timed
+    // as it runs, without the gaps of issuing kernels one by one.
+    cudaError_t recorded =
+        capturing_ ? cudaEventRecordWithFlags(timingEvents_[nextTimestamp_], streams_[stream],
+                                              cudaEventRecordExternal)
+                   : cudaEventRecord(timingEvents_[nextTimestamp_], streams_[stream]);
+    if (auto err = check(recorded, "cudaEventRecord (timing)"))
       return std::move(err);
     return nextTimestamp_++;
   }

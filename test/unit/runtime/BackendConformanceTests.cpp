@@ -546,6 +546,47 @@ TYPED_TEST(BackendConformance, ProfilesTimeEveryKernel) {
   EXPECT_EQ(executor->profile().size(), 3u);
 }
 
+// Profiling and step capture together: where the backend stamps times on
+// the device (cuda), the stamps are recorded in the graph, so the steps
+// after the captured one are timed as replays, give the eager results, and
+// still name every kernel in issue order. Elsewhere every step is eager.
+TYPED_TEST(BackendConformance, ProfiledStepsAreCapturedAndTimedInTheReplay) {
+  Executable exe = handBuiltProgram();
+  auto executor = cantFail(ProgramExecutor::create(exe, 0, *this->backend, 0));
+  executor->setProfiling(true);
+  executor->setStepCapture(true);
+  const int steps = 4;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<float> x = {1.0f + step, 2, 3};
+    HostTensor input{"x", DType::F32, {1, 3}, {}};
+    input.data.assign(reinterpret_cast<uint8_t *>(x.data()),
+                      reinterpret_cast<uint8_t *>(x.data()) + 12);
+    ASSERT_FALSE(static_cast<bool>(executor->setInput("x", input)));
+    ASSERT_FALSE(static_cast<bool>(executor->run()));
+    HostTensor y = cantFail(executor->getOutput("y"));
+    const float *yv = reinterpret_cast<const float *>(y.data.data());
+    EXPECT_FLOAT_EQ(yv[0], x[0] + 4 + 1) << "step " << step;
+  }
+  const bool replays = this->backend->canCapture() && this->backend->canTimestamp();
+  EXPECT_EQ(executor->captureStatus(), replays ? "captured as one graph" : "not captured");
+  const auto &trace = executor->traceEvents();
+  ASSERT_EQ(trace.size(), size_t(3 * steps));
+  const char *names[] = {"nn.matmul", "nn.relu", "nn.add"};
+  for (size_t i = 0; i < trace.size(); ++i) {
+    EXPECT_EQ(trace[i].name, names[i % 3]) << i;
+    EXPECT_EQ(trace[i].run, int64_t(i / 3 + 1)) << i;
+    // The first step is eager; the second is captured, then replayed.
+    EXPECT_EQ(trace[i].replayed, replays && i >= 3) << i;
+    EXPECT_GE(trace[i].durationSeconds, 0.0) << i;
+    if (i % 3 > 0)
+      EXPECT_GE(trace[i].startSeconds, trace[i - 1].startSeconds + trace[i - 1].durationSeconds -
+                                           1e-6)
+          << "kernel " << i << " began before the one before it ended";
+    if (i >= 3 && i % 3 == 0)
+      EXPECT_GT(trace[i].startSeconds, trace[i - 1].startSeconds) << "run " << trace[i].run;
+  }
+}
+
 TYPED_TEST(BackendConformance, ChecksInputsAgainstTheSignature) {
   Executable exe = handBuiltProgram();
   auto executor = cantFail(ProgramExecutor::create(exe, 0, *this->backend, 0));
