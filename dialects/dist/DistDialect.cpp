@@ -264,6 +264,86 @@ FailureOr<RankedTensorType> loom::dist::localType(RankedTensorType global, Shard
   return RankedTensorType::get(shape, global.getElementType());
 }
 
+void loom::dist::addRankOffset(Operation *op, StringRef attr, int64_t element,
+                               ArrayRef<StringRef> axes, int64_t stride) {
+  Builder b(op->getContext());
+  SmallVector<Attribute> entries;
+  if (auto existing = op->getAttrOfType<ArrayAttr>(kRankOffsetsAttrName))
+    entries.append(existing.begin(), existing.end());
+  entries.push_back(b.getDictionaryAttr({
+      b.getNamedAttr("attr", b.getStringAttr(attr)),
+      b.getNamedAttr("axes", b.getStrArrayAttr(axes)),
+      b.getNamedAttr("element", b.getI64IntegerAttr(element)),
+      b.getNamedAttr("stride", b.getI64IntegerAttr(stride)),
+  }));
+  op->setAttr(kRankOffsetsAttrName, b.getArrayAttr(entries));
+}
+
+FailureOr<SmallVector<RankOffset>> loom::dist::getRankOffsets(Operation *op) {
+  SmallVector<RankOffset> out;
+  Attribute raw = op->getAttr(kRankOffsetsAttrName);
+  if (!raw)
+    return out;
+  auto malformed = [&]() {
+    return op->emitOpError("has a malformed '")
+           << kRankOffsetsAttrName
+           << "': expected an array of {attr, axes, element, stride} dictionaries";
+  };
+  auto list = dyn_cast<ArrayAttr>(raw);
+  if (!list)
+    return malformed();
+  for (Attribute a : list) {
+    auto dict = dyn_cast<DictionaryAttr>(a);
+    if (!dict)
+      return malformed();
+    auto attr = dict.getAs<StringAttr>("attr");
+    auto axes = dict.getAs<ArrayAttr>("axes");
+    auto element = dict.getAs<IntegerAttr>("element");
+    auto stride = dict.getAs<IntegerAttr>("stride");
+    if (!attr || !axes || !element || !stride || axes.empty())
+      return malformed();
+    RankOffset o;
+    o.attr = attr.str();
+    o.element = element.getInt();
+    o.stride = stride.getInt();
+    for (Attribute axis : axes) {
+      auto name = dyn_cast<StringAttr>(axis);
+      if (!name)
+        return malformed();
+      o.axes.push_back(name.str());
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+LogicalResult
+loom::dist::applyRankOffsets(Operation *op,
+                             function_ref<int64_t(ArrayRef<std::string>)> groupIndex) {
+  FailureOr<SmallVector<RankOffset>> offsets = getRankOffsets(op);
+  if (failed(offsets))
+    return failure();
+  Builder b(op->getContext());
+  for (const RankOffset &o : *offsets) {
+    int64_t delta = groupIndex(o.axes) * o.stride;
+    Attribute current = op->getAttr(o.attr);
+    if (auto i = dyn_cast_if_present<IntegerAttr>(current); i && o.element < 0) {
+      op->setAttr(o.attr, b.getIntegerAttr(i.getType(), i.getInt() + delta));
+      continue;
+    }
+    if (auto array = dyn_cast_if_present<DenseI64ArrayAttr>(current);
+        array && o.element >= 0 && o.element < int64_t(array.size())) {
+      SmallVector<int64_t> values(array.asArrayRef());
+      values[o.element] += delta;
+      op->setAttr(o.attr, b.getDenseI64ArrayAttr(values));
+      continue;
+    }
+    return op->emitOpError("has a rank offset for '")
+           << o.attr << "' (element " << o.element << "), but has no i64 attribute (or array element) of that name";
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Collective verifiers
 //===----------------------------------------------------------------------===//

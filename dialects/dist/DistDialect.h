@@ -35,6 +35,35 @@ mlir::FailureOr<mlir::RankedTensorType>
 localType(mlir::RankedTensorType global, ShardingAttr sharding, MeshAttr mesh,
           std::string *error = nullptr);
 
+/// Rank offsets: in an SPMD program every rank runs one program, but an op
+/// that works on its rank's block of a split dimension must know where the
+/// block starts (a vocabulary-parallel lookup, a local slice). Such an op
+/// carries its attributes as rank 0 has them and, in `dist.rank_offsets`,
+/// what to add on other ranks: `attr` (element `element` of an i64 array
+/// attribute, or the i64 attribute itself when `element` is -1) grows by
+/// `stride` times the rank's index in the group over `axes` (row-major over
+/// the listed axes: the block index of a dim split by them). The emitter
+/// resolves them per rank; nothing after the partitioner recomputes them.
+inline constexpr llvm::StringLiteral kRankOffsetsAttrName = "dist.rank_offsets";
+
+struct RankOffset {
+  std::string attr;
+  int64_t element = -1;
+  llvm::SmallVector<std::string> axes;
+  int64_t stride = 0;
+};
+
+/// Appends one offset to `op`'s `dist.rank_offsets`.
+void addRankOffset(mlir::Operation *op, llvm::StringRef attr, int64_t element,
+                   llvm::ArrayRef<llvm::StringRef> axes, int64_t stride);
+/// The offsets `op` carries; failure (with a diagnostic) if malformed.
+mlir::FailureOr<llvm::SmallVector<RankOffset>> getRankOffsets(mlir::Operation *op);
+/// Rewrites `op`'s attributes as the rank whose index in each offset's group
+/// is `groupIndex(axes)` has them (the offsets stay, for other ranks).
+mlir::LogicalResult
+applyRankOffsets(mlir::Operation *op,
+                 llvm::function_ref<int64_t(llvm::ArrayRef<std::string>)> groupIndex);
+
 } // namespace loom::dist
 
 #endif

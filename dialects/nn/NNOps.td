@@ -366,11 +366,21 @@ def NN_EmbeddingOp : NN_Op<"embedding", [Pure, InferTypeOpAdaptor,
                                          DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "rows of a table selected by integer ids";
   let description = [{
+    `result[p] = table[ids[p]]`; an id outside the table is an error.
+
+    With `vocab_start`, the table is a block of a larger one that starts at
+    id `vocab_start` (a vocabulary-parallel embedding: each rank holds a
+    block of rows): an id in `[vocab_start, vocab_start + rows)` selects row
+    `id - vocab_start`, and any other id gives a zero row, so the blocks'
+    results add up to the whole table's lookup.
+
     ```mlir
     %h = nn.embedding %table, %ids : (tensor<100x32xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
+    %p = nn.embedding %block, %ids {vocab_start = 50 : i64} : (tensor<50x32xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
     ```
   }];
-  let arguments = (ins NN_FloatTensor:$table, NN_IndexTensor:$ids);
+  let arguments = (ins NN_FloatTensor:$table, NN_IndexTensor:$ids,
+                   OptionalAttr<I64Attr>:$vocab_start);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $table `,` $ids attr-dict `:` functional-type(operands, results)
@@ -644,14 +654,16 @@ def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [Pure, InferTypeOpAdaptor]> {
     `result[v] = sum of grad[p] over the positions p with ids[p] == v`, a
     `[num_embeddings, D]` table; `grad` is `ids.shape + [D]`. Rows no id
     selects are zero. Sums run in position order, so the result does not
-    depend on how the work is split.
+    depend on how the work is split. With `vocab_start` (a block of a
+    vocabulary-parallel table, see nn.embedding), row `v` of the result is
+    id `vocab_start + v`'s, and ids outside the block are skipped.
 
     ```mlir
     %dw = nn.embedding_grad %ids, %dy num_embeddings = 100 : (tensor<2x8xi64>, tensor<2x8x32xf32>) -> tensor<100x32xf32>
     ```
   }];
   let arguments = (ins NN_IndexTensor:$ids, NN_FloatTensor:$grad,
-                   I64Attr:$num_embeddings);
+                   I64Attr:$num_embeddings, OptionalAttr<I64Attr>:$vocab_start);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $ids `,` $grad `num_embeddings` `=` $num_embeddings attr-dict `:`

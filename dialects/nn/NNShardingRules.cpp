@@ -257,11 +257,12 @@ ShardingRule AttentionOp::getShardingRule() { return attentionRule(*this, 3); }
 ShardingRule AttentionGradOp::getShardingRule() { return attentionRule(*this, 4); }
 
 ShardingRule EmbeddingOp::getShardingRule() {
-  // table [V, D], ids [...] -> [..., D]. The vocabulary stays whole: a
-  // block of rows cannot answer ids outside it.
+  // table [V, D], ids [...] -> [..., D]: onehot(ids) @ table, so the
+  // vocabulary is contracted. A block of rows (vocab_start, set by the
+  // partitioner) gives zero rows for other blocks' ids: partial sums.
   RuleBuilder b(*this);
   ArrayRef<int64_t> ids = shapeOf(getIds());
-  b.operand(0, 0, b.factor(FactorKind::Blocked, shapeOf(getTable())[0]));
+  b.operand(0, 0, b.factor(FactorKind::Reduction, shapeOf(getTable())[0]));
   int d = b.factor(FactorKind::Parallel, shapeOf(getTable())[1]);
   b.operand(0, 1, d);
   b.result(0, ids.size(), d);
@@ -276,10 +277,11 @@ ShardingRule EmbeddingOp::getShardingRule() {
 }
 
 ShardingRule EmbeddingGradOp::getShardingRule() {
-  // ids [...], grad [..., D] -> [V, D]: positions are summed over.
+  // ids [...], grad [..., D] -> [V, D]: positions are summed over; a block
+  // of the table's rows (vocab_start) adds up its own ids only.
   RuleBuilder b(*this);
   ArrayRef<int64_t> ids = shapeOf(getIds());
-  b.result(0, 0, b.factor(FactorKind::Blocked, getNumEmbeddings()));
+  b.result(0, 0, b.factor(FactorKind::Parallel, getNumEmbeddings()));
   int d = b.factor(FactorKind::Parallel, getType().getDimSize(1));
   b.operand(1, ids.size(), d);
   b.result(0, 1, d);

@@ -108,19 +108,26 @@ llvm::Error runEmbedding(const KernelCall &call) {
   if (out.shape != expected)
     return kernelError("output shape " + shapeToString(out.shape) + " should be " +
                        shapeToString(expected));
+  // A block of a vocabulary-parallel table (vocab_start): ids of other
+  // blocks give zero rows. Negative ids are errors either way.
+  const bool block = call.attrs.has("vocab_start");
+  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
   const int64_t count = ids.numElements();
   for (int64_t i = 0; i < count; ++i) {
     const int64_t id = loadInt(ids.data, ids.dtype, i);
-    if (id < 0 || id >= vocab)
+    if (id < 0 || (!block && id >= vocab))
       return kernelError("id " + llvm::Twine(id) + " at position " + llvm::Twine(i) +
                          " is outside the table's " + llvm::Twine(vocab) + " rows");
   }
   const size_t rowBytes = width * dtypeSize(table.dtype);
   parallelFor(call.ctx, count, width, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const int64_t id = loadInt(ids.data, ids.dtype, i);
-      std::memcpy(static_cast<char *>(out.data) + i * rowBytes,
-                  static_cast<const char *>(table.data) + id * rowBytes, rowBytes);
+      const int64_t row = loadInt(ids.data, ids.dtype, i) - start;
+      char *dst = static_cast<char *>(out.data) + i * rowBytes;
+      if (row < 0 || row >= vocab)
+        std::memset(dst, 0, rowBytes);
+      else
+        std::memcpy(dst, static_cast<const char *>(table.data) + row * rowBytes, rowBytes);
     }
   });
   return llvm::Error::success();

@@ -23,7 +23,8 @@ llvm::Error checkIndexTensor(const Tensor &indices, const char *role) {
 
 /// out[o, a, :] = sum of grad[o, p, :] over the positions p (in increasing
 /// order) with targets[p] == a; out is [outer, axisSize, inner] and grad is
-/// [outer, targets.size(), inner], both row-major.
+/// [outer, targets.size(), inner], both row-major. Positions whose target is
+/// negative add to nothing.
 llvm::Error scatterAddSlices(const KernelCall &call, const Tensor &grad,
                              const Tensor &out, const std::vector<int64_t> &targets,
                              int64_t outer, int64_t axisSize, int64_t inner) {
@@ -31,12 +32,14 @@ llvm::Error scatterAddSlices(const KernelCall &call, const Tensor &grad,
   const int64_t count = static_cast<int64_t>(targets.size());
   std::vector<int64_t> groupStart(axisSize + 1, 0), positions(count);
   for (int64_t target : targets)
-    ++groupStart[target + 1];
+    if (target >= 0)
+      ++groupStart[target + 1];
   for (int64_t a = 0; a < axisSize; ++a)
     groupStart[a + 1] += groupStart[a];
   std::vector<int64_t> next(groupStart.begin(), groupStart.end() - 1);
   for (int64_t p = 0; p < count; ++p)
-    positions[next[targets[p]]++] = p;
+    if (targets[p] >= 0)
+      positions[next[targets[p]]++] = p;
   return dispatchFloat(out.dtype, "grad", [&](auto tag) {
     using T = decltype(tag);
     InputArray<T> g(grad);
@@ -100,14 +103,21 @@ llvm::Error runEmbeddingGrad(const KernelCall &call) {
       return kernelError("attribute 'num_embeddings' is " + llvm::Twine(rows) +
                          ", the output has " + llvm::Twine(vocab) + " rows");
   }
+  // A block of a vocabulary-parallel table: other blocks' ids are skipped.
+  const bool block = call.attrs.has("vocab_start");
+  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
   const int64_t count = ids.numElements();
   std::vector<int64_t> targets(count);
   for (int64_t i = 0; i < count; ++i) {
-    targets[i] = loadInt(ids.data, ids.dtype, i);
+    const int64_t id = loadInt(ids.data, ids.dtype, i);
+    targets[i] = id - start;
+    if (block && id >= 0 && (targets[i] < 0 || targets[i] >= vocab)) {
+      targets[i] = -1;
+      continue;
+    }
     if (targets[i] < 0 || targets[i] >= vocab)
-      return kernelError("id " + llvm::Twine(targets[i]) + " at position " +
-                         llvm::Twine(i) + " is outside the table's " +
-                         llvm::Twine(vocab) + " rows");
+      return kernelError("id " + llvm::Twine(id) + " at position " + llvm::Twine(i) +
+                         " is outside the table's " + llvm::Twine(vocab) + " rows");
   }
   return scatterAddSlices(call, grad, out, targets, 1, vocab, width);
 }

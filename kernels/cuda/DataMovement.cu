@@ -436,13 +436,13 @@ llvm::Error launchSplit(const KernelCall &call) {
 template <typename Word, typename IndexT>
 __global__ void __launch_bounds__(kBlockSize)
 gatherKernel(int64_t total, int64_t count, int64_t sliceWords, int64_t axisSize,
-             bool wrapNegative, const IndexT *indices, const Word *data, Word *out) {
+             bool wrapNegative, int64_t indexStart, const IndexT *indices, const Word *data, Word *out) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
        t += stride) {
     const int64_t q = t / sliceWords, w = t - q * sliceWords;
     const int64_t o = q / count, i = q - o * count;
-    int64_t index = static_cast<int64_t>(indices[i]);
+    int64_t index = static_cast<int64_t>(indices[i]) - indexStart;
     if (index < 0 && wrapNegative)
       index += axisSize;
     Word value{};
@@ -454,7 +454,8 @@ gatherKernel(int64_t total, int64_t count, int64_t sliceWords, int64_t axisSize,
 
 llvm::Error launchGatherSlices(const LaunchContext &ctx, const Tensor &data,
                                const Tensor &indices, const Tensor &out, int64_t outer,
-                               int64_t axisSize, int64_t sliceBytes, bool wrapNegative) {
+                               int64_t axisSize, int64_t sliceBytes, bool wrapNegative,
+                               int64_t indexStart = 0) {
   const int64_t count = indices.numElements();
   if (outer == 0 || count == 0 || sliceBytes == 0)
     return llvm::Error::success();
@@ -468,11 +469,11 @@ llvm::Error launchGatherSlices(const LaunchContext &ctx, const Tensor &data,
     Word *dst = static_cast<Word *>(out.data);
     if (indices.dtype == DType::I32)
       gatherKernel<Word, int32_t><<<blocks, kBlockSize, 0, ctx.stream>>>(
-          total, count, sliceWords, axisSize, wrapNegative,
+          total, count, sliceWords, axisSize, wrapNegative, indexStart,
           static_cast<const int32_t *>(indices.data), src, dst);
     else
       gatherKernel<Word, int64_t><<<blocks, kBlockSize, 0, ctx.stream>>>(
-          total, count, sliceWords, axisSize, wrapNegative,
+          total, count, sliceWords, axisSize, wrapNegative, indexStart,
           static_cast<const int64_t *>(indices.data), src, dst);
     return llvm::Error::success();
   });
@@ -513,9 +514,12 @@ llvm::Error launchEmbedding(const KernelCall &call) {
   if (out.shape != expected)
     return kernelError("output shape " + shapeToString(out.shape) + " should be " +
                        shapeToString(expected));
+  // A block of a vocabulary-parallel table: other blocks' ids give zeros
+  // (as ids outside the table always do here).
+  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
   return launchGatherSlices(call.ctx, table, ids, out, /*outer=*/1, vocab,
                             width * static_cast<int64_t>(dtypeSize(table.dtype)),
-                            /*wrapNegative=*/false);
+                            /*wrapNegative=*/false, start);
 }
 
 //===----------------------------------------------------------------------===//
@@ -526,12 +530,12 @@ llvm::Error launchEmbedding(const KernelCall &call) {
 /// which no output reads), values[p] = p.
 template <typename IndexT>
 __global__ void __launch_bounds__(kBlockSize)
-resolveTargetsKernel(int64_t count, int64_t axisSize, bool wrapNegative,
+resolveTargetsKernel(int64_t count, int64_t axisSize, bool wrapNegative, int64_t indexStart,
                      const IndexT *indices, uint32_t *keys, uint32_t *values) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < count;
        p += stride) {
-    int64_t index = static_cast<int64_t>(indices[p]);
+    int64_t index = static_cast<int64_t>(indices[p]) - indexStart;
     if (index < 0 && wrapNegative)
       index += axisSize;
     keys[p] = static_cast<uint32_t>(index >= 0 && index < axisSize ? index : axisSize);
@@ -583,7 +587,8 @@ scatterAddKernel(int64_t total, int64_t axisSize, int64_t inner, int64_t count,
 /// target along the middle dim (Scatter.cpp's scatterAddSlices); `outer` is
 /// implied by the output's size.
 llvm::Error scatterAddSlices(const LaunchContext &ctx, const Tensor &indices,
-                             const Tensor &grad, const Tensor &out, int64_t axisSize, int64_t inner, bool wrapNegative) {
+                             const Tensor &grad, const Tensor &out, int64_t axisSize, int64_t inner, bool wrapNegative,
+                             int64_t indexStart = 0) {
   LOOM_RETURN_IF_ERROR(checkSameDType(grad, "grad", out, "output"));
   return dispatchFloatDType(out.dtype, "grad", [&](auto tag) -> llvm::Error {
     constexpr DType D = decltype(tag)::value;
@@ -626,11 +631,11 @@ llvm::Error scatterAddSlices(const LaunchContext &ctx, const Tensor &indices,
 
     if (indices.dtype == DType::I32)
       resolveTargetsKernel<int32_t><<<gridFor(count, ctx), kBlockSize, 0, ctx.stream>>>(
-          count, axisSize, wrapNegative, static_cast<const int32_t *>(indices.data), keysIn,
+          count, axisSize, wrapNegative, indexStart, static_cast<const int32_t *>(indices.data), keysIn,
           valuesIn);
     else
       resolveTargetsKernel<int64_t><<<gridFor(count, ctx), kBlockSize, 0, ctx.stream>>>(
-          count, axisSize, wrapNegative, static_cast<const int64_t *>(indices.data), keysIn,
+          count, axisSize, wrapNegative, indexStart, static_cast<const int64_t *>(indices.data), keysIn,
           valuesIn);
     llvm::Error sorted = cudaError(
         cub::DeviceRadixSort::SortPairs(sortScratch, sortBytes, keysIn, keysOut, valuesIn,
@@ -671,8 +676,9 @@ llvm::Error launchEmbeddingGrad(const KernelCall &call) {
       return kernelError("attribute 'num_embeddings' is " + llvm::Twine(rows) +
                          ", the output has " + llvm::Twine(vocab) + " rows");
   }
+  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
   return scatterAddSlices(call.ctx, ids, grad, out, vocab, width,
-                          /*wrapNegative=*/false);
+                          /*wrapNegative=*/false, start);
 }
 
 llvm::Error launchGatherGrad(const KernelCall &call) {

@@ -1,12 +1,15 @@
 #include "passes/lowering/ExecutableEmitter.h"
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/rt/RtDialect.h"
 #include "passes/lowering/KernelAttributes.h"
+#include "runtime/comm/Mesh.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSwitch.h"
 
 #include <cstring>
+#include <map>
 
 using namespace mlir;
 using namespace loom;
@@ -70,6 +73,9 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
     return rt::parseSharding(attr).value_or(Sharding{});
   };
 
+  // Per program (by its rank), the instructions whose attributes differ by
+  // rank: resolved once every rank has its copy of a program.
+  std::map<uint32_t, std::vector<std::pair<size_t, dist::RankOffset>>> rankOffsets;
   for (auto program : module.getOps<rt::ProgramOp>()) {
     RankProgram rank;
     rank.rank = program.getRank();
@@ -175,6 +181,11 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
         for (NamedAttribute attr : kernel.getAttrs())
           instr.attrs.push_back(toNamedAttr(attr));
         instr.location = locationString(op.getLoc());
+        FailureOr<SmallVector<dist::RankOffset>> offsets = dist::getRankOffsets(&op);
+        if (failed(offsets))
+          return failure();
+        for (dist::RankOffset &o : *offsets)
+          rankOffsets[rank.rank].push_back({rank.instructions.size(), std::move(o)});
         rank.instructions.push_back(std::move(instr));
       } else if (auto collective = dyn_cast<rt::CollectiveOp>(op)) {
         Instruction instr;
@@ -217,6 +228,9 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
   if (exe.ranks.empty())
     return module.emitError("no rt.program to emit"), failure();
   int64_t numRanks = exe.mesh.numRanks();
+  std::vector<uint32_t> sourceOf; // the program each rank's copy came from
+  for (const RankProgram &p : exe.ranks)
+    sourceOf.push_back(p.rank);
   if (exe.ranks.size() == 1 && numRanks > 1) {
     // SPMD: every rank runs the one program.
     if (exe.ranks[0].rank != 0)
@@ -226,6 +240,7 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
     for (int64_t r = 1; r < numRanks; ++r) {
       exe.ranks.push_back(exe.ranks[0]);
       exe.ranks.back().rank = r;
+      sourceOf.push_back(sourceOf[0]);
     }
   } else if (auto pp = llvm::find(exe.mesh.axes, "pp");
              pp != exe.mesh.axes.end() && exe.mesh.axes.size() > 1 &&
@@ -236,6 +251,7 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
     size_t axis = pp - exe.mesh.axes.begin();
     std::vector<RankProgram> perStage = std::move(exe.ranks);
     exe.ranks.clear();
+    sourceOf.clear();
     for (int64_t r = 0; r < numRanks; ++r) {
       int64_t stage = exe.mesh.coordinates(r)[axis];
       auto it = llvm::find_if(perStage, [&](const RankProgram &p) { return p.rank == stage; });
@@ -243,12 +259,42 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
         return module.emitError("no program for pipeline rank ") << stage, failure();
       exe.ranks.push_back(*it);
       exe.ranks.back().rank = r;
+      sourceOf.push_back(uint32_t(stage));
     }
   } else if (!exe.mesh.axes.empty() && int64_t(exe.ranks.size()) != numRanks) {
     return module.emitError("the mesh has ")
                << numRanks << " ranks but the module has " << exe.ranks.size()
                << " rt.program ops (one for SPMD, or one per rank)",
            failure();
+  }
+  // Each rank's values of the attributes that differ by rank.
+  for (auto [rank, source] : llvm::zip(exe.ranks, sourceOf)) {
+    for (const auto &[index, offset] : rankOffsets[source]) {
+      llvm::Expected<Group> group = groupOf(exe.mesh, rank.rank, offset.axes);
+      if (!group)
+        return module.emitError("rank offset of '")
+                   << offset.attr << "': " << llvm::toString(group.takeError()),
+               failure();
+      int64_t delta = group->index * offset.stride;
+      bool applied = false;
+      for (NamedAttr &attr : rank.instructions[index].attrs) {
+        if (attr.name != offset.attr)
+          continue;
+        if (auto *i = std::get_if<int64_t>(&attr.value); i && offset.element < 0) {
+          *i += delta;
+          applied = true;
+        } else if (auto *list = std::get_if<std::vector<int64_t>>(&attr.value);
+                   list && offset.element >= 0 && offset.element < int64_t(list->size())) {
+          (*list)[offset.element] += delta;
+          applied = true;
+        }
+      }
+      if (!applied)
+        return module.emitError("a rank offset names attribute '")
+                   << offset.attr << "' (element " << offset.element << ") that instruction "
+                   << index << " (" << rank.instructions[index].kernel << ") does not have",
+               failure();
+    }
   }
   return exe;
 }

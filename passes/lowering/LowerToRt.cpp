@@ -415,8 +415,13 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     }
     // A stream chosen upstream (the backward half of a pipeline's
     // overlapped F&B pair) is kept; --loom-assign-streams adds the events.
-    b.create<rt::KernelOp>(loc, b.getStringAttr(kernel), inputs, outputs,
-                           kernelAttrsFor(op), op->getAttrOfType<StringAttr>("loom.stream"));
+    auto call = b.create<rt::KernelOp>(loc, b.getStringAttr(kernel), inputs, outputs,
+                                       kernelAttrsFor(op),
+                                       op->getAttrOfType<StringAttr>("loom.stream"));
+    // Attributes that differ by rank (a block's start) go along for the
+    // emitter, which writes each rank's values.
+    if (Attribute offsets = op->getAttr(dist::kRankOffsetsAttrName))
+      call->setAttr(dist::kRankOffsetsAttrName, offsets);
     return success();
   }
 

@@ -221,9 +221,33 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
         out.dims.front().push_back("dp");
       setAnnotation(mm.getResult(), out);
     }
+    annotateVocabulary(func);
     if (sp)
       annotateSequence(func);
     return success();
+  }
+
+  /// Vocabulary-parallel embeddings (Megatron's): a trainable table whose
+  /// rows divide by tp is split by rows; each rank looks up the ids of its
+  /// block (others give zero rows) and the partial lookups are summed (or,
+  /// with --sp, reduce-scattered along the sequence). A table tied to the
+  /// LM head gets the head's split, which is the same one.
+  void annotateVocabulary(func::FuncOp func) {
+    func.walk([&](nn::EmbeddingOp embedding) {
+      if (isBackward(embedding))
+        return;
+      nn::ParameterOp table = weightOf(embedding.getTable());
+      if (!table ||
+          cast<RankedTensorType>(embedding.getTable().getType()).getShape() !=
+              cast<RankedTensorType>(table.getType()).getShape())
+        return;
+      auto type = cast<RankedTensorType>(table.getType());
+      if (type.getRank() != 2 || type.getDimSize(0) % tp != 0)
+        return;
+      Layout l = Layout::replicated(2);
+      l.dims[0].push_back("tp");
+      setAnnotation(table.getResult(), l);
+    });
   }
 
   /// Sequence parallelism: the residual stream (norm inputs and outputs,

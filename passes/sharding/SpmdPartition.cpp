@@ -103,17 +103,35 @@ struct Partitioner {
                << tensorType(x).getDimSize(dim) << " is not divisible by " << n;
       return success();
     };
-    // Take this rank's block of dim d along `axis`. Every rank holds the
-    // same values, so a max-reduce-scatter returns exactly its block.
-    auto takeBlock = [&](Value x, int64_t d, StringRef axis, StringRef reduce) -> FailureOr<Value> {
+    // Settle a partial sum into this rank's block of dim d along `axis`.
+    auto reduceToBlock = [&](Value x, int64_t d, StringRef axis) -> FailureOr<Value> {
       int64_t n = *mesh.axisSize(axis);
       if (failed(check(x, d, n)))
         return failure();
       return builder
           .create<dist::ReduceScatterOp>(loc, resized(x, d, 1, n), x, axesAttr({axis}),
                                          builder.getI64IntegerAttr(d),
-                                         builder.getStringAttr(reduce))
+                                         builder.getStringAttr("sum"))
           .getResult();
+    };
+    // Take this rank's block of dim d along `axis` of a value every rank of
+    // the group holds alike: a local slice, no communication. Its start is
+    // the rank's block index times the block (a rank offset).
+    auto sliceBlock = [&](Value x, int64_t d, StringRef axis) -> FailureOr<Value> {
+      int64_t n = *mesh.axisSize(axis);
+      if (failed(check(x, d, n)))
+        return failure();
+      ArrayRef<int64_t> shape = tensorType(x).getShape();
+      int64_t block = shape[d] / n;
+      SmallVector<int64_t> starts(shape.size(), 0), limits(shape), strides(shape.size(), 1);
+      limits[d] = block;
+      auto slice = builder.create<nn::SliceOp>(loc, resized(x, d, 1, n), x,
+                                               builder.getDenseI64ArrayAttr(starts),
+                                               builder.getDenseI64ArrayAttr(limits),
+                                               builder.getDenseI64ArrayAttr(strides));
+      dist::addRankOffset(slice, "starts", d, {axis}, block);
+      dist::addRankOffset(slice, "limits", d, {axis}, block);
+      return slice.getResult();
     };
 
     // 0. A split moving from one dim to another over the same axis is one
@@ -185,7 +203,7 @@ struct Partitioner {
              llvm::is_contained(pending, want[cur.dims[d].size()]) &&
              !splitsSomeDim(want[cur.dims[d].size()])) {
         StringRef axis = want[cur.dims[d].size()];
-        FailureOr<Value> next = takeBlock(v, d, axis, "sum");
+        FailureOr<Value> next = reduceToBlock(v, d, axis);
         if (failed(next))
           return failure();
         v = *next;
@@ -213,7 +231,7 @@ struct Partitioner {
       const Axes &want = required.dims[d];
       while (cur.dims[d].size() < want.size()) {
         StringRef axis = want[cur.dims[d].size()];
-        FailureOr<Value> next = takeBlock(v, d, axis, "max");
+        FailureOr<Value> next = sliceBlock(v, d, axis);
         if (failed(next))
           return failure();
         v = *next;
@@ -282,8 +300,11 @@ struct Partitioner {
     }
     Operation *clone = builder.clone(*op, mapping);
     SmallVector<Attribute> layouts;
+    // A sum or broadcast over the pipeline keeps its operand's layout (a
+    // vocabulary-split gradient stays split); propagation does not cross it.
+    const bool sameLayout = isa<dist::AllReduceOp, dist::BroadcastOp>(op);
     for (auto [i, r] : llvm::enumerate(op->getResults())) {
-      Layout l = layoutFor(r);
+      Layout l = sameLayout ? layoutFor(op->getOperand(i)) : layoutFor(r);
       if (failed(bindResult(op, clone, i, l)))
         return failure();
       layouts.push_back(l.toAttr(builder.getContext()));
@@ -388,7 +409,7 @@ struct Partitioner {
       if (failed(bindResult(op, clone, i, l)))
         return failure();
     }
-    if (failed(localizeAttributes(op, clone)))
+    if (failed(localizeAttributes(op, clone, rule, best)))
       return failure();
     SmallVector<Attribute> layouts;
     for (Value r : op->getResults())
@@ -421,8 +442,28 @@ struct Partitioner {
     return success();
   }
 
-  /// Attributes that speak of global sizes, rewritten for the local shard.
-  LogicalResult localizeAttributes(Operation *op, Operation *clone) {
+  /// Attributes that speak of global sizes, rewritten for the local shard;
+  /// ops that work on their rank's block of a split vocabulary learn where
+  /// it starts (rank offsets).
+  LogicalResult localizeAttributes(Operation *op, Operation *clone, const nn::ShardingRule &rule,
+                                   const FactorAxes &assignment) {
+    auto vocabularyBlock = [&](int factor, int64_t localRows, std::optional<int64_t> start) {
+      const Axes &axes = assignment[factor];
+      if (axes.empty())
+        return;
+      clone->setAttr("vocab_start", builder.getI64IntegerAttr(start.value_or(0)));
+      dist::addRankOffset(clone, "vocab_start", -1, axes, localRows);
+    };
+    if (auto embedding = dyn_cast<nn::EmbeddingOp>(clone))
+      vocabularyBlock(rule.operandDims[0][0].front(),
+                      tensorType(embedding.getTable()).getDimSize(0), embedding.getVocabStart());
+    if (auto grad = dyn_cast<nn::EmbeddingGradOp>(clone)) {
+      int64_t rows = grad.getType().getDimSize(0);
+      if (rows != grad.getNumEmbeddings()) {
+        grad.setNumEmbeddings(rows);
+        vocabularyBlock(rule.resultDims[0][0].front(), rows, grad.getVocabStart());
+      }
+    }
     if (auto slice = dyn_cast<nn::SliceOp>(clone)) {
       // Only whole dims are split: their limit is the local size.
       SmallVector<int64_t> limits(slice.getLimits());

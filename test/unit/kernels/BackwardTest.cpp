@@ -320,6 +320,26 @@ TEST(EmbeddingGradKernelTest, AddsRowsById) {
   }
 }
 
+// A vocabulary-parallel block (vocab_start): each block adds up its own
+// ids' rows; the blocks stacked are the whole table's gradient.
+TEST(EmbeddingGradKernelTest, BlocksOfAVocabularyAddUpToTheWholeTable) {
+  const std::vector<double> ids = {3, 0, 5, 1, 3, 4};
+  const int64_t vocab = 6, width = 3, block = 2;
+  std::vector<double> dy = randomValues(6 * width, -1, 1, 62);
+  OwnedTensor idTensor(DType::I64, {2, 3}, ids), dys(DType::F32, {2, 3, width}, dy);
+  OwnedTensor whole(DType::F32, {vocab, width});
+  ASSERT_KERNEL_OK(run("nn.embedding_grad", {idTensor, dys}, {whole}));
+  std::vector<double> stacked;
+  for (int64_t start = 0; start < vocab; start += block) {
+    OwnedTensor out(DType::F32, {block, width});
+    ASSERT_KERNEL_OK(run("nn.embedding_grad", {idTensor, dys}, {out},
+                         KernelAttrs().set("num_embeddings", block).set("vocab_start", start)));
+    std::vector<double> v = out.values();
+    stacked.insert(stacked.end(), v.begin(), v.end());
+  }
+  EXPECT_EQ(stacked, whole.values());
+}
+
 TEST(EmbeddingGradKernelTest, Errors) {
   OwnedTensor ids(DType::I64, {2}, {0, 5}), dy(DType::F32, {2, 3}), out(DType::F32, {5, 3});
   EXPECT_KERNEL_ERROR(run("nn.embedding_grad", {ids, dy}, {out}),

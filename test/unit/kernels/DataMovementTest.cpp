@@ -34,6 +34,21 @@ TEST(EmbeddingKernelTest, SelectsRows) {
   EXPECT_KERNEL_ERROR(run("nn.embedding", {t, ids}, {wrongOut}), "should be [2, 3]");
 }
 
+// A vocabulary-parallel block (vocab_start): ids in the block select its
+// rows, any other id a zero row, so the blocks' lookups add up to the whole
+// table's; negative ids are still errors.
+TEST(EmbeddingKernelTest, BlockOfAVocabularyGivesZerosForOtherIds) {
+  OwnedTensor block(DType::F32, {2, 3}, {10, 11, 12, 20, 21, 22});
+  OwnedTensor ids(DType::I64, {4}, {3, 4, 0, 9});
+  OwnedTensor out(DType::F32, {4, 3});
+  ASSERT_KERNEL_OK(run("nn.embedding", {block, ids}, {out}, KernelAttrs().set("vocab_start", int64_t(3))));
+  EXPECT_EQ(out.values(), (std::vector<double>{10, 11, 12, 20, 21, 22, 0, 0, 0, 0, 0, 0}));
+  OwnedTensor negative(DType::I64, {1}, {-1}), one(DType::F32, {1, 3});
+  EXPECT_KERNEL_ERROR(run("nn.embedding", {block, negative}, {one},
+                          KernelAttrs().set("vocab_start", int64_t(3))),
+                      "id -1");
+}
+
 TEST(TransposeKernelTest, Permutes) {
   const std::vector<int64_t> shape = {2, 3, 4};
   const std::vector<std::vector<int64_t>> perms = {{0, 1, 2}, {2, 0, 1}, {1, 0, 2}, {2, 1, 0}};

@@ -184,6 +184,10 @@ std::vector<KernelCase> kernelCases() {
                    {{DType::F32, {1, 4, 5, 8}}}, {{"causal", int64_t(1)}, {"scale", 0.35}}});
   cases.push_back({"nn.embedding", {f32({10, 4}, 35), randomTensor(DType::I64, {2, 3}, 36, 10)},
                    {{DType::F32, {2, 3, 4}}}, {}});
+  // A vocabulary-parallel block: rows 4..7 of a table of 10 (ids elsewhere
+  // give zeros).
+  cases.push_back({"nn.embedding", {f32({4, 4}, 35), randomTensor(DType::I64, {2, 5}, 36, 10)},
+                   {{DType::F32, {2, 5, 4}}}, {{"vocab_start", int64_t(4)}}});
   cases.push_back({"nn.transpose", {f32({2, 3, 4}, 37)}, {{DType::F32, {4, 2, 3}}},
                    {{"permutation", std::vector<int64_t>{2, 0, 1}}}});
   cases.push_back({"nn.broadcast", {f32({3, 1}, 38)}, {{DType::F32, {2, 3, 4}}}, {}});
@@ -256,6 +260,8 @@ std::vector<KernelCase> kernelCases() {
                    {{"causal", int64_t(1)}, {"scale", 0.35}}});
   cases.push_back({"nn.embedding_grad", {randomTensor(DType::I64, {2, 3}, 67, 10), f32({2, 3, 4}, 68)},
                    {{DType::F32, {10, 4}}}, {{"num_embeddings", int64_t(10)}}});
+  cases.push_back({"nn.embedding_grad", {randomTensor(DType::I64, {3, 5}, 67, 10), f32({3, 5, 4}, 68)},
+                   {{DType::F32, {3, 4}}}, {{"num_embeddings", int64_t(3)}, {"vocab_start", int64_t(6)}}});
   cases.push_back({"nn.gather_grad", {randomTensor(DType::I32, {4}, 69, 6), f32({3, 4}, 70)},
                    {{DType::F32, {3, 6}}}, {{"axis", int64_t(1)}, {"axis_size", int64_t(6)}}});
   HostTensor dLoss{"dloss", DType::F32, {}, std::vector<uint8_t>(4)};

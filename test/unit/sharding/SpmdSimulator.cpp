@@ -370,11 +370,28 @@ SpmdSimulator::step(const std::vector<HostTensor> &arguments) {
     }
     if (op.getDialect() && op.getDialect()->getNamespace() == "dist")
       return error("the simulator does not run '" + op.getName().getStringRef() + "'");
+    const bool byRank = op.hasAttr(dist::kRankOffsetsAttrName);
+    DictionaryAttr attrs = op.getAttrDictionary();
     for (int64_t r = 0; r < numRanks_; ++r) {
       SmallVector<DenseElementsAttr> operands;
       for (Value v : op.getOperands())
         operands.push_back(values[r][v]);
+      // Attributes that differ by rank (a block's start), as rank r has them.
+      if (byRank) {
+        op.setAttrs(attrs);
+        auto index = [&](ArrayRef<std::string> names) {
+          SmallVector<StringRef> axes(names.begin(), names.end());
+          for (auto [i, q] : groupOf(r, axes))
+            if (q == r)
+              return i;
+          return int64_t(0);
+        };
+        if (failed(dist::applyRankOffsets(&op, index)))
+          return error("malformed rank offsets on '" + op.getName().getStringRef() + "'");
+      }
       FailureOr<SmallVector<DenseElementsAttr>> out = evaluateOp(&op, operands);
+      if (byRank)
+        op.setAttrs(attrs);
       if (failed(out))
         return error("the CPU kernels cannot run '" + op.getName().getStringRef() + "'");
       for (auto [result, value] : llvm::zip(op.getResults(), *out))
