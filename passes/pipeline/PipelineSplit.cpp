@@ -243,6 +243,10 @@ void Splitter::shareTiedParameters() {
     holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
     if (covers(info_[op].home, holders))
       continue;
+    // Sharding after the split must shard every copy alike.
+    op->setAttr("pipe.holders",
+                DenseI64ArrayAttr::get(op->getContext(), SmallVector<int64_t>(holders.begin(),
+                                                                             holders.end())));
     // The update: the parameter, what reads it once per step, and what
     // those read that is not per microbatch or already on every holder.
     llvm::SetVector<Operation *> update;
