@@ -21,7 +21,9 @@
 // partial sum per rank, then combined: an all_reduce over the pipeline when
 // every rank needs the total, else an exchange of partials, summed in rank
 // order on every rank that needs it (so copies stay bitwise equal). A
-// returned value that lives on some ranks only (the loss) is broadcast.
+// parameter read on several ranks (tied embeddings) is held, and updated,
+// on each of them, its gradient combined the same way. A returned value
+// that lives on some ranks only (the loss) is broadcast.
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
