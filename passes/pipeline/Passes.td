@@ -117,6 +117,12 @@ def PipelineSplit : Pass<"loom-pipeline-split", "mlir::ModuleOp"> {
       then `dist.all_reduce` over `pp` if every rank needs it (the gradient
       norm), else an exchange of partials summed in rank order by every rank
       that needs it (DualPipe's two copies of a weight gradient stay equal).
+    - A parameter read on stages of several ranks (tied embeddings: the
+      embedding on the first stage, the head on the last) is held by each
+      of them, and so is its update: one microbatch's gradient terms from
+      two stages are a sum over ranks like the above, every holder gets the
+      total and runs AdamW, so the copies stay bitwise equal; the gradient
+      norm counts the total once (on the first holder).
     - Every function returns every result; one computed on some ranks only
       (the loss) is broadcast from the first.
     The schedule's CSV, with its `# loom-schedule kind=...` header, is kept

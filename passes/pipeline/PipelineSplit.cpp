@@ -21,7 +21,9 @@
 // partial sum per rank, then combined: an all_reduce over the pipeline when
 // every rank needs the total, else an exchange of partials, summed in rank
 // order on every rank that needs it (so copies stay bitwise equal). A
-// returned value that lives on some ranks only (the loss) is broadcast.
+// parameter read on several ranks (tied embeddings) is held, and updated,
+// on each of them, its gradient combined the same way. A returned value
+// that lives on some ranks only (the loss) is broadcast.
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
@@ -37,6 +39,7 @@
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <functional>
 #include <map>
@@ -86,6 +89,7 @@ public:
 private:
   friend class RankEmitter;
   LogicalResult classify();
+  void shareTiedParameters();
   void findTrees();
   void findTransfers();
 
@@ -152,6 +156,9 @@ LogicalResult Splitter::classify() {
       in.state = MbState::Single;
       in.mb = mb.getInt();
     } else {
+      auto kind = op.getAttrOfType<StringAttr>("loom.backward");
+      bool tiedTerm = isa<nn::AddOp>(op) && kind && kind.getValue() == "weight";
+      int firstStage = -1;
       for (Value operand : op.getOperands()) {
         Operation *def = operand.getDefiningOp();
         if (!def)
@@ -163,8 +170,17 @@ LogicalResult Splitter::classify() {
           break;
         }
         if (d.state == MbState::Single) {
+          // One microbatch's terms of a tied weight's gradient from two
+          // stages (the embedding's and the head's): their sum combines
+          // stages, like a sum over microbatches, and runs where the weight
+          // is held.
+          if (in.state == MbState::Single && d.stage != firstStage && tiedTerm) {
+            in.state = MbState::Mixed;
+            break;
+          }
           in.state = MbState::Single;
           in.mb = d.mb;
+          firstStage = d.stage;
         }
       }
     }
@@ -195,26 +211,73 @@ LogicalResult Splitter::classify() {
     }
     info_[&op] = std::move(in);
   }
-  // A parameter read on stages of different ranks (tied weights) would need
-  // its gradient summed across them.
+  shareTiedParameters();
+  return success();
+}
+
+static bool covers(ArrayRef<int> have, ArrayRef<int> need) {
+  return llvm::all_of(need, [&](int r) { return llvm::is_contained(have, r); });
+}
+
+/// A parameter read on stages of several ranks (tied embeddings: the
+/// embedding on the first stage, the head on the last) is held by each of
+/// those ranks, and so is its update (the gradient's total, the clipped
+/// gradient, AdamW and its moments): every holder sums the same partial
+/// gradients in the same order and takes the same step, so the copies,
+/// which start equal (the initializer is seeded by name), stay bitwise
+/// equal. The gradient norm still reads the total on one rank only.
+void Splitter::shareTiedParameters() {
   for (Operation *op : ops_) {
-    auto param = dyn_cast<nn::ParameterOp>(op);
-    if (!param)
+    if (!isa<nn::ParameterOp>(op))
       continue;
-    const OpInfo &p = info_[op];
-    for (Operation *user : param->getUsers()) {
-      const OpInfo &u = info_[user];
-      SmallVector<int> ranks = u.state == MbState::Single ? SmallVector<int>{u.rank} : u.home;
-      for (int r : ranks)
-        if (!llvm::is_contained(p.home, r))
-          return param.emitError("parameter '")
-                 << param.getName() << "' is read on pipeline rank " << r
-                 << " but held on rank " << p.home.front()
-                 << ": parameters shared across pipeline ranks (tied embeddings) are not "
-                    "supported yet";
+    SmallVector<int> holders = info_[op].home;
+    for (Operation *user : op->getUsers()) {
+      auto it = info_.find(user);
+      if (it == info_.end())
+        continue;
+      const OpInfo &u = it->second;
+      if (u.state == MbState::Single)
+        holders.push_back(u.rank);
+      else if (!u.replicable)
+        holders.append(u.home.begin(), u.home.end());
+    }
+    llvm::sort(holders);
+    holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
+    if (covers(info_[op].home, holders))
+      continue;
+    // Sharding after the split must shard every copy alike.
+    op->setAttr("pipe.holders",
+                DenseI64ArrayAttr::get(op->getContext(), SmallVector<int64_t>(holders.begin(),
+                                                                             holders.end())));
+    // The update: the parameter, what reads it once per step, and what
+    // those read that is not per microbatch or already on every holder.
+    llvm::SetVector<Operation *> update;
+    SmallVector<Operation *> work;
+    auto widen = [&](Operation *x) {
+      const OpInfo &i = info_[x];
+      if (i.state == MbState::Single || i.replicable || covers(i.home, holders))
+        return;
+      if (update.insert(x))
+        work.push_back(x);
+    };
+    widen(op);
+    while (!work.empty()) {
+      Operation *x = work.pop_back_val();
+      if (isa<nn::ParameterOp>(x)) // the weight and its moments
+        for (Operation *user : x->getUsers())
+          if (info_.count(user))
+            widen(user);
+      for (Value operand : x->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          widen(def);
+    }
+    for (Operation *x : update) {
+      SmallVector<int> &home = info_[x].home;
+      home.append(holders.begin(), holders.end());
+      llvm::sort(home);
+      home.erase(std::unique(home.begin(), home.end()), home.end());
     }
   }
-  return success();
 }
 
 SmallVector<int> Splitter::homeOf(Value v) const {
@@ -227,10 +290,6 @@ SmallVector<int> Splitter::homeOf(Value v) const {
   if (d.state == MbState::Single)
     return {d.rank};
   return d.home;
-}
-
-static bool covers(ArrayRef<int> have, ArrayRef<int> need) {
-  return llvm::all_of(need, [&](int r) { return llvm::is_contained(have, r); });
 }
 
 void Splitter::findTrees() {
