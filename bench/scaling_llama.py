@@ -13,6 +13,9 @@ Steps (the GPU machine has no MLIR; Loom compiles elsewhere):
        loom-compile OUT/model.pt2 --mode=train --embed-weights=false \\
            --precision=bf16 --batch 16 --dp 4 -o dp4.loomx
        loom-compile OUT/model.pt2 ... --batch 4 --tp 4 -o tp4.loomx
+     DP gradients are reduced in buckets of --dp-bucket-mb MiB (default 25,
+     DDP's default; this script's DDP runs use bucket_cap_mb=100, so
+     compile with --dp-bucket-mb 100 to match it, 0 for one per gradient).
   3. On the GPU machine (nvidia-h200-x4):
        python3 bench/scaling_llama.py --loom-run build/bin/loom-run \\
            --loom dp1=train.loomx:1:4 --loom dp4=dp4.loomx:4:16 \\

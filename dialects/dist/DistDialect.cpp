@@ -405,9 +405,31 @@ static LogicalResult verifyResizedDim(Operation *op, RankedTensorType in, Ranked
   return success();
 }
 
+/// A bucketed collective: as many results as inputs, at least one.
+static LogicalResult verifyBucket(Operation *op) {
+  if (op->getNumOperands() == 0)
+    return op->emitOpError("needs at least one input");
+  if (op->getNumOperands() != op->getNumResults())
+    return op->emitOpError("has ") << op->getNumOperands() << " inputs but "
+                                   << op->getNumResults() << " results";
+  return success();
+}
+
+LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                            AllReduceOp::Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  for (Value input : adaptor.getInputs())
+    inferred.push_back(input.getType());
+  return success();
+}
+
 LogicalResult AllReduceOp::verify() {
-  if (failed(verifyAxes(*this, getAxes())))
+  if (failed(verifyAxes(*this, getAxes())) || failed(verifyBucket(*this)))
     return failure();
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(getInputs(), getResults())))
+    if (std::get<0>(pair).getType() != std::get<1>(pair).getType())
+      return emitOpError("result ") << i << " must have input " << i << "'s type ("
+                                    << std::get<0>(pair).getType() << ")";
   return verifyReduce(*this, getReduce());
 }
 
@@ -428,19 +450,24 @@ LogicalResult AllGatherOp::verify() {
 
 LogicalResult ReduceScatterOp::verify() {
   FailureOr<int64_t> n = verifyAxes(*this, getAxes());
-  if (failed(n) || failed(verifyReduce(*this, getReduce())))
+  if (failed(n) || failed(verifyReduce(*this, getReduce())) || failed(verifyBucket(*this)))
     return failure();
-  auto in = getInput().getType(), out = getResult().getType();
-  if (failed(verifyDim(*this, "dim", getDim(), in.getRank())))
-    return failure();
-  std::optional<int64_t> expect;
-  if (*n) {
-    if (in.getDimSize(getDim()) % *n != 0)
-      return emitOpError("dim ") << getDim() << " of size " << in.getDimSize(getDim())
-                                 << " is not divisible by the group size " << *n;
-    expect = in.getDimSize(getDim()) / *n;
+  for (auto [input, result] : llvm::zip(getInputs(), getResults())) {
+    auto in = cast<RankedTensorType>(input.getType());
+    auto out = cast<RankedTensorType>(result.getType());
+    if (failed(verifyDim(*this, "dim", getDim(), in.getRank())))
+      return failure();
+    std::optional<int64_t> expect;
+    if (*n) {
+      if (in.getDimSize(getDim()) % *n != 0)
+        return emitOpError("dim ") << getDim() << " of size " << in.getDimSize(getDim())
+                                   << " is not divisible by the group size " << *n;
+      expect = in.getDimSize(getDim()) / *n;
+    }
+    if (failed(verifyResizedDim(*this, in, out, getDim(), expect)))
+      return failure();
   }
-  return verifyResizedDim(*this, in, out, getDim(), expect);
+  return success();
 }
 
 LogicalResult AllToAllOp::verify() {

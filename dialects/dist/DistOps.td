@@ -4,6 +4,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Dist_Dialect : Dialect {
@@ -93,19 +94,23 @@ class Dist_CollectiveOp<string mnemonic, list<Trait> traits = []>
 }
 
 def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce",
-    [Pure, AllTypesMatch<["input", "result"]>]> {
+    [Pure, InferTypeOpAdaptor]> {
   let summary = "every rank of the group gets the reduction of all ranks' values";
   let description = [{
-    `reduce` is `sum`, `mean`, `max` or `min`.
+    `reduce` is `sum`, `mean`, `max` or `min`. Result i is the reduction of
+    input i (same type). Several inputs make one bucket: the reductions are
+    issued together (one NCCL group), as `--loom-bucket-reductions` groups
+    data-parallel gradients.
 
     ```mlir
     %y = dist.all_reduce %x {axes = ["tp"], reduce = "sum"} : tensor<2x8x64xf32>
+    %gw, %gb = dist.all_reduce %dw, %db {axes = ["dp"], reduce = "sum"} : tensor<64x32xf32>, tensor<64xf32>
     ```
   }];
-  let arguments = (ins Dist_Tensor:$input, StrArrayAttr:$axes,
+  let arguments = (ins Variadic<Dist_Tensor>:$inputs, StrArrayAttr:$axes,
                    StrAttr:$reduce);
-  let results = (outs Dist_Tensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let results = (outs Variadic<Dist_Tensor>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
 }
 
 def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather", [Pure]> {
@@ -125,16 +130,18 @@ def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather", [Pure]> {
 def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter", [Pure]> {
   let summary = "reduces across the group and keeps this rank's block of dim";
   let description = [{
-    The result's `dim` is the input's divided by the group size.
+    Result i's `dim` is input i's divided by the group size. Several inputs
+    (one `dim` for all) make one bucket, issued together like a bucketed
+    `dist.all_reduce`.
 
     ```mlir
     %y = dist.reduce_scatter %x {axes = ["dp"], dim = 0 : i64, reduce = "sum"} : tensor<8x4xf32> -> tensor<4x4xf32>
     ```
   }];
-  let arguments = (ins Dist_Tensor:$input, StrArrayAttr:$axes, I64Attr:$dim,
+  let arguments = (ins Variadic<Dist_Tensor>:$inputs, StrArrayAttr:$axes, I64Attr:$dim,
                    StrAttr:$reduce);
-  let results = (outs Dist_Tensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let results = (outs Variadic<Dist_Tensor>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($results)";
 }
 
 def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all", [Pure]> {

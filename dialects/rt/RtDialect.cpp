@@ -325,25 +325,38 @@ LogicalResult CollectiveOp::verify() {
       return emitOpError(problem);
     return success();
   }
-  std::optional<loom::DType> inType, outType;
-  std::optional<std::vector<int64_t>> inShape, outShape;
-  if (getInputs().size() > 1 || getOutputs().size() > 1)
-    return emitOpError("takes at most one input and one output");
-  if (!getInputs().empty()) {
-    auto type = cast<MemRefType>(getInputs()[0].getType());
-    inType = elementDType(type.getElementType());
-    inShape = std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
+  // A bucket (all_reduce, reduce_scatter): input i pairs with output i.
+  size_t pairs = std::max(getInputs().size(), getOutputs().size());
+  if (pairs > 1) {
+    if (!loom::isBucketable(*kind))
+      return emitOpError("takes at most one input and one output (only all_reduce and "
+                         "reduce_scatter take a bucket of several)");
+    if (getInputs().size() != getOutputs().size())
+      return emitOpError("a bucket needs one output per input, has ")
+             << getInputs().size() << " inputs and " << getOutputs().size() << " outputs";
   }
-  if (!getOutputs().empty()) {
-    auto type = cast<MemRefType>(getOutputs()[0].getType());
-    outType = elementDType(type.getElementType());
-    outShape = std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
+  for (size_t i = 0; i < std::max<size_t>(pairs, 1); ++i) {
+    std::optional<loom::DType> inType, outType;
+    std::optional<std::vector<int64_t>> inShape, outShape;
+    if (i < getInputs().size()) {
+      auto type = cast<MemRefType>(getInputs()[i].getType());
+      inType = elementDType(type.getElementType());
+      inShape = std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
+    }
+    if (i < getOutputs().size()) {
+      auto type = cast<MemRefType>(getOutputs()[i].getType());
+      outType = elementDType(type.getElementType());
+      outShape = std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
+    }
+    std::string problem = loom::checkCollectiveTypes(
+        desc, groupSize, inType ? &*inType : nullptr, inShape ? &*inShape : nullptr,
+        outType ? &*outType : nullptr, outShape ? &*outShape : nullptr);
+    if (!problem.empty()) {
+      if (pairs > 1)
+        return emitOpError("bucket entry ") << i << ": " << problem;
+      return emitOpError(problem);
+    }
   }
-  std::string problem = loom::checkCollectiveTypes(
-      desc, groupSize, inType ? &*inType : nullptr, inShape ? &*inShape : nullptr,
-      outType ? &*outType : nullptr, outShape ? &*outShape : nullptr);
-  if (!problem.empty())
-    return emitOpError(problem);
   return success();
 }
 

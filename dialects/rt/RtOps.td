@@ -177,7 +177,10 @@ def Rt_CollectiveOp : Rt_Op<"collective", [AttrSizedOperandSegments]> {
     `recv` (peer; no input), `exchange` (axes, send_peers, recv_peers: any
     number of inputs and outputs, at least one of either; input i goes to
     the group member `send_peers[i]`, output j comes from `recv_peers[j]`,
-    all in flight at once; transfers between two ranks match in order). With
+    all in flight at once; transfers between two ranks match in order).
+    `all_reduce` and `reduce_scatter` also take a bucket: several inputs and
+    as many outputs, input i reduced into output i, all issued together (one
+    NCCL group). With
     the module's mesh known, the verifier checks the shapes against the
     group size (all_gather's output dim is the input's times the group size)
     and an exchange's peers against the group.
@@ -185,6 +188,7 @@ def Rt_CollectiveOp : Rt_Op<"collective", [AttrSizedOperandSegments]> {
     ```mlir
     rt.collective "all_reduce" (%in) -> (%out) {axes = ["tp"], reduce = "sum"} : (memref<4x8xf32>) -> memref<4x8xf32>
     rt.collective "all_gather" (%in) -> (%out) on "dp_comm" {axes = ["dp"], dim = 0} : (memref<2x8xf32>) -> memref<4x8xf32>
+    rt.collective "all_reduce" (%dw, %db) -> (%gw, %gb) on "dp_comm" {axes = ["dp"], reduce = "sum"} : (memref<64x32xf32>, memref<64xf32>) -> (memref<64x32xf32>, memref<64xf32>)
     rt.collective "send" (%x) -> () {peer = 1} : (memref<4xf32>) -> ()
     rt.collective "exchange" (%act) -> (%grad) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 1>} : (memref<2x12x32xf32>) -> memref<2x12x32xf32>
     ```

@@ -541,9 +541,9 @@ LogicalResult RankEmitter::emitTree(Operation *root) {
   bool here = llvm::is_contained(dest, rank_);
   Value total;
   if (int(dest.size()) == s_.s_.numRanks) {
-    auto reduce = b_.create<dist::AllReduceOp>(loc, type, partial ? partial : zeros(type, loc),
-                                               axes(), b_.getStringAttr("sum"));
-    total = reduce.getResult();
+    auto reduce = b_.create<dist::AllReduceOp>(
+        loc, ValueRange{partial ? partial : zeros(type, loc)}, axes(), b_.getStringAttr("sum"));
+    total = reduce.getResult(0);
   } else {
     SmallVector<Value> inputs;
     SmallVector<int64_t> sendPeers, recvPeers;

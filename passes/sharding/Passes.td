@@ -112,4 +112,53 @@ def SpmdPartition : Pass<"loom-spmd-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::dist::DistDialect"];
 }
 
+def BucketReductions : Pass<"loom-bucket-reductions", "mlir::ModuleOp"> {
+  let summary = "group data-parallel gradient reductions into buckets, as DDP does";
+  let description = [{
+    After `--loom-spmd-partition`, each gradient's data-parallel reduction
+    (a `sum` or `mean` `dist.all_reduce`, or with ZeRO-1 `dist.reduce_scatter`,
+    over a group that includes the `axis` mesh axis) sits right after the
+    gradient's producer: one collective per gradient, in backward order.
+    This pass walks them in program order and gathers those that share
+    the op, axes, reduction, element type (and a reduce_scatter's dim) into
+    buckets of at least `bucket-bytes` input bytes (the last bucket of a
+    kind may be smaller; a gradient larger than the cap gets a bucket of its
+    own). Each bucket becomes one collective with several inputs and results,
+    placed where its last member was: issued as soon as the last of its
+    gradients is produced. A bucket is closed early when one of its results
+    is read before the next gradient of its kind, so no reader moves.
+    Tensor-parallel reductions and `max` reductions are left alone.
+    `bucket-bytes=0` leaves the program as it is.
+
+    Before (`bucket-bytes=4096`):
+    ```mlir
+    %dw2 = nn.matmul ...
+    %g2 = dist.all_reduce %dw2 {axes = ["dp"], reduce = "sum"} : tensor<16x32xf32>
+    %dw1 = nn.matmul ...
+    %g1 = dist.all_reduce %dw1 {axes = ["dp"], reduce = "sum"} : tensor<16x32xf32>
+    %dw0 = nn.matmul ...
+    %g0 = dist.all_reduce %dw0 {axes = ["dp"], reduce = "sum"} : tensor<16x32xf32>
+    ```
+    After (2 KiB each: the first two fill a bucket):
+    ```mlir
+    %dw2 = nn.matmul ...
+    %dw1 = nn.matmul ...
+    %g2, %g1 = dist.all_reduce %dw2, %dw1 {axes = ["dp"], reduce = "sum"} : tensor<16x32xf32>, tensor<16x32xf32>
+    %dw0 = nn.matmul ...
+    %g0 = dist.all_reduce %dw0 {axes = ["dp"], reduce = "sum"} : tensor<16x32xf32>
+    ```
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 * 1024 * 1024",
+           "close a bucket once its inputs hold this many bytes (0: no bucketing)">,
+    Option<"axis", "axis", "std::string", /*default=*/"\"dp\"",
+           "the data-parallel mesh axis">,
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "buckets", "collectives made of several reductions">,
+    Statistic<"numReductions", "bucketed-reductions", "reductions moved into buckets">,
+  ];
+  let dependentDialects = ["loom::dist::DistDialect"];
+}
+
 #endif

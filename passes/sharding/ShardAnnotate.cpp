@@ -113,20 +113,6 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       module.emitError("--zero1 splits optimizer state over the data-parallel ranks: it needs --dp > 1");
       return signalPassFailure();
     }
-    // Tied copies (--loom-pipeline-split's pipe.holders) would be split
-    // differently on each holder (the embedding whole, the head by rows).
-    if (tp > 1) {
-      WalkResult tied = module.walk([](nn::ParameterOp param) {
-        if (!param->hasAttr("pipe.holders"))
-          return WalkResult::advance();
-        param.emitOpError("'") << param.getName()
-                               << "' is shared across pipeline ranks (tied): --tp with tied "
-                                  "parameters is not supported";
-        return WalkResult::interrupt();
-      });
-      if (tied.wasInterrupted())
-        return signalPassFailure();
-    }
     SmallVector<StringAttr> names;
     SmallVector<int64_t> sizes;
     MLIRContext *ctx = module.getContext();

@@ -63,7 +63,12 @@ struct ShardingPropagationPass
       if (auto l = getAnnotation(arg))
         known[arg] = *l;
     std::vector<std::pair<Operation *, nn::ShardingRule>> ops;
+    // A pipeline's sums and broadcasts (--loom-pipeline-split) keep their
+    // operand's layout: a split gradient summed over pp stays split.
+    SmallVector<Operation *> sameLayout;
     func.walk([&](Operation *op) {
+      if (isa<dist::AllReduceOp, dist::BroadcastOp>(op) && op->getNumOperands() == op->getNumResults())
+        sameLayout.push_back(op);
       for (Value r : op->getResults())
         if (auto l = getAnnotation(r))
           known[r] = *l;
@@ -88,6 +93,21 @@ struct ShardingPropagationPass
     // is decided once, so this ends.
     for (bool changed = true; changed;) {
       changed = false;
+      for (Operation *op : sameLayout)
+        for (auto [v, r] : llvm::zip(op->getOperands(), op->getResults())) {
+          const Layout *in = lookup(v), *out = lookup(r);
+          if (in && !out) {
+            Layout l = *in;
+            l.partial.clear();
+            known[r] = l;
+            changed = true;
+          } else if (out && !in && isTensor(v)) {
+            Layout l = *out;
+            l.partial.clear();
+            known[v] = l;
+            changed = true;
+          }
+        }
       for (auto &[op, rule] : ops) {
         SmallVector<std::pair<const SmallVector<SmallVector<int>> *, const Layout *>> sources;
         for (auto [i, r] : llvm::enumerate(op->getResults()))

@@ -109,10 +109,10 @@ struct Partitioner {
       if (failed(check(x, d, n)))
         return failure();
       return builder
-          .create<dist::ReduceScatterOp>(loc, resized(x, d, 1, n), x, axesAttr({axis}),
-                                         builder.getI64IntegerAttr(d),
+          .create<dist::ReduceScatterOp>(loc, TypeRange{resized(x, d, 1, n)}, ValueRange{x},
+                                         axesAttr({axis}), builder.getI64IntegerAttr(d),
                                          builder.getStringAttr("sum"))
-          .getResult();
+          .getResult(0);
     };
     // Take this rank's block of dim d along `axis` of a value every rank of
     // the group holds alike: a local slice, no communication. Its start is
@@ -212,9 +212,10 @@ struct Partitioner {
       }
     }
     if (!pending.empty()) {
-      v = builder.create<dist::AllReduceOp>(loc, v.getType(), v,
-                                            axesAttr(inMeshOrder(mesh, pending)),
-                                            builder.getStringAttr("sum"));
+      v = builder
+              .create<dist::AllReduceOp>(loc, ValueRange{v}, axesAttr(inMeshOrder(mesh, pending)),
+                                         builder.getStringAttr("sum"))
+              .getResult(0);
       // Settled in place: every later reader takes the settled value rather
       // than settling (or carrying through a linear op and settling) again.
       if (required.partial.empty() && cur.dims == actual.lookup(global).dims) {

@@ -53,6 +53,47 @@ llvm::Error Backend::collective(const CollectiveDesc &desc, const DeviceTensor *
   return llvm::Error::success();
 }
 
+llvm::Error Backend::collectiveBucket(const CollectiveDesc &desc,
+                                      llvm::ArrayRef<DeviceTensor> ins,
+                                      llvm::ArrayRef<DeviceTensor> outs, unsigned) {
+  if (!communicator_)
+    return noCommunicator(desc);
+  if (ins.size() != outs.size())
+    return llvm::createStringError(std::errc::invalid_argument,
+                                   "%s bucket: %zu inputs but %zu outputs",
+                                   collectiveKindName(desc.kind).c_str(), ins.size(), outs.size());
+  bool host = name() == "cpu"; // host memory: the communicator works in place
+  if (!host)
+    if (auto err = synchronize())
+      return err;
+  std::vector<std::vector<uint8_t>> hostIns, hostOuts;
+  std::vector<CollectiveOperands> operands(ins.size());
+  for (size_t i = 0; i < ins.size(); ++i) {
+    CollectiveOperands &o = operands[i];
+    o.dtype = ins[i].dtype;
+    o.inShape = ins[i].shape;
+    o.outShape = outs[i].shape;
+    if (host) {
+      o.in = ins[i].data;
+      o.out = outs[i].data;
+      continue;
+    }
+    hostIns.emplace_back(ins[i].sizeInBytes());
+    hostOuts.emplace_back(outs[i].sizeInBytes());
+    if (auto err = copyToHost(hostIns.back().data(), ins[i].data, hostIns.back().size()))
+      return err;
+    o.in = hostIns.back().data();
+    o.out = hostOuts.back().data();
+  }
+  if (auto err = communicator_->runBucket(desc, operands))
+    return err;
+  if (!host)
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (auto err = copyToDevice(outs[i].data, hostOuts[i].data(), hostOuts[i].size()))
+        return err;
+  return llvm::Error::success();
+}
+
 llvm::Error Backend::exchangeUnstaged(const CollectiveDesc &desc,
                                       llvm::ArrayRef<DeviceTensor> sends,
                                       llvm::ArrayRef<DeviceTensor> recvs, void *commStream) {

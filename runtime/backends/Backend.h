@@ -47,6 +47,12 @@ public:
   /// (what the CPU backend does with no staging at all).
   virtual llvm::Error collective(const CollectiveDesc &desc, const DeviceTensor *in,
                                  const DeviceTensor *out, unsigned stream);
+  /// Runs a bucket of collectives (Communicator::runBucket): ins[i] reduced
+  /// into outs[i], all issued together. The default stages device memory
+  /// through the host.
+  virtual llvm::Error collectiveBucket(const CollectiveDesc &desc,
+                                       llvm::ArrayRef<DeviceTensor> ins,
+                                       llvm::ArrayRef<DeviceTensor> outs, unsigned stream);
   /// Runs an exchange of this rank on `stream` through the attached
   /// communicator (Communicator::exchange): sends[i] goes to group member
   /// desc.sendPeers[i], recvs[j] arrives from desc.recvPeers[j]. The default

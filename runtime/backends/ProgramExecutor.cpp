@@ -348,6 +348,15 @@ llvm::Error ProgramExecutor::issue() {
         err = backend_.exchange(instr.collective, sends, recvs, instr.stream);
         break;
       }
+      if (instr.inputs.size() > 1 || instr.outputs.size() > 1) { // a bucket
+        std::vector<DeviceTensor> ins, outs;
+        for (uint32_t b : instr.inputs)
+          ins.push_back(tensor(b));
+        for (uint32_t b : instr.outputs)
+          outs.push_back(tensor(b));
+        err = backend_.collectiveBucket(instr.collective, ins, outs, instr.stream);
+        break;
+      }
       std::optional<DeviceTensor> in, out;
       if (!instr.inputs.empty())
         in = tensor(instr.inputs[0]);

@@ -34,6 +34,10 @@ std::optional<ReduceOp> parseReduceOp(std::string_view name) {
   return std::nullopt;
 }
 
+bool isBucketable(CollectiveKind kind) {
+  return kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter;
+}
+
 bool isCollectiveDType(DType dtype) {
   return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16 ||
          dtype == DType::I64 || dtype == DType::I32;

@@ -65,6 +65,11 @@ struct CollectiveDesc {
   std::vector<int64_t> sendPeers, recvPeers;
 };
 
+/// Whether one collective of `kind` may carry a bucket of several tensors
+/// (input i reduced into output i, all issued together): all_reduce and
+/// reduce_scatter, which bucket data-parallel gradients.
+bool isBucketable(CollectiveKind kind);
+
 /// Whether collectives move this element type (f32, bf16, f16, i64, i32).
 bool isCollectiveDType(DType dtype);
 

@@ -199,6 +199,46 @@ llvm::Error Communicator::run(const CollectiveDesc &desc,
   return llvm::Error::success();
 }
 
+llvm::Error Communicator::runBucket(const CollectiveDesc &desc,
+                                    llvm::ArrayRef<CollectiveOperands> operands) {
+  if (operands.size() == 1)
+    return run(desc, operands[0]);
+  std::string label = collectiveKindName(desc.kind) + " bucket of " +
+                      std::to_string(operands.size()) + " on rank " + std::to_string(rank_);
+  auto failure = [&](const std::string &problem) {
+    return llvm::createStringError(std::errc::invalid_argument, "%s: %s", label.c_str(),
+                                   problem.c_str());
+  };
+  if (!isBucketable(desc.kind))
+    return failure("only all_reduce and reduce_scatter take a bucket of several tensors");
+  if (operands.empty())
+    return failure("the bucket is empty");
+  llvm::Error err = llvm::Error::success();
+  const Group &group = groupFor(desc.axes, err);
+  if (err)
+    return failure(llvm::toString(std::move(err)));
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const CollectiveOperands &o = operands[i];
+    std::string problem = checkCollectiveTypes(
+        desc, group.size(), o.in ? &o.dtype : nullptr, o.in ? &o.inShape : nullptr,
+        o.out ? &o.dtype : nullptr, o.out ? &o.outShape : nullptr);
+    if (!problem.empty())
+      return failure("entry " + std::to_string(i) + ": " + problem);
+  }
+  if (llvm::Error failed = runGroupBucket(desc, group, operands))
+    return failure(llvm::toString(std::move(failed)));
+  return llvm::Error::success();
+}
+
+llvm::Error Communicator::runGroupBucket(const CollectiveDesc &desc, const Group &group,
+                                         llvm::ArrayRef<CollectiveOperands> operands) {
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (llvm::Error err = runGroup(desc, group, operands[i]))
+      return llvm::createStringError(std::errc::invalid_argument, "entry %zu: %s", i,
+                                     llvm::toString(std::move(err)).c_str());
+  return llvm::Error::success();
+}
+
 llvm::Error Communicator::runPointToPoint(const CollectiveDesc &desc,
                                           const CollectiveOperands &operands) {
   if (desc.kind == CollectiveKind::Send)

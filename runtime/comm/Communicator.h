@@ -62,6 +62,14 @@ public:
   /// (bad shapes, a peer that never came within the timeout, an abort).
   llvm::Error run(const CollectiveDesc &desc, const CollectiveOperands &operands);
 
+  /// A bucket: `desc` (all_reduce or reduce_scatter) on each of `operands`,
+  /// input i into output i, issued together. NCCL enqueues them in one group
+  /// on the operands' stream (one launch, no copies); threads and MPI run
+  /// them one after another. Every member of the group makes the same call
+  /// with the same number of tensors. Errors name the bucket entry.
+  llvm::Error runBucket(const CollectiveDesc &desc,
+                        llvm::ArrayRef<CollectiveOperands> operands);
+
   // The same, one call per kind.
   llvm::Error allReduce(const void *in, void *out, DType dtype,
                         llvm::ArrayRef<int64_t> shape, ReduceOp op,
@@ -109,6 +117,10 @@ protected:
   /// A collective over `group` (send/recv excluded); operands are checked.
   virtual llvm::Error runGroup(const CollectiveDesc &desc, const Group &group,
                                const CollectiveOperands &operands) = 0;
+  /// A checked bucket over `group`; by default runGroup on each entry in
+  /// order (every rank makes the calls in the same order).
+  virtual llvm::Error runGroupBucket(const CollectiveDesc &desc, const Group &group,
+                                     llvm::ArrayRef<CollectiveOperands> operands);
   /// send/recv; by default raw bytes through sendBytes/recvBytes.
   virtual llvm::Error runPointToPoint(const CollectiveDesc &desc,
                                       const CollectiveOperands &operands);

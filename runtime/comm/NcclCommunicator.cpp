@@ -239,6 +239,34 @@ protected:
     return llvm::Error::success();
   }
 
+  // One NCCL group around the bucket's collectives: NCCL launches them
+  // together on the stream, reading and writing the tensors where they are.
+  // A reduce_scatter along an inner dim stages through the stream's one
+  // scratch buffer, which entries of one group would share: such a bucket
+  // runs entry by entry.
+  llvm::Error runGroupBucket(const CollectiveDesc &desc, const Group &group,
+                             llvm::ArrayRef<CollectiveOperands> operands) override {
+    bool staged = desc.kind == CollectiveKind::ReduceScatter &&
+                  llvm::any_of(operands, [&](const CollectiveOperands &o) {
+                    return product(llvm::ArrayRef<int64_t>(o.inShape).take_front(desc.dim)) != 1;
+                  });
+    if (staged)
+      return Communicator::runGroupBucket(desc, group, operands);
+    LOOM_NCCL(ncclGroupStart(), "ncclGroupStart");
+    llvm::Error failed = llvm::Error::success();
+    for (size_t i = 0; i < operands.size() && !failed; ++i)
+      if (llvm::Error err = runGroup(desc, group, operands[i]))
+        failed = llvm::createStringError(std::errc::invalid_argument, "entry %zu: %s", i,
+                                         llvm::toString(std::move(err)).c_str());
+    // The group is closed even after a failed call, or the next one nests in it.
+    ncclResult_t ended = ncclGroupEnd();
+    if (failed)
+      return failed;
+    if (ended != ncclSuccess)
+      return ncclFailure(ended, "ncclGroupEnd");
+    return llvm::Error::success();
+  }
+
   llvm::Error runPointToPoint(const CollectiveDesc &desc,
                               const CollectiveOperands &operands) override {
     auto stream = static_cast<cudaStream_t>(operands.stream);

@@ -521,6 +521,20 @@ void printRank(const Executable &exe, const RankProgram &program,
         os << ": " << formatExchangeTransfers(exe, program, instr, true) << "\n";
         continue;
       }
+      if (instr.inputs.size() > 1) { // a bucket: its tensors and their bytes
+        uint64_t bytes = 0;
+        for (uint32_t b : instr.inputs)
+          if (b < program.buffers.size())
+            bytes += program.buffers[b].sizeInBytes();
+        os << ": bucket of " << instr.inputs.size() << " tensors, " << bytes << " bytes:";
+        for (size_t k = 0; k < instr.inputs.size(); ++k) {
+          os << (k ? ", " : " ") << bufferType(program, instr.inputs[k]);
+          if (k < instr.outputs.size())
+            os << " -> " << bufferType(program, instr.outputs[k]);
+        }
+        os << "\n";
+        continue;
+      }
       if (!instr.inputs.empty())
         os << " " << bufferType(program, instr.inputs[0]);
       if (!instr.outputs.empty())

@@ -409,9 +409,14 @@ private:
     const CollectiveDesc &desc = instr.collective;
     if (desc.kind == CollectiveKind::Exchange)
       return checkExchangeInstr(program, instr, context);
-    if (instr.inputs.size() > 1 || instr.outputs.size() > 1)
+    // A bucket (all_reduce, reduce_scatter): input i pairs with output i.
+    // Readers from before buckets refuse one here, as they should.
+    size_t pairs = std::max(instr.inputs.size(), instr.outputs.size());
+    if (pairs > 1 && (!isBucketable(desc.kind) ||
+                      instr.inputs.size() != instr.outputs.size()))
       return failure(context + "a collective takes at most one input and one "
-                               "output, has " +
+                               "output (all_reduce and reduce_scatter a bucket "
+                               "of one output per input), has " +
                      plural(instr.inputs.size(), "input") + " and " +
                      plural(instr.outputs.size(), "output"));
     int64_t groupSize = 0;
@@ -432,15 +437,18 @@ private:
                        " is not another rank (of " + plural(ranks, "rank") +
                        ")");
     }
-    const BufferDesc *in =
-        instr.inputs.empty() ? nullptr : &program.buffers[instr.inputs[0]];
-    const BufferDesc *out =
-        instr.outputs.empty() ? nullptr : &program.buffers[instr.outputs[0]];
-    std::string problem = checkCollectiveTypes(
-        desc, groupSize, in ? &in->dtype : nullptr, in ? &in->shape : nullptr,
-        out ? &out->dtype : nullptr, out ? &out->shape : nullptr);
-    if (!problem.empty())
-      return failure(context + problem);
+    for (size_t i = 0; i < std::max<size_t>(pairs, 1); ++i) {
+      const BufferDesc *in =
+          i < instr.inputs.size() ? &program.buffers[instr.inputs[i]] : nullptr;
+      const BufferDesc *out =
+          i < instr.outputs.size() ? &program.buffers[instr.outputs[i]] : nullptr;
+      std::string problem = checkCollectiveTypes(
+          desc, groupSize, in ? &in->dtype : nullptr, in ? &in->shape : nullptr,
+          out ? &out->dtype : nullptr, out ? &out->shape : nullptr);
+      if (!problem.empty())
+        return failure(context + (pairs > 1 ? "bucket entry " + std::to_string(i) + ": " : "") +
+                       problem);
+    }
     return llvm::Error::success();
   }
 

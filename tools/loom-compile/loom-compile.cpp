@@ -132,6 +132,11 @@ cl::opt<bool> sequenceParallel("sp", cl::desc("sequence parallelism over the ten
                                cl::init(false), cl::cat(category));
 cl::opt<bool> zero1("zero1", cl::desc("ZeRO-1: optimizer state and updates split over the data-parallel ranks"),
                     cl::init(false), cl::cat(category));
+cl::opt<double> dpBucketMb(
+    "dp-bucket-mb",
+    cl::desc("group the data-parallel gradient reductions into buckets of about this many "
+             "MiB, each one collective (as PyTorch DDP's bucket_cap_mb; 0: one per gradient)"),
+    cl::init(25.0), cl::cat(category));
 cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to VALUE"),
                            cl::value_desc("NAME=VALUE"), cl::cat(category));
 
@@ -233,6 +238,8 @@ int main(int argc, char **argv) {
          " --dp " + llvm::Twine(int64_t(dataParallel)));
   if (sequenceParallel && tensorParallel == 1)
     fail("--sp splits the sequence over the tensor-parallel ranks: it needs --tp > 1");
+  if (dpBucketMb < 0)
+    fail("--dp-bucket-mb must be at least 0, got " + std::to_string(dpBucketMb));
   if (zero1 && dataParallel == 1)
     fail("--zero1 splits optimizer state over the data-parallel ranks: it needs --dp > 1");
   bool distributed = tensorParallel > 1 || dataParallel > 1;
@@ -431,6 +438,9 @@ int main(int argc, char **argv) {
       pm.addPass(loom::createSpmdPartition());
       pm.addPass(createCanonicalizerPass());
       pm.addPass(createCSEPass());
+      if (dataParallel > 1 && dpBucketMb > 0)
+        pm.addPass(loom::createBucketReductions(loom::BucketReductionsOptions{
+            std::max<int64_t>(1, int64_t(dpBucketMb * 1024 * 1024)), "dp"}));
     }, "dist");
   if (compileTo == Phase::Dist)
     emitIR();

@@ -196,6 +196,29 @@ public:
     return pace();
   }
 
+  /// Like collective(): NCCL reduces the bucket's tensors where they are, in
+  /// one NCCL group on the instruction's stream.
+  llvm::Error collectiveBucket(const CollectiveDesc &desc, llvm::ArrayRef<DeviceTensor> ins,
+                               llvm::ArrayRef<DeviceTensor> outs, unsigned stream) override {
+    if (auto err = checkStream(stream))
+      return err;
+    if (!communicator_ || communicator_->name() != "nccl" || ins.size() != outs.size())
+      return Backend::collectiveBucket(desc, ins, outs, stream);
+    std::vector<CollectiveOperands> operands(ins.size());
+    for (size_t i = 0; i < ins.size(); ++i) {
+      CollectiveOperands &o = operands[i];
+      o.dtype = ins[i].dtype;
+      o.in = ins[i].data;
+      o.inShape = ins[i].shape;
+      o.out = outs[i].data;
+      o.outShape = outs[i].shape;
+      o.stream = streams_[stream];
+    }
+    if (auto err = communicator_->runBucket(desc, operands))
+      return err;
+    return pace();
+  }
+
   /// Like collective(): NCCL moves device memory on the instruction's stream
   /// (one NCCL group, nothing synchronized, so it can be captured); other
   /// communicators stage through host memory.

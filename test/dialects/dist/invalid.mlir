@@ -200,3 +200,47 @@ module attributes {dist.mesh = #dist.mesh<["dp"=0]>} {}
 func.func @sharding_twice(%x: tensor<4x4xf32> {dist.sharding = #dist.sharding<[["tp"], ["tp"]]>}) {
   return
 }
+
+// -----
+
+// A bucket has one result per input.
+module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
+  func.func @bucket_counts(%x: tensor<8xf32>, %y: tensor<4xf32>) -> tensor<8xf32> {
+    // expected-error @+1 {{has 2 inputs but 1 results}}
+    %r = "dist.all_reduce"(%x, %y) {axes = ["dp"], reduce = "sum"} : (tensor<8xf32>, tensor<4xf32>) -> tensor<8xf32>
+    return %r : tensor<8xf32>
+  }
+}
+
+// -----
+
+// Result i of a bucketed all_reduce has input i's type.
+module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
+  func.func @bucket_types(%x: tensor<8xf32>, %y: tensor<4xf32>) -> tensor<8xf32> {
+    // expected-error @+1 {{result 1 must have input 1's type ('tensor<4xf32>')}}
+    %r:2 = "dist.all_reduce"(%x, %y) {axes = ["dp"], reduce = "sum"} : (tensor<8xf32>, tensor<4xf32>) -> (tensor<8xf32>, tensor<4xbf16>)
+    return %r#0 : tensor<8xf32>
+  }
+}
+
+// -----
+
+// Every entry of a reduce_scatter bucket divides along dim.
+module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
+  func.func @bucket_scatter(%x: tensor<8xf32>, %y: tensor<3x4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{dim 0 of size 3 is not divisible by the group size 2}}
+    %r:2 = dist.reduce_scatter %x, %y {axes = ["dp"], dim = 0 : i64, reduce = "sum"} : tensor<8xf32>, tensor<3x4xf32> -> tensor<4xf32>, tensor<1x4xf32>
+    return %r#0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+// A collective with nothing to reduce is refused.
+module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
+  func.func @bucket_empty() {
+    // expected-error @+1 {{needs at least one input}}
+    "dist.all_reduce"() {axes = ["dp"], reduce = "sum"} : () -> ()
+    return
+  }
+}

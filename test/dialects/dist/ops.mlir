@@ -6,11 +6,16 @@
 // CHECK: module attributes {dist.mesh = #dist.mesh<["dp"=2, "tp"=2]>}
 module attributes {dist.mesh = #dist.mesh<["dp"=2, "tp"=2]>} {
   // CHECK-LABEL: func.func @collectives
-  func.func @collectives(%x: tensor<4x8xf32> {dist.sharding = #dist.sharding<[["dp"], ["tp"]]>}) -> tensor<4x8xf32> {
+  func.func @collectives(%x: tensor<4x8xf32> {dist.sharding = #dist.sharding<[["dp"], ["tp"]]>}, %x16: tensor<8xbf16>) -> tensor<4x8xf32> {
     // CHECK: dist.all_reduce %{{.*}} {axes = ["tp"], reduce = "sum"} : tensor<4x8xf32>
     %a = dist.all_reduce %x {axes = ["tp"], reduce = "sum"} : tensor<4x8xf32>
     // CHECK: dist.all_reduce %{{.*}} {axes = ["dp", "tp"], reduce = "max"} : tensor<4x8xf32>
     %b = dist.all_reduce %a {axes = ["dp", "tp"], reduce = "max"} : tensor<4x8xf32>
+    // A bucket: several tensors in one collective, each reduced on its own.
+    // CHECK: dist.all_reduce %{{.*}}, %{{.*}} {axes = ["dp"], reduce = "sum"} : tensor<4x8xf32>, tensor<8xbf16>
+    %bucket:2 = dist.all_reduce %x, %x16 {axes = ["dp"], reduce = "sum"} : tensor<4x8xf32>, tensor<8xbf16>
+    // CHECK: dist.reduce_scatter %{{.*}}, %{{.*}} {axes = ["dp"], dim = 0 : i64, reduce = "sum"} : tensor<4x8xf32>, tensor<8xbf16> -> tensor<2x8xf32>, tensor<4xbf16>
+    %scattered:2 = dist.reduce_scatter %x, %x16 {axes = ["dp"], dim = 0 : i64, reduce = "sum"} : tensor<4x8xf32>, tensor<8xbf16> -> tensor<2x8xf32>, tensor<4xbf16>
     // CHECK: dist.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64} : tensor<4x8xf32> -> tensor<4x16xf32>
     %c = dist.all_gather %b {axes = ["tp"], dim = 1 : i64} : tensor<4x8xf32> -> tensor<4x16xf32>
     // CHECK: dist.reduce_scatter %{{.*}} {axes = ["tp"], dim = 1 : i64, reduce = "sum"} : tensor<4x16xf32> -> tensor<4x8xf32>

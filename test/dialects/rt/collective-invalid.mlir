@@ -299,3 +299,41 @@ module attributes {rt.mesh_axes = ["pp"], rt.mesh_shape = array<i64: 2>, rt.sche
 func.func @f() attributes {rt.schedule_csv = "0F0"} {
   return
 }
+
+// -----
+
+// Only all_reduce and reduce_scatter take a bucket of several tensors.
+module attributes {rt.mesh_axes = ["dp"], rt.mesh_shape = array<i64: 2>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    %x = rt.input "x" : memref<4xf32>
+    %y = rt.alloc : memref<8xf32>
+    %z = rt.alloc : memref<8xf32>
+    // expected-error @+1 {{takes at most one input and one output (only all_reduce and reduce_scatter take a bucket of several)}}
+    rt.collective "all_gather" (%x, %x) -> (%y, %z) {axes = ["dp"], dim = 0} : (memref<4xf32>, memref<4xf32>) -> (memref<8xf32>, memref<8xf32>)
+  }
+}
+
+// -----
+
+// A bucket has one output per input.
+module attributes {rt.mesh_axes = ["dp"], rt.mesh_shape = array<i64: 2>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    %x = rt.input "x" : memref<4xf32>
+    %y = rt.alloc : memref<4xf32>
+    // expected-error @+1 {{a bucket needs one output per input, has 2 inputs and 1 outputs}}
+    rt.collective "all_reduce" (%x, %x) -> (%y) {axes = ["dp"], reduce = "sum"} : (memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+  }
+}
+
+// -----
+
+// Each entry of a bucket is checked like a collective of its own.
+module attributes {rt.mesh_axes = ["dp"], rt.mesh_shape = array<i64: 2>} {
+  rt.program @p rank = 0 streams = ["compute"] {
+    %x = rt.input "x" : memref<4xf32>
+    %y = rt.alloc : memref<4xf32>
+    %z = rt.alloc : memref<2xf32>
+    // expected-error @+1 {{bucket entry 1: all_reduce: input [4] and output [2] must have the same shape}}
+    rt.collective "all_reduce" (%x, %x) -> (%y, %z) {axes = ["dp"], reduce = "sum"} : (memref<4xf32>, memref<4xf32>) -> (memref<4xf32>, memref<2xf32>)
+  }
+}

@@ -167,6 +167,79 @@ TEST(ThreadCommunicator, ReduceScatterAlongADim) {
   }
 }
 
+TEST(ThreadCommunicator, ABucketReducesEachTensorOnItsOwn) {
+  // Two f32 tensors of different sizes summed over dp in one call; then a
+  // reduce_scatter bucket along dim 0 over tp.
+  const int64_t n0 = 5, n1 = 12;
+  std::vector<std::vector<float>> out0(4), out1(4), rs0(4), rs1(4);
+  expectAllSucceeded(onRanks(kMesh, [&](int64_t r, Communicator &c) {
+    std::vector<float> in = randomFloats(r, n0 + n1);
+    out0[r].assign(n0, 0);
+    out1[r].assign(n1, 0);
+    CollectiveDesc desc;
+    desc.kind = CollectiveKind::AllReduce;
+    desc.axes = {"dp"};
+    std::vector<CollectiveOperands> bucket(2);
+    bucket[0] = {DType::F32, in.data(), {n0}, out0[r].data(), {n0}};
+    bucket[1] = {DType::F32, in.data() + n0, {3, 4}, out1[r].data(), {3, 4}};
+    if (llvm::Error err = c.runBucket(desc, bucket))
+      return err;
+    rs0[r].assign(3, 0);
+    rs1[r].assign(2, 0);
+    desc.kind = CollectiveKind::ReduceScatter;
+    desc.axes = {"tp"};
+    desc.dim = 0;
+    bucket[0] = {DType::F32, in.data(), {6}, rs0[r].data(), {3}};
+    bucket[1] = {DType::F32, in.data() + 6, {4}, rs1[r].data(), {2}};
+    return c.runBucket(desc, bucket);
+  }));
+  for (int64_t r = 0; r < 4; ++r) {
+    Group dp = *groupOf(kMesh, r, {"dp"}), tp = *groupOf(kMesh, r, {"tp"});
+    auto sum = [&](const Group &g, int64_t at) {
+      return randomFloats(g.members[0], n0 + n1)[at] + randomFloats(g.members[1], n0 + n1)[at];
+    };
+    for (int64_t i = 0; i < n0; ++i)
+      EXPECT_EQ(out0[r][i], sum(dp, i)) << "rank " << r << " tensor 0 element " << i;
+    for (int64_t i = 0; i < n1; ++i)
+      EXPECT_EQ(out1[r][i], sum(dp, n0 + i)) << "rank " << r << " tensor 1 element " << i;
+    for (int64_t i = 0; i < 3; ++i)
+      EXPECT_EQ(rs0[r][i], sum(tp, tp.index * 3 + i)) << "rank " << r;
+    for (int64_t i = 0; i < 2; ++i)
+      EXPECT_EQ(rs1[r][i], sum(tp, 6 + tp.index * 2 + i)) << "rank " << r;
+  }
+}
+
+TEST(ThreadCommunicator, BucketErrorsNameTheEntry) {
+  std::vector<std::string> errors = onRanks(kMesh, [&](int64_t r, Communicator &c) {
+    std::vector<float> in(8), out(8);
+    CollectiveDesc desc;
+    desc.kind = CollectiveKind::AllReduce;
+    desc.axes = {"dp"};
+    std::vector<CollectiveOperands> bucket(2);
+    bucket[0] = {DType::F32, in.data(), {8}, out.data(), {8}};
+    bucket[1] = {DType::F32, in.data(), {8}, out.data(), {4}};
+    llvm::Error shapes = c.runBucket(desc, bucket);
+    if (!shapes)
+      return llvm::createStringError(std::errc::invalid_argument, "mismatched shapes accepted");
+    std::string text = llvm::toString(std::move(shapes));
+    desc.kind = CollectiveKind::AllGather;
+    bucket[1] = bucket[0];
+    llvm::Error kind = c.runBucket(desc, bucket);
+    if (!kind)
+      return llvm::createStringError(std::errc::invalid_argument, "all_gather bucket accepted");
+    return llvm::createStringError(std::errc::invalid_argument, "%s | %s", text.c_str(),
+                                   llvm::toString(std::move(kind)).c_str());
+  });
+  for (int64_t r = 0; r < 4; ++r) {
+    EXPECT_NE(errors[r].find("all_reduce bucket of 2 on rank " + std::to_string(r) +
+                             ": entry 1: all_reduce: input [8] and output [4] must have the same shape"),
+              std::string::npos)
+        << errors[r];
+    EXPECT_NE(errors[r].find("only all_reduce and reduce_scatter take a bucket"), std::string::npos)
+        << errors[r];
+  }
+}
+
 TEST(ThreadCommunicator, AllToAllOverTheWholeMesh) {
   // [4, 2] per rank split along dim 0 into 4 rows; row j goes to member j;
   // received rows are concatenated along dim 1: [1, 8].

@@ -271,23 +271,28 @@ SpmdSimulator::step(const std::vector<HostTensor> &arguments) {
                  cast<RankedTensorType>(op.getResult(0).getType()).getElementType().isF32();
     if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {
       SmallVector<StringRef> axes = axesOf(ar.getAxes());
-      std::vector<DenseElementsAttr> out(numRanks_);
-      for (int64_t r = 0; r < numRanks_; ++r) {
-        auto group = groupOf(r, axes);
-        std::vector<std::vector<double>> xs;
-        for (auto [index, q] : group)
-          xs.push_back(toDoubles(values[q][ar.getInput()]));
-        std::vector<double> y(xs[0].size());
-        for (size_t i = 0; i < y.size(); ++i) {
-          std::vector<double> column;
-          for (auto &x : xs)
-            column.push_back(x[i]);
-          y[i] = reduceValues(column, ar.getReduce(), isF32);
+      // A bucket reduces each of its inputs on its own.
+      for (auto [input, result] : llvm::zip(ar.getInputs(), ar.getResults())) {
+        auto type = cast<RankedTensorType>(result.getType());
+        bool f32 = type.getElementType().isF32();
+        std::vector<DenseElementsAttr> out(numRanks_);
+        for (int64_t r = 0; r < numRanks_; ++r) {
+          auto group = groupOf(r, axes);
+          std::vector<std::vector<double>> xs;
+          for (auto [index, q] : group)
+            xs.push_back(toDoubles(values[q][input]));
+          std::vector<double> y(xs[0].size());
+          for (size_t i = 0; i < y.size(); ++i) {
+            std::vector<double> column;
+            for (auto &x : xs)
+              column.push_back(x[i]);
+            y[i] = reduceValues(column, ar.getReduce(), f32);
+          }
+          out[r] = fromDoubles(type, y);
         }
-        out[r] = fromDoubles(ar.getType(), y);
+        for (int64_t r = 0; r < numRanks_; ++r)
+          values[r][result] = out[r];
       }
-      for (int64_t r = 0; r < numRanks_; ++r)
-        values[r][ar.getResult()] = out[r];
       continue;
     }
     if (auto ag = dyn_cast<dist::AllGatherOp>(op)) {
@@ -309,32 +314,36 @@ SpmdSimulator::step(const std::vector<HostTensor> &arguments) {
     if (auto rs = dyn_cast<dist::ReduceScatterOp>(op)) {
       SmallVector<StringRef> axes = axesOf(rs.getAxes());
       int64_t dim = rs.getDim();
-      Shape inShape = shapeOf(rs.getInput().getType()), outShape = shapeOf(rs.getType());
-      std::vector<DenseElementsAttr> out(numRanks_);
-      for (int64_t r = 0; r < numRanks_; ++r) {
-        auto group = groupOf(r, axes);
-        std::vector<std::vector<double>> xs;
-        int64_t mine = 0;
-        for (auto [index, q] : group) {
-          xs.push_back(toDoubles(values[q][rs.getInput()]));
-          if (q == r)
-            mine = index;
+      for (auto [input, result] : llvm::zip(rs.getInputs(), rs.getResults())) {
+        auto type = cast<RankedTensorType>(result.getType());
+        bool f32 = type.getElementType().isF32();
+        Shape inShape = shapeOf(cast<RankedTensorType>(input.getType())), outShape = shapeOf(type);
+        std::vector<DenseElementsAttr> out(numRanks_);
+        for (int64_t r = 0; r < numRanks_; ++r) {
+          auto group = groupOf(r, axes);
+          std::vector<std::vector<double>> xs;
+          int64_t mine = 0;
+          for (auto [index, q] : group) {
+            xs.push_back(toDoubles(values[q][input]));
+            if (q == r)
+              mine = index;
+          }
+          std::vector<double> full(xs[0].size());
+          for (size_t i = 0; i < full.size(); ++i) {
+            std::vector<double> column;
+            for (auto &x : xs)
+              column.push_back(x[i]);
+            full[i] = reduceValues(column, rs.getReduce(), f32);
+          }
+          Shape offset(inShape.size(), 0);
+          offset[dim] = mine * outShape[dim];
+          std::vector<double> block;
+          copyBlock(full, inShape, block, offset, outShape, /*extract=*/true);
+          out[r] = fromDoubles(type, block);
         }
-        std::vector<double> full(xs[0].size());
-        for (size_t i = 0; i < full.size(); ++i) {
-          std::vector<double> column;
-          for (auto &x : xs)
-            column.push_back(x[i]);
-          full[i] = reduceValues(column, rs.getReduce(), isF32);
-        }
-        Shape offset(inShape.size(), 0);
-        offset[dim] = mine * outShape[dim];
-        std::vector<double> block;
-        copyBlock(full, inShape, block, offset, outShape, /*extract=*/true);
-        out[r] = fromDoubles(rs.getType(), block);
+        for (int64_t r = 0; r < numRanks_; ++r)
+          values[r][result] = out[r];
       }
-      for (int64_t r = 0; r < numRanks_; ++r)
-        values[r][rs.getResult()] = out[r];
       continue;
     }
     if (auto a2a = dyn_cast<dist::AllToAllOp>(op)) {
