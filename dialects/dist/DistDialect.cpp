@@ -327,6 +327,11 @@ loom::dist::applyRankOffsets(Operation *op,
   for (const RankOffset &o : *offsets) {
     int64_t delta = groupIndex(o.axes) * o.stride;
     Attribute current = op->getAttr(o.attr);
+    // An integer attribute left at its default (0) is not printed.
+    if (!current && o.element < 0) {
+      op->setAttr(o.attr, b.getI64IntegerAttr(delta));
+      continue;
+    }
     if (auto i = dyn_cast_if_present<IntegerAttr>(current); i && o.element < 0) {
       op->setAttr(o.attr, b.getIntegerAttr(i.getType(), i.getInt() + delta));
       continue;

@@ -919,6 +919,67 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(
   return success();
 }
 
+/// Checks `stats` [N, 3 * B] against `labels` [N].
+static LogicalResult checkBlockStats(std::optional<Location> loc, RankedTensorType stats,
+                                     RankedTensorType labels) {
+  if (stats.getRank() != 2 || labels.getRank() != 1 || stats.getDimSize(1) % 3 != 0 ||
+      stats.getDimSize(1) == 0)
+    return emitOptionalError(loc, "stats must be [N, 3 * blocks] and labels [N], got ",
+                             shapeString(stats.getShape()), " and ",
+                             shapeString(labels.getShape()));
+  if (stats.getDimSize(0) != labels.getDimSize(0))
+    return emitOptionalError(loc, "stats have ", stats.getDimSize(0), " rows but labels have ",
+                             labels.getDimSize(0));
+  return success();
+}
+
+LogicalResult CrossEntropyStatsOp::inferReturnTypes(MLIRContext *ctx,
+                                                    std::optional<Location> loc,
+                                                    Adaptor adaptor,
+                                                    SmallVectorImpl<Type> &results) {
+  SmallVector<Type> loss;
+  auto logits = tensorOf(adaptor.getLogits());
+  if (failed(inferCrossEntropyLoss(ctx, loc, logits, tensorOf(adaptor.getLabels()),
+                                   LossReduction::none, loss)))
+    return failure();
+  results.push_back(RankedTensorType::get({logits.getDimSize(0), 3}, Float32Type::get(ctx)));
+  return success();
+}
+
+LogicalResult CrossEntropyCombineOp::inferReturnTypes(MLIRContext *ctx,
+                                                      std::optional<Location> loc,
+                                                      Adaptor adaptor,
+                                                      SmallVectorImpl<Type> &results) {
+  auto stats = tensorOf(adaptor.getStats());
+  auto labels = tensorOf(adaptor.getLabels());
+  if (failed(checkBlockStats(loc, stats, labels)))
+    return failure();
+  SmallVector<int64_t> shape;
+  if (adaptor.getReduction() == LossReduction::none)
+    shape.push_back(labels.getDimSize(0));
+  results.push_back(RankedTensorType::get(shape, Float32Type::get(ctx)));
+  return success();
+}
+
+LogicalResult CrossEntropyBlockGradOp::inferReturnTypes(MLIRContext *ctx,
+                                                        std::optional<Location> loc,
+                                                        Adaptor adaptor,
+                                                        SmallVectorImpl<Type> &results) {
+  SmallVector<Type> loss;
+  auto labels = tensorOf(adaptor.getLabels());
+  if (failed(inferCrossEntropyLoss(ctx, loc, tensorOf(adaptor.getLogits()), labels,
+                                   adaptor.getReduction(), loss)))
+    return failure();
+  auto grad = tensorOf(adaptor.getGrad());
+  if (grad != loss.front())
+    return emitOptionalError(loc, "grad has type ", grad, "; the loss has type ",
+                             loss.front());
+  if (failed(checkBlockStats(loc, tensorOf(adaptor.getStats()), labels)))
+    return failure();
+  results.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Training
 //===----------------------------------------------------------------------===//

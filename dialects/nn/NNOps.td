@@ -671,6 +671,83 @@ def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
+// Vocabulary-parallel cross-entropy (--loom-spmd-partition, when the
+// logits' classes are split over ranks): each rank's statistics of its
+// block, gathered, combined into the loss, and each block's gradient from
+// the gathered statistics.
+
+def NN_CrossEntropyStatsOp : NN_Op<"cross_entropy_stats", [Pure, InferTypeOpAdaptor]> {
+  let summary = "per-row softmax statistics of a block of classes";
+  let description = [{
+    `logits` is `[N, C]`, a block of the classes that starts at class
+    `vocab_start`; `labels` is `[N]`. Row `r` of the `[N, 3]` f32 result is
+    `(m, s, t)`: `m` the largest logit of the row, `s` the sum of
+    `exp(logit - m)`, and `t` the logit of the row's label when the label is
+    in the block (and not `ignore_index`), else 0. The statistics of all
+    blocks, side by side, give the loss (nn.cross_entropy_combine) and each
+    block's gradient (nn.cross_entropy_block_grad).
+
+    ```mlir
+    %s = nn.cross_entropy_stats %logits, %labels {vocab_start = 50 : i64} : (tensor<16x50xf32>, tensor<16xi64>) -> tensor<16x3xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$labels,
+      DefaultValuedAttr<I64Attr, "0">:$vocab_start,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_CrossEntropyCombineOp : NN_Op<"cross_entropy_combine", [Pure, InferTypeOpAdaptor]> {
+  let summary = "the cross-entropy loss from its blocks' statistics";
+  let description = [{
+    `stats` is `[N, 3 * B]`: nn.cross_entropy_stats of B blocks of classes,
+    side by side. Row `r`'s loss is `M + log(sum_b s_b * exp(m_b - M)) -
+    sum_b t_b` with `M` the largest `m_b`: nn.cross_entropy's loss of the
+    whole row. `ignore_index` and `reduction` are nn.cross_entropy's.
+
+    ```mlir
+    %l = nn.cross_entropy_combine %stats, %labels : (tensor<16x6xf32>, tensor<16xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$stats, NN_IndexTensor:$labels,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      DefaultValuedAttr<NN_LossReductionAttr,
+                        "::loom::nn::LossReduction::mean">:$reduction);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $stats `,` $labels (`reduction` `=` `` $reduction^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def NN_CrossEntropyBlockGradOp : NN_Op<"cross_entropy_block_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "the logits gradient of a block of classes";
+  let description = [{
+    nn.cross_entropy_grad of the classes `[vocab_start, vocab_start + C)`
+    of each row, the row's softmax taken from `stats` (`[N, 3 * B]`, the
+    statistics of every block, see nn.cross_entropy_combine):
+    `g_r * (exp(logit - M) / S - onehot(label - vocab_start))`.
+
+    ```mlir
+    %d = nn.cross_entropy_block_grad %logits, %labels, %dloss, %stats {vocab_start = 50 : i64} : (tensor<16x50xf32>, tensor<16xi64>, tensor<f32>, tensor<16x6xf32>) -> tensor<16x50xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$labels,
+      StaticShapeTensorOf<[F32]>:$grad, StaticShapeTensorOf<[F32]>:$stats,
+      DefaultValuedAttr<I64Attr, "0">:$vocab_start,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      DefaultValuedAttr<NN_LossReductionAttr,
+                        "::loom::nn::LossReduction::mean">:$reduction);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad `,` $stats (`reduction` `=` `` $reduction^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+}
+
 def NN_GatherGradOp : NN_Op<"gather_grad", [Pure, InferTypeOpAdaptor]> {
   let summary = "the data gradient of nn.gather: slices of grad added up by index";
   let description = [{

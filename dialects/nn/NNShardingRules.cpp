@@ -295,35 +295,81 @@ ShardingRule EmbeddingGradOp::getShardingRule() {
   return b.rule;
 }
 
+/// The rows factor of a loss: split rows make a mean's partial sums scaled
+/// by 1/g (exact when every rank has as many counted rows).
+static int lossRows(RuleBuilder &b, int64_t rows, LossReduction reduction, bool inResult) {
+  bool none = reduction == LossReduction::none;
+  return b.factor(none || inResult ? FactorKind::Parallel : FactorKind::Reduction, rows,
+                  reduction == LossReduction::mean);
+}
+
 ShardingRule CrossEntropyOp::getShardingRule() {
-  // logits [N, C], labels [N]. Rows split: a mean becomes partial sums
-  // scaled by 1/g (exact when every rank has as many counted rows).
+  // logits [N, C], labels [N]. The classes are summed over (in the
+  // softmax's normalizer); split, the partitioner computes the loss the
+  // vocabulary-parallel way (stats of each block, gathered, combined).
   RuleBuilder b(*this);
   bool none = getReduction() == LossReduction::none;
-  int64_t rows = shapeOf(getLogits())[0];
-  int n = b.factor(none ? FactorKind::Parallel : FactorKind::Reduction, rows,
-                   getReduction() == LossReduction::mean);
+  int n = lossRows(b, shapeOf(getLogits())[0], getReduction(), false);
   b.operand(0, 0, n);
   b.operand(1, 0, n);
   if (none)
     b.result(0, 0, n);
-  b.operand(0, 1, b.factor(FactorKind::Blocked, shapeOf(getLogits())[1]));
+  b.operand(0, 1, b.factor(FactorKind::Reduction, shapeOf(getLogits())[1]));
   return b.rule;
 }
 
 ShardingRule CrossEntropyGradOp::getShardingRule() {
-  // Row r's gradient divides by the counted rows of the whole batch.
+  // Row r's gradient divides by the counted rows of the whole batch. Split
+  // classes: each block's gradient (nn.cross_entropy_block_grad).
   RuleBuilder b(*this);
-  int64_t rows = shapeOf(getLogits())[0];
-  int n = b.factor(FactorKind::Parallel, rows, getReduction() == LossReduction::mean);
+  int n = lossRows(b, shapeOf(getLogits())[0], getReduction(), true);
   b.operand(0, 0, n);
   b.operand(1, 0, n);
   if (shapeOf(getGrad()).size() == 1)
     b.operand(2, 0, n);
   b.result(0, 0, n);
+  int c = b.factor(FactorKind::Parallel, shapeOf(getLogits())[1]);
+  b.operand(0, 1, c);
+  b.result(0, 1, c);
+  return b.rule;
+}
+
+ShardingRule CrossEntropyStatsOp::getShardingRule() {
+  // Per row: rows split alike; the block of classes stays whole.
+  RuleBuilder b(*this);
+  int n = b.factor(FactorKind::Parallel, shapeOf(getLogits())[0]);
+  b.operand(0, 0, n);
+  b.operand(1, 0, n);
+  b.result(0, 0, n);
+  b.operand(0, 1, b.factor(FactorKind::Blocked, shapeOf(getLogits())[1]));
+  b.result(0, 1, b.factor(FactorKind::Blocked, 3));
+  return b.rule;
+}
+
+ShardingRule CrossEntropyCombineOp::getShardingRule() {
+  RuleBuilder b(*this);
+  int n = lossRows(b, shapeOf(getStats())[0], getReduction(), false);
+  b.operand(0, 0, n);
+  b.operand(1, 0, n);
+  if (getReduction() == LossReduction::none)
+    b.result(0, 0, n);
+  b.operand(0, 1, b.factor(FactorKind::Blocked, shapeOf(getStats())[1]));
+  return b.rule;
+}
+
+ShardingRule CrossEntropyBlockGradOp::getShardingRule() {
+  RuleBuilder b(*this);
+  int n = lossRows(b, shapeOf(getLogits())[0], getReduction(), true);
+  b.operand(0, 0, n);
+  b.operand(1, 0, n);
+  if (shapeOf(getGrad()).size() == 1)
+    b.operand(2, 0, n);
+  b.operand(3, 0, n);
+  b.result(0, 0, n);
   int c = b.factor(FactorKind::Blocked, shapeOf(getLogits())[1]);
   b.operand(0, 1, c);
   b.result(0, 1, c);
+  b.operand(3, 1, b.factor(FactorKind::Blocked, shapeOf(getStats())[1]));
   return b.rule;
 }
 

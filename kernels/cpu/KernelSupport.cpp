@@ -170,6 +170,9 @@ constexpr KernelImpl kImplementations[] = {
     {"nn.attention_grad", runAttentionGrad},
     {"nn.embedding_grad", runEmbeddingGrad}, {"nn.gather_grad", runGatherGrad},
     {"nn.cross_entropy_grad", runCrossEntropyGrad}, {"nn.pad", runPad},
+    {"nn.cross_entropy_stats", runCrossEntropyStats},
+    {"nn.cross_entropy_combine", runCrossEntropyCombine},
+    {"nn.cross_entropy_block_grad", runCrossEntropyBlockGrad},
 };
 
 const KernelSignature *findSignature(std::string_view name) {

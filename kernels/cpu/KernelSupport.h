@@ -49,6 +49,10 @@ llvm::Error runConcat(const KernelCall &call);
 llvm::Error runSplit(const KernelCall &call);
 llvm::Error runGather(const KernelCall &call);
 llvm::Error runCrossEntropy(const KernelCall &call);
+// The vocabulary-parallel cross-entropy (BlockLoss.cpp).
+llvm::Error runCrossEntropyStats(const KernelCall &call);
+llvm::Error runCrossEntropyCombine(const KernelCall &call);
+llvm::Error runCrossEntropyBlockGrad(const KernelCall &call);
 // Backward kernels (Kernels.def's last section).
 llvm::Error runActivationGrad(const KernelCall &call); // gelu_grad, silu_grad
 llvm::Error runNormGrad(const KernelCall &call);       // layer_norm_grad, rms_norm_grad

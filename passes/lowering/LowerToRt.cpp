@@ -144,6 +144,19 @@ DictionaryAttr loom::kernelAttrsFor(Operation *op) {
         str("reduction", nn::stringifyLossReduction(c.getReduction()));
         attrs.set("ignore_index", b.getI64IntegerAttr(c.getIgnoreIndex()));
       })
+      .Case([&](nn::CrossEntropyStatsOp c) {
+        attrs.set("vocab_start", b.getI64IntegerAttr(c.getVocabStart()));
+        attrs.set("ignore_index", b.getI64IntegerAttr(c.getIgnoreIndex()));
+      })
+      .Case([&](nn::CrossEntropyCombineOp c) {
+        str("reduction", nn::stringifyLossReduction(c.getReduction()));
+        attrs.set("ignore_index", b.getI64IntegerAttr(c.getIgnoreIndex()));
+      })
+      .Case([&](nn::CrossEntropyBlockGradOp c) {
+        str("reduction", nn::stringifyLossReduction(c.getReduction()));
+        attrs.set("ignore_index", b.getI64IntegerAttr(c.getIgnoreIndex()));
+        attrs.set("vocab_start", b.getI64IntegerAttr(c.getVocabStart()));
+      })
       .Case([&](nn::LayerNormGradOp n) {
         f64("epsilon", n.getEpsilon().convertToDouble());
         flag("has_weight", static_cast<bool>(n.getWeight()));

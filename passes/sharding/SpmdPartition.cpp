@@ -51,6 +51,8 @@ struct Partitioner {
   llvm::DenseMap<Value, Value> local;    // global value -> this rank's value
   llvm::DenseMap<Value, Layout> actual;  // global value -> layout of its local value
   std::map<std::pair<void *, std::string>, Value> converted;
+  // A loss's gathered block statistics, by its (logits, labels).
+  std::map<std::pair<void *, void *>, Value> blockStats;
   // Rules and argument types as they were before any type became local.
   llvm::DenseMap<Operation *, nn::ShardingRule> rules;
   llvm::DenseMap<Value, RankedTensorType> argTypes;
@@ -367,6 +369,12 @@ struct Partitioner {
 
     // Partial sums may pass through additive and linear ops.
     Axes reduced = reductionAxes(rule, best);
+    // A loss whose classes are split (the LM head's vocabulary-parallel
+    // logits): each rank's block, never the gathered logits.
+    Axes classAxes;
+    if (isa<nn::CrossEntropyOp, nn::CrossEntropyGradOp>(op))
+      classAxes = best[rule.operandDims[0][1].front()];
+    llvm::erase_if(reduced, [&](StringRef a) { return llvm::is_contained(classAxes, a); });
     Axes kept;
     SmallVector<unsigned> partialOperands;
     for (auto [i, l] : llvm::enumerate(operandLayouts))
@@ -402,7 +410,8 @@ struct Partitioner {
       mapping.map(v, *lv);
     }
 
-    Operation *clone = builder.clone(*op, mapping);
+    Operation *clone =
+        classAxes.empty() ? builder.clone(*op, mapping) : buildBlockLoss(op, mapping, classAxes);
     for (unsigned i = 0; i < op->getNumResults(); ++i) {
       Layout l = layoutOf(rule.resultDims[i], best);
       l.partial = reduced;
@@ -441,6 +450,51 @@ struct Partitioner {
       builder.setInsertionPoint(op);
     }
     return success();
+  }
+
+  /// The vocabulary-parallel loss (Megatron's) for a cross-entropy, or its
+  /// gradient, whose logits are split by classes over `classAxes`: each
+  /// rank's statistics of its block (max, sum of exponentials, the label's
+  /// logit), all-gathered (3 floats a row per block), then the loss, or the
+  /// block's gradient, from them. The forward's gathered statistics serve
+  /// its gradient too.
+  Operation *buildBlockLoss(Operation *op, IRMapping &mapping, const Axes &classAxes) {
+    Location loc = op->getLoc();
+    Value logits = mapping.lookup(op->getOperand(0));
+    Value labels = mapping.lookup(op->getOperand(1));
+    auto ce = dyn_cast<nn::CrossEntropyOp>(op);
+    auto ceGrad = dyn_cast<nn::CrossEntropyGradOp>(op);
+    IntegerAttr ignore = ce ? ce.getIgnoreIndexAttr() : ceGrad.getIgnoreIndexAttr();
+    nn::LossReductionAttr reduction = ce ? ce.getReductionAttr() : ceGrad.getReductionAttr();
+    const int64_t classes = tensorType(logits).getDimSize(1);
+    auto tagged = [&](Operation *made) {
+      made->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+      made->removeAttr(dist::kShardingAttrName);
+      return made;
+    };
+    auto key = std::make_pair(op->getOperand(0).getAsOpaquePointer(),
+                              op->getOperand(1).getAsOpaquePointer());
+    auto found = blockStats.find(key);
+    Value stats = found == blockStats.end() ? Value() : found->second;
+    if (!stats) {
+      auto local = tagged(builder.create<nn::CrossEntropyStatsOp>(
+          loc, logits, labels, builder.getI64IntegerAttr(0), ignore));
+      dist::addRankOffset(local, "vocab_start", -1, classAxes, classes);
+      auto t = tensorType(local->getResult(0));
+      auto gatheredType = RankedTensorType::get(
+          {t.getDimSize(0), t.getDimSize(1) * mesh.groupSize(classAxes)}, t.getElementType());
+      stats = builder.create<dist::AllGatherOp>(loc, gatheredType, local->getResult(0),
+                                                axesAttr(classAxes), builder.getI64IntegerAttr(1));
+      blockStats[key] = stats;
+    }
+    if (ce)
+      return tagged(builder.create<nn::CrossEntropyCombineOp>(loc, stats, labels, ignore,
+                                                               reduction));
+    Operation *grad = tagged(builder.create<nn::CrossEntropyBlockGradOp>(
+        loc, logits, labels, mapping.lookup(op->getOperand(2)), stats,
+        builder.getI64IntegerAttr(0), ignore, reduction));
+    dist::addRankOffset(grad, "vocab_start", -1, classAxes, classes);
+    return grad;
   }
 
   /// Attributes that speak of global sizes, rewritten for the local shard;

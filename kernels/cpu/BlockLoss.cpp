@@ -1,0 +1,202 @@
+// The vocabulary-parallel cross-entropy: each rank's block of classes gives
+// per-row statistics (cross_entropy_stats); the blocks' statistics, side by
+// side, give the loss (cross_entropy_combine) and each block's gradient
+// (cross_entropy_block_grad). The loss is nn.cross_entropy's up to the
+// rounding of the statistics to f32.
+
+#include "kernels/cpu/KernelSupport.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace loom::cpu::detail {
+
+namespace {
+
+llvm::Error checkLabels(const Tensor &labels, int64_t rows) {
+  LOOM_RETURN_IF_ERROR(checkRank(labels, "labels", 1));
+  if (labels.dtype != DType::I32 && labels.dtype != DType::I64)
+    return kernelError(llvm::Twine("labels dtype is ") + dtypeName(labels.dtype) +
+                       ", expected i32 or i64");
+  if (labels.shape[0] != rows)
+    return kernelError("labels shape " + shapeToString(labels.shape) + " does not match " +
+                       llvm::Twine(rows) + " rows");
+  return llvm::Error::success();
+}
+
+/// stats [N, 3B] f32: the blocks' statistics of each row.
+llvm::Error checkStats(const Tensor &stats, int64_t rows) {
+  LOOM_RETURN_IF_ERROR(checkRank(stats, "stats", 2));
+  if (stats.dtype != DType::F32)
+    return kernelError(llvm::Twine("stats dtype is ") + dtypeName(stats.dtype) +
+                       ", expected f32");
+  if (stats.shape[0] != rows || stats.shape[1] == 0 || stats.shape[1] % 3 != 0)
+    return kernelError("stats shape " + shapeToString(stats.shape) + " should be [" +
+                       llvm::Twine(rows) + ", 3 * blocks]");
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::string> reductionOf(const KernelCall &call) {
+  LOOM_ASSIGN_OR_RETURN(std::string reduction,
+                        call.attrs.getStr("reduction", std::string("mean")));
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    return kernelError("attribute 'reduction' is '" + reduction +
+                       "', expected mean, sum or none");
+  return reduction;
+}
+
+/// A row's whole softmax from its blocks' statistics: the largest logit M
+/// and the normalizer S = sum of exp(x - M); `target` the label's logit.
+struct RowSoftmax {
+  double max, sum, target;
+};
+
+RowSoftmax combineRow(const float *row, int64_t blocks) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t b = 0; b < blocks; ++b)
+    m = std::max(m, static_cast<double>(row[3 * b]));
+  RowSoftmax out{m, 0.0, 0.0};
+  for (int64_t b = 0; b < blocks; ++b) {
+    out.sum += static_cast<double>(row[3 * b + 1]) * std::exp(row[3 * b] - m);
+    out.target += row[3 * b + 2];
+  }
+  return out;
+}
+
+} // namespace
+
+llvm::Error runCrossEntropyStats(const KernelCall &call) {
+  const Tensor &logits = call.inputs[0], &labels = call.inputs[1], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkRank(logits, "logits", 2));
+  const int64_t rows = logits.shape[0], classes = logits.shape[1];
+  LOOM_RETURN_IF_ERROR(checkLabels(labels, rows));
+  if (out.dtype != DType::F32 || out.shape != std::vector<int64_t>{rows, 3})
+    return kernelError("output should be f32 [" + llvm::Twine(rows) + ", 3], got " +
+                       dtypeName(out.dtype) + " " + shapeToString(out.shape));
+  if (classes == 0)
+    return kernelError("logits have no classes");
+  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
+  LOOM_ASSIGN_OR_RETURN(int64_t ignoreIndex, call.attrs.getInt("ignore_index", -100));
+  float *result = static_cast<float *>(out.data);
+  return dispatchFloat(logits.dtype, "logits", [&](auto tag) {
+    using T = decltype(tag);
+    InputArray<T> xs(logits);
+    parallelFor(call.ctx, rows, classes * 25, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const T *row = xs.data() + r * classes;
+        double maxValue = -std::numeric_limits<double>::infinity();
+        for (int64_t c = 0; c < classes; ++c)
+          maxValue = std::max(maxValue, static_cast<double>(row[c]));
+        double sum = 0.0;
+        for (int64_t c = 0; c < classes; ++c)
+          sum += std::exp(static_cast<double>(row[c]) - maxValue);
+        const int64_t label = loadInt(labels.data, labels.dtype, r);
+        const int64_t local = label - start;
+        const bool here = label != ignoreIndex && local >= 0 && local < classes;
+        result[3 * r] = static_cast<float>(maxValue);
+        result[3 * r + 1] = static_cast<float>(sum);
+        result[3 * r + 2] = here ? static_cast<float>(row[local]) : 0.0f;
+      }
+    });
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error runCrossEntropyCombine(const KernelCall &call) {
+  const Tensor &stats = call.inputs[0], &labels = call.inputs[1], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkRank(stats, "stats", 2));
+  const int64_t rows = stats.shape[0];
+  LOOM_RETURN_IF_ERROR(checkStats(stats, rows));
+  LOOM_RETURN_IF_ERROR(checkLabels(labels, rows));
+  LOOM_ASSIGN_OR_RETURN(int64_t ignoreIndex, call.attrs.getInt("ignore_index", -100));
+  LOOM_ASSIGN_OR_RETURN(std::string reduction, reductionOf(call));
+  const std::vector<int64_t> expected =
+      reduction == "none" ? std::vector<int64_t>{rows} : std::vector<int64_t>{};
+  if (out.dtype != DType::F32 || out.shape != expected)
+    return kernelError(llvm::Twine("output should be f32 ") + shapeToString(expected) +
+                       " for reduction '" + reduction + "', got " + dtypeName(out.dtype) + " " +
+                       shapeToString(out.shape));
+  const int64_t blocks = stats.shape[1] / 3;
+  const float *s = static_cast<const float *>(stats.data);
+  float *result = static_cast<float *>(out.data);
+  double total = 0.0;
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) { // in row order: deterministic
+    const bool ignored = loadInt(labels.data, labels.dtype, r) == ignoreIndex;
+    double loss = 0.0;
+    if (!ignored) {
+      RowSoftmax row = combineRow(s + r * 3 * blocks, blocks);
+      loss = row.max + std::log(row.sum) - row.target;
+      total += loss;
+      ++counted;
+    }
+    if (reduction == "none")
+      result[r] = static_cast<float>(loss);
+  }
+  if (reduction == "mean")
+    total = counted == 0 ? 0.0 : total / static_cast<double>(counted);
+  if (reduction != "none")
+    result[0] = static_cast<float>(total);
+  return llvm::Error::success();
+}
+
+llvm::Error runCrossEntropyBlockGrad(const KernelCall &call) {
+  const Tensor &logits = call.inputs[0], &labels = call.inputs[1];
+  const Tensor &lossGrad = call.inputs[2], &stats = call.inputs[3], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkRank(logits, "logits", 2));
+  LOOM_RETURN_IF_ERROR(checkSameShape(logits, "logits", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(logits, "logits", out, "output"));
+  const int64_t rows = logits.shape[0], classes = logits.shape[1];
+  LOOM_RETURN_IF_ERROR(checkLabels(labels, rows));
+  LOOM_RETURN_IF_ERROR(checkStats(stats, rows));
+  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
+  LOOM_ASSIGN_OR_RETURN(int64_t ignoreIndex, call.attrs.getInt("ignore_index", -100));
+  LOOM_ASSIGN_OR_RETURN(std::string reduction, reductionOf(call));
+  if (lossGrad.dtype != DType::F32)
+    return kernelError(llvm::Twine("loss gradient dtype is ") + dtypeName(lossGrad.dtype) +
+                       ", expected f32");
+  const std::vector<int64_t> expected =
+      reduction == "none" ? std::vector<int64_t>{rows} : std::vector<int64_t>{};
+  if (lossGrad.shape != expected)
+    return kernelError("loss gradient shape " + shapeToString(lossGrad.shape) + " should be " +
+                       shapeToString(expected) + " for reduction '" + reduction + "'");
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    counted += loadInt(labels.data, labels.dtype, r) != ignoreIndex;
+  const float *upstream = static_cast<const float *>(lossGrad.data);
+  auto rowWeight = [&](int64_t r) -> double {
+    if (reduction == "none")
+      return upstream[r];
+    if (reduction == "sum")
+      return upstream[0];
+    return counted == 0 ? 0.0 : upstream[0] / static_cast<double>(counted);
+  };
+  const int64_t blocks = stats.shape[1] / 3;
+  const float *s = static_cast<const float *>(stats.data);
+  return dispatchFloat(logits.dtype, "logits", [&](auto tag) {
+    using T = decltype(tag);
+    InputArray<T> xs(logits);
+    parallelFor(call.ctx, rows, classes * 25, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t label = loadInt(labels.data, labels.dtype, r);
+        if (label == ignoreIndex) {
+          for (int64_t c = 0; c < classes; ++c)
+            storeFromDouble(out.data, out.dtype, r * classes + c, 0.0);
+          continue;
+        }
+        const T *row = xs.data() + r * classes;
+        RowSoftmax softmax = combineRow(s + r * 3 * blocks, blocks);
+        const double weight = rowWeight(r);
+        for (int64_t c = 0; c < classes; ++c) {
+          const double p = std::exp(static_cast<double>(row[c]) - softmax.max) / softmax.sum;
+          storeFromDouble(out.data, out.dtype, r * classes + c,
+                          weight * (p - (c + start == label ? 1.0 : 0.0)));
+        }
+      }
+    });
+    return llvm::Error::success();
+  });
+}
+
+} // namespace loom::cpu::detail
