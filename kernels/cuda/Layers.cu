@@ -712,6 +712,108 @@ __global__ void __launch_bounds__(1024)
   });
 }
 
+/// Vocabulary-parallel cross-entropy, step 1: per row of a block of classes
+/// starting at `start`, (max, sum of exp(x - max), the label's logit or 0).
+template <typename T, typename L, int G>
+__global__ void __launch_bounds__(1024)
+    crossEntropyStatsKernel(const T *__restrict__ logits, const L *__restrict__ labels,
+                            float *__restrict__ stats, int64_t rows, int classes, int64_t start,
+                            int64_t ignoreIndex) {
+  __shared__ MaxSum red[32];
+  const int lane = threadIdx.x % G;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
+  const bool active = row < rows;
+  const T *in = logits + (active ? row : 0) * int64_t(classes);
+  MaxSum ms{-INFINITY, 0.f};
+  for (int j = lane; active && j < classes; j += G)
+    addToMaxSum(ms, toF(in[j]));
+  ms = groupReduce<G>(ms, red, MaxSumOp{});
+  if (active && lane == 0) {
+    const int64_t label = static_cast<int64_t>(labels[row]);
+    const int64_t local = label - start;
+    const bool here = label != ignoreIndex && local >= 0 && local < classes;
+    stats[3 * row] = ms.m;
+    stats[3 * row + 1] = ms.s;
+    stats[3 * row + 2] = here ? toF(in[local]) : 0.f;
+  }
+}
+
+/// A row's whole softmax (max M, normalizer S) and its label's logit from
+/// the statistics of its `blocks` blocks, in double.
+struct BlockSoftmax {
+  double max, sum, target;
+};
+
+__device__ __forceinline__ BlockSoftmax combineBlocks(const float *row, int blocks) {
+  double m = -INFINITY;
+  for (int b = 0; b < blocks; ++b)
+    m = fmax(m, double(row[3 * b]));
+  BlockSoftmax out{m, 0.0, 0.0};
+  for (int b = 0; b < blocks; ++b) {
+    out.sum += double(row[3 * b + 1]) * exp(double(row[3 * b]) - m);
+    out.target += row[3 * b + 2];
+  }
+  return out;
+}
+
+/// Step 2: per-row losses from the gathered statistics (0 for ignored rows).
+template <typename L>
+__global__ void __launch_bounds__(256)
+    crossEntropyCombineKernel(const float *__restrict__ stats, const L *__restrict__ labels,
+                              float *__restrict__ losses, int64_t rows, int blocks,
+                              int64_t ignoreIndex) {
+  for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    if (static_cast<int64_t>(labels[r]) == ignoreIndex) {
+      losses[r] = 0.f;
+      continue;
+    }
+    BlockSoftmax row = combineBlocks(stats + r * 3 * blocks, blocks);
+    losses[r] = static_cast<float>(row.max + log(row.sum) - row.target);
+  }
+}
+
+/// Step 3: a block's logits gradient, weight * (exp(x - M) / S -
+/// onehot(label - start)); zero rows for ignored labels.
+template <typename T, typename L, int G>
+__global__ void __launch_bounds__(1024)
+    crossEntropyBlockGradKernel(const T *__restrict__ logits, const L *__restrict__ labels,
+                                const float *__restrict__ upstream,
+                                const long long *__restrict__ counted,
+                                const float *__restrict__ stats, int reduction, int64_t rows,
+                                int classes, int blocks, int64_t start, int64_t ignoreIndex,
+                                T *__restrict__ out) {
+  const int lane = threadIdx.x % G;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
+  if (row >= rows)
+    return;
+  const int64_t base = row * int64_t(classes);
+  const int64_t label = static_cast<int64_t>(labels[row]);
+  if (label == ignoreIndex) {
+    for (int j = lane; j < classes; j += G)
+      out[base + j] = fromF<T>(0.f);
+    return;
+  }
+  float weight;
+  if (reduction == int(Reduction::None))
+    weight = upstream[row];
+  else if (reduction == int(Reduction::Sum))
+    weight = upstream[0];
+  else
+    weight = counted[0] == 0
+                 ? 0.f
+                 : static_cast<float>(static_cast<double>(upstream[0]) /
+                                      static_cast<double>(counted[0]));
+  const BlockSoftmax softmax = combineBlocks(stats + row * 3 * blocks, blocks);
+  const float m = static_cast<float>(softmax.max);
+  const float invSum = static_cast<float>(1.0 / softmax.sum);
+  const int64_t local = label - start;
+  for (int j = lane; j < classes; j += G) {
+    const float p = expf(toF(logits[base + j]) - m) * invSum;
+    out[base + j] = fromF<T>(weight * (p - (j == local ? 1.f : 0.f)));
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Attention
 //
@@ -1947,9 +2049,137 @@ llvm::Error launchCrossEntropyGrad(const KernelCall &call) {
   });
 }
 
+/// The statistics [N, 3B] of a vocabulary-parallel loss: f32, N rows.
+llvm::Expected<int64_t> checkBlockStats(const Tensor &stats, int64_t rows) {
+  LOOM_RETURN_IF_ERROR(checkRank(stats, "stats", 2));
+  if (stats.dtype != DType::F32)
+    return kernelError(llvm::Twine("stats dtype is ") + dtypeName(stats.dtype) +
+                       ", expected f32");
+  if (stats.shape[0] != rows || stats.shape[1] == 0 || stats.shape[1] % 3 != 0)
+    return kernelError("stats shape " + shapeToString(stats.shape) + " should be [" +
+                       llvm::Twine(rows) + ", 3 * blocks]");
+  return stats.shape[1] / 3;
+}
+
+/// Rows of a block loss kernel: G threads a row (as the forward's).
+template <typename Fn> void withLossRows(int64_t rows, int64_t classes, Fn &&fn) {
+  if (classes <= 1024)
+    fn(std::integral_constant<int, 32>{}, unsigned((rows + 7) / 8), 256u);
+  else
+    fn(std::integral_constant<int, 512>{}, unsigned(rows), 512u);
+}
+
+llvm::Error launchCrossEntropyStats(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 2, 1));
+  const Tensor &logits = call.inputs[0], &labels = call.inputs[1], &out = call.outputs[0];
+  LOOM_ASSIGN_OR_RETURN(CrossEntropyShape s, checkCrossEntropy(call, logits, labels));
+  if (out.dtype != DType::F32 || out.shape != std::vector<int64_t>{s.rows, 3})
+    return kernelError("output should be f32 [" + llvm::Twine(s.rows) + ", 3], got " +
+                       dtypeName(out.dtype) + " " + shapeToString(out.shape));
+  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
+  if (s.rows == 0)
+    return llvm::Error::success();
+  return dispatchType(logits.dtype, "logits", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    return dispatchLabels(labels.dtype, [&](auto labelTag) -> llvm::Error {
+      using L = typename decltype(labelTag)::type;
+      withLossRows(s.rows, s.classes, [&](auto g, unsigned blocks, unsigned threads) {
+        crossEntropyStatsKernel<T, L, decltype(g)::value><<<blocks, threads, 0, call.ctx.stream>>>(
+            static_cast<const T *>(logits.data), static_cast<const L *>(labels.data),
+            static_cast<float *>(out.data), s.rows, int(s.classes), start, s.ignoreIndex);
+      });
+      return llvm::Error::success();
+    });
+  });
+}
+
+llvm::Error launchCrossEntropyCombine(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 2, 1));
+  const Tensor &stats = call.inputs[0], &labels = call.inputs[1], &out = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkRank(stats, "stats", 2));
+  // The statistics stand in for the logits: their rows, and a class count
+  // that checkCrossEntropy only bounds.
+  LOOM_ASSIGN_OR_RETURN(CrossEntropyShape s, checkCrossEntropy(call, stats, labels));
+  LOOM_ASSIGN_OR_RETURN(int64_t blocks, checkBlockStats(stats, s.rows));
+  if (out.dtype != DType::F32 || out.shape != lossShape(s))
+    return kernelError(llvm::Twine("output should be f32 ") + shapeToString(lossShape(s)) +
+                       " for reduction '" + reductionName(s.reduction) + "', got " +
+                       dtypeName(out.dtype) + " " + shapeToString(out.shape));
+  return dispatchLabels(labels.dtype, [&](auto labelTag) -> llvm::Error {
+    using L = typename decltype(labelTag)::type;
+    cudaStream_t stream = call.ctx.stream;
+    const L *ls = static_cast<const L *>(labels.data);
+    float *result = static_cast<float *>(out.data);
+    float *losses = result;
+    if (s.reduction != Reduction::None && s.rows > 0)
+      LOOM_RETURN_IF_ERROR(cudaError(
+          cudaMallocAsync(reinterpret_cast<void **>(&losses), size_t(s.rows) * sizeof(float),
+                          stream),
+          "cudaMallocAsync (cross-entropy losses)"));
+    if (s.rows > 0)
+      crossEntropyCombineKernel<L><<<unsigned((s.rows + 255) / 256), 256, 0, stream>>>(
+          static_cast<const float *>(stats.data), ls, losses, s.rows, int(blocks),
+          s.ignoreIndex);
+    if (s.reduction != Reduction::None) {
+      crossEntropyReduceKernel<L><<<1, 1024, 0, stream>>>(
+          losses, ls, s.rows, s.ignoreIndex, s.reduction == Reduction::Mean, result);
+      if (s.rows > 0)
+        LOOM_RETURN_IF_ERROR(cudaError(cudaFreeAsync(losses, stream), "cudaFreeAsync"));
+    }
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error launchCrossEntropyBlockGrad(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 4, 4, 1));
+  const Tensor &logits = call.inputs[0], &labels = call.inputs[1];
+  const Tensor &lossGrad = call.inputs[2], &stats = call.inputs[3], &out = call.outputs[0];
+  LOOM_ASSIGN_OR_RETURN(CrossEntropyShape s, checkCrossEntropy(call, logits, labels));
+  LOOM_RETURN_IF_ERROR(checkSameShape(logits, "logits", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(logits, "logits", out, "output"));
+  LOOM_ASSIGN_OR_RETURN(int64_t blocks, checkBlockStats(stats, s.rows));
+  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
+  if (lossGrad.dtype != DType::F32)
+    return kernelError(llvm::Twine("loss gradient dtype is ") + dtypeName(lossGrad.dtype) +
+                       ", expected f32");
+  if (lossGrad.shape != lossShape(s))
+    return kernelError("loss gradient shape " + shapeToString(lossGrad.shape) + " should be " +
+                       shapeToString(lossShape(s)) + " for reduction '" +
+                       reductionName(s.reduction) + "'");
+  if (s.rows == 0 || s.classes == 0)
+    return llvm::Error::success();
+  return dispatchType(logits.dtype, "logits", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    return dispatchLabels(labels.dtype, [&](auto labelTag) -> llvm::Error {
+      using L = typename decltype(labelTag)::type;
+      cudaStream_t stream = call.ctx.stream;
+      const L *ls = static_cast<const L *>(labels.data);
+      long long *counted = nullptr;
+      if (s.reduction == Reduction::Mean) {
+        LOOM_RETURN_IF_ERROR(cudaError(
+            cudaMallocAsync(reinterpret_cast<void **>(&counted), sizeof(long long), stream),
+            "cudaMallocAsync (cross-entropy count)"));
+        countLabelsKernel<L><<<1, 1024, 0, stream>>>(ls, s.rows, s.ignoreIndex, counted);
+      }
+      withLossRows(s.rows, s.classes, [&](auto g, unsigned grid, unsigned threads) {
+        crossEntropyBlockGradKernel<T, L, decltype(g)::value><<<grid, threads, 0, stream>>>(
+            static_cast<const T *>(logits.data), ls, static_cast<const float *>(lossGrad.data),
+            counted, static_cast<const float *>(stats.data), int(s.reduction), s.rows,
+            int(s.classes), int(blocks), start, s.ignoreIndex, static_cast<T *>(out.data));
+      });
+      if (counted)
+        LOOM_RETURN_IF_ERROR(cudaError(cudaFreeAsync(counted, stream), "cudaFreeAsync"));
+      return llvm::Error::success();
+    });
+  });
+}
+
 } // namespace
 
 void registerLayerKernels(llvm::StringMap<Launcher> &registry) {
+  registry["nn.cross_entropy_stats"] = launchCrossEntropyStats;
+  registry["nn.cross_entropy_combine"] = launchCrossEntropyCombine;
+  registry["nn.cross_entropy_block_grad"] = launchCrossEntropyBlockGrad;
   registry["nn.softmax"] = launchSoftmax;
   registry["nn.log_softmax"] = launchSoftmax;
   registry["nn.layer_norm"] = launchNorm;

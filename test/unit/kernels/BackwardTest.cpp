@@ -449,6 +449,59 @@ TEST(CrossEntropyGradKernelTest, SoftmaxMinusOneHot) {
   }
 }
 
+// The vocabulary-parallel loss: the classes cut into 3 blocks, each
+// block's statistics side by side give nn.cross_entropy's loss (every
+// reduction), and each block's gradient from them is its columns of
+// nn.cross_entropy_grad's.
+TEST(CrossEntropyBlocksKernelTest, BlocksGiveTheWholeLossAndGradient) {
+  const int64_t rows = 5, classes = 12, block = 4, blocks = classes / block;
+  const std::vector<double> labels = {2, -100, 11, 5, 8};
+  std::vector<double> logits = randomValues(rows * classes, -3, 3, 93);
+  OwnedTensor x(DType::F32, {rows, classes}, logits), y(DType::I64, {rows}, labels);
+  std::vector<double> stats(rows * 3 * blocks);
+  std::vector<std::vector<double>> blockLogits(blocks);
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < block; ++c)
+        blockLogits[b].push_back(logits[r * classes + b * block + c]);
+    OwnedTensor xb(DType::F32, {rows, block}, blockLogits[b]), sb(DType::F32, {rows, 3});
+    ASSERT_KERNEL_OK(run("nn.cross_entropy_stats", {xb, y}, {sb},
+                         KernelAttrs().set("vocab_start", b * block)));
+    std::vector<double> v = sb.values();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int k = 0; k < 3; ++k)
+        stats[r * 3 * blocks + 3 * b + k] = v[r * 3 + k];
+  }
+  OwnedTensor all(DType::F32, {rows, 3 * blocks}, stats);
+  for (const char *reduction : {"mean", "sum", "none"}) {
+    SCOPED_TRACE(reduction);
+    const bool perRow = std::string(reduction) == "none";
+    std::vector<int64_t> lossShape = perRow ? std::vector<int64_t>{rows} : std::vector<int64_t>{};
+    OwnedTensor whole(DType::F32, lossShape), combined(DType::F32, lossShape);
+    KernelAttrs attrs = KernelAttrs().set("reduction", std::string(reduction));
+    ASSERT_KERNEL_OK(run("nn.cross_entropy", {x, y}, {whole}, attrs));
+    ASSERT_KERNEL_OK(run("nn.cross_entropy_combine", {all, y}, {combined}, attrs));
+    expectClose(combined.values(), whole.values(), 1e-6, 1e-7);
+
+    OwnedTensor g(DType::F32, lossShape, roundAll(DType::F32, randomValues(perRow ? rows : 1, -2, 2, 94)));
+    OwnedTensor dWhole(DType::F32, {rows, classes});
+    ASSERT_KERNEL_OK(run("nn.cross_entropy_grad", {x, y, g}, {dWhole}, attrs));
+    std::vector<double> expected = dWhole.values();
+    for (int64_t b = 0; b < blocks; ++b) {
+      OwnedTensor xb(DType::F32, {rows, block}, blockLogits[b]), db(DType::F32, {rows, block});
+      ASSERT_KERNEL_OK(run("nn.cross_entropy_block_grad", {xb, y, g, all}, {db},
+                           KernelAttrs()
+                               .set("reduction", std::string(reduction))
+                               .set("vocab_start", b * block)));
+      std::vector<double> got = db.values(), want;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < block; ++c)
+          want.push_back(expected[r * classes + b * block + c]);
+      expectClose(got, want, 1e-5, 1e-7);
+    }
+  }
+}
+
 TEST(CrossEntropyGradKernelTest, AllRowsIgnoredGivesZeros) {
   OwnedTensor x(DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6});
   OwnedTensor labels(DType::I32, {2}, {7, 7}), g(DType::F32, {}, {1.0});

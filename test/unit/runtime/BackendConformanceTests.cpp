@@ -268,6 +268,28 @@ std::vector<KernelCase> kernelCases() {
   *reinterpret_cast<float *>(dLoss.data.data()) = 0.5f;
   cases.push_back({"nn.cross_entropy_grad", {f32({6, 7}, 71), labels, dLoss}, {{DType::F32, {6, 7}}},
                    {{"ignore_index", int64_t(-100)}, {"reduction", std::string("mean")}}});
+  // The vocabulary-parallel loss: a block of classes [4, 8) of 8 (and a
+  // long block, [1500, 3000), for the wide-row kernels); statistics with
+  // positive sums, as the stats kernel makes them.
+  for (int64_t classes : {int64_t(4), int64_t(1500)}) {
+    HostTensor blockLabels = randomTensor(DType::I64, {6}, 81, 2 * classes);
+    reinterpret_cast<int64_t *>(blockLabels.data.data())[1] = -100;
+    HostTensor stats = f32({6, 6}, 82);
+    for (size_t i = 0; i < stats.data.size() / 4; ++i)
+      reinterpret_cast<float *>(stats.data.data())[i] =
+          std::fabs(reinterpret_cast<float *>(stats.data.data())[i]) + 0.5f;
+    cases.push_back({"nn.cross_entropy_stats", {f32({6, classes}, 83), blockLabels},
+                     {{DType::F32, {6, 3}}},
+                     {{"vocab_start", classes}, {"ignore_index", int64_t(-100)}}});
+    cases.push_back({"nn.cross_entropy_block_grad", {f32({6, classes}, 84), blockLabels, dLoss, stats},
+                     {{DType::F32, {6, classes}}},
+                     {{"vocab_start", classes}, {"ignore_index", int64_t(-100)},
+                      {"reduction", std::string("mean")}}});
+    if (classes == 4)
+      for (const char *reduction : {"mean", "sum"})
+        cases.push_back({"nn.cross_entropy_combine", {stats, blockLabels}, {{DType::F32, {}}},
+                         {{"ignore_index", int64_t(-100)}, {"reduction", std::string(reduction)}}});
+  }
   cases.push_back({"nn.pad", {f32({2, 3}, 72)}, {{DType::F32, {4, 7}}},
                    {{"low", std::vector<int64_t>{1, 0}}, {"high", std::vector<int64_t>{1, 2}},
                     {"interior", std::vector<int64_t>{0, 1}}, {"value", 0.0}}});
