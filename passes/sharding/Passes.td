@@ -16,8 +16,10 @@ def ShardAnnotate : Pass<"loom-shard-annotate", "mlir::ModuleOp"> {
       is split over `tp`. The matmuls reading those results (attention
       output, down projection) become row-parallel by propagation. A weight
       matmul whose result is the logits of a cross-entropy (the LM head) is
-      split by vocabulary; the loss reads the gathered logits. Weights are
-      found by this dataflow, not by name;
+      split by vocabulary, and so is the loss (`--loom-spmd-partition`
+      computes it from each block's statistics). An embedding table whose
+      rows divide by `tp` is split by rows (vocabulary-parallel). Weights
+      are found by this dataflow, not by name;
     - sequence parallelism (`sp`, with tp): residual-stream values (the
       inputs and outputs of norms and residual adds) are split along the
       sequence over `tp`, so row-parallel outputs are reduce-scattered and
@@ -88,9 +90,16 @@ def SpmdPartition : Pass<"loom-spmd-partition", "mlir::ModuleOp"> {
     already are or as its result should be, whichever moves fewer bytes;
     operands are converted with `dist` collectives (`all_gather` to undo a
     split, `all_to_all` to move one to another dim, `all_reduce` or
-    `reduce_scatter` to settle a partial sum, and a `max` reduce-scatter of
-    identical values to take this rank's block of a replicated tensor);
-    result types become local shapes;
+    `reduce_scatter` to settle a partial sum, and a local `nn.slice` to
+    take this rank's block of a replicated tensor);
+    result types become local shapes. An op that works on its rank's block
+    (a local slice, a vocabulary-parallel embedding or its gradient) carries
+    its attributes as rank 0 has them and `dist.rank_offsets`, from which
+    the emitter writes each rank's. A cross-entropy whose logits are split
+    by classes becomes the vocabulary-parallel loss: each block's
+    statistics (`nn.cross_entropy_stats`), all-gathered, then
+    `nn.cross_entropy_combine` (the loss) and
+    `nn.cross_entropy_block_grad` (each block's gradient);
     means over split factors are scaled by 1/ranks. Partial sums travel
     through additive and linear ops and are settled where a non-linear op
     needs the value. Function results are replicated. Parameters and

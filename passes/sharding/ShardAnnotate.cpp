@@ -64,7 +64,7 @@ bool feedsSplittableConsumer(nn::MatmulOp mm) {
       if (isWeightMatmul(user) && use.getOperandNumber() == 0)
         return true;
       // The LM head: its logits feed the loss. Splitting the vocabulary
-      // splits the head's weight and matmul; the loss gathers the logits.
+      // splits the head's weight and matmul, and the loss is computed per block.
       if (isa<nn::CrossEntropyOp>(user) && use.getOperandNumber() == 0)
         return true;
       auto rule = dyn_cast<nn::ShardingRuleOpInterface>(user);
