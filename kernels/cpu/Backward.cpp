@@ -201,16 +201,7 @@ llvm::Error runCrossEntropyGrad(const KernelCall &call) {
                          ") and is not ignore_index " + llvm::Twine(ignoreIndex));
     ++counted;
   }
-  const float *upstream = static_cast<const float *>(lossGrad.data);
-  // The weight of row r in the loss: 1/counted (mean), 1 (sum), the row's
-  // own gradient (none).
-  auto rowWeight = [&](int64_t r) -> double {
-    if (reduction == "none")
-      return upstream[r];
-    if (reduction == "sum")
-      return upstream[0];
-    return counted == 0 ? 0.0 : upstream[0] / static_cast<double>(counted);
-  };
+  const LossRowWeight rowWeight{static_cast<const float *>(lossGrad.data), reduction, counted};
   return dispatchFloat(logits.dtype, "logits", [&](auto tag) {
     using T = decltype(tag);
     InputArray<T> xs(logits);
@@ -223,15 +214,10 @@ llvm::Error runCrossEntropyGrad(const KernelCall &call) {
             storeFromDouble(out.data, out.dtype, r * classes + c, 0.0);
           continue;
         }
-        double maxValue = -std::numeric_limits<double>::infinity();
-        for (int64_t c = 0; c < classes; ++c)
-          maxValue = std::max(maxValue, static_cast<double>(row[c]));
-        double sum = 0.0;
-        for (int64_t c = 0; c < classes; ++c)
-          sum += std::exp(static_cast<double>(row[c]) - maxValue);
+        const RowLogSumExp lse = rowLogSumExp(row, classes);
         const double weight = rowWeight(r);
         for (int64_t c = 0; c < classes; ++c) {
-          const double p = std::exp(static_cast<double>(row[c]) - maxValue) / sum;
+          const double p = std::exp(static_cast<double>(row[c]) - lse.max) / lse.sum;
           storeFromDouble(out.data, out.dtype, r * classes + c,
                           weight * (p - (c == label ? 1.0 : 0.0)));
         }

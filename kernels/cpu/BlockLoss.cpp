@@ -85,17 +85,12 @@ llvm::Error runCrossEntropyStats(const KernelCall &call) {
     parallelFor(call.ctx, rows, classes * 25, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const T *row = xs.data() + r * classes;
-        double maxValue = -std::numeric_limits<double>::infinity();
-        for (int64_t c = 0; c < classes; ++c)
-          maxValue = std::max(maxValue, static_cast<double>(row[c]));
-        double sum = 0.0;
-        for (int64_t c = 0; c < classes; ++c)
-          sum += std::exp(static_cast<double>(row[c]) - maxValue);
+        const RowLogSumExp lse = rowLogSumExp(row, classes);
         const int64_t label = loadInt(labels.data, labels.dtype, r);
         const int64_t local = label - start;
         const bool here = label != ignoreIndex && local >= 0 && local < classes;
-        result[3 * r] = static_cast<float>(maxValue);
-        result[3 * r + 1] = static_cast<float>(sum);
+        result[3 * r] = static_cast<float>(lse.max);
+        result[3 * r + 1] = static_cast<float>(lse.sum);
         result[3 * r + 2] = here ? static_cast<float>(row[local]) : 0.0f;
       }
     });
@@ -164,14 +159,7 @@ llvm::Error runCrossEntropyBlockGrad(const KernelCall &call) {
   int64_t counted = 0;
   for (int64_t r = 0; r < rows; ++r)
     counted += loadInt(labels.data, labels.dtype, r) != ignoreIndex;
-  const float *upstream = static_cast<const float *>(lossGrad.data);
-  auto rowWeight = [&](int64_t r) -> double {
-    if (reduction == "none")
-      return upstream[r];
-    if (reduction == "sum")
-      return upstream[0];
-    return counted == 0 ? 0.0 : upstream[0] / static_cast<double>(counted);
-  };
+  const LossRowWeight rowWeight{static_cast<const float *>(lossGrad.data), reduction, counted};
   const int64_t blocks = stats.shape[1] / 3;
   const float *s = static_cast<const float *>(stats.data);
   return dispatchFloat(logits.dtype, "logits", [&](auto tag) {

@@ -10,7 +10,11 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/Twine.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
+#include <string_view>
 #include <cstring>
 #include <type_traits>
 
@@ -262,6 +266,36 @@ template <typename Fn> llvm::Error dispatchFloat(DType type, const char *role, F
   return kernelError(llvm::Twine("unsupported dtype ") + dtypeName(type) + " for " +
                      role + " (a float type is required)");
 }
+
+/// A row's softmax normalizer in double: its largest value and the sum of
+/// exp(x - largest), each in element order.
+struct RowLogSumExp {
+  double max, sum;
+};
+template <typename T> RowLogSumExp rowLogSumExp(const T *row, int64_t n) {
+  RowLogSumExp out{-std::numeric_limits<double>::infinity(), 0.0};
+  for (int64_t c = 0; c < n; ++c)
+    out.max = std::max(out.max, static_cast<double>(row[c]));
+  for (int64_t c = 0; c < n; ++c)
+    out.sum += std::exp(static_cast<double>(row[c]) - out.max);
+  return out;
+}
+
+/// The weight of row r in a cross-entropy's gradient: the loss gradient
+/// over the counted rows (mean), the loss gradient (sum), or row r's own
+/// (none).
+struct LossRowWeight {
+  const float *upstream;
+  std::string_view reduction;
+  int64_t counted;
+  double operator()(int64_t r) const {
+    if (reduction == "none")
+      return upstream[r];
+    if (reduction == "sum")
+      return upstream[0];
+    return counted == 0 ? 0.0 : upstream[0] / static_cast<double>(counted);
+  }
+};
 
 } // namespace loom::cpu::detail
 

@@ -53,13 +53,8 @@ llvm::Error runCrossEntropy(const KernelCall &call) {
         if (label == ignoreIndex)
           continue;
         const T *row = xs.data() + r * classes;
-        double maxValue = -std::numeric_limits<double>::infinity();
-        for (int64_t c = 0; c < classes; ++c)
-          maxValue = std::max(maxValue, static_cast<double>(row[c]));
-        double sum = 0.0;
-        for (int64_t c = 0; c < classes; ++c)
-          sum += std::exp(static_cast<double>(row[c]) - maxValue);
-        losses[r] = maxValue + std::log(sum) - static_cast<double>(row[label]);
+        const RowLogSumExp lse = rowLogSumExp(row, classes);
+        losses[r] = lse.max + std::log(lse.sum) - static_cast<double>(row[label]);
       }
     });
     return llvm::Error::success();

@@ -664,6 +664,20 @@ __global__ void __launch_bounds__(1024)
 
 enum class Reduction : int { None = 0, Sum = 1, Mean = 2 };
 
+/// The weight of row `row` in a cross-entropy's gradient: the loss
+/// gradient over the counted rows (mean), the loss gradient (sum), or the
+/// row's own (none).
+__device__ __forceinline__ float lossRowWeight(const float *upstream, const long long *counted,
+                                               int reduction, int64_t row) {
+  if (reduction == int(Reduction::None))
+    return upstream[row];
+  if (reduction == int(Reduction::Sum))
+    return upstream[0];
+  return counted[0] == 0 ? 0.f
+                         : static_cast<float>(static_cast<double>(upstream[0]) /
+                                              static_cast<double>(counted[0]));
+}
+
 /// dLogits = weight * (softmax(x) - onehot(label)); zero rows for ignored
 /// labels, NaN rows for labels out of range.
 template <typename T, typename L, int G, int K>
@@ -695,16 +709,7 @@ __global__ void __launch_bounds__(1024)
       out[base + j] = fill;
     return;
   }
-  float weight;
-  if (reduction == int(Reduction::None))
-    weight = upstream[row];
-  else if (reduction == int(Reduction::Sum))
-    weight = upstream[0];
-  else
-    weight = counted[0] == 0
-                 ? 0.f
-                 : static_cast<float>(static_cast<double>(upstream[0]) /
-                                      static_cast<double>(counted[0]));
+  const float weight = lossRowWeight(upstream, counted, reduction, row);
   const float invSum = 1.f / ms.s;
   forRow<G, K>(in, count, lane, cache, [&](int j, float v) {
     const float p = expf(v - ms.m) * invSum;
@@ -794,16 +799,7 @@ __global__ void __launch_bounds__(1024)
       out[base + j] = fromF<T>(0.f);
     return;
   }
-  float weight;
-  if (reduction == int(Reduction::None))
-    weight = upstream[row];
-  else if (reduction == int(Reduction::Sum))
-    weight = upstream[0];
-  else
-    weight = counted[0] == 0
-                 ? 0.f
-                 : static_cast<float>(static_cast<double>(upstream[0]) /
-                                      static_cast<double>(counted[0]));
+  const float weight = lossRowWeight(upstream, counted, reduction, row);
   const BlockSoftmax softmax = combineBlocks(stats + row * 3 * blocks, blocks);
   const float m = static_cast<float>(softmax.max);
   const float invSum = static_cast<float>(1.0 / softmax.sum);
@@ -1952,11 +1948,20 @@ const char *reductionName(Reduction r) {
   return r == Reduction::None ? "none" : r == Reduction::Sum ? "sum" : "mean";
 }
 
-llvm::Error launchCrossEntropy(const KernelCall &call) {
-  LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 2, 1));
-  const Tensor &logits = call.inputs[0], &labels = call.inputs[1];
-  const Tensor &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(CrossEntropyShape s, checkCrossEntropy(call, logits, labels));
+/// The loss gradient a cross-entropy's backward reads: f32, the loss's shape.
+llvm::Error checkLossGrad(const Tensor &lossGrad, const CrossEntropyShape &s) {
+  if (lossGrad.dtype != DType::F32)
+    return kernelError(llvm::Twine("loss gradient dtype is ") + dtypeName(lossGrad.dtype) +
+                       ", expected f32");
+  if (lossGrad.shape != lossShape(s))
+    return kernelError("loss gradient shape " + shapeToString(lossGrad.shape) + " should be " +
+                       shapeToString(lossShape(s)) + " for reduction '" +
+                       reductionName(s.reduction) + "'");
+  return llvm::Error::success();
+}
+
+/// The loss output of a cross-entropy: f32, the reduction's shape.
+llvm::Error checkLossOutput(const Tensor &out, const CrossEntropyShape &s) {
   if (out.dtype != DType::F32)
     return kernelError(llvm::Twine("output dtype is ") + dtypeName(out.dtype) +
                        ", expected f32");
@@ -1964,6 +1969,39 @@ llvm::Error launchCrossEntropy(const KernelCall &call) {
     return kernelError("output shape " + shapeToString(out.shape) + " should be " +
                        shapeToString(lossShape(s)) + " for reduction '" +
                        reductionName(s.reduction) + "'");
+  return llvm::Error::success();
+}
+
+/// Runs `perRow(losses)` to write each row's loss, into `out` itself
+/// (reduction none) or into scratch that is then summed or averaged over
+/// the rows not ignored, in a fixed order, into `out`.
+template <typename L, typename Fn>
+llvm::Error reduceRowLosses(const CrossEntropyShape &s, const L *labels, const Tensor &out,
+                            cudaStream_t stream, Fn &&perRow) {
+  float *result = static_cast<float *>(out.data);
+  float *losses = result;
+  if (s.reduction != Reduction::None && s.rows > 0)
+    LOOM_RETURN_IF_ERROR(cudaError(
+        cudaMallocAsync(reinterpret_cast<void **>(&losses), size_t(s.rows) * sizeof(float),
+                        stream),
+        "cudaMallocAsync (cross-entropy losses)"));
+  if (s.rows > 0)
+    perRow(losses);
+  if (s.reduction != Reduction::None) {
+    crossEntropyReduceKernel<L><<<1, 1024, 0, stream>>>(
+        losses, labels, s.rows, s.ignoreIndex, s.reduction == Reduction::Mean, result);
+    if (s.rows > 0)
+      LOOM_RETURN_IF_ERROR(cudaError(cudaFreeAsync(losses, stream), "cudaFreeAsync"));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error launchCrossEntropy(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 2, 1));
+  const Tensor &logits = call.inputs[0], &labels = call.inputs[1];
+  const Tensor &out = call.outputs[0];
+  LOOM_ASSIGN_OR_RETURN(CrossEntropyShape s, checkCrossEntropy(call, logits, labels));
+  LOOM_RETURN_IF_ERROR(checkLossOutput(out, s));
   return dispatchType(logits.dtype, "logits", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
     return dispatchLabels(labels.dtype, [&](auto labelTag) -> llvm::Error {
@@ -1971,34 +2009,20 @@ llvm::Error launchCrossEntropy(const KernelCall &call) {
       cudaStream_t stream = call.ctx.stream;
       const T *xs = static_cast<const T *>(logits.data);
       const L *ls = static_cast<const L *>(labels.data);
-      float *result = static_cast<float *>(out.data);
-      float *losses = result;
-      if (s.reduction != Reduction::None && s.rows > 0)
-        LOOM_RETURN_IF_ERROR(cudaError(
-            cudaMallocAsync(reinterpret_cast<void **>(&losses), size_t(s.rows) * sizeof(float),
-                            stream),
-            "cudaMallocAsync (cross-entropy losses)"));
-      constexpr int VN = Pack16<T>::kWidth;
-      const bool vectorized = s.classes > 1024 && s.classes % VN == 0 &&
-                              reinterpret_cast<uintptr_t>(xs) % 16 == 0;
-      if (s.rows > 0 && vectorized) {
-        crossEntropyRowsVecKernel<T, L, 256><<<unsigned(s.rows), 256, 0, stream>>>(
-            xs, ls, losses, s.rows, int(s.classes), s.ignoreIndex);
-      } else if (s.rows > 0) {
-        if (s.classes <= 1024)
+      return reduceRowLosses(s, ls, out, stream, [&](float *losses) {
+        constexpr int VN = Pack16<T>::kWidth;
+        const bool vectorized = s.classes > 1024 && s.classes % VN == 0 &&
+                                reinterpret_cast<uintptr_t>(xs) % 16 == 0;
+        if (vectorized)
+          crossEntropyRowsVecKernel<T, L, 256><<<unsigned(s.rows), 256, 0, stream>>>(
+              xs, ls, losses, s.rows, int(s.classes), s.ignoreIndex);
+        else if (s.classes <= 1024)
           crossEntropyRowsKernel<T, L, 32><<<unsigned((s.rows + 7) / 8), 256, 0, stream>>>(
               xs, ls, losses, s.rows, int(s.classes), s.ignoreIndex);
         else
           crossEntropyRowsKernel<T, L, 512><<<unsigned(s.rows), 512, 0, stream>>>(
               xs, ls, losses, s.rows, int(s.classes), s.ignoreIndex);
-      }
-      if (s.reduction != Reduction::None) {
-        crossEntropyReduceKernel<L><<<1, 1024, 0, stream>>>(
-            losses, ls, s.rows, s.ignoreIndex, s.reduction == Reduction::Mean, result);
-        if (s.rows > 0)
-          LOOM_RETURN_IF_ERROR(cudaError(cudaFreeAsync(losses, stream), "cudaFreeAsync"));
-      }
-      return llvm::Error::success();
+      });
     });
   });
 }
@@ -2010,13 +2034,7 @@ llvm::Error launchCrossEntropyGrad(const KernelCall &call) {
   LOOM_ASSIGN_OR_RETURN(CrossEntropyShape s, checkCrossEntropy(call, logits, labels));
   LOOM_RETURN_IF_ERROR(checkSameShape(logits, "logits", out, "output"));
   LOOM_RETURN_IF_ERROR(checkSameDType(logits, "logits", out, "output"));
-  if (lossGrad.dtype != DType::F32)
-    return kernelError(llvm::Twine("loss gradient dtype is ") + dtypeName(lossGrad.dtype) +
-                       ", expected f32");
-  if (lossGrad.shape != lossShape(s))
-    return kernelError("loss gradient shape " + shapeToString(lossGrad.shape) + " should be " +
-                       shapeToString(lossShape(s)) + " for reduction '" +
-                       reductionName(s.reduction) + "'");
+  LOOM_RETURN_IF_ERROR(checkLossGrad(lossGrad, s));
   return dispatchType(logits.dtype, "logits", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
     return dispatchLabels(labels.dtype, [&](auto labelTag) -> llvm::Error {
@@ -2101,32 +2119,16 @@ llvm::Error launchCrossEntropyCombine(const KernelCall &call) {
   // that checkCrossEntropy only bounds.
   LOOM_ASSIGN_OR_RETURN(CrossEntropyShape s, checkCrossEntropy(call, stats, labels));
   LOOM_ASSIGN_OR_RETURN(int64_t blocks, checkBlockStats(stats, s.rows));
-  if (out.dtype != DType::F32 || out.shape != lossShape(s))
-    return kernelError(llvm::Twine("output should be f32 ") + shapeToString(lossShape(s)) +
-                       " for reduction '" + reductionName(s.reduction) + "', got " +
-                       dtypeName(out.dtype) + " " + shapeToString(out.shape));
+  LOOM_RETURN_IF_ERROR(checkLossOutput(out, s));
   return dispatchLabels(labels.dtype, [&](auto labelTag) -> llvm::Error {
     using L = typename decltype(labelTag)::type;
     cudaStream_t stream = call.ctx.stream;
     const L *ls = static_cast<const L *>(labels.data);
-    float *result = static_cast<float *>(out.data);
-    float *losses = result;
-    if (s.reduction != Reduction::None && s.rows > 0)
-      LOOM_RETURN_IF_ERROR(cudaError(
-          cudaMallocAsync(reinterpret_cast<void **>(&losses), size_t(s.rows) * sizeof(float),
-                          stream),
-          "cudaMallocAsync (cross-entropy losses)"));
-    if (s.rows > 0)
+    return reduceRowLosses(s, ls, out, stream, [&](float *losses) {
       crossEntropyCombineKernel<L><<<unsigned((s.rows + 255) / 256), 256, 0, stream>>>(
           static_cast<const float *>(stats.data), ls, losses, s.rows, int(blocks),
           s.ignoreIndex);
-    if (s.reduction != Reduction::None) {
-      crossEntropyReduceKernel<L><<<1, 1024, 0, stream>>>(
-          losses, ls, s.rows, s.ignoreIndex, s.reduction == Reduction::Mean, result);
-      if (s.rows > 0)
-        LOOM_RETURN_IF_ERROR(cudaError(cudaFreeAsync(losses, stream), "cudaFreeAsync"));
-    }
-    return llvm::Error::success();
+    });
   });
 }
 
@@ -2139,13 +2141,7 @@ llvm::Error launchCrossEntropyBlockGrad(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkSameDType(logits, "logits", out, "output"));
   LOOM_ASSIGN_OR_RETURN(int64_t blocks, checkBlockStats(stats, s.rows));
   LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
-  if (lossGrad.dtype != DType::F32)
-    return kernelError(llvm::Twine("loss gradient dtype is ") + dtypeName(lossGrad.dtype) +
-                       ", expected f32");
-  if (lossGrad.shape != lossShape(s))
-    return kernelError("loss gradient shape " + shapeToString(lossGrad.shape) + " should be " +
-                       shapeToString(lossShape(s)) + " for reduction '" +
-                       reductionName(s.reduction) + "'");
+  LOOM_RETURN_IF_ERROR(checkLossGrad(lossGrad, s));
   if (s.rows == 0 || s.classes == 0)
     return llvm::Error::success();
   return dispatchType(logits.dtype, "logits", [&](auto tag) -> llvm::Error {
