@@ -124,6 +124,16 @@ int main(int argc, char **argv) {
     a.set("ignore_index", int64_t(-100)).set("reduction", std::string("mean"));
     cases.push_back({"cross_entropy [8192, 32000] bf16", "nn.cross_entropy",
                      {bf16({M, V}), make(DType::I64, {M}, 1, V)}, {f32({})}, a});
+    cases.push_back({"cross_entropy_grad [8192, 32000] bf16", "nn.cross_entropy_grad",
+                     {bf16({M, V}), make(DType::I64, {M}, 1, V), f32({})}, {bf16({M, V})}, a});
+    // The vocabulary-parallel loss at TP2: each rank's block of 16000 classes.
+    cpu::KernelAttrs block = a;
+    block.set("vocab_start", V / 2);
+    cases.push_back({"cross_entropy_stats [8192, 16000] bf16", "nn.cross_entropy_stats",
+                     {bf16({M, V / 2}), make(DType::I64, {M}, 1, V)}, {f32({M, 3})}, block});
+    cases.push_back({"cross_entropy_block_grad [8192, 16000]", "nn.cross_entropy_block_grad",
+                     {bf16({M, V / 2}), make(DType::I64, {M}, 1, V), f32({}), f32({M, 6})},
+                     {bf16({M, V / 2})}, block});
   }
   {
     cpu::KernelAttrs a;

@@ -723,7 +723,8 @@ EmbeddingOp::buildOperandGradient(OpBuilder &b, unsigned index,
   return b
       .create<EmbeddingGradOp>(
           getLoc(), getIds(), *dy,
-          b.getI64IntegerAttr(getTable().getType().getDimSize(0)), getVocabStartAttr())
+          b.getI64IntegerAttr(getTable().getType().getDimSize(0)), getVocabStartAttr(),
+          getVocabSizeAttr())
       .getResult();
 }
 

@@ -372,7 +372,9 @@ def NN_EmbeddingOp : NN_Op<"embedding", [Pure, InferTypeOpAdaptor,
     id `vocab_start` (a vocabulary-parallel embedding: each rank holds a
     block of rows): an id in `[vocab_start, vocab_start + rows)` selects row
     `id - vocab_start`, and any other id gives a zero row, so the blocks'
-    results add up to the whole table's lookup.
+    results add up to the whole table's lookup. `vocab_size`, when given,
+    is the whole table's row count: an id outside it is an error on every
+    block.
 
     ```mlir
     %h = nn.embedding %table, %ids : (tensor<100x32xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
@@ -380,7 +382,7 @@ def NN_EmbeddingOp : NN_Op<"embedding", [Pure, InferTypeOpAdaptor,
     ```
   }];
   let arguments = (ins NN_FloatTensor:$table, NN_IndexTensor:$ids,
-                   OptionalAttr<I64Attr>:$vocab_start);
+                   OptionalAttr<I64Attr>:$vocab_start, OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $table `,` $ids attr-dict `:` functional-type(operands, results)
@@ -656,14 +658,16 @@ def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [Pure, InferTypeOpAdaptor]> {
     selects are zero. Sums run in position order, so the result does not
     depend on how the work is split. With `vocab_start` (a block of a
     vocabulary-parallel table, see nn.embedding), row `v` of the result is
-    id `vocab_start + v`'s, and ids outside the block are skipped.
+    id `vocab_start + v`'s, and ids outside the block are skipped
+    (`vocab_size`: as nn.embedding's).
 
     ```mlir
     %dw = nn.embedding_grad %ids, %dy num_embeddings = 100 : (tensor<2x8xi64>, tensor<2x8x32xf32>) -> tensor<100x32xf32>
     ```
   }];
   let arguments = (ins NN_IndexTensor:$ids, NN_FloatTensor:$grad,
-                   I64Attr:$num_embeddings, OptionalAttr<I64Attr>:$vocab_start);
+                   I64Attr:$num_embeddings, OptionalAttr<I64Attr>:$vocab_start,
+                   OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $ids `,` $grad `num_embeddings` `=` $num_embeddings attr-dict `:`
@@ -706,13 +710,16 @@ def NN_CrossEntropyCombineOp : NN_Op<"cross_entropy_combine", [Pure, InferTypeOp
     `stats` is `[N, 3 * B]`: nn.cross_entropy_stats of B blocks of classes,
     side by side. Row `r`'s loss is `M + log(sum_b s_b * exp(m_b - M)) -
     sum_b t_b` with `M` the largest `m_b`: nn.cross_entropy's loss of the
-    whole row. `ignore_index` and `reduction` are nn.cross_entropy's.
+    whole row. `ignore_index` and `reduction` are nn.cross_entropy's;
+    `num_classes`, when given, is the classes of all blocks: a label outside
+    it (and not `ignore_index`) is an error, as in nn.cross_entropy.
 
     ```mlir
     %l = nn.cross_entropy_combine %stats, %labels : (tensor<16x6xf32>, tensor<16xi64>) -> tensor<f32>
     ```
   }];
   let arguments = (ins StaticShapeTensorOf<[F32]>:$stats, NN_IndexTensor:$labels,
+      OptionalAttr<I64Attr>:$num_classes,
       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
       DefaultValuedAttr<NN_LossReductionAttr,
                         "::loom::nn::LossReduction::mean">:$reduction);

@@ -356,7 +356,7 @@ LogicalResult importGather(NodeImporter &n) {
   }
   FailureOr<Value> result;
   if (*axis == 0 && dataType.getRank() == 2 && isa<FloatType>(dataType.getElementType()))
-    result = n.inferred<nn::EmbeddingOp>(*data, *indices, mlir::IntegerAttr());
+    result = n.inferred<nn::EmbeddingOp>(*data, *indices, mlir::IntegerAttr(), mlir::IntegerAttr());
   else
     result = n.inferred<nn::GatherOp>(*data, *indices, n.b.getI64IntegerAttr(*axis));
   if (failed(result))

@@ -1004,7 +1004,7 @@ Error convertEmbedding(NodeContext &node) {
   auto indices = node.tensor("indices", 1);
   if (!indices)
     return indices.takeError();
-  auto result = node.importer().create<nn::EmbeddingOp>(*type, *weight, *indices, mlir::IntegerAttr());
+  auto result = node.importer().create<nn::EmbeddingOp>(*type, *weight, *indices, mlir::IntegerAttr(), mlir::IntegerAttr());
   if (!result)
     return result.takeError();
   return node.setResult(0, *result);

@@ -112,6 +112,14 @@ llvm::Error runCrossEntropyCombine(const KernelCall &call) {
     return kernelError(llvm::Twine("output should be f32 ") + shapeToString(expected) +
                        " for reduction '" + reduction + "', got " + dtypeName(out.dtype) + " " +
                        shapeToString(out.shape));
+  LOOM_ASSIGN_OR_RETURN(int64_t classes, call.attrs.getInt("num_classes", INT64_MAX));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t label = loadInt(labels.data, labels.dtype, r);
+    if (label != ignoreIndex && (label < 0 || label >= classes))
+      return kernelError("label " + llvm::Twine(label) + " of row " + llvm::Twine(r) +
+                         " is outside [0, " + llvm::Twine(classes) +
+                         ") and is not ignore_index " + llvm::Twine(ignoreIndex));
+  }
   const int64_t blocks = stats.shape[1] / 3;
   const float *s = static_cast<const float *>(stats.data);
   float *result = static_cast<float *>(out.data);

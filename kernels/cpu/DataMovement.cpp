@@ -112,12 +112,15 @@ llvm::Error runEmbedding(const KernelCall &call) {
   // blocks give zero rows. Negative ids are errors either way.
   const bool block = call.attrs.has("vocab_start");
   LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
+  // A block checks ids against the whole table (vocab_size), when given.
+  LOOM_ASSIGN_OR_RETURN(int64_t bound, call.attrs.getInt("vocab_size", block ? INT64_MAX : vocab));
   const int64_t count = ids.numElements();
   for (int64_t i = 0; i < count; ++i) {
     const int64_t id = loadInt(ids.data, ids.dtype, i);
-    if (id < 0 || (!block && id >= vocab))
+    if (id < 0 || id >= bound)
       return kernelError("id " + llvm::Twine(id) + " at position " + llvm::Twine(i) +
-                         " is outside the table's " + llvm::Twine(vocab) + " rows");
+                         " is outside the table's " + llvm::Twine(block ? bound : vocab) +
+                         " rows");
   }
   const size_t rowBytes = width * dtypeSize(table.dtype);
   parallelFor(call.ctx, count, width, [&](int64_t begin, int64_t end) {

@@ -106,11 +106,15 @@ llvm::Error runEmbeddingGrad(const KernelCall &call) {
   // A block of a vocabulary-parallel table: other blocks' ids are skipped.
   const bool block = call.attrs.has("vocab_start");
   LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
+  LOOM_ASSIGN_OR_RETURN(int64_t bound, call.attrs.getInt("vocab_size", INT64_MAX));
   const int64_t count = ids.numElements();
   std::vector<int64_t> targets(count);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t id = loadInt(ids.data, ids.dtype, i);
     targets[i] = id - start;
+    if (block && id >= bound)
+      return kernelError("id " + llvm::Twine(id) + " at position " + llvm::Twine(i) +
+                         " is outside the table's " + llvm::Twine(bound) + " rows");
     if (block && id >= 0 && (targets[i] < 0 || targets[i] >= vocab)) {
       targets[i] = -1;
       continue;

@@ -570,11 +570,14 @@ __global__ void __launch_bounds__(1024)
 /// multiple of the vector width, logits 16-byte aligned): one block of G
 /// threads per row, thread t reading vectors t, t + G, ... (U loads in flight)
 /// and keeping a running (max, sum of exp(x - max)) that it rescales once per
-/// vector, never per element (no divergent branch).
-template <typename T, typename L, int G>
+/// vector, never per element (no divergent branch). With STATS, the row is a
+/// block of classes starting at `start` (the vocabulary-parallel loss), and
+/// `out` gets its statistics (max, sum, the label's logit or 0), 3 a row.
+template <typename T, typename L, int G, bool STATS = false>
 __global__ void __launch_bounds__(G)
     crossEntropyRowsVecKernel(const T *__restrict__ logits, const L *__restrict__ labels,
-                              float *losses, int64_t rows, int classes, int64_t ignoreIndex) {
+                              float *out, int64_t rows, int classes, int64_t ignoreIndex,
+                              int64_t start = 0) {
   using P = Pack16<T>;
   constexpr int VN = P::kWidth;
   constexpr int U = 4;
@@ -583,8 +586,9 @@ __global__ void __launch_bounds__(G)
   const int64_t row = blockIdx.x;
   const int64_t label = static_cast<int64_t>(labels[row]);
   const bool ignored = label == ignoreIndex;
-  const bool valid = !ignored && label >= 0 && label < classes;
-  const int nv = valid ? classes / VN : 0;
+  const int64_t local = label - start;
+  const bool valid = !ignored && local >= 0 && local < classes;
+  const int nv = STATS || valid ? classes / VN : 0;
   const T *in = logits + row * int64_t(classes);
   const P *vin = reinterpret_cast<const P *>(in);
   MaxSum ms{-INFINITY, 0.f};
@@ -613,13 +617,19 @@ __global__ void __launch_bounds__(G)
   for (; q < nv; q += G)
     addVector(vin[q]);
   ms = groupReduce<G>(ms, red, MaxSumOp{});
-  if (lane == 0) {
+  if (lane != 0)
+    return;
+  if constexpr (STATS) {
+    out[3 * row] = ms.m;
+    out[3 * row + 1] = ms.s;
+    out[3 * row + 2] = valid ? toF(in[local]) : 0.f;
+  } else {
     float loss = 0.f;
     if (valid)
       loss = ms.m + logf(ms.s) - toF(in[label]);
     else if (!ignored)
       loss = NAN;
-    losses[row] = loss;
+    out[row] = loss;
   }
 }
 
@@ -766,11 +776,16 @@ template <typename L>
 __global__ void __launch_bounds__(256)
     crossEntropyCombineKernel(const float *__restrict__ stats, const L *__restrict__ labels,
                               float *__restrict__ losses, int64_t rows, int blocks,
-                              int64_t ignoreIndex) {
+                              int64_t ignoreIndex, int64_t classes) {
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
        r += int64_t(gridDim.x) * blockDim.x) {
-    if (static_cast<int64_t>(labels[r]) == ignoreIndex) {
+    const int64_t label = static_cast<int64_t>(labels[r]);
+    if (label == ignoreIndex) {
       losses[r] = 0.f;
+      continue;
+    }
+    if (label < 0 || label >= classes) { // as crossEntropyRowsKernel: NaN
+      losses[r] = NAN;
       continue;
     }
     BlockSoftmax row = combineBlocks(stats + r * 3 * blocks, blocks);
@@ -780,7 +795,7 @@ __global__ void __launch_bounds__(256)
 
 /// Step 3: a block's logits gradient, weight * (exp(x - M) / S -
 /// onehot(label - start)); zero rows for ignored labels.
-template <typename T, typename L, int G>
+template <typename T, typename L, int G, bool VEC>
 __global__ void __launch_bounds__(1024)
     crossEntropyBlockGradKernel(const T *__restrict__ logits, const L *__restrict__ labels,
                                 const float *__restrict__ upstream,
@@ -804,6 +819,23 @@ __global__ void __launch_bounds__(1024)
   const float m = static_cast<float>(softmax.max);
   const float invSum = static_cast<float>(1.0 / softmax.sum);
   const int64_t local = label - start;
+  using P = Pack16<T>;
+  constexpr int VN = P::kWidth;
+  if (VEC) { // 16-byte vectors: whole rows of aligned vectors
+    const P *vin = reinterpret_cast<const P *>(logits + base);
+    P *vout = reinterpret_cast<P *>(out + base);
+    for (int q = lane; q < classes / VN; q += G) {
+      const P x = vin[q];
+      P y;
+#pragma unroll
+      for (int e = 0; e < VN; ++e) {
+        const float p = expf(toF(x.v[e]) - m) * invSum;
+        y.v[e] = fromF<T>(weight * (p - (q * VN + e == local ? 1.f : 0.f)));
+      }
+      vout[q] = y;
+    }
+    return;
+  }
   for (int j = lane; j < classes; j += G) {
     const float p = expf(toF(logits[base + j]) - m) * invSum;
     out[base + j] = fromF<T>(weight * (p - (j == local ? 1.f : 0.f)));
@@ -2101,10 +2133,18 @@ llvm::Error launchCrossEntropyStats(const KernelCall &call) {
     using T = typename decltype(tag)::type;
     return dispatchLabels(labels.dtype, [&](auto labelTag) -> llvm::Error {
       using L = typename decltype(labelTag)::type;
+      const T *xs = static_cast<const T *>(logits.data);
+      constexpr int VN = Pack16<T>::kWidth;
+      if (s.classes > 1024 && s.classes % VN == 0 && reinterpret_cast<uintptr_t>(xs) % 16 == 0) {
+        crossEntropyRowsVecKernel<T, L, 256, true><<<unsigned(s.rows), 256, 0, call.ctx.stream>>>(
+            xs, static_cast<const L *>(labels.data), static_cast<float *>(out.data), s.rows,
+            int(s.classes), s.ignoreIndex, start);
+        return llvm::Error::success();
+      }
       withLossRows(s.rows, s.classes, [&](auto g, unsigned blocks, unsigned threads) {
         crossEntropyStatsKernel<T, L, decltype(g)::value><<<blocks, threads, 0, call.ctx.stream>>>(
-            static_cast<const T *>(logits.data), static_cast<const L *>(labels.data),
-            static_cast<float *>(out.data), s.rows, int(s.classes), start, s.ignoreIndex);
+            xs, static_cast<const L *>(labels.data), static_cast<float *>(out.data), s.rows,
+            int(s.classes), start, s.ignoreIndex);
       });
       return llvm::Error::success();
     });
@@ -2120,6 +2160,7 @@ llvm::Error launchCrossEntropyCombine(const KernelCall &call) {
   LOOM_ASSIGN_OR_RETURN(CrossEntropyShape s, checkCrossEntropy(call, stats, labels));
   LOOM_ASSIGN_OR_RETURN(int64_t blocks, checkBlockStats(stats, s.rows));
   LOOM_RETURN_IF_ERROR(checkLossOutput(out, s));
+  LOOM_ASSIGN_OR_RETURN(int64_t classes, call.attrs.getInt("num_classes", INT64_MAX));
   return dispatchLabels(labels.dtype, [&](auto labelTag) -> llvm::Error {
     using L = typename decltype(labelTag)::type;
     cudaStream_t stream = call.ctx.stream;
@@ -2127,7 +2168,7 @@ llvm::Error launchCrossEntropyCombine(const KernelCall &call) {
     return reduceRowLosses(s, ls, out, stream, [&](float *losses) {
       crossEntropyCombineKernel<L><<<unsigned((s.rows + 255) / 256), 256, 0, stream>>>(
           static_cast<const float *>(stats.data), ls, losses, s.rows, int(blocks),
-          s.ignoreIndex);
+          s.ignoreIndex, classes);
     });
   });
 }
@@ -2157,11 +2198,22 @@ llvm::Error launchCrossEntropyBlockGrad(const KernelCall &call) {
             "cudaMallocAsync (cross-entropy count)"));
         countLabelsKernel<L><<<1, 1024, 0, stream>>>(ls, s.rows, s.ignoreIndex, counted);
       }
+      constexpr int VN = Pack16<T>::kWidth;
+      const bool vectorized = s.classes % VN == 0 && isAligned16(logits.data) &&
+                              isAligned16(out.data);
       withLossRows(s.rows, s.classes, [&](auto g, unsigned grid, unsigned threads) {
-        crossEntropyBlockGradKernel<T, L, decltype(g)::value><<<grid, threads, 0, stream>>>(
-            static_cast<const T *>(logits.data), ls, static_cast<const float *>(lossGrad.data),
-            counted, static_cast<const float *>(stats.data), int(s.reduction), s.rows,
-            int(s.classes), int(blocks), start, s.ignoreIndex, static_cast<T *>(out.data));
+        auto launch = [&](auto vec) {
+          crossEntropyBlockGradKernel<T, L, decltype(g)::value, decltype(vec)::value>
+              <<<grid, threads, 0, stream>>>(
+                  static_cast<const T *>(logits.data), ls,
+                  static_cast<const float *>(lossGrad.data), counted,
+                  static_cast<const float *>(stats.data), int(s.reduction), s.rows,
+                  int(s.classes), int(blocks), start, s.ignoreIndex, static_cast<T *>(out.data));
+        };
+        if (vectorized)
+          launch(std::true_type{});
+        else
+          launch(std::false_type{});
       });
       if (counted)
         LOOM_RETURN_IF_ERROR(cudaError(cudaFreeAsync(counted, stream), "cudaFreeAsync"));

@@ -149,6 +149,8 @@ DictionaryAttr loom::kernelAttrsFor(Operation *op) {
         attrs.set("ignore_index", b.getI64IntegerAttr(c.getIgnoreIndex()));
       })
       .Case([&](nn::CrossEntropyCombineOp c) {
+        if (std::optional<int64_t> classes = c.getNumClasses())
+          attrs.set("num_classes", b.getI64IntegerAttr(*classes));
         str("reduction", nn::stringifyLossReduction(c.getReduction()));
         attrs.set("ignore_index", b.getI64IntegerAttr(c.getIgnoreIndex()));
       })

@@ -51,7 +51,7 @@ struct Partitioner {
   llvm::DenseMap<Value, Value> local;    // global value -> this rank's value
   llvm::DenseMap<Value, Layout> actual;  // global value -> layout of its local value
   std::map<std::pair<void *, std::string>, Value> converted;
-  // A loss's gathered block statistics, by its (logits, labels).
+  // A loss's gathered block statistics, by its local (logits, labels).
   std::map<std::pair<void *, void *>, Value> blockStats;
   // Rules and argument types as they were before any type became local.
   llvm::DenseMap<Operation *, nn::ShardingRule> rules;
@@ -472,8 +472,9 @@ struct Partitioner {
       made->removeAttr(dist::kShardingAttrName);
       return made;
     };
-    auto key = std::make_pair(op->getOperand(0).getAsOpaquePointer(),
-                              op->getOperand(1).getAsOpaquePointer());
+    // By the local values: a gradient that split the logits otherwise than
+    // the forward did computes its own statistics.
+    auto key = std::make_pair(logits.getAsOpaquePointer(), labels.getAsOpaquePointer());
     auto found = blockStats.find(key);
     Value stats = found == blockStats.end() ? Value() : found->second;
     if (!stats) {
@@ -488,8 +489,9 @@ struct Partitioner {
       blockStats[key] = stats;
     }
     if (ce)
-      return tagged(builder.create<nn::CrossEntropyCombineOp>(loc, stats, labels, ignore,
-                                                               reduction));
+      return tagged(builder.create<nn::CrossEntropyCombineOp>(
+          loc, stats, labels, builder.getI64IntegerAttr(globalType(op->getOperand(0)).getDimSize(1)),
+          ignore, reduction));
     Operation *grad = tagged(builder.create<nn::CrossEntropyBlockGradOp>(
         loc, logits, labels, mapping.lookup(op->getOperand(2)), stats,
         builder.getI64IntegerAttr(0), ignore, reduction));
@@ -507,6 +509,10 @@ struct Partitioner {
       if (axes.empty())
         return;
       clone->setAttr("vocab_start", builder.getI64IntegerAttr(start.value_or(0)));
+      // The whole vocabulary, so that every block can still reject an id
+      // outside it.
+      if (!clone->hasAttr("vocab_size"))
+        clone->setAttr("vocab_size", builder.getI64IntegerAttr(rule.factors[factor].size));
       dist::addRankOffset(clone, "vocab_start", -1, axes, localRows);
     };
     if (auto embedding = dyn_cast<nn::EmbeddingOp>(clone))
@@ -589,6 +595,8 @@ struct SpmdPartitionPass : public loom::impl::SpmdPartitionBase<SpmdPartitionPas
     auto mesh = module->getAttrOfType<dist::MeshAttr>(dist::kMeshAttrName);
     if (!mesh)
       return;
+    if (failed(checkTiedCopies(module)))
+      return signalPassFailure();
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
@@ -601,6 +609,30 @@ struct SpmdPartitionPass : public loom::impl::SpmdPartitionBase<SpmdPartitionPas
         return signalPassFailure();
       issueReductionsEarly(func);
     }
+  }
+
+  /// The copies of a parameter tied across pipeline ranks (pipe.holders)
+  /// sum their gradients over pp and update alike: each rank's function
+  /// must split its copy the same way.
+  static LogicalResult checkTiedCopies(ModuleOp module) {
+    llvm::StringMap<std::pair<nn::ParameterOp, Layout>> first;
+    WalkResult result = module.walk([&](nn::ParameterOp param) {
+      if (!param->hasAttr("pipe.holders"))
+        return WalkResult::advance();
+      Layout layout =
+          getAnnotation(param.getResult()).value_or(Layout::replicated(param.getType().getRank()));
+      layout.partial.clear();
+      auto [it, inserted] = first.try_emplace(param.getName(), param, layout);
+      if (inserted || it->second.second.sameDims(layout))
+        return WalkResult::advance();
+      param.emitOpError("'") << param.getName()
+                             << "' is tied across pipeline ranks but split as "
+                             << describe(layout) << " here and as "
+                             << describe(it->second.second)
+                             << " on another rank; its copies must be split alike";
+      return WalkResult::interrupt();
+    });
+    return failure(result.wasInterrupted());
   }
 
   /// A gradient's data-parallel reduction is inserted where the gradient is

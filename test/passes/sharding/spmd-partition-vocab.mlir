@@ -5,7 +5,7 @@
 // the others); its partial lookups are summed by one all-reduce.
 // CHECK-LABEL: func.func @vocab_embedding
 // CHECK: %[[T:.*]] = nn.parameter "table" {{.*}} : tensor<50x8xf32>
-// CHECK: %[[E:.*]] = nn.embedding %[[T]], %{{.*}} {dist.rank_offsets = [{attr = "vocab_start", axes = ["tp"], element = -1 : i64, stride = 50 : i64}], {{.*}}partial = ["tp"]>], vocab_start = 0 : i64} : (tensor<50x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+// CHECK: %[[E:.*]] = nn.embedding %[[T]], %{{.*}} {dist.rank_offsets = [{attr = "vocab_start", axes = ["tp"], element = -1 : i64, stride = 50 : i64}], {{.*}}partial = ["tp"]>], vocab_size = 100 : i64, vocab_start = 0 : i64} : (tensor<50x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
 // CHECK: %[[S:.*]] = dist.all_reduce %[[E]] {axes = ["tp"], reduce = "sum"} : tensor<2x4x8xf32>
 // CHECK: nn.tanh %[[S]]
 module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
@@ -22,7 +22,7 @@ module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
 // The table's gradient of a block: its own rows (num_embeddings local,
 // vocab_start by rank), never gathered.
 // CHECK-LABEL: func.func @vocab_embedding_grad
-// CHECK: nn.embedding_grad %{{.*}}, %{{.*}} num_embeddings = 50 {dist.rank_offsets = [{attr = "vocab_start", axes = ["tp"], element = -1 : i64, stride = 50 : i64}], {{.*}}vocab_start = 0 : i64} : (tensor<2x4xi64>, tensor<2x4x8xf32>) -> tensor<50x8xf32>
+// CHECK: nn.embedding_grad %{{.*}}, %{{.*}} num_embeddings = 50 {dist.rank_offsets = [{attr = "vocab_start", axes = ["tp"], element = -1 : i64, stride = 50 : i64}], {{.*}}vocab_size = 100 : i64, vocab_start = 0 : i64} : (tensor<2x4xi64>, tensor<2x4x8xf32>) -> tensor<50x8xf32>
 // CHECK-NEXT: nn.neg %{{.*}} : tensor<50x8xf32>
 module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
   func.func @vocab_embedding_grad(%ids: tensor<2x4xi64>, %dy: tensor<2x4x8xf32>) -> tensor<100x8xf32> {

@@ -86,7 +86,7 @@ TEST(EmbeddingGradientTest, RepeatedIds) {
   GradientCheck g;
   Value table = g.random({5, 3});
   Value ids = g.ints({2, 3}, {4, 0, 4, 2, 4, 0});
-  g.check(g.builder().create<EmbeddingOp>(g.loc(), table, ids, mlir::IntegerAttr()));
+  g.check(g.builder().create<EmbeddingOp>(g.loc(), table, ids, mlir::IntegerAttr(), mlir::IntegerAttr()));
 }
 
 TEST(CrossEntropyGradientTest, EveryReductionWithIgnoredRows) {

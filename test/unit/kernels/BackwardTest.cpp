@@ -502,6 +502,21 @@ TEST(CrossEntropyBlocksKernelTest, BlocksGiveTheWholeLossAndGradient) {
   }
 }
 
+// A label outside every block (num_classes: the classes of all blocks) is
+// an error, as in nn.cross_entropy, not a row whose label's logit is 0.
+TEST(CrossEntropyBlocksKernelTest, CombineRejectsALabelOutsideTheClasses) {
+  OwnedTensor stats(DType::F32, {2, 6}, {0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0});
+  OwnedTensor labels(DType::I64, {2}, {3, 8}), loss(DType::F32, {});
+  EXPECT_KERNEL_ERROR(run("nn.cross_entropy_combine", {stats, labels}, {loss},
+                          KernelAttrs().set("num_classes", int64_t(8))),
+                      "label 8 of row 1 is outside [0, 8)");
+  OwnedTensor ignored(DType::I64, {2}, {3, -100});
+  ASSERT_KERNEL_OK(run("nn.cross_entropy_combine", {stats, ignored}, {loss},
+                       KernelAttrs().set("num_classes", int64_t(8))));
+  // Two blocks of max 0 and sum 1: log 2 over the one counted row.
+  EXPECT_NEAR(loss.values()[0], std::log(2.0), 1e-6);
+}
+
 TEST(CrossEntropyGradKernelTest, AllRowsIgnoredGivesZeros) {
   OwnedTensor x(DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6});
   OwnedTensor labels(DType::I32, {2}, {7, 7}), g(DType::F32, {}, {1.0});
