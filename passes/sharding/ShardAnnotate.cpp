@@ -275,6 +275,11 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       if (!isNorm)
         return;
       auto mark = [&](Value v) {
+        // A value crossing pipeline ranks keeps the layout both ends agreed
+        // on (replicated over tp); its readers take their block locally.
+        if (v.getDefiningOp<dist::ExchangeOp>() ||
+            llvm::any_of(v.getUsers(), [](Operation *u) { return isa<dist::ExchangeOp>(u); }))
+          return;
         Layout l = Layout::replicated(3);
         if (dp > 1)
           l.dims[0].push_back("dp");
