@@ -903,20 +903,28 @@ LogicalResult GatherGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// The logits gradient of a cross-entropy (whole or a block of classes):
+/// the logits' type, once `grad` has the loss's type.
+static LogicalResult inferCrossEntropyGrad(MLIRContext *ctx, std::optional<Location> loc,
+                                           Value logits, Value labels, Value grad,
+                                           LossReduction reduction,
+                                           SmallVectorImpl<Type> &results) {
+  SmallVector<Type> loss;
+  if (failed(inferCrossEntropyLoss(ctx, loc, tensorOf(logits), tensorOf(labels), reduction,
+                                   loss)))
+    return failure();
+  if (tensorOf(grad) != loss.front())
+    return emitOptionalError(loc, "grad has type ", grad.getType(), "; the loss has type ",
+                             loss.front());
+  results.push_back(logits.getType());
+  return success();
+}
+
 LogicalResult CrossEntropyGradOp::inferReturnTypes(
     MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
-  SmallVector<Type> loss;
-  if (failed(inferCrossEntropyLoss(ctx, loc, tensorOf(adaptor.getLogits()),
-                                   tensorOf(adaptor.getLabels()),
-                                   adaptor.getReduction(), loss)))
-    return failure();
-  auto grad = tensorOf(adaptor.getGrad());
-  if (grad != loss.front())
-    return emitOptionalError(loc, "grad has type ", grad, "; the loss has type ",
-                             loss.front());
-  results.push_back(adaptor.getLogits().getType());
-  return success();
+  return inferCrossEntropyGrad(ctx, loc, adaptor.getLogits(), adaptor.getLabels(),
+                               adaptor.getGrad(), adaptor.getReduction(), results);
 }
 
 /// Checks `stats` [N, 3 * B] against `labels` [N].
@@ -965,19 +973,10 @@ LogicalResult CrossEntropyBlockGradOp::inferReturnTypes(MLIRContext *ctx,
                                                         std::optional<Location> loc,
                                                         Adaptor adaptor,
                                                         SmallVectorImpl<Type> &results) {
-  SmallVector<Type> loss;
-  auto labels = tensorOf(adaptor.getLabels());
-  if (failed(inferCrossEntropyLoss(ctx, loc, tensorOf(adaptor.getLogits()), labels,
-                                   adaptor.getReduction(), loss)))
+  if (failed(checkBlockStats(loc, tensorOf(adaptor.getStats()), tensorOf(adaptor.getLabels()))))
     return failure();
-  auto grad = tensorOf(adaptor.getGrad());
-  if (grad != loss.front())
-    return emitOptionalError(loc, "grad has type ", grad, "; the loss has type ",
-                             loss.front());
-  if (failed(checkBlockStats(loc, tensorOf(adaptor.getStats()), labels)))
-    return failure();
-  results.push_back(adaptor.getLogits().getType());
-  return success();
+  return inferCrossEntropyGrad(ctx, loc, adaptor.getLogits(), adaptor.getLabels(),
+                               adaptor.getGrad(), adaptor.getReduction(), results);
 }
 
 //===----------------------------------------------------------------------===//

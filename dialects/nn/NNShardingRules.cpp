@@ -303,34 +303,47 @@ static int lossRows(RuleBuilder &b, int64_t rows, LossReduction reduction, bool 
                   reduction == LossReduction::mean);
 }
 
+/// A loss of operand 0 [N, C] (logits, or the blocks' statistics) against
+/// labels [N]: rows as the reduction says, the columns split as `columns`.
+static void lossRule(RuleBuilder &b, Value input, LossReduction reduction, FactorKind columns) {
+  int n = lossRows(b, shapeOf(input)[0], reduction, false);
+  b.operand(0, 0, n);
+  b.operand(1, 0, n);
+  if (reduction == LossReduction::none)
+    b.result(0, 0, n);
+  b.operand(0, 1, b.factor(columns, shapeOf(input)[1]));
+}
+
 ShardingRule CrossEntropyOp::getShardingRule() {
   // logits [N, C], labels [N]. The classes are summed over (in the
   // softmax's normalizer); split, the partitioner computes the loss the
   // vocabulary-parallel way (stats of each block, gathered, combined).
   RuleBuilder b(*this);
-  bool none = getReduction() == LossReduction::none;
-  int n = lossRows(b, shapeOf(getLogits())[0], getReduction(), false);
-  b.operand(0, 0, n);
-  b.operand(1, 0, n);
-  if (none)
-    b.result(0, 0, n);
-  b.operand(0, 1, b.factor(FactorKind::Reduction, shapeOf(getLogits())[1]));
+  lossRule(b, getLogits(), getReduction(), FactorKind::Reduction);
   return b.rule;
 }
 
-ShardingRule CrossEntropyGradOp::getShardingRule() {
-  // Row r's gradient divides by the counted rows of the whole batch. Split
-  // classes: each block's gradient (nn.cross_entropy_block_grad).
-  RuleBuilder b(*this);
-  int n = lossRows(b, shapeOf(getLogits())[0], getReduction(), true);
+/// The logits gradient of a cross-entropy: row r's gradient divides by the
+/// counted rows of the whole batch; the classes split as `classes` says.
+/// Returns the rows factor.
+static int lossGradRule(RuleBuilder &b, Value logits, Value grad, LossReduction reduction,
+                        FactorKind classes) {
+  int n = lossRows(b, shapeOf(logits)[0], reduction, true);
   b.operand(0, 0, n);
   b.operand(1, 0, n);
-  if (shapeOf(getGrad()).size() == 1)
+  if (shapeOf(grad).size() == 1)
     b.operand(2, 0, n);
   b.result(0, 0, n);
-  int c = b.factor(FactorKind::Parallel, shapeOf(getLogits())[1]);
+  int c = b.factor(classes, shapeOf(logits)[1]);
   b.operand(0, 1, c);
   b.result(0, 1, c);
+  return n;
+}
+
+ShardingRule CrossEntropyGradOp::getShardingRule() {
+  // Split classes: each block's gradient (nn.cross_entropy_block_grad).
+  RuleBuilder b(*this);
+  lossGradRule(b, getLogits(), getGrad(), getReduction(), FactorKind::Parallel);
   return b.rule;
 }
 
@@ -347,28 +360,17 @@ ShardingRule CrossEntropyStatsOp::getShardingRule() {
 }
 
 ShardingRule CrossEntropyCombineOp::getShardingRule() {
+  // Every block's statistics, whole.
   RuleBuilder b(*this);
-  int n = lossRows(b, shapeOf(getStats())[0], getReduction(), false);
-  b.operand(0, 0, n);
-  b.operand(1, 0, n);
-  if (getReduction() == LossReduction::none)
-    b.result(0, 0, n);
-  b.operand(0, 1, b.factor(FactorKind::Blocked, shapeOf(getStats())[1]));
+  lossRule(b, getStats(), getReduction(), FactorKind::Blocked);
   return b.rule;
 }
 
 ShardingRule CrossEntropyBlockGradOp::getShardingRule() {
+  // A block already: its classes stay whole; the statistics of all blocks too.
   RuleBuilder b(*this);
-  int n = lossRows(b, shapeOf(getLogits())[0], getReduction(), true);
-  b.operand(0, 0, n);
-  b.operand(1, 0, n);
-  if (shapeOf(getGrad()).size() == 1)
-    b.operand(2, 0, n);
+  int n = lossGradRule(b, getLogits(), getGrad(), getReduction(), FactorKind::Blocked);
   b.operand(3, 0, n);
-  b.result(0, 0, n);
-  int c = b.factor(FactorKind::Blocked, shapeOf(getLogits())[1]);
-  b.operand(0, 1, c);
-  b.result(0, 1, c);
   b.operand(3, 1, b.factor(FactorKind::Blocked, shapeOf(getStats())[1]));
   return b.rule;
 }

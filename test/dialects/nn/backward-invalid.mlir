@@ -230,3 +230,33 @@ func.func @cross_entropy_grad_result(%logits: tensor<4x10xbf16>, %labels: tensor
   %0 = nn.cross_entropy_grad %logits, %labels, %dl : (tensor<4x10xbf16>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xf32>
   return
 }
+
+// -----
+
+// The vocabulary-parallel loss's statistics are [N, 3 * blocks].
+func.func @cross_entropy_combine_stats(%stats: tensor<4x4xf32>, %labels: tensor<4xi64>) {
+  // expected-error @+2 {{stats must be [N, 3 * blocks] and labels [N], got [4x4] and [4]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.cross_entropy_combine %stats, %labels : (tensor<4x4xf32>, tensor<4xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// A block's gradient reads statistics of as many rows as its logits.
+func.func @cross_entropy_block_grad_rows(%logits: tensor<4x10xf32>, %labels: tensor<4xi64>, %dl: tensor<f32>, %stats: tensor<2x6xf32>) {
+  // expected-error @+2 {{stats have 2 rows but labels have 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.cross_entropy_block_grad %logits, %labels, %dl, %stats : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>, tensor<2x6xf32>) -> tensor<4x10xf32>
+  return
+}
+
+// -----
+
+// cross_entropy_stats reads [N, C] logits and [N] labels.
+func.func @cross_entropy_stats_labels(%logits: tensor<4x10xf32>, %labels: tensor<3xi64>) {
+  // expected-error @+2 {{logits have 4 rows but labels have 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.cross_entropy_stats %logits, %labels : (tensor<4x10xf32>, tensor<3xi64>) -> tensor<4x3xf32>
+  return
+}

@@ -95,3 +95,23 @@ func.func @cross_entropy_grad(%logits: tensor<16x100xbf16>, %labels: tensor<16xi
   %2 = nn.cross_entropy_grad %logits, %labels, %drows reduction = none : (tensor<16x100xbf16>, tensor<16xi64>, tensor<16xf32>) -> tensor<16x100xbf16>
   return
 }
+
+// -----
+
+// The vocabulary-parallel loss: a block's statistics, the loss from every
+// block's, and a block's gradient; embeddings of a vocabulary block.
+// CHECK-LABEL: func.func @vocabulary_blocks
+func.func @vocabulary_blocks(%logits: tensor<16x50xbf16>, %labels: tensor<16xi64>, %stats: tensor<16x6xf32>,
+                             %dl: tensor<f32>, %table: tensor<50x8xf32>, %ids: tensor<2x8xi64>, %dy: tensor<2x8x8xf32>) {
+  // CHECK: nn.cross_entropy_stats %arg0, %arg1 {vocab_start = 50 : i64} : (tensor<16x50xbf16>, tensor<16xi64>) -> tensor<16x3xf32>
+  %0 = nn.cross_entropy_stats %logits, %labels {vocab_start = 50 : i64} : (tensor<16x50xbf16>, tensor<16xi64>) -> tensor<16x3xf32>
+  // CHECK: nn.cross_entropy_combine %arg2, %arg1 reduction = sum {num_classes = 100 : i64} : (tensor<16x6xf32>, tensor<16xi64>) -> tensor<f32>
+  %1 = nn.cross_entropy_combine %stats, %labels reduction = sum {num_classes = 100 : i64} : (tensor<16x6xf32>, tensor<16xi64>) -> tensor<f32>
+  // CHECK: nn.cross_entropy_block_grad %arg0, %arg1, %arg3, %arg2 {vocab_start = 50 : i64} : (tensor<16x50xbf16>, tensor<16xi64>, tensor<f32>, tensor<16x6xf32>) -> tensor<16x50xbf16>
+  %2 = nn.cross_entropy_block_grad %logits, %labels, %dl, %stats {vocab_start = 50 : i64} : (tensor<16x50xbf16>, tensor<16xi64>, tensor<f32>, tensor<16x6xf32>) -> tensor<16x50xbf16>
+  // CHECK: nn.embedding %arg4, %arg5 {vocab_size = 100 : i64, vocab_start = 50 : i64} : (tensor<50x8xf32>, tensor<2x8xi64>) -> tensor<2x8x8xf32>
+  %3 = nn.embedding %table, %ids {vocab_size = 100 : i64, vocab_start = 50 : i64} : (tensor<50x8xf32>, tensor<2x8xi64>) -> tensor<2x8x8xf32>
+  // CHECK: nn.embedding_grad %arg5, %arg6 num_embeddings = 50 {vocab_size = 100 : i64, vocab_start = 50 : i64} : (tensor<2x8xi64>, tensor<2x8x8xf32>) -> tensor<50x8xf32>
+  %4 = nn.embedding_grad %ids, %dy num_embeddings = 50 {vocab_size = 100 : i64, vocab_start = 50 : i64} : (tensor<2x8xi64>, tensor<2x8x8xf32>) -> tensor<50x8xf32>
+  return
+}
