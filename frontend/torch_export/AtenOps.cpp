@@ -473,6 +473,124 @@ Error convertMaskedFill(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
+/// The functional forms of copy_, fill_ and zero_: `self`'s type, new values.
+Error convertCopy(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  GraphImporter &g = node.importer();
+  auto source = node.tensor("src", 1);
+  if (!source)
+    return source.takeError();
+  auto shape = broadcastShapes(tensorType(*source).getShape(), type->getShape());
+  if (!shape || llvm::ArrayRef<int64_t>(*shape) != type->getShape())
+    return importError("copies a " + typeString(tensorType(*source)) + " into a " +
+                       typeString(*type) + ": the shapes do not broadcast");
+  auto cast = g.castTo(*source, type->getElementType());
+  if (!cast)
+    return cast.takeError();
+  auto result = g.broadcastTo(*cast, type->getShape());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+Error convertFillValue(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  if (node.isNumber("value", 1)) {
+    auto value = node.number("value", 1);
+    if (!value)
+      return value.takeError();
+    return node.setResult(0, node.importer().splat(*type, *value));
+  }
+  auto value = node.tensor("value", 1);
+  if (!value)
+    return value.takeError();
+  if (tensorType(*value).getRank() != 0)
+    return importError("fill with a tensor that is not a scalar");
+  auto cast = node.importer().castTo(*value, type->getElementType());
+  if (!cast)
+    return cast.takeError();
+  auto result = node.importer().broadcastTo(*cast, type->getShape());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// index_put with one boolean mask (`x[mask] = v`): a where. Integer indices
+/// would need a scatter, which Loom does not have.
+Error convertIndexPut(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  GraphImporter &g = node.importer();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto indices = node.tensorList("indices", 1);
+  if (!indices)
+    return indices.takeError();
+  if (indices->size() != 1 || !indices->front() ||
+      !tensorType(*indices->front()).getElementType().isInteger(1))
+    return importError("index_put with integer or several indices (a scatter) is not supported; "
+                       "only a boolean mask is");
+  Value mask = *indices->front();
+  RankedTensorType maskType = tensorType(mask);
+  if (maskType.getRank() > type->getRank() ||
+      maskType.getShape() != type->getShape().take_front(maskType.getRank()))
+    return importError("index_put's mask " + typeString(maskType) + " does not match " +
+                       typeString(*type));
+  auto values = node.tensor("values", 2);
+  if (!values)
+    return values.takeError();
+  llvm::ArrayRef<int64_t> trailing = type->getShape().drop_front(maskType.getRank());
+  RankedTensorType valuesType = tensorType(*values);
+  // Values for each selected element: a scalar or one trailing slice.
+  bool perSlice = valuesType.getNumElements() == 1 ||
+                  valuesType.getShape() == trailing ||
+                  (valuesType.getRank() == int64_t(trailing.size()) + 1 &&
+                   valuesType.getDimSize(0) == 1 && valuesType.getShape().drop_front() == trailing);
+  if (!perSlice)
+    return importError("index_put's values " + typeString(valuesType) +
+                       " depend on how many elements the mask selects; only a scalar or one "
+                       "slice per selected element is supported");
+  auto accumulate = node.boolean("accumulate", 3, false);
+  if (!accumulate)
+    return accumulate.takeError();
+  llvm::SmallVector<int64_t> maskShape(maskType.getShape());
+  maskShape.append(trailing.size(), 1);
+  auto maskFull = g.reshapeTo(mask, maskShape);
+  if (!maskFull)
+    return maskFull.takeError();
+  auto broadcastMask = g.broadcastTo(*maskFull, type->getShape());
+  if (!broadcastMask)
+    return broadcastMask.takeError();
+  auto cast = g.castTo(*values, type->getElementType());
+  if (!cast)
+    return cast.takeError();
+  auto flatValues = g.reshapeTo(*cast, valuesType.getNumElements() == 1
+                                           ? llvm::SmallVector<int64_t>()
+                                           : llvm::SmallVector<int64_t>(trailing));
+  if (!flatValues)
+    return flatValues.takeError();
+  auto spread = g.broadcastTo(*flatValues, type->getShape());
+  if (!spread)
+    return spread.takeError();
+  Value replacement = *spread;
+  if (*accumulate) {
+    auto sum = g.create<nn::AddOp>(*type, *self, *spread);
+    if (!sum)
+      return sum.takeError();
+    replacement = *sum;
+  }
+  auto result = g.create<nn::WhereOp>(*type, *broadcastMask, replacement, *self);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
 Error convertClamp(NodeContext &node) {
   auto type = node.resultType(0);
   if (!type)
@@ -1617,6 +1735,11 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.logical_not"] = convertLogic<Logic::Not, false>;
     t["aten.where"] = convertWhere;
     t["aten.masked_fill"] = convertMaskedFill;
+    // The functional forms of in-place operators without one of their own.
+    t["aten.copy"] = convertCopy;
+    t["aten.fill"] = convertFillValue;
+    t["aten.zero"] = [](NodeContext &n) { return convertFill(n, 0.0, "", 0); };
+    t["aten.index_put"] = convertIndexPut;
     t["aten.clamp"] = convertClamp;
     t["aten.clamp_min"] = convertClamp;
     t["aten.clamp_max"] = convertClamp;

@@ -4,6 +4,10 @@
 #include "frontend/common/ConstantEvaluator.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <functional>
+#include <numeric>
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -111,6 +115,8 @@ llvm::Error NodeContext::argumentError(llvm::StringRef name, int position,
 }
 
 llvm::Expected<Value> NodeContext::lookup(llvm::StringRef name) {
+  if (llvm::Error err = importer_.refresh(name))
+    return std::move(err);
   GraphScope &scope = importer_.scope();
   auto it = scope.tensors.find(name);
   if (it == scope.tensors.end()) {
@@ -371,7 +377,11 @@ llvm::Error NodeContext::setResult(size_t index, Value value) {
   auto expected = resultType(index);
   if (!expected)
     return expected.takeError();
-  if (value.getType() != *expected)
+  // Replaying a view chain on an index tensor keeps the shapes, not the dtype.
+  bool matches = importer_.replaying_
+                     ? cast<RankedTensorType>(value.getType()).getShape() == expected->getShape()
+                     : value.getType() == *expected;
+  if (!matches)
     return importError("converted to a value of type " + typeString(value.getType()) +
                        " but the graph says " + typeString(*expected));
   importer_.scope().tensors[results_[index].name] = value;
@@ -513,10 +523,12 @@ llvm::Expected<llvm::SmallVector<Value>> GraphImporter::importGraph(const llvm::
         object ? tensorName(object->get("as_tensor")) : std::nullopt;
     if (!name)
       return importError("a graph output is not a tensor; only tensor outputs are supported");
-    auto it = scope().tensors.find(*name);
-    if (it == scope().tensors.end())
+    if (!scope().tensors.count(*name))
       return importError("graph output '" + *name + "' is not defined by any node");
-    values.push_back(it->second);
+    auto value = valueOf(*name);
+    if (!value)
+      return value.takeError();
+    values.push_back(*value);
   }
   return values;
 }
@@ -633,14 +645,23 @@ llvm::Error GraphImporter::convertNode(const llvm::json::Object &object) {
   if (name.empty() && !node.results_.empty())
     name = node.results_.front().name;
 
+  // Ops carry the node's name, so later errors can say which node made them.
+  Location outerLoc = loc_;
+  loc_ = name.empty() ? fileLoc_ : Location(NameLoc::get(builder_.getStringAttr(name), fileLoc_));
   llvm::Error err = llvm::Error::success();
   if (target == "torch.ops.higher_order.wrap_with_set_grad_enabled") {
     // Gradient mode does not change forward values: inline the subgraph.
     err = convertHigherOrderWrap(node, 1);
   } else if (target.consume_front("_operator.") || target.consume_front("torch.")) {
     if (node.target().starts_with("torch.ops.")) {
-      OperatorConverter converter = findOperatorConverter(node.target());
-      err = converter ? converter(node) : importError("unsupported operator");
+      if (std::optional<std::string> functional = functionalCounterpart(node.target())) {
+        err = convertInPlace(node, object, *functional);
+      } else {
+        OperatorConverter converter = findOperatorConverter(node.target());
+        err = converter ? converter(node) : importError("unsupported operator");
+        if (!err)
+          recordAliases(node, object);
+      }
     } else {
       err = convertSymbolicOperator(node, target);
     }
@@ -649,12 +670,348 @@ llvm::Error GraphImporter::convertNode(const llvm::json::Object &object) {
   }
   if (!err)
     err = foldConstantResults(node);
-  if (!err)
+  loc_ = outerLoc;
+  if (!err) {
+    for (const NodeContext::Result &result : node.results_)
+      if (!result.name.empty())
+        scope().stale.erase(result.name);
     return llvm::Error::success();
+  }
   std::string message = llvm::toString(std::move(err));
   if (llvm::StringRef(message).starts_with("node '"))
     return importError(message);
   return importError("node '" + name + "' (" + node.target() + "): " + message);
+}
+
+//===----------------------------------------------------------------------===//
+// In-place operators and aliasing views
+//===----------------------------------------------------------------------===//
+
+std::optional<std::string> functionalCounterpart(llvm::StringRef target) {
+  llvm::SmallVector<llvm::StringRef> parts;
+  target.split(parts, '.');
+  // torch.ops.NAMESPACE.NAME[.OVERLOAD]
+  if (parts.size() < 4 || parts[0] != "torch" || parts[1] != "ops")
+    return std::nullopt;
+  llvm::StringRef name = parts[3];
+  std::string functional;
+  if (name.size() > 5 && name.starts_with("__i") && name.ends_with("__"))
+    functional = "__" + name.drop_front(3).str(); // __iand__ -> __and__
+  else if (name.size() > 1 && name.ends_with("_") && !name.ends_with("__"))
+    functional = name.drop_back().str(); // add_ -> add
+  else
+    return std::nullopt;
+  std::string result;
+  for (auto [i, part] : llvm::enumerate(parts)) {
+    if (i)
+      result += '.';
+    result += i == 3 ? llvm::StringRef(functional) : part;
+  }
+  return result;
+}
+
+namespace {
+
+enum class AliasKind {
+  None,      // a new tensor
+  SameValue, // its input under another name
+  View,      // a view of its input's storage
+  /// A view when the input is contiguous, else a copy (reshape, contiguous).
+  ViewIfContiguous,
+  SameValueIfSameType, // to, type_as: the input itself when nothing changes
+};
+
+/// How ATen's view operators alias their `self` (native_functions.yaml's
+/// `Tensor(a)` results).
+AliasKind aliasKindOf(llvm::StringRef target) {
+  if (!target.consume_front("torch.ops.aten."))
+    return AliasKind::None;
+  llvm::StringRef name = target.split('.').first;
+  return llvm::StringSwitch<AliasKind>(name)
+      .Cases("alias", "detach", "lift_fresh", AliasKind::SameValue)
+      .Cases("to", "type_as", AliasKind::SameValueIfSameType)
+      .Cases("reshape", "reshape_as", "flatten", "contiguous", AliasKind::ViewIfContiguous)
+      .Cases("view", "_unsafe_view", "view_as", "unflatten", "squeeze", "unsqueeze",
+             AliasKind::View)
+      .Cases("expand", "expand_as", "broadcast_to", "transpose", "swapaxes", "t", "permute",
+             AliasKind::View)
+      .Cases("slice", "narrow", "select", "split", "split_with_sizes", "chunk", "unbind",
+             AliasKind::View)
+      .Cases("movedim", "diagonal", "as_strided", "unfold", "_reshape_alias", "numpy_T",
+             AliasKind::View)
+      .Default(AliasKind::None);
+}
+
+/// The largest tensor whose mutation through a view is resolved (the
+/// inverse index map is a compile-time constant of this many elements).
+constexpr int64_t kMaxMutatedViewBase = int64_t(1) << 26;
+
+} // namespace
+
+bool GraphImporter::isContiguous(llvm::StringRef name) const {
+  const GraphScope &scope = scopes_.back();
+  const llvm::json::Object *meta =
+      scope.tensorValues ? scope.tensorValues->getObject(name) : nullptr;
+  const llvm::json::Array *sizes = meta ? meta->getArray("sizes") : nullptr;
+  const llvm::json::Array *strides = meta ? meta->getArray("strides") : nullptr;
+  if (!sizes || !strides || sizes->size() != strides->size())
+    return true; // no layout recorded: the common case
+  int64_t expected = 1;
+  for (size_t i = sizes->size(); i-- > 0;) {
+    auto size = symIntValue((*sizes)[i], symbols_);
+    auto stride = symIntValue((*strides)[i], symbols_);
+    if (!size || !stride) {
+      llvm::consumeError(size.takeError());
+      llvm::consumeError(stride.takeError());
+      return true;
+    }
+    if (*size != 1 && *stride != expected)
+      return false;
+    expected *= *size;
+  }
+  return true;
+}
+
+void GraphImporter::recordAliases(NodeContext &node, const llvm::json::Object &object) {
+  AliasKind kind = aliasKindOf(node.target());
+  if (kind == AliasKind::None)
+    return;
+  const llvm::json::Object *selfArgument = node.arg("self", 0);
+  std::optional<llvm::StringRef> self =
+      selfArgument ? tensorName(selfArgument->get("as_tensor")) : std::nullopt;
+  if (!self)
+    return;
+  GraphScope &scope = this->scope();
+  if (kind == AliasKind::ViewIfContiguous) {
+    if (!isContiguous(*self))
+      return;
+    kind = node.target().contains(".contiguous") ? AliasKind::SameValue : AliasKind::View;
+  }
+  for (const NodeContext::Result &result : node.results_) {
+    if (result.kind != NodeContext::Result::Tensor || result.name.empty() ||
+        result.name == *self)
+      continue;
+    if (kind == AliasKind::SameValueIfSameType) {
+      auto it = scope.tensors.find(result.name), in = scope.tensors.find(*self);
+      if (it == scope.tensors.end() || in == scope.tensors.end() || it->second != in->second)
+        continue; // a cast: a new tensor
+    }
+    scope.aliases[result.name] = {self->str(), kind == AliasKind::View ? &object : nullptr};
+  }
+}
+
+llvm::Error GraphImporter::convertInPlace(NodeContext &node, const llvm::json::Object &object,
+                                          llvm::StringRef functional) {
+  OperatorConverter converter = findOperatorConverter(functional);
+  if (!converter)
+    return importError("in-place operator whose functional form (" +
+                       functional.drop_front(strlen("torch.ops.")) +
+                       ") Loom does not convert");
+  const llvm::json::Object *selfArgument = node.arg("self", 0);
+  std::optional<llvm::StringRef> self =
+      selfArgument ? tensorName(selfArgument->get("as_tensor")) : std::nullopt;
+  if (!self)
+    return importError("in-place operator whose first argument is not a tensor");
+  if (node.results_.size() != 1 || node.results_[0].kind != NodeContext::Result::Tensor)
+    return importError("in-place operator without exactly one tensor result");
+  // The functional converter computes the new value of `self`; the node's
+  // result type (tensor_values) is self's, so dtypes stay as in-place ops keep them.
+  std::string inPlaceTarget = node.target_;
+  node.target_ = functional.str();
+  llvm::Error err = converter(node);
+  node.target_ = inPlaceTarget;
+  if (err)
+    return err;
+  std::string resultName = node.results_[0].name;
+  Value updated = scope().tensors.lookup(resultName);
+  auto selfType = typeOf(*self);
+  if (!selfType)
+    return selfType.takeError();
+  if (!updated || updated.getType() != *selfType)
+    return importError("the new value of '" + *self + "' has type " +
+                       (updated ? typeString(updated.getType()) : std::string("none")) +
+                       ", not its type " + typeString(*selfType));
+  std::string selfName = self->str();
+  if (llvm::Error err = mutate(selfName, updated))
+    return err;
+  // The result is `self` under another name: later mutations of either reach both.
+  if (resultName != selfName)
+    scope().aliases[resultName] = {selfName, nullptr};
+  (void)object;
+  return llvm::Error::success();
+}
+
+llvm::Error GraphImporter::mutate(llvm::StringRef name, Value value) {
+  // The chain of aliases from `name` up to the tensor that owns the storage.
+  llvm::SmallVector<std::string> chain{name.str()};
+  bool throughView = false;
+  for (auto it = scope().aliases.find(chain.back()); it != scope().aliases.end();
+       it = scope().aliases.find(chain.back())) {
+    throughView |= it->second.node != nullptr;
+    chain.push_back(it->second.parent);
+    if (chain.size() > scope().aliases.size() + 1)
+      return importError("the aliases of '" + name + "' form a cycle");
+  }
+  std::string root = chain.back();
+  Value rootValue = value;
+  if (throughView) {
+    auto merged = scatterIntoBase(chain, value);
+    if (!merged)
+      return merged.takeError();
+    rootValue = *merged;
+  }
+
+  // Every other name of the same storage is recomputed when next read.
+  GraphScope &scope = this->scope();
+  llvm::StringMap<std::string> roots;
+  std::function<llvm::StringRef(llvm::StringRef)> rootOf = [&](llvm::StringRef n) -> llvm::StringRef {
+    llvm::SmallVector<llvm::StringRef> path;
+    llvm::StringRef current = n;
+    while (true) {
+      if (auto known = roots.find(current); known != roots.end()) {
+        current = known->second;
+        break;
+      }
+      auto it = scope.aliases.find(current);
+      if (it == scope.aliases.end() || path.size() > scope.aliases.size())
+        break;
+      path.push_back(current);
+      current = it->second.parent;
+    }
+    for (llvm::StringRef p : path)
+      roots[p] = current.str();
+    return roots.count(n) ? llvm::StringRef(roots[n]) : n;
+  };
+  for (const auto &entry : scope.aliases)
+    if (entry.first() != name && rootOf(entry.first()) == root)
+      scope.stale.insert(entry.first());
+  scope.tensors[root] = rootValue;
+  scope.stale.erase(root);
+  scope.tensors[name] = value;
+  scope.stale.erase(name);
+  return llvm::Error::success();
+}
+
+llvm::Expected<Value> GraphImporter::scatterIntoBase(llvm::ArrayRef<std::string> chain,
+                                                     Value value) {
+  llvm::StringRef name = chain.front(), root = chain.back();
+  auto rootValue = valueOf(root);
+  if (!rootValue)
+    return rootValue.takeError();
+  auto rootType = cast<RankedTensorType>(rootValue->getType());
+  int64_t n = rootType.getNumElements();
+  if (n > kMaxMutatedViewBase)
+    return importError("mutates a view of '" + root + "' (" + typeString(rootType) +
+                       "), too large to resolve the view at compile time");
+  // Replay the chain of views on the base's flat element indices: the
+  // view's elements then say which base element each one is.
+  auto indexType = RankedTensorType::get(rootType.getShape(), builder_.getI64Type());
+  llvm::SmallVector<int64_t> iota(n);
+  std::iota(iota.begin(), iota.end(), 0);
+  GraphScope saved = scope();
+  scope().stale.clear();
+  scope().tensors[root] = constant(DenseElementsAttr::get(indexType, llvm::ArrayRef(iota)));
+  replaying_ = true;
+  llvm::Error err = llvm::Error::success();
+  for (size_t i = chain.size() - 1; i-- > 0 && !err;) {
+    const GraphScope::Alias alias = scope().aliases.lookup(chain[i]);
+    if (!alias.node)
+      scope().tensors[chain[i]] = scope().tensors.lookup(alias.parent);
+    else
+      err = convertNode(*alias.node);
+  }
+  replaying_ = false;
+  Value indexView = err ? Value() : scope().tensors.lookup(name);
+  scope() = std::move(saved);
+  if (err)
+    return std::move(err);
+  std::optional<DenseElementsAttr> indices = indexView ? constantValue(indexView) : std::nullopt;
+  if (!indices)
+    return importError("mutates '" + name + "', a view of '" + root +
+                       "' that Loom cannot map back onto it");
+
+  // Invert it: base element j takes the view's element inverse[j].
+  llvm::SmallVector<int64_t> inverse(n, 0);
+  llvm::SmallVector<bool> covered(n, false);
+  int64_t k = 0, count = 0;
+  for (const llvm::APInt &index : indices->getValues<llvm::APInt>()) {
+    int64_t j = index.getSExtValue();
+    if (j < 0 || j >= n)
+      return importError("mutates '" + name + "', a view of '" + root +
+                         "' that Loom cannot map back onto it");
+    if (covered[j])
+      return importError("mutates '" + name + "', a view of '" + root +
+                         "' in which one element appears more than once (an expanded view)");
+    covered[j] = true;
+    inverse[j] = k++;
+    ++count;
+  }
+  auto viewType = cast<RankedTensorType>(value.getType());
+  auto flatView = reshapeTo(value, {viewType.getNumElements()});
+  if (!flatView)
+    return flatView.takeError();
+  auto cast = castTo(*flatView, rootType.getElementType());
+  if (!cast)
+    return cast.takeError();
+  auto flatType = RankedTensorType::get({n}, rootType.getElementType());
+  auto inverseType = RankedTensorType::get({n}, builder_.getI64Type());
+  auto gathered = create<nn::GatherOp>(flatType, *cast,
+                                       constant(DenseElementsAttr::get(inverseType,
+                                                                       llvm::ArrayRef(inverse))),
+                                       builder_.getI64IntegerAttr(0));
+  if (!gathered)
+    return gathered.takeError();
+  Value merged = *gathered;
+  if (count != n) {
+    auto flatBase = reshapeTo(*rootValue, {n});
+    if (!flatBase)
+      return flatBase.takeError();
+    auto maskType = RankedTensorType::get({n}, builder_.getI1Type());
+    auto where = create<nn::WhereOp>(
+        flatType, constant(DenseElementsAttr::get(maskType, llvm::ArrayRef(covered))), merged,
+        *flatBase);
+    if (!where)
+      return where.takeError();
+    merged = *where;
+  }
+  return reshapeTo(merged, rootType.getShape());
+}
+
+llvm::Expected<Value> GraphImporter::valueOf(llvm::StringRef name) {
+  if (llvm::Error err = refresh(name))
+    return std::move(err);
+  auto it = scope().tensors.find(name);
+  if (it == scope().tensors.end())
+    return importError("uses '" + name + "', which no earlier node defines");
+  return it->second;
+}
+
+llvm::Error GraphImporter::refresh(llvm::StringRef name) {
+  if (!scope().stale.contains(name))
+    return llvm::Error::success();
+  // Stale ancestors first, outermost first (iteratively: chains can be long).
+  llvm::SmallVector<std::string> path{name.str()};
+  while (true) {
+    auto it = scope().aliases.find(path.back());
+    if (it == scope().aliases.end() || !scope().stale.contains(it->second.parent))
+      break;
+    path.push_back(it->second.parent);
+    if (path.size() > scope().aliases.size() + 1)
+      return importError("the aliases of '" + name + "' form a cycle");
+  }
+  for (const std::string &current : llvm::reverse(path)) {
+    if (!scope().stale.contains(current))
+      continue; // recomputed with a sibling
+    const GraphScope::Alias alias = scope().aliases.lookup(current);
+    if (alias.node) {
+      if (llvm::Error err = convertNode(*alias.node))
+        return err;
+    } else {
+      scope().tensors[current] = scope().tensors.lookup(alias.parent);
+    }
+    scope().stale.erase(current);
+  }
+  return llvm::Error::success();
 }
 
 } // namespace loom::torch_export

@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace loom::torch_export {
 
@@ -26,6 +27,19 @@ struct GraphScope {
   llvm::StringMap<bool> symBools;
   /// Names whose value Loom does not compute (e.g. argmax indices), with why.
   llvm::StringMap<std::string> unavailable;
+
+  /// How an aliasing name was made from the tensor it shares storage with:
+  /// its parent's name and the view node that made it, or no node when it
+  /// is the parent itself under another name (an in-place op's result,
+  /// detach, alias). In-place ops are functionalized through these.
+  struct Alias {
+    std::string parent;
+    const llvm::json::Object *node = nullptr;
+  };
+  llvm::StringMap<Alias> aliases;
+  /// Aliases whose storage was mutated through another name since they were
+  /// computed: recomputed from their parent when next read.
+  llvm::StringSet<> stale;
 };
 
 /// A node being converted: typed access to its named arguments and results.
@@ -102,7 +116,7 @@ private:
 class GraphImporter {
 public:
   GraphImporter(mlir::OpBuilder &builder, mlir::Location loc, const SymbolValues &symbols)
-      : builder_(builder), loc_(loc), symbols_(symbols) {}
+      : builder_(builder), loc_(loc), fileLoc_(loc), symbols_(symbols) {}
 
   mlir::OpBuilder &builder() { return builder_; }
   mlir::Location loc() const { return loc_; }
@@ -115,6 +129,12 @@ public:
   llvm::Expected<llvm::SmallVector<mlir::Value>> importGraph(const llvm::json::Object &graph);
   void pushScope(const llvm::json::Object &graph);
   void popScope() { scopes_.pop_back(); }
+
+  /// The current value of tensor `name`: a view whose storage was mutated
+  /// through another name since is recomputed first.
+  llvm::Expected<mlir::Value> valueOf(llvm::StringRef name);
+  /// Recomputes `name` (and its stale parents) if a mutation made it stale.
+  llvm::Error refresh(llvm::StringRef name);
 
   /// The type tensor_values gives `name` in the current graph.
   llvm::Expected<mlir::RankedTensorType> typeOf(llvm::StringRef name) const;
@@ -148,12 +168,37 @@ private:
   llvm::Error convertHigherOrderWrap(NodeContext &node, int graphPosition);
   llvm::Error convertSymbolicOperator(NodeContext &node, llvm::StringRef op);
   llvm::Error foldConstantResults(NodeContext &node);
+  /// `x.op_(...)`: the functional `op` computes the new value, which then
+  /// replaces `x` and everything that shares its storage.
+  llvm::Error convertInPlace(NodeContext &node, const llvm::json::Object &object,
+                             llvm::StringRef functional);
+  /// Records the results of a view node as aliases of its input.
+  void recordAliases(NodeContext &node, const llvm::json::Object &object);
+  /// Gives tensor `name` the value `value` and its storage's other names
+  /// theirs: the base is rewritten where the view covers it, the other
+  /// views become stale.
+  llvm::Error mutate(llvm::StringRef name, mlir::Value value);
+  /// Whether the TensorMeta of `name` has row-major contiguous strides.
+  bool isContiguous(llvm::StringRef name) const;
+  /// The base of `chain` (name, its parent, ..., the base) with the
+  /// elements the view `chain.front()` covers replaced by `value`.
+  llvm::Expected<mlir::Value> scatterIntoBase(llvm::ArrayRef<std::string> chain,
+                                              mlir::Value value);
 
+  friend class NodeContext;
   mlir::OpBuilder &builder_;
-  mlir::Location loc_;
+  /// The node being converted (a NameLoc of its name), and the file.
+  mlir::Location loc_, fileLoc_;
   const SymbolValues &symbols_;
+  /// Replaying views on index tensors: results keep shapes, not dtypes.
+  bool replaying_ = false;
   std::vector<GraphScope> scopes_;
 };
+
+/// "torch.ops.aten.add_.Tensor" -> "torch.ops.aten.add.Tensor" (and
+/// __iand__ -> __and__): the functional form of an in-place operator, by
+/// ATen's naming convention; none for other operators.
+std::optional<std::string> functionalCounterpart(llvm::StringRef target);
 
 /// Converts one ATen operator node; the registry is in AtenOps.cpp.
 using OperatorConverter = llvm::Error (*)(NodeContext &node);

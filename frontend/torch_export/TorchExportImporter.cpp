@@ -218,34 +218,59 @@ Expected<OwningOpRef<ModuleOp>> importProgram(MLIRContext *context, llvm::String
   if (auto results = importer.importGraph(*graph); !results)
     return results.takeError();
 
-  llvm::SmallVector<Value> results;
-  llvm::SmallVector<std::string> resultNames;
+  // User outputs first (a training forward returns logits first), then the
+  // new values of mutated buffers and inputs, named after what they update.
+  llvm::SmallVector<Value> results, updates;
+  llvm::SmallVector<std::string> resultNames, updateNames;
   for (const llvm::json::Value &specValue : *outputSpecs) {
     const llvm::json::Object *spec = specValue.getAsObject();
     if (!spec || spec->size() != 1)
       return importError("malformed output spec in the signature");
     llvm::StringRef kind = spec->begin()->first;
-    if (kind != "user_output" && kind != "loss_output")
-      return importError("the program has a '" + kind +
-                         "' output (an in-place update); only user outputs are supported");
     const llvm::json::Object *detail = spec->begin()->second.getAsObject();
     std::optional<llvm::StringRef> name = detail ? specTensorName(*detail) : std::nullopt;
+    bool user = kind == "user_output" || kind == "loss_output";
+    std::optional<llvm::StringRef> mutated;
+    if (kind == "buffer_mutation")
+      mutated = detail ? detail->getString("buffer_name") : std::nullopt;
+    else if (kind == "user_input_mutation")
+      mutated = detail ? detail->getString("user_input_name") : std::nullopt;
+    else if (!user)
+      return importError("the program has a '" + kind +
+                         "' output; Loom imports user outputs and the mutations of buffers "
+                         "and inputs");
+    if (!user && !mutated)
+      return importError("the '" + kind + "' output spec names no buffer or input");
     if (!name)
-      return importError("output " + llvm::Twine(results.size()) +
+      return importError("output " + llvm::Twine(results.size() + updates.size()) +
                          " is not a tensor; only tensor outputs are supported");
-    auto it = importer.scope().tensors.find(*name);
-    if (it == importer.scope().tensors.end())
+    if (!importer.scope().tensors.count(*name))
       return importError("output '" + *name + "' is not defined by any node");
-    results.push_back(it->second);
-    resultNames.push_back("output" + std::to_string(resultNames.size()));
+    auto value = importer.valueOf(*name);
+    if (!value)
+      return value.takeError();
+    if (user) {
+      results.push_back(*value);
+      resultNames.push_back("output" + std::to_string(resultNames.size()));
+    } else {
+      updates.push_back(*value);
+      updateNames.push_back(mutated->str() + ".updated");
+    }
   }
+  size_t numUserOutputs = results.size();
+  results.append(updates.begin(), updates.end());
+  resultNames.append(updateNames.begin(), updateNames.end());
   builder.setInsertionPointToEnd(body);
   builder.create<func::ReturnOp>(loc, results);
   func.setFunctionType(builder.getFunctionType(argumentTypes, ValueRange(results).getTypes()));
   for (auto [i, name] : llvm::enumerate(argumentNames))
     func.setArgAttr(i, "loom.name", builder.getStringAttr(name));
-  for (auto [i, name] : llvm::enumerate(resultNames))
+  for (auto [i, name] : llvm::enumerate(resultNames)) {
     func.setResultAttr(i, "loom.name", builder.getStringAttr(name));
+    if (i >= numUserOutputs)
+      func.setResultAttr(i, "loom.updates",
+                         builder.getStringAttr(llvm::StringRef(name).drop_back(strlen(".updated"))));
+  }
   eraseDeadOps(*body);
   if (Error err = importer.verify(*module))
     return std::move(err);
