@@ -57,6 +57,53 @@ def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::nn::NNDialect"];
 }
 
+def Rebatch : Pass<"loom-rebatch", "mlir::ModuleOp"> {
+  let summary = "re-infer @main's shapes for another batch size";
+  let description = [{
+    A model exported with a fixed batch (every shape in the file has it)
+    is compiled for another: the batch dimension is dim 0 of the first
+    argument, and of every argument whose dim 0 has the same size. The pass
+    follows it through the function and gives every value its shape for
+    `batch`:
+
+    - ops that infer their result types (InferTypeOpInterface) re-infer
+      them; ops whose results are their operands' type
+      (SameOperandsAndResultType) or their operands' broadcast shape take
+      the new shapes;
+    - ops that carry a shape follow the batch: a reshape finds it in its
+      result by the elements per batch index (`[B*S, H] -> [B, S, H]`),
+      a broadcast keeps it where its input had it, a slice that takes the
+      whole batch takes the whole new one;
+    - an operand made without the batch but sized by it (a constant mask
+      `[B, 1, S, S]` the importer folded, a broadcast, an iota) is made
+      again at the new size when it is the same for every sequence.
+
+    What cannot be followed is an error naming the node: a slice of some
+    sequences, a reshape that mixes the batch with other dims, a constant
+    that differs between sequences.
+
+    Before (`batch=8`):
+    ```mlir
+    func.func @main(%ids: tensor<2x16xi64>) -> tensor<2x16x256xf32> {
+      %h = nn.embedding %table, %ids : (tensor<256x64xf32>, tensor<2x16xi64>) -> tensor<2x16x64xf32>
+      %f = nn.reshape %h : tensor<2x16x64xf32> -> tensor<32x64xf32>
+    ```
+    After:
+    ```mlir
+    func.func @main(%ids: tensor<8x16xi64>) -> tensor<8x16x256xf32> {
+      %h = nn.embedding %table, %ids : (tensor<256x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+      %f = nn.reshape %h : tensor<8x16x64xf32> -> tensor<128x64xf32>
+    ```
+  }];
+  let options = [
+    Option<"batch", "batch", "int64_t", /*default=*/"0",
+           "the new batch size (0: leave the function as it is)">,
+    Option<"function", "function", "std::string", /*default=*/"\"main\"",
+           "the function to re-batch">,
+  ];
+  let dependentDialects = ["loom::nn::NNDialect"];
+}
+
 def CastCompute : Pass<"loom-cast-compute", "mlir::ModuleOp"> {
   let summary = "compute in a narrower float type, keeping f32 parameters";
   let description = [{

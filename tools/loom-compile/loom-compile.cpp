@@ -84,12 +84,15 @@ cl::opt<bool> embedWeights(
              "loom-run --weights supplies their values (for large models)"),
     cl::init(true), cl::cat(category));
 cl::opt<int64_t> batch("batch",
-                       cl::desc("the global batch (sequences per step); with --mode=infer, or "
-                                "divided by --microbatches, it fixes a symbolic batch dimension"),
+                       cl::desc("the global batch (sequences per step; default: the model's "
+                                "batch). Each data-parallel rank runs whole microbatches of "
+                                "batch / (dp * microbatches) sequences; the model's batch "
+                                "dimension, fixed or symbolic, is re-inferred for it"),
                        cl::init(0), cl::cat(category));
 cl::opt<int64_t> microbatches("microbatches",
-                              cl::desc("split the global batch into this many microbatches "
-                                       "(gradient accumulation); default: batch / the model's batch"),
+                              cl::desc("microbatches per data-parallel rank (gradient "
+                                       "accumulation); default: batch / (dp * the model's "
+                                       "batch) when that divides, else 1"),
                               cl::init(0), cl::cat(category));
 cl::opt<std::string> precision("precision",
                               cl::desc("f32, or bf16 (compute in bf16 with f32 master weights)"),
@@ -245,6 +248,14 @@ int main(int argc, char **argv) {
   bool distributed = tensorParallel > 1 || dataParallel > 1;
   if (distributed && !training)
     fail("--tp/--dp apply to --mode=train");
+  if (batch > 0 && training && batch % (int64_t(dataParallel) * std::max<int64_t>(microbatches, 1)) != 0)
+    fail("--batch (" + llvm::Twine(int64_t(batch)) + ") must be a multiple of --dp (" +
+         llvm::Twine(int64_t(dataParallel)) + ")" +
+         (microbatches > 0 ? " times --microbatches (" + llvm::Twine(int64_t(microbatches)) + ")"
+                           : llvm::Twine("")) +
+         ": each data-parallel rank runs whole microbatches");
+  // A symbolic batch is fixed at the forward's batch: one microbatch of
+  // every data-parallel rank (a fixed one is re-inferred after import).
   if (batch > 0)
     importOptions.batch = microbatches > 0 ? batch / microbatches : batch;
   if (seq > 0)
@@ -347,6 +358,46 @@ int main(int argc, char **argv) {
       pm.addPass(loom::createCastCompute(loom::CastComputeOptions{"bf16"}));
       pm.addPass(createCanonicalizerPass());
     }, "precision");
+
+  // The model's batch (fixed when exported, or symbolic and fixed on
+  // import) becomes the forward's: the given one for inference; for
+  // training, one microbatch of every data-parallel rank at once (sharding
+  // splits it over the ranks), the step taking the global batch.
+  int64_t modelBatch = 0;
+  if (!rtInput) {
+    auto forward = module->lookupSymbol<func::FuncOp>(entry);
+    if (forward && forward.getNumArguments() >= 1)
+      if (auto ids = dyn_cast<RankedTensorType>(forward.getArgumentTypes()[0]);
+          ids && ids.getRank() >= 1 && (ids.getRank() == 2 || !training))
+        modelBatch = ids.getDimSize(0);
+  }
+  if (modelBatch > 0) {
+    int64_t stepBatch = modelBatch;
+    if (!training && batch > 0)
+      stepBatch = batch;
+    if (training) {
+      int64_t globalBatch = batch > 0 ? int64_t(batch) : modelBatch;
+      int64_t dp = dataParallel;
+      if (globalBatch % dp != 0)
+        fail("the global batch (" + llvm::Twine(globalBatch) +
+             (batch > 0 ? "" : ", the model's; set it with --batch") +
+             ") must be a multiple of --dp (" + llvm::Twine(dp) +
+             "): each data-parallel rank runs whole microbatches");
+      // Per rank: microbatches of the model's batch where they fit.
+      if (microbatches == 0)
+        microbatches =
+            globalBatch % (dp * modelBatch) == 0 ? globalBatch / (dp * modelBatch) : 1;
+      if (globalBatch % (dp * microbatches) != 0)
+        fail("the global batch (" + llvm::Twine(globalBatch) + ") must be a multiple of --dp (" +
+             llvm::Twine(dp) + ") times --microbatches (" + llvm::Twine(int64_t(microbatches)) +
+             ")");
+      stepBatch = globalBatch / microbatches;
+    }
+    if (stepBatch != modelBatch)
+      runPhase([&](PassManager &pm) {
+        pm.addPass(loom::createRebatch(loom::RebatchOptions{stepBatch, entry}));
+      }, "rebatch");
+  }
   if (compileTo == Phase::NN)
     emitIR();
 
@@ -362,18 +413,7 @@ int main(int argc, char **argv) {
              "partition");
 
   if (!rtInput && training) {
-    // The forward's batch size is the microbatch; the step takes the global batch.
-    auto forward = module->lookupSymbol<func::FuncOp>(entry);
-    int64_t forwardBatch = 0;
-    if (forward && forward.getNumArguments() == 1)
-      if (auto ids = dyn_cast<RankedTensorType>(forward.getArgumentTypes()[0]); ids && ids.getRank() == 2)
-        forwardBatch = ids.getDimSize(0);
-    int64_t globalBatch = batch > 0 ? int64_t(batch) : forwardBatch;
-    if (microbatches > 0 && forwardBatch > 0 && globalBatch != microbatches * forwardBatch)
-      fail("--batch " + llvm::Twine(globalBatch) + " with --microbatches " +
-           llvm::Twine(int64_t(microbatches)) + " needs microbatches of " +
-           llvm::Twine(globalBatch / microbatches) + " sequences, but the model's batch is " +
-           llvm::Twine(forwardBatch) + " (fixed when it was exported)");
+    int64_t globalBatch = batch > 0 ? int64_t(batch) : modelBatch;
     runPhase([&](PassManager &pm) {
       if (precision == "bf16")
         pm.addPass(loom::createCastCompute(loom::CastComputeOptions{"bf16"}));
