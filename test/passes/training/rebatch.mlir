@@ -1,0 +1,83 @@
+// RUN: loom-opt %s --loom-rebatch=batch=8 -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: loom-opt %s --loom-rebatch=batch=1 -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=ONE
+
+// A forward exported at batch 2 re-inferred at 8 (and at 1): inferring ops,
+// same-type ops and broadcasting ops take new shapes; reshapes find the
+// batch by the elements per batch index, whether it is merged with the
+// sequence ([2*12, 32]) or split again; a slice of the whole batch takes the
+// whole new one; a causal mask folded at batch 2 is made again at 8.
+// CHECK-LABEL: func.func @main(%arg0: tensor<8x12xi64>) -> tensor<8x12x96xf32>
+// CHECK: nn.embedding {{.*}} -> tensor<8x12x32xf32>
+// CHECK: nn.reshape {{.*}} : tensor<8x12x32xf32> -> tensor<96x32xf32>
+// CHECK: nn.matmul {{.*}} -> tensor<96x32xf32>
+// CHECK: nn.reshape {{.*}} : tensor<96x32xf32> -> tensor<8x12x4x8xf32>
+// CHECK: nn.transpose {{.*}} -> tensor<8x4x12x8xf32>
+// CHECK: nn.constant dense<{{.*}}> : tensor<8x1x12x12xf32>
+// CHECK: nn.add {{.*}} -> tensor<8x4x12x12xf32>
+// CHECK: nn.softmax {{.*}} : tensor<8x4x12x12xf32>
+// CHECK: nn.slice {{.*}} limits = [8, 4, 12, 12] {{.*}} -> tensor<8x4x12x12xf32>
+// CHECK: nn.rms_norm {{.*}} -> tensor<8x12x32xf32>
+// CHECK: return {{.*}} : tensor<8x12x96xf32>
+// ONE-LABEL: func.func @main(%arg0: tensor<1x12xi64>) -> tensor<1x12x96xf32>
+// ONE: nn.reshape {{.*}} : tensor<1x12x32xf32> -> tensor<12x32xf32>
+// ONE: nn.reshape {{.*}} : tensor<12x32xf32> -> tensor<1x12x4x8xf32>
+// ONE: nn.constant dense<{{.*}}> : tensor<1x1x12x12xf32>
+// ONE: return {{.*}} : tensor<1x12x96xf32>
+module {
+  func.func @main(%ids: tensor<2x12xi64>) -> tensor<2x12x96xf32> {
+    %table = nn.parameter "embed" : tensor<96x32xf32>
+    %w = nn.parameter "w" : tensor<32x32xf32>
+    %g = nn.parameter "norm" : tensor<32xf32>
+    %h = nn.embedding %table, %ids : (tensor<96x32xf32>, tensor<2x12xi64>) -> tensor<2x12x32xf32>
+    %flat = nn.reshape %h : tensor<2x12x32xf32> -> tensor<24x32xf32>
+    %p = nn.matmul %flat, %w {transpose_rhs} : (tensor<24x32xf32>, tensor<32x32xf32>) -> tensor<24x32xf32>
+    %heads = nn.reshape %p : tensor<24x32xf32> -> tensor<2x12x4x8xf32>
+    %q = nn.transpose %heads permutation = [0, 2, 1, 3] : tensor<2x12x4x8xf32> -> tensor<2x4x12x8xf32>
+    %s = nn.matmul %q, %q {transpose_rhs} : (tensor<2x4x12x8xf32>, tensor<2x4x12x8xf32>) -> tensor<2x4x12x12xf32>
+    %mask = nn.constant dense<0.0> : tensor<2x1x12x12xf32>
+    %m = nn.add %s, %mask : (tensor<2x4x12x12xf32>, tensor<2x1x12x12xf32>) -> tensor<2x4x12x12xf32>
+    %a = nn.softmax %m dim = 3 : tensor<2x4x12x12xf32>
+    %all = nn.slice %a starts = [0, 0, 0, 0] limits = [2, 4, 12, 12] strides = [1, 1, 1, 1] : tensor<2x4x12x12xf32> -> tensor<2x4x12x12xf32>
+    %o = nn.matmul %all, %q : (tensor<2x4x12x12xf32>, tensor<2x4x12x8xf32>) -> tensor<2x4x12x8xf32>
+    %back = nn.transpose %o permutation = [0, 2, 1, 3] : tensor<2x4x12x8xf32> -> tensor<2x12x4x8xf32>
+    %merged = nn.reshape %back : tensor<2x12x4x8xf32> -> tensor<2x12x32xf32>
+    %n = nn.rms_norm %merged, weight %g : (tensor<2x12x32xf32>, tensor<32xf32>) -> tensor<2x12x32xf32>
+    %logits = nn.matmul %n, %table {transpose_rhs} : (tensor<2x12x32xf32>, tensor<96x32xf32>) -> tensor<2x12x96xf32>
+    return %logits : tensor<2x12x96xf32>
+  }
+}
+
+// -----
+
+// A slice of some of the batch's sequences cannot follow a new batch.
+module {
+  func.func @main(%x: tensor<2x4xf32>) -> tensor<1x4xf32> {
+    // expected-error @below {{'nn.slice': takes some of the batch's sequences (a slice of dim 0), which a new batch cannot follow}}
+    %first = nn.slice %x starts = [0, 0] limits = [1, 4] strides = [1, 1] : tensor<2x4xf32> -> tensor<1x4xf32>
+    return %first : tensor<1x4xf32>
+  }
+}
+
+// -----
+
+// A constant that differs between sequences is baked (the error names the
+// importer's node where the op has one: test/frontend/rebatch.test).
+module {
+  func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    // expected-error @below {{'nn.constant': the batch (2) is baked into this value (8 elements, dim 0), which differs between sequences or is not a constant}}
+    %c = nn.constant dense<[[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]> : tensor<2x4xf32>
+    %y = nn.add %x, %c : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// A reshape that mixes the batch with the sequence in another grouping.
+module {
+  func.func @main(%x: tensor<2x6xf32>) -> tensor<3x4xf32> {
+    // expected-error @below {{mixes the batch dim with others (tensor<2x6xf32> -> tensor<3x4xf32>)}}
+    %y = nn.reshape %x : tensor<2x6xf32> -> tensor<3x4xf32>
+    return %y : tensor<3x4xf32>
+  }
+}
