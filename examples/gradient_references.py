@@ -32,7 +32,14 @@ def main(fixtures, out):
         vocab = int(np.load(os.path.join(fixtures, name, "logits.npy")).shape[-1])
         g = torch.Generator().manual_seed(5)
         tokens = torch.randint(0, vocab, (batch, seq + 1), generator=g)
-        params = dict(module.named_parameters())
+        # A tied tensor goes under the first of its names in the signature,
+        # the parameter Loom makes of it.
+        order = {spec.target: i for i, spec in enumerate(ep.graph_signature.input_specs)}
+        named = {}
+        for pname, p in module.named_parameters(remove_duplicate=False):
+            if id(p) not in named or order.get(pname, 1 << 30) < order.get(named[id(p)][0], 1 << 30):
+                named[id(p)] = (pname, p)
+        params = dict(named.values())
         for p in params.values():
             p.requires_grad_(True)
             p.grad = None

@@ -364,6 +364,69 @@ LogicalResult importGather(NodeImporter &n) {
   return n.setOutput(0, *result);
 }
 
+/// GatherND (batch_dims 0): out[i...] = data[indices[i..., 0], ...,
+/// indices[i..., K-1], :]. The K leading dims of data are flattened into one
+/// and each index tuple into its row there (negative indices counted from
+/// the end), so the node is one Gather along axis 0.
+LogicalResult importGatherND(NodeImporter &n) {
+  FailureOr<Value> data = n.input(0), indices = n.input(1);
+  FailureOr<int64_t> batchDims = n.intAttr("batch_dims", 0);
+  if (failed(data) || failed(indices) || failed(batchDims))
+    return failure();
+  if (*batchDims != 0)
+    return n.fail("batch_dims " + Twine(*batchDims) + " is not supported (only 0)");
+  RankedTensorType dataType = NodeImporter::typeOf(*data);
+  RankedTensorType indexType = NodeImporter::typeOf(*indices);
+  if (!indexType.getElementType().isInteger(64))
+    return n.fail("indices must be int64");
+  int64_t q = indexType.getRank();
+  int64_t k = q ? indexType.getDimSize(q - 1) : 0;
+  if (q < 1 || k < 1 || k > dataType.getRank())
+    return n.fail("the indices' last dim (" + Twine(k) + ") must be in [1, " +
+                  Twine(dataType.getRank()) + "], the data's rank");
+  Type i64 = indexType.getElementType();
+  Value row;
+  int64_t stride = 1;
+  for (int64_t i = k - 1; i >= 0; --i) {
+    int64_t dim = dataType.getDimSize(i);
+    // indices[..., i] (a rank-0 index drops the axis).
+    FailureOr<Value> part = n.inferred<nn::GatherOp>(
+        *indices, n.constant(elementsFromInts(RankedTensorType::get({}, i64), {i})),
+        n.b.getI64IntegerAttr(q - 1));
+    if (failed(part))
+      return failure();
+    FailureOr<Value> negative =
+        n.inferred<nn::CompareOp>(nn::ComparePredicate::lt, *part, n.scalar(i64, 0));
+    FailureOr<Value> wrapped = n.inferred<nn::AddOp>(*part, n.scalar(i64, dim));
+    if (failed(negative) || failed(wrapped))
+      return failure();
+    FailureOr<Value> index = n.inferred<nn::WhereOp>(*negative, *wrapped, *part);
+    if (failed(index))
+      return failure();
+    if (stride != 1) {
+      index = n.inferred<nn::MulOp>(*index, n.scalar(i64, stride));
+      if (failed(index))
+        return failure();
+    }
+    if (row) {
+      index = n.inferred<nn::AddOp>(row, *index);
+      if (failed(index))
+        return failure();
+    }
+    row = *index;
+    stride *= dim;
+  }
+  llvm::SmallVector<int64_t> flat{stride};
+  llvm::append_range(flat, dataType.getShape().drop_front(k));
+  FailureOr<Value> rows = n.reshape(*data, flat);
+  if (failed(rows))
+    return failure();
+  FailureOr<Value> result = n.inferred<nn::GatherOp>(*rows, row, n.b.getI64IntegerAttr(0));
+  if (failed(result))
+    return failure();
+  return n.setOutput(0, *result);
+}
+
 } // namespace
 
 void addShapeOps(OpTable &table) {
@@ -377,6 +440,7 @@ void addShapeOps(OpTable &table) {
   table["Slice"] = importSlice;
   table["Expand"] = importExpand;
   table["Gather"] = importGather;
+  table["GatherND"] = importGatherND;
 }
 
 } // namespace loom::onnx_import

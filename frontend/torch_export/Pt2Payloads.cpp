@@ -1,5 +1,7 @@
 #include "frontend/torch_export/Pt2Payloads.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 
 using namespace mlir;
@@ -52,6 +54,18 @@ llvm::Error Pt2Payloads::addConfig(llvm::StringRef folder) {
     entries_[fqn.str()] = std::move(entry);
   }
   return llvm::Error::success();
+}
+
+std::optional<std::string> Pt2Payloads::storageKey(llvm::StringRef fqn) const {
+  auto it = entries_.find(fqn);
+  if (it == entries_.end() || it->second.pickled)
+    return std::nullopt;
+  std::string key = it->second.file;
+  if (const llvm::json::Object *meta = it->second.meta.getAsObject())
+    for (llvm::StringRef field : {"dtype", "sizes", "strides", "storage_offset"})
+      if (const llvm::json::Value *value = meta->get(field))
+        key += "|" + llvm::formatv("{0}", *value).str();
+  return key;
 }
 
 llvm::Expected<DenseElementsAttr> Pt2Payloads::tensor(llvm::StringRef fqn,

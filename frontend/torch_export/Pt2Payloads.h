@@ -25,6 +25,12 @@ public:
   llvm::Expected<mlir::DenseElementsAttr> tensor(llvm::StringRef fqn,
                                                  mlir::RankedTensorType expected) const;
 
+  /// Where `fqn`'s bytes are: its file and its view of it (sizes, strides,
+  /// offset). Names with the same key are one tensor saved under several
+  /// names (tied weights: an embedding and the output projection); nullopt
+  /// when `fqn` is not listed.
+  std::optional<std::string> storageKey(llvm::StringRef fqn) const;
+
 private:
   struct Entry {
     std::string file;    // archive entry

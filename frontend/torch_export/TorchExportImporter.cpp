@@ -39,13 +39,17 @@ Error checkSchemaVersion(const llvm::json::Object &program) {
   return Error::success();
 }
 
-bool isIdentifier(llvm::StringRef text) {
-  return !text.empty() && (std::isalpha(static_cast<unsigned char>(text[0])) || text[0] == '_') &&
-         llvm::all_of(text, [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+/// The example's value of a serialized expression: {"hint": {"as_int": n}}
+/// (schema 8.x) or {"hint": n}.
+std::optional<int64_t> hintOf(const llvm::json::Object &expr) {
+  if (const llvm::json::Object *hint = expr.getObject("hint"))
+    return hint->getInteger("as_int");
+  return expr.getInteger("hint");
 }
 
 /// Symbols get their values from --dim by name, else --batch for a user
-/// input's dim 0 and --seq for its dim 1.
+/// input's dim 0 and --seq for its dim 1, else the size of the example the
+/// program was exported with (the serialized hint), where it has one.
 Expected<SymbolValues> bindSymbols(const llvm::json::Object &program,
                                    const llvm::json::Object &graph,
                                    const llvm::json::Array &inputSpecs,
@@ -68,12 +72,15 @@ Expected<SymbolValues> bindSymbols(const llvm::json::Object &program,
       const llvm::json::Object *sizeObject = size.getAsObject();
       const llvm::json::Object *expr = sizeObject ? sizeObject->getObject("as_expr") : nullptr;
       std::optional<llvm::StringRef> text = expr ? expr->getString("expr_str") : std::nullopt;
-      if (!text || !isIdentifier(*text) || symbols.lookup(*text))
+      std::optional<llvm::StringRef> symbol = text ? symbolNameOf(*text) : std::nullopt;
+      if (!symbol || symbols.lookup(*symbol))
         continue;
       if (dim == 0 && options.batch)
-        symbols.bind(*text, *options.batch);
+        symbols.bind(*symbol, *options.batch);
       else if (dim == 1 && options.seq)
-        symbols.bind(*text, *options.seq);
+        symbols.bind(*symbol, *options.seq);
+      else if (std::optional<int64_t> example = hintOf(*expr))
+        symbols.bind(*symbol, *example);
     }
   }
   // The values must lie in the ranges the program was exported for.
@@ -159,6 +166,10 @@ Expected<OwningOpRef<ModuleOp>> importProgram(MLIRContext *context, llvm::String
   importer.pushScope(*graph);
   llvm::SmallVector<Type> argumentTypes;
   llvm::SmallVector<std::string> argumentNames;
+  // Weights saved once under several names (tied: torch.export lists both
+  // the embedding and the output projection) are one parameter, named by
+  // the first name in the signature (the one a checkpoint keeps).
+  llvm::StringMap<Value> weightByStorage;
   for (const llvm::json::Value &specValue : *inputSpecs) {
     const llvm::json::Object *spec = specValue.getAsObject();
     if (!spec || spec->size() != 1)
@@ -191,12 +202,24 @@ Expected<OwningOpRef<ModuleOp>> importProgram(MLIRContext *context, llvm::String
     }
     if (!fqn)
       return importError("input spec '" + kind + "' for '" + *name + "' has no name");
+    std::optional<std::string> storage =
+        parameter || persistent ? payloads->storageKey(*fqn) : std::nullopt;
+    if (storage) {
+      auto tied = weightByStorage.find(*storage);
+      if (tied != weightByStorage.end() && tied->second.getType() == *type) {
+        importer.scope().tensors[*name] = tied->second;
+        continue;
+      }
+    }
     if ((parameter || persistent) && !options.embedWeights) {
       // Values come at run time (loom-run --weights); until then, a seeded init.
-      importer.scope().tensors[*name] = builder.create<nn::ParameterOp>(
+      Value weight = builder.create<nn::ParameterOp>(
           loc, *type, builder.getStringAttr(*fqn), parameter ? UnitAttr() : builder.getUnitAttr(),
           nn::InitKindAttr::get(context, parameter ? nn::InitKind::normal : nn::InitKind::zeros),
           builder.getF64FloatAttr(parameter ? 0.02 : 0.0), ElementsAttr());
+      importer.scope().tensors[*name] = weight;
+      if (storage)
+        weightByStorage[*storage] = weight;
       continue;
     }
     auto value = payloads->tensor(*fqn, *type);
@@ -212,6 +235,8 @@ Expected<OwningOpRef<ModuleOp>> importProgram(MLIRContext *context, llvm::String
     else
       bound = importer.constant(*value);
     importer.scope().tensors[*name] = bound;
+    if (storage)
+      weightByStorage[*storage] = bound;
   }
 
   // Nodes (their errors already name the node and operator).

@@ -227,7 +227,42 @@ private:
                        ": fix it with --dim " + name + "=N (or --batch/--seq)");
   }
 
+  /// 'text' or "text", for sympy's srepr: Symbol('s72', positive=True).
+  std::optional<llvm::StringRef> quoted() {
+    skipSpace();
+    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"'))
+      return std::nullopt;
+    char quote = text_[pos_];
+    size_t end = text_.find(quote, pos_ + 1);
+    if (end == llvm::StringRef::npos)
+      return std::nullopt;
+    llvm::StringRef inside = text_.slice(pos_ + 1, end);
+    pos_ = end + 1;
+    return inside;
+  }
+
+  /// Symbol('name', assumption=True, ...): the bound value of name.
+  llvm::Expected<int64_t> symbolCall() {
+    std::optional<llvm::StringRef> name = quoted();
+    if (!name)
+      return error("expected a quoted name in Symbol(...)");
+    // Assumptions (positive=True, integer=True) do not change the value.
+    while (accept(",")) {
+      skipSpace();
+      while (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != ')')
+        ++pos_;
+    }
+    if (!accept(")"))
+      return error("missing ')'");
+    if (std::optional<int64_t> value = symbols_.lookup(*name))
+      return *value;
+    return importError("symbolic size '" + *name + "' has no value (in '" + text_ +
+                       "'): fix it with --dim " + *name + "=N (or --batch/--seq)");
+  }
+
   llvm::Expected<int64_t> call(llvm::StringRef function) {
+    if (function == "Symbol")
+      return symbolCall();
     llvm::SmallVector<int64_t> args;
     if (!accept(")")) {
       while (true) {
@@ -240,6 +275,27 @@ private:
         if (!accept(","))
           return error("expected ',' or ')'");
       }
+    }
+    // sympy's srepr: Integer(4), Add(a, b, ...), Mul(a, b, ...), Pow(a, n).
+    if (function == "Integer" && args.size() == 1)
+      return args[0];
+    if (function == "Add" && !args.empty()) {
+      int64_t result = 0;
+      for (int64_t v : args)
+        result += v;
+      return result;
+    }
+    if (function == "Mul" && !args.empty()) {
+      int64_t result = 1;
+      for (int64_t v : args)
+        result *= v;
+      return result;
+    }
+    if (function == "Pow" && args.size() == 2 && args[1] >= 0) {
+      int64_t result = 1;
+      for (int64_t i = 0; i < args[1]; ++i)
+        result *= args[0];
+      return result;
     }
     if ((function == "Max" || function == "Min") && !args.empty()) {
       int64_t result = args[0];
@@ -266,6 +322,29 @@ private:
 };
 
 } // namespace
+
+std::optional<llvm::StringRef> symbolNameOf(llvm::StringRef expression) {
+  llvm::StringRef text = expression.trim();
+  auto isName = [](llvm::StringRef name) {
+    return !name.empty() &&
+           (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+           llvm::all_of(name, [](char c) {
+             return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+           });
+  };
+  if (isName(text))
+    return text;
+  // Symbol('s72', positive=True, integer=True)
+  if (text.consume_front("Symbol(") && text.consume_back(")")) {
+    text = text.trim();
+    if (text.size() >= 2 && (text[0] == '\'' || text[0] == '"')) {
+      size_t end = text.find(text[0], 1);
+      if (end != llvm::StringRef::npos && isName(text.slice(1, end)))
+        return text.slice(1, end);
+    }
+  }
+  return std::nullopt;
+}
 
 llvm::Expected<int64_t> SymbolValues::evaluate(llvm::StringRef expression) const {
   return ExpressionParser(expression, *this).parse();

@@ -33,12 +33,17 @@ public:
   void bind(llvm::StringRef symbol, int64_t value) { values_[symbol] = value; }
   std::optional<int64_t> lookup(llvm::StringRef symbol) const;
   /// Evaluates a sympy expression over integers: numbers, bound symbols,
-  /// + - * // % **, parentheses, Max/Min/FloorDiv/Mod/CeilDiv calls.
+  /// + - * // % **, parentheses, Max/Min/FloorDiv/Mod/CeilDiv calls, and
+  /// sympy's srepr (Symbol('s0', ...), Integer, Add, Mul, Pow).
   llvm::Expected<int64_t> evaluate(llvm::StringRef expression) const;
 
 private:
   llvm::StringMap<int64_t> values_;
 };
+
+/// The symbol a size expression is, if it is one: "s0", or sympy's srepr
+/// "Symbol('s0', positive=True, integer=True)".
+std::optional<llvm::StringRef> symbolNameOf(llvm::StringRef expression);
 
 /// A serialized SymInt ({"as_int": n} or {"as_expr": {"expr_str": ...}}).
 llvm::Expected<int64_t> symIntValue(const llvm::json::Value &symInt,

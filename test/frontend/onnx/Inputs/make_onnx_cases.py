@@ -312,6 +312,26 @@ def gather_misc():
     return m, [ids, x], [table[ids], x[:, [2, 0]], cat, x.T, np.isnan(div)]
 
 
+def gather_nd():
+    """GatherND (batch_dims 0): index pairs into the first two dims of a
+    rank-3 tensor (negative indices count from the end), and full index
+    triples (scalar results per tuple), as the dynamo exporter's advanced
+    indexing x[b_idx, q_idx] emits."""
+    x = randf(3, 4, 5)
+    pairs = np.array([[[0, 1], [2, -1]], [[-3, 0], [1, 3]]], dtype=np.int64)
+    triples = np.array([[0, 0, 4], [2, 3, -5], [1, -2, 2]], dtype=np.int64)
+    nodes = [
+        helper.make_node("GatherND", ["x", "pairs"], ["rows"]),
+        helper.make_node("GatherND", ["x", "triples"], ["points"]),
+    ]
+    m = model(nodes, [vi("x", F32, [3, 4, 5]), vi("pairs", I64, [2, 2, 2]),
+                      vi("triples", I64, [3, 3])],
+              [vi("rows", F32, None), vi("points", F32, None)])
+    rows = x[pairs[..., 0], pairs[..., 1]]
+    points = x[triples[:, 0], triples[:, 1], triples[:, 2]]
+    return m, [x, pairs, triples], [rows, points]
+
+
 def symbolic_dims():
     """Symbolic dims fixed by --batch, --seq and --dim: the shapes flow
     through Shape-based Reshapes."""
@@ -344,7 +364,8 @@ def gelu_opset20():
 
 CASES = {f.__name__.rstrip("_"): f for f in [
     shape_chain, range_constant_of_shape, causal_mask, expand_where_compare, gemm, cumsum,
-    split, split_opset17, slice_, reduce_norm, reduce_opset17, gather_misc, symbolic_dims,
+    split, split_opset17, slice_, reduce_norm, reduce_opset17, gather_misc, gather_nd,
+    symbolic_dims,
     gelu_opset20]}
 
 

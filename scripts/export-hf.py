@@ -1,0 +1,587 @@
+#!/usr/bin/env python3
+"""Export a Hugging Face transformers causal LM to Loom's inputs.
+
+Run where PyTorch (2.6 or newer) and transformers (5.x; 4.5x mostly works)
+are installed. Nothing is downloaded: a model comes either from a config
+(random weights, seeded) or from a local checkpoint folder.
+
+Source (exactly one):
+  --config NAME_OR_JSON   a fresh model with random weights. NAME is a model
+                          type (llama, qwen2, mistral, gpt2, or any other
+                          transformers causal-LM type), which starts from a
+                          small preset (about 0.2M parameters: 2 layers,
+                          hidden 64, 4 heads, vocabulary 128; the preset's
+                          values are printed) rather than the type's
+                          full-size defaults; or a config.json file; or
+                          inline JSON ('{"model_type": "llama", ...}').
+  --checkpoint DIR        a local folder with config.json and weights
+                          (safetensors or .bin), read with from_pretrained
+                          and local_files_only=True.
+  --set KEY=VALUE         override a config field (repeatable). VALUE is
+                          parsed as JSON when it can be (64, 1e-5, true,
+                          null, {"rope_type": "llama3", ...}), else taken as
+                          a string. Overrides go to the config's constructor.
+
+Writes, into --out DIR:
+  model.pt2               torch.export.export of the model's forward, token
+                          ids [batch, seq] (int64) -> logits [batch, seq,
+                          vocab] (use_cache=False), in the default training
+                          IR (in-place ops such as copy_ or masked_fill_ are
+                          kept), saved with torch.export.save. The batch is
+                          a torch.export.Dim unless --static-batch.
+                          Parameter names in its graph signature are the
+                          model's state_dict names (model.embed_tokens.weight,
+                          lm_head.weight, ...): the model is exported as it
+                          is, not inside a wrapper module.
+  model.safetensors       every parameter and persistent buffer that the
+                          .pt2's signature names, under that name (of tied
+                          weights, the one name the .pt2 keeps), for
+                          loom-run --weights; also readable by
+                          from_pretrained together with config.json.
+  config.json             the model's config (so DIR is itself a checkpoint).
+  ids.npy, logits.npy     the example ids (int64) and PyTorch's logits for
+                          them (float32).
+  model.onnx              with --onnx: torch.onnx.export(dynamo=True),
+                          opset 18, weights inline, dynamic batch unless
+                          --static-batch; checked with onnxruntime when it
+                          is installed.
+
+Examples:
+  python3 scripts/export-hf.py --config llama --out llama/
+  python3 scripts/export-hf.py --config qwen2 --set num_hidden_layers=4 \\
+      --attn sdpa --batch 2 --seq 128 --onnx --out qwen2/
+  python3 scripts/export-hf.py --checkpoint ~/models/SmolLM2-135M --seq 256 --out smol/
+
+Then compile and run it with Loom (the script prints these for DIR):
+  build/bin/loom-compile DIR/model.pt2 -o DIR/model.loomx
+  build/bin/loom-run DIR/model.loomx --input DIR/ids.npy --output DIR/out.npy
+  python3 test/e2e/Inputs/compare.py DIR/out.npy DIR/logits.npy --rtol 1e-4
+  build/bin/loom-compile DIR/model.pt2 --mode=train --batch 16 -o DIR/train.loomx
+  build/bin/loom-run DIR/train.loomx --weights DIR/model.safetensors --steps 100 --data synthetic:VOCAB
+
+docs/models.md lists the families that import and how each is checked.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+import traceback
+import types
+
+PROG = "export-hf.py"
+
+
+class ExportError(Exception):
+    """A user-facing failure: printed as one line, exit status 2."""
+
+
+# Small presets for --config NAME, in each family's own field names. Any
+# other model type gets GENERIC_PRESET for the fields its config has.
+PRESETS = {
+    "llama": dict(vocab_size=128, hidden_size=64, intermediate_size=128,
+                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                  max_position_embeddings=256, tie_word_embeddings=False),
+    "qwen2": dict(vocab_size=128, hidden_size=64, intermediate_size=128,
+                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  max_position_embeddings=256, tie_word_embeddings=False),
+    "mistral": dict(vocab_size=128, hidden_size=64, intermediate_size=128,
+                    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                    max_position_embeddings=256, sliding_window=None,
+                    tie_word_embeddings=False),
+    "gpt2": dict(vocab_size=128, n_positions=256, n_embd=64, n_layer=2, n_head=4,
+                 resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
+}
+GENERIC_PRESET = dict(vocab_size=128, hidden_size=64, intermediate_size=128,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                      max_position_embeddings=256, head_dim=16)
+
+DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+SAFETENSORS_DTYPES = {
+    "float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64",
+    "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8",
+    "bool": "BOOL",
+}
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog=PROG, description=__doc__.split("\n\n", 1)[0],
+        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", metavar="NAME_OR_JSON",
+                     help="model type (small preset), config.json path, or inline JSON")
+    src.add_argument("--checkpoint", metavar="DIR",
+                     help="local folder with config.json and weights (no network)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a config field (repeatable; VALUE parsed as JSON if it can be)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="seed of the random weights (--config) and of the example ids (default 0)")
+    ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
+                    help="attention implementation to export (default eager: matmuls and "
+                         "softmax; sdpa: aten.scaled_dot_product_attention)")
+    ap.add_argument("--batch", type=int, default=2, help="example batch (default 2)")
+    ap.add_argument("--seq", type=int, default=16, help="example sequence length (default 16)")
+    dyn = ap.add_mutually_exclusive_group()
+    dyn.add_argument("--dynamic-batch", dest="dynamic_batch", action="store_true", default=True,
+                     help="export the batch dimension as a torch.export.Dim (default)")
+    dyn.add_argument("--static-batch", dest="dynamic_batch", action="store_false",
+                     help="export with the example batch fixed")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
+                    help="parameter dtype of the exported model (default float32; "
+                         "logits.npy is float32 either way)")
+    ap.add_argument("--onnx", action="store_true",
+                    help="also write model.onnx (torch.onnx.export, dynamo=True, opset 18)")
+    ap.add_argument("--pt2-name", default="model.pt2", metavar="FILE",
+                    help="file name of the .pt2 inside --out (default model.pt2)")
+    ap.add_argument("--report", metavar="FILE",
+                    help="append a report to FILE inside --out: the command, the .pt2's "
+                         "operators (in-place ones apart), its mutations, and the "
+                         "reload/onnxruntime errors against logits.npy")
+    ap.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
+    ap.add_argument("--debug", action="store_true", help="print full tracebacks on errors")
+    args = ap.parse_args(argv)
+    if args.batch < 1 or args.seq < 1:
+        ap.error("--batch and --seq must be positive")
+    if os.path.basename(args.pt2_name) != args.pt2_name or not args.pt2_name.endswith(".pt2"):
+        ap.error("--pt2-name must be a plain file name ending in .pt2")
+    return args
+
+
+def parse_overrides(items):
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ExportError("--set %r: expected KEY=VALUE" % item)
+        key, value = item.split("=", 1)
+        key = key.strip()
+        if not key:
+            raise ExportError("--set %r: empty key" % item)
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def first_line(exc):
+    text = str(exc).strip() or type(exc).__name__
+    line = text.splitlines()[0]
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def build_config(args, overrides):
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if args.checkpoint:
+        d = os.path.expanduser(args.checkpoint)
+        if not os.path.isdir(d):
+            raise ExportError("--checkpoint %s: no such folder" % args.checkpoint)
+        if not os.path.isfile(os.path.join(d, "config.json")):
+            raise ExportError("--checkpoint %s: no config.json in it" % args.checkpoint)
+        try:
+            return AutoConfig.from_pretrained(d, local_files_only=True, **overrides)
+        except Exception as e:
+            raise ExportError("bad checkpoint config %s: %s" % (
+                os.path.join(args.checkpoint, "config.json"), first_line(e)))
+
+    spec = args.config.strip()
+    preset = None
+    if spec.startswith("{"):
+        try:
+            cfg = json.loads(spec)
+        except ValueError as e:
+            raise ExportError("--config: inline JSON does not parse: %s" % e)
+        where = "inline JSON"
+    elif os.path.isfile(spec) or spec.endswith(".json"):
+        try:
+            with open(spec) as f:
+                cfg = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ExportError("--config %s: %s" % (spec, first_line(e)))
+        where = spec
+    else:
+        if spec not in CONFIG_MAPPING:
+            raise ExportError("--config %s: not a transformers model type (e.g. llama, qwen2, "
+                              "mistral, gpt2) nor a config.json file" % spec)
+        cfg = {"model_type": spec}
+        where = "model type %s" % spec
+        preset = PRESETS.get(spec)
+        if preset is None:
+            generic = CONFIG_MAPPING[spec]().to_dict()
+            preset = {k: v for k, v in GENERIC_PRESET.items() if k in generic}
+            if "head_dim" in preset:
+                heads = overrides.get("num_attention_heads", preset.get("num_attention_heads", 4))
+                hidden = overrides.get("hidden_size", preset.get("hidden_size", 64))
+                preset["head_dim"] = hidden // heads if heads else 16
+        preset = dict(preset)
+        # The family's special token ids are for its full vocabulary; ids past
+        # the preset's would index past the embedding (padding_idx).
+        defaults = CONFIG_MAPPING[spec]().to_dict()
+        vocab = overrides.get("vocab_size", preset.get("vocab_size"))
+        for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            value = defaults.get(key)
+            if key not in overrides and isinstance(value, int) and vocab and value >= vocab:
+                preset[key] = None
+        cfg.update(preset)
+    if not isinstance(cfg, dict) or "model_type" not in cfg:
+        raise ExportError("--config %s: the JSON has no \"model_type\"" % where)
+    model_type = cfg["model_type"]
+    if model_type not in CONFIG_MAPPING:
+        raise ExportError("--config %s: unknown model_type %r" % (where, model_type))
+    cfg = dict(cfg)
+    cfg.update(overrides)
+    cfg.pop("model_type", None)
+    try:
+        config = CONFIG_MAPPING[model_type](**cfg)
+    except Exception as e:
+        raise ExportError("bad config (%s): %s" % (where, first_line(e)))
+    if preset is not None:
+        shown = {k: getattr(config, k, v) for k, v in preset.items()}
+        print("%s: %s preset %s" % (PROG, model_type, json.dumps(shown, default=str)))
+    return config
+
+
+def build_model(args, config, torch):
+    from transformers import AutoModelForCausalLM
+
+    dtype = getattr(torch, DTYPES[args.dtype])
+    try:
+        if args.checkpoint:
+            model = AutoModelForCausalLM.from_pretrained(
+                os.path.expanduser(args.checkpoint), config=config, local_files_only=True,
+                attn_implementation=args.attn)
+        else:
+            torch.manual_seed(args.seed)
+            model = AutoModelForCausalLM.from_config(config, attn_implementation=args.attn)
+    except Exception as e:
+        what = ("checkpoint %s" % args.checkpoint) if args.checkpoint else "config"
+        raise ExportError("cannot build a causal LM from the %s: %s" % (what, first_line(e)))
+    model = model.to(dtype=dtype).eval()
+    try:
+        model.config.use_cache = False
+    except Exception:
+        pass
+    return model
+
+
+def logits_forward(model):
+    """Makes the model's own forward ids -> logits, in place. Exporting the
+    model itself (rather than a wrapper module) keeps its state_dict names in
+    the .pt2. Returns a function that restores the original forward."""
+    had_own = "forward" in model.__dict__
+    original = model.forward
+
+    def forward(self, input_ids):
+        return original(input_ids=input_ids, use_cache=False).logits
+
+    model.forward = types.MethodType(forward, model)
+
+    def restore():
+        if had_own:
+            model.forward = original
+        else:
+            del model.forward
+    return restore
+
+
+def batch_is_symbolic(ep, torch):
+    for node in ep.graph.nodes:
+        if node.op == "placeholder" and node.name in ep.graph_signature.user_inputs:
+            val = node.meta.get("val")
+            return val is not None and isinstance(val.shape[0], torch.SymInt)
+    return False
+
+
+def export_pt2(model, ids, dynamic, torch):
+    if not dynamic:
+        return torch.export.export(model, (ids,)), "static batch %d" % ids.shape[0]
+    Dim = torch.export.Dim
+    attempts = [("Dim('batch', min=1, max=4096)", lambda: Dim("batch", min=1, max=4096)),
+                ("Dim('batch', min=2, max=4096)", lambda: Dim("batch", min=2, max=4096))]
+    if hasattr(Dim, "AUTO"):
+        attempts.append(("Dim.AUTO", lambda: Dim.AUTO))
+    errors = []
+    for label, dim in attempts:
+        try:
+            ep = torch.export.export(model, (ids,), dynamic_shapes=({0: dim()},))
+        except Exception as e:
+            errors.append("%s: %s" % (label, first_line(e)))
+            continue
+        if batch_is_symbolic(ep, torch):
+            return ep, "dynamic batch, %s" % label
+        errors.append("%s: the batch was specialized" % label)
+    raise ExportError("the batch dimension could not be exported as dynamic (%s); "
+                      "try --static-batch" % "; ".join(errors))
+
+
+def signature_weights(ep):
+    """(name, placeholder, kind) for every parameter and persistent buffer the
+    .pt2's signature names; non-persistent buffers and constants are baked
+    into the .pt2 and are not weights Loom loads. A tensor listed under
+    several names (tied embeddings: model.embed_tokens.weight and
+    lm_head.weight) is listed once, under its first name, which is the
+    parameter Loom makes of it and the name a Hugging Face checkpoint keeps."""
+    from torch.export.graph_signature import InputKind
+    out, seen = [], set()
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind == InputKind.PARAMETER:
+            kind = "parameter"
+        elif spec.kind == InputKind.BUFFER and spec.persistent:
+            kind = "buffer"
+        else:
+            continue
+        t = ep.state_dict.get(spec.target)
+        key = None
+        if t is not None:
+            key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
+                   tuple(t.stride()), str(t.dtype))
+        if key is not None and key in seen:
+            continue
+        seen.add(key)
+        out.append((spec.target, spec.arg.name, kind))
+    return out
+
+
+def check_names(ep, model):
+    names = [n for n, _, _ in signature_weights(ep)]
+    hf = set(model.state_dict().keys())
+    bad = [n for n in names if n not in hf]
+    if bad:
+        raise ExportError("the .pt2 names %d weights that are not state_dict names, e.g. %r; "
+                          "expected names such as %r" % (len(bad), bad[0], sorted(hf)[0]))
+    return names
+
+
+def tensor_bytes(t, torch):
+    t = t.detach().to("cpu").contiguous().clone()
+    if t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    return t.reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def write_safetensors_by_hand(path, tensors, torch, metadata=None):
+    """The safetensors format: an 8-byte little-endian header length, a JSON
+    header {name: {dtype, shape, data_offsets}} (padded with spaces to a
+    multiple of 8), then the tensors' raw little-endian bytes."""
+    header, blobs, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for name in sorted(tensors):
+        t = tensors[name]
+        dtype = str(t.dtype).replace("torch.", "")
+        if dtype not in SAFETENSORS_DTYPES:
+            raise ExportError("tensor %s has dtype %s, which safetensors cannot hold" % (name, dtype))
+        data = tensor_bytes(t, torch)
+        header[name] = {"dtype": SAFETENSORS_DTYPES[dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for data in blobs:
+            f.write(data)
+
+
+def write_safetensors(path, tensors, torch):
+    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
+    try:
+        from safetensors.torch import save_file
+    except ImportError:
+        write_safetensors_by_hand(path, tensors, torch, {"format": "pt"})
+        return "written by hand (no safetensors package)"
+    save_file(tensors, path, metadata={"format": "pt"})
+    return "safetensors package"
+
+
+def rel_err(got, ref, np):
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        return "shape %s, expected %s" % (got.shape, ref.shape)
+    return "%.2e" % (np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+def export_onnx(model, ep, ids, path, dynamic, torch):
+    kwargs = dict(input_names=["input_ids"], output_names=["logits"], opset_version=18,
+                  dynamo=True, external_data=False)
+    errors = []
+    try:
+        dyn = ({0: torch.export.Dim("batch", min=1, max=4096)},) if dynamic else None
+        torch.onnx.export(model, (ids,), path, dynamic_shapes=dyn, **kwargs)
+        return "from the model"
+    except Exception as e:
+        errors.append("from the model: %s" % first_line(e))
+    try:
+        torch.onnx.export(ep, (ids,), path, **kwargs)
+        return "from the ExportedProgram"
+    except Exception as e:
+        errors.append("from the ExportedProgram: %s" % first_line(e))
+    raise ExportError("torch.onnx.export failed (%s)" % "; ".join(errors))
+
+
+def onnx_summary(path, ids, logits, np):
+    lines = []
+    try:
+        import onnx
+        m = onnx.load(path)
+        ops = sorted({("%s::" % n.domain if n.domain else "") + n.op_type for n in m.graph.node})
+        opsets = ",".join("%s:%d" % (o.domain or "ai.onnx", o.version) for o in m.opset_import)
+        dims = [d.dim_param or d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]
+        lines.append("onnx %s: opsets %s, input %s %s, %d initializers" % (
+            os.path.basename(path), opsets, m.graph.input[0].name, dims, len(m.graph.initializer)))
+        lines.append("onnx ops: " + " ".join(ops))
+    except Exception as e:
+        lines.append("onnx: cannot read (%s)" % first_line(e))
+    try:
+        import onnxruntime as ort
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        got = sess.run(None, {sess.get_inputs()[0].name: ids})[0]
+        lines.append("onnxruntime vs logits.npy: rel err %s" % rel_err(got, logits, np))
+    except ImportError:
+        lines.append("onnxruntime: not installed, not checked")
+    except Exception as e:
+        lines.append("onnxruntime: FAILED: %s" % first_line(e))
+    return lines
+
+
+def pt2_summary(ep, label, name):
+    targets = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})
+
+    def in_place(t):
+        parts = t.split(".")
+        op = parts[1] if len(parts) > 2 and parts[0] == "aten" else parts[-1]
+        return op.endswith("_") and not op.startswith("__")
+    lines = ["pt2 %s: %s, %d nodes" % (name, label, len(ep.graph.nodes)),
+             "call_function targets: " + " ".join(targets),
+             "in-place: " + (" ".join(t for t in targets if in_place(t)) or "none")]
+    mutations = ["%s %s <- %s" % (s.kind.name.lower(), s.target, s.arg.name)
+                 for s in ep.graph_signature.output_specs if s.kind.name != "USER_OUTPUT"]
+    lines.append("output specs other than user outputs: " + (", ".join(mutations) or "none"))
+    return lines
+
+
+def run(args):
+    try:
+        import numpy as np
+        import torch
+        import transformers  # noqa: F401
+    except ImportError as e:
+        raise ExportError("needs numpy, torch and transformers: %s" % e)
+    overrides = parse_overrides(args.set)
+    config = build_config(args, overrides)
+    model = build_model(args, config, torch)
+    text = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    vocab = getattr(text, "vocab_size", None)
+    if not vocab:
+        raise ExportError("the config has no vocab_size")
+    positions = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
+    if positions and args.seq > positions:
+        raise ExportError("--seq %d exceeds the model's %d positions" % (args.seq, positions))
+
+    out = args.out
+    os.makedirs(out, exist_ok=True)
+    g = torch.Generator().manual_seed(args.seed + 1)
+    ids = torch.randint(0, vocab, (args.batch, args.seq), generator=g, dtype=torch.int64)
+    with torch.no_grad():
+        logits = model(input_ids=ids, use_cache=False).logits.float().numpy()
+    np.save(os.path.join(out, "ids.npy"), ids.numpy())
+    np.save(os.path.join(out, "logits.npy"), logits)
+    model.config.to_json_file(os.path.join(out, "config.json"))
+
+    restore = logits_forward(model)
+    try:
+        try:
+            ep, label = export_pt2(model, ids, args.dynamic_batch, torch)
+        except ExportError:
+            raise
+        except Exception as e:
+            raise ExportError("torch.export.export failed: %s" % first_line(e))
+        names = check_names(ep, model)
+        pt2_path = os.path.join(out, args.pt2_name)
+        torch.export.save(ep, pt2_path)
+        state = ep.state_dict
+        how = write_safetensors(os.path.join(out, "model.safetensors"),
+                                {n: state[n] for n in names}, torch)
+        onnx_path = os.path.join(out, "model.onnx")
+        onnx_how = export_onnx(model, ep, ids, onnx_path, args.dynamic_batch, torch) \
+            if args.onnx else None
+    finally:
+        restore()
+
+    params = sum(state[n].numel() for n in names)
+    print("%s: %s, %s attention, %s, %d weights (%d values) named like %s" % (
+        PROG, type(model).__name__, args.attn, label, len(names), params,
+        names[0] if names else "-"))
+    print("%s: wrote %s, model.safetensors (%s), config.json, ids.npy %s, logits.npy %s%s" % (
+        PROG, pt2_path, how, list(ids.shape), list(logits.shape),
+        ", model.onnx (%s)" % onnx_how if onnx_how else ""))
+
+    if args.report:
+        lines = ["# " + " ".join(["scripts/" + PROG] + args.argv),
+                 "model %s, transformers %s, torch %s" % (
+                     type(model).__name__, transformers.__version__, torch.__version__),
+                 "weights: %d tensors, first %s" % (len(names), names[0] if names else "-")]
+        lines += pt2_summary(ep, label, args.pt2_name)
+        try:
+            reloaded = torch.export.load(pt2_path).module()
+            with torch.no_grad():
+                got = reloaded(ids).float().numpy()
+            lines.append("pt2 reloaded vs logits.npy: rel err %s" % rel_err(got, logits, np))
+            if args.dynamic_batch:
+                other = args.batch + 1
+                ids2 = torch.randint(0, vocab, (other, args.seq), generator=g, dtype=torch.int64)
+                with torch.no_grad():
+                    want = model(input_ids=ids2, use_cache=False).logits.float().numpy()
+                    got = reloaded(ids2).float().numpy()
+                lines.append("pt2 reloaded at batch %d vs PyTorch: rel err %s" % (
+                    other, rel_err(got, want, np)))
+        except Exception as e:
+            lines.append("pt2 reload: FAILED: %s" % first_line(e))
+        if onnx_how:
+            lines.append("onnx exported %s" % onnx_how)
+            lines += onnx_summary(onnx_path, ids.numpy(), logits, np)
+        with open(os.path.join(out, args.report), "a") as f:
+            f.write("\n".join(lines) + "\n\n")
+        print("\n".join("  " + l for l in lines[1:] if l.startswith(("in-place", "onnxruntime", "pt2 re"))))
+
+    shown = out.rstrip("/") or "."
+    print("Next (from Loom's build; docs/models.md):")
+    print("  build/bin/loom-compile %s/%s -o %s/model.loomx" % (shown, args.pt2_name, shown))
+    print("  build/bin/loom-run %s/model.loomx --input %s/ids.npy --output %s/out.npy" % (
+        shown, shown, shown))
+    print("  python3 test/e2e/Inputs/compare.py %s/out.npy %s/logits.npy --rtol 1e-4" % (shown, shown))
+    print("  build/bin/loom-compile %s/%s --mode=train --batch 16 -o %s/train.loomx" % (
+        shown, args.pt2_name, shown))
+    print("  build/bin/loom-run %s/train.loomx --weights %s/model.safetensors --steps 100 "
+          "--data synthetic:%d" % (shown, shown, vocab))
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    args.argv = argv
+    try:
+        return run(args)
+    except Exception as e:
+        if args.debug:
+            traceback.print_exc()
+        if isinstance(e, ExportError):
+            message, status = str(e), 2
+        else:
+            message = "%s: %s (--debug for the traceback)" % (type(e).__name__, first_line(e))
+            status = 1
+        print("%s: error: %s" % (PROG, message), file=sys.stderr)
+        if args.report and os.path.isdir(args.out):
+            with open(os.path.join(args.out, args.report), "a") as f:
+                f.write("# %s\nFAILED: %s\n\n" % (" ".join(["scripts/" + PROG] + argv), message))
+        return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""hf_fixture.py FIXTURE_DIR WORK_DIR [--rtol R]
+
+Checks one folder written by scripts/export-hf.py (see
+test/frontend/Inputs/fixtures/hf/make_fixtures.py) with Loom's tools on the
+CPU backend, exiting non-zero on the first failure:
+
+  1. every model.pt2 / model.dyn.pt2 / model.onnx in the folder compiles for
+     inference, runs on ids.npy, and matches PyTorch's logits.npy within
+     --rtol (relative to the largest logit);
+  2. the dynamic-batch .pt2 (else the static one, re-batched) compiled at
+     batch 1 matches the first sequence's logits;
+  3. loom-run --weights model.safetensors loads every tensor of the file by
+     its Hugging Face name (the executable refuses names it does not have)
+     and gives the same logits.
+
+loom-compile, loom-run and compare.py's rule come from PATH and this folder.
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+
+def fail(message):
+    sys.exit("hf_fixture.py: FAIL: " + message)
+
+
+def run(cmd):
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        fail("%s exited %d:\n%s" % (" ".join(cmd), proc.returncode, proc.stdout.strip()))
+    return proc.stdout
+
+
+def rel_err(actual, expected):
+    a = np.asarray(actual, np.float64)
+    e = np.asarray(expected, np.float64)
+    if a.shape != e.shape:
+        return float("inf"), "shape %s, expected %s" % (a.shape, e.shape)
+    if not np.all(np.isfinite(a)):
+        return float("inf"), "non-finite values"
+    err = np.abs(a - e).max() / max(np.abs(e).max(), 1e-30)
+    return err, "%.2e" % err
+
+
+def safetensors_names(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    return sorted(k for k in header if k != "__metadata__")
+
+
+def write_scaled(src, dst, factor):
+    """Copies a safetensors file with its F32 tensors multiplied by factor."""
+    with open(src, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    data = bytearray(raw[8 + n:])
+    for key, info in header.items():
+        if key == "__metadata__" or info["dtype"] != "F32":
+            continue
+        lo, hi = info["data_offsets"]
+        values = np.frombuffer(bytes(data[lo:hi]), "<f4") * np.float32(factor)
+        data[lo:hi] = values.astype("<f4").tobytes()
+    with open(dst, "wb") as f:
+        f.write(raw[:8 + n])
+        f.write(bytes(data))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("fixture")
+    ap.add_argument("work")
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    args = ap.parse_args()
+    d = args.fixture
+    name = os.path.basename(os.path.normpath(d))
+    os.makedirs(args.work, exist_ok=True)
+    ids = os.path.join(d, "ids.npy")
+    logits = np.load(os.path.join(d, "logits.npy"))
+
+    def infer(model, tag, extra_compile=(), extra_run=(), input_path=ids):
+        exe = os.path.join(args.work, tag + ".loomx")
+        out = os.path.join(args.work, tag + ".npy")
+        run(["loom-compile", model, "--mode=infer", "--target=cpu", "-o", exe] + list(extra_compile))
+        text = run(["loom-run", exe, "--input", input_path, "--output", out] + list(extra_run))
+        return np.load(out), text
+
+    models = [m for m in ("model.pt2", "model.dyn.pt2", "model.onnx")
+              if os.path.exists(os.path.join(d, m))]
+    if not models:
+        fail("%s: no model.pt2, model.dyn.pt2 or model.onnx" % d)
+    batch = np.load(ids).shape[0]
+    for m in models:
+        # An ONNX batch may be symbolic with no example size: --batch fixes it.
+        extra = ["--batch", str(batch)] if m.endswith(".onnx") else []
+        got, _ = infer(os.path.join(d, m), m.replace(".", "_"), extra)
+        err, shown = rel_err(got, logits)
+        print("%s %s: logits rel err %s" % (name, m, shown))
+        if not err <= args.rtol:
+            fail("%s %s: logits differ from PyTorch's by %s (tolerance %.0e)" % (
+                name, m, shown, args.rtol))
+
+    # One sequence through the model exported at batch 4.
+    one = os.path.join(args.work, "ids1.npy")
+    np.save(one, np.load(ids)[:1])
+    model = "model.dyn.pt2" if "model.dyn.pt2" in models else models[0]
+    got, _ = infer(os.path.join(d, model), "batch1", ["--batch", "1"], input_path=one)
+    err, shown = rel_err(got, logits[:1])
+    print("%s %s --batch 1: logits rel err %s" % (name, model, shown))
+    if not err <= args.rtol:
+        fail("%s %s at batch 1: logits differ by %s" % (name, model, shown))
+
+    weights = os.path.join(d, "model.safetensors")
+    if os.path.exists(weights):
+        names = safetensors_names(weights)
+        got, text = infer(os.path.join(d, model), "weights", extra_run=["--weights", weights])
+        want = "loaded %d tensors" % len(names)
+        if want not in text:
+            fail("%s: loom-run --weights did not say %r:\n%s" % (name, want, text.strip()))
+        err, shown = rel_err(got, logits)
+        print("%s --weights model.safetensors: %d tensors by name (%s, ...), logits rel err %s" % (
+            name, len(names), names[0], shown))
+        if not err <= args.rtol:
+            fail("%s with --weights: logits differ by %s" % (name, shown))
+        # The file's values, not the ones inside the .pt2, are what run:
+        # the same names with every weight halved give other logits.
+        halved = os.path.join(args.work, "halved.safetensors")
+        write_scaled(weights, halved, 0.5)
+        got, _ = infer(os.path.join(d, model), "halved", extra_run=["--weights", halved])
+        err, shown = rel_err(got, logits)
+        if err < 1e-3:
+            fail("%s: halved weights gave PyTorch's logits (rel err %s): --weights ignored" % (
+                name, shown))
+
+
+if __name__ == "__main__":
+    main()
