@@ -104,12 +104,27 @@ struct PlanMemoryPass : public loom::impl::PlanMemoryBase<PlanMemoryPass> {
     llvm::stable_sort(order, [](const Lifetime *a, const Lifetime *b) {
       return a->bytes > b->bytes;
     });
+    // Placed buffers are indexed by the windows of kWindow program
+    // positions their lifetimes touch, so that finding the ones that overlap
+    // a lifetime looks only at its own windows: with unrolled microbatches
+    // most buffers live inside one microbatch, and planning stays linear in
+    // their number rather than quadratic.
+    constexpr int64_t kWindow = 64;
+    SmallVector<SmallVector<int32_t>> windows(end / kWindow + 2);
     SmallVector<Lifetime *> placed;
+    SmallVector<int32_t> seenAt; // per placed buffer: the last query that saw it
     for (Lifetime *life : order) {
       SmallVector<std::pair<int64_t, int64_t>> busy; // [offset, end)
-      for (Lifetime *other : placed)
-        if (other->first <= life->last && life->first <= other->last)
-          busy.push_back({other->offset, other->offset + other->bytes});
+      int32_t query = static_cast<int32_t>(placed.size());
+      for (int64_t w = life->first / kWindow; w <= life->last / kWindow; ++w)
+        for (int32_t index : windows[w]) {
+          Lifetime *other = placed[index];
+          if (seenAt[index] == query)
+            continue;
+          seenAt[index] = query;
+          if (other->first <= life->last && life->first <= other->last)
+            busy.push_back({other->offset, other->offset + other->bytes});
+        }
       llvm::sort(busy);
       int64_t offset = 0;
       for (auto [begin, stop] : busy) {
@@ -119,6 +134,9 @@ struct PlanMemoryPass : public loom::impl::PlanMemoryBase<PlanMemoryPass> {
       }
       life->offset = offset;
       peak = std::max(peak, offset + life->bytes);
+      for (int64_t w = life->first / kWindow; w <= life->last / kWindow; ++w)
+        windows[w].push_back(static_cast<int32_t>(placed.size()));
+      seenAt.push_back(-1);
       placed.push_back(life);
     }
     for (auto &entry : scratch)

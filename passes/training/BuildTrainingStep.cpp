@@ -9,6 +9,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+
+#include <map>
 
 namespace loom {
 #define GEN_PASS_DEF_BUILDTRAININGSTEP
@@ -257,6 +260,7 @@ struct BuildTrainingStepPass
     if (tensorType(lossOut).getElementType() != builder.getF32Type())
       lossOut = builder.create<nn::CastOp>(loc, f32Scalar, lossOut);
     builder.create<func::ReturnOp>(loc, ValueRange{lossOut, gradNorm});
+    runMicrobatchesInTurn(*body);
 
     forward.erase();
     step.setName("main");
@@ -277,6 +281,7 @@ struct BuildTrainingStepPass
       types.push_back(g.getType());
     }
     builder.create<func::ReturnOp>(loc, results);
+    runMicrobatchesInTurn(*step.getBody().begin());
     step.setFunctionType(builder.getFunctionType(step.getArgumentTypes(), types));
     step.setResultAttr(0, "loom.name", builder.getStringAttr("loss"));
     for (auto [i, entry] : llvm::enumerate(grads))
@@ -285,6 +290,40 @@ struct BuildTrainingStepPass
     forward.erase();
     step.setName("main");
     return success();
+  }
+
+  /// Each op's key: the largest of its microbatch (loom.microbatch) and its
+  /// operands' keys; -1 for ops that read no microbatch (parameters,
+  /// constants, the token slices). An op never has a key below its
+  /// operands'.
+  static llvm::DenseMap<Operation *, int64_t> microbatchKeys(Block &body) {
+    llvm::DenseMap<Operation *, int64_t> key;
+    for (Operation &op : body) {
+      int64_t k = -1;
+      for (Value operand : op.getOperands())
+        if (Operation *def = operand.getDefiningOp(); def && def->getBlock() == &body)
+          k = std::max(k, key.lookup(def));
+      if (auto mb = op.getAttrOfType<IntegerAttr>("loom.microbatch"))
+        k = std::max(k, mb.getInt());
+      key[&op] = k;
+    }
+    return key;
+  }
+
+  /// Orders the step so that each microbatch's forward and backward run
+  /// before the next microbatch's forward (gradient accumulation in bounded
+  /// memory) rather than every forward first. A stable sort by key keeps
+  /// program order within a key, so the new order is still topological.
+  static void runMicrobatchesInTurn(Block &body) {
+    Operation *terminator = body.getTerminator();
+    llvm::DenseMap<Operation *, int64_t> key = microbatchKeys(body);
+    llvm::SmallVector<std::pair<int64_t, Operation *>> ops;
+    for (Operation &op : body)
+      if (&op != terminator)
+        ops.push_back({key.lookup(&op), &op});
+    llvm::stable_sort(ops, [](const auto &a, const auto &b) { return a.first < b.first; });
+    for (auto &entry : ops)
+      entry.second->moveBefore(terminator);
   }
 
   /// Builds the adjoints of every value on a path from a trainable parameter
@@ -321,7 +360,49 @@ struct BuildTrainingStepPass
       for (size_t i = first; i < created.ops.size(); ++i)
         created.ops[i]->setAttr("loom.backward", builder.getStringAttr(kind));
     };
-    for (Operation *op : llvm::reverse(forwardOps)) {
+    // Microbatch by microbatch (each one's ops in reverse), then the ops no
+    // microbatch owns: a microbatch's backward needs only its own forward,
+    // and each parameter's gradient sums the microbatches in order 0..M-1,
+    // so a microbatch's activations and gradient terms die before the next
+    // microbatch starts (runMicrobatchesInTurn). Where an op that a loss
+    // depends on reads two microbatches, all ops in reverse, as written.
+    llvm::DenseMap<Operation *, int64_t> key = microbatchKeys(*body);
+    llvm::DenseSet<Operation *> needed;
+    SmallVector<Operation *> stack;
+    for (Value loss : losses)
+      if (Operation *def = loss.getDefiningOp())
+        stack.push_back(def);
+    while (!stack.empty()) {
+      Operation *op = stack.pop_back_val();
+      if (!needed.insert(op).second)
+        continue;
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp(); def && def->getBlock() == body)
+          stack.push_back(def);
+    }
+    bool separable = llvm::all_of(needed, [&](Operation *op) {
+      int64_t k = key.lookup(op);
+      return k < 0 || llvm::all_of(op->getOperands(), [&](Value operand) {
+               Operation *def = operand.getDefiningOp();
+               int64_t d = def && def->getBlock() == body ? key.lookup(def) : -1;
+               return d < 0 || d == k;
+             });
+    });
+    SmallVector<Operation *> order;
+    if (separable) {
+      std::map<int64_t, SmallVector<Operation *>> byKey;
+      for (Operation *op : forwardOps)
+        byKey[key.lookup(op)].push_back(op);
+      for (auto &[k, ops] : byKey)
+        if (k >= 0)
+          llvm::append_range(order, llvm::reverse(ops));
+      if (byKey.count(-1))
+        llvm::append_range(order, llvm::reverse(byKey[-1]));
+    } else {
+      llvm::append_range(order, llvm::reverse(forwardOps));
+    }
+
+    for (Operation *op : order) {
       SmallVector<Value> resultGrads;
       bool any = false;
       for (Value r : op->getResults()) {

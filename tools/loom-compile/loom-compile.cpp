@@ -38,6 +38,9 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/Format.h"
+
+#include <chrono>
 #include "llvm/Support/WithColor.h"
 
 using namespace mlir;
@@ -338,12 +341,24 @@ int main(int argc, char **argv) {
            (compileTo == Phase::NN ? "nn" : "train") + " does not apply");
   }
 
+  // Large programs (many microbatches, many layers) say which phase runs
+  // and how long it took, on stderr.
   auto runPhase = [&](llvm::function_ref<void(PassManager &)> build,
                       llvm::StringRef phase) {
     PassManager pm(&context);
     build(pm);
+    constexpr int64_t kReportOps = 50000;
+    int64_t ops = 0;
+    module->walk([&](Operation *) { ++ops; });
+    auto start = std::chrono::steady_clock::now();
+    if (ops >= kReportOps)
+      llvm::errs() << "loom-compile: " << phase << " (" << ops << " ops)...\n";
     if (failed(pm.run(*module)))
       failDiagnosed();
+    if (ops >= kReportOps)
+      llvm::errs() << llvm::format(
+          "loom-compile: %s done in %.1f s\n", phase.str().c_str(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   };
 
   if (rtInput) {
@@ -391,6 +406,14 @@ int main(int argc, char **argv) {
       if (microbatches == 0)
         microbatches =
             globalBatch % (dp * modelBatch) == 0 ? globalBatch / (dp * modelBatch) : 1;
+      // Microbatches are unrolled into the step: beyond this, the program
+      // (and its compile) is larger than any accumulation is worth.
+      constexpr int64_t kMaxMicrobatches = 16384;
+      if (microbatches > kMaxMicrobatches)
+        fail("--batch " + llvm::Twine(globalBatch) + " makes " + llvm::Twine(int64_t(microbatches)) +
+             " microbatches per rank; Loom unrolls microbatches into the step and compiles at "
+             "most " + llvm::Twine(kMaxMicrobatches) +
+             ": pass --microbatches N for fewer, larger microbatches");
       if (globalBatch % (dp * microbatches) != 0)
         fail("the global batch (" + llvm::Twine(globalBatch) + ") must be a multiple of --dp (" +
              llvm::Twine(dp) + ") times --microbatches (" + llvm::Twine(int64_t(microbatches)) +
