@@ -317,6 +317,24 @@ struct BuildTrainingStepPass
   static void runMicrobatchesInTurn(Block &body) {
     Operation *terminator = body.getTerminator();
     llvm::DenseMap<Operation *, int64_t> key = microbatchKeys(body);
+    // An op of no microbatch whose users all belong to one (the token slices
+    // of microbatch m) moves down to it, rather than living from the start.
+    for (Operation &op : llvm::reverse(body)) {
+      if (&op == terminator || key.lookup(&op) >= 0 || op.use_empty())
+        continue;
+      std::optional<int64_t> only;
+      bool one = true;
+      for (Operation *user : op.getUsers()) {
+        int64_t k = user->getBlock() == &body ? key.lookup(user) : -1;
+        if (k < 0 || (only && *only != k)) {
+          one = false;
+          break;
+        }
+        only = k;
+      }
+      if (one && only)
+        key[&op] = *only;
+    }
     llvm::SmallVector<std::pair<int64_t, Operation *>> ops;
     for (Operation &op : body)
       if (&op != terminator)
