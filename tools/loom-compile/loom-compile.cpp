@@ -159,6 +159,22 @@ cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to
   std::exit(1);
 }
 
+/// An output file's folder exists and the path is not a folder: checked
+/// before compiling, so a mistyped path fails at once, not after the work.
+void checkOutputFile(const std::string &path, const char *option) {
+  if (path.empty() || path == "-")
+    return;
+  if (llvm::sys::fs::is_directory(path))
+    fail(llvm::Twine(option) + " '" + path + "' is a directory, not a file");
+  llvm::StringRef parent = llvm::sys::path::parent_path(path);
+  if (parent.empty())
+    parent = ".";
+  if (!llvm::sys::fs::is_directory(parent))
+    fail(llvm::Twine(option) + " '" + path + "': the folder '" + parent + "' does not exist");
+  if (llvm::sys::fs::access(parent, llvm::sys::fs::AccessMode::Write))
+    fail(llvm::Twine(option) + " '" + path + "': the folder '" + parent + "' is not writable");
+}
+
 /// Flags as given, recorded in the executable's metadata.
 std::string commandLine(int argc, char **argv) {
   std::string s;
@@ -193,6 +209,9 @@ int main(int argc, char **argv) {
     fail("--target must be 'cpu' or 'cuda', got '" + target + "'");
   if (compileTo == Phase::Executable && outputPath.empty())
     fail("no output file: pass -o OUT.loomx (or --compile-to=PHASE to print IR)");
+
+  checkOutputFile(outputPath, "-o");
+  checkOutputFile(scheduleCsv, "--schedule-csv");
 
   loom::ImportOptions importOptions;
   importOptions.embedWeights = embedWeights;
@@ -419,6 +438,10 @@ int main(int argc, char **argv) {
           ids && ids.getRank() >= 1 && (ids.getRank() == 2 || !training))
         modelBatch = ids.getDimSize(0);
   }
+  if (batch.getNumOccurrences() && modelBatch == 0 && (rtInput || !training))
+    fail("--batch " + llvm::Twine(int64_t(batch)) + " does nothing: '" + inputPath + "' " +
+         (rtInput ? "is rt IR (per-rank programs, their buffers planned as written)"
+                  : "has no batch dimension to set (no first input of rank 1 or more)"));
   if (modelBatch > 0) {
     int64_t stepBatch = modelBatch;
     if (!training && batch > 0)
