@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace loom {
@@ -18,6 +19,15 @@ struct ImportOptions {
   /// Without them (large models), parameters start from a seeded initializer
   /// and `loom-run --weights` supplies the values.
   bool embedWeights = true;
+
+  /// What the import used of `seq` and `dims`, filled in by the importer
+  /// when set: a --seq or --dim that fixes no symbolic dimension of the
+  /// model does nothing, and loom-compile refuses it.
+  struct Usage {
+    bool seq = false;
+    std::set<std::string> dims;
+  };
+  Usage *usage = nullptr;
 };
 
 } // namespace loom

@@ -149,10 +149,14 @@ FailureOr<RankedTensorType> GraphImporter::inputType(const onnx::ValueInfoProto 
     auto byName = options.dims.find(param);
     if (byName != options.dims.end()) {
       shape.push_back(byName->second);
+      if (options.usage)
+        options.usage->dims.insert(param);
     } else if (options.batch && isBatchLikeName(param)) {
       shape.push_back(*options.batch);
     } else if (options.seq && isSequenceLikeName(param)) {
       shape.push_back(*options.seq);
+      if (options.usage)
+        options.usage->seq = true;
     } else {
       std::string hint = "--dim " + param + "=VALUE";
       if (isBatchLikeName(param))

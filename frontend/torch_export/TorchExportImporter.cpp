@@ -73,12 +73,17 @@ Expected<SymbolValues> bindSymbols(const llvm::json::Object &program,
       const llvm::json::Object *expr = sizeObject ? sizeObject->getObject("as_expr") : nullptr;
       std::optional<llvm::StringRef> text = expr ? expr->getString("expr_str") : std::nullopt;
       std::optional<llvm::StringRef> symbol = text ? symbolNameOf(*text) : std::nullopt;
+      if (symbol && options.usage && options.dims.count(symbol->str()))
+        options.usage->dims.insert(symbol->str());
       if (!symbol || symbols.lookup(*symbol))
         continue;
       if (dim == 0 && options.batch)
         symbols.bind(*symbol, *options.batch);
-      else if (dim == 1 && options.seq)
+      else if (dim == 1 && options.seq) {
         symbols.bind(*symbol, *options.seq);
+        if (options.usage)
+          options.usage->seq = true;
+      }
       else if (std::optional<int64_t> example = hintOf(*expr))
         symbols.bind(*symbol, *example);
     }
@@ -86,6 +91,8 @@ Expected<SymbolValues> bindSymbols(const llvm::json::Object &program,
   // The values must lie in the ranges the program was exported for.
   if (const llvm::json::Object *ranges = program.getObject("range_constraints")) {
     for (const auto &[symbol, range] : *ranges) {
+      if (options.usage && options.dims.count(llvm::StringRef(symbol).str()))
+        options.usage->dims.insert(llvm::StringRef(symbol).str());
       std::optional<int64_t> value = symbols.lookup(symbol);
       const llvm::json::Object *bounds = range.getAsObject();
       if (!value || !bounds)

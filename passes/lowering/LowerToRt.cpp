@@ -13,6 +13,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cstring>
+#include <map>
 
 namespace loom {
 #define GEN_PASS_DEF_LOWERTORT
@@ -247,6 +248,25 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
           return nullptr;
         }
       }
+    // loom-run binds inputs and outputs by name: two of one name would
+    // leave one unbound (reading zeros) or one unwritten.
+    for (bool results : {false, true}) {
+      std::map<std::string, unsigned> seen;
+      unsigned count = results ? func.getNumResults() : func.getNumArguments();
+      for (unsigned i = 0; i < count; ++i) {
+        StringAttr n = results ? func.getResultAttrOfType<StringAttr>(i, "loom.name")
+                               : func.getArgAttrOfType<StringAttr>(i, "loom.name");
+        std::string name = n ? n.str() : (results ? "output" : "input") + std::to_string(i);
+        auto [it, fresh] = seen.emplace(name, i);
+        if (!fresh) {
+          func.emitError() << (results ? "results " : "arguments ") << it->second << " and " << i
+                           << " are both named '" << name << "' (loom.name): "
+                           << (results ? "outputs" : "inputs")
+                           << " are bound by name, so each needs its own";
+          return nullptr;
+        }
+      }
+    }
 
     OpBuilder b(module.getContext());
     b.setInsertionPoint(func);

@@ -67,7 +67,9 @@ llvm::Expected<Action> Action::parse(llvm::StringRef text) {
   if (digits == 0)
     return parseError(text, "expected a stage index first");
   int stage = 0, mb = 0;
-  s.substr(0, digits).getAsInteger(10, stage);
+  if (s.substr(0, digits).getAsInteger(10, stage) || stage > kMaxScheduleIndex)
+    return parseError(text, "stage index " + s.substr(0, digits) + " is out of range (at most " +
+                                llvm::Twine(kMaxScheduleIndex) + ")");
   s = s.drop_front(digits);
   static const std::pair<llvm::StringRef, ActionKind> kinds[] = {
       {"SEND_F", ActionKind::SendF}, {"RECV_F", ActionKind::RecvF},
@@ -79,6 +81,9 @@ llvm::Expected<Action> Action::parse(llvm::StringRef text) {
       continue;
     if (s.empty() || s.getAsInteger(10, mb) || mb < 0)
       return parseError(text, "expected a microbatch index after '" + name + "'");
+    if (mb > kMaxScheduleIndex)
+      return parseError(text, "microbatch index " + s + " is out of range (at most " +
+                                  llvm::Twine(kMaxScheduleIndex) + ")");
     return Action::make(kind, stage, mb);
   }
   return parseError(text, "unknown action kind (expected F, B, I, W, SEND_F, RECV_F, SEND_B, "
@@ -219,9 +224,11 @@ llvm::Expected<Schedule> importCsv(llvm::StringRef text) {
           if (!kind)
             return kind.takeError();
           s.kind = *kind;
-        } else if (value.getAsInteger(10, number) || number <= 0) {
+        } else if (value.getAsInteger(10, number) || number <= 0 ||
+                   number > kMaxScheduleIndex + 1) {
           return llvm::createStringError(llvm::formatv(
-              "schedule CSV line {0}: '{1}' needs a positive integer", lineNo, field));
+              "schedule CSV line {0}: '{1}' needs a positive integer of at most {2}", lineNo,
+              field, kMaxScheduleIndex + 1));
         } else if (key == "ranks") {
           headerRanks = number;
         } else if (key == "stages") {

@@ -32,6 +32,10 @@ llvm::StringRef actionKindName(ActionKind kind);
 bool isCompute(ActionKind kind);
 bool isComm(ActionKind kind);
 
+/// The largest stage or microbatch index a schedule may name: a CSV's
+/// indices beyond it are errors, never wrapped or truncated.
+constexpr int kMaxScheduleIndex = (1 << 20) - 1;
+
 struct Action {
   ActionKind kind;
   int stage = 0;

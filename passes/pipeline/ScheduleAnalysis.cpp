@@ -149,6 +149,10 @@ llvm::Expected<ScheduleAnalysis> analyzeSchedule(const Schedule &s, const Schedu
   return out;
 }
 
+/// The largest cost --schedule-costs takes: times far beyond it lose the
+/// precision the timeline needs (infinity never ends it).
+constexpr double kMaxScheduleCost = 1e9;
+
 llvm::Expected<ScheduleCosts> parseScheduleCosts(llvm::StringRef text) {
   ScheduleCosts costs;
   llvm::SmallVector<llvm::StringRef> fields;
@@ -156,10 +160,11 @@ llvm::Expected<ScheduleCosts> parseScheduleCosts(llvm::StringRef text) {
   for (llvm::StringRef field : fields) {
     auto [key, value] = field.split('=');
     double number = 0;
-    if (value.trim().getAsDouble(number) || number < 0)
+    if (value.trim().getAsDouble(number) || !std::isfinite(number) || number < 0 ||
+        number > kMaxScheduleCost)
       return llvm::createStringError("schedule costs: '" + field +
-                                     "' needs a non-negative number (like f=1,b=2,i=1,w=1,fb=3,"
-                                     "comm=0)");
+                                     "' needs a finite non-negative number of at most 1e9 (like "
+                                     "f=1,b=2,i=1,w=1,fb=3,comm=0)");
     key = key.trim();
     double *slot = key == "f"      ? &costs.f
                    : key == "b"    ? &costs.b

@@ -227,9 +227,10 @@ openTokenSource(const std::string &path, const TokenSourceOptions &options) {
   if (!fileExists(path))
     return sourceError("'" + path + "': no such file, nor a Megatron dataset '" + path +
                        ".idx'");
-  return sourceError("'" + path + "': cannot tell the token format from the name: use "
-                                  ".u16, .u32, .npy, a Megatron PREFIX.idx/.bin, or give "
-                                  "the token dtype");
+  return sourceError("'" + path + "': cannot tell the token format from the name: name a "
+                                  "flat token file FILE.u16 or FILE.u32 (its token type), "
+                                  "give a FILE.npy, or a Megatron dataset's PREFIX (with "
+                                  "PREFIX.bin and PREFIX.idx)");
 }
 
 } // namespace loom

@@ -3,13 +3,16 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/TokenSource.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 
 namespace loom {
@@ -61,12 +64,97 @@ bool isCheckpointed(const ParameterDesc &param) {
   return param.trainable || param.init != InitKind::Data;
 }
 
+/// A number as a user would type it.
+std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+/// The optimizer settings a training step was compiled with, from
+/// loom-compile's flags as the executable records them; an absent flag is
+/// loom-compile's default. Numbers are normalized (0.10 and 1e-1 are one).
+std::map<std::string, std::string> compiledSettings(llvm::StringRef flags) {
+  std::map<std::string, std::string> settings = {
+      {"weight-decay", "0.1"}, {"adam-beta1", "0.9"},    {"adam-beta2", "0.95"},
+      {"adam-epsilon", "1e-8"}, {"max-grad-norm", "1"}, {"precision", "f32"}};
+  llvm::SmallVector<llvm::StringRef> words;
+  flags.split(words, ' ', -1, false);
+  for (size_t i = 0; i < words.size(); ++i) {
+    llvm::StringRef word = words[i];
+    if (!word.consume_front("--") && !word.consume_front("-"))
+      continue;
+    auto [name, value] = word.split('=');
+    auto it = settings.find(name.str());
+    if (it == settings.end())
+      continue;
+    if (!word.contains('=')) {
+      if (i + 1 >= words.size())
+        continue;
+      value = words[++i];
+    }
+    it->second = value.str();
+  }
+  for (auto &[name, value] : settings) {
+    double number = 0;
+    if (!llvm::StringRef(value).getAsDouble(number))
+      value = formatNumber(number);
+  }
+  return settings;
+}
+
+/// What a resume from `state` would change of the checkpoint's settings,
+/// except those the user lets change: "lr (0.003 -> 0.0003)", ...
+std::vector<std::string> resumeChanges(const CheckpointState &state,
+                                       const TrainingOptions &options,
+                                       const Executable &exe, int64_t batch, int64_t seq) {
+  std::vector<std::pair<std::string, std::pair<std::string, std::string>>> changes;
+  const LearningRateSchedule &lrs = state.learningRateSchedule;
+  auto number = [&](const char *name, const char *key, double now) {
+    auto it = lrs.settings.find(key);
+    if (it != lrs.settings.end() && it->second != now)
+      changes.push_back({name, {formatNumber(it->second), formatNumber(now)}});
+  };
+  if (!lrs.kind.empty() && lrs.kind != options.schedule)
+    changes.push_back({"lr-schedule", {lrs.kind, options.schedule}});
+  number("lr", "peak", options.lr);
+  number("warmup-steps", "warmup_steps", double(options.warmupSteps));
+  number("min-lr-ratio", "min_lr_ratio", options.minLrRatio);
+  // A cosine schedule decays over the run's steps: more steps stretch it.
+  if (options.schedule == "cosine" && lrs.kind == "cosine")
+    number("steps", "total_steps", double(options.steps));
+  for (auto [name, now] : {std::pair<const char *, int64_t>{"batch", batch},
+                           std::pair<const char *, int64_t>{"seq", seq}}) {
+    auto it = state.integers.find(name);
+    if (it != state.integers.end() && it->second != now)
+      changes.push_back({name, {std::to_string(it->second), std::to_string(now)}});
+  }
+  for (const auto &[name, now] : compiledSettings(exe.compileFlags)) {
+    auto it = state.strings.find("setting:" + name);
+    if (it != state.strings.end() && it->second != now)
+      changes.push_back({name, {it->second, now}});
+  }
+  std::vector<std::string> refused;
+  for (const auto &[name, values] : changes)
+    if (!options.overrideResumed.count(name))
+      refused.push_back(name + " (" + values.first + " -> " + values.second + ")");
+  return refused;
+}
+
 std::string formatDuration(double seconds) {
   int64_t s = static_cast<int64_t>(seconds + 0.5);
   return llvm::formatv("{0}:{1:2}:{2:2}", s / 3600, (s / 60) % 60, s % 60).str();
 }
 
 } // namespace
+
+const std::vector<std::string> &resumableSettings() {
+  static const std::vector<std::string> names = {
+      "lr",         "lr-schedule", "warmup-steps", "min-lr-ratio", "steps",
+      "batch",      "seq",         "weight-decay", "adam-beta1",   "adam-beta2",
+      "adam-epsilon", "max-grad-norm", "precision"};
+  return names;
+}
 
 double learningRateAt(const TrainingOptions &options, int64_t step) {
   if (options.warmupSteps > 0 && step < options.warmupSteps)
@@ -145,6 +233,15 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
       expected.push_back({param->name, param->dtype, param->shape});
     if (auto err = checkMatches(*loaded, expected))
       return err;
+    std::vector<std::string> changes = resumeChanges(loaded->state, options, exe, batch, seq);
+    if (!changes.empty()) {
+      std::string names;
+      for (const std::string &change : changes)
+        names += (names.empty() ? "" : ",") + change.substr(0, change.find(' '));
+      return error("resuming from '" + loaded->directory + "' would change " +
+                   llvm::join(changes, ", ") + ": pass --override-resumed=" + names +
+                   " to change them");
+    }
     // The checkpoint holds global tensors, whatever layout wrote them.
     for (auto [param, buffer] : checkpointed) {
       auto block = takeBlock(exe.mesh, rank, param->sharding, loaded->tensors.at(param->name));
@@ -229,6 +326,10 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
                                            {"warmup_steps", double(options.warmupSteps)},
                                            {"min_lr_ratio", options.minLrRatio},
                                            {"total_steps", double(options.steps)}};
+    state.integers["batch"] = batch;
+    state.integers["seq"] = seq;
+    for (const auto &[name, value] : compiledSettings(exe.compileFlags))
+      state.strings["setting:" + name] = value;
     if (!exe.mesh.axes.empty()) {
       std::string mesh;
       for (size_t a = 0; a < exe.mesh.axes.size(); ++a)

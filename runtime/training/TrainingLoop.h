@@ -11,6 +11,8 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <set>
+#include <vector>
 #include <string>
 
 namespace loom {
@@ -29,11 +31,18 @@ struct TrainingOptions {
   int64_t checkpointEvery = 0; // 0: only at the end (when a dir is given)
   unsigned keepCheckpoints = 3;
   bool resume = false;
+  /// Settings a resumed run may change from the checkpoint's (names as
+  /// loom-run's --override-resumed takes them); any other difference is an
+  /// error.
+  std::set<std::string> overrideResumed;
   int64_t logEvery = 1;
   /// Stops after this many steps of this run (tests simulate an interrupted
   /// run with it); 0: no limit.
   int64_t stopAfter = 0;
 };
+
+/// The names --override-resumed takes.
+const std::vector<std::string> &resumableSettings();
 
 /// The learning rate at 0-based `step`.
 double learningRateAt(const TrainingOptions &options, int64_t step);

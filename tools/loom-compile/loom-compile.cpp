@@ -1,6 +1,7 @@
 // loom-compile: imports a model, runs Loom's passes phase by phase, and
 // writes the executable (or, with --compile-to, the IR at that phase).
 
+#include "tools/LoomVersion.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/pipe/PipeDialect.h"
@@ -34,6 +35,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -42,6 +44,8 @@
 
 #include <chrono>
 #include "llvm/Support/WithColor.h"
+
+#include <cmath>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -69,12 +73,12 @@ cl::opt<Phase> compileTo(
     cl::init(Phase::Executable), cl::cat(category));
 cl::opt<std::string> mode("mode",
                           cl::desc("infer, train, or gradients (a step that returns the loss and "
-                                   "every parameter gradient, for checking them)"),
+                                   "every parameter gradient, for checking them); default: infer"),
                           cl::init("infer"),
                           cl::cat(category));
-cl::opt<std::string> target("target", cl::desc("cpu or cuda (the executable runs on either backend)"),
+cl::opt<std::string> target("target", cl::desc("cpu or cuda (the executable runs on either backend; default: cpu)"),
                             cl::init("cpu"), cl::cat(category));
-cl::opt<std::string> entry("entry", cl::desc("the function to compile"),
+cl::opt<std::string> entry("entry", cl::desc("the function to compile (default: main)"),
                            cl::init("main"), cl::cat(category));
 cl::opt<bool> raise("raise",
                     cl::desc("raise decomposed patterns (RMSNorm, GELU, RoPE, attention, ...) "
@@ -98,25 +102,26 @@ cl::opt<int64_t> microbatches("microbatches",
                                        "batch) when that divides, else 1"),
                               cl::init(0), cl::cat(category));
 cl::opt<std::string> precision("precision",
-                              cl::desc("f32, or bf16 (compute in bf16 with f32 master weights)"),
+                              cl::desc("f32, or bf16 (compute in bf16 with f32 master weights); default: f32"),
                               cl::init("f32"), cl::cat(category));
-cl::opt<double> maxGradNorm("max-grad-norm", cl::desc("clip the global gradient norm (0: off)"),
+cl::opt<double> maxGradNorm("max-grad-norm", cl::desc("clip the global gradient norm (default: 1; 0: off)"),
                             cl::init(1.0), cl::cat(category));
-cl::opt<double> weightDecay("weight-decay", cl::desc("AdamW weight decay on matrices"),
+cl::opt<double> weightDecay("weight-decay", cl::desc("AdamW weight decay on matrices (default: 0.1)"),
                             cl::init(0.1), cl::cat(category));
-cl::opt<double> adamBeta1("adam-beta1", cl::desc("AdamW beta1"), cl::init(0.9), cl::cat(category));
-cl::opt<double> adamBeta2("adam-beta2", cl::desc("AdamW beta2"), cl::init(0.95), cl::cat(category));
-cl::opt<double> adamEpsilon("adam-epsilon", cl::desc("AdamW epsilon"), cl::init(1e-8),
+cl::opt<double> adamBeta1("adam-beta1", cl::desc("AdamW beta1 (default: 0.9)"), cl::init(0.9), cl::cat(category));
+cl::opt<double> adamBeta2("adam-beta2", cl::desc("AdamW beta2 (default: 0.95)"), cl::init(0.95), cl::cat(category));
+cl::opt<double> adamEpsilon("adam-epsilon", cl::desc("AdamW epsilon (default: 1e-8)"), cl::init(1e-8),
                             cl::cat(category));
-cl::opt<int64_t> seq("seq", cl::desc("the sequence length: fixes a symbolic sequence dimension"),
+cl::opt<int64_t> seq("seq", cl::desc("the sequence length: fixes a symbolic sequence dimension (default: the "
+                              "model's, or its export example's)"),
                      cl::init(0), cl::cat(category));
-cl::opt<int64_t> pp("pp", cl::desc("pipeline-parallel ranks (stages cut by layer)"), cl::init(1),
+cl::opt<int64_t> pp("pp", cl::desc("pipeline-parallel ranks, stages cut by layer (default: 1)"), cl::init(1),
                     cl::cat(category));
-cl::opt<int64_t> vpp("vpp", cl::desc("stages per pipeline rank (--schedule=interleaved)"),
+cl::opt<int64_t> vpp("vpp", cl::desc("stages per pipeline rank, --schedule=interleaved (default: 1)"),
                      cl::init(1), cl::cat(category));
 cl::opt<std::string> schedule("schedule",
                               cl::desc("pipeline schedule: 1f1b, interleaved, zb-h1, dualpipe or "
-                                       "dualpipev"),
+                                       "dualpipev (default: 1f1b)"),
                               cl::init("1f1b"), cl::cat(category));
 cl::opt<std::string> ppLayout("pp-layout",
                               cl::desc("layers per pipeline stage (4,4,4,4), or 'even' (equal "
@@ -130,18 +135,20 @@ cl::opt<std::string> scheduleFile("schedule-file",
                                   cl::desc("run the pipeline schedule in this CSV (PyTorch "
                                            "pipelining's format, verified) instead of --schedule"),
                                   cl::value_desc("path"), cl::init(""), cl::cat(category));
-cl::opt<int64_t> tensorParallel("tp", cl::desc("tensor-parallel ranks (Megatron column/row split)"),
+cl::opt<int64_t> tensorParallel("tp", cl::desc("tensor-parallel ranks, Megatron column/row split (default: 1)"),
                                 cl::init(1), cl::cat(category));
-cl::opt<int64_t> dataParallel("dp", cl::desc("data-parallel ranks (the global batch split along dim 0)"),
+cl::opt<int64_t> dataParallel("dp", cl::desc("data-parallel ranks, the global batch split along dim 0 (default: 1)"),
                               cl::init(1), cl::cat(category));
-cl::opt<bool> sequenceParallel("sp", cl::desc("sequence parallelism over the tensor-parallel ranks"),
+cl::opt<bool> sequenceParallel("sp", cl::desc("sequence parallelism over the tensor-parallel ranks (default off)"),
                                cl::init(false), cl::cat(category));
-cl::opt<bool> zero1("zero1", cl::desc("ZeRO-1: optimizer state and updates split over the data-parallel ranks"),
+cl::opt<bool> zero1("zero1", cl::desc("ZeRO-1: optimizer state and updates split over the data-parallel ranks "
+                             "(default off)"),
                     cl::init(false), cl::cat(category));
 cl::opt<double> dpBucketMb(
     "dp-bucket-mb",
     cl::desc("group the data-parallel gradient reductions into buckets of about this many "
-             "MiB, each one collective (as PyTorch DDP's bucket_cap_mb; 0: one per gradient)"),
+             "MiB, each one collective (as PyTorch DDP's bucket_cap_mb; default: 25; 0: one per "
+             "gradient)"),
     cl::init(25.0), cl::cat(category));
 cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to VALUE"),
                            cl::value_desc("NAME=VALUE"), cl::cat(category));
@@ -153,6 +160,22 @@ cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "loom-compile") << message << "\n";
   std::exit(1);
+}
+
+/// An output file's folder exists and the path is not a folder: checked
+/// before compiling, so a mistyped path fails at once, not after the work.
+void checkOutputFile(const std::string &path, const char *option) {
+  if (path.empty() || path == "-")
+    return;
+  if (llvm::sys::fs::is_directory(path))
+    fail(llvm::Twine(option) + " '" + path + "' is a directory, not a file");
+  llvm::StringRef parent = llvm::sys::path::parent_path(path);
+  if (parent.empty())
+    parent = ".";
+  if (!llvm::sys::fs::is_directory(parent))
+    fail(llvm::Twine(option) + " '" + path + "': the folder '" + parent + "' does not exist");
+  if (llvm::sys::fs::access(parent, llvm::sys::fs::AccessMode::Write))
+    fail(llvm::Twine(option) + " '" + path + "': the folder '" + parent + "' is not writable");
 }
 
 /// Flags as given, recorded in the executable's metadata.
@@ -170,6 +193,7 @@ std::string commandLine(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  loom::setVersionPrinter();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -189,12 +213,15 @@ int main(int argc, char **argv) {
   if (compileTo == Phase::Executable && outputPath.empty())
     fail("no output file: pass -o OUT.loomx (or --compile-to=PHASE to print IR)");
 
+  checkOutputFile(outputPath, "-o");
+  checkOutputFile(scheduleCsv, "--schedule-csv");
+
   loom::ImportOptions importOptions;
   importOptions.embedWeights = embedWeights;
-  if (batch < 0 || seq < 0)
-    fail("--batch and --seq must be positive");
-  if (microbatches < 0)
-    fail("--microbatches must be positive");
+  // Given, a size must be one: 0 is no batch, no microbatch, no sequence.
+  for (cl::opt<int64_t> *size : {&batch, &microbatches, &seq})
+    if (size->getNumOccurrences() && *size < 1)
+      fail("--" + size->ArgStr + " must be at least 1, got " + llvm::Twine(int64_t(*size)));
   if (microbatches > 0 && !training)
     fail("--microbatches applies to --mode=train");
   if (microbatches > 0 && batch > 0 && batch % microbatches != 0)
@@ -248,8 +275,31 @@ int main(int argc, char **argv) {
          " --dp " + llvm::Twine(int64_t(dataParallel)));
   if (sequenceParallel && tensorParallel == 1)
     fail("--sp splits the sequence over the tensor-parallel ranks: it needs --tp > 1");
-  if (dpBucketMb < 0)
-    fail("--dp-bucket-mb must be at least 0, got " + std::to_string(dpBucketMb));
+  if (!std::isfinite(double(dpBucketMb)) || dpBucketMb < 0 || dpBucketMb > 1e6)
+    fail("--dp-bucket-mb must be between 0 and 1e6, got " + std::to_string(dpBucketMb));
+  if (dpBucketMb.getNumOccurrences() && dataParallel == 1)
+    fail("--dp-bucket-mb groups the data-parallel reductions: it needs --dp > 1");
+  // The optimizer's settings: finite, in range, and for a training step.
+  struct Range {
+    cl::opt<double> *option;
+    double low, high;
+    bool lowOpen, highOpen;
+  };
+  for (const Range &r : {Range{&maxGradNorm, 0, 1e30, false, false},
+                         Range{&weightDecay, 0, 1e30, false, false},
+                         Range{&adamBeta1, 0, 1, false, true}, Range{&adamBeta2, 0, 1, false, true},
+                         Range{&adamEpsilon, 0, 1, true, false}}) {
+    double v = *r.option;
+    if (!std::isfinite(v) || v < r.low || (r.lowOpen && v == r.low) || v > r.high ||
+        (r.highOpen && v == r.high))
+      fail("--" + r.option->ArgStr + " must be " +
+           (r.high == 1 ? llvm::Twine("in ") + (r.lowOpen ? "(" : "[") + "0, 1" +
+                              (r.highOpen ? ")" : "]")
+                        : llvm::Twine("a finite number >= 0")) +
+           ", got " + std::to_string(v));
+    if (r.option->getNumOccurrences() && mode != "train")
+      fail("--" + r.option->ArgStr + " sets the optimizer: it applies to --mode=train");
+  }
   if (zero1 && dataParallel == 1)
     fail("--zero1 splits optimizer state over the data-parallel ranks: it needs --dp > 1");
   bool distributed = tensorParallel > 1 || dataParallel > 1;
@@ -275,6 +325,8 @@ int main(int argc, char **argv) {
       fail("--dim expects NAME=VALUE with a positive VALUE, got '" + dim + "'");
     importOptions.dims[dim.substr(0, eq)] = value;
   }
+  loom::ImportOptions::Usage importUsage;
+  importOptions.usage = &importUsage;
 
   DialectRegistry registry;
   registry.insert<loom::nn::NNDialect, loom::dist::DistDialect, loom::pipe::PipeDialect,
@@ -315,6 +367,17 @@ int main(int argc, char **argv) {
   }
   if (!module)
     failDiagnosed();
+  // --seq and --dim fix symbolic dimensions of an imported model; one that
+  // fixes none does nothing (a static model, or a name the model lacks).
+  bool imported = extension != ".mlir";
+  if (seq.getNumOccurrences() && !importUsage.seq)
+    fail("--seq " + llvm::Twine(int64_t(seq)) + " does nothing: '" + inputPath + "' has " +
+         (imported ? "no symbolic sequence dimension (its input shapes are fixed)"
+                   : "no symbolic dimensions (nn IR is imported as is)"));
+  for (const auto &[name, value] : importOptions.dims)
+    if (!importUsage.dims.count(name))
+      fail("--dim " + name + "=" + llvm::Twine(value) + " does nothing: '" + inputPath +
+           "' has no symbolic dimension named '" + name + "'");
 
   auto emitIR = [&]() {
     auto out = openOutputFile(outputPath.empty() ? "-" : outputPath.getValue(), &error);
@@ -390,6 +453,10 @@ int main(int argc, char **argv) {
           ids && ids.getRank() >= 1 && (ids.getRank() == 2 || !training))
         modelBatch = ids.getDimSize(0);
   }
+  if (batch.getNumOccurrences() && modelBatch == 0 && (rtInput || !training))
+    fail("--batch " + llvm::Twine(int64_t(batch)) + " does nothing: '" + inputPath + "' " +
+         (rtInput ? "is rt IR (per-rank programs, their buffers planned as written)"
+                  : "has no batch dimension to set (no first input of rank 1 or more)"));
   if (modelBatch > 0) {
     int64_t stepBatch = modelBatch;
     if (!training && batch > 0)
@@ -435,9 +502,25 @@ int main(int argc, char **argv) {
   partition.schedule = schedule;
   partition.layout = ppLayout;
   partition.scheduleFile = scheduleFile;
-  if (pp > 1)
+  if (pp > 1) {
     runPhase([&](PassManager &pm) { pm.addPass(loom::createPipelinePartition(partition)); },
              "partition");
+    // A stage without layers still takes a rank that waits through the step.
+    if (auto counts = (*module)->getAttrOfType<DenseI64ArrayAttr>("pipe.layers_per_stage")) {
+      int64_t stages = counts.size(), layers = 0, empty = 0;
+      for (int64_t n : counts.asArrayRef()) {
+        layers += n;
+        empty += n == 0;
+      }
+      if (empty > 0)
+        llvm::WithColor::warning(llvm::errs(), "loom-compile")
+            << "--pp " << int64_t(pp) << ": " << empty << " of " << stages
+            << " pipeline stages hold no layers (the model has " << layers
+            << "): their ranks idle through every step, a bubble of at least "
+            << llvm::format("%.0f", 100.0 * double(empty) / double(stages))
+            << "% of the pipeline's time\n";
+    }
+  }
 
   if (!rtInput && training) {
     int64_t globalBatch = batch > 0 ? int64_t(batch) : modelBatch;

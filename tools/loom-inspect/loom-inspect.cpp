@@ -3,6 +3,7 @@
 // pipeline schedule a pipelined executable runs — or in a pipeline schedule
 // CSV.
 
+#include "tools/LoomVersion.h"
 #include "runtime/executable/Executable.h"
 #include "runtime/executable/ExecutableListing.h"
 #include "passes/pipeline/ScheduleAnalysis.h"
@@ -25,7 +26,7 @@ namespace {
 cl::OptionCategory category("loom-inspect options");
 cl::opt<std::string> executablePath(cl::Positional, cl::desc("<model.loomx | schedule.csv>"),
                                     cl::Required, cl::cat(category));
-cl::opt<bool> json("json", cl::desc("print JSON instead of text"), cl::cat(category));
+cl::opt<bool> json("json", cl::desc("print JSON instead of text (default off)"), cl::cat(category));
 cl::opt<std::string> scheduleSvg("schedule-svg",
                                  cl::desc("draw the pipeline schedule's per-rank timeline "
                                           "(time from --schedule-costs) as SVG"),
@@ -37,7 +38,8 @@ cl::opt<std::string> scheduleCsv("schedule-csv",
 
 cl::opt<std::string> scheduleCosts("schedule-costs",
                                    cl::desc("the cost model for a schedule's analysis and "
-                                            "picture: f=1,b=2,i=1,w=1,fb=3,comm=0 (any subset)"),
+                                            "picture: f=1,b=2,i=1,w=1,fb=3,comm=0 (any subset; those are the "
+                                            "defaults)"),
                                    cl::init(""), cl::cat(category));
 
 [[noreturn]] void fail(const llvm::Twine &message) {
@@ -166,6 +168,7 @@ int inspectExecutable() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  loom::setVersionPrinter();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "loom-inspect: show what is in a Loom executable or a pipeline "

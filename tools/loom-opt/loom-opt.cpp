@@ -1,6 +1,7 @@
 // loom-opt: mlir-opt with Loom's dialects and passes registered, for lit tests
 // and for running one pass at a time while debugging.
 
+#include "tools/LoomVersion.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/pipe/PipeDialect.h"
@@ -63,6 +64,7 @@ int main(int argc, char **argv) {
   loom::registerPipelinePasses();
   loom::registerTrainingPasses();
   loom::registerShardingPasses();
+  loom::setVersionPrinter();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, overview(registry), registry));
 }

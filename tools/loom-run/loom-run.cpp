@@ -1,6 +1,7 @@
 // loom-run: runs a Loom executable. Inference: named inputs from .npy files,
 // outputs to .npy files, checked against the program's signature.
 
+#include "tools/LoomVersion.h"
 #include "runtime/backends/Backend.h"
 #include "runtime/backends/ProgramExecutor.h"
 #include "runtime/checkpoint/Safetensors.h"
@@ -11,14 +12,18 @@
 #include "runtime/support/Npy.h"
 
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <set>
 #include <cstdlib>
 #include <mutex>
@@ -48,12 +53,17 @@ cl::opt<std::string> weightsPath(
     cl::desc("load parameters by name from a safetensors file (as Hugging Face ships them); "
              "every tensor must match a parameter's dtype and shape"),
     cl::value_desc("FILE.safetensors"), cl::cat(category));
+cl::opt<bool> allowPartialWeights(
+    "allow-partial-weights",
+    cl::desc("let --weights hold only some trainable parameters; the others start from their "
+             "initializer, and loom-run names them (default off: every one must be there)"),
+    cl::cat(category));
 cl::opt<std::string> backendName("backend",
-                                 cl::desc("auto (a GPU when there is one, else the CPU), cpu or cuda"),
+                                 cl::desc("auto (a GPU when there is one, else the CPU), cpu or cuda (default: auto)"),
                                  cl::init("auto"),
                                  cl::cat(category));
 cl::opt<int> threads("threads",
-                     cl::desc("CPU threads per kernel (0: all cores, shared among the ranks)"),
+                     cl::desc("CPU threads per kernel (default 0: all cores, shared among the ranks)"),
                      cl::init(0), cl::cat(category));
 cl::opt<std::string> devices(
     "devices",
@@ -63,11 +73,11 @@ cl::opt<std::string> devices(
 cl::opt<unsigned> commTimeout(
     "comm-timeout",
     cl::desc("seconds a rank waits for its peers in a collective before it fails "
-             "(multi-rank runs in one process)"),
+             "(multi-rank runs in one process; default: 600)"),
     cl::init(600), cl::cat(category));
 cl::opt<bool> profile("profile",
                       cl::desc("time every kernel and print where the time went (cuda: "
-                               "device timestamps on each stream; cpu: waiting for each)"),
+                               "device timestamps on each stream; cpu: waiting for each; default off)"),
                       cl::cat(category));
 cl::opt<std::string> tracePath(
     "trace",
@@ -84,10 +94,11 @@ cl::opt<bool> stepGraph(
 cl::opt<unsigned> stallTimeout(
     "stall-timeout",
     cl::desc("seconds without progress (no rank issuing a new instruction) after which "
-             "loom-run prints where each rank is and exits with an error (0: wait forever)"),
+             "loom-run prints where each rank is and exits with an error (default 0: wait "
+             "forever)"),
     cl::init(0), cl::cat(category));
 cl::opt<uint64_t> seed("seed",
-                       cl::desc("seed for fresh parameters and the order of the training data"),
+                       cl::desc("seed for fresh parameters and the order of the training data (default: 0)"),
                        cl::init(0), cl::cat(category));
 
 cl::OptionCategory trainCategory("loom-run training options (a --mode=train executable)");
@@ -98,28 +109,35 @@ cl::opt<std::string> data("data",
                                    "PREFIX (.bin + .idx), or synthetic:VOCAB"),
                           cl::cat(trainCategory));
 cl::opt<bool> sequentialData("sequential-data",
-                             cl::desc("read training windows in file order (no shuffle)"),
+                             cl::desc("read training windows in file order, no shuffle (default off)"),
                              cl::cat(trainCategory));
-cl::opt<double> lr("lr", cl::desc("peak learning rate"), cl::init(3e-4), cl::cat(trainCategory));
-cl::opt<std::string> lrSchedule("lr-schedule", cl::desc("constant or cosine"),
+cl::opt<double> lr("lr", cl::desc("peak learning rate (default: 3e-4)"), cl::init(3e-4), cl::cat(trainCategory));
+cl::opt<std::string> lrSchedule("lr-schedule", cl::desc("constant or cosine (default: constant)"),
                                 cl::init("constant"), cl::cat(trainCategory));
-cl::opt<int64_t> warmupSteps("warmup-steps", cl::desc("linear learning-rate warmup"),
+cl::opt<int64_t> warmupSteps("warmup-steps", cl::desc("steps of linear learning-rate warmup (default: 0)"),
                              cl::init(0), cl::cat(trainCategory));
-cl::opt<double> minLrRatio("min-lr-ratio", cl::desc("cosine decays to lr times this"),
+cl::opt<double> minLrRatio("min-lr-ratio", cl::desc("cosine decays to lr times this (default: 0.1)"),
                            cl::init(0.1), cl::cat(trainCategory));
 cl::opt<std::string> metricsPath("metrics", cl::desc("write one JSON object per step (JSONL)"),
                                  cl::value_desc("FILE.jsonl"), cl::cat(trainCategory));
 cl::opt<std::string> checkpointDir("checkpoint-dir", cl::desc("where checkpoints are written"),
                                    cl::cat(trainCategory));
 cl::opt<int64_t> checkpointEvery("checkpoint-every",
-                                 cl::desc("checkpoint every K steps (and at the end)"),
+                                 cl::desc("checkpoint every K steps and at the end (default 0: only at the end)"),
                                  cl::init(0), cl::cat(trainCategory));
-cl::opt<bool> resume("resume", cl::desc("continue from the latest checkpoint in --checkpoint-dir"),
+cl::opt<bool> resume("resume", cl::desc("continue from the latest checkpoint in --checkpoint-dir (default off)"),
                      cl::cat(trainCategory));
+cl::list<std::string> overrideResumed(
+    "override-resumed",
+    cl::desc("settings a --resume may change from the checkpoint's: lr, lr-schedule, "
+             "warmup-steps, min-lr-ratio, steps (a cosine schedule's length), batch, seq, "
+             "weight-decay, adam-beta1, adam-beta2, adam-epsilon, max-grad-norm, precision "
+             "(default: none; any other difference is an error)"),
+    cl::value_desc("SETTING,..."), cl::CommaSeparated, cl::cat(trainCategory));
 cl::opt<unsigned> keepCheckpoints("keep-checkpoints",
-                                  cl::desc("keep this many checkpoints (0: all)"), cl::init(3),
+                                  cl::desc("keep this many checkpoints (default: 3; 0: all)"), cl::init(3),
                                   cl::cat(trainCategory));
-cl::opt<int64_t> logEvery("log-every", cl::desc("print progress every K steps"), cl::init(1),
+cl::opt<int64_t> logEvery("log-every", cl::desc("print progress every K steps (default: 1)"), cl::init(1),
                           cl::cat(trainCategory));
 cl::opt<int64_t> stopAfter("stop-after",
                            cl::desc("stop after this many steps of this run (as if interrupted)"),
@@ -427,8 +445,37 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
                        llvm::toString(std::move(err)));
       ++loaded;
     }
-    if (leader)
+    // Every trainable parameter (of every rank) must be in the file: one
+    // left out would silently keep its initializer.
+    std::set<std::string> inFile;
+    for (const HostTensor &tensor : file->tensors)
+      inFile.insert(tensor.name);
+    std::vector<std::string> fresh;
+    size_t trainable = 0;
+    for (const ParameterDesc &param : exe.parameters)
+      if (param.trainable) {
+        ++trainable;
+        if (!inFile.count(param.name) &&
+            llvm::find(fresh, param.name) == fresh.end())
+          fresh.push_back(param.name);
+      }
+    std::string freshList;
+    for (size_t i = 0; i < fresh.size() && i < 8; ++i)
+      freshList += (i ? ", " : "") + fresh[i];
+    if (fresh.size() > 8)
+      freshList += ", and " + std::to_string(fresh.size() - 8) + " more";
+    if (!fresh.empty() && !allowPartialWeights)
+      return failure("'" + weightsPath + "' holds " + llvm::Twine(trainable - fresh.size()) +
+                     " of the executable's " + llvm::Twine(trainable) +
+                     " trainable parameters; missing: " + freshList +
+                     " (--allow-partial-weights starts them from their initializer)");
+    if (leader) {
       llvm::errs() << "loom-run: loaded " << loaded << " tensors from " << weightsPath << "\n";
+      if (!fresh.empty())
+        llvm::errs() << "loom-run: --allow-partial-weights: " << fresh.size()
+                     << " trainable parameters start from their initializer: "
+                     << llvm::join(fresh, ", ") << "\n";
+    }
   }
 
   // No rank starts a step before every rank has allocated and loaded. A
@@ -456,6 +503,7 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
     options.checkpointEvery = checkpointEvery;
     options.keepCheckpoints = keepCheckpoints;
     options.resume = resume;
+    options.overrideResumed.insert(overrideResumed.begin(), overrideResumed.end());
     options.logEvery = logEvery;
     options.stopAfter = stopAfter;
     if (auto err = runTraining(exe, *executor, options, llvm::outs(), communicator))
@@ -564,10 +612,106 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
   return llvm::Error::success();
 }
 
+/// An output file's path can be written: its folder exists (a folder) and
+/// the path is not a folder. Checked before any work, so a mistyped path
+/// fails at once rather than after training.
+void checkOutputFile(const std::string &path, const char *option) {
+  if (path.empty() || path == "-")
+    return;
+  if (llvm::sys::fs::is_directory(path))
+    fail(llvm::Twine(option) + " '" + path + "' is a directory, not a file");
+  llvm::StringRef parent = llvm::sys::path::parent_path(path);
+  if (parent.empty())
+    parent = ".";
+  if (!llvm::sys::fs::is_directory(parent))
+    fail(llvm::Twine(option) + " '" + path + "': the folder '" + parent + "' does not exist");
+  if (llvm::sys::fs::access(parent, llvm::sys::fs::AccessMode::Write))
+    fail(llvm::Twine(option) + " '" + path + "': the folder '" + parent + "' is not writable");
+}
+
+/// A folder loom-run will create or write into: it is a writable folder,
+/// or its nearest existing ancestor is.
+void checkOutputFolder(const std::string &path, const char *option) {
+  if (path.empty())
+    return;
+  std::string existing = path;
+  while (!llvm::sys::fs::exists(existing)) {
+    llvm::StringRef parent = llvm::sys::path::parent_path(existing);
+    existing = parent.empty() ? "." : parent.str();
+  }
+  if (!llvm::sys::fs::is_directory(existing))
+    fail(llvm::Twine(option) + " '" + path + "': '" + existing + "' is not a directory");
+  if (llvm::sys::fs::access(existing, llvm::sys::fs::AccessMode::Write))
+    fail(llvm::Twine(option) + " '" + path + "': '" + existing + "' is not writable");
+}
+
+/// A number as the user would type it.
+std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+/// Every flag in range and meaningful for this executable: a flag that
+/// would do nothing is an error, as is one that would fail after the work.
+void validateFlags(const Executable &exe) {
+  bool training = exe.mode == "train";
+  if (!training) {
+    // Training flags on an inference executable would do nothing.
+    for (auto &entry : cl::getRegisteredOptions())
+      if (cl::Option *option = entry.getValue();
+          option->getNumOccurrences() && llvm::is_contained(option->Categories, &trainCategory) &&
+          entry.getKey() != "steps")
+        fail("--" + entry.getKey() + " applies to training; '" + executablePath +
+             "' is an inference executable (compiled with --mode=" + exe.mode + ")");
+    return;
+  }
+  if (!outputDir.empty())
+    fail("'" + executablePath + "' is a training executable: --output-dir applies to inference");
+  if (threads < 0)
+    fail("--threads must be at least 0 (0: all cores), got " + llvm::Twine(int(threads)));
+  if (!std::isfinite(double(lr)) || lr <= 0)
+    fail("--lr must be a positive number, got " + formatNumber(lr));
+  if (lrSchedule != "constant" && lrSchedule != "cosine")
+    fail("--lr-schedule must be constant or cosine, got '" + lrSchedule + "'");
+  if (warmupSteps < 0)
+    fail("--warmup-steps must be at least 0, got " + llvm::Twine(int64_t(warmupSteps)));
+  if (!std::isfinite(double(minLrRatio)) || minLrRatio < 0 || minLrRatio > 1)
+    fail("--min-lr-ratio must be between 0 and 1, got " + formatNumber(minLrRatio));
+  if (minLrRatio.getNumOccurrences() && lrSchedule != "cosine")
+    fail("--min-lr-ratio applies to --lr-schedule=cosine");
+  if (logEvery < 1)
+    fail("--log-every must be at least 1, got " + llvm::Twine(int64_t(logEvery)));
+  if (stopAfter < 0)
+    fail("--stop-after must be at least 0, got " + llvm::Twine(int64_t(stopAfter)));
+  if (checkpointEvery < 0)
+    fail("--checkpoint-every must be at least 0, got " + llvm::Twine(int64_t(checkpointEvery)));
+  if (checkpointDir.empty())
+    for (cl::Option *option : std::initializer_list<cl::Option *>{&checkpointEvery,
+                                                                   &keepCheckpoints, &resume})
+      if (option->getNumOccurrences())
+        fail("--" + option->ArgStr + " needs --checkpoint-dir");
+  if (!overrideResumed.empty() && !resume)
+    fail("--override-resumed applies to --resume");
+  for (const std::string &name : overrideResumed)
+    if (!llvm::is_contained(resumableSettings(), name))
+      fail("--override-resumed: unknown setting '" + name + "' (expected " +
+           llvm::join(resumableSettings(), ", ") + ")");
+  if (resume) {
+    if (!llvm::sys::fs::exists(checkpointDir))
+      fail("--resume: the checkpoint directory '" + checkpointDir + "' does not exist");
+    if (!llvm::sys::fs::is_directory(checkpointDir))
+      fail("--resume: '" + checkpointDir + "' is not a directory");
+  }
+  checkOutputFolder(checkpointDir, "--checkpoint-dir");
+  checkOutputFile(metricsPath, "--metrics");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  loom::setVersionPrinter();
   cl::HideUnrelatedOptions({&category, &trainCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -600,8 +744,13 @@ int main(int argc, char **argv) {
          "train)");
   if (training && steps <= 0)
     fail("training needs --steps N");
-  if (training && resume && checkpointDir.empty())
-    fail("--resume needs --checkpoint-dir");
+  validateFlags(exe);
+  checkOutputFile(tracePath, "--trace");
+  for (const std::string &output : outputs) {
+    size_t eq = output.find('=');
+    checkOutputFile(eq == std::string::npos ? output : output.substr(eq + 1), "--output");
+  }
+  checkOutputFolder(outputDir, "--output-dir");
   int64_t numRanks = exe.mesh.numRanks();
 
   if (launchedUnderMpi() && haveMpi()) {

@@ -1,6 +1,7 @@
 // loom-tokenize: turns a text file into training tokens, one token per byte
 // (vocabulary 256), as a flat token file or a Megatron indexed dataset.
 
+#include "tools/LoomVersion.h"
 #include "runtime/data/ByteTokens.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -26,7 +27,7 @@ cl::opt<std::string> outputPath(
              "(megatron)"),
     cl::value_desc("path"), cl::Required, cl::cat(category));
 cl::opt<OutputFormat> format(
-    "format", cl::desc("output format"), cl::init(OutputFormat::Flat),
+    "format", cl::desc("output format (default: flat)"), cl::init(OutputFormat::Flat),
     cl::values(clEnumValN(OutputFormat::Flat, "flat",
                           "every byte as one little-endian token, the type from -o's "
                           "suffix (.u16 or .u32)"),
@@ -34,7 +35,7 @@ cl::opt<OutputFormat> format(
                           "Megatron-LM indexed dataset of uint16 tokens; documents "
                           "split at blank lines")),
     cl::cat(category));
-cl::opt<bool> quiet("quiet", cl::desc("print neither progress nor the summary"),
+cl::opt<bool> quiet("quiet", cl::desc("print neither progress nor the summary (default off)"),
                     cl::cat(category));
 
 // Progress is worth printing only when tokenizing takes a while.
@@ -55,6 +56,7 @@ template <typename T> T check(llvm::Expected<T> value) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  loom::setVersionPrinter();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
