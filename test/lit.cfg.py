@@ -20,6 +20,7 @@ llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
 config.substitutions = [s for s in config.substitutions if s[0] != "%python"]
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%loom_src", config.loom_src_root))
+config.substitutions.append(("%loom_tools", config.loom_tools_dir))
 
 tools = ["loom-opt", "loom-compile", "loom-run", "loom-inspect", "loom-tokenize"]
 llvm_config.add_tool_substitutions(
