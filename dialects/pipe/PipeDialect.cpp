@@ -1,5 +1,5 @@
 #include "dialects/pipe/PipeDialect.h"
-#include "passes/pipeline/ScheduleVerifier.h"
+#include "runtime/schedule/ScheduleVerifier.h"
 
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"

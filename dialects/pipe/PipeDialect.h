@@ -1,7 +1,7 @@
 #ifndef LOOM_DIALECTS_PIPE_PIPEDIALECT_H
 #define LOOM_DIALECTS_PIPE_PIPEDIALECT_H
 
-#include "passes/pipeline/Schedule.h"
+#include "runtime/schedule/Schedule.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"

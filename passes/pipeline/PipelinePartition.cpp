@@ -2,7 +2,7 @@
 // transformer layer, balanced by FLOPs or as given (see Passes.td).
 
 #include "passes/pipeline/Passes.h"
-#include "passes/pipeline/ScheduleGenerators.h"
+#include "runtime/schedule/ScheduleGenerators.h"
 
 #include "dialects/nn/NNOps.h"
 

@@ -3,8 +3,8 @@
 
 #include "passes/pipeline/Passes.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "passes/pipeline/ScheduleAnalysis.h"
-#include "passes/pipeline/ScheduleGenerators.h"
+#include "runtime/schedule/ScheduleAnalysis.h"
+#include "runtime/schedule/ScheduleGenerators.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"

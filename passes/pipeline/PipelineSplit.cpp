@@ -30,7 +30,7 @@
 #include "dialects/nn/NNOps.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "passes/pipeline/Passes.h"
-#include "passes/pipeline/Schedule.h"
+#include "runtime/schedule/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

@@ -144,7 +144,7 @@ struct Executable {
   Mesh mesh;
   /// For a pipelined executable, the schedule its ranks run: PyTorch
   /// pipelining's CSV, one row per rank of the mesh's "pp" axis, after a
-  /// `# loom-schedule kind=...` header (passes/pipeline/Schedule.h reads it;
+  /// `# loom-schedule kind=...` header (runtime/schedule/Schedule.h reads it;
   /// the runtime does not need it). Empty: not pipelined.
   std::string scheduleCsv;
 };

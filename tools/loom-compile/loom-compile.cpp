@@ -19,8 +19,8 @@
 #include "passes/lowering/Passes.h"
 #include "passes/memory/Passes.h"
 #include "passes/pipeline/Passes.h"
-#include "passes/pipeline/Schedule.h"
-#include "passes/pipeline/ScheduleGenerators.h"
+#include "runtime/schedule/Schedule.h"
+#include "runtime/schedule/ScheduleGenerators.h"
 #include "passes/sharding/Passes.h"
 #include "passes/training/Passes.h"
 

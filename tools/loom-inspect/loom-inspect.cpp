@@ -6,8 +6,8 @@
 #include "tools/LoomVersion.h"
 #include "runtime/executable/Executable.h"
 #include "runtime/executable/ExecutableListing.h"
-#include "passes/pipeline/ScheduleAnalysis.h"
-#include "passes/pipeline/Schedule.h"
+#include "runtime/schedule/ScheduleAnalysis.h"
+#include "runtime/schedule/Schedule.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"

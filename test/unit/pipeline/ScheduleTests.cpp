@@ -2,9 +2,9 @@
 // reproduces the published bubble / activation / parameter figures
 // (DeepSeek DualPipe's table), at PP=4 and PP=8 and several microbatch counts.
 
-#include "passes/pipeline/ScheduleAnalysis.h"
-#include "passes/pipeline/ScheduleGenerators.h"
-#include "passes/pipeline/ScheduleVerifier.h"
+#include "runtime/schedule/ScheduleAnalysis.h"
+#include "runtime/schedule/ScheduleGenerators.h"
+#include "runtime/schedule/ScheduleVerifier.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 #ifndef LOOM_PASSES_PIPELINE_SCHEDULEGENERATORS_H
 #define LOOM_PASSES_PIPELINE_SCHEDULEGENERATORS_H
 
-#include "passes/pipeline/Schedule.h"
+#include "runtime/schedule/Schedule.h"
 
 namespace loom::pipeline {
 

@@ -1,4 +1,4 @@
-#include "passes/pipeline/ScheduleVerifier.h"
+#include "runtime/schedule/ScheduleVerifier.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"

@@ -1,5 +1,5 @@
-#include "passes/pipeline/ScheduleAnalysis.h"
-#include "passes/pipeline/ScheduleVerifier.h"
+#include "runtime/schedule/ScheduleAnalysis.h"
+#include "runtime/schedule/ScheduleVerifier.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"

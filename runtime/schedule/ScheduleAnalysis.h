@@ -1,7 +1,7 @@
 #ifndef LOOM_PASSES_PIPELINE_SCHEDULEANALYSIS_H
 #define LOOM_PASSES_PIPELINE_SCHEDULEANALYSIS_H
 
-#include "passes/pipeline/Schedule.h"
+#include "runtime/schedule/Schedule.h"
 
 #include <string>
 #include <vector>

@@ -1,6 +1,6 @@
-#include "passes/pipeline/Schedule.h"
-#include "passes/pipeline/ScheduleAnalysis.h"
-#include "passes/pipeline/ScheduleVerifier.h"
+#include "runtime/schedule/Schedule.h"
+#include "runtime/schedule/ScheduleAnalysis.h"
+#include "runtime/schedule/ScheduleVerifier.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"

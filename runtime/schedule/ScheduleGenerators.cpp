@@ -1,5 +1,5 @@
-#include "passes/pipeline/ScheduleGenerators.h"
-#include "passes/pipeline/ScheduleVerifier.h"
+#include "runtime/schedule/ScheduleGenerators.h"
+#include "runtime/schedule/ScheduleVerifier.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
