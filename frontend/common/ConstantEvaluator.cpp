@@ -2,7 +2,7 @@
 
 #include "dialects/nn/NNOps.h"
 #include "kernels/cpu/CpuKernels.h"
-#include "passes/lowering/KernelAttributes.h"
+#include "dialects/nn/KernelAttributes.h"
 #include "runtime/support/DType.h"
 
 #include "llvm/ADT/DenseMap.h"

@@ -2,7 +2,7 @@
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/rt/RtDialect.h"
-#include "passes/lowering/KernelAttributes.h"
+#include "dialects/nn/KernelAttributes.h"
 #include "runtime/comm/Mesh.h"
 
 #include "llvm/ADT/DenseMap.h"

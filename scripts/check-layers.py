@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""check-layers.py [SRC_ROOT]: fails if an include points up Loom's layers.
+
+Loom is two towers over a shared base. The compiler: dialects, then passes,
+then frontend (importers and raising, which link no pass). The runtime:
+kernels, then the rest of runtime/. Below both, the base: runtime/support
+(dtypes, .npy, file I/O), runtime/schedule (pipeline schedules as data),
+runtime/schema (the executable's flatbuffers schema). tools/ may include
+anything. Includes within a folder are free; an include from folder A into
+folder B is allowed when B's layer is A's, or below it in A's tower.
+
+EXCEPTIONS lists the includes that still cross, each with why; adding to it
+needs a reason. The checker also fails on an exception that no longer occurs,
+so the list only shrinks.
+"""
+import os
+import re
+import sys
+
+BASE = ("runtime/support", "runtime/schedule", "runtime/schema")
+RUNTIME = ("runtime/comm", "runtime/executable", "runtime/backends", "runtime/data",
+           "runtime/checkpoint", "runtime/training")
+
+# What each layer may include, besides itself.
+ALLOWED = {
+    "base": BASE,
+    "kernels": BASE + ("kernels",),
+    "runtime": BASE + ("kernels",) + RUNTIME,
+    "dialects": BASE + ("dialects",),
+    "passes": BASE + ("dialects", "passes"),
+    "frontend": BASE + ("dialects", "frontend", "kernels/cpu"),
+    "tools": None,  # anything
+}
+
+# (including folder, included file prefix): why it still crosses.
+EXCEPTIONS = {
+    ("dialects/rt", "runtime/comm/"): "collective kinds and meshes; to move to a shared ABI library",
+    ("dialects/rt", "runtime/executable/Kernels.def"): "the kernel list; to move to a shared ABI library",
+    ("kernels/cpu", "runtime/executable/Executable.h"): "two kernel attribute types; to move to a shared ABI library",
+    ("kernels/cpu", "runtime/executable/Kernels.def"): "the kernel list; to move to a shared ABI library",
+    ("passes/lowering", "runtime/executable/"): "the emitter writes the executable through the runtime's types",
+    ("passes/lowering", "runtime/comm/"): "the emitter writes meshes and collectives",
+}
+
+
+def layer_of(path):
+    if path.startswith(BASE):
+        return "base"
+    if path.startswith("kernels/"):
+        return "kernels"
+    if path.startswith(RUNTIME):
+        return "runtime"
+    for top in ("dialects", "passes", "frontend", "tools"):
+        if path.startswith(top + "/"):
+            return top
+    return None
+
+
+def folder_of(path):
+    parts = path.split("/")
+    return "/".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+def main():
+    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                           os.path.join(os.path.dirname(__file__), os.pardir))
+    include = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+    bad, used = [], set()
+    for top in ("runtime", "kernels", "dialects", "passes", "frontend"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for name in files:
+                if not name.endswith((".h", ".cpp", ".cu", ".cuh", ".def", ".inc")):
+                    continue
+                path = os.path.relpath(os.path.join(dirpath, name), root)
+                layer, folder = layer_of(path), folder_of(path)
+                if layer is None:
+                    continue
+                with open(os.path.join(root, path), errors="replace") as f:
+                    text = f.read()
+                for target in include.findall(text):
+                    if layer_of(target) is None or folder_of(target) == folder:
+                        continue
+                    allowed = ALLOWED[layer]
+                    if allowed is None or target.startswith(allowed):
+                        continue
+                    key = next((k for k in EXCEPTIONS
+                                if k[0] == folder and target.startswith(k[1])), None)
+                    if key:
+                        used.add(key)
+                        continue
+                    bad.append("%s includes %s: %s may include only %s" % (
+                        path, target, layer, ", ".join(allowed)))
+    stale = [k for k in EXCEPTIONS if k not in used]
+    for line in bad:
+        print("check-layers: " + line)
+    for k in stale:
+        print("check-layers: exception %s -> %s no longer occurs: remove it" % k)
+    if bad or stale:
+        return 1
+    print("check-layers: every include points down (%d known exceptions)" % len(EXCEPTIONS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
