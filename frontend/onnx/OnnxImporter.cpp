@@ -204,7 +204,10 @@ FailureOr<ArrayRef<char>> GraphImporter::externalBytes(const onnx::TensorProto &
     if (std::error_code ec = llvm::sys::fs::real_path(filePath, realFile))
       return error(what + ": cannot read external data file '" + filePath +
                    "': " + ec.message());
-    if (!StringRef(realFile).starts_with(realDir.str().str() + "/"))
+    std::string inside = realDir.str().str();
+    if (!StringRef(inside).ends_with("/"))
+      inside += "/";
+    if (!StringRef(realFile).starts_with(inside))
       return error(what + ": external data location '" + location +
                    "' resolves to '" + realFile +
                    "', outside the model's directory '" + realDir + "'");

@@ -133,7 +133,7 @@ Expected<OwningOpRef<ModuleOp>> importProgram(MLIRContext *context, llvm::String
   if (!text)
     return text.takeError();
   if (llvm::Error err =
-          loom::checkNestingDepth(*text, loom::NestingSyntax::Json, (*archive)->programEntry()))
+          loom::checkNestingDepth(*text, loom::NestingSyntax::Json, (*archive)->programEntry().str()))
     return importError(llvm::toString(std::move(err)));
   auto parsed = llvm::json::parse(*text);
   if (!parsed)

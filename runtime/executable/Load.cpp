@@ -441,7 +441,10 @@ llvm::Expected<size_t> checkTrailer(const uint8_t *bytes, size_t size,
       std::memcmp(bytes + size - sizeof(kChecksumMagic), kChecksumMagic,
                   sizeof(kChecksumMagic)) == 0;
   if (!hasTrailer) {
-    if (!verify)
+    // A foreign file (no "LOOM" identifier) is reported as such by the loader.
+    const bool looksLikeLoom =
+        size >= kIdentifierEnd && std::memcmp(bytes + 4, "LOOM", 4) == 0;
+    if (!verify || !looksLikeLoom)
       return size;
     return failure(quoted(path) +
                    " has no checksum: it was written by an older Loom, or is cut "

@@ -24,7 +24,7 @@ llvm::Error systemError(const std::string &path, const char *what) {
 llvm::Error notRegular(const std::string &path, const struct stat &info) {
   return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
                                  "'" + path + "': " +
-                                     (S_ISDIR(info.st_mode) ? "is a directory, not a file"
+                                     (S_ISDIR(info.st_mode) ? "not a regular file (a directory)"
                                                             : "not a regular file"));
 }
 

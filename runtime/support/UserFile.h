@@ -18,8 +18,8 @@
 
 namespace loom {
 
-/// "'path': not a regular file" when `path` exists and is a directory, a
-/// device, a FIFO or a socket; "'path': cannot open: ..." when it is missing.
+/// "'path': not a regular file" when `path` exists and is a device, a FIFO
+/// or a socket (" (a directory)" added for a directory); "'path': cannot open: ..." when it is missing.
 llvm::Error checkRegularFile(const std::string &path);
 
 /// The whole of a regular file, read up to the size it had when opened.

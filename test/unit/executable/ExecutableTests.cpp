@@ -572,7 +572,7 @@ TEST_F(ExecutableFile, EmptyFile) {
 
 TEST_F(ExecutableFile, DirectoryInsteadOfFile) {
   std::string message = errorMessage(loadExecutableFile(dir));
-  EXPECT_EQ(message, "'" + dir + "': is a directory, not a file");
+  EXPECT_EQ(message, "'" + dir + "': not a regular file (a directory)");
 }
 
 TEST_F(ExecutableFile, ForeignFileNamesThePath) {

@@ -87,7 +87,7 @@ TEST_F(UserFileTest, ReadersRefuseDevices) {
   EXPECT_EQ(errorText(openRegularFile("/dev/zero").takeError()),
             "'/dev/zero': not a regular file");
   EXPECT_EQ(errorText(checkRegularFile("/dev/zero")), "'/dev/zero': not a regular file");
-  EXPECT_EQ(errorText(checkRegularFile(dir_)), "'" + dir_ + "': is a directory, not a file");
+  EXPECT_EQ(errorText(checkRegularFile(dir_)), "'" + dir_ + "': not a regular file (a directory)");
 }
 
 TEST(NestingDepth, Json) {
