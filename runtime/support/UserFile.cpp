@@ -40,7 +40,8 @@ llvm::Error checkRegularFile(const std::string &path) {
 }
 
 llvm::Expected<std::vector<uint8_t>> readRegularFile(const std::string &path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return systemError(path, "cannot open");
   auto fail = [&](llvm::Error err) {
@@ -71,7 +72,8 @@ llvm::Expected<std::vector<uint8_t>> readRegularFile(const std::string &path) {
 
 llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
 openRegularFile(const std::string &path, bool requiresNullTerminator) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return systemError(path, "cannot open");
   struct stat info;
