@@ -6,10 +6,12 @@
 
 #include "frontend/common/ConstantEvaluator.h"
 #include "frontend/onnx/OnnxNodeImporter.h"
+#include "runtime/support/UserFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -86,10 +88,9 @@ private:
 };
 
 LogicalResult GraphImporter::readModel(onnx::ModelProto &model) {
-  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                          /*RequiresNullTerminator=*/false);
+  auto file = loom::openRegularFile(path);
   if (!file)
-    return error("cannot read '" + path + "': " + file.getError().message());
+    return error("cannot read " + llvm::toString(file.takeError()));
   StringRef bytes = (*file)->getBuffer();
   if (bytes.empty())
     return error("'" + path + "' is not a valid ONNX model (the file is empty)");
@@ -195,11 +196,29 @@ FailureOr<ArrayRef<char>> GraphImporter::externalBytes(const onnx::TensorProto &
   llvm::sys::path::append(filePath, location);
   auto &file = externalFiles[filePath];
   if (!file) {
-    auto opened = llvm::MemoryBuffer::getFile(filePath, /*IsText=*/false,
-                                              /*RequiresNullTerminator=*/false);
-    if (!opened)
+    // The data must lie inside the model's directory once `..` and symlinks
+    // are resolved: a model must not read /etc/passwd or ../../secrets.
+    SmallString<256> modelDir(llvm::sys::path::parent_path(path));
+    if (modelDir.empty())
+      modelDir = ".";
+    SmallString<256> realDir, realFile;
+    if (std::error_code ec = llvm::sys::fs::real_path(modelDir, realDir))
+      return error(what + ": cannot resolve the model's directory '" + modelDir +
+                   "': " + ec.message());
+    if (std::error_code ec = llvm::sys::fs::real_path(filePath, realFile))
       return error(what + ": cannot read external data file '" + filePath +
-                   "': " + opened.getError().message());
+                   "': " + ec.message());
+    std::string inside = realDir.str().str();
+    if (!StringRef(inside).ends_with("/"))
+      inside += "/";
+    if (!StringRef(realFile).starts_with(inside))
+      return error(what + ": external data location '" + location +
+                   "' resolves to '" + realFile +
+                   "', outside the model's directory '" + realDir + "'");
+    auto opened = loom::openRegularFile(realFile.str().str());
+    if (!opened)
+      return error(what + ": cannot read external data file " +
+                   llvm::toString(opened.takeError()));
     file = std::move(*opened);
   }
   int64_t fileSize = file->getBufferSize();

@@ -1,5 +1,7 @@
 #include "frontend/torch_export/Pt2Archive.h"
 
+#include "runtime/support/UserFile.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
 
@@ -14,6 +16,8 @@ llvm::Error fail(const llvm::Twine &message) {
 } // namespace
 
 llvm::Expected<std::unique_ptr<Pt2Archive>> Pt2Archive::open(llvm::StringRef path) {
+  if (llvm::Error err = loom::checkRegularFile(path.str()))
+    return err;
   int code = 0;
   zip *archive = zip_open(path.str().c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
   if (!archive) {

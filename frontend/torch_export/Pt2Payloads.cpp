@@ -1,4 +1,5 @@
 #include "frontend/torch_export/Pt2Payloads.h"
+#include "runtime/support/UserFile.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -33,6 +34,8 @@ llvm::Error Pt2Payloads::addConfig(llvm::StringRef folder) {
   auto text = archive_->read(configEntry);
   if (!text)
     return text.takeError();
+  if (llvm::Error err = loom::checkNestingDepth(*text, loom::NestingSyntax::Json, configEntry))
+    return importError(llvm::toString(std::move(err)));
   auto parsed = llvm::json::parse(*text);
   if (!parsed)
     return importError(configEntry + " is not valid JSON: " +

@@ -9,6 +9,7 @@
 #include "frontend/torch_export/GraphImporter.h"
 #include "frontend/torch_export/Pt2Archive.h"
 #include "frontend/torch_export/Pt2Payloads.h"
+#include "runtime/support/UserFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -138,6 +139,9 @@ Expected<OwningOpRef<ModuleOp>> importProgram(MLIRContext *context, llvm::String
   auto text = (*archive)->read((*archive)->programEntry());
   if (!text)
     return text.takeError();
+  if (llvm::Error err =
+          loom::checkNestingDepth(*text, loom::NestingSyntax::Json, (*archive)->programEntry().str()))
+    return importError(llvm::toString(std::move(err)));
   auto parsed = llvm::json::parse(*text);
   if (!parsed)
     return importError((*archive)->programEntry() + " is not valid JSON: " +

@@ -1,6 +1,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 
 #include "runtime/checkpoint/FileIO.h"
+#include "runtime/support/UserFile.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
@@ -278,6 +279,8 @@ public:
   };
 
   llvm::Expected<Index> read(llvm::StringRef text) {
+    if (llvm::Error err = checkNestingDepth(text, NestingSyntax::Json, path_))
+      return std::move(err);
     llvm::Expected<llvm::json::Value> root = llvm::json::parse(text);
     if (!root)
       return contentError(path_, "not valid JSON: " + llvm::toString(root.takeError()));
@@ -725,7 +728,7 @@ llvm::Error CheckpointWriter::publish(const CheckpointState &state) {
   const std::string latestText = stepName + "\n";
   llvm::Error latestErr = checkpoint_io::replaceFileAtomically(
       latestPath,
-      [&](DurableFile &file) { return file.write(latestText.data(), latestText.size()); },
+      [&](AtomicFileWriter &file) { return file.write(latestText.data(), latestText.size()); },
       space_.get());
   if (latestErr) {
     // If the rename happened and only the final directory fsync failed,

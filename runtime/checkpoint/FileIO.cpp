@@ -1,5 +1,7 @@
 #include "runtime/checkpoint/FileIO.h"
 
+#include "runtime/support/UserFile.h"
+
 #include <cerrno>
 #include <cstring>
 #include <dirent.h>
@@ -88,57 +90,20 @@ llvm::Error DurableFile::finish() {
 
 llvm::Error
 replaceFileAtomically(const std::string &path,
-                      llvm::function_ref<llvm::Error(DurableFile &)> writeContents,
+                      llvm::function_ref<llvm::Error(AtomicFileWriter &)> writeContents,
                       SimulatedDiskSpace *space) {
-  const std::string tempPath = parentDirectory(path) + "/." +
-                               path.substr(path.rfind('/') + 1) + ".tmp-" +
-                               std::to_string(::getpid());
-  ::unlink(tempPath.c_str()); // left over from a killed process with our pid
-  auto fail = [&](llvm::Error err) {
-    ::unlink(tempPath.c_str());
-    return err;
-  };
-  {
-    llvm::Expected<DurableFile> file = DurableFile::create(tempPath, space);
-    if (!file)
-      return file.takeError();
-    if (llvm::Error err = writeContents(*file))
-      return fail(std::move(err));
-    if (llvm::Error err = file->finish())
-      return fail(std::move(err));
-  }
-  if (::rename(tempPath.c_str(), path.c_str()) != 0)
-    return fail(systemError(path, "cannot rename '" + tempPath + "' to it"));
-  return fsyncDirectory(parentDirectory(path));
+  llvm::Expected<std::unique_ptr<AtomicFileWriter>> file = AtomicFileWriter::create(path);
+  if (!file)
+    return file.takeError();
+  if (space)
+    (*file)->setSpaceLimit([space](size_t wanted) { return space->take(wanted); });
+  if (llvm::Error err = writeContents(**file))
+    return err; // the destructor removes the temporary file
+  return (*file)->commit();
 }
 
 llvm::Expected<std::vector<uint8_t>> readWholeFile(const std::string &path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return systemError(path, "cannot open");
-  auto fail = [&](llvm::Error err) {
-    ::close(fd);
-    return err;
-  };
-  struct stat info;
-  if (::fstat(fd, &info) != 0)
-    return fail(systemError(path, "cannot stat"));
-  if (!S_ISREG(info.st_mode))
-    return fail(contentError(path, "not a regular file"));
-  std::vector<uint8_t> bytes(static_cast<size_t>(info.st_size));
-  size_t filled = 0;
-  while (filled < bytes.size()) {
-    const ssize_t got = ::read(fd, bytes.data() + filled, bytes.size() - filled);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got < 0)
-      return fail(systemError(path, "cannot read"));
-    if (got == 0)
-      return fail(contentError(path, "shrank while being read"));
-    filled += static_cast<size_t>(got);
-  }
-  ::close(fd);
-  return bytes;
+  return readRegularFile(path);
 }
 
 llvm::Error fsyncDirectory(const std::string &path) {

@@ -7,6 +7,7 @@
 // the path and the errno text. Internal to runtime/checkpoint.
 
 #include "runtime/checkpoint/Sha256.h"
+#include "runtime/support/AtomicFile.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/Twine.h"
@@ -69,15 +70,16 @@ private:
   Sha256 hasher_;
 };
 
-/// Writes `bytes` to `path` durably through a temporary file in the same
-/// directory and a rename, then fsyncs the directory: a reader sees the old
-/// file or the new one, never a mixture.
-/// `writeContents` writes the bytes into the temporary file.
+/// Writes `bytes` to `path` durably through Loom's AtomicFileWriter (a
+/// temporary file in the same directory, fsync, rename, directory fsync): a
+/// reader sees the old file or the new one, never a mixture. `writeContents`
+/// writes the bytes; `space` (may be null) limits them as on a full disk.
 llvm::Error
 replaceFileAtomically(const std::string &path,
-                      llvm::function_ref<llvm::Error(DurableFile &)> writeContents,
+                      llvm::function_ref<llvm::Error(AtomicFileWriter &)> writeContents,
                       SimulatedDiskSpace *space);
 
+/// The whole of a regular file (anything else is refused).
 llvm::Expected<std::vector<uint8_t>> readWholeFile(const std::string &path);
 llvm::Error fsyncDirectory(const std::string &path);
 /// The entry names of a directory, without "." and "..".

@@ -1,6 +1,7 @@
 #include "runtime/checkpoint/Safetensors.h"
 
 #include "runtime/checkpoint/FileIO.h"
+#include "runtime/support/UserFile.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -280,6 +281,8 @@ llvm::Expected<SafetensorsFile> parseSafetensors(llvm::ArrayRef<uint8_t> bytes,
       reinterpret_cast<const char *>(bytes.data() + kLengthPrefixBytes), headerSize);
   if (!headerText.starts_with("{"))
     return contentError(where, "the header does not begin with '{'");
+  if (llvm::Error err = checkNestingDepth(headerText, NestingSyntax::Json, where))
+    return std::move(err);
   llvm::Expected<llvm::json::Value> header = llvm::json::parse(headerText);
   if (!header)
     return contentError(where, "the header is not valid JSON: " +
@@ -364,7 +367,7 @@ llvm::Error writeSafetensors(const std::string &path,
     return layout.takeError();
   return checkpoint_io::replaceFileAtomically(
       path,
-      [&](checkpoint_io::DurableFile &file) -> llvm::Error {
+      [&](AtomicFileWriter &file) -> llvm::Error {
         if (llvm::Error err = file.write(layout->header.data(), layout->header.size()))
           return err;
         for (size_t index : layout->dataOrder)

@@ -1,6 +1,6 @@
 #include "runtime/data/ByteTokens.h"
 
-#include "runtime/data/AtomicFile.h"
+#include "runtime/support/AtomicFile.h"
 #include "runtime/data/IndexedDataset.h"
 
 #include <vector>

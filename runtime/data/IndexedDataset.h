@@ -22,7 +22,7 @@
 // token size; .bin exactly as long as all sequences): anything else is a
 // damaged or foreign file, and the token stream is then simply all of .bin.
 
-#include "runtime/data/AtomicFile.h"
+#include "runtime/support/AtomicFile.h"
 #include "runtime/data/TokenCorpus.h"
 
 #include "llvm/ADT/ArrayRef.h"

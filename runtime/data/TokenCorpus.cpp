@@ -1,6 +1,7 @@
 #include "runtime/data/TokenCorpus.h"
 
 #include "runtime/data/IndexedDataset.h"
+#include "runtime/support/UserFile.h"
 #include "runtime/support/Npy.h"
 
 #include "llvm/Support/Endian.h"
@@ -36,13 +37,8 @@ llvm::Error corpusError(const std::string &name, const llvm::Twine &problem) {
 
 /// Maps `path` read-only; large files are mmapped rather than copied.
 llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> mapFile(const std::string &path) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer = llvm::MemoryBuffer::getFile(
-      path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return llvm::createStringError(buffer.getError(),
-                                   "'" + path + "': cannot open: " +
-                                       buffer.getError().message());
-  return std::move(*buffer);
+  // Devices and FIFOs are refused: /dev/zero has no end to read up to.
+  return openRegularFile(path);
 }
 
 template <typename T>

@@ -156,8 +156,14 @@ std::vector<uint8_t> serializeExecutable(const Executable &exe);
 /// checks (version, buffers inside arenas, known kernels with the right
 /// arity, consistent sizes, valid indices). Never crashes on bad bytes.
 llvm::Expected<Executable> loadExecutable(const uint8_t *data, size_t size);
-llvm::Expected<Executable> loadExecutableFile(const std::string &path);
-/// Writes atomically (temporary file, fsync, rename).
+/// Loads a .loomx file: a regular file whose per-section CRC-32C checksums
+/// (tables and programs, each parameter's data) are checked first unless
+/// `verifyChecksum` is false. A file without checksums (an older Loom's) is
+/// refused unless `verifyChecksum` is false.
+llvm::Expected<Executable> loadExecutableFile(const std::string &path,
+                                              bool verifyChecksum = true);
+/// Writes the flatbuffer and its checksums atomically (temporary file, fsync,
+/// rename; a device such as /dev/null is written in place).
 llvm::Error writeExecutableFile(const Executable &exe, const std::string &path);
 
 /// Semantic checks alone (also run by loadExecutable).

@@ -6,7 +6,13 @@
 #include "runtime/executable/Executable.h"
 #include "runtime/schema/executable_generated.h"
 
+#include "runtime/support/AtomicFile.h"
+#include "runtime/support/Crc32c.h"
+#include "runtime/support/UserFile.h"
+
 #include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
 
 #include <cerrno>
 #include <cstring>
@@ -290,28 +296,6 @@ private:
 
 std::string quoted(const std::string &path) { return "'" + path + "'"; }
 
-llvm::Error systemFailure(const std::string &what, const std::string &path) {
-  int code = errno;
-  return llvm::createStringError(std::error_code(code, std::generic_category()),
-                                 "cannot %s %s: %s", what.c_str(),
-                                 quoted(path).c_str(), std::strerror(code));
-}
-
-/// write(2) until done, retrying on EINTR and short writes.
-bool writeAll(int fd, const uint8_t *data, size_t size) {
-  while (size > 0) {
-    ssize_t written = ::write(fd, data, size);
-    if (written < 0) {
-      if (errno == EINTR)
-        continue;
-      return false;
-    }
-    data += written;
-    size -= static_cast<size_t>(written);
-  }
-  return true;
-}
-
 } // namespace
 
 llvm::Expected<Executable> loadExecutable(const uint8_t *data, size_t size) {
@@ -361,19 +345,172 @@ llvm::Expected<Executable> loadExecutable(const uint8_t *data, size_t size) {
   return exe;
 }
 
-llvm::Expected<Executable> loadExecutableFile(const std::string &path) {
-  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                          /*RequiresNullTerminator=*/false);
+// A .loomx file is the flatbuffer followed by a checksum trailer:
+//   per section: u64 offset, u64 size, u32 crc32c, u32 name length, name
+//   u32 section count
+//   u32 crc32c of the trailer (the sections and the count, then the u64 below)
+//   u64 flatbuffer size
+//   "LOOMCRC1"
+// Section 0 is the executable's tables and programs: every flatbuffer byte
+// outside the other sections. The others are parameters' data, one each.
+namespace {
+
+constexpr char kChecksumMagic[8] = {'L', 'O', 'O', 'M', 'C', 'R', 'C', '1'};
+constexpr size_t kTrailerTail = 4 + 4 + 8 + sizeof(kChecksumMagic);
+constexpr const char *kTablesSection = "tables and programs";
+
+struct Section {
+  uint64_t offset = 0, size = 0;
+  uint32_t crc = 0;
+  std::string name;
+};
+
+template <typename T> void put(std::vector<uint8_t> &out, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i)
+    out.push_back(static_cast<uint8_t>(static_cast<uint64_t>(value) >> (8 * i)));
+}
+
+template <typename T> T get(const uint8_t *at) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < sizeof(T); ++i)
+    value |= static_cast<uint64_t>(at[i]) << (8 * i);
+  return static_cast<T>(value);
+}
+
+/// CRC-32C of [0, size) minus the sorted, disjoint `ranges`.
+uint32_t complementCrc(const uint8_t *bytes, uint64_t size,
+                       const std::vector<Section> &ranges) {
+  uint32_t crc = 0;
+  uint64_t at = 0;
+  for (const Section &range : ranges) {
+    crc = crc32c(bytes + at, range.offset - at, crc);
+    at = range.offset + range.size;
+  }
+  return crc32c(bytes + at, size - at, crc);
+}
+
+std::vector<uint8_t> checksumTrailer(const std::vector<uint8_t> &payload) {
+  std::vector<Section> data;
+  const fb::Executable *root = fb::GetExecutable(payload.data());
+  if (const auto *parameters = root->parameters())
+    for (const fb::Parameter *param : *parameters)
+      if (const auto *bytes = param->data(); bytes && bytes->size() > 0) {
+        Section section;
+        section.offset = static_cast<uint64_t>(bytes->data() - payload.data());
+        section.size = bytes->size();
+        section.crc = crc32c(bytes->data(), bytes->size());
+        section.name =
+            "parameter '" + (param->name() ? param->name()->str() : "") + "' data";
+        data.push_back(std::move(section));
+      }
+  std::sort(data.begin(), data.end(),
+            [](const Section &a, const Section &b) { return a.offset < b.offset; });
+  Section tables;
+  tables.size = payload.size();
+  tables.crc = complementCrc(payload.data(), payload.size(), data);
+  tables.name = kTablesSection;
+  data.insert(data.begin(), std::move(tables));
+
+  std::vector<uint8_t> trailer;
+  for (const Section &section : data) {
+    put<uint64_t>(trailer, section.offset);
+    put<uint64_t>(trailer, section.size);
+    put<uint32_t>(trailer, section.crc);
+    put<uint32_t>(trailer, static_cast<uint32_t>(section.name.size()));
+    trailer.insert(trailer.end(), section.name.begin(), section.name.end());
+  }
+  put<uint32_t>(trailer, static_cast<uint32_t>(data.size()));
+  std::vector<uint8_t> sizeBytes;
+  put<uint64_t>(sizeBytes, payload.size());
+  put<uint32_t>(trailer, crc32c(sizeBytes.data(), sizeBytes.size(),
+                                crc32c(trailer.data(), trailer.size())));
+  trailer.insert(trailer.end(), sizeBytes.begin(), sizeBytes.end());
+  trailer.insert(trailer.end(), kChecksumMagic, kChecksumMagic + sizeof(kChecksumMagic));
+  return trailer;
+}
+
+const char *const kDamaged =
+    ": the file is damaged (recompile it, or pass --no-verify-checksum to load it anyway)";
+
+/// The flatbuffer's size within a file of `size` bytes; with `verify`, every
+/// section's checksum is checked first.
+llvm::Expected<size_t> checkTrailer(const uint8_t *bytes, size_t size,
+                                    const std::string &path, bool verify) {
+  const bool hasTrailer =
+      size >= kTrailerTail &&
+      std::memcmp(bytes + size - sizeof(kChecksumMagic), kChecksumMagic,
+                  sizeof(kChecksumMagic)) == 0;
+  if (!hasTrailer) {
+    // A foreign file (no "LOOM" identifier) is reported as such by the loader.
+    const bool looksLikeLoom =
+        size >= kIdentifierEnd && std::memcmp(bytes + 4, "LOOM", 4) == 0;
+    if (!verify || !looksLikeLoom)
+      return size;
+    return failure(quoted(path) +
+                   " has no checksum: it was written by an older Loom, or is cut "
+                   "short (recompile it, or pass --no-verify-checksum)");
+  }
+  const uint64_t payloadSize = get<uint64_t>(bytes + size - 16);
+  const size_t countAt = size - kTrailerTail;
+  if (payloadSize > countAt)
+    return failure(quoted(path) + ": the checksum trailer is damaged" + kDamaged);
+  if (!verify)
+    return static_cast<size_t>(payloadSize);
+  const uint32_t trailerCrc =
+      crc32c(bytes + size - 16, 8,
+             crc32c(bytes + payloadSize, countAt + 4 - payloadSize));
+  if (trailerCrc != get<uint32_t>(bytes + size - 20))
+    return failure(quoted(path) + ": checksum mismatch in the checksum trailer" + kDamaged);
+  const uint32_t count = get<uint32_t>(bytes + countAt);
+  std::vector<Section> sections;
+  const uint8_t *at = bytes + payloadSize, *end = bytes + countAt;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (end - at < 24)
+      return failure(quoted(path) + ": the checksum trailer is damaged" + kDamaged);
+    Section section;
+    section.offset = get<uint64_t>(at);
+    section.size = get<uint64_t>(at + 8);
+    section.crc = get<uint32_t>(at + 16);
+    const uint32_t nameSize = get<uint32_t>(at + 20);
+    at += 24;
+    if (static_cast<uint64_t>(end - at) < nameSize || section.offset > payloadSize ||
+        section.size > payloadSize - section.offset ||
+        (!sections.empty() && i > 1 &&
+         section.offset < sections.back().offset + sections.back().size))
+      return failure(quoted(path) + ": the checksum trailer is damaged" + kDamaged);
+    section.name.assign(reinterpret_cast<const char *>(at), nameSize);
+    at += nameSize;
+    sections.push_back(std::move(section));
+  }
+  if (sections.empty() || at != end)
+    return failure(quoted(path) + ": the checksum trailer is damaged" + kDamaged);
+  std::vector<Section> data(sections.begin() + 1, sections.end());
+  for (const Section &section : data)
+    if (crc32c(bytes + section.offset, section.size) != section.crc)
+      return failure(quoted(path) + ": checksum mismatch in section '" + section.name +
+                     "'" + kDamaged);
+  if (complementCrc(bytes, payloadSize, data) != sections.front().crc)
+    return failure(quoted(path) + ": checksum mismatch in section '" +
+                   sections.front().name + "'" + kDamaged);
+  return static_cast<size_t>(payloadSize);
+}
+
+} // namespace
+
+llvm::Expected<Executable> loadExecutableFile(const std::string &path,
+                                              bool verifyChecksum) {
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> file = openRegularFile(path);
   if (!file)
-    return llvm::createStringError(file.getError(), "cannot read %s: %s",
-                                   quoted(path).c_str(),
-                                   file.getError().message().c_str());
+    return file.takeError();
   const llvm::MemoryBuffer &bytes = **file;
   if (bytes.getBufferSize() == 0)
     return failure(quoted(path) + " is empty, not a Loom executable");
-  auto exe = loadExecutable(
-      reinterpret_cast<const uint8_t *>(bytes.getBufferStart()),
-      bytes.getBufferSize());
+  const uint8_t *start = reinterpret_cast<const uint8_t *>(bytes.getBufferStart());
+  llvm::Expected<size_t> payloadSize =
+      checkTrailer(start, bytes.getBufferSize(), path, verifyChecksum);
+  if (!payloadSize)
+    return payloadSize.takeError();
+  auto exe = loadExecutable(start, *payloadSize);
   if (!exe)
     return failure(quoted(path) + ": " + llvm::toString(exe.takeError()));
   return exe;
@@ -382,46 +519,12 @@ llvm::Expected<Executable> loadExecutableFile(const std::string &path) {
 llvm::Error writeExecutableFile(const Executable &exe,
                                 const std::string &path) {
   std::vector<uint8_t> bytes = serializeExecutable(exe);
-
-  // The temporary sits next to the target so rename() stays on one file
-  // system and is atomic; the random suffix keeps concurrent writers apart.
-  std::random_device entropy;
-  std::string tempPath = path + ".tmp." + std::to_string(::getpid()) + "." +
-                         std::to_string(entropy());
-  int fd = ::open(tempPath.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                  0644);
-  if (fd < 0)
-    return systemFailure("create a temporary file for", path);
-
-  auto abandon = [&](const char *what) {
-    llvm::Error err = systemFailure(what, path);
-    if (fd >= 0)
-      ::close(fd);
-    ::unlink(tempPath.c_str());
-    return err;
-  };
-  if (!writeAll(fd, bytes.data(), bytes.size()))
-    return abandon("write");
-  if (::fsync(fd) != 0)
-    return abandon("sync");
-  int closed = ::close(fd);
-  fd = -1;
-  if (closed != 0)
-    return abandon("close");
-  if (::rename(tempPath.c_str(), path.c_str()) != 0)
-    return abandon("replace");
-
-  // Make the rename itself durable.
-  size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "."
-                    : slash == 0               ? "/"
-                                               : path.substr(0, slash);
-  int dirFd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dirFd >= 0) {
-    ::fsync(dirFd);
-    ::close(dirFd);
-  }
-  return llvm::Error::success();
+  std::vector<uint8_t> trailer = checksumTrailer(bytes);
+  return writeFileAtomically(path, [&](AtomicFileWriter &file) -> llvm::Error {
+    if (llvm::Error err = file.write(bytes.data(), bytes.size()))
+      return err;
+    return file.write(trailer.data(), trailer.size());
+  });
 }
 
 } // namespace loom

@@ -1,6 +1,7 @@
 #include "runtime/schedule/Schedule.h"
 #include "runtime/schedule/ScheduleAnalysis.h"
 #include "runtime/schedule/ScheduleVerifier.h"
+#include "runtime/support/UserFile.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -304,9 +305,9 @@ llvm::Expected<Schedule> importCsv(llvm::StringRef text) {
 }
 
 llvm::Expected<Schedule> readScheduleFile(llvm::StringRef path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
+  auto buffer = openRegularFile(path.str());
   if (!buffer)
-    return llvm::createStringError("cannot read '" + path + "': " + buffer.getError().message());
+    return llvm::createStringError("cannot read " + llvm::toString(buffer.takeError()));
   auto s = importCsv((*buffer)->getBuffer());
   if (!s)
     return llvm::createStringError("'" + path + "': " + llvm::toString(s.takeError()));

@@ -1,10 +1,9 @@
 #include "runtime/support/Npy.h"
 
-#include <cerrno>
+#include "runtime/support/AtomicFile.h"
+#include "runtime/support/UserFile.h"
+
 #include <cstring>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <variant>
 
 namespace loom {
@@ -216,28 +215,6 @@ std::optional<uint64_t> byteSize(const std::vector<int64_t> &shape,
   return total;
 }
 
-llvm::Error systemError(const std::string &path, const char *what) {
-  const int savedErrno = errno;
-  return llvm::createStringError(
-      std::error_code(savedErrno, std::generic_category()),
-      "'" + path + "': " + what + ": " + std::strerror(savedErrno));
-}
-
-llvm::Error writeAll(int fd, const uint8_t *bytes, size_t size,
-                     const std::string &path) {
-  while (size > 0) {
-    const ssize_t written = ::write(fd, bytes, size);
-    if (written < 0) {
-      if (errno == EINTR)
-        continue;
-      return systemError(path, "cannot write");
-    }
-    bytes += written;
-    size -= static_cast<size_t>(written);
-  }
-  return llvm::Error::success();
-}
-
 } // namespace
 
 int64_t NpyArray::numElements() const {
@@ -324,36 +301,12 @@ llvm::Expected<NpyArray> parseNpy(const uint8_t *bytes, size_t size,
 }
 
 llvm::Expected<NpyArray> readNpy(const std::string &path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return systemError(path, "cannot open");
-  struct stat info;
-  if (::fstat(fd, &info) != 0) {
-    llvm::Error err = systemError(path, "cannot stat");
-    ::close(fd);
-    return err;
-  }
-  if (!S_ISREG(info.st_mode)) {
-    ::close(fd);
-    return npyError(path, "not a regular file");
-  }
-  std::vector<uint8_t> bytes(static_cast<size_t>(info.st_size));
-  size_t filled = 0;
-  while (filled < bytes.size()) {
-    const ssize_t got = ::read(fd, bytes.data() + filled, bytes.size() - filled);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got < 0) {
-      llvm::Error err = systemError(path, "cannot read");
-      ::close(fd);
-      return err;
-    }
-    if (got == 0)
-      break; // the file shrank while we read it; parseNpy reports truncation
-    filled += static_cast<size_t>(got);
-  }
-  ::close(fd);
-  return parseNpy(bytes.data(), filled, path);
+  // Refuses devices and FIFOs; a file that shrank while being read comes back
+  // short and parseNpy reports the truncation.
+  llvm::Expected<std::vector<uint8_t>> bytes = readRegularFile(path);
+  if (!bytes)
+    return bytes.takeError();
+  return parseNpy(bytes->data(), bytes->size(), path);
 }
 
 llvm::Expected<NpyArray> readNpyAs(const std::string &path, DType expected) {
@@ -411,42 +364,7 @@ llvm::Error writeNpy(const std::string &path, const NpyArray &array) {
         std::make_error_code(std::errc::invalid_argument),
         "cannot write '" + path + "': " + llvm::toString(bytes.takeError()));
 
-  std::string tempPath = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(tempPath.data());
-  if (fd < 0)
-    return systemError(tempPath, "cannot create temporary file");
-  auto fail = [&](llvm::Error err) {
-    ::close(fd);
-    ::unlink(tempPath.c_str());
-    return err;
-  };
-  if (llvm::Error err = writeAll(fd, bytes->data(), bytes->size(), tempPath))
-    return fail(std::move(err));
-  if (::fsync(fd) != 0)
-    return fail(systemError(tempPath, "cannot fsync"));
-  // mkstemp creates 0600; give the file the usual permissions.
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  ::fchmod(fd, 0666 & ~mask);
-  if (::close(fd) != 0) {
-    llvm::Error err = systemError(tempPath, "cannot close");
-    ::unlink(tempPath.c_str());
-    return err;
-  }
-  if (::rename(tempPath.c_str(), path.c_str()) != 0) {
-    llvm::Error err = systemError(path, "cannot rename the temporary file to it");
-    ::unlink(tempPath.c_str());
-    return err;
-  }
-  // Persist the rename itself.
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  const int dirFd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dirFd >= 0) {
-    ::fsync(dirFd);
-    ::close(dirFd);
-  }
-  return llvm::Error::success();
+  return writeFileAtomically(path, bytes->data(), bytes->size());
 }
 
 } // namespace loom

@@ -19,6 +19,8 @@
 #include "passes/lowering/Passes.h"
 #include "passes/memory/Passes.h"
 #include "passes/pipeline/Passes.h"
+#include "runtime/support/AtomicFile.h"
+#include "runtime/support/UserFile.h"
 #include "runtime/schedule/Schedule.h"
 #include "runtime/schedule/ScheduleGenerators.h"
 #include "passes/sharding/Passes.h"
@@ -345,13 +347,18 @@ int main(int argc, char **argv) {
   std::string error;
   if (!llvm::sys::fs::exists(inputPath))
     fail("cannot read '" + inputPath + "': no such file");
+  if (llvm::Error err = loom::checkRegularFile(inputPath))
+    fail("cannot read " + llvm::toString(std::move(err)));
   std::string extension = llvm::sys::path::extension(inputPath).lower();
   OwningOpRef<ModuleOp> module;
   if (extension == ".mlir") {
-    auto file = openInputFile(inputPath, &error);
+    auto file = loom::openRegularFile(inputPath, /*requiresNullTerminator=*/true);
     if (!file)
-      fail("cannot read '" + inputPath + "': " + error);
-    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+      fail("cannot read " + llvm::toString(file.takeError()));
+    if (llvm::Error err = loom::checkNestingDepth((*file)->getBuffer(),
+                                                  loom::NestingSyntax::Mlir, inputPath))
+      fail(llvm::toString(std::move(err)));
+    sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
 #ifdef LOOM_HAVE_ONNX_IMPORTER
   } else if (extension == ".onnx") {
@@ -380,16 +387,17 @@ int main(int argc, char **argv) {
            "' has no symbolic dimension named '" + name + "'");
 
   auto emitIR = [&]() {
-    auto out = openOutputFile(outputPath.empty() ? "-" : outputPath.getValue(), &error);
-    if (!out)
-      fail("cannot write '" + outputPath + "': " + error);
-    module->print(out->os());
-    out->os() << "\n";
-    out->os().flush();
-    if (out->os().has_error())
-      fail("cannot write '" + outputPath + "': " + out->os().error().message());
-    out->keep();
-    out.reset(); // closes the file: std::exit runs no destructors
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    os << "\n";
+    if (outputPath.empty() || outputPath == "-") {
+      llvm::outs() << text;
+      llvm::outs().flush();
+    } else if (llvm::Error err =
+                   loom::writeFileAtomically(outputPath, text.data(), text.size())) {
+      fail("cannot write " + llvm::toString(std::move(err)));
+    }
     std::exit(0);
   };
   if (compileTo == Phase::Input)

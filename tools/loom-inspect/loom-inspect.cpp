@@ -6,6 +6,8 @@
 #include "tools/LoomVersion.h"
 #include "runtime/executable/Executable.h"
 #include "runtime/executable/ExecutableListing.h"
+#include "runtime/support/AtomicFile.h"
+#include "runtime/support/UserFile.h"
 #include "runtime/schedule/ScheduleAnalysis.h"
 #include "runtime/schedule/Schedule.h"
 
@@ -27,6 +29,9 @@ cl::OptionCategory category("loom-inspect options");
 cl::opt<std::string> executablePath(cl::Positional, cl::desc("<model.loomx | schedule.csv>"),
                                     cl::Required, cl::cat(category));
 cl::opt<bool> json("json", cl::desc("print JSON instead of text (default off)"), cl::cat(category));
+cl::opt<bool> noVerifyChecksum("no-verify-checksum",
+                               cl::desc("load the executable without checking its checksums (default: checked)"),
+                               cl::cat(category));
 cl::opt<std::string> scheduleSvg("schedule-svg",
                                  cl::desc("draw the pipeline schedule's per-rank timeline "
                                           "(time from --schedule-costs) as SVG"),
@@ -93,11 +98,8 @@ llvm::json::Value scheduleJson(const AnalyzedSchedule &s) {
 }
 
 void writeFile(const std::string &path, llvm::StringRef text) {
-  std::error_code ec;
-  llvm::raw_fd_ostream out(path, ec);
-  if (ec)
-    fail("cannot write '" + path + "': " + ec.message());
-  out << text;
+  if (llvm::Error err = loom::writeFileAtomically(path, text.data(), text.size()))
+    fail("cannot write: " + llvm::toString(std::move(err)));
 }
 
 /// --schedule-svg and --schedule-csv.
@@ -110,9 +112,9 @@ void writeScheduleFiles(const AnalyzedSchedule &s) {
 
 /// A schedule file (PyTorch pipelining's CSV): verify, analyse, draw.
 int inspectScheduleFile() {
-  auto buffer = llvm::MemoryBuffer::getFile(executablePath);
+  auto buffer = loom::openRegularFile(executablePath);
   if (!buffer)
-    fail("cannot read '" + executablePath + "': " + buffer.getError().message());
+    fail(llvm::toString(buffer.takeError()));
   AnalyzedSchedule s = analyzeCsv((*buffer)->getBuffer(), "'" + executablePath + "'");
   if (json)
     llvm::outs() << pipeline::scheduleToJson(s.schedule, s.analysis, s.costs) << "\n";
@@ -136,7 +138,7 @@ const char *scheduleOptionGiven() {
 /// An executable: the listing, then the stored schedule (if pipelined) as
 /// a schedule file shows it.
 int inspectExecutable() {
-  llvm::Expected<loom::Executable> exe = loom::loadExecutableFile(executablePath);
+  llvm::Expected<loom::Executable> exe = loom::loadExecutableFile(executablePath, !noVerifyChecksum);
   if (!exe)
     fail(llvm::toString(exe.takeError()));
   std::optional<AnalyzedSchedule> schedule;

@@ -13,6 +13,7 @@
 #include "passes/pipeline/Passes.h"
 #include "passes/sharding/Passes.h"
 #include "passes/training/Passes.h"
+#include "runtime/support/UserFile.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,6 +22,9 @@
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/WithColor.h"
 
 /// The help text's overview: what the tool is, then every op of Loom's own
 /// dialects, so `loom-opt --help` is also the op index.
@@ -65,6 +69,20 @@ int main(int argc, char **argv) {
   loom::registerTrainingPasses();
   loom::registerShardingPasses();
   loom::setVersionPrinter();
+  auto [inputPath, outputPath] =
+      mlir::registerAndParseCLIOptions(argc, argv, overview(registry), registry);
+  // MLIR's parser recurses per nesting level: refuse what would overflow the
+  // stack, and devices that would be read forever, before it runs.
+  if (inputPath != "-") {
+    auto file = loom::openRegularFile(inputPath);
+    llvm::Error err = file ? loom::checkNestingDepth((*file)->getBuffer(),
+                                                     loom::NestingSyntax::Mlir, inputPath)
+                           : file.takeError();
+    if (err) {
+      llvm::WithColor::error(llvm::errs(), "loom-opt") << llvm::toString(std::move(err)) << "\n";
+      return 1;
+    }
+  }
   return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, overview(registry), registry));
+      mlir::MlirOptMain(argc, argv, inputPath, outputPath, registry));
 }

@@ -9,6 +9,7 @@
 #include "runtime/executable/ExecutableListing.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/training/TrainingLoop.h"
+#include "runtime/support/AtomicFile.h"
 #include "runtime/support/Npy.h"
 
 #include "llvm/ADT/ScopeExit.h"
@@ -75,6 +76,9 @@ cl::opt<unsigned> commTimeout(
     cl::desc("seconds a rank waits for its peers in a collective before it fails "
              "(multi-rank runs in one process; default: 600)"),
     cl::init(600), cl::cat(category));
+cl::opt<bool> noVerifyChecksum("no-verify-checksum",
+                               cl::desc("load the executable without checking its checksums"),
+                               cl::cat(category));
 cl::opt<bool> profile("profile",
                       cl::desc("time every kernel and print where the time went (cuda: "
                                "device timestamps on each stream; cpu: waiting for each; default off)"),
@@ -345,13 +349,12 @@ llvm::Error writeTrace(const std::string &path) {
   for (const llvm::json::Value &e : traceEvents)
     if (auto *o = e.getAsObject(); o && o->getString("ph") == "X")
       ++kernels;
-  std::error_code ec;
-  llvm::raw_fd_ostream out(path, ec);
-  if (ec)
-    return llvm::createStringError(ec, "cannot write '%s': %s", path.c_str(),
-                                   ec.message().c_str());
+  std::string text;
+  llvm::raw_string_ostream out(text);
   out << llvm::json::Value(llvm::json::Object{{"traceEvents", std::move(traceEvents)},
                                               {"displayTimeUnit", "ms"}});
+  if (llvm::Error err = loom::writeFileAtomically(path, text.data(), text.size()))
+    return err;
   llvm::errs() << "loom-run: wrote " << kernels << " kernel events to " << path << "\n";
   return llvm::Error::success();
 }
@@ -721,7 +724,7 @@ int main(int argc, char **argv) {
       "An executable of N ranks runs as N threads (one GPU each on CUDA, --devices),\n"
       "or as one rank per process when started by mpirun.\n");
 
-  Executable exe = check(loadExecutableFile(executablePath));
+  Executable exe = check(loadExecutableFile(executablePath, !noVerifyChecksum));
   startWatchdog();
   // Ranks that wait on each other through NCCL cannot let CUDA load a
   // kernel's module on its first launch: loading waits for the kernels

@@ -3,6 +3,7 @@
 
 #include "tools/LoomVersion.h"
 #include "runtime/data/ByteTokens.h"
+#include "runtime/support/UserFile.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
@@ -64,6 +65,10 @@ int main(int argc, char **argv) {
       "  loom-tokenize corpus.txt -o corpus.u16\n"
       "  loom-tokenize corpus.txt -o corpus --format=megatron   # corpus.bin + corpus.idx\n");
 
+  // A named input must be a regular file (/dev/zero never ends); '-' reads stdin.
+  if (inputPath != "-")
+    if (llvm::Error err = loom::checkRegularFile(inputPath))
+      fail(llvm::toString(std::move(err)));
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> input = llvm::MemoryBuffer::getFileOrSTDIN(
       inputPath, /*IsText=*/false, /*RequiresNullTerminator=*/false);
   if (!input)
