@@ -13,3 +13,10 @@ set(LOOM_FUZZ_SANITIZERS address,undefined)
 add_compile_options(-fsanitize=fuzzer-no-link,${LOOM_FUZZ_SANITIZERS}
   -fno-sanitize=vptr -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g1)
 add_link_options(-fsanitize=${LOOM_FUZZ_SANITIZERS} -fno-sanitize=vptr)
+
+# Fuzzing wants speed per input and Loom's assertions, not -O3: in this build
+# directory Release means -O1 without NDEBUG (LLVM's headers then assert too;
+# the prebuilt LLVM libraries are unaffected: their ABI-breaking checks are
+# fixed in llvm/Config/abi-breaking.h).
+set(CMAKE_C_FLAGS_RELEASE "-O1")
+set(CMAKE_CXX_FLAGS_RELEASE "-O1")
