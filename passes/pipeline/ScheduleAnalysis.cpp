@@ -149,6 +149,10 @@ llvm::Expected<ScheduleAnalysis> analyzeSchedule(const Schedule &s, const Schedu
   return out;
 }
 
+/// The largest cost accepted: times are relative (F = 1 by default), and a
+/// step of any schedule Loom handles then stays far from overflowing.
+constexpr double kMaxScheduleCost = 1e6;
+
 llvm::Expected<ScheduleCosts> parseScheduleCosts(llvm::StringRef text) {
   ScheduleCosts costs;
   llvm::SmallVector<llvm::StringRef> fields;
@@ -156,10 +160,13 @@ llvm::Expected<ScheduleCosts> parseScheduleCosts(llvm::StringRef text) {
   for (llvm::StringRef field : fields) {
     auto [key, value] = field.split('=');
     double number = 0;
-    if (value.trim().getAsDouble(number) || number < 0)
+    // Finite and bounded: inf or nan (or a sum overflowing to inf) would
+    // make the step time infinite, and the SVG's time axis never end.
+    if (value.trim().getAsDouble(number) || !std::isfinite(number) || number < 0 ||
+        number > kMaxScheduleCost)
       return llvm::createStringError("schedule costs: '" + field +
-                                     "' needs a non-negative number (like f=1,b=2,i=1,w=1,fb=3,"
-                                     "comm=0)");
+                                     "' needs a non-negative number up to 1e6 (like "
+                                     "f=1,b=2,i=1,w=1,fb=3,comm=0)");
     key = key.trim();
     double *slot = key == "f"      ? &costs.f
                    : key == "b"    ? &costs.b
