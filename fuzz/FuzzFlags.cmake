@@ -12,6 +12,7 @@ endif()
 set(LOOM_FUZZ_SANITIZERS address,undefined)
 add_compile_options(-fsanitize=fuzzer-no-link,${LOOM_FUZZ_SANITIZERS}
   -fno-sanitize=vptr -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g1)
+add_compile_options(-include ${CMAKE_CURRENT_LIST_DIR}/NoLlvmPoisoning.h)
 add_link_options(-fsanitize=${LOOM_FUZZ_SANITIZERS} -fno-sanitize=vptr)
 
 # Fuzzing wants speed per input and Loom's assertions, not -O3: in this build

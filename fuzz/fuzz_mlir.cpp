@@ -13,7 +13,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::MLIRContext &context = loom::fuzz::loomContext();
-  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
+  // MLIR's lexer needs the NUL after the text that a file read through
+  // MemoryBuffer::getFile (as loom-compile and loom-opt do) has; the fuzzer's
+  // bytes have none.
+  const std::string source(reinterpret_cast<const char *>(data), size);
+  llvm::StringRef text(source.c_str(), size);
   mlir::ParserConfig config(&context);
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceString<mlir::ModuleOp>(text, config, "fuzz.mlir");
