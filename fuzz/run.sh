@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
       seconds=3600; shift
       if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then seconds=$1; shift; fi ;;
     --no-mlir) mlir=0; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     fuzz_*) names+=("$1"); shift ;;
     *) echo "fuzz/run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
