@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev
   python3 python3-numpy python3-onnx
+  clang-19 libclang-rt-19-dev  # fuzz/run.sh: libFuzzer, ASan, UBSan
 )
 
 missing=()

@@ -464,12 +464,16 @@ ShardingRule PadOp::getShardingRule() {
 
 ShardingRule ConcatOp::getShardingRule() {
   int64_t rank = getType().getRank();
-  return elementwise(*this, {getDim() < 0 ? getDim() + rank : int64_t(getDim())});
+  // getDim() is unsigned (I64Attr): compare its signed value.
+  int64_t dim = static_cast<int64_t>(getDim());
+  return elementwise(*this, {dim < 0 ? dim + rank : dim});
 }
 
 ShardingRule SplitOp::getShardingRule() {
   int64_t rank = shapeOf(getInput()).size();
-  return elementwise(*this, {getDim() < 0 ? getDim() + rank : int64_t(getDim())});
+  // getDim() is unsigned (I64Attr): compare its signed value.
+  int64_t dim = static_cast<int64_t>(getDim());
+  return elementwise(*this, {dim < 0 ? dim + rank : dim});
 }
 
 ShardingRule GatherOp::getShardingRule() {

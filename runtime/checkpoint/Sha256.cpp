@@ -78,6 +78,10 @@ void Sha256::compressBlock(const uint8_t *block) {
 }
 
 void Sha256::update(const void *bytes, size_t size) {
+  // Nothing to add; `bytes` may then be null (an empty vector's data()),
+  // which memcpy must not be given even with a zero size.
+  if (size == 0)
+    return;
   const uint8_t *input = static_cast<const uint8_t *>(bytes);
   messageBytes_ += size;
   if (pendingSize_ > 0) {

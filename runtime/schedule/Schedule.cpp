@@ -10,6 +10,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 namespace loom::pipeline {
@@ -274,11 +275,31 @@ llvm::Expected<Schedule> importCsv(llvm::StringRef text) {
       maxStage = std::max({maxStage, a.stage, a.bStage});
       maxMb = std::max({maxMb, a.mb, a.bMb});
     }
-  s.numStages = headerStages ? headerStages : maxStage + 1;
-  if (s.numStages <= 0 || s.numStages % s.numChains != 0)
+  // In 64 bits: an index of INT_MAX must not wrap the counts.
+  const int64_t numStages = headerStages ? headerStages : int64_t(maxStage) + 1;
+  if (numStages <= 0 || numStages % s.numChains != 0)
     return llvm::createStringError(llvm::formatv(
-        "schedule CSV: {0} stages do not split into {1} chains", s.numStages, s.numChains));
-  s.numMicrobatches = headerMicrobatches ? headerMicrobatches : (maxMb + 1) * s.numChains;
+        "schedule CSV: {0} stages do not split into {1} chains", numStages, s.numChains));
+  const int64_t numMicrobatches =
+      headerMicrobatches ? headerMicrobatches : (int64_t(maxMb) + 1) * s.numChains;
+  if (numMicrobatches > std::numeric_limits<int>::max())
+    return llvm::createStringError(
+        llvm::formatv("schedule CSV: {0} microbatches is too many", numMicrobatches));
+  // Every microbatch of a chain runs forward through each of the chain's
+  // stages: at least stages x microbatches / chains actions holding an F.
+  // Fewer actions than that cannot verify; refuse before sizing tables by
+  // the (possibly huge) indices.
+  int64_t forwards = 0;
+  for (const auto &actions : s.ranks)
+    for (const Action &a : actions)
+      forwards += a.kind == ActionKind::F || a.kind == ActionKind::OverlapFB;
+  if (numStages * numMicrobatches / s.numChains > forwards)
+    return llvm::createStringError(llvm::formatv(
+        "schedule CSV: {0} stages and {1} microbatches need {2} forward actions, the file "
+        "has {3}",
+        numStages, numMicrobatches, numStages * numMicrobatches / s.numChains, forwards));
+  s.numStages = int(numStages);
+  s.numMicrobatches = int(numMicrobatches);
   // Each stage runs where its compute actions are.
   s.stageRank.assign(s.numStages, -1);
   for (int rank = 0; rank < s.numRanks; ++rank)

@@ -27,6 +27,20 @@ TEST(Sha256Test, StandardVectors) {
             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+// An empty file's bytes: a null pointer with size 0 (an empty vector's
+// data()), as loadCheckpoint hashes an empty rank file. Found by fuzz_checkpoint
+// (UBSan: null passed to memcpy); see fuzz/regressions/checkpoint/.
+TEST(Sha256Test, NullEmptyInput) {
+  EXPECT_EQ(Sha256::hexOf(nullptr, 0),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  Sha256 hasher;
+  hasher.update("ab", 2);
+  hasher.update(nullptr, 0);
+  hasher.update("c", 1);
+  EXPECT_EQ(Sha256::toHex(hasher.finish()),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
 // Lengths around the padding boundaries (55/56 bytes: the length field fits
 // in the last block or needs another); values from Python's hashlib.
 TEST(Sha256Test, PaddingBoundaries) {
