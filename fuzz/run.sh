@@ -11,7 +11,8 @@
 #   fuzz/run.sh NAME...          only these harnesses (fuzz_npy, ...)
 #
 # Environment: LOOM_FUZZ_BUILD (build directory, default build-fuzz),
-# LOOM_FUZZ_JOBS (ninja -j). The corpus each run grows is kept in
+# LOOM_FUZZ_JOBS (ninja -j), LOOM_FUZZ_SEED (libFuzzer's -seed for --runs,
+# default 1, so a quick run is repeatable). The corpus each run grows is kept in
 # $LOOM_FUZZ_BUILD/fuzz/corpus/NAME, crashes in .../artifacts/NAME/.
 # Exits non-zero if any harness crashed, hung or reported a sanitizer error.
 set -euo pipefail
@@ -130,7 +131,8 @@ for name in "${names[@]}"; do
   if [ -n "$seconds" ]; then
     limit=(-max_total_time="$seconds")
   else
-    limit=(-runs="$runs")
+    # A fixed seed: a quick run (CI's) fuzzes the same inputs every time.
+    limit=(-runs="$runs" -seed="${LOOM_FUZZ_SEED:-1}")
   fi
   status=0
   "$bin" "${opts[@]}" "${limit[@]}" "$corpus" "$seeds" >"$log" 2>&1 || status=$?
