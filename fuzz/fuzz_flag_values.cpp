@@ -16,9 +16,9 @@
 #include "runtime/schedule/ScheduleAnalysis.h"
 #include "runtime/schedule/ScheduleGenerators.h"
 #include "runtime/checkpoint/Safetensors.h"
-#include "runtime/comm/Collective.h"
+#include "runtime/abi/Collective.h"
 #include "runtime/data/TokenCorpus.h"
-#include "runtime/support/DType.h"
+#include "runtime/abi/DType.h"
 
 #include <cmath>
 

@@ -1,7 +1,7 @@
 #ifndef LOOM_DIALECTS_NN_KERNELATTRIBUTES_H
 #define LOOM_DIALECTS_NN_KERNELATTRIBUTES_H
 
-#include "runtime/support/DType.h"
+#include "runtime/abi/DType.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Operation.h"
@@ -11,7 +11,7 @@
 
 namespace loom {
 
-/// The attributes an nn op's kernel reads (runtime/executable/Kernels.def):
+/// The attributes an nn op's kernel reads (runtime/abi/Kernels.def):
 /// enums as strings, flags as 0/1 integers, defaults made explicit, so the
 /// runtime never needs the op's defaults. Used by --loom-lower-to-rt and by
 /// the constant evaluator, which runs the same kernels at compile time.

@@ -28,7 +28,7 @@ std::optional<KernelArity> loom::rt::lookupKernel(StringRef name) {
   static const llvm::StringMap<KernelArity> kernels = {
 #define LOOM_KERNEL(NAME, MIN_IN, MAX_IN, NUM_OUT)                             \
   {NAME, KernelArity{MIN_IN, MAX_IN, NUM_OUT}},
-#include "runtime/executable/Kernels.def"
+#include "runtime/abi/Kernels.def"
 #undef LOOM_KERNEL
   };
   auto it = kernels.find(name);

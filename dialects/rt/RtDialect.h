@@ -9,8 +9,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
 
-#include "runtime/comm/Collective.h"
-#include "runtime/comm/Mesh.h"
+#include "runtime/abi/Collective.h"
+#include "runtime/abi/Mesh.h"
 
 #include "dialects/rt/RtDialect.h.inc"
 

@@ -145,7 +145,7 @@ def Rt_OutputOp : Rt_Op<"output"> {
 
 // Work. `stream` is absent until --loom-assign-streams sets it.
 def Rt_KernelOp : Rt_Op<"kernel", [AttrSizedOperandSegments]> {
-  let summary = "calls a kernel from runtime/executable/Kernels.def";
+  let summary = "calls a kernel from runtime/abi/Kernels.def";
   let description = [{
     Destination-passing: the kernel reads `inputs` and writes `outputs`.
     `attrs` are the kernel's attributes (integers, floats, strings, arrays).

@@ -3,7 +3,7 @@
 #include "dialects/nn/NNOps.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "dialects/nn/KernelAttributes.h"
-#include "runtime/support/DType.h"
+#include "runtime/abi/DType.h"
 
 #include "llvm/ADT/DenseMap.h"
 

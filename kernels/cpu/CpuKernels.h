@@ -1,7 +1,7 @@
 #ifndef LOOM_KERNELS_CPU_CPUKERNELS_H
 #define LOOM_KERNELS_CPU_CPUKERNELS_H
 
-// The CPU reference kernels: every kernel of runtime/executable/Kernels.def,
+// The CPU reference kernels: every kernel of runtime/abi/Kernels.def,
 // dispatched by name. Plain C++17; no LLVM library is needed beyond the
 // llvm::Error/ArrayRef headers and LLVMSupport at link time.
 //
@@ -26,8 +26,8 @@
 // norms and their gradients, softmax/log_softmax and rope; elsewhere outputs
 // must not overlap inputs.
 
-#include "runtime/executable/Executable.h"
-#include "runtime/support/DType.h"
+#include "runtime/abi/KernelAttrs.h"
+#include "runtime/abi/DType.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"

@@ -131,7 +131,7 @@ struct KernelSignature {
 constexpr KernelSignature kSignatures[] = {
 #define LOOM_KERNEL(NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS)                 \
   {NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS},
-#include "runtime/executable/Kernels.def"
+#include "runtime/abi/Kernels.def"
 #undef LOOM_KERNEL
 };
 

@@ -7,7 +7,7 @@
 // everything else. Same semantics as the CPU reference: grouped heads, causal
 // mask aligned to the end, scale; deterministic (no atomics, fixed order).
 
-#include "runtime/support/DType.h"
+#include "runtime/abi/DType.h"
 
 #include <cuda_runtime.h>
 

@@ -3,7 +3,7 @@
 #include "dialects/dist/DistDialect.h"
 #include "dialects/rt/RtDialect.h"
 #include "dialects/nn/KernelAttributes.h"
-#include "runtime/comm/Mesh.h"
+#include "runtime/abi/Mesh.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSwitch.h"

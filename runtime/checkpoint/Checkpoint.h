@@ -22,7 +22,7 @@
 // starts with the path concerned.
 
 #include "runtime/checkpoint/Safetensors.h"
-#include "runtime/support/DType.h"
+#include "runtime/abi/DType.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"

@@ -23,7 +23,7 @@
 // decreasing element size, then by name, so each starts aligned to its
 // element size.
 
-#include "runtime/support/DType.h"
+#include "runtime/abi/DType.h"
 #include "runtime/support/HostTensor.h"
 
 #include "llvm/ADT/ArrayRef.h"

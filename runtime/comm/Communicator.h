@@ -11,8 +11,8 @@
 // accumulation of Collective.h, so their results are bitwise identical to
 // each other and independent of timing.
 
-#include "runtime/comm/Collective.h"
-#include "runtime/comm/Mesh.h"
+#include "runtime/abi/Collective.h"
+#include "runtime/abi/Mesh.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"

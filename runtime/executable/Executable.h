@@ -6,9 +6,10 @@
 // and runs it. It is plain data: no MLIR, so the runtime links without MLIR.
 // runtime/schema/executable.fbs is its on-disk form, field for field.
 
-#include "runtime/comm/Collective.h"
-#include "runtime/comm/Mesh.h"
-#include "runtime/support/DType.h"
+#include "runtime/abi/Collective.h"
+#include "runtime/abi/KernelAttrs.h"
+#include "runtime/abi/Mesh.h"
+#include "runtime/abi/DType.h"
 
 #include "llvm/Support/Error.h"
 
@@ -55,16 +56,9 @@ struct BufferDesc {
   uint64_t sizeInBytes() const;
 };
 
-/// Kernel attributes: the `nn` op's attributes, carried as typed values.
-using AttrValue = std::variant<int64_t, double, std::string,
-                               std::vector<int64_t>, std::vector<double>>;
-struct NamedAttr {
-  std::string name;
-  AttrValue value;
-};
 
 enum class InstrKind : uint8_t {
-  Kernel = 0,      // a named kernel from runtime/executable/Kernels.def
+  Kernel = 0,      // a named kernel from runtime/abi/Kernels.def
   Copy = 1,        // inputs[0] -> outputs[0], same byte size
   RecordEvent = 2, // `event` is recorded on `stream`
   WaitEvent = 3,   // `stream` waits for `event`

@@ -29,7 +29,7 @@ struct KernelArity {
 constexpr KernelArity kKernels[] = {
 #define LOOM_KERNEL(NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS)                 \
   {NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS},
-#include "runtime/executable/Kernels.def"
+#include "runtime/abi/Kernels.def"
 #undef LOOM_KERNEL
 };
 

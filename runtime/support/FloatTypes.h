@@ -18,7 +18,7 @@
 //    narrow NaN pattern survives narrow -> f32 -> narrow unchanged.
 // Widening (narrow -> f32/f64) is always exact.
 
-#include "runtime/support/DType.h"
+#include "runtime/abi/DType.h"
 
 #include <cstdint>
 #include <cstring>

@@ -1,7 +1,7 @@
 #ifndef LOOM_RUNTIME_SUPPORT_HOSTTENSOR_H
 #define LOOM_RUNTIME_SUPPORT_HOSTTENSOR_H
 
-#include "runtime/support/DType.h"
+#include "runtime/abi/DType.h"
 
 #include <cstdint>
 #include <string>

@@ -9,7 +9,7 @@
 // arrays are saved as), and take their Loom type only when a reader asks for
 // it explicitly (readNpyAs).
 
-#include "runtime/support/DType.h"
+#include "runtime/abi/DType.h"
 
 #include "llvm/Support/Error.h"
 

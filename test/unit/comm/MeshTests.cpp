@@ -1,6 +1,6 @@
 // Ranks, groups and shard blocks of a mesh.
 
-#include "runtime/comm/Mesh.h"
+#include "runtime/abi/Mesh.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@ namespace {
 TEST(KernelRegistryTest, EveryKernelOfTheContractIsImplemented) {
   std::vector<std::string_view> contract = {
 #define LOOM_KERNEL(NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS) NAME,
-#include "runtime/executable/Kernels.def"
+#include "runtime/abi/Kernels.def"
 #undef LOOM_KERNEL
   };
   for (std::string_view name : contract)

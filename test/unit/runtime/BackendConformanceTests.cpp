@@ -390,7 +390,7 @@ TYPED_TEST(BackendConformance, EveryKernelMatchesTheCpuReference) {
     covered.insert(c.kernel);
 #define LOOM_KERNEL(NAME, MIN_IN, MAX_IN, NUM_OUT) \
   EXPECT_TRUE(covered.count(NAME)) << "no conformance case for " << NAME;
-#include "runtime/executable/Kernels.def"
+#include "runtime/abi/Kernels.def"
 #undef LOOM_KERNEL
 
   ASSERT_FALSE(static_cast<bool>(this->backend->createStreams(1, 0)));

@@ -1,5 +1,5 @@
-#ifndef LOOM_RUNTIME_SUPPORT_DTYPE_H
-#define LOOM_RUNTIME_SUPPORT_DTYPE_H
+#ifndef LOOM_RUNTIME_ABI_DTYPE_H
+#define LOOM_RUNTIME_ABI_DTYPE_H
 
 // Element types the runtime stores. The numbering is part of the executable
 // format (runtime/schema/executable.fbs mirrors it): append, never reorder.

@@ -1,4 +1,4 @@
-#include "runtime/comm/Mesh.h"
+#include "runtime/abi/Mesh.h"
 
 #include <cstring>
 #include <set>

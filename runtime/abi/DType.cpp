@@ -1,4 +1,4 @@
-#include "runtime/support/DType.h"
+#include "runtime/abi/DType.h"
 
 namespace loom {
 

@@ -1,4 +1,4 @@
-#include "runtime/comm/Collective.h"
+#include "runtime/abi/Collective.h"
 
 namespace loom {
 

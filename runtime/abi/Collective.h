@@ -1,11 +1,11 @@
-#ifndef LOOM_RUNTIME_COMM_COLLECTIVE_H
-#define LOOM_RUNTIME_COMM_COLLECTIVE_H
+#ifndef LOOM_RUNTIME_ABI_COLLECTIVE_H
+#define LOOM_RUNTIME_ABI_COLLECTIVE_H
 
 // What a collective is, as plain data shared by the rt dialect's verifier,
 // the executable format and the communicators: its kind, group, reduction
 // and dimensions, and the shapes it accepts.
 
-#include "runtime/support/DType.h"
+#include "runtime/abi/DType.h"
 
 #include <cstdint>
 #include <optional>

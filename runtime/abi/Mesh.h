@@ -1,5 +1,5 @@
-#ifndef LOOM_RUNTIME_COMM_MESH_H
-#define LOOM_RUNTIME_COMM_MESH_H
+#ifndef LOOM_RUNTIME_ABI_MESH_H
+#define LOOM_RUNTIME_ABI_MESH_H
 
 // The device mesh of a multi-rank executable and what follows from it: which
 // ranks a collective over some axes joins, and which block of a global
