@@ -20,7 +20,9 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "mlir/Transforms/Passes.h"
 
 #include "llvm/Support/MemoryBuffer.h"
@@ -72,17 +74,34 @@ int main(int argc, char **argv) {
   auto [inputPath, outputPath] =
       mlir::registerAndParseCLIOptions(argc, argv, overview(registry), registry);
   // MLIR's parser recurses per nesting level: refuse what would overflow the
-  // stack, and devices that would be read forever, before it runs.
-  if (inputPath != "-") {
+  // stack, and devices that would be read forever, before it runs; standard
+  // input ('-') is read whole and checked the same way.
+  auto fail = [](llvm::Error err) {
+    llvm::WithColor::error(llvm::errs(), "loom-opt") << llvm::toString(std::move(err)) << "\n";
+    return 1;
+  };
+  std::unique_ptr<llvm::MemoryBuffer> input;
+  if (inputPath == "-") {
+    auto in = llvm::MemoryBuffer::getSTDIN();
+    if (!in)
+      return fail(llvm::createStringError(in.getError(), "cannot read standard input"));
+    input = std::move(*in);
+  } else {
     auto file = loom::openRegularFile(inputPath);
-    llvm::Error err = file ? loom::checkNestingDepth((*file)->getBuffer(),
-                                                     loom::NestingSyntax::Mlir, inputPath)
-                           : file.takeError();
-    if (err) {
-      llvm::WithColor::error(llvm::errs(), "loom-opt") << llvm::toString(std::move(err)) << "\n";
-      return 1;
-    }
+    if (!file)
+      return fail(file.takeError());
+    input = std::move(*file);
   }
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, inputPath, outputPath, registry));
+  if (llvm::Error err = loom::checkNestingDepth(input->getBuffer(), loom::NestingSyntax::Mlir,
+                                                inputPath == "-" ? "<stdin>" : inputPath))
+    return fail(std::move(err));
+  std::string message;
+  auto output = mlir::openOutputFile(outputPath, &message);
+  if (!output)
+    return fail(llvm::createStringError(llvm::inconvertibleErrorCode(), message));
+  if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(input), registry,
+                                     mlir::MlirOptMainConfig::createFromCLOptions())))
+    return 1;
+  output->keep();
+  return 0;
 }
