@@ -3,6 +3,7 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 #include <cerrno>
 #include <cstring>
@@ -151,6 +152,25 @@ llvm::Error checkNestingDepth(llvm::StringRef text, NestingSyntax syntax,
       break;
     }
   }
+  return llvm::Error::success();
+}
+
+llvm::Error checkOutputPath(const std::string &path, llvm::StringRef what) {
+  if (path.empty() || path == "-")
+    return llvm::Error::success();
+  auto error = [&](const llvm::Twine &problem) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   what + " '" + path + "'" + problem);
+  };
+  if (llvm::sys::fs::is_directory(path))
+    return error(" is a directory, not a file");
+  llvm::StringRef parent = llvm::sys::path::parent_path(path);
+  if (parent.empty())
+    parent = ".";
+  if (!llvm::sys::fs::is_directory(parent))
+    return error(": the folder '" + parent + "' does not exist");
+  if (llvm::sys::fs::access(parent, llvm::sys::fs::AccessMode::Write))
+    return error(": the folder '" + parent + "' is not writable");
   return llvm::Error::success();
 }
 

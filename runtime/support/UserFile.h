@@ -39,6 +39,12 @@ enum class NestingSyntax {
   Mlir, ///< [ ( { < outside "strings" and // comments; -> >= <= are not brackets
 };
 
+/// An output path can be written: it is not a folder, and its folder exists
+/// and is writable. Checked before any work, so a mistyped path fails at once
+/// rather than after it. `what` names the path in the message ("-o", "--metrics").
+/// "" and "-" (standard output) pass.
+llvm::Error checkOutputPath(const std::string &path, llvm::StringRef what);
+
 /// Refuses `text` when its brackets nest deeper than `limit`:
 /// "'name': nesting deeper than 512 levels at line L (a crafted or corrupt
 /// file?)". `name` names the file (and the member, for an archive).

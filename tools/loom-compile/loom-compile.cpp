@@ -164,20 +164,10 @@ cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to
   std::exit(1);
 }
 
-/// An output file's folder exists and the path is not a folder: checked
-/// before compiling, so a mistyped path fails at once, not after the work.
+/// An output file's path, checked before any work (runtime/support/UserFile.h).
 void checkOutputFile(const std::string &path, const char *option) {
-  if (path.empty() || path == "-")
-    return;
-  if (llvm::sys::fs::is_directory(path))
-    fail(llvm::Twine(option) + " '" + path + "' is a directory, not a file");
-  llvm::StringRef parent = llvm::sys::path::parent_path(path);
-  if (parent.empty())
-    parent = ".";
-  if (!llvm::sys::fs::is_directory(parent))
-    fail(llvm::Twine(option) + " '" + path + "': the folder '" + parent + "' does not exist");
-  if (llvm::sys::fs::access(parent, llvm::sys::fs::AccessMode::Write))
-    fail(llvm::Twine(option) + " '" + path + "': the folder '" + parent + "' is not writable");
+  if (llvm::Error err = loom::checkOutputPath(path, option))
+    fail(llvm::toString(std::move(err)));
 }
 
 /// Flags as given, recorded in the executable's metadata.

@@ -11,6 +11,7 @@
 #include "runtime/training/TrainingLoop.h"
 #include "runtime/support/AtomicFile.h"
 #include "runtime/support/Npy.h"
+#include "runtime/support/UserFile.h"
 
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
@@ -615,21 +616,10 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
   return llvm::Error::success();
 }
 
-/// An output file's path can be written: its folder exists (a folder) and
-/// the path is not a folder. Checked before any work, so a mistyped path
-/// fails at once rather than after training.
+/// An output file's path, checked before any work (runtime/support/UserFile.h).
 void checkOutputFile(const std::string &path, const char *option) {
-  if (path.empty() || path == "-")
-    return;
-  if (llvm::sys::fs::is_directory(path))
-    fail(llvm::Twine(option) + " '" + path + "' is a directory, not a file");
-  llvm::StringRef parent = llvm::sys::path::parent_path(path);
-  if (parent.empty())
-    parent = ".";
-  if (!llvm::sys::fs::is_directory(parent))
-    fail(llvm::Twine(option) + " '" + path + "': the folder '" + parent + "' does not exist");
-  if (llvm::sys::fs::access(parent, llvm::sys::fs::AccessMode::Write))
-    fail(llvm::Twine(option) + " '" + path + "': the folder '" + parent + "' is not writable");
+  if (llvm::Error err = loom::checkOutputPath(path, option))
+    fail(llvm::toString(std::move(err)));
 }
 
 /// A folder loom-run will create or write into: it is a writable folder,
