@@ -1,4 +1,5 @@
-// Force-included into every file of the fuzz build (fuzz/FuzzFlags.cmake).
+// Force-included into every file of the fuzz build (fuzz/FuzzFlags.cmake) and
+// of a -DLOOM_SANITIZE=ON build (CMakeLists.txt).
 //
 // LLVM's headers poison and unpoison the memory of their allocators
 // (BumpPtrAllocator, Recycler, ...) for ASan when the including file is built
