@@ -1,4 +1,5 @@
 #include "runtime/checkpoint/FileIO.h"
+#include "runtime/support/AtomicFile.h"
 
 #include "runtime/support/UserFile.h"
 
@@ -53,27 +54,13 @@ DurableFile::~DurableFile() {
 }
 
 llvm::Error DurableFile::write(const void *bytes, size_t size) {
-  const uint8_t *next = static_cast<const uint8_t *>(bytes);
-  hasher_.update(next, size);
-  while (size > 0) {
-    size_t chunk = size;
-    if (space_) {
-      chunk = space_->take(size);
-      if (chunk == 0) {
-        errno = ENOSPC;
-        return systemError(path_, "cannot write");
-      }
-    }
-    const ssize_t written = ::write(fd_, next, chunk);
-    if (written < 0) {
-      if (errno == EINTR)
-        continue;
-      return systemError(path_, "cannot write");
-    }
-    next += written;
-    size -= static_cast<size_t>(written);
-    bytesWritten_ += static_cast<uint64_t>(written);
-  }
+  hasher_.update(static_cast<const uint8_t *>(bytes), size);
+  std::function<size_t(size_t)> limit;
+  if (space_)
+    limit = [this](size_t wanted) { return space_->take(wanted); };
+  if (llvm::Error err = writeAll(fd_, bytes, size, path_, limit))
+    return err;
+  bytesWritten_ += size;
   return llvm::Error::success();
 }
 

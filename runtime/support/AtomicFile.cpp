@@ -73,28 +73,36 @@ void AtomicFileWriter::discard() {
   }
 }
 
-llvm::Error AtomicFileWriter::flushBuffer() {
-  const uint8_t *bytes = buffer_.data();
-  size_t size = buffer_.size();
-  const std::string &target = tempPath_.empty() ? path_ : tempPath_;
+llvm::Error writeAll(int fd, const void *data, size_t size, const std::string &path,
+                     const std::function<size_t(size_t)> &limit) {
+  const uint8_t *bytes = static_cast<const uint8_t *>(data);
   while (size > 0) {
     size_t chunk = size;
-    if (spaceLimit_) {
-      chunk = spaceLimit_(size);
+    if (limit) {
+      chunk = limit(size);
       if (chunk == 0) {
         errno = ENOSPC;
-        return systemError(target, "cannot write");
+        return systemError(path, "cannot write");
       }
     }
-    const ssize_t written = ::write(fd_, bytes, chunk);
+    const ssize_t written = ::write(fd, bytes, chunk);
     if (written < 0) {
       if (errno == EINTR)
         continue;
-      return systemError(target, "cannot write");
+      return systemError(path, "cannot write");
     }
     bytes += written;
     size -= static_cast<size_t>(written);
   }
+  return llvm::Error::success();
+}
+
+llvm::Error AtomicFileWriter::flushBuffer() {
+  const uint8_t *bytes = buffer_.data();
+  size_t size = buffer_.size();
+  const std::string &target = tempPath_.empty() ? path_ : tempPath_;
+  if (llvm::Error err = writeAll(fd_, bytes, size, target, spaceLimit_))
+    return err;
   buffer_.clear();
   return llvm::Error::success();
 }

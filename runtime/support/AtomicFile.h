@@ -23,6 +23,12 @@
 
 namespace loom {
 
+/// Writes all `size` bytes to `fd`, retrying short writes and EINTR.
+/// `limit`, when set, caps each write (a test's simulated disk: 0 is ENOSPC).
+/// Errors name `path`.
+llvm::Error writeAll(int fd, const void *bytes, size_t size, const std::string &path,
+                     const std::function<size_t(size_t)> &limit = {});
+
 class AtomicFileWriter {
 public:
   /// Creates the temporary file next to `path` (or opens a device in place).
