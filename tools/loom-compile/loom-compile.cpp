@@ -14,17 +14,12 @@
 #ifdef LOOM_HAVE_TORCH_EXPORT_IMPORTER
 #include "frontend/torch_export/TorchExportImporter.h"
 #endif
-#include "passes/fusion/Passes.h"
+#include "passes/Pipelines.h"
 #include "passes/lowering/ExecutableEmitter.h"
-#include "passes/lowering/Passes.h"
-#include "passes/memory/Passes.h"
-#include "passes/pipeline/Passes.h"
 #include "runtime/support/AtomicFile.h"
 #include "runtime/support/UserFile.h"
 #include "runtime/schedule/Schedule.h"
 #include "runtime/schedule/ScheduleGenerators.h"
-#include "passes/sharding/Passes.h"
-#include "passes/training/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -34,7 +29,6 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -393,6 +387,34 @@ int main(int argc, char **argv) {
   if (compileTo == Phase::Input)
     emitIR();
 
+  // The pipeline's passes are built from these (passes/Pipelines.h); the
+  // batch sizes follow once the model's batch is known.
+  loom::PipelineOptions pipelineOptions;
+  pipelineOptions.mode = mode == "train"       ? loom::PipelineMode::Train
+                  : mode == "gradients" ? loom::PipelineMode::Gradients
+                                        : loom::PipelineMode::Infer;
+  pipelineOptions.entry = entry;
+  pipelineOptions.raise = raise;
+  pipelineOptions.precision =
+      precision == "bf16" ? loom::ComputePrecision::BF16 : loom::ComputePrecision::F32;
+  pipelineOptions.maxGradNorm = maxGradNorm;
+  pipelineOptions.weightDecay = weightDecay;
+  pipelineOptions.adamBeta1 = adamBeta1;
+  pipelineOptions.adamBeta2 = adamBeta2;
+  pipelineOptions.adamEpsilon = adamEpsilon;
+  pipelineOptions.pp = pp;
+  pipelineOptions.vpp = vpp;
+  pipelineOptions.schedule = schedule;
+  pipelineOptions.ppLayout = ppLayout;
+  pipelineOptions.scheduleFile = scheduleFile;
+  pipelineOptions.tp = tensorParallel;
+  pipelineOptions.dp = dataParallel;
+  pipelineOptions.sp = sequenceParallel;
+  pipelineOptions.zero1 = zero1;
+  pipelineOptions.dpBucketMb = dpBucketMb;
+  loom::PipelineHooks hooks;
+  hooks.buildRaising = loom::buildRaisingPipeline;
+
   // rt-level input (hand-written, or another tool's per-rank programs): the
   // model phases do not apply; plan what is unplanned and emit.
   bool rtInput = !module->getOps<loom::rt::ProgramOp>().empty();
@@ -421,23 +443,21 @@ int main(int argc, char **argv) {
           "loom-compile: %s done in %.1f s\n", phase.str().c_str(),
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   };
+  auto runStep = [&](loom::PipelineStep step) {
+    runPhase(
+        [&](PassManager &pm) { loom::buildPipelineStep(pm, pipelineOptions, hooks, step); },
+        loom::stepName(step));
+  };
 
   if (rtInput) {
     bool planned = llvm::all_of(module->getOps<loom::rt::ProgramOp>(),
                                 [](loom::rt::ProgramOp p) { return bool(p.getArenaSizes()); });
-    runPhase([&](PassManager &pm) {
-      if (!planned)
-        pm.addPass(loom::createPlanMemory());
-      pm.addPass(loom::createAssignStreams());
-    }, "rt");
+    runPhase([&](PassManager &pm) { loom::buildRtInputPipeline(pm, !planned); }, "rt");
   } else {
-    runPhase([](PassManager &pm) { loom::buildRaisingPipeline(pm, raise); }, "nn");
+    runStep(loom::PipelineStep::Raise);
   }
-  if (!rtInput && precision == "bf16" && !training)
-    runPhase([&](PassManager &pm) {
-      pm.addPass(loom::createCastCompute(loom::CastComputeOptions{"bf16"}));
-      pm.addPass(createCanonicalizerPass());
-    }, "precision");
+  if (!rtInput && loom::stepRuns(loom::PipelineStep::Precision, pipelineOptions))
+    runStep(loom::PipelineStep::Precision);
 
   // The model's batch (fixed when exported, or symbolic and fixed on
   // import) becomes the forward's: the given one for inference; for
@@ -486,23 +506,17 @@ int main(int argc, char **argv) {
       stepBatch = globalBatch / microbatches;
     }
     if (stepBatch != modelBatch)
-      runPhase([&](PassManager &pm) {
-        pm.addPass(loom::createRebatch(loom::RebatchOptions{stepBatch, entry}));
-      }, "rebatch");
+      pipelineOptions.stepBatch = stepBatch;
   }
+  pipelineOptions.microbatches = microbatches;
+  pipelineOptions.globalBatch = batch > 0 ? int64_t(batch) : modelBatch;
+  if (loom::stepRuns(loom::PipelineStep::Rebatch, pipelineOptions))
+    runStep(loom::PipelineStep::Rebatch);
   if (compileTo == Phase::NN)
     emitIR();
 
-
-  loom::PipelinePartitionOptions partition;
-  partition.pp = pp;
-  partition.vpp = vpp;
-  partition.schedule = schedule;
-  partition.layout = ppLayout;
-  partition.scheduleFile = scheduleFile;
-  if (pp > 1) {
-    runPhase([&](PassManager &pm) { pm.addPass(loom::createPipelinePartition(partition)); },
-             "partition");
+  if (loom::stepRuns(loom::PipelineStep::Partition, pipelineOptions)) {
+    runStep(loom::PipelineStep::Partition);
     // A stage without layers still takes a rank that waits through the step.
     if (auto counts = (*module)->getAttrOfType<DenseI64ArrayAttr>("pipe.layers_per_stage")) {
       int64_t stages = counts.size(), layers = 0, empty = 0;
@@ -520,40 +534,13 @@ int main(int argc, char **argv) {
     }
   }
 
-  if (!rtInput && training) {
-    int64_t globalBatch = batch > 0 ? int64_t(batch) : modelBatch;
-    runPhase([&](PassManager &pm) {
-      if (precision == "bf16")
-        pm.addPass(loom::createCastCompute(loom::CastComputeOptions{"bf16"}));
-      loom::BuildTrainingStepOptions options;
-      options.batch = globalBatch;
-      options.maxGradNorm = maxGradNorm;
-      options.weightDecay = weightDecay;
-      options.beta1 = adamBeta1;
-      options.beta2 = adamBeta2;
-      options.epsilon = adamEpsilon;
-      options.gradientsOnly = mode == "gradients";
-      options.dataParallel = dataParallel;
-      pm.addPass(loom::createBuildTrainingStep(options));
-      pm.addPass(createCanonicalizerPass());
-      pm.addPass(createCSEPass());
-      if (pp > 1)
-        pm.addPass(loom::createPipelinePartition(partition));
-    }, "train");
-  }
+  if (!rtInput && loom::stepRuns(loom::PipelineStep::TrainingStep, pipelineOptions))
+    runStep(loom::PipelineStep::TrainingStep);
   if (compileTo == Phase::Train)
     emitIR();
 
-  if (pp > 1) {
-    runPhase([&](PassManager &pm) {
-      loom::PipelineScheduleOptions options;
-      options.pp = pp;
-      options.vpp = vpp;
-      options.schedule = schedule;
-      options.microbatches = microbatches;
-      options.scheduleFile = scheduleFile;
-      pm.addPass(loom::createPipelineSchedule(options));
-    }, "pipe");
+  if (loom::stepRuns(loom::PipelineStep::Schedule, pipelineOptions)) {
+    runStep(loom::PipelineStep::Schedule);
     if (!scheduleCsv.empty()) {
       auto ops = module->getOps<loom::pipe::ScheduleOp>();
       if (ops.empty())
@@ -567,40 +554,16 @@ int main(int argc, char **argv) {
     }
     if (compileTo == Phase::Pipe)
       emitIR();
-    runPhase([&](PassManager &pm) {
-      // No canonicalization after: a collective whose result one rank
-      // does not read must still run there.
-      pm.addPass(loom::createPipelineSplit());
-    }, "pipe-split");
+    runStep(loom::PipelineStep::PipeSplit);
   }
 
-  if (distributed && !rtInput)
-    runPhase([&](PassManager &pm) {
-      loom::ShardAnnotateOptions options;
-      options.tp = tensorParallel;
-      options.dp = dataParallel;
-      options.sp = sequenceParallel;
-      options.zero1 = zero1;
-      pm.addPass(loom::createShardAnnotate(options));
-      pm.addPass(loom::createShardingPropagation());
-      pm.addPass(loom::createSpmdPartition());
-      pm.addPass(createCanonicalizerPass());
-      pm.addPass(createCSEPass());
-      if (dataParallel > 1 && dpBucketMb > 0)
-        pm.addPass(loom::createBucketReductions(loom::BucketReductionsOptions{
-            std::max<int64_t>(1, int64_t(dpBucketMb * 1024 * 1024)), "dp"}));
-    }, "dist");
+  if (!rtInput && loom::stepRuns(loom::PipelineStep::Shard, pipelineOptions))
+    runStep(loom::PipelineStep::Shard);
   if (compileTo == Phase::Dist)
     emitIR();
 
   if (!rtInput)
-    runPhase([&](PassManager &pm) {
-    pm.addPass(loom::createLowerToRt(loom::LowerToRtOptions{entry}));
-    pm.addPass(loom::createFuseMatmulEpilogue());
-    pm.addPass(loom::createFuseAdamW());
-    pm.addPass(loom::createPlanMemory());
-    pm.addPass(loom::createAssignStreams());
-  }, "rt");
+    runStep(loom::PipelineStep::LowerToRt);
   if (compileTo == Phase::RT)
     emitIR();
 

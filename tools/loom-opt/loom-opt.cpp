@@ -1,5 +1,6 @@
 // loom-opt: mlir-opt with Loom's dialects and passes registered, for lit tests
-// and for running one pass at a time while debugging.
+// and for running one pass at a time while debugging, or loom-compile's whole
+// pipeline (--loom-compile-pipeline).
 
 #include "tools/LoomVersion.h"
 #include "dialects/dist/DistDialect.h"
@@ -7,6 +8,7 @@
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/rt/RtDialect.h"
 #include "frontend/raising/Passes.h"
+#include "passes/Pipelines.h"
 #include "passes/lowering/Passes.h"
 #include "passes/fusion/Passes.h"
 #include "passes/memory/Passes.h"
@@ -70,6 +72,10 @@ int main(int argc, char **argv) {
   loom::registerPipelinePasses();
   loom::registerTrainingPasses();
   loom::registerShardingPasses();
+  // loom-compile's pipeline, as --loom-compile-pipeline='OPTIONS' (passes/Pipelines.h).
+  loom::PipelineHooks hooks;
+  hooks.buildRaising = loom::buildRaisingPipeline;
+  loom::registerLoomPipeline(hooks);
   loom::setVersionPrinter();
   auto [inputPath, outputPath] =
       mlir::registerAndParseCLIOptions(argc, argv, overview(registry), registry);

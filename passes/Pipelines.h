@@ -1,0 +1,133 @@
+#ifndef LOOM_PASSES_PIPELINES_H
+#define LOOM_PASSES_PIPELINES_H
+
+// Loom's pass pipeline, from imported nn IR to planned rt programs, as a
+// library (like IREE's buildIREEVMTransformPassPipeline): loom-compile runs
+// it step by step, loom-opt runs it as `--loom-compile-pipeline='OPTIONS'`.
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace loom {
+
+enum class PipelineMode {
+  Infer,
+  Train,     // one optimizer step
+  Gradients, // a step returning the loss and every parameter gradient
+};
+
+enum class ComputePrecision { F32, BF16 };
+
+/// Everything the pipeline's passes are built from: the values loom-compile's
+/// flags resolve to. Batch sizes are resolved ones; loom-compile derives them
+/// from its flags and the model's batch (see loom-compile's --batch).
+struct PipelineOptions {
+  PipelineMode mode = PipelineMode::Infer;
+  std::string entry = "main";
+  /// Raise decomposed patterns to nn's high-level ops.
+  bool raise = true;
+  ComputePrecision precision = ComputePrecision::F32;
+  /// Re-infer the forward's shapes for this batch (0: keep the model's).
+  int64_t stepBatch = 0;
+  /// The training step's global batch (0: the forward's batch).
+  int64_t globalBatch = 0;
+  /// Microbatches per data-parallel rank: the pipeline schedule's count.
+  int64_t microbatches = 0;
+  // AdamW and clipping (training).
+  double maxGradNorm = 1.0;
+  double weightDecay = 0.1;
+  double adamBeta1 = 0.9;
+  double adamBeta2 = 0.95;
+  double adamEpsilon = 1e-8;
+  // Pipeline parallelism.
+  int64_t pp = 1;
+  int64_t vpp = 1;
+  std::string schedule = "1f1b";
+  std::string ppLayout;     // "4,4,4,4", "even", or empty: balanced by FLOPs
+  std::string scheduleFile; // a PyTorch pipelining CSV instead of `schedule`
+  // Tensor, sequence and data parallelism.
+  int64_t tp = 1;
+  int64_t dp = 1;
+  bool sp = false;
+  bool zero1 = false;
+  double dpBucketMb = 25.0; // 0: one reduction per gradient
+
+  bool training() const { return mode != PipelineMode::Infer; }
+  bool distributed() const { return tp > 1 || dp > 1; }
+};
+
+/// The IR phases, in order: each names the IR you see when you stop after it
+/// (loom-compile --compile-to, loom-opt --loom-compile-pipeline='compile-to=...').
+enum class Phase { Input, NN, Train, Pipe, Dist, RT };
+
+/// The pipeline's steps, in order. loom-compile runs each in its own pass
+/// manager (reporting progress by step name) and stops or acts between them;
+/// a phase ends after one of them (lastStepOf).
+enum class PipelineStep {
+  Raise,        // "nn": fold constants, raise, canonicalize (the frontend's)
+  Precision,    // "precision": bf16 compute for inference
+  Rebatch,      // "rebatch": the forward's shapes for the step's batch
+  Partition,    // "partition": forward ops onto pipeline stages
+  TrainingStep, // "train": loss, backward, optimizer (stages re-assigned)
+  Schedule,     // "pipe": the verified pipe.schedule
+  PipeSplit,    // "pipe-split": one function per pipeline rank
+  Shard,        // "dist": sharding, SPMD partition, gradient buckets
+  LowerToRt,    // "rt": rt programs, fused, memory planned, streams assigned
+};
+constexpr PipelineStep kPipelineSteps[] = {
+    PipelineStep::Raise,        PipelineStep::Precision, PipelineStep::Rebatch,
+    PipelineStep::Partition,    PipelineStep::TrainingStep, PipelineStep::Schedule,
+    PipelineStep::PipeSplit,    PipelineStep::Shard,     PipelineStep::LowerToRt};
+
+/// "nn", "precision", "rebatch", "partition", "train", "pipe", "pipe-split",
+/// "dist", "rt".
+llvm::StringRef stepName(PipelineStep step);
+
+/// Whether `options` need the step (Precision: bf16 inference; Rebatch: a
+/// step batch; Partition, Schedule, PipeSplit: pp > 1; TrainingStep:
+/// training; Shard: tp or dp > 1; the others always).
+bool stepRuns(PipelineStep step, const PipelineOptions &options);
+
+/// The last step of `phase`'s IR; nullopt for Input (no step).
+std::optional<PipelineStep> lastStepOf(Phase phase);
+
+/// What the pipeline takes from layers above passes/. The nn phase after
+/// import (constant folding and raising) is the frontend's
+/// (frontend/raising: loom::buildRaisingPipeline); passes/ may not include
+/// the frontend, so the tools hand it in, as IREE's IREEVMPipelineHooks do.
+struct PipelineHooks {
+  void (*buildRaising)(mlir::OpPassManager &pm, bool raise) = nullptr;
+};
+
+/// Adds one step's passes to `pm` (whether or not stepRuns says it is
+/// needed: callers decide).
+void buildPipelineStep(mlir::OpPassManager &pm, const PipelineOptions &options,
+                       const PipelineHooks &hooks, PipelineStep step);
+
+/// Adds every step that runs up to the end of `stopAfter`, in order: the IR
+/// loom-compile prints with --compile-to=stopAfter.
+void buildLoomPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
+                       const PipelineHooks &hooks, Phase stopAfter = Phase::RT);
+
+/// rt IR as input (hand-written, or another tool's per-rank programs): plan
+/// memory where `planMemory`, then assign streams.
+void buildRtInputPipeline(mlir::OpPassManager &pm, bool planMemory);
+
+/// Options the passes cannot be built from, or that contradict each other
+/// (impossible layouts, an ungeneratable schedule, parallelism without
+/// training), and a `stopAfter` phase the options do not produce: one line,
+/// naming the options as loom-opt's --loom-compile-pipeline spells them.
+llvm::Error verifyPipelineOptions(const PipelineOptions &options, Phase stopAfter = Phase::RT);
+
+/// Registers `--loom-compile-pipeline` (options named as loom-compile's flags; see
+/// `loom-opt --help`) with MLIR's pass registry.
+void registerLoomPipeline(const PipelineHooks &hooks);
+
+} // namespace loom
+
+#endif
