@@ -206,7 +206,7 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
   auto error = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };
-  auto n = [](int64_t v) { return llvm::Twine(v); };
+  auto n = [](int64_t v) { return std::to_string(v); };
   if (o.pp < 1 || o.vpp < 1)
     return error("pp and vpp must be at least 1, got pp=" + n(o.pp) + " vpp=" + n(o.vpp));
   if (o.tp < 1 || o.dp < 1)
