@@ -39,11 +39,10 @@ void stridedCopy(const KernelContext &ctx, const Tensor &in, int64_t baseOffset,
 
 /// Copies between a whole tensor and its pieces along `dim`; `toWhole`
 /// picks the direction.
-void copyPieces(const Tensor &whole, llvm::ArrayRef<Tensor> pieces, int64_t dim,
+void copyPieces(const Tensor &whole, llvm::ArrayRef<Tensor> pieces, const PiecesPlan &plan,
                 bool toWhole) {
   const size_t elementSize = dtypeSize(whole.dtype);
-  const int64_t outer = product(llvm::ArrayRef<int64_t>(whole.shape).take_front(dim));
-  const int64_t inner = product(llvm::ArrayRef<int64_t>(whole.shape).drop_front(dim + 1));
+  const int64_t dim = plan.dim, outer = plan.outer, inner = plan.inner;
   const int64_t wholeRow = whole.shape[dim] * inner * elementSize;
   int64_t offset = 0; // bytes into a row of `whole`
   for (const Tensor &piece : pieces) {
@@ -114,14 +113,14 @@ llvm::Error runSlice(const KernelCall &call) {
 }
 
 llvm::Error runConcat(const KernelCall &call) {
-  LOOM_ASSIGN_OR_RETURN(int64_t dim, checkConcat(call.inputs, call.outputs[0], call.attrs));
-  copyPieces(call.outputs[0], call.inputs, dim, /*toWhole=*/true);
+  LOOM_ASSIGN_OR_RETURN(PiecesPlan plan, checkConcat(call.inputs, call.outputs[0], call.attrs));
+  copyPieces(call.outputs[0], call.inputs, plan, /*toWhole=*/true);
   return llvm::Error::success();
 }
 
 llvm::Error runSplit(const KernelCall &call) {
-  LOOM_ASSIGN_OR_RETURN(int64_t dim, checkSplit(call.inputs[0], call.outputs, call.attrs));
-  copyPieces(call.inputs[0], call.outputs, dim, /*toWhole=*/false);
+  LOOM_ASSIGN_OR_RETURN(PiecesPlan plan, checkSplit(call.inputs[0], call.outputs, call.attrs));
+  copyPieces(call.inputs[0], call.outputs, plan, /*toWhole=*/false);
   return llvm::Error::success();
 }
 

@@ -939,7 +939,7 @@ namespace {
 
 /// The extents of a concat/split: every piece must match `whole` except
 /// along `dim`, and the pieces' sizes along `dim` must add up.
-llvm::Expected<int64_t> checkPieces(const Tensor &whole, const char *wholeRole,
+llvm::Expected<PiecesPlan> checkPieces(const Tensor &whole, const char *wholeRole,
                                     llvm::ArrayRef<Tensor> pieces, const char *pieceRole,
                                     const KernelAttrs &attrs) {
   LOOM_ASSIGN_OR_RETURN(int64_t rawDim, attrs.getInt("dim"));
@@ -963,7 +963,8 @@ llvm::Expected<int64_t> checkPieces(const Tensor &whole, const char *wholeRole,
     return kernelError(llvm::Twine(pieceRole) + " sizes along dim " + llvm::Twine(dim) +
                        " add up to " + llvm::Twine(total) + ", " + wholeRole +
                        " has " + llvm::Twine(whole.shape[dim]));
-  return dim;
+  const llvm::ArrayRef<int64_t> shape = whole.shape;
+  return PiecesPlan{dim, product(shape.take_front(dim)), product(shape.drop_front(dim + 1))};
 }
 
 /// `shape` with dim `axis` replaced by the dims of `indices`.
@@ -991,12 +992,12 @@ llvm::Error readVocabBlock(EmbeddingPlan &plan, const KernelAttrs &attrs, int64_
 
 } // namespace
 
-llvm::Expected<int64_t> checkConcat(llvm::ArrayRef<Tensor> inputs, const Tensor &out,
+llvm::Expected<PiecesPlan> checkConcat(llvm::ArrayRef<Tensor> inputs, const Tensor &out,
                                     const KernelAttrs &attrs) {
   return checkPieces(out, "output", inputs, "input", attrs);
 }
 
-llvm::Expected<int64_t> checkSplit(const Tensor &in, llvm::ArrayRef<Tensor> outputs,
+llvm::Expected<PiecesPlan> checkSplit(const Tensor &in, llvm::ArrayRef<Tensor> outputs,
                                    const KernelAttrs &attrs) {
   return checkPieces(in, "input", outputs, "output", attrs);
 }

@@ -274,11 +274,15 @@ struct PadPlan {
 llvm::Expected<PadPlan> checkPad(const Tensor &in, const Tensor &out, const KernelAttrs &attrs);
 
 /// nn.concat (pieces = inputs, whole = output) and nn.split (whole = input,
-/// pieces = outputs): the dim along which the pieces lie.
-llvm::Expected<int64_t> checkConcat(llvm::ArrayRef<Tensor> inputs, const Tensor &out,
-                                    const KernelAttrs &attrs);
-llvm::Expected<int64_t> checkSplit(const Tensor &in, llvm::ArrayRef<Tensor> outputs,
-                                   const KernelAttrs &attrs);
+/// pieces = outputs): the whole seen as [outer, whole.shape[dim], inner] and
+/// each piece as [outer, piece.shape[dim], inner].
+struct PiecesPlan {
+  int64_t dim, outer, inner;
+};
+llvm::Expected<PiecesPlan> checkConcat(llvm::ArrayRef<Tensor> inputs, const Tensor &out,
+                                       const KernelAttrs &attrs);
+llvm::Expected<PiecesPlan> checkSplit(const Tensor &in, llvm::ArrayRef<Tensor> outputs,
+                                      const KernelAttrs &attrs);
 
 /// A gather (or its scatter-add gradient) along `axis` of a tensor seen as
 /// [outer, axisSize, inner].

@@ -100,14 +100,10 @@ template <ReduceOp Op> llvm::Error reduceDispatch(const KernelCall &call,
 llvm::Error runReduce(const KernelCall &call) {
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
   LOOM_ASSIGN_OR_RETURN(ReducePlan plan, checkReduce(call.name, in, out, call.attrs));
-  switch (plan.op) {
-  case ReduceOp::Sum:
+  if (plan.op == ReduceOp::Sum)
     return reduceDispatch<ReduceOp::Sum>(call, plan);
-  case ReduceOp::Mean:
+  if (plan.op == ReduceOp::Mean)
     return reduceDispatch<ReduceOp::Mean>(call, plan);
-  case ReduceOp::Max:
-    break;
-  }
   return reduceDispatch<ReduceOp::Max>(call, plan);
 }
 

@@ -254,10 +254,10 @@ copyRowsKernel(int64_t rows, int64_t rowWords, Word *dst, int64_t dstPitch, cons
 /// Copies between `whole` and its pieces along `dim`; `toWhole` picks the
 /// direction. One launch per piece.
 llvm::Error copyPieces(const LaunchContext &ctx, const Tensor &whole,
-                       llvm::ArrayRef<Tensor> pieces, int64_t dim, bool toWhole) {
+                       llvm::ArrayRef<Tensor> pieces, const cpu::detail::PiecesPlan &plan,
+                       bool toWhole) {
   const int64_t elementSize = static_cast<int64_t>(dtypeSize(whole.dtype));
-  const int64_t outer = product(llvm::ArrayRef<int64_t>(whole.shape).take_front(dim));
-  const int64_t inner = product(llvm::ArrayRef<int64_t>(whole.shape).drop_front(dim + 1));
+  const int64_t dim = plan.dim, outer = plan.outer, inner = plan.inner;
   const int64_t wholeRow = whole.shape[dim] * inner * elementSize;
   int64_t offset = 0; // bytes into a row of `whole`
   for (const Tensor &piece : pieces) {
@@ -292,8 +292,9 @@ llvm::Error launchConcat(const KernelCall &call) {
     return kernelError("takes 1 or more inputs, got 0");
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, call.inputs.size(), 1, 1));
   const Tensor &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(int64_t dim, cpu::detail::checkConcat(call.inputs, out, call.attrs));
-  return copyPieces(call.ctx, out, call.inputs, dim, /*toWhole=*/true);
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::PiecesPlan plan,
+                        cpu::detail::checkConcat(call.inputs, out, call.attrs));
+  return copyPieces(call.ctx, out, call.inputs, plan, /*toWhole=*/true);
 }
 
 llvm::Error launchSplit(const KernelCall &call) {
@@ -301,8 +302,9 @@ llvm::Error launchSplit(const KernelCall &call) {
     return kernelError("produces 1 or more outputs, got 0");
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 1, 1, call.outputs.size()));
   const Tensor &in = call.inputs[0];
-  LOOM_ASSIGN_OR_RETURN(int64_t dim, cpu::detail::checkSplit(in, call.outputs, call.attrs));
-  return copyPieces(call.ctx, in, call.outputs, dim, /*toWhole=*/false);
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::PiecesPlan plan,
+                        cpu::detail::checkSplit(in, call.outputs, call.attrs));
+  return copyPieces(call.ctx, in, call.outputs, plan, /*toWhole=*/false);
 }
 
 //===----------------------------------------------------------------------===//

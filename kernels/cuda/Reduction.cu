@@ -380,14 +380,10 @@ llvm::Error launchReduce(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 1, 1, 1));
   LOOM_ASSIGN_OR_RETURN(ReducePlan plan, cpu::detail::checkReduce(call.name, call.inputs[0],
                                                                   call.outputs[0], call.attrs));
-  switch (plan.op) {
-  case ReduceOp::Sum:
+  if (plan.op == ReduceOp::Sum)
     return reduceDispatch<ReduceOp::Sum>(call, plan);
-  case ReduceOp::Mean:
+  if (plan.op == ReduceOp::Mean)
     return reduceDispatch<ReduceOp::Mean>(call, plan);
-  case ReduceOp::Max:
-    break;
-  }
   return reduceDispatch<ReduceOp::Max>(call, plan);
 }
 
