@@ -967,13 +967,24 @@ llvm::Expected<PiecesPlan> checkPieces(const Tensor &whole, const char *wholeRol
   return PiecesPlan{dim, product(shape.take_front(dim)), product(shape.drop_front(dim + 1))};
 }
 
-/// `shape` with dim `axis` replaced by the dims of `indices`.
-std::vector<int64_t> gatheredShape(llvm::ArrayRef<int64_t> shape, int64_t axis,
-                                   llvm::ArrayRef<int64_t> indices) {
-  std::vector<int64_t> result(shape.begin(), shape.begin() + axis);
-  result.insert(result.end(), indices.begin(), indices.end());
-  result.insert(result.end(), shape.begin() + axis + 1, shape.end());
-  return result;
+/// 'axis' of a gather (default 0) in [0, rank).
+llvm::Expected<int64_t> gatherAxis(const KernelAttrs &attrs, size_t rank) {
+  LOOM_ASSIGN_OR_RETURN(int64_t rawAxis, attrs.getInt("axis", 0));
+  return normalizeDim(rawAxis, rank, "attribute 'axis'");
+}
+
+/// Checks that `gathered` (role `role`) is `shape` with dim `axis` replaced
+/// by the dims of `indices`.
+llvm::Error checkGatheredShape(const Tensor &gathered, const char *role,
+                               llvm::ArrayRef<int64_t> shape, int64_t axis,
+                               llvm::ArrayRef<int64_t> indices) {
+  std::vector<int64_t> expected(shape.begin(), shape.begin() + axis);
+  expected.insert(expected.end(), indices.begin(), indices.end());
+  expected.insert(expected.end(), shape.begin() + axis + 1, shape.end());
+  if (gathered.shape != expected)
+    return kernelError(llvm::Twine(role) + " shape " + shapeToString(gathered.shape) +
+                       " should be " + shapeToString(expected));
+  return llvm::Error::success();
 }
 
 GatherPlan gatherPlan(llvm::ArrayRef<int64_t> shape, int64_t axis) {
@@ -1006,22 +1017,15 @@ llvm::Expected<GatherPlan> checkGather(const Tensor &data, const Tensor &indices
                                        const Tensor &out, const KernelAttrs &attrs) {
   LOOM_RETURN_IF_ERROR(checkSameDType(data, "data", out, "output"));
   LOOM_RETURN_IF_ERROR(checkIndexDType(indices, "indices"));
-  LOOM_ASSIGN_OR_RETURN(int64_t rawAxis, attrs.getInt("axis", 0));
-  LOOM_ASSIGN_OR_RETURN(int64_t axis,
-                        normalizeDim(rawAxis, data.shape.size(), "attribute 'axis'"));
-  const std::vector<int64_t> expected = gatheredShape(data.shape, axis, indices.shape);
-  if (out.shape != expected)
-    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
-                       shapeToString(expected));
+  LOOM_ASSIGN_OR_RETURN(int64_t axis, gatherAxis(attrs, data.shape.size()));
+  LOOM_RETURN_IF_ERROR(checkGatheredShape(out, "output", data.shape, axis, indices.shape));
   return gatherPlan(data.shape, axis);
 }
 
 llvm::Expected<GatherPlan> checkGatherGrad(const Tensor &indices, const Tensor &grad,
                                            const Tensor &out, const KernelAttrs &attrs) {
   LOOM_RETURN_IF_ERROR(checkIndexDType(indices, "indices"));
-  LOOM_ASSIGN_OR_RETURN(int64_t rawAxis, attrs.getInt("axis", 0));
-  LOOM_ASSIGN_OR_RETURN(int64_t axis,
-                        normalizeDim(rawAxis, out.shape.size(), "attribute 'axis'"));
+  LOOM_ASSIGN_OR_RETURN(int64_t axis, gatherAxis(attrs, out.shape.size()));
   const int64_t axisSize = out.shape[axis];
   if (attrs.has("axis_size")) {
     LOOM_ASSIGN_OR_RETURN(int64_t size, attrs.getInt("axis_size"));
@@ -1030,10 +1034,7 @@ llvm::Expected<GatherPlan> checkGatherGrad(const Tensor &indices, const Tensor &
                          ", the output has " + llvm::Twine(axisSize) + " along axis " +
                          llvm::Twine(axis));
   }
-  const std::vector<int64_t> expected = gatheredShape(out.shape, axis, indices.shape);
-  if (grad.shape != expected)
-    return kernelError("grad shape " + shapeToString(grad.shape) + " should be " +
-                       shapeToString(expected));
+  LOOM_RETURN_IF_ERROR(checkGatheredShape(grad, "grad", out.shape, axis, indices.shape));
   return gatherPlan(out.shape, axis);
 }
 
