@@ -13,22 +13,9 @@ namespace loom::cpu::detail {
 llvm::Error runRope(const KernelCall &call) {
   const Tensor &x = call.inputs[0], &cosT = call.inputs[1], &sinT = call.inputs[2];
   const Tensor &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(cosT, "cos", x, "input"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(sinT, "sin", x, "input"));
-  LOOM_ASSIGN_OR_RETURN(bool interleaved, call.attrs.getBool("interleaved", false));
-  const size_t rank = x.shape.size();
-  if (rank < 2)
-    return kernelError("input must be [..., S, D], got " + shapeToString(x.shape));
-  const int64_t seq = x.shape[rank - 2], dim = x.shape[rank - 1];
-  if (dim % 2 != 0)
-    return kernelError("head dim " + llvm::Twine(dim) + " must be even");
-  const std::vector<int64_t> tableShape = {seq, dim};
-  if (cosT.shape != tableShape || sinT.shape != tableShape)
-    return kernelError("cos " + shapeToString(cosT.shape) + " and sin " +
-                       shapeToString(sinT.shape) + " must both be " +
-                       shapeToString(tableShape));
+  LOOM_ASSIGN_OR_RETURN(RopePlan plan, checkRope(x, cosT, sinT, out, call.attrs));
+  const bool interleaved = plan.interleaved;
+  const int64_t seq = plan.seq, dim = plan.dim;
   return dispatchFloat(x.dtype, "input", [&](auto tag) {
     using T = decltype(tag);
     InputArray<T> xs(x), cs(cosT), ss(sinT);
@@ -65,32 +52,11 @@ llvm::Error runRope(const KernelCall &call) {
 llvm::Error runAttention(const KernelCall &call) {
   const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
   const Tensor &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(q, "query", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(k, "key", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(v, "value", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkRank(q, "query", 4));
-  LOOM_RETURN_IF_ERROR(checkRank(k, "key", 4));
-  LOOM_RETURN_IF_ERROR(checkRank(v, "value", 4));
-  const int64_t batch = q.shape[0], qHeads = q.shape[1], seq = q.shape[2],
-                headDim = q.shape[3];
-  const int64_t kvHeads = k.shape[1], kvSeq = k.shape[2], valueDim = v.shape[3];
-  if (k.shape[0] != batch || k.shape[3] != headDim)
-    return kernelError("key shape " + shapeToString(k.shape) +
-                       " does not match query shape " + shapeToString(q.shape));
-  if (v.shape[0] != batch || v.shape[1] != kvHeads || v.shape[2] != kvSeq)
-    return kernelError("value shape " + shapeToString(v.shape) +
-                       " does not match key shape " + shapeToString(k.shape));
-  if (kvHeads == 0 || qHeads % kvHeads != 0)
-    return kernelError("query heads (" + llvm::Twine(qHeads) +
-                       ") must be a multiple of key/value heads (" +
-                       llvm::Twine(kvHeads) + ")");
-  const std::vector<int64_t> expected = {batch, qHeads, seq, valueDim};
-  if (out.shape != expected)
-    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
-                       shapeToString(expected));
-  LOOM_ASSIGN_OR_RETURN(bool causal, call.attrs.getBool("causal", false));
-  const double defaultScale = headDim > 0 ? 1.0 / std::sqrt(double(headDim)) : 1.0;
-  LOOM_ASSIGN_OR_RETURN(double scale, call.attrs.getF64("scale", defaultScale));
+  LOOM_ASSIGN_OR_RETURN(AttentionShape s, checkAttention(q, k, v, out, call.attrs));
+  const int64_t batch = s.batch, qHeads = s.qHeads, seq = s.seq, headDim = s.headDim;
+  const int64_t kvHeads = s.kvHeads, kvSeq = s.kvSeq, valueDim = s.valueDim;
+  const bool causal = s.causal;
+  const double scale = s.scale;
   const int64_t groupSize = qHeads / kvHeads;
 
   return dispatchFloat(q.dtype, "query", [&](auto tag) {

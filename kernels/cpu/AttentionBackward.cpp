@@ -23,36 +23,12 @@ llvm::Error runAttentionGrad(const KernelCall &call) {
   const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
   const Tensor &dOut = call.inputs[3];
   const Tensor &dq = call.outputs[0], &dk = call.outputs[1], &dv = call.outputs[2];
-  LOOM_RETURN_IF_ERROR(checkRank(q, "query", 4));
-  LOOM_RETURN_IF_ERROR(checkRank(k, "key", 4));
-  LOOM_RETURN_IF_ERROR(checkRank(v, "value", 4));
-  for (const auto &[tensor, role] :
-       {std::pair<const Tensor *, const char *>{&k, "key"}, {&v, "value"},
-        {&dOut, "grad"}, {&dq, "query grad"}, {&dk, "key grad"}, {&dv, "value grad"}})
-    LOOM_RETURN_IF_ERROR(checkSameDType(*tensor, role, q, "query"));
-  const int64_t batch = q.shape[0], qHeads = q.shape[1], seq = q.shape[2],
-                headDim = q.shape[3];
-  const int64_t kvHeads = k.shape[1], kvSeq = k.shape[2], valueDim = v.shape[3];
-  if (k.shape[0] != batch || k.shape[3] != headDim)
-    return kernelError("key shape " + shapeToString(k.shape) +
-                       " does not match query shape " + shapeToString(q.shape));
-  if (v.shape[0] != batch || v.shape[1] != kvHeads || v.shape[2] != kvSeq)
-    return kernelError("value shape " + shapeToString(v.shape) +
-                       " does not match key shape " + shapeToString(k.shape));
-  if (kvHeads == 0 || qHeads % kvHeads != 0)
-    return kernelError("query heads (" + llvm::Twine(qHeads) +
-                       ") must be a multiple of key/value heads (" +
-                       llvm::Twine(kvHeads) + ")");
-  const std::vector<int64_t> outShape = {batch, qHeads, seq, valueDim};
-  if (dOut.shape != outShape)
-    return kernelError("grad shape " + shapeToString(dOut.shape) + " should be " +
-                       shapeToString(outShape) + ", the attention output's");
-  LOOM_RETURN_IF_ERROR(checkSameShape(dq, "query grad", q, "query"));
-  LOOM_RETURN_IF_ERROR(checkSameShape(dk, "key grad", k, "key"));
-  LOOM_RETURN_IF_ERROR(checkSameShape(dv, "value grad", v, "value"));
-  LOOM_ASSIGN_OR_RETURN(bool causal, call.attrs.getBool("causal", false));
-  const double defaultScale = headDim > 0 ? 1.0 / std::sqrt(double(headDim)) : 1.0;
-  LOOM_ASSIGN_OR_RETURN(double scale, call.attrs.getF64("scale", defaultScale));
+  LOOM_ASSIGN_OR_RETURN(AttentionShape s,
+                        checkAttentionGrad(call.inputs, call.outputs, call.attrs));
+  const int64_t batch = s.batch, qHeads = s.qHeads, seq = s.seq, headDim = s.headDim;
+  const int64_t kvHeads = s.kvHeads, kvSeq = s.kvSeq, valueDim = s.valueDim;
+  const bool causal = s.causal;
+  const double scale = s.scale;
   const int64_t groupSize = qHeads / kvHeads;
 
   return dispatchFloat(q.dtype, "query", [&](auto tag) {

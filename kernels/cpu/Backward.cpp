@@ -13,8 +13,6 @@ namespace loom::cpu::detail {
 
 namespace {
 
-enum class Activation { GeluErf, GeluTanh, Silu };
-
 /// d/dx of the activation at x.
 template <typename T> T activationDerivative(Activation activation, T x) {
   switch (activation) {
@@ -43,35 +41,12 @@ template <typename T> T activationDerivative(Activation activation, T x) {
   return T(0);
 }
 
-/// The per-feature weight of a norm gradient: [D], the input's dtype.
-llvm::Error checkNormWeight(const Tensor &weight, const Tensor &x, int64_t features) {
-  LOOM_RETURN_IF_ERROR(checkSameDType(weight, "weight", x, "input"));
-  if (weight.shape != std::vector<int64_t>{features})
-    return kernelError("weight shape " + shapeToString(weight.shape) + " should be [" +
-                       llvm::Twine(features) + "]");
-  return llvm::Error::success();
-}
-
 } // namespace
 
 llvm::Error runActivationGrad(const KernelCall &call) {
   const Tensor &x = call.inputs[0], &dy = call.inputs[1], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", dy, "grad"));
-  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", dy, "grad"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", out, "output"));
-  Activation activation = Activation::Silu;
-  if (call.name == "nn.gelu_grad") {
-    LOOM_ASSIGN_OR_RETURN(std::string approximate,
-                          call.attrs.getStr("approximate", std::string("none")));
-    if (approximate == "none")
-      activation = Activation::GeluErf;
-    else if (approximate == "tanh")
-      activation = Activation::GeluTanh;
-    else
-      return kernelError("attribute 'approximate' is '" + approximate +
-                         "', expected 'none' or 'tanh'");
-  }
+  LOOM_ASSIGN_OR_RETURN(Activation activation,
+                        checkActivationGrad(call.name, x, dy, out, call.attrs));
   return dispatchFloat(x.dtype, "input", [&](auto tag) {
     using T = decltype(tag);
     InputArray<T> xs(x), dys(dy);
@@ -86,25 +61,12 @@ llvm::Error runActivationGrad(const KernelCall &call) {
 }
 
 llvm::Error runNormGrad(const KernelCall &call) {
-  const bool layerNorm = call.name == "nn.layer_norm_grad";
   const Tensor &x = call.inputs[0], &dy = call.inputs[1], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", dy, "grad"));
-  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", dy, "grad"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", out, "output"));
-  if (x.shape.empty())
-    return kernelError("input must have rank >= 1");
-  const int64_t features = x.shape.back();
-  const size_t numInputs = call.inputs.size();
-  LOOM_ASSIGN_OR_RETURN(bool hasWeight, call.attrs.getBool("has_weight", numInputs == 3));
-  LOOM_ASSIGN_OR_RETURN(double epsilon,
-                        call.attrs.getF64("epsilon", layerNorm ? 1e-5 : 1e-6));
-  if (size_t(2) + hasWeight != numInputs)
-    return kernelError("has_weight=" + llvm::Twine(hasWeight) + " disagrees with " +
-                       llvm::Twine(numInputs) + " inputs");
-  const Tensor *weight = hasWeight ? &call.inputs[2] : nullptr;
-  if (weight)
-    LOOM_RETURN_IF_ERROR(checkNormWeight(*weight, x, features));
+  LOOM_ASSIGN_OR_RETURN(NormPlan plan, checkNormGrad(call.name, call.inputs, out, call.attrs));
+  const bool layerNorm = plan.layerNorm;
+  const int64_t features = plan.features;
+  const double epsilon = plan.epsilon;
+  const Tensor *weight = plan.weight;
   return dispatchFloat(x.dtype, "input", [&](auto tag) {
     using T = decltype(tag);
     InputArray<T> xs(x), dys(dy);
@@ -164,32 +126,10 @@ llvm::Error runNormGrad(const KernelCall &call) {
 llvm::Error runCrossEntropyGrad(const KernelCall &call) {
   const Tensor &logits = call.inputs[0], &labels = call.inputs[1];
   const Tensor &lossGrad = call.inputs[2], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkRank(logits, "logits", 2));
-  LOOM_RETURN_IF_ERROR(checkRank(labels, "labels", 1));
-  LOOM_RETURN_IF_ERROR(checkSameShape(logits, "logits", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(logits, "logits", out, "output"));
-  if (labels.dtype != DType::I32 && labels.dtype != DType::I64)
-    return kernelError(llvm::Twine("labels dtype is ") + dtypeName(labels.dtype) +
-                       ", expected i32 or i64");
-  if (lossGrad.dtype != DType::F32)
-    return kernelError(llvm::Twine("loss gradient dtype is ") +
-                       dtypeName(lossGrad.dtype) + ", expected f32");
-  const int64_t rows = logits.shape[0], classes = logits.shape[1];
-  if (labels.shape[0] != rows)
-    return kernelError("labels shape " + shapeToString(labels.shape) +
-                       " does not match logits shape " + shapeToString(logits.shape));
-  LOOM_ASSIGN_OR_RETURN(int64_t ignoreIndex, call.attrs.getInt("ignore_index", -100));
-  LOOM_ASSIGN_OR_RETURN(std::string reduction,
-                        call.attrs.getStr("reduction", std::string("mean")));
-  if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    return kernelError("attribute 'reduction' is '" + reduction +
-                       "', expected mean, sum or none");
-  const std::vector<int64_t> expected =
-      reduction == "none" ? std::vector<int64_t>{rows} : std::vector<int64_t>{};
-  if (lossGrad.shape != expected)
-    return kernelError("loss gradient shape " + shapeToString(lossGrad.shape) +
-                       " should be " + shapeToString(expected) + " for reduction '" +
-                       reduction + "'");
+  LOOM_ASSIGN_OR_RETURN(CrossEntropyShape s,
+                        checkCrossEntropyGrad(logits, labels, lossGrad, out, call.attrs));
+  const int64_t rows = s.rows, classes = s.classes, ignoreIndex = s.ignoreIndex;
+  const std::string reduction = lossReductionName(s.reduction);
   int64_t counted = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t label = loadInt(labels.data, labels.dtype, r);

@@ -14,38 +14,6 @@ namespace loom::cpu::detail {
 
 namespace {
 
-llvm::Error checkLabels(const Tensor &labels, int64_t rows) {
-  LOOM_RETURN_IF_ERROR(checkRank(labels, "labels", 1));
-  if (labels.dtype != DType::I32 && labels.dtype != DType::I64)
-    return kernelError(llvm::Twine("labels dtype is ") + dtypeName(labels.dtype) +
-                       ", expected i32 or i64");
-  if (labels.shape[0] != rows)
-    return kernelError("labels shape " + shapeToString(labels.shape) + " does not match " +
-                       llvm::Twine(rows) + " rows");
-  return llvm::Error::success();
-}
-
-/// stats [N, 3B] f32: the blocks' statistics of each row.
-llvm::Error checkStats(const Tensor &stats, int64_t rows) {
-  LOOM_RETURN_IF_ERROR(checkRank(stats, "stats", 2));
-  if (stats.dtype != DType::F32)
-    return kernelError(llvm::Twine("stats dtype is ") + dtypeName(stats.dtype) +
-                       ", expected f32");
-  if (stats.shape[0] != rows || stats.shape[1] == 0 || stats.shape[1] % 3 != 0)
-    return kernelError("stats shape " + shapeToString(stats.shape) + " should be [" +
-                       llvm::Twine(rows) + ", 3 * blocks]");
-  return llvm::Error::success();
-}
-
-llvm::Expected<std::string> reductionOf(const KernelCall &call) {
-  LOOM_ASSIGN_OR_RETURN(std::string reduction,
-                        call.attrs.getStr("reduction", std::string("mean")));
-  if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    return kernelError("attribute 'reduction' is '" + reduction +
-                       "', expected mean, sum or none");
-  return reduction;
-}
-
 /// A row's whole softmax from its blocks' statistics: the largest logit M
 /// and the normalizer S = sum of exp(x - M); `target` the label's logit.
 struct RowSoftmax {
@@ -68,16 +36,9 @@ RowSoftmax combineRow(const float *row, int64_t blocks) {
 
 llvm::Error runCrossEntropyStats(const KernelCall &call) {
   const Tensor &logits = call.inputs[0], &labels = call.inputs[1], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkRank(logits, "logits", 2));
-  const int64_t rows = logits.shape[0], classes = logits.shape[1];
-  LOOM_RETURN_IF_ERROR(checkLabels(labels, rows));
-  if (out.dtype != DType::F32 || out.shape != std::vector<int64_t>{rows, 3})
-    return kernelError("output should be f32 [" + llvm::Twine(rows) + ", 3], got " +
-                       dtypeName(out.dtype) + " " + shapeToString(out.shape));
-  if (classes == 0)
-    return kernelError("logits have no classes");
-  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
-  LOOM_ASSIGN_OR_RETURN(int64_t ignoreIndex, call.attrs.getInt("ignore_index", -100));
+  LOOM_ASSIGN_OR_RETURN(BlockLossShape b, checkCrossEntropyStats(logits, labels, out, call.attrs));
+  const int64_t rows = b.ce.rows, classes = b.ce.classes;
+  const int64_t start = b.vocabStart, ignoreIndex = b.ce.ignoreIndex;
   float *result = static_cast<float *>(out.data);
   return dispatchFloat(logits.dtype, "logits", [&](auto tag) {
     using T = decltype(tag);
@@ -100,19 +61,9 @@ llvm::Error runCrossEntropyStats(const KernelCall &call) {
 
 llvm::Error runCrossEntropyCombine(const KernelCall &call) {
   const Tensor &stats = call.inputs[0], &labels = call.inputs[1], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkRank(stats, "stats", 2));
-  const int64_t rows = stats.shape[0];
-  LOOM_RETURN_IF_ERROR(checkStats(stats, rows));
-  LOOM_RETURN_IF_ERROR(checkLabels(labels, rows));
-  LOOM_ASSIGN_OR_RETURN(int64_t ignoreIndex, call.attrs.getInt("ignore_index", -100));
-  LOOM_ASSIGN_OR_RETURN(std::string reduction, reductionOf(call));
-  const std::vector<int64_t> expected =
-      reduction == "none" ? std::vector<int64_t>{rows} : std::vector<int64_t>{};
-  if (out.dtype != DType::F32 || out.shape != expected)
-    return kernelError(llvm::Twine("output should be f32 ") + shapeToString(expected) +
-                       " for reduction '" + reduction + "', got " + dtypeName(out.dtype) + " " +
-                       shapeToString(out.shape));
-  LOOM_ASSIGN_OR_RETURN(int64_t classes, call.attrs.getInt("num_classes", INT64_MAX));
+  LOOM_ASSIGN_OR_RETURN(BlockLossShape b, checkCrossEntropyCombine(stats, labels, out, call.attrs));
+  const int64_t rows = b.ce.rows, ignoreIndex = b.ce.ignoreIndex, classes = b.numClasses;
+  const std::string reduction = lossReductionName(b.ce.reduction);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t label = loadInt(labels.data, labels.dtype, r);
     if (label != ignoreIndex && (label < 0 || label >= classes))
@@ -120,7 +71,7 @@ llvm::Error runCrossEntropyCombine(const KernelCall &call) {
                          " is outside [0, " + llvm::Twine(classes) +
                          ") and is not ignore_index " + llvm::Twine(ignoreIndex));
   }
-  const int64_t blocks = stats.shape[1] / 3;
+  const int64_t blocks = b.blocks;
   const float *s = static_cast<const float *>(stats.data);
   float *result = static_cast<float *>(out.data);
   double total = 0.0;
@@ -147,28 +98,16 @@ llvm::Error runCrossEntropyCombine(const KernelCall &call) {
 llvm::Error runCrossEntropyBlockGrad(const KernelCall &call) {
   const Tensor &logits = call.inputs[0], &labels = call.inputs[1];
   const Tensor &lossGrad = call.inputs[2], &stats = call.inputs[3], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkRank(logits, "logits", 2));
-  LOOM_RETURN_IF_ERROR(checkSameShape(logits, "logits", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(logits, "logits", out, "output"));
-  const int64_t rows = logits.shape[0], classes = logits.shape[1];
-  LOOM_RETURN_IF_ERROR(checkLabels(labels, rows));
-  LOOM_RETURN_IF_ERROR(checkStats(stats, rows));
-  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
-  LOOM_ASSIGN_OR_RETURN(int64_t ignoreIndex, call.attrs.getInt("ignore_index", -100));
-  LOOM_ASSIGN_OR_RETURN(std::string reduction, reductionOf(call));
-  if (lossGrad.dtype != DType::F32)
-    return kernelError(llvm::Twine("loss gradient dtype is ") + dtypeName(lossGrad.dtype) +
-                       ", expected f32");
-  const std::vector<int64_t> expected =
-      reduction == "none" ? std::vector<int64_t>{rows} : std::vector<int64_t>{};
-  if (lossGrad.shape != expected)
-    return kernelError("loss gradient shape " + shapeToString(lossGrad.shape) + " should be " +
-                       shapeToString(expected) + " for reduction '" + reduction + "'");
+  LOOM_ASSIGN_OR_RETURN(BlockLossShape b, checkCrossEntropyBlockGrad(logits, labels, lossGrad,
+                                                                    stats, out, call.attrs));
+  const int64_t rows = b.ce.rows, classes = b.ce.classes;
+  const int64_t start = b.vocabStart, ignoreIndex = b.ce.ignoreIndex;
+  const std::string reduction = lossReductionName(b.ce.reduction);
   int64_t counted = 0;
   for (int64_t r = 0; r < rows; ++r)
     counted += loadInt(labels.data, labels.dtype, r) != ignoreIndex;
   const LossRowWeight rowWeight{static_cast<const float *>(lossGrad.data), reduction, counted};
-  const int64_t blocks = stats.shape[1] / 3;
+  const int64_t blocks = b.blocks;
   const float *s = static_cast<const float *>(stats.data);
   return dispatchFloat(logits.dtype, "logits", [&](auto tag) {
     using T = decltype(tag);

@@ -37,46 +37,12 @@ void stridedCopy(const KernelContext &ctx, const Tensor &in, int64_t baseOffset,
   }
 }
 
-llvm::Error checkIndexDType(const Tensor &indices, const char *role) {
-  if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
-    return kernelError(llvm::Twine(role) + " dtype is " + dtypeName(indices.dtype) +
-                       ", expected i32 or i64");
-  return llvm::Error::success();
-}
-
-/// The extents of a concat/split: every piece must match `whole` except
-/// along `dim`, and the pieces' sizes along `dim` must add up.
-llvm::Error checkPieces(const Tensor &whole, const char *wholeRole,
-                        llvm::ArrayRef<Tensor> pieces, const char *pieceRole,
-                        int64_t dim) {
-  int64_t total = 0;
-  for (size_t p = 0; p < pieces.size(); ++p) {
-    const Tensor &piece = pieces[p];
-    LOOM_RETURN_IF_ERROR(checkSameDType(piece, pieceRole, whole, wholeRole));
-    bool matches = piece.shape.size() == whole.shape.size();
-    for (size_t d = 0; matches && d < whole.shape.size(); ++d)
-      matches = static_cast<int64_t>(d) == dim || piece.shape[d] == whole.shape[d];
-    if (!matches)
-      return kernelError(llvm::Twine(pieceRole) + " " + llvm::Twine(p) + " shape " +
-                         shapeToString(piece.shape) + " does not fit " + wholeRole +
-                         " shape " + shapeToString(whole.shape) + " along dim " +
-                         llvm::Twine(dim));
-    total += piece.shape[dim];
-  }
-  if (total != whole.shape[dim])
-    return kernelError(llvm::Twine(pieceRole) + " sizes along dim " + llvm::Twine(dim) +
-                       " add up to " + llvm::Twine(total) + ", " + wholeRole +
-                       " has " + llvm::Twine(whole.shape[dim]));
-  return llvm::Error::success();
-}
-
 /// Copies between a whole tensor and its pieces along `dim`; `toWhole`
 /// picks the direction.
-void copyPieces(const Tensor &whole, llvm::ArrayRef<Tensor> pieces, int64_t dim,
+void copyPieces(const Tensor &whole, llvm::ArrayRef<Tensor> pieces, const PiecesPlan &plan,
                 bool toWhole) {
   const size_t elementSize = dtypeSize(whole.dtype);
-  const int64_t outer = product(llvm::ArrayRef<int64_t>(whole.shape).take_front(dim));
-  const int64_t inner = product(llvm::ArrayRef<int64_t>(whole.shape).drop_front(dim + 1));
+  const int64_t dim = plan.dim, outer = plan.outer, inner = plan.inner;
   const int64_t wholeRow = whole.shape[dim] * inner * elementSize;
   int64_t offset = 0; // bytes into a row of `whole`
   for (const Tensor &piece : pieces) {
@@ -99,28 +65,17 @@ void copyPieces(const Tensor &whole, llvm::ArrayRef<Tensor> pieces, int64_t dim,
 
 llvm::Error runEmbedding(const KernelCall &call) {
   const Tensor &table = call.inputs[0], &ids = call.inputs[1], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(table, "table", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkRank(table, "table", 2));
-  LOOM_RETURN_IF_ERROR(checkIndexDType(ids, "ids"));
-  const int64_t vocab = table.shape[0], width = table.shape[1];
-  std::vector<int64_t> expected = ids.shape;
-  expected.push_back(width);
-  if (out.shape != expected)
-    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
-                       shapeToString(expected));
+  LOOM_ASSIGN_OR_RETURN(EmbeddingPlan plan, checkEmbedding(table, ids, out, call.attrs));
   // A block of a vocabulary-parallel table (vocab_start): ids of other
   // blocks give zero rows. Negative ids are errors either way.
-  const bool block = call.attrs.has("vocab_start");
-  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
-  // A block checks ids against the whole table (vocab_size), when given.
-  LOOM_ASSIGN_OR_RETURN(int64_t bound, call.attrs.getInt("vocab_size", block ? INT64_MAX : vocab));
+  const int64_t vocab = plan.vocab, width = plan.width, start = plan.vocabStart;
   const int64_t count = ids.numElements();
   for (int64_t i = 0; i < count; ++i) {
     const int64_t id = loadInt(ids.data, ids.dtype, i);
-    if (id < 0 || id >= bound)
+    if (id < 0 || id >= plan.bound)
       return kernelError("id " + llvm::Twine(id) + " at position " + llvm::Twine(i) +
-                         " is outside the table's " + llvm::Twine(block ? bound : vocab) +
-                         " rows");
+                         " is outside the table's " +
+                         llvm::Twine(plan.block ? plan.bound : vocab) + " rows");
   }
   const size_t rowBytes = width * dtypeSize(table.dtype);
   parallelFor(call.ctx, count, width, [&](int64_t begin, int64_t end) {
@@ -138,128 +93,42 @@ llvm::Error runEmbedding(const KernelCall &call) {
 
 llvm::Error runTranspose(const KernelCall &call) {
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> permutation,
-                        call.attrs.getInts("permutation"));
-  const size_t rank = in.shape.size();
-  std::vector<bool> seen(rank, false);
-  bool valid = permutation.size() == rank;
-  for (size_t i = 0; valid && i < rank; ++i) {
-    valid = permutation[i] >= 0 && permutation[i] < static_cast<int64_t>(rank) &&
-            !seen[permutation[i]];
-    if (valid)
-      seen[permutation[i]] = true;
-  }
-  if (!valid)
-    return kernelError("attribute 'permutation' " + shapeToString(permutation) +
-                       " is not a permutation of " + llvm::Twine(rank) + " dims");
-  const std::vector<int64_t> inStrides = contiguousStrides(in.shape);
-  std::vector<int64_t> expected(rank), srcStrides(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    expected[i] = in.shape[permutation[i]];
-    srcStrides[i] = inStrides[permutation[i]];
-  }
-  if (out.shape != expected)
-    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
-                       shapeToString(expected));
-  stridedCopy(call.ctx, in, 0, srcStrides, out);
+  LOOM_ASSIGN_OR_RETURN(StridedRead read, checkTranspose(in, out, call.attrs));
+  stridedCopy(call.ctx, in, read.base, read.strides, out);
   return llvm::Error::success();
 }
 
 llvm::Error runBroadcast(const KernelCall &call) {
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> srcStrides,
-                        broadcastStrides(in.shape, out.shape, "input"));
-  stridedCopy(call.ctx, in, 0, srcStrides, out);
+  LOOM_ASSIGN_OR_RETURN(StridedRead read, checkBroadcast(in, out));
+  stridedCopy(call.ctx, in, read.base, read.strides, out);
   return llvm::Error::success();
 }
 
 llvm::Error runSlice(const KernelCall &call) {
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
-  const size_t rank = in.shape.size();
-  if (out.shape.size() != rank)
-    return kernelError("output rank " + llvm::Twine(out.shape.size()) +
-                       " differs from input rank " + llvm::Twine(rank));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> starts, call.attrs.getInts("starts"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> steps,
-                        call.attrs.getInts("strides", std::vector<int64_t>(rank, 1)));
-  std::optional<std::vector<int64_t>> limits;
-  if (call.attrs.has("limits")) {
-    LOOM_ASSIGN_OR_RETURN(limits, call.attrs.getInts("limits"));
-  }
-  if (starts.size() != rank || steps.size() != rank || (limits && limits->size() != rank))
-    return kernelError("'starts', 'strides' and 'limits' need one entry per dim (" +
-                       llvm::Twine(rank) + ")");
-  const std::vector<int64_t> inStrides = contiguousStrides(in.shape);
-  std::vector<int64_t> srcStrides(rank);
-  int64_t base = 0;
-  for (size_t d = 0; d < rank; ++d) {
-    const int64_t size = out.shape[d], start = starts[d], step = steps[d];
-    if (step < 1)
-      return kernelError("stride " + llvm::Twine(step) + " of dim " + llvm::Twine(d) +
-                         " must be >= 1");
-    if (limits) {
-      const int64_t limit = (*limits)[d];
-      if (start < 0 || limit > in.shape[d] || limit < start)
-        return kernelError("dim " + llvm::Twine(d) + ": [" + llvm::Twine(start) + ", " +
-                           llvm::Twine(limit) + ") is not within [0, " +
-                           llvm::Twine(in.shape[d]) + "]");
-      if ((limit - start + step - 1) / step != size)
-        return kernelError("dim " + llvm::Twine(d) + ": [" + llvm::Twine(start) + ", " +
-                           llvm::Twine(limit) + ") step " + llvm::Twine(step) +
-                           " does not give output size " + llvm::Twine(size));
-    }
-    if (size > 0 && (start < 0 || start >= in.shape[d] ||
-                     (size - 1) > (in.shape[d] - 1 - start) / step))
-      return kernelError("dim " + llvm::Twine(d) + ": " + llvm::Twine(size) +
-                         " elements from " + llvm::Twine(start) + " step " +
-                         llvm::Twine(step) + " leave the input's size " +
-                         llvm::Twine(in.shape[d]));
-    srcStrides[d] = inStrides[d] * step;
-    if (size > 0)
-      base += start * inStrides[d];
-  }
-  stridedCopy(call.ctx, in, base, srcStrides, out);
+  LOOM_ASSIGN_OR_RETURN(StridedRead read, checkSlice(in, out, call.attrs));
+  stridedCopy(call.ctx, in, read.base, read.strides, out);
   return llvm::Error::success();
 }
 
 llvm::Error runConcat(const KernelCall &call) {
-  const Tensor &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(int64_t rawDim, call.attrs.getInt("dim"));
-  LOOM_ASSIGN_OR_RETURN(int64_t dim, normalizeDim(rawDim, out.shape.size(),
-                                                  "attribute 'dim'"));
-  LOOM_RETURN_IF_ERROR(checkPieces(out, "output", call.inputs, "input", dim));
-  copyPieces(out, call.inputs, dim, /*toWhole=*/true);
+  LOOM_ASSIGN_OR_RETURN(PiecesPlan plan, checkConcat(call.inputs, call.outputs[0], call.attrs));
+  copyPieces(call.outputs[0], call.inputs, plan, /*toWhole=*/true);
   return llvm::Error::success();
 }
 
 llvm::Error runSplit(const KernelCall &call) {
-  const Tensor &in = call.inputs[0];
-  LOOM_ASSIGN_OR_RETURN(int64_t rawDim, call.attrs.getInt("dim"));
-  LOOM_ASSIGN_OR_RETURN(int64_t dim, normalizeDim(rawDim, in.shape.size(),
-                                                  "attribute 'dim'"));
-  LOOM_RETURN_IF_ERROR(checkPieces(in, "input", call.outputs, "output", dim));
-  copyPieces(in, call.outputs, dim, /*toWhole=*/false);
+  LOOM_ASSIGN_OR_RETURN(PiecesPlan plan, checkSplit(call.inputs[0], call.outputs, call.attrs));
+  copyPieces(call.inputs[0], call.outputs, plan, /*toWhole=*/false);
   return llvm::Error::success();
 }
 
 llvm::Error runGather(const KernelCall &call) {
   const Tensor &data = call.inputs[0], &indices = call.inputs[1];
   const Tensor &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(data, "data", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkIndexDType(indices, "indices"));
-  LOOM_ASSIGN_OR_RETURN(int64_t rawAxis, call.attrs.getInt("axis", 0));
-  LOOM_ASSIGN_OR_RETURN(int64_t axis, normalizeDim(rawAxis, data.shape.size(),
-                                                   "attribute 'axis'"));
-  std::vector<int64_t> expected(data.shape.begin(), data.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), data.shape.begin() + axis + 1, data.shape.end());
-  if (out.shape != expected)
-    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
-                       shapeToString(expected));
-  const int64_t axisSize = data.shape[axis];
+  LOOM_ASSIGN_OR_RETURN(GatherPlan plan, checkGather(data, indices, out, call.attrs));
+  const int64_t axisSize = plan.axisSize;
   const int64_t count = indices.numElements();
   // Negative indices count from the end, as in ONNX Gather.
   std::vector<int64_t> resolved(count);
@@ -271,11 +140,8 @@ llvm::Error runGather(const KernelCall &call) {
                          ", " + llvm::Twine(axisSize) + ")");
     resolved[i] = index < 0 ? index + axisSize : index;
   }
-  const int64_t outer = product(llvm::ArrayRef<int64_t>(data.shape).take_front(axis));
-  const size_t sliceBytes =
-      product(llvm::ArrayRef<int64_t>(data.shape).drop_front(axis + 1)) *
-      dtypeSize(data.dtype);
-  parallelFor(call.ctx, outer * count, sliceBytes / 4 + 1, [&](int64_t begin, int64_t end) {
+  const size_t sliceBytes = plan.inner * dtypeSize(data.dtype);
+  parallelFor(call.ctx, plan.outer * count, sliceBytes / 4 + 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t o = task / count, i = task % count;
       std::memcpy(static_cast<char *>(out.data) + task * sliceBytes,

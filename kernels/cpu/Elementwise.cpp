@@ -18,11 +18,6 @@ constexpr int64_t kTranscendentalCost = 20;
 // Unary
 //===----------------------------------------------------------------------===//
 
-enum class UnaryOp {
-  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Reciprocal, Tanh, Erf, Sigmoid, Silu, Relu,
-  GeluErf, GeluTanh,
-};
-
 template <typename T> T sigmoidOf(T x) {
   // Split by sign so exp never overflows.
   if (x >= T(0))
@@ -135,8 +130,6 @@ template <> llvm::Error runUnaryAs<int64_t>(const KernelCall &call, UnaryOp op) 
 // Binary
 //===----------------------------------------------------------------------===//
 
-enum class BinaryOp { Add, Sub, Mul, Div, Pow, Maximum, Minimum };
-
 template <BinaryOp Op, typename T> T binaryValue(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
@@ -246,32 +239,8 @@ void selectWords(const KernelCall &call, const std::vector<int64_t> *strides) {
 
 llvm::Error runUnary(const KernelCall &call) {
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameShape(in, "input", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
-  static const std::pair<std::string_view, UnaryOp> kOps[] = {
-      {"nn.neg", UnaryOp::Neg},         {"nn.abs", UnaryOp::Abs},
-      {"nn.exp", UnaryOp::Exp},         {"nn.log", UnaryOp::Log},
-      {"nn.sqrt", UnaryOp::Sqrt},       {"nn.rsqrt", UnaryOp::Rsqrt},
-      {"nn.reciprocal", UnaryOp::Reciprocal}, {"nn.tanh", UnaryOp::Tanh},
-      {"nn.erf", UnaryOp::Erf},         {"nn.sigmoid", UnaryOp::Sigmoid},
-      {"nn.silu", UnaryOp::Silu},       {"nn.relu", UnaryOp::Relu},
-      {"nn.gelu", UnaryOp::GeluErf},
-  };
-  std::optional<UnaryOp> op;
-  for (const auto &[name, value] : kOps)
-    if (name == call.name)
-      op = value;
-  if (!op)
-    return kernelError("not a unary kernel");
-  if (*op == UnaryOp::GeluErf) {
-    LOOM_ASSIGN_OR_RETURN(std::string approximate,
-                          call.attrs.getStr("approximate", std::string("none")));
-    if (approximate == "tanh")
-      op = UnaryOp::GeluTanh;
-    else if (approximate != "none")
-      return kernelError("attribute 'approximate' is '" + approximate +
-                         "', expected 'none' or 'tanh'");
-  }
+  LOOM_ASSIGN_OR_RETURN(std::optional<UnaryOp> op,
+                        checkUnary(call.name, in, out, call.attrs));
   if (in.dtype == DType::I64 || in.dtype == DType::I32)
     return runUnaryAs<int64_t>(call, *op);
   return dispatchFloat(in.dtype, "input", [&](auto tag) {
@@ -281,28 +250,10 @@ llvm::Error runUnary(const KernelCall &call) {
 
 llvm::Error runBinary(const KernelCall &call) {
   const Tensor &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(b, "rhs", out, "output"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> aStrides,
-                        broadcastStrides(a.shape, out.shape, "lhs"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> bStrides,
-                        broadcastStrides(b.shape, out.shape, "rhs"));
-  static const std::pair<std::string_view, BinaryOp> kOps[] = {
-      {"nn.add", BinaryOp::Add},         {"nn.sub", BinaryOp::Sub},
-      {"nn.mul", BinaryOp::Mul},         {"nn.div", BinaryOp::Div},
-      {"nn.pow", BinaryOp::Pow},         {"nn.maximum", BinaryOp::Maximum},
-      {"nn.minimum", BinaryOp::Minimum},
-  };
-  std::optional<BinaryOp> op;
-  for (const auto &[name, value] : kOps)
-    if (name == call.name)
-      op = value;
-  if (!op)
-    return kernelError("not a binary kernel");
+  LOOM_ASSIGN_OR_RETURN(BinaryPlan plan, checkBinary(call.name, a, b, out));
+  const std::vector<int64_t> &aStrides = plan.lhsStrides, &bStrides = plan.rhsStrides;
+  const std::optional<BinaryOp> op = plan.op;
   if (out.dtype == DType::I64 || out.dtype == DType::I32) {
-    if (*op == BinaryOp::Pow)
-      return kernelError(llvm::Twine("unsupported dtype ") + dtypeName(out.dtype) +
-                         " (a float type is required)");
     if (*op == BinaryOp::Div) {
       for (int64_t i = 0, n = b.numElements(); i < n; ++i)
         if (loadInt(b.data, b.dtype, i) == 0)
@@ -318,26 +269,10 @@ llvm::Error runBinary(const KernelCall &call) {
 
 llvm::Error runCompare(const KernelCall &call) {
   const Tensor &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", b, "rhs"));
-  if (out.dtype != DType::I1)
-    return kernelError(llvm::Twine("output dtype is ") + dtypeName(out.dtype) +
-                       ", expected i1");
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> aStrides,
-                        broadcastStrides(a.shape, out.shape, "lhs"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> bStrides,
-                        broadcastStrides(b.shape, out.shape, "rhs"));
-  LOOM_ASSIGN_OR_RETURN(std::string predicate, call.attrs.getStr("predicate"));
-  enum class Pred { Eq, Ne, Lt, Le, Gt, Ge };
-  static const std::pair<std::string_view, Pred> kPreds[] = {
-      {"eq", Pred::Eq}, {"ne", Pred::Ne}, {"lt", Pred::Lt},
-      {"le", Pred::Le}, {"gt", Pred::Gt}, {"ge", Pred::Ge}};
-  std::optional<Pred> pred;
-  for (const auto &[name, value] : kPreds)
-    if (name == predicate)
-      pred = value;
-  if (!pred)
-    return kernelError("attribute 'predicate' is '" + predicate +
-                       "', expected eq, ne, lt, le, gt or ge");
+  LOOM_ASSIGN_OR_RETURN(ComparePlan plan, checkCompare(a, b, out, call.attrs));
+  const std::vector<int64_t> &aStrides = plan.lhsStrides, &bStrides = plan.rhsStrides;
+  using Pred = ComparePred;
+  const std::optional<Pred> pred = plan.pred;
   auto compareAll = [&](auto tag) {
     using T = decltype(tag);
     // Widening to double (floats) or int64 (integers) is exact.
@@ -370,15 +305,8 @@ llvm::Error runCompare(const KernelCall &call) {
 llvm::Error runWhere(const KernelCall &call) {
   const Tensor &cond = call.inputs[0], &a = call.inputs[1], &b = call.inputs[2];
   const Tensor &out = call.outputs[0];
-  if (cond.dtype != DType::I1)
-    return kernelError(llvm::Twine("condition dtype is ") + dtypeName(cond.dtype) +
-                       ", expected i1");
-  LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(b, "rhs", out, "output"));
-  std::vector<int64_t> strides[3];
-  LOOM_ASSIGN_OR_RETURN(strides[0], broadcastStrides(cond.shape, out.shape, "condition"));
-  LOOM_ASSIGN_OR_RETURN(strides[1], broadcastStrides(a.shape, out.shape, "lhs"));
-  LOOM_ASSIGN_OR_RETURN(strides[2], broadcastStrides(b.shape, out.shape, "rhs"));
+  LOOM_ASSIGN_OR_RETURN(auto strideSet, checkWhere(cond, a, b, out));
+  const std::vector<int64_t> *strides = strideSet.data();
   switch (dtypeSize(out.dtype)) {
   case 1:
     selectWords<uint8_t>(call, strides);
@@ -425,12 +353,9 @@ llvm::Error runCast(const KernelCall &call) {
 
 llvm::Error runDropout(const KernelCall &call) {
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameShape(in, "input", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
-  LOOM_ASSIGN_OR_RETURN(double p, call.attrs.getF64("p"));
-  LOOM_ASSIGN_OR_RETURN(int64_t seed, call.attrs.getInt("seed"));
-  if (!(p >= 0.0 && p <= 1.0))
-    return kernelError("attribute 'p' is " + std::to_string(p) + ", expected [0, 1]");
+  LOOM_ASSIGN_OR_RETURN(DropoutParams params, checkDropout(in, out, call.attrs));
+  const double p = params.p;
+  const int64_t seed = params.seed;
   return dispatchFloat(in.dtype, "input", [&](auto tag) {
     using T = decltype(tag);
     InputArray<T> src(in);
@@ -450,15 +375,9 @@ llvm::Error runDropout(const KernelCall &call) {
 
 llvm::Error runIota(const KernelCall &call) {
   const Tensor &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(int64_t rawDim, call.attrs.getInt("dim"));
-  LOOM_ASSIGN_OR_RETURN(double start, call.attrs.getF64("start", 0.0));
-  LOOM_ASSIGN_OR_RETURN(double step, call.attrs.getF64("step", 1.0));
-  const int64_t rank = static_cast<int64_t>(out.shape.size());
-  if (rank == 0)
-    return kernelError("output must have rank >= 1");
-  LOOM_ASSIGN_OR_RETURN(int64_t dim, normalizeDim(rawDim, rank, "attribute 'dim'"));
-  const int64_t size = out.shape[dim];
-  const int64_t inner = contiguousStrides(out.shape)[dim];
+  LOOM_ASSIGN_OR_RETURN(IotaPlan plan, checkIota(out, call.attrs));
+  const double start = plan.start, step = plan.step;
+  const int64_t size = plan.size, inner = plan.inner;
   parallelFor(call.ctx, out.numElements(), 4, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
       storeFromDouble(out.data, out.dtype, i,

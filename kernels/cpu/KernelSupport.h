@@ -2,9 +2,11 @@
 #define LOOM_KERNELS_CPU_KERNELSUPPORT_H
 
 // Shared machinery of the CPU kernels (not part of the public interface):
-// the call record, errors, shape checks, element access, static threading.
+// the call record, element access, static threading. The operand checks
+// and errors are in OperandChecks.h, which the CUDA kernels share.
 
 #include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/OperandChecks.h"
 #include "runtime/support/FloatTypes.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -68,52 +70,7 @@ llvm::Error runPad(const KernelCall &call);
 llvm::Error runAdamW(const KernelCall &call);
 llvm::Error runScaledMatmul(const KernelCall &call);
 
-/// nn.scaled_matmul's operand checks, shared by every backend.
-llvm::Error checkScaledMatmul(const Tensor &a, const Tensor &b, const Tensor &scaleA,
-                              const Tensor &scaleB, const Tensor &out);
-/// nn.adamw_multi's operand layout: returns the input index of the first
-/// parameter group (after lr, step and the optional scale), shared by every
-/// backend.
-llvm::Expected<size_t> adamwMultiFirstGroup(size_t numInputs, size_t numOutputs,
-                                            bool hasScale);
 llvm::Error runAdamWMulti(const KernelCall &call);
-
-/// An error for the caller; runKernel prefixes the kernel's name.
-llvm::Error kernelError(const llvm::Twine &message);
-
-#define LOOM_CONCAT_INNER(a, b) a##b
-#define LOOM_CONCAT(a, b) LOOM_CONCAT_INNER(a, b)
-/// `LOOM_ASSIGN_OR_RETURN(int64_t dim, attrs.getInt("dim"));`
-#define LOOM_ASSIGN_OR_RETURN(lhs, expr)                                       \
-  auto LOOM_CONCAT(loomExpected, __LINE__) = (expr);                           \
-  if (!LOOM_CONCAT(loomExpected, __LINE__))                                    \
-    return LOOM_CONCAT(loomExpected, __LINE__).takeError();                    \
-  lhs = std::move(*LOOM_CONCAT(loomExpected, __LINE__))
-#define LOOM_RETURN_IF_ERROR(expr)                                             \
-  if (llvm::Error loomError = (expr))                                          \
-  return loomError
-
-std::string shapeToString(llvm::ArrayRef<int64_t> shape);
-int64_t product(llvm::ArrayRef<int64_t> dims);
-/// Row-major element strides of `shape`.
-std::vector<int64_t> contiguousStrides(llvm::ArrayRef<int64_t> shape);
-
-/// Checks there is a data pointer wherever there are elements, and that no
-/// dim is negative.
-llvm::Error checkTensor(const Tensor &tensor, const char *role);
-llvm::Error checkSameShape(const Tensor &a, const char *aRole, const Tensor &b,
-                           const char *bRole);
-llvm::Error checkSameDType(const Tensor &a, const char *aRole, const Tensor &b,
-                           const char *bRole);
-llvm::Error checkRank(const Tensor &tensor, const char *role, size_t rank);
-/// `dim` in [-rank, rank) -> [0, rank).
-llvm::Expected<int64_t> normalizeDim(int64_t dim, int64_t rank, const char *what);
-
-/// Element strides of `input` read as if broadcast (NumPy rules) to
-/// `outShape`: one per output dim, 0 where the input repeats.
-llvm::Expected<std::vector<int64_t>>
-broadcastStrides(llvm::ArrayRef<int64_t> inShape, llvm::ArrayRef<int64_t> outShape,
-                 const char *role);
 
 /// Calls body(begin, end) over [0, count) split into contiguous chunks, on up
 /// to ctx.numThreads threads; uses one thread when count * costPerItem is

@@ -12,29 +12,9 @@ namespace loom::cpu::detail {
 llvm::Error runCrossEntropy(const KernelCall &call) {
   const Tensor &logits = call.inputs[0], &labels = call.inputs[1];
   const Tensor &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkRank(logits, "logits", 2));
-  LOOM_RETURN_IF_ERROR(checkRank(labels, "labels", 1));
-  if (labels.dtype != DType::I32 && labels.dtype != DType::I64)
-    return kernelError(llvm::Twine("labels dtype is ") + dtypeName(labels.dtype) +
-                       ", expected i32 or i64");
-  if (out.dtype != DType::F32)
-    return kernelError(llvm::Twine("output dtype is ") + dtypeName(out.dtype) +
-                       ", expected f32");
-  const int64_t rows = logits.shape[0], classes = logits.shape[1];
-  if (labels.shape[0] != rows)
-    return kernelError("labels shape " + shapeToString(labels.shape) +
-                       " does not match logits shape " + shapeToString(logits.shape));
-  LOOM_ASSIGN_OR_RETURN(int64_t ignoreIndex, call.attrs.getInt("ignore_index", -100));
-  LOOM_ASSIGN_OR_RETURN(std::string reduction,
-                        call.attrs.getStr("reduction", std::string("mean")));
-  if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    return kernelError("attribute 'reduction' is '" + reduction +
-                       "', expected mean, sum or none");
-  const std::vector<int64_t> expected =
-      reduction == "none" ? std::vector<int64_t>{rows} : std::vector<int64_t>{};
-  if (out.shape != expected)
-    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
-                       shapeToString(expected) + " for reduction '" + reduction + "'");
+  LOOM_ASSIGN_OR_RETURN(CrossEntropyShape s, checkCrossEntropy(logits, labels, out, call.attrs));
+  const int64_t rows = s.rows, classes = s.classes, ignoreIndex = s.ignoreIndex;
+  const std::string reduction = lossReductionName(s.reduction);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t label = loadInt(labels.data, labels.dtype, r);
     if (label != ignoreIndex && (label < 0 || label >= classes))

@@ -244,27 +244,6 @@ llvm::Error runMatmul(const KernelCall &call) {
   return llvm::Error::success();
 }
 
-llvm::Error checkScaledMatmul(const Tensor &a, const Tensor &b, const Tensor &scaleA,
-                              const Tensor &scaleB, const Tensor &out) {
-  auto isF8 = [](DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; };
-  if (!isF8(a.dtype) || !isF8(b.dtype))
-    return kernelError("operands must be f8E4M3FN or f8E5M2, got " +
-                       std::string(dtypeName(a.dtype)) + " and " + std::string(dtypeName(b.dtype)));
-  if (a.dtype == DType::F8E5M2 && b.dtype == DType::F8E5M2)
-    return kernelError("at most one operand may be f8E5M2");
-  if (out.dtype != DType::F32 && out.dtype != DType::BF16 && out.dtype != DType::F16)
-    return kernelError("result must be f32, bf16 or f16, got " + std::string(dtypeName(out.dtype)));
-  for (const Tensor *s : {&scaleA, &scaleB})
-    if (s->dtype != DType::F32 || product(s->shape) != 1)
-      return kernelError("scales must be f32 scalars");
-  if (a.shape.size() != 2 || b.shape.size() != 2 || out.shape.size() != 2 ||
-      a.shape[1] != b.shape[1] || out.shape[0] != a.shape[0] || out.shape[1] != b.shape[0])
-    return kernelError("expected a [M, K], b [N, K] and result [M, N]; got " +
-                       shapeToString(a.shape) + ", " + shapeToString(b.shape) + " and " +
-                       shapeToString(out.shape));
-  return llvm::Error::success();
-}
-
 llvm::Error runScaledMatmul(const KernelCall &call) {
   const Tensor &a = call.inputs[0], &b = call.inputs[1];
   const Tensor &scaleA = call.inputs[2], &scaleB = call.inputs[3], &out = call.outputs[0];

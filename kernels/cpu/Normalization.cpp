@@ -6,47 +6,12 @@
 
 namespace loom::cpu::detail {
 
-namespace {
-
-/// Checks an optional per-feature parameter: shape [D], the input's dtype.
-llvm::Error checkFeatureParam(const Tensor &param, const char *role, const Tensor &x,
-                              int64_t features) {
-  LOOM_RETURN_IF_ERROR(checkSameDType(param, role, x, "input"));
-  if (param.shape != std::vector<int64_t>{features})
-    return kernelError(llvm::Twine(role) + " shape " + shapeToString(param.shape) +
-                       " should be [" + llvm::Twine(features) + "]");
-  return llvm::Error::success();
-}
-
-/// Shared checks; returns D, the normalized (last) dim.
-llvm::Expected<int64_t> checkNormInput(const KernelCall &call) {
-  const Tensor &x = call.inputs[0], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", out, "output"));
-  if (x.shape.empty())
-    return kernelError("input must have rank >= 1");
-  return x.shape.back();
-}
-
-} // namespace
-
 llvm::Error runLayerNorm(const KernelCall &call) {
-  LOOM_ASSIGN_OR_RETURN(int64_t features, checkNormInput(call));
-  const size_t numInputs = call.inputs.size();
-  LOOM_ASSIGN_OR_RETURN(bool hasWeight, call.attrs.getBool("has_weight", numInputs >= 2));
-  LOOM_ASSIGN_OR_RETURN(bool hasBias, call.attrs.getBool("has_bias", numInputs == 3));
-  LOOM_ASSIGN_OR_RETURN(double epsilon, call.attrs.getF64("epsilon", 1e-5));
-  if (size_t(1) + hasWeight + hasBias != numInputs)
-    return kernelError("has_weight=" + llvm::Twine(hasWeight) + " and has_bias=" +
-                       llvm::Twine(hasBias) + " disagree with " +
-                       llvm::Twine(numInputs) + " inputs");
   const Tensor &x = call.inputs[0], &out = call.outputs[0];
-  const Tensor *weight = hasWeight ? &call.inputs[1] : nullptr;
-  const Tensor *bias = hasBias ? &call.inputs[hasWeight ? 2 : 1] : nullptr;
-  if (weight)
-    LOOM_RETURN_IF_ERROR(checkFeatureParam(*weight, "weight", x, features));
-  if (bias)
-    LOOM_RETURN_IF_ERROR(checkFeatureParam(*bias, "bias", x, features));
+  LOOM_ASSIGN_OR_RETURN(NormPlan plan, checkNorm(call.name, call.inputs, out, call.attrs));
+  const int64_t features = plan.features;
+  const double epsilon = plan.epsilon;
+  const Tensor *weight = plan.weight, *bias = plan.bias;
   return dispatchFloat(x.dtype, "input", [&](auto tag) {
     using T = decltype(tag);
     InputArray<T> xs(x);
@@ -85,17 +50,11 @@ llvm::Error runLayerNorm(const KernelCall &call) {
 }
 
 llvm::Error runRmsNorm(const KernelCall &call) {
-  LOOM_ASSIGN_OR_RETURN(int64_t features, checkNormInput(call));
-  const size_t numInputs = call.inputs.size();
-  LOOM_ASSIGN_OR_RETURN(bool hasWeight, call.attrs.getBool("has_weight", numInputs == 2));
-  LOOM_ASSIGN_OR_RETURN(double epsilon, call.attrs.getF64("epsilon", 1e-6));
-  if (size_t(1) + hasWeight != numInputs)
-    return kernelError("has_weight=" + llvm::Twine(hasWeight) + " disagrees with " +
-                       llvm::Twine(numInputs) + " inputs");
   const Tensor &x = call.inputs[0], &out = call.outputs[0];
-  const Tensor *weight = hasWeight ? &call.inputs[1] : nullptr;
-  if (weight)
-    LOOM_RETURN_IF_ERROR(checkFeatureParam(*weight, "weight", x, features));
+  LOOM_ASSIGN_OR_RETURN(NormPlan plan, checkNorm(call.name, call.inputs, out, call.attrs));
+  const int64_t features = plan.features;
+  const double epsilon = plan.epsilon;
+  const Tensor *weight = plan.weight;
   return dispatchFloat(x.dtype, "input", [&](auto tag) {
     using T = decltype(tag);
     InputArray<T> xs(x);

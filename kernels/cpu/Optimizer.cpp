@@ -38,23 +38,6 @@ llvm::Expected<AdamWHyper> readHyper(const KernelCall &call, const Tensor &lrT,
   return h;
 }
 
-/// Checks one parameter's p, g, m, v (inputs) and p', m', v' (outputs).
-llvm::Error checkGroup(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out) {
-  const Tensor &param = in[0];
-  for (const Tensor &t : in) {
-    LOOM_RETURN_IF_ERROR(checkTensor(t, "operand"));
-    LOOM_RETURN_IF_ERROR(checkSameShape(t, "operand", param, "param"));
-    if (t.dtype != DType::F32)
-      return kernelError("parameter, gradient and moments must be f32");
-  }
-  for (const Tensor &t : out) {
-    LOOM_RETURN_IF_ERROR(checkSameShape(t, "result", param, "param"));
-    if (t.dtype != DType::F32)
-      return kernelError("results must be f32");
-  }
-  return llvm::Error::success();
-}
-
 /// The update of one parameter. With `scale`, the gradient is first
 /// multiplied by it in f32, exactly as a separate nn.mul would.
 void update(const KernelContext &ctx, AdamWHyper h, llvm::ArrayRef<Tensor> in,
@@ -83,21 +66,10 @@ void update(const KernelContext &ctx, AdamWHyper h, llvm::ArrayRef<Tensor> in,
 } // namespace
 
 llvm::Error runAdamW(const KernelCall &call) {
-  LOOM_RETURN_IF_ERROR(checkGroup(call.inputs.take_front(4), call.outputs));
+  LOOM_RETURN_IF_ERROR(checkAdamWGroup(call.inputs.take_front(4), call.outputs));
   LOOM_ASSIGN_OR_RETURN(AdamWHyper h, readHyper(call, call.inputs[4], call.inputs[5]));
   update(call.ctx, h, call.inputs.take_front(4), call.outputs, nullptr);
   return llvm::Error::success();
-}
-
-llvm::Expected<size_t> adamwMultiFirstGroup(size_t numInputs, size_t numOutputs,
-                                            bool hasScale) {
-  const size_t first = hasScale ? 3 : 2;
-  if (numInputs < first || numOutputs % 3 != 0 || numInputs - first != 4 * (numOutputs / 3))
-    return kernelError("expected lr, step" + std::string(hasScale ? ", scale" : "") +
-                       " and 4 inputs (param, grad, exp_avg, exp_avg_sq) per 3 outputs; got " +
-                       std::to_string(numInputs) + " inputs and " +
-                       std::to_string(numOutputs) + " outputs");
-  return first;
 }
 
 llvm::Error runAdamWMulti(const KernelCall &call) {
@@ -118,7 +90,7 @@ llvm::Error runAdamWMulti(const KernelCall &call) {
     return kernelError("weight_decays has " + std::to_string(decays.size()) +
                        " entries for " + std::to_string(groups) + " parameters");
   for (size_t i = 0; i < groups; ++i)
-    LOOM_RETURN_IF_ERROR(checkGroup(call.inputs.slice(first + 4 * i, 4),
+    LOOM_RETURN_IF_ERROR(checkAdamWGroup(call.inputs.slice(first + 4 * i, 4),
                                     call.outputs.slice(3 * i, 3)));
   for (size_t i = 0; i < groups; ++i) {
     h.decay = decays[i];

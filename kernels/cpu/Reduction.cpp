@@ -12,50 +12,9 @@ namespace loom::cpu::detail {
 
 namespace {
 
-enum class ReduceOp { Sum, Mean, Max };
-
 // Reduced-offset tables up to this many entries are precomputed; longer
 // reductions walk their dims instead.
 constexpr int64_t kMaxOffsetTable = 1 << 16;
-
-struct ReducePlan {
-  std::vector<int64_t> keptShape, keptStrides;       // output order
-  std::vector<int64_t> reducedShape, reducedStrides; // input strides
-  int64_t reduceCount = 1;
-};
-
-llvm::Expected<ReducePlan> planReduction(const Tensor &in, const Tensor &out,
-                                         const std::vector<int64_t> &rawDims,
-                                         bool keepDim) {
-  const int64_t rank = static_cast<int64_t>(in.shape.size());
-  std::vector<bool> reduced(rank, false);
-  for (int64_t rawDim : rawDims) {
-    LOOM_ASSIGN_OR_RETURN(int64_t dim, normalizeDim(rawDim, rank, "reduced dim"));
-    if (reduced[dim])
-      return kernelError("dim " + llvm::Twine(rawDim) + " is listed twice in 'dims'");
-    reduced[dim] = true;
-  }
-  ReducePlan plan;
-  std::vector<int64_t> expected;
-  const std::vector<int64_t> strides = contiguousStrides(in.shape);
-  for (int64_t d = 0; d < rank; ++d) {
-    if (reduced[d]) {
-      plan.reducedShape.push_back(in.shape[d]);
-      plan.reducedStrides.push_back(strides[d]);
-      plan.reduceCount *= in.shape[d];
-      if (keepDim)
-        expected.push_back(1);
-    } else {
-      plan.keptShape.push_back(in.shape[d]);
-      plan.keptStrides.push_back(strides[d]);
-      expected.push_back(in.shape[d]);
-    }
-  }
-  if (out.shape != expected)
-    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
-                       shapeToString(expected));
-  return plan;
-}
 
 template <typename T, ReduceOp Op>
 void reduceAs(const KernelCall &call, const ReducePlan &plan) {
@@ -140,33 +99,19 @@ template <ReduceOp Op> llvm::Error reduceDispatch(const KernelCall &call,
 
 llvm::Error runReduce(const KernelCall &call) {
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> dims, call.attrs.getInts("dims"));
-  LOOM_ASSIGN_OR_RETURN(bool keepDim, call.attrs.getBool("keepdim", false));
-  LOOM_ASSIGN_OR_RETURN(ReducePlan plan, planReduction(in, out, dims, keepDim));
-  if (call.name == "nn.reduce_sum")
+  LOOM_ASSIGN_OR_RETURN(ReducePlan plan, checkReduce(call.name, in, out, call.attrs));
+  if (plan.op == ReduceOp::Sum)
     return reduceDispatch<ReduceOp::Sum>(call, plan);
-  if (call.name == "nn.reduce_mean")
+  if (plan.op == ReduceOp::Mean)
     return reduceDispatch<ReduceOp::Mean>(call, plan);
-  if (plan.reduceCount == 0)
-    return kernelError("cannot take the maximum of an empty set (a reduced dim "
-                       "has size 0)");
   return reduceDispatch<ReduceOp::Max>(call, plan);
 }
 
 llvm::Error runSoftmax(const KernelCall &call) {
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameShape(in, "input", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
-  const bool logSoftmax = call.name == "nn.log_softmax";
-  LOOM_ASSIGN_OR_RETURN(int64_t rawDim, call.attrs.getInt("dim"));
-  const int64_t rank = static_cast<int64_t>(in.shape.size());
-  if (rank == 0)
-    return kernelError("input must have rank >= 1");
-  LOOM_ASSIGN_OR_RETURN(int64_t dim, normalizeDim(rawDim, rank, "attribute 'dim'"));
-  const int64_t length = in.shape[dim];
-  const int64_t inner = contiguousStrides(in.shape)[dim];
-  const int64_t lines = length == 0 ? 0 : in.numElements() / length;
+  LOOM_ASSIGN_OR_RETURN(SoftmaxPlan plan, checkSoftmax(call.name, in, out, call.attrs));
+  const bool logSoftmax = plan.log;
+  const int64_t length = plan.length, inner = plan.inner, lines = plan.lines;
   return dispatchFloat(in.dtype, "input", [&](auto tag) {
     using T = decltype(tag);
     InputArray<T> src(in);

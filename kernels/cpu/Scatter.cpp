@@ -14,13 +14,6 @@ namespace loom::cpu::detail {
 
 namespace {
 
-llvm::Error checkIndexTensor(const Tensor &indices, const char *role) {
-  if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
-    return kernelError(llvm::Twine(role) + " dtype is " + dtypeName(indices.dtype) +
-                       ", expected i32 or i64");
-  return llvm::Error::success();
-}
-
 /// out[o, a, :] = sum of grad[o, p, :] over the positions p (in increasing
 /// order) with targets[p] == a; out is [outer, axisSize, inner] and grad is
 /// [outer, targets.size(), inner], both row-major. Positions whose target is
@@ -89,24 +82,11 @@ template <typename Word> void fillWords(const KernelContext &ctx, const Tensor &
 
 llvm::Error runEmbeddingGrad(const KernelCall &call) {
   const Tensor &ids = call.inputs[0], &grad = call.inputs[1], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkIndexTensor(ids, "ids"));
-  LOOM_RETURN_IF_ERROR(checkRank(out, "output", 2));
-  const int64_t vocab = out.shape[0], width = out.shape[1];
-  std::vector<int64_t> expected = ids.shape;
-  expected.push_back(width);
-  if (grad.shape != expected)
-    return kernelError("grad shape " + shapeToString(grad.shape) + " should be " +
-                       shapeToString(expected) + " (the ids' shape and the row width)");
-  if (call.attrs.has("num_embeddings")) {
-    LOOM_ASSIGN_OR_RETURN(int64_t rows, call.attrs.getInt("num_embeddings"));
-    if (rows != vocab)
-      return kernelError("attribute 'num_embeddings' is " + llvm::Twine(rows) +
-                         ", the output has " + llvm::Twine(vocab) + " rows");
-  }
+  LOOM_ASSIGN_OR_RETURN(EmbeddingPlan plan, checkEmbeddingGrad(ids, grad, out, call.attrs));
   // A block of a vocabulary-parallel table: other blocks' ids are skipped.
-  const bool block = call.attrs.has("vocab_start");
-  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
-  LOOM_ASSIGN_OR_RETURN(int64_t bound, call.attrs.getInt("vocab_size", INT64_MAX));
+  const bool block = plan.block;
+  const int64_t vocab = plan.vocab, width = plan.width, start = plan.vocabStart;
+  const int64_t bound = plan.bound;
   const int64_t count = ids.numElements();
   std::vector<int64_t> targets(count);
   for (int64_t i = 0; i < count; ++i) {
@@ -129,24 +109,8 @@ llvm::Error runEmbeddingGrad(const KernelCall &call) {
 llvm::Error runGatherGrad(const KernelCall &call) {
   const Tensor &indices = call.inputs[0], &grad = call.inputs[1];
   const Tensor &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkIndexTensor(indices, "indices"));
-  LOOM_ASSIGN_OR_RETURN(int64_t rawAxis, call.attrs.getInt("axis", 0));
-  LOOM_ASSIGN_OR_RETURN(int64_t axis, normalizeDim(rawAxis, out.shape.size(),
-                                                   "attribute 'axis'"));
-  const int64_t axisSize = out.shape[axis];
-  if (call.attrs.has("axis_size")) {
-    LOOM_ASSIGN_OR_RETURN(int64_t size, call.attrs.getInt("axis_size"));
-    if (size != axisSize)
-      return kernelError("attribute 'axis_size' is " + llvm::Twine(size) +
-                         ", the output has " + llvm::Twine(axisSize) + " along axis " +
-                         llvm::Twine(axis));
-  }
-  std::vector<int64_t> expected(out.shape.begin(), out.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), out.shape.begin() + axis + 1, out.shape.end());
-  if (grad.shape != expected)
-    return kernelError("grad shape " + shapeToString(grad.shape) + " should be " +
-                       shapeToString(expected));
+  LOOM_ASSIGN_OR_RETURN(GatherPlan plan, checkGatherGrad(indices, grad, out, call.attrs));
+  const int64_t axisSize = plan.axisSize;
   const int64_t count = indices.numElements();
   std::vector<int64_t> targets(count);
   for (int64_t i = 0; i < count; ++i) {
@@ -157,33 +121,15 @@ llvm::Error runGatherGrad(const KernelCall &call) {
                          ", " + llvm::Twine(axisSize) + ")");
     targets[i] = index < 0 ? index + axisSize : index;
   }
-  const int64_t outer = product(llvm::ArrayRef<int64_t>(out.shape).take_front(axis));
-  const int64_t inner = product(llvm::ArrayRef<int64_t>(out.shape).drop_front(axis + 1));
-  return scatterAddSlices(call, grad, out, targets, outer, axisSize, inner);
+  return scatterAddSlices(call, grad, out, targets, plan.outer, axisSize, plan.inner);
 }
 
 llvm::Error runPad(const KernelCall &call) {
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
+  LOOM_ASSIGN_OR_RETURN(PadPlan plan, checkPad(in, out, call.attrs));
   const size_t rank = in.shape.size();
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> low, call.attrs.getInts("low"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> high, call.attrs.getInts("high"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> interior,
-                        call.attrs.getInts("interior", std::vector<int64_t>(rank, 0)));
-  LOOM_ASSIGN_OR_RETURN(double value, call.attrs.getF64("value", 0.0));
-  if (low.size() != rank || high.size() != rank || interior.size() != rank)
-    return kernelError("'low', 'high' and 'interior' need one entry per dim (" +
-                       llvm::Twine(rank) + ")");
-  std::vector<int64_t> expected(rank);
-  for (size_t d = 0; d < rank; ++d) {
-    if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
-      return kernelError("dim " + llvm::Twine(d) + ": padding must be non-negative");
-    const int64_t n = in.shape[d];
-    expected[d] = low[d] + high[d] + n + std::max<int64_t>(n - 1, 0) * interior[d];
-  }
-  if (out.shape != expected)
-    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
-                       shapeToString(expected));
+  const double value = plan.value;
+  const std::vector<int64_t> &low = plan.low, &interior = plan.interior;
   // The padding value as one element of the output's dtype.
   uint64_t element = 0;
   if (isIntLike(out.dtype))

@@ -8,7 +8,11 @@ const llvm::StringMap<Launcher> &registry() {
     llvm::StringMap<Launcher> r;
     registerElementwiseKernels(r);
     registerDataMovementKernels(r);
-    registerLayerKernels(r);
+    registerReductionKernels(r);
+    registerNormalizationKernels(r);
+    registerAttentionKernels(r);
+    registerLossKernels(r);
+    registerOptimizerKernels(r);
     registerMatmulKernels(r);
     return r;
   }();

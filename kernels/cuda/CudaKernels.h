@@ -44,7 +44,11 @@ bool hasKernel(std::string_view name);
 // Each family registers its launchers (kernels/cuda/<Family>.cu).
 void registerElementwiseKernels(llvm::StringMap<Launcher> &registry);
 void registerDataMovementKernels(llvm::StringMap<Launcher> &registry);
-void registerLayerKernels(llvm::StringMap<Launcher> &registry);
+void registerReductionKernels(llvm::StringMap<Launcher> &registry);
+void registerNormalizationKernels(llvm::StringMap<Launcher> &registry);
+void registerAttentionKernels(llvm::StringMap<Launcher> &registry);
+void registerLossKernels(llvm::StringMap<Launcher> &registry);
+void registerOptimizerKernels(llvm::StringMap<Launcher> &registry);
 void registerMatmulKernels(llvm::StringMap<Launcher> &registry);
 
 /// A CUDA error as an llvm::Error naming what failed.

@@ -15,6 +15,7 @@
 // the results are bitwise the CPU's.
 
 #include "kernels/cuda/DeviceSupport.cuh"
+#include "kernels/cpu/KernelSupport.h" // isIntLike, storeInt
 
 #include <cub/device/device_radix_sort.cuh>
 
@@ -22,13 +23,9 @@
 
 namespace loom::cuda {
 
-using cpu::detail::broadcastStrides;
-using cpu::detail::checkRank;
 using cpu::detail::checkSameDType;
 using cpu::detail::contiguousStrides;
-using cpu::detail::normalizeDim;
 using cpu::detail::product;
-using cpu::detail::shapeToString;
 
 namespace {
 
@@ -64,13 +61,6 @@ size_t widestWord(std::initializer_list<int64_t> byteCounts,
       return word;
   }
   return 1;
-}
-
-llvm::Error checkIndexDType(const Tensor &indices, const char *role) {
-  if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
-    return kernelError(llvm::Twine(role) + " dtype is " + dtypeName(indices.dtype) +
-                       ", expected i32 or i64");
-  return llvm::Error::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -139,89 +129,24 @@ llvm::Error stridedCopy(const LaunchContext &ctx, const Tensor &in, int64_t base
 llvm::Error launchTranspose(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 1, 1, 1));
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> permutation, call.attrs.getInts("permutation"));
-  const size_t rank = in.shape.size();
-  std::vector<bool> seen(rank, false);
-  bool valid = permutation.size() == rank;
-  for (size_t i = 0; valid && i < rank; ++i) {
-    valid = permutation[i] >= 0 && permutation[i] < static_cast<int64_t>(rank) &&
-            !seen[permutation[i]];
-    if (valid)
-      seen[permutation[i]] = true;
-  }
-  if (!valid)
-    return kernelError("attribute 'permutation' " + shapeToString(permutation) +
-                       " is not a permutation of " + llvm::Twine(rank) + " dims");
-  const std::vector<int64_t> inStrides = contiguousStrides(in.shape);
-  std::vector<int64_t> expected(rank), srcStrides(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    expected[i] = in.shape[permutation[i]];
-    srcStrides[i] = inStrides[permutation[i]];
-  }
-  if (out.shape != expected)
-    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
-                       shapeToString(expected));
-  return stridedCopy(call.ctx, in, 0, srcStrides, out);
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::StridedRead read,
+                        cpu::detail::checkTranspose(in, out, call.attrs));
+  return stridedCopy(call.ctx, in, read.base, read.strides, out);
 }
 
 llvm::Error launchBroadcast(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 1, 1, 1));
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> srcStrides,
-                        broadcastStrides(in.shape, out.shape, "input"));
-  return stridedCopy(call.ctx, in, 0, srcStrides, out);
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::StridedRead read, cpu::detail::checkBroadcast(in, out));
+  return stridedCopy(call.ctx, in, read.base, read.strides, out);
 }
 
 llvm::Error launchSlice(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 1, 1, 1));
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
-  const size_t rank = in.shape.size();
-  if (out.shape.size() != rank)
-    return kernelError("output rank " + llvm::Twine(out.shape.size()) +
-                       " differs from input rank " + llvm::Twine(rank));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> starts, call.attrs.getInts("starts"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> steps,
-                        call.attrs.getInts("strides", std::vector<int64_t>(rank, 1)));
-  std::optional<std::vector<int64_t>> limits;
-  if (call.attrs.has("limits")) {
-    LOOM_ASSIGN_OR_RETURN(limits, call.attrs.getInts("limits"));
-  }
-  if (starts.size() != rank || steps.size() != rank || (limits && limits->size() != rank))
-    return kernelError("'starts', 'strides' and 'limits' need one entry per dim (" +
-                       llvm::Twine(rank) + ")");
-  const std::vector<int64_t> inStrides = contiguousStrides(in.shape);
-  std::vector<int64_t> srcStrides(rank);
-  int64_t base = 0;
-  for (size_t d = 0; d < rank; ++d) {
-    const int64_t size = out.shape[d], start = starts[d], step = steps[d];
-    if (step < 1)
-      return kernelError("stride " + llvm::Twine(step) + " of dim " + llvm::Twine(d) +
-                         " must be >= 1");
-    if (limits) {
-      const int64_t limit = (*limits)[d];
-      if (start < 0 || limit > in.shape[d] || limit < start)
-        return kernelError("dim " + llvm::Twine(d) + ": [" + llvm::Twine(start) + ", " +
-                           llvm::Twine(limit) + ") is not within [0, " +
-                           llvm::Twine(in.shape[d]) + "]");
-      if ((limit - start + step - 1) / step != size)
-        return kernelError("dim " + llvm::Twine(d) + ": [" + llvm::Twine(start) + ", " +
-                           llvm::Twine(limit) + ") step " + llvm::Twine(step) +
-                           " does not give output size " + llvm::Twine(size));
-    }
-    if (size > 0 && (start < 0 || start >= in.shape[d] ||
-                     (size - 1) > (in.shape[d] - 1 - start) / step))
-      return kernelError("dim " + llvm::Twine(d) + ": " + llvm::Twine(size) +
-                         " elements from " + llvm::Twine(start) + " step " +
-                         llvm::Twine(step) + " leave the input's size " +
-                         llvm::Twine(in.shape[d]));
-    srcStrides[d] = inStrides[d] * step;
-    if (size > 0)
-      base += start * inStrides[d];
-  }
-  return stridedCopy(call.ctx, in, base, srcStrides, out);
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::StridedRead read,
+                        cpu::detail::checkSlice(in, out, call.attrs));
+  return stridedCopy(call.ctx, in, read.base, read.strides, out);
 }
 
 //===----------------------------------------------------------------------===//
@@ -272,26 +197,10 @@ padKernel(int64_t n, const __grid_constant__ PadMap map, Word value, Word *out,
 llvm::Error launchPad(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 1, 1, 1));
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::PadPlan plan, cpu::detail::checkPad(in, out, call.attrs));
   const size_t rank = in.shape.size();
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> low, call.attrs.getInts("low"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> high, call.attrs.getInts("high"));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> interior,
-                        call.attrs.getInts("interior", std::vector<int64_t>(rank, 0)));
-  LOOM_ASSIGN_OR_RETURN(double value, call.attrs.getF64("value", 0.0));
-  if (low.size() != rank || high.size() != rank || interior.size() != rank)
-    return kernelError("'low', 'high' and 'interior' need one entry per dim (" +
-                       llvm::Twine(rank) + ")");
-  std::vector<int64_t> expected(rank);
-  for (size_t d = 0; d < rank; ++d) {
-    if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
-      return kernelError("dim " + llvm::Twine(d) + ": padding must be non-negative");
-    const int64_t n = in.shape[d];
-    expected[d] = low[d] + high[d] + n + std::max<int64_t>(n - 1, 0) * interior[d];
-  }
-  if (out.shape != expected)
-    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
-                       shapeToString(expected));
+  const double value = plan.value;
+  const std::vector<int64_t> &low = plan.low, &interior = plan.interior;
   if (rank > static_cast<size_t>(kMaxRank))
     return kernelError("rank " + llvm::Twine(rank) + " is above the " +
                        llvm::Twine(kMaxRank) + " dims this kernel supports");
@@ -342,37 +251,13 @@ copyRowsKernel(int64_t rows, int64_t rowWords, Word *dst, int64_t dstPitch, cons
   }
 }
 
-/// The extents of a concat/split (as DataMovement.cpp's checkPieces).
-llvm::Error checkPieces(const Tensor &whole, const char *wholeRole,
-                        llvm::ArrayRef<Tensor> pieces, const char *pieceRole, int64_t dim) {
-  int64_t total = 0;
-  for (size_t p = 0; p < pieces.size(); ++p) {
-    const Tensor &piece = pieces[p];
-    LOOM_RETURN_IF_ERROR(checkSameDType(piece, pieceRole, whole, wholeRole));
-    bool matches = piece.shape.size() == whole.shape.size();
-    for (size_t d = 0; matches && d < whole.shape.size(); ++d)
-      matches = static_cast<int64_t>(d) == dim || piece.shape[d] == whole.shape[d];
-    if (!matches)
-      return kernelError(llvm::Twine(pieceRole) + " " + llvm::Twine(p) + " shape " +
-                         shapeToString(piece.shape) + " does not fit " + wholeRole +
-                         " shape " + shapeToString(whole.shape) + " along dim " +
-                         llvm::Twine(dim));
-    total += piece.shape[dim];
-  }
-  if (total != whole.shape[dim])
-    return kernelError(llvm::Twine(pieceRole) + " sizes along dim " + llvm::Twine(dim) +
-                       " add up to " + llvm::Twine(total) + ", " + wholeRole + " has " +
-                       llvm::Twine(whole.shape[dim]));
-  return llvm::Error::success();
-}
-
 /// Copies between `whole` and its pieces along `dim`; `toWhole` picks the
 /// direction. One launch per piece.
 llvm::Error copyPieces(const LaunchContext &ctx, const Tensor &whole,
-                       llvm::ArrayRef<Tensor> pieces, int64_t dim, bool toWhole) {
+                       llvm::ArrayRef<Tensor> pieces, const cpu::detail::PiecesPlan &plan,
+                       bool toWhole) {
   const int64_t elementSize = static_cast<int64_t>(dtypeSize(whole.dtype));
-  const int64_t outer = product(llvm::ArrayRef<int64_t>(whole.shape).take_front(dim));
-  const int64_t inner = product(llvm::ArrayRef<int64_t>(whole.shape).drop_front(dim + 1));
+  const int64_t dim = plan.dim, outer = plan.outer, inner = plan.inner;
   const int64_t wholeRow = whole.shape[dim] * inner * elementSize;
   int64_t offset = 0; // bytes into a row of `whole`
   for (const Tensor &piece : pieces) {
@@ -407,11 +292,9 @@ llvm::Error launchConcat(const KernelCall &call) {
     return kernelError("takes 1 or more inputs, got 0");
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, call.inputs.size(), 1, 1));
   const Tensor &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(int64_t rawDim, call.attrs.getInt("dim"));
-  LOOM_ASSIGN_OR_RETURN(int64_t dim,
-                        normalizeDim(rawDim, out.shape.size(), "attribute 'dim'"));
-  LOOM_RETURN_IF_ERROR(checkPieces(out, "output", call.inputs, "input", dim));
-  return copyPieces(call.ctx, out, call.inputs, dim, /*toWhole=*/true);
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::PiecesPlan plan,
+                        cpu::detail::checkConcat(call.inputs, out, call.attrs));
+  return copyPieces(call.ctx, out, call.inputs, plan, /*toWhole=*/true);
 }
 
 llvm::Error launchSplit(const KernelCall &call) {
@@ -419,11 +302,9 @@ llvm::Error launchSplit(const KernelCall &call) {
     return kernelError("produces 1 or more outputs, got 0");
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 1, 1, call.outputs.size()));
   const Tensor &in = call.inputs[0];
-  LOOM_ASSIGN_OR_RETURN(int64_t rawDim, call.attrs.getInt("dim"));
-  LOOM_ASSIGN_OR_RETURN(int64_t dim,
-                        normalizeDim(rawDim, in.shape.size(), "attribute 'dim'"));
-  LOOM_RETURN_IF_ERROR(checkPieces(in, "input", call.outputs, "output", dim));
-  return copyPieces(call.ctx, in, call.outputs, dim, /*toWhole=*/false);
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::PiecesPlan plan,
+                        cpu::detail::checkSplit(in, call.outputs, call.attrs));
+  return copyPieces(call.ctx, in, call.outputs, plan, /*toWhole=*/false);
 }
 
 //===----------------------------------------------------------------------===//
@@ -483,43 +364,23 @@ llvm::Error launchGather(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 2, 1, 1));
   const Tensor &data = call.inputs[0], &indices = call.inputs[1];
   const Tensor &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(data, "data", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkIndexDType(indices, "indices"));
-  LOOM_ASSIGN_OR_RETURN(int64_t rawAxis, call.attrs.getInt("axis", 0));
-  LOOM_ASSIGN_OR_RETURN(int64_t axis,
-                        normalizeDim(rawAxis, data.shape.size(), "attribute 'axis'"));
-  std::vector<int64_t> expected(data.shape.begin(), data.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), data.shape.begin() + axis + 1, data.shape.end());
-  if (out.shape != expected)
-    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
-                       shapeToString(expected));
-  const int64_t outer = product(llvm::ArrayRef<int64_t>(data.shape).take_front(axis));
-  const int64_t sliceBytes =
-      product(llvm::ArrayRef<int64_t>(data.shape).drop_front(axis + 1)) *
-      static_cast<int64_t>(dtypeSize(data.dtype));
-  return launchGatherSlices(call.ctx, data, indices, out, outer, data.shape[axis], sliceBytes,
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::GatherPlan plan,
+                        cpu::detail::checkGather(data, indices, out, call.attrs));
+  const int64_t sliceBytes = plan.inner * static_cast<int64_t>(dtypeSize(data.dtype));
+  return launchGatherSlices(call.ctx, data, indices, out, plan.outer, plan.axisSize, sliceBytes,
                             /*wrapNegative=*/true);
 }
 
 llvm::Error launchEmbedding(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 2, 1, 1));
   const Tensor &table = call.inputs[0], &ids = call.inputs[1], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(table, "table", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkRank(table, "table", 2));
-  LOOM_RETURN_IF_ERROR(checkIndexDType(ids, "ids"));
-  const int64_t vocab = table.shape[0], width = table.shape[1];
-  std::vector<int64_t> expected = ids.shape;
-  expected.push_back(width);
-  if (out.shape != expected)
-    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
-                       shapeToString(expected));
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::EmbeddingPlan plan,
+                        cpu::detail::checkEmbedding(table, ids, out, call.attrs));
   // A block of a vocabulary-parallel table: other blocks' ids give zeros
   // (as ids outside the table always do here).
-  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
-  return launchGatherSlices(call.ctx, table, ids, out, /*outer=*/1, vocab,
-                            width * static_cast<int64_t>(dtypeSize(table.dtype)),
-                            /*wrapNegative=*/false, start);
+  return launchGatherSlices(call.ctx, table, ids, out, /*outer=*/1, plan.vocab,
+                            plan.width * static_cast<int64_t>(dtypeSize(table.dtype)),
+                            /*wrapNegative=*/false, plan.vocabStart);
 }
 
 //===----------------------------------------------------------------------===//
@@ -662,49 +523,19 @@ llvm::Error scatterAddSlices(const LaunchContext &ctx, const Tensor &indices,
 llvm::Error launchEmbeddingGrad(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 2, 1, 1));
   const Tensor &ids = call.inputs[0], &grad = call.inputs[1], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkIndexDType(ids, "ids"));
-  LOOM_RETURN_IF_ERROR(checkRank(out, "output", 2));
-  const int64_t vocab = out.shape[0], width = out.shape[1];
-  std::vector<int64_t> expected = ids.shape;
-  expected.push_back(width);
-  if (grad.shape != expected)
-    return kernelError("grad shape " + shapeToString(grad.shape) + " should be " +
-                       shapeToString(expected) + " (the ids' shape and the row width)");
-  if (call.attrs.has("num_embeddings")) {
-    LOOM_ASSIGN_OR_RETURN(int64_t rows, call.attrs.getInt("num_embeddings"));
-    if (rows != vocab)
-      return kernelError("attribute 'num_embeddings' is " + llvm::Twine(rows) +
-                         ", the output has " + llvm::Twine(vocab) + " rows");
-  }
-  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("vocab_start", 0));
-  return scatterAddSlices(call.ctx, ids, grad, out, vocab, width,
-                          /*wrapNegative=*/false, start);
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::EmbeddingPlan plan,
+                        cpu::detail::checkEmbeddingGrad(ids, grad, out, call.attrs));
+  return scatterAddSlices(call.ctx, ids, grad, out, plan.vocab, plan.width,
+                          /*wrapNegative=*/false, plan.vocabStart);
 }
 
 llvm::Error launchGatherGrad(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 2, 1, 1));
   const Tensor &indices = call.inputs[0], &grad = call.inputs[1];
   const Tensor &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkIndexDType(indices, "indices"));
-  LOOM_ASSIGN_OR_RETURN(int64_t rawAxis, call.attrs.getInt("axis", 0));
-  LOOM_ASSIGN_OR_RETURN(int64_t axis,
-                        normalizeDim(rawAxis, out.shape.size(), "attribute 'axis'"));
-  const int64_t axisSize = out.shape[axis];
-  if (call.attrs.has("axis_size")) {
-    LOOM_ASSIGN_OR_RETURN(int64_t size, call.attrs.getInt("axis_size"));
-    if (size != axisSize)
-      return kernelError("attribute 'axis_size' is " + llvm::Twine(size) +
-                         ", the output has " + llvm::Twine(axisSize) + " along axis " +
-                         llvm::Twine(axis));
-  }
-  std::vector<int64_t> expected(out.shape.begin(), out.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), out.shape.begin() + axis + 1, out.shape.end());
-  if (grad.shape != expected)
-    return kernelError("grad shape " + shapeToString(grad.shape) + " should be " +
-                       shapeToString(expected));
-  const int64_t inner = product(llvm::ArrayRef<int64_t>(out.shape).drop_front(axis + 1));
-  return scatterAddSlices(call.ctx, indices, grad, out, axisSize, inner,
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::GatherPlan plan,
+                        cpu::detail::checkGatherGrad(indices, grad, out, call.attrs));
+  return scatterAddSlices(call.ctx, indices, grad, out, plan.axisSize, plan.inner,
                           /*wrapNegative=*/true);
 }
 

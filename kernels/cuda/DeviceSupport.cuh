@@ -6,12 +6,22 @@
 // runtime/support/FloatTypes.cpp, per-dtype element traits, strided index
 // maps with merged dims, and launch helpers. Device arithmetic that must match
 // the CPU reference to the bit uses the explicitly rounded intrinsics
-// (__fmul_rn, ...) so that nvcc never contracts it into an FMA.
+// (__fmul_rn, ...) so that nvcc never contracts it into an FMA. The row
+// kernels' helpers (softmax, norms, losses: f32/bf16/f16 as CUDA types, warp
+// and block reductions) are here too, so every .cu file shares one header.
+// Operand checks are not: they are kernels/cpu/OperandChecks.h, which the CPU
+// kernels share.
 
-#include "kernels/cpu/KernelSupport.h"
+#include "kernels/cpu/OperandChecks.h"
 #include "kernels/cuda/CudaKernels.h"
+#include "runtime/support/FloatTypes.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <array>
+#include <climits>
 
 #include <cstdint>
 #include <type_traits>
@@ -450,13 +460,19 @@ inline bool isAligned(const void *ptr, size_t bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
 }
 
-/// Checks the operand counts (launchKernel does not) and every tensor.
+/// Checks the operand counts (launchKernel does not; the message is the CPU
+/// registry's) and every tensor.
 inline llvm::Error checkOperands(const KernelCall &call, size_t minInputs, size_t maxInputs,
                                  size_t minOutputs, size_t maxOutputs) {
+  auto range = [](size_t lo, size_t hi) {
+    return lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi);
+  };
   if (call.inputs.size() < minInputs || call.inputs.size() > maxInputs)
-    return kernelError("unexpected number of inputs: " + llvm::Twine(call.inputs.size()));
+    return kernelError("takes " + range(minInputs, maxInputs) + " inputs, got " +
+                       llvm::Twine(call.inputs.size()));
   if (call.outputs.size() < minOutputs || call.outputs.size() > maxOutputs)
-    return kernelError("unexpected number of outputs: " + llvm::Twine(call.outputs.size()));
+    return kernelError("produces " + range(minOutputs, maxOutputs) + " outputs, got " +
+                       llvm::Twine(call.outputs.size()));
   for (size_t i = 0; i < call.inputs.size(); ++i)
     if (llvm::Error err = cpu::detail::checkTensor(call.inputs[i], "input"))
       return kernelError("input " + llvm::Twine(i) + ": " + llvm::toString(std::move(err)));
@@ -501,6 +517,238 @@ template <typename Fn> llvm::Error dispatchAnyDType(DType type, Fn &&fn) {
   default:
     return dispatchFloatDType(type, "operand", std::forward<Fn>(fn));
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Row kernels (softmax, norms, cross-entropy): f32, bf16 and f16 as their CUDA
+// types, G threads a row, warp and block reductions in a fixed order
+//===----------------------------------------------------------------------===//
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ float toF(float v) { return v; }
+__device__ __forceinline__ float toF(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float toF(__half v) { return __half2float(v); }
+
+template <typename T> __device__ __forceinline__ T fromF(float v);
+template <> __device__ __forceinline__ float fromF<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 fromF<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <> __device__ __forceinline__ __half fromF<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+/// A running (max, sum of exp(x - max)) pair: online softmax statistics.
+struct MaxSum {
+  float m;
+  float s;
+};
+
+__device__ __forceinline__ MaxSum mergeMaxSum(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) // both empty
+    return {m, 0.f};
+  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+}
+
+__device__ __forceinline__ void addToMaxSum(MaxSum &a, float x) {
+  if (x > a.m) {
+    a.s = a.s * expf(a.m - x) + 1.f;
+    a.m = x;
+  } else if (x != -INFINITY) { // -inf adds nothing (and -inf - -inf is NaN)
+    a.s += expf(x - a.m);
+  }
+}
+
+__device__ __forceinline__ float shflXor(float v, int o) {
+  return __shfl_xor_sync(kFullMask, v, o);
+}
+__device__ __forceinline__ double shflXor(double v, int o) {
+  return __shfl_xor_sync(kFullMask, v, o);
+}
+__device__ __forceinline__ long long shflXor(long long v, int o) {
+  return __shfl_xor_sync(kFullMask, v, o);
+}
+__device__ __forceinline__ MaxSum shflXor(MaxSum v, int o) {
+  return {shflXor(v.m, o), shflXor(v.s, o)};
+}
+
+struct SumOp {
+  template <typename V> __device__ V operator()(V a, V b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct MaxSumOp {
+  __device__ MaxSum operator()(MaxSum a, MaxSum b) const { return mergeMaxSum(a, b); }
+};
+
+/// Reduces v over the G consecutive threads that own one row (G a multiple
+/// of 32 dividing blockDim.x, or G = 32). Every thread of the block must call
+/// it (it synchronizes the block when G > 32); every thread of the group gets
+/// the same, bitwise identical result (the butterfly combines the same pairs
+/// in both partners, and the cross-warp step runs in a fixed order).
+template <int G, typename V, typename Op>
+__device__ __forceinline__ V groupReduce(V v, V *smem, Op op) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = op(v, shflXor(v, o));
+  if constexpr (G > 32) {
+    const int warp = threadIdx.x >> 5;
+    __syncthreads(); // the previous call's readers are done with smem
+    if ((threadIdx.x & 31) == 0)
+      smem[warp] = v;
+    __syncthreads();
+    const int first = (threadIdx.x / G) * (G / 32);
+    v = smem[first];
+#pragma unroll
+    for (int w = 1; w < G / 32; ++w)
+      v = op(v, smem[first + w]);
+  }
+  return v;
+}
+
+/// Reduces v over the 16 lanes of a half warp (lanes 0-15 or 16-31).
+template <typename V, typename Op> __device__ __forceinline__ V halfWarpReduce(V v, Op op) {
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1)
+    v = op(v, shflXor(v, o));
+  return v;
+}
+
+constexpr int cacheSlots(int k) { return k > 0 ? k : 1; }
+
+/// Loads the row elements a thread owns (j = lane + k*G) into registers; K = 0
+/// caches nothing (the row is read from global memory on every pass).
+template <int G, int K, typename T>
+__device__ __forceinline__ void loadRowCache(const T *row, int n, int lane,
+                                             float (&cache)[cacheSlots(K)]) {
+  if constexpr (K > 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int j = lane + k * G;
+      cache[k] = j < n ? toF(row[j]) : 0.f;
+    }
+  }
+}
+
+/// Calls f(j, row[j]) for the elements j < n a thread owns, from the cache
+/// when K > 0.
+template <int G, int K, typename T, typename F>
+__device__ __forceinline__ void forRow(const T *row, int n, int lane,
+                                       const float (&cache)[cacheSlots(K)], F &&f) {
+  if constexpr (K > 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int j = lane + k * G;
+      if (j < n)
+        f(j, cache[k]);
+    }
+  } else {
+    for (int j = lane; j < n; j += G)
+      f(j, toF(row[j]));
+  }
+}
+
+/// 16 bytes of T, the unit of the vectorized row kernels.
+template <typename T> struct alignas(16) Pack16 {
+  static constexpr int kWidth = 16 / sizeof(T);
+  T v[kWidth];
+};
+
+template <typename T> struct TypeTag {
+  using type = T;
+};
+
+/// Calls fn(TypeTag<T>{}) with T the device type of an f32, bf16 or f16
+/// tensor; an error for other dtypes.
+template <typename Fn> llvm::Error dispatchType(DType type, const char *role, Fn &&fn) {
+  switch (type) {
+  case DType::F32:
+    return fn(TypeTag<float>{});
+  case DType::BF16:
+    return fn(TypeTag<__nv_bfloat16>{});
+  case DType::F16:
+    return fn(TypeTag<__half>{});
+  default:
+    return kernelError(llvm::Twine("unsupported dtype ") + dtypeName(type) + " for " + role +
+                       " (the CUDA kernels take f32, bf16 or f16)");
+  }
+}
+
+template <typename Fn> llvm::Error dispatchLabels(DType type, Fn &&fn) {
+  switch (type) {
+  case DType::I32:
+    return fn(TypeTag<int32_t>{});
+  case DType::I64:
+    return fn(TypeTag<int64_t>{});
+  default:
+    return kernelError(llvm::Twine("labels dtype is ") + dtypeName(type) +
+                       ", expected i32 or i64");
+  }
+}
+
+inline llvm::Error checkFitsInt(int64_t value, const char *what) {
+  if (value > INT_MAX)
+    return kernelError(llvm::Twine(what) + " " + llvm::Twine(value) +
+                       " is too large for the CUDA kernel");
+  return llvm::Error::success();
+}
+
+/// Threads per row (G) and elements cached in registers per thread (K) of the
+/// row kernels, by row length.
+template <int G_, int K_> struct RowConfig {
+  static constexpr int G = G_;
+  static constexpr int K = K_;
+  static constexpr int threads = G_ < 256 ? 256 : G_;
+  static constexpr int rowsPerBlock = threads / G_;
+};
+
+template <typename Fn> void withRowConfig(int64_t n, Fn &&fn) {
+  if (n <= 256)
+    fn(RowConfig<32, 8>{});
+  else if (n <= 1024)
+    fn(RowConfig<128, 8>{});
+  else if (n <= 4096)
+    fn(RowConfig<512, 8>{});
+  else if (n <= 8192)
+    fn(RowConfig<1024, 8>{});
+  else
+    fn(RowConfig<1024, 0>{});
+}
+
+/// The vectorized row kernels' config (G threads per row, K 16-byte vectors
+/// each) for rows of n elements of T: false (nothing launched) when the rows
+/// are not whole aligned vectors or too long to sit in registers.
+template <typename T, typename Fn> bool withVecRowConfig(int64_t n, bool aligned, Fn &&fn) {
+  constexpr int VN = 16 / sizeof(T);
+  if (!aligned || n % VN != 0)
+    return false;
+  const int64_t nv = n / VN;
+  if (nv <= 32 * 8)
+    fn(RowConfig<32, 8>{});
+  else if (nv <= 64 * 8)
+    fn(RowConfig<64, 8>{});
+  else if (nv <= 128 * 8)
+    fn(RowConfig<128, 8>{});
+  else if (nv <= 256 * 8)
+    fn(RowConfig<256, 8>{});
+  else if (nv <= 512 * 8)
+    fn(RowConfig<512, 8>{});
+  else
+    return false;
+  return true;
+}
+
+template <typename Cfg> unsigned rowBlocks(int64_t rows) {
+  return static_cast<unsigned>((rows + Cfg::rowsPerBlock - 1) / Cfg::rowsPerBlock);
+}
+
+inline llvm::Error checkRowCount(int64_t rows) {
+  if (rows >= INT_MAX)
+    return kernelError("too many rows (" + llvm::Twine(rows) + ") for one launch");
+  return llvm::Error::success();
 }
 
 } // namespace loom::cuda

@@ -2,9 +2,10 @@
 #define LOOM_KERNELS_CUDA_FLASHATTENTION_CUH
 
 // Tensor-core attention for bf16/f16 (kernels/cuda/FlashAttention.cu): the
-// fast path of nn.attention and nn.attention_grad that Layers.cu takes when
-// flashAttentionApplies() says so; the f32 SIMT kernels in Layers.cu handle
-// everything else. Same semantics as the CPU reference: grouped heads, causal
+// fast path of nn.attention and nn.attention_grad that Attention.cu takes when
+// flashAttentionApplies() says so; the SIMT kernels in Attention.cu are the
+// documented fallback for everything else (f32, other head dims, unaligned
+// tensors). Same semantics as the CPU reference: grouped heads, causal
 // mask aligned to the end, scale; deterministic (no atomics, fixed order).
 
 #include "runtime/abi/DType.h"

@@ -1,0 +1,1132 @@
+// Host-side operand validation shared by every backend (see OperandChecks.h).
+// The CPU kernels (kernels/cpu) and the CUDA launchers (kernels/cuda) call
+// these before they compute; the messages are the ones the tests assert.
+
+#include "kernels/cpu/OperandChecks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <system_error>
+
+namespace loom::cpu {
+
+using namespace detail;
+
+//===----------------------------------------------------------------------===//
+// Tensor and KernelAttrs
+//===----------------------------------------------------------------------===//
+
+int64_t Tensor::numElements() const { return product(shape); }
+
+size_t Tensor::sizeInBytes() const {
+  return static_cast<size_t>(numElements()) * dtypeSize(dtype);
+}
+
+KernelAttrs::KernelAttrs(std::vector<NamedAttr> attrs) : attrs_(std::move(attrs)) {}
+
+KernelAttrs &KernelAttrs::set(std::string name, AttrValue value) {
+  for (NamedAttr &attr : attrs_) {
+    if (attr.name == name) {
+      attr.value = std::move(value);
+      return *this;
+    }
+  }
+  attrs_.push_back({std::move(name), std::move(value)});
+  return *this;
+}
+
+const AttrValue *KernelAttrs::find(std::string_view name) const {
+  for (const NamedAttr &attr : attrs_)
+    if (attr.name == name)
+      return &attr.value;
+  return nullptr;
+}
+
+namespace {
+
+const char *attrTypeName(const AttrValue &value) {
+  switch (value.index()) {
+  case 0:
+    return "int";
+  case 1:
+    return "f64";
+  case 2:
+    return "string";
+  case 3:
+    return "int list";
+  default:
+    return "f64 list";
+  }
+}
+
+/// The shared lookup of the typed getters.
+template <typename T>
+llvm::Expected<T> getTyped(const KernelAttrs &attrs, std::string_view name,
+                           const std::optional<T> &dflt, const char *wanted) {
+  const AttrValue *value = attrs.find(name);
+  if (!value) {
+    if (dflt)
+      return *dflt;
+    return kernelError("missing attribute '" + llvm::Twine(name) + "'");
+  }
+  if (const T *typed = std::get_if<T>(value))
+    return *typed;
+  if constexpr (std::is_same_v<T, double>)
+    if (const int64_t *integer = std::get_if<int64_t>(value))
+      return static_cast<double>(*integer);
+  return kernelError("attribute '" + llvm::Twine(name) + "' is " +
+                     attrTypeName(*value) + ", expected " + wanted);
+}
+
+} // namespace
+
+llvm::Expected<int64_t> KernelAttrs::getInt(std::string_view name,
+                                            std::optional<int64_t> dflt) const {
+  return getTyped<int64_t>(*this, name, dflt, "int");
+}
+
+llvm::Expected<bool> KernelAttrs::getBool(std::string_view name,
+                                          std::optional<bool> dflt) const {
+  std::optional<int64_t> intDefault;
+  if (dflt)
+    intDefault = *dflt ? 1 : 0;
+  llvm::Expected<int64_t> value = getTyped<int64_t>(*this, name, intDefault, "int");
+  if (!value)
+    return value.takeError();
+  if (*value != 0 && *value != 1)
+    return kernelError("attribute '" + llvm::Twine(name) + "' is " +
+                       llvm::Twine(*value) + ", expected 0 or 1");
+  return *value == 1;
+}
+
+llvm::Expected<double> KernelAttrs::getF64(std::string_view name,
+                                           std::optional<double> dflt) const {
+  return getTyped<double>(*this, name, dflt, "f64");
+}
+
+llvm::Expected<std::string> KernelAttrs::getStr(std::string_view name,
+                                                std::optional<std::string> dflt) const {
+  return getTyped<std::string>(*this, name, dflt, "string");
+}
+
+llvm::Expected<std::vector<int64_t>>
+KernelAttrs::getInts(std::string_view name,
+                     std::optional<std::vector<int64_t>> dflt) const {
+  return getTyped<std::vector<int64_t>>(*this, name, dflt, "int list");
+}
+
+llvm::Expected<std::vector<double>>
+KernelAttrs::getF64List(std::string_view name,
+                        std::optional<std::vector<double>> dflt) const {
+  return getTyped<std::vector<double>>(*this, name, dflt, "float list");
+}
+
+namespace detail {
+
+llvm::Error kernelError(const llvm::Twine &message) {
+  return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
+                                 message);
+}
+
+std::string shapeToString(llvm::ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+int64_t product(llvm::ArrayRef<int64_t> dims) {
+  int64_t result = 1;
+  for (int64_t dim : dims)
+    result *= dim;
+  return result;
+}
+
+std::vector<int64_t> contiguousStrides(llvm::ArrayRef<int64_t> shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+llvm::Error checkTensor(const Tensor &tensor, const char *role) {
+  int64_t count = 1;
+  for (int64_t dim : tensor.shape) {
+    if (dim < 0)
+      return kernelError(llvm::Twine(role) + " shape " +
+                         shapeToString(tensor.shape) + " has a negative dim");
+    if (__builtin_mul_overflow(count, dim, &count) ||
+        count > std::numeric_limits<int64_t>::max() / 8)
+      return kernelError(llvm::Twine(role) + " shape " +
+                         shapeToString(tensor.shape) + " is too large");
+  }
+  if (static_cast<uint8_t>(tensor.dtype) >= kNumDTypes)
+    return kernelError(llvm::Twine(role) + " has an invalid dtype");
+  if (count > 0 && !tensor.data)
+    return kernelError(llvm::Twine(role) + " has no data");
+  return llvm::Error::success();
+}
+
+llvm::Error checkSameShape(const Tensor &a, const char *aRole, const Tensor &b,
+                           const char *bRole) {
+  if (a.shape != b.shape)
+    return kernelError(llvm::Twine(aRole) + " shape " + shapeToString(a.shape) +
+                       " differs from " + bRole + " shape " +
+                       shapeToString(b.shape));
+  return llvm::Error::success();
+}
+
+llvm::Error checkSameDType(const Tensor &a, const char *aRole, const Tensor &b,
+                           const char *bRole) {
+  if (a.dtype != b.dtype)
+    return kernelError(llvm::Twine(aRole) + " dtype " + dtypeName(a.dtype) +
+                       " differs from " + bRole + " dtype " + dtypeName(b.dtype));
+  return llvm::Error::success();
+}
+
+llvm::Error checkRank(const Tensor &tensor, const char *role, size_t rank) {
+  if (tensor.shape.size() != rank)
+    return kernelError(llvm::Twine(role) + " must have rank " + llvm::Twine(rank) +
+                       ", got shape " + shapeToString(tensor.shape));
+  return llvm::Error::success();
+}
+
+llvm::Expected<int64_t> normalizeDim(int64_t dim, int64_t rank, const char *what) {
+  if (dim < -rank || dim >= rank)
+    return kernelError(llvm::Twine(what) + " " + llvm::Twine(dim) +
+                       " is out of range for rank " + llvm::Twine(rank));
+  return dim < 0 ? dim + rank : dim;
+}
+
+llvm::Expected<std::vector<int64_t>>
+broadcastStrides(llvm::ArrayRef<int64_t> inShape, llvm::ArrayRef<int64_t> outShape,
+                 const char *role) {
+  auto mismatch = [&] {
+    return kernelError(llvm::Twine(role) + " shape " + shapeToString(inShape) +
+                       " does not broadcast to output shape " +
+                       shapeToString(outShape));
+  };
+  if (inShape.size() > outShape.size())
+    return mismatch();
+  std::vector<int64_t> inStrides = contiguousStrides(inShape);
+  std::vector<int64_t> strides(outShape.size(), 0);
+  const size_t lead = outShape.size() - inShape.size();
+  for (size_t d = 0; d < inShape.size(); ++d) {
+    if (inShape[d] == outShape[lead + d])
+      strides[lead + d] = inShape[d] == 1 ? 0 : inStrides[d];
+    else if (inShape[d] == 1)
+      strides[lead + d] = 0;
+    else
+      return mismatch();
+  }
+  return strides;
+}
+
+llvm::Error checkIndexDType(const Tensor &indices, const char *role) {
+  if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
+    return kernelError(llvm::Twine(role) + " dtype is " + dtypeName(indices.dtype) +
+                       ", expected i32 or i64");
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// 'approximate' of nn.gelu and nn.gelu_grad: false for "none", true for
+/// "tanh".
+llvm::Expected<bool> geluIsTanh(const KernelAttrs &attrs) {
+  LOOM_ASSIGN_OR_RETURN(std::string approximate,
+                        attrs.getStr("approximate", std::string("none")));
+  if (approximate == "tanh")
+    return true;
+  if (approximate != "none")
+    return kernelError("attribute 'approximate' is '" + approximate +
+                       "', expected 'none' or 'tanh'");
+  return false;
+}
+
+/// The value paired with `key` in `table`, if any.
+template <typename T, size_t N>
+std::optional<T> lookup(const std::pair<std::string_view, T> (&table)[N], std::string_view key) {
+  for (const auto &[name, value] : table)
+    if (name == key)
+      return value;
+  return std::nullopt;
+}
+
+} // namespace
+
+llvm::Expected<UnaryOp> checkUnary(std::string_view name, const Tensor &in, const Tensor &out,
+                                   const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkSameShape(in, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
+  static const std::pair<std::string_view, UnaryOp> kOps[] = {
+      {"nn.neg", UnaryOp::Neg},         {"nn.abs", UnaryOp::Abs},
+      {"nn.exp", UnaryOp::Exp},         {"nn.log", UnaryOp::Log},
+      {"nn.sqrt", UnaryOp::Sqrt},       {"nn.rsqrt", UnaryOp::Rsqrt},
+      {"nn.reciprocal", UnaryOp::Reciprocal}, {"nn.tanh", UnaryOp::Tanh},
+      {"nn.erf", UnaryOp::Erf},         {"nn.sigmoid", UnaryOp::Sigmoid},
+      {"nn.silu", UnaryOp::Silu},       {"nn.relu", UnaryOp::Relu},
+      {"nn.gelu", UnaryOp::GeluErf},
+  };
+  std::optional<UnaryOp> op = lookup(kOps, name);
+  if (!op)
+    return kernelError("not a unary kernel");
+  if (*op == UnaryOp::GeluErf) {
+    LOOM_ASSIGN_OR_RETURN(bool tanh, geluIsTanh(attrs));
+    if (tanh)
+      op = UnaryOp::GeluTanh;
+  }
+  return *op;
+}
+
+llvm::Expected<BinaryPlan> checkBinary(std::string_view name, const Tensor &a, const Tensor &b,
+                                       const Tensor &out) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(b, "rhs", out, "output"));
+  BinaryPlan plan;
+  LOOM_ASSIGN_OR_RETURN(plan.lhsStrides, broadcastStrides(a.shape, out.shape, "lhs"));
+  LOOM_ASSIGN_OR_RETURN(plan.rhsStrides, broadcastStrides(b.shape, out.shape, "rhs"));
+  static const std::pair<std::string_view, BinaryOp> kOps[] = {
+      {"nn.add", BinaryOp::Add},         {"nn.sub", BinaryOp::Sub},
+      {"nn.mul", BinaryOp::Mul},         {"nn.div", BinaryOp::Div},
+      {"nn.pow", BinaryOp::Pow},         {"nn.maximum", BinaryOp::Maximum},
+      {"nn.minimum", BinaryOp::Minimum},
+  };
+  std::optional<BinaryOp> op = lookup(kOps, name);
+  if (!op)
+    return kernelError("not a binary kernel");
+  plan.op = *op;
+  if ((out.dtype == DType::I64 || out.dtype == DType::I32) && plan.op == BinaryOp::Pow)
+    return kernelError(llvm::Twine("unsupported dtype ") + dtypeName(out.dtype) +
+                       " (a float type is required)");
+  return plan;
+}
+
+llvm::Expected<ComparePlan> checkCompare(const Tensor &a, const Tensor &b, const Tensor &out,
+                                         const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", b, "rhs"));
+  if (out.dtype != DType::I1)
+    return kernelError(llvm::Twine("output dtype is ") + dtypeName(out.dtype) +
+                       ", expected i1");
+  ComparePlan plan;
+  LOOM_ASSIGN_OR_RETURN(plan.lhsStrides, broadcastStrides(a.shape, out.shape, "lhs"));
+  LOOM_ASSIGN_OR_RETURN(plan.rhsStrides, broadcastStrides(b.shape, out.shape, "rhs"));
+  LOOM_ASSIGN_OR_RETURN(std::string predicate, attrs.getStr("predicate"));
+  static const std::pair<std::string_view, ComparePred> kPreds[] = {
+      {"eq", ComparePred::Eq}, {"ne", ComparePred::Ne}, {"lt", ComparePred::Lt},
+      {"le", ComparePred::Le}, {"gt", ComparePred::Gt}, {"ge", ComparePred::Ge}};
+  std::optional<ComparePred> pred = lookup(kPreds, predicate);
+  if (!pred)
+    return kernelError("attribute 'predicate' is '" + predicate +
+                       "', expected eq, ne, lt, le, gt or ge");
+  plan.pred = *pred;
+  return plan;
+}
+
+llvm::Expected<std::array<std::vector<int64_t>, 3>>
+checkWhere(const Tensor &cond, const Tensor &a, const Tensor &b, const Tensor &out) {
+  if (cond.dtype != DType::I1)
+    return kernelError(llvm::Twine("condition dtype is ") + dtypeName(cond.dtype) +
+                       ", expected i1");
+  LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(b, "rhs", out, "output"));
+  std::array<std::vector<int64_t>, 3> strides;
+  LOOM_ASSIGN_OR_RETURN(strides[0], broadcastStrides(cond.shape, out.shape, "condition"));
+  LOOM_ASSIGN_OR_RETURN(strides[1], broadcastStrides(a.shape, out.shape, "lhs"));
+  LOOM_ASSIGN_OR_RETURN(strides[2], broadcastStrides(b.shape, out.shape, "rhs"));
+  return strides;
+}
+
+llvm::Expected<DropoutParams> checkDropout(const Tensor &in, const Tensor &out,
+                                           const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkSameShape(in, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
+  DropoutParams params;
+  LOOM_ASSIGN_OR_RETURN(params.p, attrs.getF64("p"));
+  LOOM_ASSIGN_OR_RETURN(params.seed, attrs.getInt("seed"));
+  if (!(params.p >= 0.0 && params.p <= 1.0))
+    return kernelError("attribute 'p' is " + std::to_string(params.p) + ", expected [0, 1]");
+  return params;
+}
+
+llvm::Expected<IotaPlan> checkIota(const Tensor &out, const KernelAttrs &attrs) {
+  IotaPlan plan;
+  LOOM_ASSIGN_OR_RETURN(int64_t rawDim, attrs.getInt("dim"));
+  LOOM_ASSIGN_OR_RETURN(plan.start, attrs.getF64("start", 0.0));
+  LOOM_ASSIGN_OR_RETURN(plan.step, attrs.getF64("step", 1.0));
+  const int64_t rank = static_cast<int64_t>(out.shape.size());
+  if (rank == 0)
+    return kernelError("output must have rank >= 1");
+  LOOM_ASSIGN_OR_RETURN(int64_t dim, normalizeDim(rawDim, rank, "attribute 'dim'"));
+  plan.size = out.shape[dim];
+  plan.inner = contiguousStrides(out.shape)[dim];
+  return plan;
+}
+
+llvm::Expected<Activation> checkActivationGrad(std::string_view name, const Tensor &x,
+                                               const Tensor &dy, const Tensor &out,
+                                               const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", dy, "grad"));
+  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", dy, "grad"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", out, "output"));
+  if (name != "nn.gelu_grad")
+    return Activation::Silu;
+  LOOM_ASSIGN_OR_RETURN(bool tanh, geluIsTanh(attrs));
+  return tanh ? Activation::GeluTanh : Activation::GeluErf;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and softmax
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<ReducePlan> checkReduce(std::string_view name, const Tensor &in,
+                                       const Tensor &out, const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> rawDims, attrs.getInts("dims"));
+  LOOM_ASSIGN_OR_RETURN(bool keepDim, attrs.getBool("keepdim", false));
+  const int64_t rank = static_cast<int64_t>(in.shape.size());
+  std::vector<bool> reduced(rank, false);
+  for (int64_t rawDim : rawDims) {
+    LOOM_ASSIGN_OR_RETURN(int64_t dim, normalizeDim(rawDim, rank, "reduced dim"));
+    if (reduced[dim])
+      return kernelError("dim " + llvm::Twine(rawDim) + " is listed twice in 'dims'");
+    reduced[dim] = true;
+  }
+  ReducePlan plan;
+  std::vector<int64_t> expected;
+  const std::vector<int64_t> strides = contiguousStrides(in.shape);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[d]) {
+      plan.reducedShape.push_back(in.shape[d]);
+      plan.reducedStrides.push_back(strides[d]);
+      plan.reduceCount *= in.shape[d];
+      if (keepDim)
+        expected.push_back(1);
+    } else {
+      plan.keptShape.push_back(in.shape[d]);
+      plan.keptStrides.push_back(strides[d]);
+      expected.push_back(in.shape[d]);
+    }
+  }
+  if (out.shape != expected)
+    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
+                       shapeToString(expected));
+  if (name == "nn.reduce_sum") {
+    plan.op = ReduceOp::Sum;
+  } else if (name == "nn.reduce_mean") {
+    plan.op = ReduceOp::Mean;
+  } else {
+    plan.op = ReduceOp::Max;
+    if (plan.reduceCount == 0)
+      return kernelError("cannot take the maximum of an empty set (a reduced dim "
+                         "has size 0)");
+  }
+  return plan;
+}
+
+llvm::Expected<SoftmaxPlan> checkSoftmax(std::string_view name, const Tensor &in,
+                                         const Tensor &out, const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkSameShape(in, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
+  SoftmaxPlan plan;
+  plan.log = name == "nn.log_softmax";
+  LOOM_ASSIGN_OR_RETURN(int64_t rawDim, attrs.getInt("dim"));
+  const int64_t rank = static_cast<int64_t>(in.shape.size());
+  if (rank == 0)
+    return kernelError("input must have rank >= 1");
+  LOOM_ASSIGN_OR_RETURN(int64_t dim, normalizeDim(rawDim, rank, "attribute 'dim'"));
+  plan.length = in.shape[dim];
+  plan.inner = contiguousStrides(in.shape)[dim];
+  plan.lines = plan.length == 0 ? 0 : in.numElements() / plan.length;
+  return plan;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Checks an optional per-feature parameter: shape [D], the input's dtype.
+llvm::Error checkFeatureParam(const Tensor &param, const char *role, const Tensor &x,
+                              int64_t features) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(param, role, x, "input"));
+  if (param.shape != std::vector<int64_t>{features})
+    return kernelError(llvm::Twine(role) + " shape " + shapeToString(param.shape) +
+                       " should be [" + llvm::Twine(features) + "]");
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<NormPlan> checkNorm(std::string_view name, llvm::ArrayRef<Tensor> inputs,
+                                   const Tensor &out, const KernelAttrs &attrs) {
+  const Tensor &x = inputs[0];
+  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", out, "output"));
+  if (x.shape.empty())
+    return kernelError("input must have rank >= 1");
+  NormPlan plan;
+  plan.layerNorm = name == "nn.layer_norm";
+  plan.features = x.shape.back();
+  const size_t numInputs = inputs.size();
+  bool hasWeight, hasBias = false;
+  if (plan.layerNorm) {
+    LOOM_ASSIGN_OR_RETURN(hasWeight, attrs.getBool("has_weight", numInputs >= 2));
+    LOOM_ASSIGN_OR_RETURN(hasBias, attrs.getBool("has_bias", numInputs == 3));
+    LOOM_ASSIGN_OR_RETURN(plan.epsilon, attrs.getF64("epsilon", 1e-5));
+    if (size_t(1) + hasWeight + hasBias != numInputs)
+      return kernelError("has_weight=" + llvm::Twine(hasWeight) + " and has_bias=" +
+                         llvm::Twine(hasBias) + " disagree with " +
+                         llvm::Twine(numInputs) + " inputs");
+  } else {
+    LOOM_ASSIGN_OR_RETURN(hasWeight, attrs.getBool("has_weight", numInputs == 2));
+    LOOM_ASSIGN_OR_RETURN(plan.epsilon, attrs.getF64("epsilon", 1e-6));
+    if (size_t(1) + hasWeight != numInputs)
+      return kernelError("has_weight=" + llvm::Twine(hasWeight) + " disagrees with " +
+                         llvm::Twine(numInputs) + " inputs");
+  }
+  plan.weight = hasWeight ? &inputs[1] : nullptr;
+  plan.bias = hasBias ? &inputs[hasWeight ? 2 : 1] : nullptr;
+  if (plan.weight)
+    LOOM_RETURN_IF_ERROR(checkFeatureParam(*plan.weight, "weight", x, plan.features));
+  if (plan.bias)
+    LOOM_RETURN_IF_ERROR(checkFeatureParam(*plan.bias, "bias", x, plan.features));
+  plan.rows = plan.features == 0 ? 0 : x.numElements() / plan.features;
+  return plan;
+}
+
+llvm::Expected<NormPlan> checkNormGrad(std::string_view name, llvm::ArrayRef<Tensor> inputs,
+                                       const Tensor &out, const KernelAttrs &attrs) {
+  const Tensor &x = inputs[0], &dy = inputs[1];
+  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", dy, "grad"));
+  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", dy, "grad"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", out, "output"));
+  if (x.shape.empty())
+    return kernelError("input must have rank >= 1");
+  NormPlan plan;
+  plan.layerNorm = name == "nn.layer_norm_grad";
+  plan.features = x.shape.back();
+  const size_t numInputs = inputs.size();
+  LOOM_ASSIGN_OR_RETURN(bool hasWeight, attrs.getBool("has_weight", numInputs == 3));
+  LOOM_ASSIGN_OR_RETURN(plan.epsilon, attrs.getF64("epsilon", plan.layerNorm ? 1e-5 : 1e-6));
+  if (size_t(2) + hasWeight != numInputs)
+    return kernelError("has_weight=" + llvm::Twine(hasWeight) + " disagrees with " +
+                       llvm::Twine(numInputs) + " inputs");
+  plan.weight = hasWeight ? &inputs[2] : nullptr;
+  if (plan.weight)
+    LOOM_RETURN_IF_ERROR(checkFeatureParam(*plan.weight, "weight", x, plan.features));
+  plan.rows = plan.features == 0 ? 0 : x.numElements() / plan.features;
+  return plan;
+}
+
+//===----------------------------------------------------------------------===//
+// Rope and attention
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<RopePlan> checkRope(const Tensor &x, const Tensor &cosT, const Tensor &sinT,
+                                   const Tensor &out, const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(cosT, "cos", x, "input"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(sinT, "sin", x, "input"));
+  RopePlan plan;
+  LOOM_ASSIGN_OR_RETURN(plan.interleaved, attrs.getBool("interleaved", false));
+  const size_t rank = x.shape.size();
+  if (rank < 2)
+    return kernelError("input must be [..., S, D], got " + shapeToString(x.shape));
+  plan.seq = x.shape[rank - 2];
+  plan.dim = x.shape[rank - 1];
+  if (plan.dim % 2 != 0)
+    return kernelError("head dim " + llvm::Twine(plan.dim) + " must be even");
+  const std::vector<int64_t> tableShape = {plan.seq, plan.dim};
+  if (cosT.shape != tableShape || sinT.shape != tableShape)
+    return kernelError("cos " + shapeToString(cosT.shape) + " and sin " +
+                       shapeToString(sinT.shape) + " must both be " +
+                       shapeToString(tableShape));
+  return plan;
+}
+
+namespace {
+
+/// The shapes of q, k and v (already of rank 4) and the attributes.
+llvm::Expected<AttentionShape> attentionShape(const Tensor &q, const Tensor &k,
+                                              const Tensor &v) {
+  AttentionShape s;
+  s.batch = q.shape[0];
+  s.qHeads = q.shape[1];
+  s.seq = q.shape[2];
+  s.headDim = q.shape[3];
+  s.kvHeads = k.shape[1];
+  s.kvSeq = k.shape[2];
+  s.valueDim = v.shape[3];
+  if (k.shape[0] != s.batch || k.shape[3] != s.headDim)
+    return kernelError("key shape " + shapeToString(k.shape) +
+                       " does not match query shape " + shapeToString(q.shape));
+  if (v.shape[0] != s.batch || v.shape[1] != s.kvHeads || v.shape[2] != s.kvSeq)
+    return kernelError("value shape " + shapeToString(v.shape) +
+                       " does not match key shape " + shapeToString(k.shape));
+  if (s.kvHeads == 0 || s.qHeads % s.kvHeads != 0)
+    return kernelError("query heads (" + llvm::Twine(s.qHeads) +
+                       ") must be a multiple of key/value heads (" +
+                       llvm::Twine(s.kvHeads) + ")");
+  return s;
+}
+
+llvm::Error readAttentionAttrs(AttentionShape &s, const KernelAttrs &attrs) {
+  LOOM_ASSIGN_OR_RETURN(s.causal, attrs.getBool("causal", false));
+  const double defaultScale = s.headDim > 0 ? 1.0 / std::sqrt(double(s.headDim)) : 1.0;
+  LOOM_ASSIGN_OR_RETURN(s.scale, attrs.getF64("scale", defaultScale));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<AttentionShape> checkAttention(const Tensor &q, const Tensor &k,
+                                              const Tensor &v, const Tensor &out,
+                                              const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(q, "query", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(k, "key", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(v, "value", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkRank(q, "query", 4));
+  LOOM_RETURN_IF_ERROR(checkRank(k, "key", 4));
+  LOOM_RETURN_IF_ERROR(checkRank(v, "value", 4));
+  LOOM_ASSIGN_OR_RETURN(AttentionShape s, attentionShape(q, k, v));
+  const std::vector<int64_t> expected = s.outShape();
+  if (out.shape != expected)
+    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
+                       shapeToString(expected));
+  LOOM_RETURN_IF_ERROR(readAttentionAttrs(s, attrs));
+  return s;
+}
+
+llvm::Expected<AttentionShape> checkAttentionGrad(llvm::ArrayRef<Tensor> inputs,
+                                                  llvm::ArrayRef<Tensor> outputs,
+                                                  const KernelAttrs &attrs) {
+  const Tensor &q = inputs[0], &k = inputs[1], &v = inputs[2], &dOut = inputs[3];
+  const Tensor &dq = outputs[0], &dk = outputs[1], &dv = outputs[2];
+  LOOM_RETURN_IF_ERROR(checkRank(q, "query", 4));
+  LOOM_RETURN_IF_ERROR(checkRank(k, "key", 4));
+  LOOM_RETURN_IF_ERROR(checkRank(v, "value", 4));
+  for (const auto &[tensor, role] :
+       {std::pair<const Tensor *, const char *>{&k, "key"}, {&v, "value"},
+        {&dOut, "grad"}, {&dq, "query grad"}, {&dk, "key grad"}, {&dv, "value grad"}})
+    LOOM_RETURN_IF_ERROR(checkSameDType(*tensor, role, q, "query"));
+  LOOM_ASSIGN_OR_RETURN(AttentionShape s, attentionShape(q, k, v));
+  const std::vector<int64_t> outShape = s.outShape();
+  if (dOut.shape != outShape)
+    return kernelError("grad shape " + shapeToString(dOut.shape) + " should be " +
+                       shapeToString(outShape) + ", the attention output's");
+  LOOM_RETURN_IF_ERROR(checkSameShape(dq, "query grad", q, "query"));
+  LOOM_RETURN_IF_ERROR(checkSameShape(dk, "key grad", k, "key"));
+  LOOM_RETURN_IF_ERROR(checkSameShape(dv, "value grad", v, "value"));
+  LOOM_RETURN_IF_ERROR(readAttentionAttrs(s, attrs));
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-entropy
+//===----------------------------------------------------------------------===//
+
+const char *lossReductionName(LossReduction reduction) {
+  return reduction == LossReduction::None  ? "none"
+         : reduction == LossReduction::Sum ? "sum"
+                                           : "mean";
+}
+
+namespace {
+
+llvm::Error checkLabelsDType(const Tensor &labels) {
+  if (labels.dtype != DType::I32 && labels.dtype != DType::I64)
+    return kernelError(llvm::Twine("labels dtype is ") + dtypeName(labels.dtype) +
+                       ", expected i32 or i64");
+  return llvm::Error::success();
+}
+
+/// labels [N] of i32 or i64 for a block loss of N rows.
+llvm::Error checkBlockLabels(const Tensor &labels, int64_t rows) {
+  LOOM_RETURN_IF_ERROR(checkRank(labels, "labels", 1));
+  LOOM_RETURN_IF_ERROR(checkLabelsDType(labels));
+  if (labels.shape[0] != rows)
+    return kernelError("labels shape " + shapeToString(labels.shape) + " does not match " +
+                       llvm::Twine(rows) + " rows");
+  return llvm::Error::success();
+}
+
+/// stats [N, 3B] f32: the blocks' statistics of each row. Returns B.
+llvm::Expected<int64_t> checkBlockStats(const Tensor &stats, int64_t rows) {
+  LOOM_RETURN_IF_ERROR(checkRank(stats, "stats", 2));
+  if (stats.dtype != DType::F32)
+    return kernelError(llvm::Twine("stats dtype is ") + dtypeName(stats.dtype) +
+                       ", expected f32");
+  if (stats.shape[0] != rows || stats.shape[1] == 0 || stats.shape[1] % 3 != 0)
+    return kernelError("stats shape " + shapeToString(stats.shape) + " should be [" +
+                       llvm::Twine(rows) + ", 3 * blocks]");
+  return stats.shape[1] / 3;
+}
+
+llvm::Expected<LossReduction> readReduction(const KernelAttrs &attrs) {
+  LOOM_ASSIGN_OR_RETURN(std::string reduction, attrs.getStr("reduction", std::string("mean")));
+  if (reduction == "mean")
+    return LossReduction::Mean;
+  if (reduction == "sum")
+    return LossReduction::Sum;
+  if (reduction == "none")
+    return LossReduction::None;
+  return kernelError("attribute 'reduction' is '" + reduction +
+                     "', expected mean, sum or none");
+}
+
+/// ignore_index and reduction.
+llvm::Error readLossAttrs(CrossEntropyShape &s, const KernelAttrs &attrs) {
+  LOOM_ASSIGN_OR_RETURN(s.ignoreIndex, attrs.getInt("ignore_index", -100));
+  LOOM_ASSIGN_OR_RETURN(s.reduction, readReduction(attrs));
+  return llvm::Error::success();
+}
+
+/// The loss gradient a cross-entropy's backward reads: f32, the loss's shape.
+llvm::Error checkLossGradShape(const Tensor &lossGrad, const CrossEntropyShape &s) {
+  const std::vector<int64_t> expected = s.lossShape();
+  if (lossGrad.shape != expected)
+    return kernelError("loss gradient shape " + shapeToString(lossGrad.shape) +
+                       " should be " + shapeToString(expected) + " for reduction '" +
+                       lossReductionName(s.reduction) + "'");
+  return llvm::Error::success();
+}
+
+llvm::Error checkLossGradDType(const Tensor &lossGrad) {
+  if (lossGrad.dtype != DType::F32)
+    return kernelError(llvm::Twine("loss gradient dtype is ") +
+                       dtypeName(lossGrad.dtype) + ", expected f32");
+  return llvm::Error::success();
+}
+
+/// logits [N, C] and labels [N].
+llvm::Error checkLabelRows(const Tensor &logits, const Tensor &labels) {
+  if (labels.shape[0] != logits.shape[0])
+    return kernelError("labels shape " + shapeToString(labels.shape) +
+                       " does not match logits shape " + shapeToString(logits.shape));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<CrossEntropyShape> checkCrossEntropy(const Tensor &logits, const Tensor &labels,
+                                                    const Tensor &out,
+                                                    const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkRank(logits, "logits", 2));
+  LOOM_RETURN_IF_ERROR(checkRank(labels, "labels", 1));
+  LOOM_RETURN_IF_ERROR(checkLabelsDType(labels));
+  if (out.dtype != DType::F32)
+    return kernelError(llvm::Twine("output dtype is ") + dtypeName(out.dtype) +
+                       ", expected f32");
+  CrossEntropyShape s;
+  s.rows = logits.shape[0];
+  s.classes = logits.shape[1];
+  LOOM_RETURN_IF_ERROR(checkLabelRows(logits, labels));
+  LOOM_RETURN_IF_ERROR(readLossAttrs(s, attrs));
+  const std::vector<int64_t> expected = s.lossShape();
+  if (out.shape != expected)
+    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
+                       shapeToString(expected) + " for reduction '" +
+                       lossReductionName(s.reduction) + "'");
+  return s;
+}
+
+llvm::Expected<CrossEntropyShape> checkCrossEntropyGrad(const Tensor &logits,
+                                                        const Tensor &labels,
+                                                        const Tensor &lossGrad,
+                                                        const Tensor &out,
+                                                        const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkRank(logits, "logits", 2));
+  LOOM_RETURN_IF_ERROR(checkRank(labels, "labels", 1));
+  LOOM_RETURN_IF_ERROR(checkSameShape(logits, "logits", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(logits, "logits", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkLabelsDType(labels));
+  LOOM_RETURN_IF_ERROR(checkLossGradDType(lossGrad));
+  CrossEntropyShape s;
+  s.rows = logits.shape[0];
+  s.classes = logits.shape[1];
+  LOOM_RETURN_IF_ERROR(checkLabelRows(logits, labels));
+  LOOM_RETURN_IF_ERROR(readLossAttrs(s, attrs));
+  LOOM_RETURN_IF_ERROR(checkLossGradShape(lossGrad, s));
+  return s;
+}
+
+llvm::Expected<BlockLossShape> checkCrossEntropyStats(const Tensor &logits,
+                                                      const Tensor &labels, const Tensor &out,
+                                                      const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkRank(logits, "logits", 2));
+  BlockLossShape b;
+  b.ce.rows = logits.shape[0];
+  b.ce.classes = logits.shape[1];
+  b.ce.reduction = LossReduction::None;
+  LOOM_RETURN_IF_ERROR(checkBlockLabels(labels, b.ce.rows));
+  if (out.dtype != DType::F32 || out.shape != std::vector<int64_t>{b.ce.rows, 3})
+    return kernelError("output should be f32 [" + llvm::Twine(b.ce.rows) + ", 3], got " +
+                       dtypeName(out.dtype) + " " + shapeToString(out.shape));
+  if (b.ce.classes == 0)
+    return kernelError("logits have no classes");
+  LOOM_ASSIGN_OR_RETURN(b.vocabStart, attrs.getInt("vocab_start", 0));
+  LOOM_ASSIGN_OR_RETURN(b.ce.ignoreIndex, attrs.getInt("ignore_index", -100));
+  return b;
+}
+
+llvm::Expected<BlockLossShape> checkCrossEntropyCombine(const Tensor &stats,
+                                                        const Tensor &labels,
+                                                        const Tensor &out,
+                                                        const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkRank(stats, "stats", 2));
+  BlockLossShape b;
+  b.ce.rows = stats.shape[0];
+  LOOM_ASSIGN_OR_RETURN(b.blocks, checkBlockStats(stats, b.ce.rows));
+  b.ce.classes = stats.shape[1];
+  LOOM_RETURN_IF_ERROR(checkBlockLabels(labels, b.ce.rows));
+  LOOM_RETURN_IF_ERROR(readLossAttrs(b.ce, attrs));
+  const std::vector<int64_t> expected = b.ce.lossShape();
+  if (out.dtype != DType::F32 || out.shape != expected)
+    return kernelError(llvm::Twine("output should be f32 ") + shapeToString(expected) +
+                       " for reduction '" + lossReductionName(b.ce.reduction) + "', got " +
+                       dtypeName(out.dtype) + " " + shapeToString(out.shape));
+  LOOM_ASSIGN_OR_RETURN(b.numClasses, attrs.getInt("num_classes", INT64_MAX));
+  return b;
+}
+
+llvm::Expected<BlockLossShape>
+checkCrossEntropyBlockGrad(const Tensor &logits, const Tensor &labels, const Tensor &lossGrad,
+                           const Tensor &stats, const Tensor &out, const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkRank(logits, "logits", 2));
+  LOOM_RETURN_IF_ERROR(checkSameShape(logits, "logits", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkSameDType(logits, "logits", out, "output"));
+  BlockLossShape b;
+  b.ce.rows = logits.shape[0];
+  b.ce.classes = logits.shape[1];
+  LOOM_RETURN_IF_ERROR(checkBlockLabels(labels, b.ce.rows));
+  LOOM_ASSIGN_OR_RETURN(b.blocks, checkBlockStats(stats, b.ce.rows));
+  LOOM_ASSIGN_OR_RETURN(b.vocabStart, attrs.getInt("vocab_start", 0));
+  LOOM_RETURN_IF_ERROR(readLossAttrs(b.ce, attrs));
+  LOOM_RETURN_IF_ERROR(checkLossGradDType(lossGrad));
+  LOOM_RETURN_IF_ERROR(checkLossGradShape(lossGrad, b.ce));
+  return b;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<StridedRead> checkTranspose(const Tensor &in, const Tensor &out,
+                                           const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> permutation, attrs.getInts("permutation"));
+  const size_t rank = in.shape.size();
+  std::vector<bool> seen(rank, false);
+  bool valid = permutation.size() == rank;
+  for (size_t i = 0; valid && i < rank; ++i) {
+    valid = permutation[i] >= 0 && permutation[i] < static_cast<int64_t>(rank) &&
+            !seen[permutation[i]];
+    if (valid)
+      seen[permutation[i]] = true;
+  }
+  if (!valid)
+    return kernelError("attribute 'permutation' " + shapeToString(permutation) +
+                       " is not a permutation of " + llvm::Twine(rank) + " dims");
+  const std::vector<int64_t> inStrides = contiguousStrides(in.shape);
+  std::vector<int64_t> expected(rank);
+  StridedRead read;
+  read.strides.resize(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    expected[i] = in.shape[permutation[i]];
+    read.strides[i] = inStrides[permutation[i]];
+  }
+  if (out.shape != expected)
+    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
+                       shapeToString(expected));
+  return read;
+}
+
+llvm::Expected<StridedRead> checkBroadcast(const Tensor &in, const Tensor &out) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
+  StridedRead read;
+  LOOM_ASSIGN_OR_RETURN(read.strides, broadcastStrides(in.shape, out.shape, "input"));
+  return read;
+}
+
+llvm::Expected<StridedRead> checkSlice(const Tensor &in, const Tensor &out,
+                                       const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
+  const size_t rank = in.shape.size();
+  if (out.shape.size() != rank)
+    return kernelError("output rank " + llvm::Twine(out.shape.size()) +
+                       " differs from input rank " + llvm::Twine(rank));
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> starts, attrs.getInts("starts"));
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> steps,
+                        attrs.getInts("strides", std::vector<int64_t>(rank, 1)));
+  std::optional<std::vector<int64_t>> limits;
+  if (attrs.has("limits")) {
+    LOOM_ASSIGN_OR_RETURN(limits, attrs.getInts("limits"));
+  }
+  if (starts.size() != rank || steps.size() != rank || (limits && limits->size() != rank))
+    return kernelError("'starts', 'strides' and 'limits' need one entry per dim (" +
+                       llvm::Twine(rank) + ")");
+  const std::vector<int64_t> inStrides = contiguousStrides(in.shape);
+  StridedRead read;
+  read.strides.resize(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t size = out.shape[d], start = starts[d], step = steps[d];
+    if (step < 1)
+      return kernelError("stride " + llvm::Twine(step) + " of dim " + llvm::Twine(d) +
+                         " must be >= 1");
+    if (limits) {
+      const int64_t limit = (*limits)[d];
+      if (start < 0 || limit > in.shape[d] || limit < start)
+        return kernelError("dim " + llvm::Twine(d) + ": [" + llvm::Twine(start) + ", " +
+                           llvm::Twine(limit) + ") is not within [0, " +
+                           llvm::Twine(in.shape[d]) + "]");
+      if ((limit - start + step - 1) / step != size)
+        return kernelError("dim " + llvm::Twine(d) + ": [" + llvm::Twine(start) + ", " +
+                           llvm::Twine(limit) + ") step " + llvm::Twine(step) +
+                           " does not give output size " + llvm::Twine(size));
+    }
+    if (size > 0 && (start < 0 || start >= in.shape[d] ||
+                     (size - 1) > (in.shape[d] - 1 - start) / step))
+      return kernelError("dim " + llvm::Twine(d) + ": " + llvm::Twine(size) +
+                         " elements from " + llvm::Twine(start) + " step " +
+                         llvm::Twine(step) + " leave the input's size " +
+                         llvm::Twine(in.shape[d]));
+    read.strides[d] = inStrides[d] * step;
+    if (size > 0)
+      read.base += start * inStrides[d];
+  }
+  return read;
+}
+
+llvm::Expected<PadPlan> checkPad(const Tensor &in, const Tensor &out, const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
+  const size_t rank = in.shape.size();
+  PadPlan plan;
+  LOOM_ASSIGN_OR_RETURN(plan.low, attrs.getInts("low"));
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> high, attrs.getInts("high"));
+  LOOM_ASSIGN_OR_RETURN(plan.interior,
+                        attrs.getInts("interior", std::vector<int64_t>(rank, 0)));
+  LOOM_ASSIGN_OR_RETURN(plan.value, attrs.getF64("value", 0.0));
+  if (plan.low.size() != rank || high.size() != rank || plan.interior.size() != rank)
+    return kernelError("'low', 'high' and 'interior' need one entry per dim (" +
+                       llvm::Twine(rank) + ")");
+  std::vector<int64_t> expected(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (plan.low[d] < 0 || high[d] < 0 || plan.interior[d] < 0)
+      return kernelError("dim " + llvm::Twine(d) + ": padding must be non-negative");
+    const int64_t n = in.shape[d];
+    expected[d] = plan.low[d] + high[d] + n + std::max<int64_t>(n - 1, 0) * plan.interior[d];
+  }
+  if (out.shape != expected)
+    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
+                       shapeToString(expected));
+  return plan;
+}
+
+namespace {
+
+/// The extents of a concat/split: every piece must match `whole` except
+/// along `dim`, and the pieces' sizes along `dim` must add up.
+llvm::Expected<PiecesPlan> checkPieces(const Tensor &whole, const char *wholeRole,
+                                    llvm::ArrayRef<Tensor> pieces, const char *pieceRole,
+                                    const KernelAttrs &attrs) {
+  LOOM_ASSIGN_OR_RETURN(int64_t rawDim, attrs.getInt("dim"));
+  LOOM_ASSIGN_OR_RETURN(int64_t dim,
+                        normalizeDim(rawDim, whole.shape.size(), "attribute 'dim'"));
+  int64_t total = 0;
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    const Tensor &piece = pieces[p];
+    LOOM_RETURN_IF_ERROR(checkSameDType(piece, pieceRole, whole, wholeRole));
+    bool matches = piece.shape.size() == whole.shape.size();
+    for (size_t d = 0; matches && d < whole.shape.size(); ++d)
+      matches = static_cast<int64_t>(d) == dim || piece.shape[d] == whole.shape[d];
+    if (!matches)
+      return kernelError(llvm::Twine(pieceRole) + " " + llvm::Twine(p) + " shape " +
+                         shapeToString(piece.shape) + " does not fit " + wholeRole +
+                         " shape " + shapeToString(whole.shape) + " along dim " +
+                         llvm::Twine(dim));
+    total += piece.shape[dim];
+  }
+  if (total != whole.shape[dim])
+    return kernelError(llvm::Twine(pieceRole) + " sizes along dim " + llvm::Twine(dim) +
+                       " add up to " + llvm::Twine(total) + ", " + wholeRole +
+                       " has " + llvm::Twine(whole.shape[dim]));
+  const llvm::ArrayRef<int64_t> shape = whole.shape;
+  return PiecesPlan{dim, product(shape.take_front(dim)), product(shape.drop_front(dim + 1))};
+}
+
+/// 'axis' of a gather (default 0) in [0, rank).
+llvm::Expected<int64_t> gatherAxis(const KernelAttrs &attrs, size_t rank) {
+  LOOM_ASSIGN_OR_RETURN(int64_t rawAxis, attrs.getInt("axis", 0));
+  return normalizeDim(rawAxis, rank, "attribute 'axis'");
+}
+
+/// Checks that `gathered` (role `role`) is `shape` with dim `axis` replaced
+/// by the dims of `indices`.
+llvm::Error checkGatheredShape(const Tensor &gathered, const char *role,
+                               llvm::ArrayRef<int64_t> shape, int64_t axis,
+                               llvm::ArrayRef<int64_t> indices) {
+  std::vector<int64_t> expected(shape.begin(), shape.begin() + axis);
+  expected.insert(expected.end(), indices.begin(), indices.end());
+  expected.insert(expected.end(), shape.begin() + axis + 1, shape.end());
+  if (gathered.shape != expected)
+    return kernelError(llvm::Twine(role) + " shape " + shapeToString(gathered.shape) +
+                       " should be " + shapeToString(expected));
+  return llvm::Error::success();
+}
+
+GatherPlan gatherPlan(llvm::ArrayRef<int64_t> shape, int64_t axis) {
+  return {axis, product(shape.take_front(axis)), shape[axis], product(shape.drop_front(axis + 1))};
+}
+
+/// 'vocab_start' and 'vocab_size' of an embedding (or its gradient); a
+/// block checks ids against the whole table (vocab_size) when given.
+llvm::Error readVocabBlock(EmbeddingPlan &plan, const KernelAttrs &attrs, int64_t wholeDefault) {
+  plan.block = attrs.has("vocab_start");
+  LOOM_ASSIGN_OR_RETURN(plan.vocabStart, attrs.getInt("vocab_start", 0));
+  LOOM_ASSIGN_OR_RETURN(plan.bound,
+                        attrs.getInt("vocab_size", plan.block ? INT64_MAX : wholeDefault));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<PiecesPlan> checkConcat(llvm::ArrayRef<Tensor> inputs, const Tensor &out,
+                                    const KernelAttrs &attrs) {
+  return checkPieces(out, "output", inputs, "input", attrs);
+}
+
+llvm::Expected<PiecesPlan> checkSplit(const Tensor &in, llvm::ArrayRef<Tensor> outputs,
+                                   const KernelAttrs &attrs) {
+  return checkPieces(in, "input", outputs, "output", attrs);
+}
+
+llvm::Expected<GatherPlan> checkGather(const Tensor &data, const Tensor &indices,
+                                       const Tensor &out, const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(data, "data", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkIndexDType(indices, "indices"));
+  LOOM_ASSIGN_OR_RETURN(int64_t axis, gatherAxis(attrs, data.shape.size()));
+  LOOM_RETURN_IF_ERROR(checkGatheredShape(out, "output", data.shape, axis, indices.shape));
+  return gatherPlan(data.shape, axis);
+}
+
+llvm::Expected<GatherPlan> checkGatherGrad(const Tensor &indices, const Tensor &grad,
+                                           const Tensor &out, const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkIndexDType(indices, "indices"));
+  LOOM_ASSIGN_OR_RETURN(int64_t axis, gatherAxis(attrs, out.shape.size()));
+  const int64_t axisSize = out.shape[axis];
+  if (attrs.has("axis_size")) {
+    LOOM_ASSIGN_OR_RETURN(int64_t size, attrs.getInt("axis_size"));
+    if (size != axisSize)
+      return kernelError("attribute 'axis_size' is " + llvm::Twine(size) +
+                         ", the output has " + llvm::Twine(axisSize) + " along axis " +
+                         llvm::Twine(axis));
+  }
+  LOOM_RETURN_IF_ERROR(checkGatheredShape(grad, "grad", out.shape, axis, indices.shape));
+  return gatherPlan(out.shape, axis);
+}
+
+llvm::Expected<EmbeddingPlan> checkEmbedding(const Tensor &table, const Tensor &ids,
+                                             const Tensor &out, const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(table, "table", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkRank(table, "table", 2));
+  LOOM_RETURN_IF_ERROR(checkIndexDType(ids, "ids"));
+  EmbeddingPlan plan;
+  plan.vocab = table.shape[0];
+  plan.width = table.shape[1];
+  std::vector<int64_t> expected = ids.shape;
+  expected.push_back(plan.width);
+  if (out.shape != expected)
+    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
+                       shapeToString(expected));
+  LOOM_RETURN_IF_ERROR(readVocabBlock(plan, attrs, plan.vocab));
+  return plan;
+}
+
+llvm::Expected<EmbeddingPlan> checkEmbeddingGrad(const Tensor &ids, const Tensor &grad,
+                                                 const Tensor &out, const KernelAttrs &attrs) {
+  LOOM_RETURN_IF_ERROR(checkIndexDType(ids, "ids"));
+  LOOM_RETURN_IF_ERROR(checkRank(out, "output", 2));
+  EmbeddingPlan plan;
+  plan.vocab = out.shape[0];
+  plan.width = out.shape[1];
+  std::vector<int64_t> expected = ids.shape;
+  expected.push_back(plan.width);
+  if (grad.shape != expected)
+    return kernelError("grad shape " + shapeToString(grad.shape) + " should be " +
+                       shapeToString(expected) + " (the ids' shape and the row width)");
+  if (attrs.has("num_embeddings")) {
+    LOOM_ASSIGN_OR_RETURN(int64_t rows, attrs.getInt("num_embeddings"));
+    if (rows != plan.vocab)
+      return kernelError("attribute 'num_embeddings' is " + llvm::Twine(rows) +
+                         ", the output has " + llvm::Twine(plan.vocab) + " rows");
+  }
+  LOOM_RETURN_IF_ERROR(readVocabBlock(plan, attrs, INT64_MAX));
+  return plan;
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul and optimizer
+//===----------------------------------------------------------------------===//
+
+llvm::Error checkScaledMatmul(const Tensor &a, const Tensor &b, const Tensor &scaleA,
+                              const Tensor &scaleB, const Tensor &out) {
+  auto isF8 = [](DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; };
+  if (!isF8(a.dtype) || !isF8(b.dtype))
+    return kernelError("operands must be f8E4M3FN or f8E5M2, got " +
+                       std::string(dtypeName(a.dtype)) + " and " + std::string(dtypeName(b.dtype)));
+  if (a.dtype == DType::F8E5M2 && b.dtype == DType::F8E5M2)
+    return kernelError("at most one operand may be f8E5M2");
+  if (out.dtype != DType::F32 && out.dtype != DType::BF16 && out.dtype != DType::F16)
+    return kernelError("result must be f32, bf16 or f16, got " + std::string(dtypeName(out.dtype)));
+  for (const Tensor *s : {&scaleA, &scaleB})
+    if (s->dtype != DType::F32 || product(s->shape) != 1)
+      return kernelError("scales must be f32 scalars");
+  if (a.shape.size() != 2 || b.shape.size() != 2 || out.shape.size() != 2 ||
+      a.shape[1] != b.shape[1] || out.shape[0] != a.shape[0] || out.shape[1] != b.shape[0])
+    return kernelError("expected a [M, K], b [N, K] and result [M, N]; got " +
+                       shapeToString(a.shape) + ", " + shapeToString(b.shape) + " and " +
+                       shapeToString(out.shape));
+  return llvm::Error::success();
+}
+
+llvm::Error checkAdamWGroup(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out) {
+  const Tensor &param = in[0];
+  for (const Tensor &t : in) {
+    LOOM_RETURN_IF_ERROR(checkTensor(t, "operand"));
+    LOOM_RETURN_IF_ERROR(checkSameShape(t, "operand", param, "param"));
+    if (t.dtype != DType::F32)
+      return kernelError("parameter, gradient and moments must be f32");
+  }
+  for (const Tensor &t : out) {
+    LOOM_RETURN_IF_ERROR(checkSameShape(t, "result", param, "param"));
+    if (t.dtype != DType::F32)
+      return kernelError("results must be f32");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<size_t> adamwMultiFirstGroup(size_t numInputs, size_t numOutputs,
+                                            bool hasScale) {
+  const size_t first = hasScale ? 3 : 2;
+  if (numInputs < first || numOutputs % 3 != 0 || numInputs - first != 4 * (numOutputs / 3))
+    return kernelError("expected lr, step" + std::string(hasScale ? ", scale" : "") +
+                       " and 4 inputs (param, grad, exp_avg, exp_avg_sq) per 3 outputs; got " +
+                       std::to_string(numInputs) + " inputs and " +
+                       std::to_string(numOutputs) + " outputs");
+  return first;
+}
+} // namespace detail
+} // namespace loom::cpu

@@ -1,0 +1,410 @@
+// CUDA kernels of layer_norm and rms_norm and their gradients (as
+// kernels/cpu/Normalization.cpp and the norm part of Backward.cpp): G threads
+// own a row; statistics in f32 with a fixed reduction order, so results are
+// deterministic run to run. f32, bf16 and f16 (widened on load, rounded to
+// nearest even on store).
+
+#include "kernels/cuda/DeviceSupport.cuh"
+#include "kernels/cpu/OperandChecks.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+namespace loom::cuda {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Row kernels: layer_norm, rms_norm and their gradients. G threads own one
+// row; blockDim.x / G rows per block.
+//===----------------------------------------------------------------------===//
+
+/// Mean (LAYER) and 1/std (or 1/rms) of a row, two passes in f32.
+template <int G, int K, bool LAYER, typename T>
+__device__ __forceinline__ void rowStatistics(const T *in, int count, int n, int lane,
+                                              const float (&cache)[cacheSlots(K)], float eps,
+                                              float *red, float &mean, float &invStd) {
+  mean = 0.f;
+  if constexpr (LAYER) {
+    float sum = 0.f;
+    forRow<G, K>(in, count, lane, cache, [&](int, float v) { sum += v; });
+    sum = groupReduce<G>(sum, red, SumOp{});
+    mean = sum / float(n);
+  }
+  float squares = 0.f;
+  const float mu = mean;
+  forRow<G, K>(in, count, lane, cache, [&](int, float v) {
+    const float c = v - mu;
+    squares += c * c;
+  });
+  squares = groupReduce<G>(squares, red, SumOp{});
+  invStd = 1.f / sqrtf(squares / float(n) + eps);
+}
+
+template <typename T, int G, int K, bool LAYER>
+__global__ void __launch_bounds__(1024)
+    normKernel(const T *__restrict__ x, const T *__restrict__ weight,
+               const T *__restrict__ bias, T *out, int64_t rows, int n, float eps) {
+  __shared__ float red[32];
+  const int lane = threadIdx.x % G;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
+  const bool active = row < rows;
+  const int64_t base = (active ? row : 0) * int64_t(n);
+  const int count = active ? n : 0;
+  const T *in = x + base;
+  float cache[cacheSlots(K)];
+  loadRowCache<G, K>(in, count, lane, cache);
+  float mean, invStd;
+  rowStatistics<G, K, LAYER>(in, count, n, lane, cache, eps, red, mean, invStd);
+  forRow<G, K>(in, count, lane, cache, [&](int j, float v) {
+    float y = (v - mean) * invStd;
+    if (weight)
+      y *= toF(weight[j]);
+    if (bias)
+      y += toF(bias[j]);
+    out[base + j] = fromF<T>(y);
+  });
+}
+
+/// dx = invStd (g - mean(g) - xhat mean(g xhat)), g = dy * weight; without
+/// the mean(g) term for rms_norm (xhat = x * invRms there).
+template <typename T, int G, int K, bool LAYER>
+__global__ void __launch_bounds__(1024)
+    normGradKernel(const T *__restrict__ x, const T *__restrict__ dy,
+                   const T *__restrict__ weight, T *dx, int64_t rows, int n, float eps) {
+  __shared__ float red[32];
+  const int lane = threadIdx.x % G;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
+  const bool active = row < rows;
+  const int64_t base = (active ? row : 0) * int64_t(n);
+  const int count = active ? n : 0;
+  const T *in = x + base;
+  const T *grad = dy + base;
+  float xs[cacheSlots(K)], gs[cacheSlots(K)];
+  loadRowCache<G, K>(in, count, lane, xs);
+  loadRowCache<G, K>(grad, count, lane, gs);
+  float mean, invStd;
+  rowStatistics<G, K, LAYER>(in, count, n, lane, xs, eps, red, mean, invStd);
+  // Each thread's share of sum(g) and sum(g xhat), g = dy * weight.
+  float sumG = 0.f, sumGXhat = 0.f;
+  if constexpr (K > 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int j = lane + k * G;
+      if (j < count) {
+        float g = gs[k];
+        if (weight)
+          g *= toF(weight[j]);
+        sumG += g;
+        sumGXhat += g * ((xs[k] - mean) * invStd);
+      }
+    }
+  } else {
+    for (int j = lane; j < count; j += G) {
+      float g = toF(grad[j]);
+      if (weight)
+        g *= toF(weight[j]);
+      sumG += g;
+      sumGXhat += g * ((toF(in[j]) - mean) * invStd);
+    }
+  }
+  float meanG = 0.f;
+  if constexpr (LAYER)
+    meanG = groupReduce<G>(sumG, red, SumOp{}) / float(n);
+  const float meanGXhat = groupReduce<G>(sumGXhat, red, SumOp{}) / float(n);
+  // Each element is read and then written by the same thread: dx may be x or dy.
+  if constexpr (K > 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int j = lane + k * G;
+      if (j < count) {
+        float g = gs[k];
+        if (weight)
+          g *= toF(weight[j]);
+        const float xhat = (xs[k] - mean) * invStd;
+        dx[base + j] = fromF<T>(invStd * (g - meanG - xhat * meanGXhat));
+      }
+    }
+  } else {
+    for (int j = lane; j < count; j += G) {
+      float g = toF(grad[j]);
+      if (weight)
+        g *= toF(weight[j]);
+      const float xhat = (toF(in[j]) - mean) * invStd;
+      dx[base + j] = fromF<T>(invStd * (g - meanG - xhat * meanGXhat));
+    }
+  }
+}
+
+
+/// normKernel with 16-byte accesses: thread `lane` of a row's G owns the
+/// vectors q = lane + k * G (k < KV), kept in registers; n is a multiple of
+/// the vector width and every pointer is 16-byte aligned.
+template <typename T, int G, int KV, bool LAYER>
+__global__ void __launch_bounds__(G < 256 ? 256 : G)
+    normVecKernel(const T *__restrict__ x, const T *__restrict__ weight,
+                  const T *__restrict__ bias, T *out, int64_t rows, int n, float eps) {
+  using P = Pack16<T>;
+  constexpr int VN = P::kWidth;
+  __shared__ float red[32];
+  const int lane = threadIdx.x % G;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
+  const bool active = row < rows;
+  const int64_t base = (active ? row : 0) * int64_t(n);
+  const int nv = active ? n / VN : 0;
+  const P *in = reinterpret_cast<const P *>(x + base);
+  P cache[KV];
+#pragma unroll
+  for (int k = 0; k < KV; ++k)
+    if (lane + k * G < nv)
+      cache[k] = in[lane + k * G];
+  float mean = 0.f;
+  if constexpr (LAYER) {
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < KV; ++k)
+      if (lane + k * G < nv)
+#pragma unroll
+        for (int e = 0; e < VN; ++e)
+          sum += toF(cache[k].v[e]);
+    sum = groupReduce<G>(sum, red, SumOp{});
+    mean = sum / float(n);
+  }
+  float squares = 0.f;
+#pragma unroll
+  for (int k = 0; k < KV; ++k)
+    if (lane + k * G < nv)
+#pragma unroll
+      for (int e = 0; e < VN; ++e) {
+        const float c = toF(cache[k].v[e]) - mean;
+        squares += c * c;
+      }
+  squares = groupReduce<G>(squares, red, SumOp{});
+  const float invStd = 1.f / sqrtf(squares / float(n) + eps);
+  const P *ws = reinterpret_cast<const P *>(weight);
+  const P *bs = reinterpret_cast<const P *>(bias);
+  P *dst = reinterpret_cast<P *>(out + base);
+  // Each element is read and then written by the same thread: out may be x.
+#pragma unroll
+  for (int k = 0; k < KV; ++k) {
+    const int q = lane + k * G;
+    if (q < nv) {
+      P wv, bv, o;
+      if (weight)
+        wv = ws[q];
+      if (bias)
+        bv = bs[q];
+#pragma unroll
+      for (int e = 0; e < VN; ++e) {
+        float y = (toF(cache[k].v[e]) - mean) * invStd;
+        if (weight)
+          y *= toF(wv.v[e]);
+        if (bias)
+          y += toF(bv.v[e]);
+        o.v[e] = fromF<T>(y);
+      }
+      dst[q] = o;
+    }
+  }
+}
+
+/// normGradKernel with 16-byte accesses (the layout of normVecKernel).
+template <typename T, int G, int KV, bool LAYER>
+__global__ void __launch_bounds__(G < 256 ? 256 : G)
+    normGradVecKernel(const T *__restrict__ x, const T *__restrict__ dy,
+                      const T *__restrict__ weight, T *dx, int64_t rows, int n, float eps) {
+  using P = Pack16<T>;
+  constexpr int VN = P::kWidth;
+  __shared__ float red[32];
+  const int lane = threadIdx.x % G;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
+  const bool active = row < rows;
+  const int64_t base = (active ? row : 0) * int64_t(n);
+  const int nv = active ? n / VN : 0;
+  const P *in = reinterpret_cast<const P *>(x + base);
+  const P *grad = reinterpret_cast<const P *>(dy + base);
+  P xs[KV], gs[KV];
+#pragma unroll
+  for (int k = 0; k < KV; ++k)
+    if (lane + k * G < nv) {
+      xs[k] = in[lane + k * G];
+      gs[k] = grad[lane + k * G];
+    }
+  float mean = 0.f;
+  if constexpr (LAYER) {
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < KV; ++k)
+      if (lane + k * G < nv)
+#pragma unroll
+        for (int e = 0; e < VN; ++e)
+          sum += toF(xs[k].v[e]);
+    sum = groupReduce<G>(sum, red, SumOp{});
+    mean = sum / float(n);
+  }
+  float squares = 0.f;
+#pragma unroll
+  for (int k = 0; k < KV; ++k)
+    if (lane + k * G < nv)
+#pragma unroll
+      for (int e = 0; e < VN; ++e) {
+        const float c = toF(xs[k].v[e]) - mean;
+        squares += c * c;
+      }
+  squares = groupReduce<G>(squares, red, SumOp{});
+  const float invStd = 1.f / sqrtf(squares / float(n) + eps);
+  const P *ws = reinterpret_cast<const P *>(weight);
+  // Each thread's share of sum(g) and sum(g xhat), g = dy * weight.
+  float sumG = 0.f, sumGXhat = 0.f;
+#pragma unroll
+  for (int k = 0; k < KV; ++k) {
+    const int q = lane + k * G;
+    if (q < nv) {
+      P wv;
+      if (weight)
+        wv = ws[q];
+#pragma unroll
+      for (int e = 0; e < VN; ++e) {
+        float g = toF(gs[k].v[e]);
+        if (weight)
+          g *= toF(wv.v[e]);
+        sumG += g;
+        sumGXhat += g * ((toF(xs[k].v[e]) - mean) * invStd);
+      }
+    }
+  }
+  float meanG = 0.f;
+  if constexpr (LAYER)
+    meanG = groupReduce<G>(sumG, red, SumOp{}) / float(n);
+  const float meanGXhat = groupReduce<G>(sumGXhat, red, SumOp{}) / float(n);
+  P *dst = reinterpret_cast<P *>(dx + base);
+  // Each element is read and then written by the same thread: dx may be x or dy.
+#pragma unroll
+  for (int k = 0; k < KV; ++k) {
+    const int q = lane + k * G;
+    if (q < nv) {
+      P wv, o;
+      if (weight)
+        wv = ws[q];
+#pragma unroll
+      for (int e = 0; e < VN; ++e) {
+        float g = toF(gs[k].v[e]);
+        if (weight)
+          g *= toF(wv.v[e]);
+        const float xhat = (toF(xs[k].v[e]) - mean) * invStd;
+        o.v[e] = fromF<T>(invStd * (g - meanG - xhat * meanGXhat));
+      }
+      dst[q] = o;
+    }
+  }
+}
+
+llvm::Error launchNorm(const KernelCall &call) {
+  const bool layerNorm = call.name == "nn.layer_norm";
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 1, layerNorm ? 3 : 2, 1, 1));
+  const Tensor &x = call.inputs[0], &out = call.outputs[0];
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::NormPlan plan,
+                        cpu::detail::checkNorm(call.name, call.inputs, out, call.attrs));
+  const int64_t features = plan.features, rows = plan.rows;
+  const double epsilon = plan.epsilon;
+  const Tensor *weight = plan.weight, *bias = plan.bias;
+  LOOM_RETURN_IF_ERROR(checkFitsInt(features, "normalized dim"));
+  LOOM_RETURN_IF_ERROR(checkRowCount(rows));
+  return dispatchType(x.dtype, "input", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    if (rows == 0)
+      return llvm::Error::success();
+    const T *xs = static_cast<const T *>(x.data);
+    const T *ws = weight ? static_cast<const T *>(weight->data) : nullptr;
+    const T *bs = bias ? static_cast<const T *>(bias->data) : nullptr;
+    T *ys = static_cast<T *>(out.data);
+    const float eps = static_cast<float>(epsilon);
+    cudaStream_t stream = call.ctx.stream;
+    const bool aligned = isAligned(xs, 16) && isAligned(ws, 16) && isAligned(bs, 16) &&
+                         isAligned(ys, 16);
+    if (withVecRowConfig<T>(features, aligned, [&](auto cfg) {
+          using Cfg = decltype(cfg);
+          if (layerNorm)
+            normVecKernel<T, Cfg::G, Cfg::K, true>
+                <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, ws, bs, ys, rows,
+                                                                     int(features), eps);
+          else
+            normVecKernel<T, Cfg::G, Cfg::K, false>
+                <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, ws, nullptr, ys, rows,
+                                                                     int(features), eps);
+        }))
+      return llvm::Error::success();
+    withRowConfig(features, [&](auto cfg) {
+      using Cfg = decltype(cfg);
+      if (layerNorm)
+        normKernel<T, Cfg::G, Cfg::K, true><<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(
+            xs, ws, bs, ys, rows, int(features), eps);
+      else
+        normKernel<T, Cfg::G, Cfg::K, false><<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(
+            xs, ws, nullptr, ys, rows, int(features), eps);
+    });
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error launchNormGrad(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 3, 1, 1));
+  const Tensor &x = call.inputs[0], &dy = call.inputs[1], &out = call.outputs[0];
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::NormPlan plan,
+                        cpu::detail::checkNormGrad(call.name, call.inputs, out, call.attrs));
+  const bool layerNorm = plan.layerNorm;
+  const int64_t features = plan.features, rows = plan.rows;
+  const double epsilon = plan.epsilon;
+  const Tensor *weight = plan.weight;
+  LOOM_RETURN_IF_ERROR(checkFitsInt(features, "normalized dim"));
+  LOOM_RETURN_IF_ERROR(checkRowCount(rows));
+  return dispatchType(x.dtype, "input", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    if (rows == 0)
+      return llvm::Error::success();
+    const T *xs = static_cast<const T *>(x.data);
+    const T *dys = static_cast<const T *>(dy.data);
+    const T *ws = weight ? static_cast<const T *>(weight->data) : nullptr;
+    T *dxs = static_cast<T *>(out.data);
+    const float eps = static_cast<float>(epsilon);
+    cudaStream_t stream = call.ctx.stream;
+    const bool aligned = isAligned(xs, 16) && isAligned(dys, 16) && isAligned(ws, 16) &&
+                         isAligned(dxs, 16);
+    if (withVecRowConfig<T>(features, aligned, [&](auto cfg) {
+          using Cfg = decltype(cfg);
+          if (layerNorm)
+            normGradVecKernel<T, Cfg::G, Cfg::K, true>
+                <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, dys, ws, dxs, rows,
+                                                                     int(features), eps);
+          else
+            normGradVecKernel<T, Cfg::G, Cfg::K, false>
+                <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, dys, ws, dxs, rows,
+                                                                     int(features), eps);
+        }))
+      return llvm::Error::success();
+    withRowConfig(features, [&](auto cfg) {
+      using Cfg = decltype(cfg);
+      if (layerNorm)
+        normGradKernel<T, Cfg::G, Cfg::K, true>
+            <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, dys, ws, dxs, rows,
+                                                                 int(features), eps);
+      else
+        normGradKernel<T, Cfg::G, Cfg::K, false>
+            <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, dys, ws, dxs, rows,
+                                                                 int(features), eps);
+    });
+    return llvm::Error::success();
+  });
+}
+
+} // namespace
+
+void registerNormalizationKernels(llvm::StringMap<Launcher> &registry) {
+  registry["nn.layer_norm"] = launchNorm;
+  registry["nn.rms_norm"] = launchNorm;
+  registry["nn.layer_norm_grad"] = launchNormGrad;
+  registry["nn.rms_norm_grad"] = launchNormGrad;
+}
+
+} // namespace loom::cuda
