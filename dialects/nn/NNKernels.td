@@ -28,6 +28,9 @@ class NN_KernelAttr<string attrName, string attrKind, code attrValue = "",
   // Whether every call carries it (always, when `value` derives it).
   bit required = !or(attrRequired, !ne(attrValue, ""));
 }
+// A name the kernel no longer reads (renamed or dropped): the loader refuses
+// an executable that still carries it rather than run it with a default.
+class NN_KernelRetiredAttr<string attrName> : NN_KernelAttr<attrName, "Retired">;
 // One that every call of a kernel with no nn op carries.
 class NN_KernelRequiredAttr<string attrName, string attrKind>
     : NN_KernelAttr<attrName, attrKind, "", 1>;

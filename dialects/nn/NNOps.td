@@ -226,7 +226,10 @@ def NN_MatmulOp : NN_KernelOp<"matmul", [Pure, SameOperandsAndResultElementType,
     --loom-fuse-matmul-epilogue): "none", "bias" (a third operand [N] added to
     every row), "gelu" (tanh approximation) or "bias_gelu".
   }];
-  let kernelExtraAttrs = [NN_KernelAttr<"epilogue", "Str">];
+  let kernelExtraAttrs = [NN_KernelAttr<"epilogue", "Str">,
+                          // Until 2026-11: the flags' names in executables.
+                          NN_KernelRetiredAttr<"transpose_a">,
+                          NN_KernelRetiredAttr<"transpose_b">];
   let kernelExtraInputs = 1;
   let summary = "batched matrix product with optional transposes";
   let description = [{

@@ -56,6 +56,7 @@ const char *attrKindName(AttrKind kind) {
   case AttrKind::Str: return "a string";
   case AttrKind::Ints: return "an integer list";
   case AttrKind::F64s: return "a float list";
+  case AttrKind::Retired: return "retired";
   }
   return "?";
 }
@@ -84,6 +85,9 @@ std::string checkKernelAttrs(KernelId id,
       return "attribute '" + std::string(name) + "' is not one " + std::string(kernelName(id)) +
              " reads";
     }
+    if (info->kind == AttrKind::Retired)
+      return "attribute '" + std::string(name) + "' is no longer read by " +
+             std::string(kernelName(id)) + " (an executable from an older Loom: recompile the model)";
     bool fits = kind == info->kind || (kind == AttrKind::Int && info->kind == AttrKind::F64);
     if (!fits)
       return "attribute '" + std::string(name) + "' must be " + attrKindName(info->kind) +

@@ -30,7 +30,8 @@ struct KernelInfo {
 };
 
 /// What an attribute holds (KernelAttrs.h's AttrValue alternatives).
-enum class AttrKind : uint8_t { Int, F64, Str, Ints, F64s };
+/// Retired: a name the kernel no longer reads (refused, even by the loader).
+enum class AttrKind : uint8_t { Int, F64, Str, Ints, F64s, Retired };
 
 struct KernelAttrInfo {
   std::string_view kernel;

@@ -69,9 +69,9 @@ void addExtras(const Record &def, KernelSpec &spec) {
                        stripDollarOp(value))
                    .str();
     if (a.kind != "Int" && a.kind != "F64" && a.kind != "Str" && a.kind != "Ints" &&
-        a.kind != "F64s")
+        a.kind != "F64s" && a.kind != "Retired")
       PrintFatalError(&def, "kernel attribute '" + a.name + "' has unknown kind '" + a.kind +
-                                "' (Int, F64, Str, Ints or F64s)");
+                                "' (Int, F64, Str, Ints, F64s or Retired)");
     auto same = llvm::find_if(spec.attrs, [&](const AttrSpec &s) { return s.name == a.name; });
     if (same != spec.attrs.end())
       *same = a; // a derived value replaces the op's own attribute
@@ -236,7 +236,7 @@ bool emitKernelAttrDef(const RecordKeeper &records, raw_ostream &os) {
 // The attributes each kernel reads: LOOM_KERNEL_ATTR(KERNEL, NAME, KIND,
 // REQUIRED). KIND is Int, F64, Str, Ints or F64s (runtime/abi/KernelAttrs.h's
 // AttrValue); an Int is accepted where an F64 is read. REQUIRED: the compiler
-// always writes it. Any other attribute on a call is an error.
+// always writes it. Retired: a name no longer read, refused everywhere.
 
 #ifndef LOOM_KERNEL_ATTR
 #error "define LOOM_KERNEL_ATTR before including KernelAttrSchema.def"
