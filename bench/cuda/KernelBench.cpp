@@ -142,12 +142,12 @@ int main(int argc, char **argv) {
   }
   {
     cpu::KernelAttrs a;
-    a.set("transpose_a", int64_t(0)).set("transpose_b", int64_t(1));
+    a.set("transpose_lhs", int64_t(0)).set("transpose_rhs", int64_t(1));
     Case c{"matmul [8192,2048]x[5632,2048]^T bf16", "nn.matmul", {bf16({M, Hid}), bf16({F, Hid})}, {bf16({M, F})}, a};
     c.flops = 2.0 * M * Hid * F;
     cases.push_back(std::move(c));
     Case w{"matmul dW [8192,5632]^T x [8192,2048]", "nn.matmul", {bf16({M, F}), bf16({M, Hid})}, {bf16({F, Hid})}, {}};
-    w.attrs.set("transpose_a", int64_t(1)).set("transpose_b", int64_t(0));
+    w.attrs.set("transpose_lhs", int64_t(1)).set("transpose_rhs", int64_t(0));
     w.flops = 2.0 * M * Hid * F;
     cases.push_back(std::move(w));
   }

@@ -7,7 +7,7 @@
 #include "dialects/nn/NNOps.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <cstring>
 
@@ -16,28 +16,29 @@ using namespace loom;
 
 namespace {
 
-/// Converts an nn attribute into the kinds kernels read (Kernels.def):
-/// integers, floats, strings and i64 arrays. Returns null for attributes
-/// kernels do not see (parameter values, initializers).
-Attribute toKernelAttr(Builder &b, Attribute attr) {
-  if (isa<UnitAttr>(attr))
-    return b.getI64IntegerAttr(1);
-  if (auto v = dyn_cast<BoolAttr>(attr))
-    return b.getI64IntegerAttr(v.getValue());
-  if (auto v = dyn_cast<IntegerAttr>(attr))
-    return b.getI64IntegerAttr(v.getInt());
-  if (auto v = dyn_cast<FloatAttr>(attr))
-    return b.getF64FloatAttr(v.getValueAsDouble());
-  if (isa<DenseI64ArrayAttr, StringAttr>(attr))
-    return attr;
-  if (auto v = dyn_cast<nn::GeluApproximationAttr>(attr))
-    return b.getStringAttr(nn::stringifyGeluApproximation(v.getValue()));
-  if (auto v = dyn_cast<nn::ComparePredicateAttr>(attr))
-    return b.getStringAttr(nn::stringifyComparePredicate(v.getValue()));
-  if (auto v = dyn_cast<nn::LossReductionAttr>(attr))
-    return b.getStringAttr(nn::stringifyLossReduction(v.getValue()));
-  return {};
-}
+/// What the generated functions write a call's attributes through: the
+/// kinds runtime/abi/KernelAttrs.h carries (integers, floats, strings, lists).
+class KernelAttrWriter {
+public:
+  explicit KernelAttrWriter(MLIRContext *context) : b(context) {}
+  void set(StringRef name, int64_t v) { attrs.set(name, b.getI64IntegerAttr(v)); }
+  void set(StringRef name, double v) { attrs.set(name, b.getF64FloatAttr(v)); }
+  void set(StringRef name, const std::string &v) { attrs.set(name, b.getStringAttr(v)); }
+  void set(StringRef name, ArrayRef<int64_t> v) { attrs.set(name, b.getDenseI64ArrayAttr(v)); }
+  void set(StringRef name, ArrayRef<double> v) { attrs.set(name, b.getDenseF64ArrayAttr(v)); }
+  DictionaryAttr get() { return attrs.getDictionary(b.getContext()); }
+
+private:
+  Builder b;
+  NamedAttrList attrs;
+};
+
+struct KernelAttrsEntry {
+  StringRef kernel;
+  void (*write)(Operation *, KernelAttrWriter &);
+};
+
+#include "dialects/nn/NNKernels.cpp.inc"
 
 } // namespace
 
@@ -75,89 +76,15 @@ std::vector<uint8_t> loom::runtimeBytes(DenseElementsAttr value, DType dtype) {
 }
 
 DictionaryAttr loom::kernelAttrsFor(Operation *op) {
-  Builder b(op->getContext());
-  NamedAttrList attrs;
-  for (NamedAttribute attr : op->getAttrDictionary())
-    if (Attribute converted = toKernelAttr(b, attr.getValue()))
-      attrs.set(attr.getName(), converted);
-  auto flag = [&](StringRef name, bool value) {
-    attrs.set(name, b.getI64IntegerAttr(value));
-  };
-  auto f64 = [&](StringRef name, double value) {
-    attrs.set(name, b.getF64FloatAttr(value));
-  };
-  auto str = [&](StringRef name, StringRef value) {
-    attrs.set(name, b.getStringAttr(value));
-  };
-  llvm::TypeSwitch<Operation *>(op)
-      .Case([&](nn::MatmulOp m) {
-        attrs.erase("transpose_lhs");
-        attrs.erase("transpose_rhs");
-        flag("transpose_a", m.getTransposeLhs());
-        flag("transpose_b", m.getTransposeRhs());
-      })
-      .Case([&](nn::GeluOp g) {
-        str("approximate", nn::stringifyGeluApproximation(g.getApproximate()));
-      })
-      .Case([&](nn::CrossEntropyOp c) {
-        str("reduction", nn::stringifyLossReduction(c.getReduction()));
-        attrs.set("ignore_index", b.getI64IntegerAttr(c.getIgnoreIndex()));
-      })
-      .Case([&](nn::LayerNormOp n) {
-        f64("epsilon", n.getEpsilon().convertToDouble());
-        flag("has_weight", static_cast<bool>(n.getWeight()));
-        flag("has_bias", static_cast<bool>(n.getBias()));
-      })
-      .Case([&](nn::RmsNormOp n) {
-        f64("epsilon", n.getEpsilon().convertToDouble());
-        flag("has_weight", static_cast<bool>(n.getWeight()));
-      })
-      .Case([&](nn::AttentionOp a) {
-        f64("scale", a.getEffectiveScale());
-        flag("causal", a.getCausal());
-      })
-      .Case([&](nn::RopeOp r) { flag("interleaved", r.getInterleaved()); })
-      .Case([&](nn::IotaOp i) {
-        f64("start", i.getStart().convertToDouble());
-        f64("step", i.getStep().convertToDouble());
-      })
-      .Case<nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>(
-          [&](auto r) { flag("keepdim", r.getKeepdim()); })
-      // Backward ops: the same attributes as the forward op they undo.
-      .Case([&](nn::GeluGradOp g) {
-        str("approximate", nn::stringifyGeluApproximation(g.getApproximate()));
-      })
-      .Case([&](nn::CrossEntropyGradOp c) {
-        str("reduction", nn::stringifyLossReduction(c.getReduction()));
-        attrs.set("ignore_index", b.getI64IntegerAttr(c.getIgnoreIndex()));
-      })
-      .Case([&](nn::CrossEntropyStatsOp c) {
-        attrs.set("vocab_start", b.getI64IntegerAttr(c.getVocabStart()));
-        attrs.set("ignore_index", b.getI64IntegerAttr(c.getIgnoreIndex()));
-      })
-      .Case([&](nn::CrossEntropyCombineOp c) {
-        if (std::optional<int64_t> classes = c.getNumClasses())
-          attrs.set("num_classes", b.getI64IntegerAttr(*classes));
-        str("reduction", nn::stringifyLossReduction(c.getReduction()));
-        attrs.set("ignore_index", b.getI64IntegerAttr(c.getIgnoreIndex()));
-      })
-      .Case([&](nn::CrossEntropyBlockGradOp c) {
-        str("reduction", nn::stringifyLossReduction(c.getReduction()));
-        attrs.set("ignore_index", b.getI64IntegerAttr(c.getIgnoreIndex()));
-        attrs.set("vocab_start", b.getI64IntegerAttr(c.getVocabStart()));
-      })
-      .Case([&](nn::LayerNormGradOp n) {
-        f64("epsilon", n.getEpsilon().convertToDouble());
-        flag("has_weight", static_cast<bool>(n.getWeight()));
-      })
-      .Case([&](nn::RmsNormGradOp n) {
-        f64("epsilon", n.getEpsilon().convertToDouble());
-        flag("has_weight", static_cast<bool>(n.getWeight()));
-      })
-      .Case([&](nn::AttentionGradOp a) {
-        f64("scale", a.getEffectiveScale());
-        flag("causal", a.getCausal());
-      })
-      .Case([&](nn::PadOp p) { f64("value", p.getValue().convertToDouble()); });
-  return attrs.getDictionary(op->getContext());
+  static const llvm::StringMap<void (*)(Operation *, KernelAttrWriter &)> writers = [] {
+    llvm::StringMap<void (*)(Operation *, KernelAttrWriter &)> m;
+    for (const KernelAttrsEntry &e : kKernelAttrsEntries)
+      m[e.kernel] = e.write;
+    return m;
+  }();
+  KernelAttrWriter w(op->getContext());
+  auto it = writers.find(op->getName().getStringRef());
+  if (it != writers.end())
+    it->second(op, w);
+  return w.get();
 }

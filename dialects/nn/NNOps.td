@@ -7,11 +7,16 @@ include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "dialects/nn/NNInterfaces.td"
+include "dialects/nn/NNKernels.td"
 
 // Every nn op states its sharding rule (dialects/nn/NNShardingRules.cpp).
 class NN_Op<string mnemonic, list<Trait> traits = []>
     : Op<NN_Dialect, mnemonic, !listconcat(traits,
         [DeclareOpInterfaceMethods<NN_ShardingRuleOpInterface>])>;
+
+// An nn op that lowers to the runtime kernel of its own name (NNKernels.td).
+class NN_KernelOp<string mnemonic, list<Trait> traits = []>
+    : NN_Op<mnemonic, traits>, NN_Kernel;
 
 //===----------------------------------------------------------------------===//
 // Constants and parameters
@@ -63,7 +68,10 @@ def NN_ParameterOp : NN_Op<"parameter", [Pure]> {
   let hasVerifier = 1;
 }
 
-def NN_IotaOp : NN_Op<"iota", [Pure]> {
+def NN_IotaOp : NN_KernelOp<"iota", [Pure]> {
+  let kernelDoc = [{
+    out[i] = start + i * step along attr dim, broadcast over the other dims.
+  }];
   let summary = "start + i * step along one dimension";
   let description = [{
     `result[..., i, ...] = start + i * step` where `i` indexes `dim`; the
@@ -86,7 +94,7 @@ def NN_IotaOp : NN_Op<"iota", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 class NN_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
-    : NN_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
+    : NN_KernelOp<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
         DeclareOpInterfaceMethods<NN_GradientOpInterface>], traits)> {
   let arguments = (ins operandType:$input);
   let results = (outs operandType:$result);
@@ -111,8 +119,11 @@ def NN_SigmoidOp : NN_UnaryOp<"sigmoid", NN_FloatTensor> { let summary = "1/(1+e
 def NN_SiluOp : NN_UnaryOp<"silu", NN_FloatTensor> { let summary = "x * sigmoid(x)"; }
 def NN_ReluOp : NN_UnaryOp<"relu", NN_FloatTensor> { let summary = "max(x, 0)"; }
 
-def NN_GeluOp : NN_Op<"gelu", [Pure, SameOperandsAndResultType,
+def NN_GeluOp : NN_KernelOp<"gelu", [Pure, SameOperandsAndResultType,
                               DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    attr approximate: "none" | "tanh"
+  }];
   let summary = "Gaussian error linear unit, exact or tanh-approximated";
   let description = [{
     `none`: x/2 (1 + erf(x/sqrt(2))); `tanh`: x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))).
@@ -132,7 +143,7 @@ def NN_GeluOp : NN_Op<"gelu", [Pure, SameOperandsAndResultType,
 
 // Binary ops broadcast their operands NumPy-style; operand element types match.
 class NN_BinaryOp<string mnemonic, list<Trait> traits = []>
-    : NN_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultElementType,
+    : NN_KernelOp<mnemonic, !listconcat([Pure, SameOperandsAndResultElementType,
         InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>], traits)> {
   let arguments = (ins NN_NumericTensor:$lhs, NN_NumericTensor:$rhs);
   let results = (outs NN_NumericTensor:$result);
@@ -154,8 +165,11 @@ def NN_PowOp : NN_BinaryOp<"pow"> { let summary = "a ^ b"; }
 def NN_MaximumOp : NN_BinaryOp<"maximum", [Commutative]> { let summary = "max(a, b)"; }
 def NN_MinimumOp : NN_BinaryOp<"minimum", [Commutative]> { let summary = "min(a, b)"; }
 
-def NN_CompareOp : NN_Op<"compare", [Pure, SameOperandsElementType,
+def NN_CompareOp : NN_KernelOp<"compare", [Pure, SameOperandsElementType,
                                      InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    attr predicate: eq|ne|lt|le|gt|ge; out i1. Broadcasting.
+  }];
   let summary = "elementwise comparison, broadcasting, giving i1";
   let description = [{
     ```mlir
@@ -170,8 +184,11 @@ def NN_CompareOp : NN_Op<"compare", [Pure, SameOperandsElementType,
   }];
 }
 
-def NN_WhereOp : NN_Op<"where", [Pure, InferTypeOpAdaptor,
+def NN_WhereOp : NN_KernelOp<"where", [Pure, InferTypeOpAdaptor,
                                  DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    cond (i1), a, b; broadcasting
+  }];
   let summary = "cond ? a : b, elementwise with broadcasting";
   let arguments = (ins NN_BoolTensor:$condition, NN_Tensor:$lhs, NN_Tensor:$rhs);
   let results = (outs NN_Tensor:$result);
@@ -180,7 +197,10 @@ def NN_WhereOp : NN_Op<"where", [Pure, InferTypeOpAdaptor,
   }];
 }
 
-def NN_CastOp : NN_Op<"cast", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+def NN_CastOp : NN_KernelOp<"cast", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    any dtype to any dtype
+  }];
   let summary = "element type conversion (round to nearest even for floats)";
   let description = [{
     ```mlir
@@ -198,8 +218,19 @@ def NN_CastOp : NN_Op<"cast", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInte
 // Contractions and reductions
 //===----------------------------------------------------------------------===//
 
-def NN_MatmulOp : NN_Op<"matmul", [Pure, SameOperandsAndResultElementType,
+def NN_MatmulOp : NN_KernelOp<"matmul", [Pure, SameOperandsAndResultElementType,
                                    InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    a [..., M, K] (or [..., K, M] with transpose_lhs), b [..., K, N] (or
+    [..., N, K] with transpose_rhs); batch dims broadcast. attr epilogue (set by
+    --loom-fuse-matmul-epilogue): "none", "bias" (a third operand [N] added to
+    every row), "gelu" (tanh approximation) or "bias_gelu".
+  }];
+  let kernelExtraAttrs = [NN_KernelAttr<"epilogue", "Str">,
+                          // Until 2026-11: the flags' names in executables.
+                          NN_KernelRetiredAttr<"transpose_a">,
+                          NN_KernelRetiredAttr<"transpose_b">];
+  let kernelExtraInputs = 1;
   let summary = "batched matrix product with optional transposes";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`), `rhs` is
@@ -219,7 +250,7 @@ def NN_MatmulOp : NN_Op<"matmul", [Pure, SameOperandsAndResultElementType,
 }
 
 class NN_ReduceOp<string mnemonic, Type elementType>
-    : NN_Op<mnemonic, [Pure, SameOperandsAndResultElementType,
+    : NN_KernelOp<mnemonic, [Pure, SameOperandsAndResultElementType,
                        InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let arguments = (ins elementType:$input, DenseI64ArrayAttr:$dims,
                    UnitAttr:$keepdim);
@@ -246,7 +277,7 @@ def NN_ReduceMaxOp : NN_ReduceOp<"reduce_max", NN_NumericTensor> {
   let summary = "maximum over dims";
 }
 
-class NN_SoftmaxLikeOp<string mnemonic> : NN_Op<mnemonic,
+class NN_SoftmaxLikeOp<string mnemonic> : NN_KernelOp<mnemonic,
     [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let arguments = (ins NN_FloatTensor:$input, I64Attr:$dim);
   let results = (outs NN_FloatTensor:$result);
@@ -269,8 +300,12 @@ def NN_LogSoftmaxOp : NN_SoftmaxLikeOp<"log_softmax"> {
 // Transformer layers
 //===----------------------------------------------------------------------===//
 
-def NN_LayerNormOp : NN_Op<"layer_norm", [Pure, AttrSizedOperandSegments,
+def NN_LayerNormOp : NN_KernelOp<"layer_norm", [Pure, AttrSizedOperandSegments,
                                           DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    x [..., D], optional weight [D], optional bias [D]; attrs epsilon (f64),
+    has_weight, has_bias (0/1) say which optional inputs are present.
+  }];
   let summary = "layer normalization over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * weight + bias` over the last dim,
@@ -294,7 +329,10 @@ def NN_LayerNormOp : NN_Op<"layer_norm", [Pure, AttrSizedOperandSegments,
   let hasVerifier = 1;
 }
 
-def NN_RmsNormOp : NN_Op<"rms_norm", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+def NN_RmsNormOp : NN_KernelOp<"rms_norm", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    x, optional weight; attrs epsilon, has_weight
+  }];
   let summary = "root-mean-square normalization over the last dimension";
   let description = [{
     `x / sqrt(mean(x^2) + epsilon) * weight`; `weight` is optional, `[D]`.
@@ -314,7 +352,11 @@ def NN_RmsNormOp : NN_Op<"rms_norm", [Pure, DeclareOpInterfaceMethods<NN_Gradien
   let hasVerifier = 1;
 }
 
-def NN_RopeOp : NN_Op<"rope", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+def NN_RopeOp : NN_KernelOp<"rope", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    x [B, H, S, D], cos [S, D], sin [S, D]; attr interleaved (0: rotate halves
+    as Llama does; 1: rotate adjacent pairs).
+  }];
   let summary = "rotary position embedding";
   let description = [{
     `x` is `[..., S, D]` (D even), `cos` and `sin` are `[S, D]`. By default
@@ -334,8 +376,13 @@ def NN_RopeOp : NN_Op<"rope", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInte
   let hasVerifier = 1;
 }
 
-def NN_AttentionOp : NN_Op<"attention", [Pure, SameOperandsAndResultElementType,
+def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElementType,
                                          InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    q [B, Hq, S, D], k/v [B, Hkv, Skv, D], Hq % Hkv == 0; attrs causal (0/1),
+    scale (f64, the effective one). out [B, Hq, S, Dv].
+  }];
+  let kernelExtraAttrs = [NN_KernelAttr<"scale", "F64", "$_op.getEffectiveScale()">];
   let summary = "scaled dot-product attention, optionally causal, with grouped KV heads";
   let description = [{
     `softmax(q k^T * scale + mask) v` per head. `q` is `[B, Hq, S, D]`, `k`
@@ -362,8 +409,13 @@ def NN_AttentionOp : NN_Op<"attention", [Pure, SameOperandsAndResultElementType,
   }];
 }
 
-def NN_EmbeddingOp : NN_Op<"embedding", [Pure, InferTypeOpAdaptor,
+def NN_EmbeddingOp : NN_KernelOp<"embedding", [Pure, InferTypeOpAdaptor,
                                          DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    table [V, D], ids (i32/i64) [...] -> [..., D]; attr vocab_start, when
+    given: the table is rows [vocab_start, vocab_start + V) of a larger one,
+    and other ids give zero rows (a vocabulary-parallel block).
+  }];
   let summary = "rows of a table selected by integer ids";
   let description = [{
     `result[p] = table[ids[p]]`; an id outside the table is an error.
@@ -389,8 +441,12 @@ def NN_EmbeddingOp : NN_Op<"embedding", [Pure, InferTypeOpAdaptor,
   }];
 }
 
-def NN_CrossEntropyOp : NN_Op<"cross_entropy", [Pure, InferTypeOpAdaptor,
+def NN_CrossEntropyOp : NN_KernelOp<"cross_entropy", [Pure, InferTypeOpAdaptor,
                                                  DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    logits [N, C], labels [N] (i32/i64); attrs ignore_index, reduction
+    ("mean" | "sum" | "none"). out f32: [] or [N].
+  }];
   let summary = "softmax cross-entropy of logits against integer labels";
   let description = [{
     `logits` is `[N, C]`, `labels` is `[N]`. Rows whose label equals
@@ -412,8 +468,12 @@ def NN_CrossEntropyOp : NN_Op<"cross_entropy", [Pure, InferTypeOpAdaptor,
   }];
 }
 
-def NN_DropoutOp : NN_Op<"dropout", [Pure, SameOperandsAndResultType,
+def NN_DropoutOp : NN_KernelOp<"dropout", [Pure, SameOperandsAndResultType,
                                      DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    attrs p (f64), seed (int). Keeps element i when uniform(seed, i) >= p and
+    scales it by 1/(1-p); uniform() is the counter-based hash in kernels/cpu.
+  }];
   let summary = "zeroes elements with probability p, scales the rest by 1/(1-p)";
   let description = [{
     The mask is a function of `seed` and the element index (a counter-based
@@ -444,8 +504,11 @@ def NN_ReshapeOp : NN_Op<"reshape", [Pure, SameOperandsAndResultElementType,
   let hasFolder = 1;
 }
 
-def NN_TransposeOp : NN_Op<"transpose", [Pure, SameOperandsAndResultElementType,
+def NN_TransposeOp : NN_KernelOp<"transpose", [Pure, SameOperandsAndResultElementType,
                                          InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    attr permutation
+  }];
   let summary = "permutes dimensions: result dim i is input dim permutation[i]";
   let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs NN_Tensor:$result);
@@ -455,8 +518,11 @@ def NN_TransposeOp : NN_Op<"transpose", [Pure, SameOperandsAndResultElementType,
   let hasFolder = 1;
 }
 
-def NN_BroadcastOp : NN_Op<"broadcast", [Pure, SameOperandsAndResultElementType,
+def NN_BroadcastOp : NN_KernelOp<"broadcast", [Pure, SameOperandsAndResultElementType,
                                          DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    NumPy broadcasting to the output's shape
+  }];
   let summary = "NumPy-style broadcast to the result's shape";
   let arguments = (ins NN_Tensor:$input);
   let results = (outs NN_Tensor:$result);
@@ -465,8 +531,11 @@ def NN_BroadcastOp : NN_Op<"broadcast", [Pure, SameOperandsAndResultElementType,
   let hasFolder = 1;
 }
 
-def NN_SliceOp : NN_Op<"slice", [Pure, SameOperandsAndResultElementType,
+def NN_SliceOp : NN_KernelOp<"slice", [Pure, SameOperandsAndResultElementType,
                                  InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    attrs starts, strides (per dim); sizes = out shape
+  }];
   let summary = "strided slice: [start, limit) step stride, per dimension";
   let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$starts,
                    DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
@@ -478,8 +547,11 @@ def NN_SliceOp : NN_Op<"slice", [Pure, SameOperandsAndResultElementType,
   let hasFolder = 1;
 }
 
-def NN_ConcatOp : NN_Op<"concat", [Pure, SameOperandsAndResultElementType,
+def NN_ConcatOp : NN_KernelOp<"concat", [Pure, SameOperandsAndResultElementType,
                                    InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    attr dim
+  }];
   let summary = "joins tensors along dim";
   let arguments = (ins Variadic<NN_Tensor>:$inputs, I64Attr:$dim);
   let results = (outs NN_Tensor:$result);
@@ -489,8 +561,11 @@ def NN_ConcatOp : NN_Op<"concat", [Pure, SameOperandsAndResultElementType,
   let hasFolder = 1;
 }
 
-def NN_SplitOp : NN_Op<"split", [Pure, SameOperandsAndResultElementType,
+def NN_SplitOp : NN_KernelOp<"split", [Pure, SameOperandsAndResultElementType,
                                  DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    attr dim; sizes from the outputs' shapes
+  }];
   let summary = "cuts a tensor along dim into the results' sizes";
   let arguments = (ins NN_Tensor:$input, I64Attr:$dim);
   let results = (outs Variadic<NN_Tensor>:$results);
@@ -500,8 +575,11 @@ def NN_SplitOp : NN_Op<"split", [Pure, SameOperandsAndResultElementType,
   let hasVerifier = 1;
 }
 
-def NN_GatherOp : NN_Op<"gather", [Pure, InferTypeOpAdaptor,
+def NN_GatherOp : NN_KernelOp<"gather", [Pure, InferTypeOpAdaptor,
                                    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    data, indices (i32/i64): out = data.shape[:axis] + indices.shape + data.shape[axis+1:]
+  }];
   let summary = "selects slices along axis by integer indices (ONNX Gather)";
   let description = [{
     The result shape is `data.shape[:axis] + indices.shape + data.shape[axis+1:]`.
@@ -517,8 +595,12 @@ def NN_GatherOp : NN_Op<"gather", [Pure, InferTypeOpAdaptor,
 // Backward ops: the fused ops gradient rules build (dialects/nn/NNGradients.cpp)
 //===----------------------------------------------------------------------===//
 
-def NN_PadOp : NN_Op<"pad", [Pure, SameOperandsAndResultElementType,
+def NN_PadOp : NN_KernelOp<"pad", [Pure, SameOperandsAndResultElementType,
                              InferTypeOpAdaptor]> {
+  let kernelDoc = [{
+    attrs low, high, interior (int lists, >= 0), value (f64): the input placed
+    in a tensor of `value` (the gradient of a strided slice). Any dtype.
+  }];
   let summary = "surrounds and interleaves the input with a constant";
   let description = [{
     Per dim `d`, `low[d]` copies of `value` go before the input's elements,
@@ -542,8 +624,11 @@ def NN_PadOp : NN_Op<"pad", [Pure, SameOperandsAndResultElementType,
   let hasVerifier = 1;
 }
 
-def NN_GeluGradOp : NN_Op<"gelu_grad", [Pure,
+def NN_GeluGradOp : NN_KernelOp<"gelu_grad", [Pure,
     AllTypesMatch<["input", "grad", "result"]>]> {
+  let kernelDoc = [{
+    x, dy (same shape) -> dx. attr approximate: "none" | "tanh" (as nn.gelu).
+  }];
   let summary = "dx = gelu'(x) * dy, for either form of gelu";
   let description = [{
     ```mlir
@@ -559,8 +644,11 @@ def NN_GeluGradOp : NN_Op<"gelu_grad", [Pure,
   }];
 }
 
-def NN_SiluGradOp : NN_Op<"silu_grad", [Pure,
+def NN_SiluGradOp : NN_KernelOp<"silu_grad", [Pure,
     AllTypesMatch<["input", "grad", "result"]>]> {
+  let kernelDoc = [{
+    x, dy -> dx
+  }];
   let summary = "dx = sigmoid(x) (1 + x (1 - sigmoid(x))) * dy";
   let description = [{
     ```mlir
@@ -572,8 +660,12 @@ def NN_SiluGradOp : NN_Op<"silu_grad", [Pure,
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
 }
 
-def NN_LayerNormGradOp : NN_Op<"layer_norm_grad", [Pure,
+def NN_LayerNormGradOp : NN_KernelOp<"layer_norm_grad", [Pure,
     AllTypesMatch<["input", "grad", "result"]>]> {
+  let kernelDoc = [{
+    x [..., D], dy (x's shape), optional weight [D] -> dx; attrs epsilon (f64),
+    has_weight (0/1). The weight and bias gradients are plain reductions.
+  }];
   let summary = "the input gradient of layer_norm";
   let description = [{
     With `xhat = (x - mean) / sqrt(var + epsilon)` and `g = dy * weight`
@@ -598,8 +690,11 @@ def NN_LayerNormGradOp : NN_Op<"layer_norm_grad", [Pure,
   let hasVerifier = 1;
 }
 
-def NN_RmsNormGradOp : NN_Op<"rms_norm_grad", [Pure,
+def NN_RmsNormGradOp : NN_KernelOp<"rms_norm_grad", [Pure,
     AllTypesMatch<["input", "grad", "result"]>]> {
+  let kernelDoc = [{
+    x, dy, optional weight -> dx; attrs epsilon, has_weight (as layer_norm_grad)
+  }];
   let summary = "the input gradient of rms_norm";
   let description = [{
     With `r = 1 / sqrt(mean(x^2) + epsilon)`, `xhat = x * r` and
@@ -621,8 +716,14 @@ def NN_RmsNormGradOp : NN_Op<"rms_norm_grad", [Pure,
   let hasVerifier = 1;
 }
 
-def NN_AttentionGradOp : NN_Op<"attention_grad", [Pure,
+def NN_AttentionGradOp : NN_KernelOp<"attention_grad", [Pure,
     SameOperandsAndResultElementType, InferTypeOpAdaptor]> {
+  let kernelDoc = [{
+    q, k, v, dOut (the nn.attention operands and its result's gradient) ->
+    dq, dk, dv; attrs causal (0/1), scale (f64). dk/dv of a KV head sum over
+    the query heads that share it.
+  }];
+  let kernelExtraAttrs = [NN_KernelAttr<"scale", "F64", "$_op.getEffectiveScale()">];
   let summary = "gradients of nn.attention with respect to query, key and value";
   let description = [{
     Operands and attributes are those of the `nn.attention` being
@@ -650,7 +751,12 @@ def NN_AttentionGradOp : NN_Op<"attention_grad", [Pure,
   }];
 }
 
-def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [Pure, InferTypeOpAdaptor]> {
+def NN_EmbeddingGradOp : NN_KernelOp<"embedding_grad", [Pure, InferTypeOpAdaptor]> {
+  let kernelDoc = [{
+    ids (i32/i64) [...], dy [..., D] -> dTable [V, D] (V = the output's rows;
+    attr num_embeddings must equal it): rows added up by id;
+    attr vocab_start as nn.embedding's (other blocks' ids are skipped).
+  }];
   let summary = "the table gradient of nn.embedding: rows of grad added up by id";
   let description = [{
     `result[v] = sum of grad[p] over the positions p with ids[p] == v`, a
@@ -680,7 +786,13 @@ def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [Pure, InferTypeOpAdaptor]> {
 // block, gathered, combined into the loss, and each block's gradient from
 // the gathered statistics.
 
-def NN_CrossEntropyStatsOp : NN_Op<"cross_entropy_stats", [Pure, InferTypeOpAdaptor]> {
+def NN_CrossEntropyStatsOp : NN_KernelOp<"cross_entropy_stats", [Pure, InferTypeOpAdaptor]> {
+  let kernelDoc = [{
+    Vocabulary-parallel cross-entropy, step 1: logits [N, C] (classes
+    [vocab_start, vocab_start + C) of a larger set), labels [N] -> f32 [N, 3]
+    per row (max, sum of exp(x - max), the label's logit or 0); attrs
+    vocab_start, ignore_index.
+  }];
   let summary = "per-row softmax statistics of a block of classes";
   let description = [{
     `logits` is `[N, C]`, a block of the classes that starts at class
@@ -704,7 +816,11 @@ def NN_CrossEntropyStatsOp : NN_Op<"cross_entropy_stats", [Pure, InferTypeOpAdap
   }];
 }
 
-def NN_CrossEntropyCombineOp : NN_Op<"cross_entropy_combine", [Pure, InferTypeOpAdaptor]> {
+def NN_CrossEntropyCombineOp : NN_KernelOp<"cross_entropy_combine", [Pure, InferTypeOpAdaptor]> {
+  let kernelDoc = [{
+    stats [N, 3B] (B blocks side by side), labels -> the loss (attrs
+    ignore_index, reduction as nn.cross_entropy).
+  }];
   let summary = "the cross-entropy loss from its blocks' statistics";
   let description = [{
     `stats` is `[N, 3 * B]`: nn.cross_entropy_stats of B blocks of classes,
@@ -730,7 +846,11 @@ def NN_CrossEntropyCombineOp : NN_Op<"cross_entropy_combine", [Pure, InferTypeOp
   }];
 }
 
-def NN_CrossEntropyBlockGradOp : NN_Op<"cross_entropy_block_grad", [Pure, InferTypeOpAdaptor]> {
+def NN_CrossEntropyBlockGradOp : NN_KernelOp<"cross_entropy_block_grad", [Pure, InferTypeOpAdaptor]> {
+  let kernelDoc = [{
+    logits, labels, dLoss, stats [N, 3B] -> the block's dLogits; attrs
+    vocab_start, ignore_index, reduction.
+  }];
   let summary = "the logits gradient of a block of classes";
   let description = [{
     nn.cross_entropy_grad of the classes `[vocab_start, vocab_start + C)`
@@ -755,7 +875,12 @@ def NN_CrossEntropyBlockGradOp : NN_Op<"cross_entropy_block_grad", [Pure, InferT
   }];
 }
 
-def NN_GatherGradOp : NN_Op<"gather_grad", [Pure, InferTypeOpAdaptor]> {
+def NN_GatherGradOp : NN_KernelOp<"gather_grad", [Pure, InferTypeOpAdaptor]> {
+  let kernelDoc = [{
+    indices (i32/i64), dy -> dData: slices of dy added up along attr axis, by
+    index (negative indices count from the end); attr axis_size must equal the
+    output's size along axis.
+  }];
   let summary = "the data gradient of nn.gather: slices of grad added up by index";
   let description = [{
     The inverse placement of `nn.gather %data, %indices axis = A`: `grad` is
@@ -777,7 +902,11 @@ def NN_GatherGradOp : NN_Op<"gather_grad", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def NN_CrossEntropyGradOp : NN_Op<"cross_entropy_grad", [Pure, InferTypeOpAdaptor]> {
+def NN_CrossEntropyGradOp : NN_KernelOp<"cross_entropy_grad", [Pure, InferTypeOpAdaptor]> {
+  let kernelDoc = [{
+    logits [N, C], labels [N], dLoss f32 ([] for mean/sum, [N] for none) ->
+    dLogits (the logits' dtype); attrs ignore_index, reduction (as nn.cross_entropy).
+  }];
   let summary = "the logits gradient of nn.cross_entropy";
   let description = [{
     `grad` is the gradient of the loss: an f32 scalar for `mean`/`sum`,

@@ -27,8 +27,13 @@ def NN_AssignOp : NN_Op<"assign", [AllTypesMatch<["parameter", "value"]>]> {
   let hasVerifier = 1;
 }
 
-def NN_AdamWOp : NN_Op<"adamw", [Pure, AllTypesMatch<["param", "grad", "exp_avg",
+def NN_AdamWOp : NN_KernelOp<"adamw", [Pure, AllTypesMatch<["param", "grad", "exp_avg",
     "exp_avg_sq", "new_param", "new_exp_avg", "new_exp_avg_sq"]>]> {
+  let kernelDoc = [{
+    param, grad, exp_avg, exp_avg_sq (f32, one shape), lr, step (f32 scalars)
+    -> new param, new exp_avg, new exp_avg_sq; attrs beta1, beta2, epsilon,
+    weight_decay (f64).
+  }];
   let summary = "one AdamW update of a parameter and its moments";
   let description = [{
     With `g` the gradient, `t` the 1-based step and `lr` the learning rate
@@ -55,5 +60,27 @@ def NN_AdamWOp : NN_Op<"adamw", [Pure, AllTypesMatch<["param", "grad", "exp_avg"
   }];
   let hasVerifier = 1;
 }
+
+//===----------------------------------------------------------------------===//
+// Kernels with no nn op of their own
+//===----------------------------------------------------------------------===//
+
+def NN_AdamWMultiKernel : NN_RuntimeKernel<"nn.adamw_multi", 6, -1, -1,
+    [NN_KernelAttr<"has_scale", "Int">, NN_KernelRequiredAttr<"beta1", "F64">,
+     NN_KernelRequiredAttr<"beta2", "F64">, NN_KernelRequiredAttr<"epsilon", "F64">,
+     NN_KernelRequiredAttr<"weight_decays", "F64s">], [{
+  nn.adamw over many parameters in one call (--loom-fuse-adamw): lr, step,
+  [scale when attr has_scale = 1: every gradient is first multiplied by it,
+  as gradient clipping does], then param, grad, exp_avg, exp_avg_sq per
+  parameter -> new param, exp_avg, exp_avg_sq per parameter. Attrs beta1,
+  beta2, epsilon (f64) and weight_decays (f64 list, one per parameter).
+}]>;
+
+def NN_ScaledMatmulKernel : NN_RuntimeKernel<"nn.scaled_matmul", 4, 4, 1, [], [{
+  FP8 GEMM with per-tensor scales: a [M, K] and b [N, K] (f8E4M3FN or
+  f8E5M2, not both f8E5M2), scale_a and scale_b (f32 scalars) -> out [M, N]
+  (f32, bf16 or f16) = (a * scale_a) @ (b * scale_b)^T, accumulated in f32.
+  b is always [N, K] (a weight as stored), the layout FP8 tensor cores take.
+}]>;
 
 #endif

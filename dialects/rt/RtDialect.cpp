@@ -1,5 +1,7 @@
 #include "dialects/rt/RtDialect.h"
 
+#include "runtime/abi/KernelList.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -25,16 +27,11 @@ int64_t loom::rt::bufferBytes(MemRefType type) {
 }
 
 std::optional<KernelArity> loom::rt::lookupKernel(StringRef name) {
-  static const llvm::StringMap<KernelArity> kernels = {
-#define LOOM_KERNEL(NAME, MIN_IN, MAX_IN, NUM_OUT)                             \
-  {NAME, KernelArity{MIN_IN, MAX_IN, NUM_OUT}},
-#include "runtime/abi/Kernels.def"
-#undef LOOM_KERNEL
-  };
-  auto it = kernels.find(name);
-  if (it == kernels.end())
+  std::optional<KernelId> id = findKernel(std::string_view(name.data(), name.size()));
+  if (!id)
     return std::nullopt;
-  return it->second;
+  const KernelInfo &k = kernelInfo(*id);
+  return KernelArity{k.minInputs, k.maxInputs, k.numOutputs};
 }
 
 Value loom::rt::rootBuffer(Value buffer) {
@@ -447,16 +444,27 @@ LogicalResult KernelOp::verify() {
            << (arity->numOutputs < 0 ? std::string("one or more")
                                      : std::to_string(arity->numOutputs))
            << " outputs, got " << numOutputs;
+  std::vector<std::pair<std::string_view, AttrKind>> kinds;
   for (NamedAttribute attr : getAttrs()) {
     Attribute v = attr.getValue();
-    bool ok = isa<IntegerAttr, FloatAttr, StringAttr, DenseI64ArrayAttr,
-                  DenseF64ArrayAttr>(v);
-    if (!ok)
+    std::optional<AttrKind> kind =
+        isa<IntegerAttr>(v)          ? std::optional(AttrKind::Int)
+        : isa<FloatAttr>(v)          ? std::optional(AttrKind::F64)
+        : isa<StringAttr>(v)         ? std::optional(AttrKind::Str)
+        : isa<DenseI64ArrayAttr>(v)  ? std::optional(AttrKind::Ints)
+        : isa<DenseF64ArrayAttr>(v)  ? std::optional(AttrKind::F64s)
+                                     : std::nullopt;
+    if (!kind)
       return emitOpError("kernel attribute '")
              << attr.getName().getValue()
              << "' must be an integer, float, string or i64/f64 array, got "
              << v;
+    kinds.emplace_back(attr.getName().strref(), *kind);
   }
+  // The kernel's attribute schema (its contract in the nn dialect's ODS).
+  std::string problem = checkKernelAttrs(*findKernel(getKernel().str()), kinds);
+  if (!problem.empty())
+    return emitOpError("kernel '") << getKernel() << "': " << problem;
   return success();
 }
 

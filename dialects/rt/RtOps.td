@@ -145,13 +145,13 @@ def Rt_OutputOp : Rt_Op<"output"> {
 
 // Work. `stream` is absent until --loom-assign-streams sets it.
 def Rt_KernelOp : Rt_Op<"kernel", [AttrSizedOperandSegments]> {
-  let summary = "calls a kernel from runtime/abi/Kernels.def";
+  let summary = "calls a kernel of the contract (runtime/abi/Kernels.def, generated from nn ODS)";
   let description = [{
     Destination-passing: the kernel reads `inputs` and writes `outputs`.
     `attrs` are the kernel's attributes (integers, floats, strings, arrays).
 
     ```mlir
-    rt.kernel "nn.matmul" (%a, %b) -> (%c) attrs {transpose_b = 1} : (memref<4x8xf32>, memref<16x8xf32>) -> memref<4x16xf32>
+    rt.kernel "nn.matmul" (%a, %b) -> (%c) attrs {transpose_lhs = 0, transpose_rhs = 1} : (memref<4x8xf32>, memref<16x8xf32>) -> memref<4x16xf32>
     ```
   }];
   let arguments = (ins StrAttr:$kernel, Variadic<Rt_Buffer>:$inputs,

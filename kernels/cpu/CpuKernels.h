@@ -27,6 +27,7 @@
 // must not overlap inputs.
 
 #include "runtime/abi/KernelAttrs.h"
+#include "runtime/abi/KernelList.h"
 #include "runtime/abi/DType.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -100,10 +101,15 @@ struct KernelContext {
 llvm::Error runKernel(std::string_view name, llvm::ArrayRef<Tensor> inputs,
                       llvm::ArrayRef<Tensor> outputs, const KernelAttrs &attrs,
                       const KernelContext &ctx = KernelContext());
+/// The same for a kernel already resolved (runtime/abi/KernelList.h): what
+/// the runtime calls, indexing a table instead of comparing names.
+llvm::Error runKernel(KernelId id, llvm::ArrayRef<Tensor> inputs,
+                      llvm::ArrayRef<Tensor> outputs, const KernelAttrs &attrs,
+                      const KernelContext &ctx = KernelContext());
 
 /// Whether runKernel implements `name`.
 bool hasKernel(std::string_view name);
-/// Every implemented kernel name, in Kernels.def order.
+/// Every implemented kernel name, in Kernels.def order (KernelId order).
 std::vector<std::string_view> kernelNames();
 
 /// SplitMix64's finalizer (Steele, Lea, Flood 2014), used as a counter-based

@@ -15,17 +15,6 @@ using namespace detail;
 
 namespace {
 
-struct KernelSignature {
-  std::string_view name;
-  int minInputs, maxInputs, numOutputs; // -1: one or more
-};
-constexpr KernelSignature kSignatures[] = {
-#define LOOM_KERNEL(NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS)                 \
-  {NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS},
-#include "runtime/abi/Kernels.def"
-#undef LOOM_KERNEL
-};
-
 struct KernelImpl {
   std::string_view name;
   KernelFn fn;
@@ -66,68 +55,53 @@ constexpr KernelImpl kImplementations[] = {
     {"nn.cross_entropy_block_grad", runCrossEntropyBlockGrad},
 };
 
-const KernelSignature *findSignature(std::string_view name) {
-  for (const KernelSignature &sig : kSignatures)
-    if (sig.name == name)
-      return &sig;
-  return nullptr;
-}
-
-KernelFn findImplementation(std::string_view name) {
-  for (const KernelImpl &impl : kImplementations)
-    if (impl.name == name)
-      return impl.fn;
-  return nullptr;
-}
-
-llvm::Error checkArity(const KernelSignature &sig, size_t numInputs,
-                       size_t numOutputs) {
-  const bool inputsOk = static_cast<int64_t>(numInputs) >= sig.minInputs &&
-                        (sig.maxInputs < 0 ||
-                         static_cast<int64_t>(numInputs) <= sig.maxInputs);
-  if (!inputsOk) {
-    std::string expected =
-        sig.maxInputs < 0 ? std::to_string(sig.minInputs) + " or more"
-        : sig.minInputs == sig.maxInputs
-            ? std::to_string(sig.minInputs)
-            : std::to_string(sig.minInputs) + " to " + std::to_string(sig.maxInputs);
-    return kernelError("takes " + expected + " inputs, got " +
-                       llvm::Twine(numInputs));
-  }
-  const bool outputsOk = sig.numOutputs < 0
-                             ? numOutputs >= 1
-                             : static_cast<int64_t>(numOutputs) == sig.numOutputs;
-  if (!outputsOk)
-    return kernelError("produces " +
-                       (sig.numOutputs < 0 ? std::string("1 or more")
-                                           : std::to_string(sig.numOutputs)) +
-                       " outputs, got " + llvm::Twine(numOutputs));
-  return llvm::Error::success();
+/// The implementation of each kernel of the contract, indexed by KernelId:
+/// built once, so a launch indexes a table instead of comparing names.
+const std::vector<KernelFn> &implementations() {
+  static const std::vector<KernelFn> table = [] {
+    std::vector<KernelFn> t(kNumKernels, nullptr);
+    for (const KernelImpl &impl : kImplementations)
+      if (std::optional<KernelId> id = findKernel(impl.name))
+        t[kernelIndex(*id)] = impl.fn;
+    return t;
+  }();
+  return table;
 }
 
 } // namespace
 
 bool hasKernel(std::string_view name) {
-  return findSignature(name) && findImplementation(name);
+  std::optional<KernelId> id = findKernel(name);
+  return id && implementations()[kernelIndex(*id)];
 }
 
 std::vector<std::string_view> kernelNames() {
   std::vector<std::string_view> names;
-  for (const KernelSignature &sig : kSignatures)
-    if (findImplementation(sig.name))
-      names.push_back(sig.name);
+  for (size_t i = 0; i < kNumKernels; ++i)
+    if (implementations()[i])
+      names.push_back(kKernelInfos[i].name);
   return names;
 }
 
 llvm::Error runKernel(std::string_view name, llvm::ArrayRef<Tensor> inputs,
                       llvm::ArrayRef<Tensor> outputs, const KernelAttrs &attrs,
                       const KernelContext &ctx) {
-  const KernelSignature *sig = findSignature(name);
-  KernelFn fn = findImplementation(name);
-  if (!sig || !fn)
+  std::optional<KernelId> id = findKernel(name);
+  if (!id || !implementations()[kernelIndex(*id)])
     return llvm::createStringError(
         std::make_error_code(std::errc::invalid_argument),
         "unknown kernel '" + llvm::Twine(name) + "'");
+  return runKernel(*id, inputs, outputs, attrs, ctx);
+}
+
+llvm::Error runKernel(KernelId id, llvm::ArrayRef<Tensor> inputs,
+                      llvm::ArrayRef<Tensor> outputs, const KernelAttrs &attrs,
+                      const KernelContext &ctx) {
+  std::string_view name = kernelName(id);
+  KernelFn fn = implementations()[kernelIndex(id)];
+  if (!fn)
+    return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
+                                   "unknown kernel '" + llvm::Twine(name) + "'");
   auto prefixed = [&](llvm::Error err) -> llvm::Error {
     if (!err)
       return llvm::Error::success();
@@ -135,8 +109,8 @@ llvm::Error runKernel(std::string_view name, llvm::ArrayRef<Tensor> inputs,
                                    llvm::Twine(name) + ": " +
                                        llvm::toString(std::move(err)));
   };
-  if (llvm::Error err = checkArity(*sig, inputs.size(), outputs.size()))
-    return prefixed(std::move(err));
+  if (std::string arity = checkKernelArity(id, inputs.size(), outputs.size()); !arity.empty())
+    return prefixed(kernelError(arity));
   for (size_t i = 0; i < inputs.size(); ++i)
     if (llvm::Error err = checkTensor(inputs[i], "input"))
       return prefixed(kernelError("input " + llvm::Twine(i) + ": " +
@@ -147,7 +121,7 @@ llvm::Error runKernel(std::string_view name, llvm::ArrayRef<Tensor> inputs,
                                   llvm::toString(std::move(err))));
   KernelContext sane = ctx;
   sane.numThreads = std::max(1, ctx.numThreads);
-  return prefixed(fn(KernelCall{name, inputs, outputs, attrs, sane}));
+  return prefixed(fn(KernelCall{name, id, inputs, outputs, attrs, sane}));
 }
 
 //===----------------------------------------------------------------------===//

@@ -24,6 +24,7 @@ namespace loom::cpu::detail {
 
 struct KernelCall {
   std::string_view name;
+  KernelId id;
   llvm::ArrayRef<Tensor> inputs;
   llvm::ArrayRef<Tensor> outputs;
   const KernelAttrs &attrs;

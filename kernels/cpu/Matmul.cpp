@@ -195,24 +195,14 @@ void matmulAs(const KernelCall &call, const MatmulShape &shape, bool transA,
   result.commit();
 }
 
-/// Reads a 0/1 attribute under the Kernels.def name or the nn op's name.
-llvm::Expected<bool> transposeFlag(const KernelAttrs &attrs, const char *defName,
-                                   const char *opName) {
-  if (attrs.has(opName))
-    return attrs.getBool(opName);
-  return attrs.getBool(defName, false);
-}
-
 } // namespace
 
 llvm::Error runMatmul(const KernelCall &call) {
   const Tensor &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
   LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", out, "output"));
   LOOM_RETURN_IF_ERROR(checkSameDType(b, "rhs", out, "output"));
-  LOOM_ASSIGN_OR_RETURN(bool transA,
-                        transposeFlag(call.attrs, "transpose_a", "transpose_lhs"));
-  LOOM_ASSIGN_OR_RETURN(bool transB,
-                        transposeFlag(call.attrs, "transpose_b", "transpose_rhs"));
+  LOOM_ASSIGN_OR_RETURN(bool transA, call.attrs.getBool("transpose_lhs", false));
+  LOOM_ASSIGN_OR_RETURN(bool transB, call.attrs.getBool("transpose_rhs", false));
   LOOM_ASSIGN_OR_RETURN(MatmulShape shape, inferShape(a, b, out, transA, transB));
   LOOM_ASSIGN_OR_RETURN(std::string epilogue, call.attrs.getStr("epilogue", "none"));
   const bool bias = epilogue == "bias" || epilogue == "bias_gelu";

@@ -27,17 +27,50 @@ llvm::Error cudaError(cudaError_t status, const char *what) {
                                  cudaGetErrorName(status), cudaGetErrorString(status));
 }
 
-bool hasKernel(std::string_view name) { return registry().count(name); }
+/// The launcher of each kernel of the contract, indexed by KernelId: built
+/// once, so a launch indexes a table instead of looking a name up.
+const std::vector<Launcher> &launchers() {
+  static const std::vector<Launcher> table = [] {
+    std::vector<Launcher> t(kNumKernels, nullptr);
+    for (const auto &entry : registry())
+      if (std::optional<KernelId> id = findKernel(entry.getKey()))
+        t[kernelIndex(*id)] = entry.getValue();
+    return t;
+  }();
+  return table;
+}
+
+bool hasKernel(std::string_view name) {
+  std::optional<KernelId> id = findKernel(name);
+  return id && launchers()[kernelIndex(*id)];
+}
+
+bool loadsAtFirstUse(KernelId kernel) {
+  static const std::optional<KernelId> matmul = findKernel("nn.matmul"),
+                                       scaled = findKernel("nn.scaled_matmul");
+  return kernel == matmul || kernel == scaled;
+}
 
 llvm::Error launchKernel(std::string_view name, llvm::ArrayRef<cpu::Tensor> inputs,
                          llvm::ArrayRef<cpu::Tensor> outputs, const cpu::KernelAttrs &attrs,
                          const LaunchContext &ctx) {
-  auto it = registry().find(name);
-  if (it == registry().end())
+  std::optional<KernelId> id = findKernel(name);
+  if (!id)
+    return llvm::createStringError(std::errc::invalid_argument, "unknown kernel '%s'",
+                                   std::string(name).c_str());
+  return launchKernel(*id, inputs, outputs, attrs, ctx);
+}
+
+llvm::Error launchKernel(KernelId id, llvm::ArrayRef<cpu::Tensor> inputs,
+                         llvm::ArrayRef<cpu::Tensor> outputs, const cpu::KernelAttrs &attrs,
+                         const LaunchContext &ctx) {
+  std::string_view name = kernelName(id);
+  Launcher launcher = launchers()[kernelIndex(id)];
+  if (!launcher)
     return llvm::createStringError(std::errc::not_supported,
                                    "%s: no CUDA kernel in this build", std::string(name).c_str());
-  KernelCall call{name, inputs, outputs, attrs, ctx};
-  if (llvm::Error err = it->second(call))
+  KernelCall call{name, id, inputs, outputs, attrs, ctx};
+  if (llvm::Error err = launcher(call))
     return llvm::createStringError(std::errc::invalid_argument, "%s: %s",
                                    std::string(name).c_str(),
                                    llvm::toString(std::move(err)).c_str());

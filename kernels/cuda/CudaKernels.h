@@ -27,6 +27,7 @@ struct LaunchContext {
 
 struct KernelCall {
   std::string_view name;
+  KernelId id;
   llvm::ArrayRef<cpu::Tensor> inputs;
   llvm::ArrayRef<cpu::Tensor> outputs;
   const cpu::KernelAttrs &attrs;
@@ -39,7 +40,14 @@ using Launcher = llvm::Error (*)(const KernelCall &call);
 llvm::Error launchKernel(std::string_view name, llvm::ArrayRef<cpu::Tensor> inputs,
                          llvm::ArrayRef<cpu::Tensor> outputs, const cpu::KernelAttrs &attrs,
                          const LaunchContext &ctx);
+/// The same for a kernel already resolved: what the backend calls.
+llvm::Error launchKernel(KernelId id, llvm::ArrayRef<cpu::Tensor> inputs,
+                         llvm::ArrayRef<cpu::Tensor> outputs, const cpu::KernelAttrs &attrs,
+                         const LaunchContext &ctx);
 bool hasKernel(std::string_view name);
+/// Whether the kernel loads its code at first use (cuBLASLt's GEMMs), so the
+/// backend runs it once before any step (Backend::prepareKernel).
+bool loadsAtFirstUse(KernelId kernel);
 
 // Each family registers its launchers (kernels/cuda/<Family>.cu).
 void registerElementwiseKernels(llvm::StringMap<Launcher> &registry);

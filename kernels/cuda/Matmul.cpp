@@ -134,8 +134,8 @@ llvm::Error launchMatmul(const KernelCall &call) {
   if (!type)
     return cpu::detail::kernelError("unsupported dtype " + llvm::Twine(dtypeName(lhs.dtype).data()) +
                                     " (f32, bf16, f16)");
-  LOOM_ASSIGN_OR_RETURN(bool transA, call.attrs.getBool("transpose_a", false));
-  LOOM_ASSIGN_OR_RETURN(bool transB, call.attrs.getBool("transpose_b", false));
+  LOOM_ASSIGN_OR_RETURN(bool transA, call.attrs.getBool("transpose_lhs", false));
+  LOOM_ASSIGN_OR_RETURN(bool transB, call.attrs.getBool("transpose_rhs", false));
   LOOM_ASSIGN_OR_RETURN(std::string epilogueName, call.attrs.getStr("epilogue", "none"));
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   if (epilogueName == "bias")

@@ -22,6 +22,16 @@ std::vector<ExchangeBuffer> exchangeBuffers(llvm::ArrayRef<DeviceTensor> tensors
 
 } // namespace
 
+llvm::Error Backend::launch(std::string_view kernel, llvm::ArrayRef<DeviceTensor> inputs,
+                            llvm::ArrayRef<DeviceTensor> outputs, const KernelAttrs &attrs,
+                            unsigned stream) {
+  std::optional<KernelId> id = findKernel(kernel);
+  if (!id)
+    return llvm::createStringError(std::errc::invalid_argument, "unknown kernel '%s'",
+                                   std::string(kernel).c_str());
+  return launch(*id, inputs, outputs, attrs, stream);
+}
+
 llvm::Error Backend::collective(const CollectiveDesc &desc, const DeviceTensor *in,
                                 const DeviceTensor *out, unsigned stream) {
   if (!communicator_)

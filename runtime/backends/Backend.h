@@ -7,6 +7,7 @@
 // CUDA streams.
 
 #include "kernels/cpu/CpuKernels.h"
+#include "runtime/abi/KernelList.h"
 #include "runtime/comm/Communicator.h"
 
 #include "llvm/Support/Error.h"
@@ -37,10 +38,15 @@ public:
   virtual llvm::Error createStreams(unsigned numStreams, unsigned numEvents) = 0;
   virtual llvm::Error copy(void *dst, const void *src, size_t bytes,
                            unsigned stream) = 0;
-  virtual llvm::Error launch(std::string_view kernel,
-                             llvm::ArrayRef<DeviceTensor> inputs,
+  /// Runs kernel `kernel` (resolved from its name once, when the program was
+  /// readied) on `stream`.
+  virtual llvm::Error launch(KernelId kernel, llvm::ArrayRef<DeviceTensor> inputs,
                              llvm::ArrayRef<DeviceTensor> outputs,
                              const KernelAttrs &attrs, unsigned stream) = 0;
+  /// The same by name (tests, tools): an unknown name is an error.
+  llvm::Error launch(std::string_view kernel, llvm::ArrayRef<DeviceTensor> inputs,
+                     llvm::ArrayRef<DeviceTensor> outputs, const KernelAttrs &attrs,
+                     unsigned stream);
   /// Runs a collective of this rank on `stream` through the attached
   /// communicator; `in`/`out` are null where the kind has none. The default
   /// stages device memory through the host and runs the communicator there
@@ -66,7 +72,7 @@ public:
   /// once here, into scratch outputs (nothing the program holds changes).
   /// finishPreparing() waits for it all and frees the scratch. The default
   /// does nothing.
-  virtual llvm::Error prepareKernel(std::string_view kernel, llvm::ArrayRef<DeviceTensor> inputs,
+  virtual llvm::Error prepareKernel(KernelId kernel, llvm::ArrayRef<DeviceTensor> inputs,
                                     llvm::ArrayRef<DeviceTensor> outputs,
                                     const KernelAttrs &attrs, unsigned stream) {
     return llvm::Error::success();

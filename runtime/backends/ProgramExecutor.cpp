@@ -135,8 +135,22 @@ llvm::Error ProgramExecutor::initialize(uint64_t seed) {
     if (auto err = backend_.copyToDevice(address(buffer), local->data.data(), local->data.size()))
       return err;
   }
+  // Each kernel resolved once: its id (the executable names it once) and its
+  // attributes; an unknown kernel is an error here, never at a launch.
+  kernels_.resize(program_.instructions.size());
+  for (size_t i = 0; i < program_.instructions.size(); ++i) {
+    const Instruction &instr = program_.instructions[i];
+    if (instr.kind != InstrKind::Kernel)
+      continue;
+    std::optional<KernelId> id = findKernel(instr.kernel);
+    if (!id)
+      return error("rank " + llvm::Twine(program_.rank) + ": instruction " + llvm::Twine(i) +
+                   ": unknown kernel '" + instr.kernel + "'");
+    kernels_[i] = {*id, KernelAttrs(instr.attrs)};
+  }
   // Kernels that load at first use load now, not mid-step (Backend::prepareKernel).
-  for (const Instruction &instr : program_.instructions) {
+  for (size_t i = 0; i < program_.instructions.size(); ++i) {
+    const Instruction &instr = program_.instructions[i];
     if (instr.kind != InstrKind::Kernel)
       continue;
     std::vector<DeviceTensor> inputs, outputs;
@@ -144,8 +158,8 @@ llvm::Error ProgramExecutor::initialize(uint64_t seed) {
       inputs.push_back(tensor(b));
     for (uint32_t b : instr.outputs)
       outputs.push_back(tensor(b));
-    if (auto err = backend_.prepareKernel(instr.kernel, inputs, outputs,
-                                          KernelAttrs(instr.attrs), instr.stream))
+    if (auto err = backend_.prepareKernel(kernels_[i].id, inputs, outputs, kernels_[i].attrs,
+                                          instr.stream))
       return error("rank " + llvm::Twine(program_.rank) + ": preparing " + instr.kernel +
                    (instr.location.empty() ? "" : " at " + instr.location) + ": " +
                    llvm::toString(std::move(err)));
@@ -329,8 +343,7 @@ llvm::Error ProgramExecutor::issue() {
         inputs.push_back(tensor(b));
       for (uint32_t b : instr.outputs)
         outputs.push_back(tensor(b));
-      err = backend_.launch(instr.kernel, inputs, outputs, KernelAttrs(instr.attrs),
-                            instr.stream);
+      err = backend_.launch(kernels_[i].id, inputs, outputs, kernels_[i].attrs, instr.stream);
       break;
     }
     case InstrKind::Copy:

@@ -112,6 +112,14 @@ private:
   std::map<std::string, std::pair<double, int64_t>> kernelTimes_;
   std::vector<TraceEvent> trace_;
   std::optional<std::chrono::steady_clock::time_point> traceOrigin_;
+  /// Per instruction: its kernel resolved once, when the program is readied
+  /// (the kernel's id and its attributes in the form kernels read), so a
+  /// launch looks nothing up by name and copies no attribute.
+  struct ResolvedKernel {
+    KernelId id{};
+    KernelAttrs attrs;
+  };
+  std::vector<ResolvedKernel> kernels_;
 };
 
 /// The initial values of a parameter with a seeded initializer, as f64:

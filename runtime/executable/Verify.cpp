@@ -4,6 +4,7 @@
 
 #include "runtime/executable/Executable.h"
 #include "runtime/executable/ExecutableListing.h"
+#include "runtime/abi/KernelList.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -18,27 +19,6 @@
 namespace loom {
 
 namespace {
-
-struct KernelArity {
-  std::string_view name;
-  int minInputs;
-  int maxInputs;  // -1: no upper bound
-  int numOutputs; // -1: one or more
-};
-
-constexpr KernelArity kKernels[] = {
-#define LOOM_KERNEL(NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS)                 \
-  {NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS},
-#include "runtime/abi/Kernels.def"
-#undef LOOM_KERNEL
-};
-
-const KernelArity *findKernel(std::string_view name) {
-  for (const KernelArity &kernel : kKernels)
-    if (kernel.name == name)
-      return &kernel;
-  return nullptr;
-}
 
 bool isValidDType(DType t) { return static_cast<int>(t) < kNumDTypes; }
 bool isValidArena(ArenaKind k) { return static_cast<int>(k) < kNumArenas; }
@@ -340,9 +320,10 @@ private:
     size_t numOutputs = instr.outputs.size();
     switch (instr.kind) {
     case InstrKind::Kernel: {
-      const KernelArity *kernel = findKernel(instr.kernel);
-      if (!kernel)
+      std::optional<KernelId> id = findKernel(instr.kernel);
+      if (!id)
         return failure(context + "unknown kernel '" + instr.kernel + "'");
+      const KernelInfo *kernel = &kernelInfo(*id);
       bool inputsOk =
           numInputs >= static_cast<size_t>(kernel->minInputs) &&
           (kernel->maxInputs < 0 ||
@@ -368,6 +349,11 @@ private:
                             ? std::string("at least 1 output")
                             : arityText(kernel->numOutputs, "output")) +
                        ", has " + std::to_string(numOutputs));
+      // The attributes the kernel reads must be of their kind (its ODS
+      // contract); others are skipped, as a reader skips unknown fields.
+      if (std::string problem = checkKernelAttrs(*id, instr.attrs, /*ignoreUnknown=*/true);
+          !problem.empty())
+        return failure(context + instr.kernel + ": " + problem);
       break;
     }
     case InstrKind::Copy: {

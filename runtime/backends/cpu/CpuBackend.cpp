@@ -47,7 +47,8 @@ public:
     std::memmove(dst, src, bytes);
     return llvm::Error::success();
   }
-  llvm::Error launch(std::string_view kernel, llvm::ArrayRef<DeviceTensor> inputs,
+  using Backend::launch;
+  llvm::Error launch(KernelId kernel, llvm::ArrayRef<DeviceTensor> inputs,
                      llvm::ArrayRef<DeviceTensor> outputs,
                      const KernelAttrs &attrs, unsigned stream) override {
     if (auto err = checkStream(stream))

@@ -119,7 +119,8 @@ public:
     return pace();
   }
 
-  llvm::Error launch(std::string_view kernel, llvm::ArrayRef<DeviceTensor> inputs,
+  using Backend::launch;
+  llvm::Error launch(KernelId kernel, llvm::ArrayRef<DeviceTensor> inputs,
                      llvm::ArrayRef<DeviceTensor> outputs, const KernelAttrs &attrs,
                      unsigned stream) override {
     if (auto err = checkStream(stream))
@@ -131,10 +132,11 @@ public:
     return pace();
   }
 
-  llvm::Error prepareKernel(std::string_view kernel, llvm::ArrayRef<DeviceTensor> inputs,
+  llvm::Error prepareKernel(KernelId kernel, llvm::ArrayRef<DeviceTensor> inputs,
                             llvm::ArrayRef<DeviceTensor> outputs, const KernelAttrs &attrs,
                             unsigned stream) override {
-    if (kernel != "nn.matmul" && kernel != "nn.scaled_matmul")
+    // cuBLASLt's GEMMs load at first use (see Backend::prepareKernel).
+    if (!cuda::loadsAtFirstUse(kernel))
       return llvm::Error::success();
     if (auto err = checkStream(stream))
       return err;

@@ -239,3 +239,24 @@ rt.program @param_empty_name rank = 0 streams = ["compute"] {
   // expected-error @+1 {{'rt.param' op needs a non-empty name}}
   %w = rt.param "" : memref<4xf32>
 }
+
+// -----
+
+// Each kernel reads the attributes its contract declares (NNKernels.td):
+// an attribute it does not read is an error, not silently carried ...
+rt.program @unknown_kernel_attr rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<4x4xf32>
+  %y = rt.alloc : memref<4x4xf32>
+  // expected-error @+1 {{kernel 'nn.transpose': attribute 'weights' is not one nn.transpose reads}}
+  rt.kernel "nn.transpose" (%x) -> (%y) attrs {permutation = array<i64: 1, 0>, weights = array<f64: 0.5>} : (memref<4x4xf32>) -> memref<4x4xf32>
+}
+
+// -----
+
+// ... and one of the wrong kind is too.
+rt.program @kernel_attr_kind rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<4x4xf32>
+  %y = rt.alloc : memref<4x4xf32>
+  // expected-error @+1 {{kernel 'nn.softmax': attribute 'dim' must be an integer, not a string}}
+  rt.kernel "nn.softmax" (%x) -> (%y) attrs {dim = "last"} : (memref<4x4xf32>) -> memref<4x4xf32>
+}

@@ -103,14 +103,16 @@ rt.program @kernels rank = 0 streams = ["compute", "aux"] {
   %c = rt.alloc : memref<8x8xf32>
   // CHECK: rt.kernel "nn.relu"(%{{.*}}) -> (%{{.*}}) : (memref<4x8xf32>) -> memref<4x8xf32>
   rt.kernel "nn.relu" (%x) -> (%y) : (memref<4x8xf32>) -> memref<4x8xf32>
-  // CHECK: rt.kernel "nn.matmul"(%{{.*}}, %{{.*}}) -> (%{{.*}}) attrs {transpose_a = 0 : i64, transpose_b = 1 : i64} on "aux" : (memref<4x8xf32>, memref<16x8xf32>) -> memref<4x16xf32>
-  rt.kernel "nn.matmul" (%x, %w) -> (%z) attrs {transpose_a = 0 : i64, transpose_b = 1 : i64} on "aux" : (memref<4x8xf32>, memref<16x8xf32>) -> memref<4x16xf32>
+  // CHECK: rt.kernel "nn.matmul"(%{{.*}}, %{{.*}}) -> (%{{.*}}) attrs {transpose_lhs = 0 : i64, transpose_rhs = 1 : i64} on "aux" : (memref<4x8xf32>, memref<16x8xf32>) -> memref<4x16xf32>
+  rt.kernel "nn.matmul" (%x, %w) -> (%z) attrs {transpose_lhs = 0 : i64, transpose_rhs = 1 : i64} on "aux" : (memref<4x8xf32>, memref<16x8xf32>) -> memref<4x16xf32>
   // CHECK: rt.kernel "nn.gelu"(%{{.*}}) -> (%{{.*}}) attrs {approximate = "tanh"} on "compute" : (memref<4x8xf32>) -> memref<4x8xf32>
   rt.kernel "nn.gelu" (%x) -> (%y) attrs {approximate = "tanh"} on "compute" : (memref<4x8xf32>) -> memref<4x8xf32>
   // CHECK: rt.kernel "nn.iota"() -> (%{{.*}}) attrs {dim = 0 : i64, start = 1.000000e+00 : f64, step = 2.500000e-01 : f64} : () -> memref<16xi64>
   rt.kernel "nn.iota"() -> (%i) attrs {dim = 0 : i64, start = 1.0 : f64, step = 0.25 : f64} : () -> memref<16xi64>
-  // CHECK: rt.kernel "nn.transpose"(%{{.*}}) -> (%{{.*}}) attrs {permutation = array<i64: 1, 0>, weights = array<f64: 5.000000e-01>} : (memref<4x8xf32>) -> memref<4x8xf32>
-  rt.kernel "nn.transpose" (%x) -> (%y) attrs {permutation = array<i64: 1, 0>, weights = array<f64: 0.5>} : (memref<4x8xf32>) -> memref<4x8xf32>
+  // CHECK: rt.kernel "nn.transpose"(%{{.*}}) -> (%{{.*}}) attrs {permutation = array<i64: 1, 0>} : (memref<4x8xf32>) -> memref<4x8xf32>
+  rt.kernel "nn.transpose" (%x) -> (%y) attrs {permutation = array<i64: 1, 0>} : (memref<4x8xf32>) -> memref<4x8xf32>
+  // CHECK: rt.kernel "nn.adamw_multi"({{.*}}) attrs {beta1 = {{.*}}, weight_decays = array<f64: 5.000000e-01>}
+  rt.kernel "nn.adamw_multi" (%s0, %s1, %s0, %s1, %s0, %s1) -> (%s0, %s1, %s0) attrs {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decays = array<f64: 0.5>} : (memref<4x4xf32>, memref<4x4xf32>, memref<4x4xf32>, memref<4x4xf32>, memref<4x4xf32>, memref<4x4xf32>) -> (memref<4x4xf32>, memref<4x4xf32>, memref<4x4xf32>)
   // CHECK: rt.kernel "nn.split"(%{{.*}}) -> (%{{.*}}, %{{.*}}) attrs {dim = 1 : i64} : (memref<4x8xf32>) -> (memref<4x4xf32>, memref<4x4xf32>)
   rt.kernel "nn.split" (%x) -> (%s0, %s1) attrs {dim = 1 : i64} : (memref<4x8xf32>) -> (memref<4x4xf32>, memref<4x4xf32>)
   // CHECK: rt.kernel "nn.concat"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) -> (%{{.*}}) attrs {dim = 1 : i64} : (memref<4x4xf32>, memref<4x4xf32>, memref<4x4xf32>, memref<4x4xf32>) -> memref<8x8xf32>

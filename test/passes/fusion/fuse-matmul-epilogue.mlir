@@ -6,7 +6,7 @@
 // CHECK: %[[W:.*]] = rt.param "w"
 // CHECK: %[[B:.*]] = rt.param "b"
 // CHECK: %[[Y:.*]] = rt.alloc : memref<4x16xf32>
-// CHECK-NEXT: rt.kernel "nn.matmul"(%[[X]], %[[W]], %[[B]]) -> (%[[Y]]) attrs {epilogue = "bias", transpose_b = 1 : i64}
+// CHECK-NEXT: rt.kernel "nn.matmul"(%[[X]], %[[W]], %[[B]]) -> (%[[Y]]) attrs {epilogue = "bias", transpose_rhs = 1 : i64}
 // CHECK-NOT: nn.add
 // CHECK: rt.output "y" %[[Y]]
 rt.program @bias rank = 0 streams = ["compute"] {
@@ -14,7 +14,7 @@ rt.program @bias rank = 0 streams = ["compute"] {
   %w = rt.param "w" : memref<16x8xf32>
   %b = rt.param "b" : memref<16xf32>
   %t = rt.alloc : memref<4x16xf32>
-  rt.kernel "nn.matmul" (%x, %w) -> (%t) attrs {transpose_b = 1 : i64} : (memref<4x8xf32>, memref<16x8xf32>) -> memref<4x16xf32>
+  rt.kernel "nn.matmul" (%x, %w) -> (%t) attrs {transpose_rhs = 1 : i64} : (memref<4x8xf32>, memref<16x8xf32>) -> memref<4x16xf32>
   %y = rt.alloc : memref<4x16xf32>
   rt.kernel "nn.add" (%t, %b) -> (%y) : (memref<4x16xf32>, memref<16xf32>) -> memref<4x16xf32>
   rt.output "y" %y : memref<4x16xf32>

@@ -92,12 +92,12 @@ func.func @main(%x: tensor<4x8xf32>) -> tensor<2x16xf32> {
 
 // -----
 
-// matmul's unit attributes become transpose_a/transpose_b as 0/1, always
+// matmul's unit attributes become transpose_lhs/transpose_rhs as 0/1, always
 // both present.
 // CHECK-LABEL: rt.program @main
-// CHECK:       rt.kernel "nn.matmul"({{.*}}) attrs {transpose_a = 0 : i64, transpose_b = 0 : i64}
-// CHECK:       rt.kernel "nn.matmul"({{.*}}) attrs {transpose_a = 0 : i64, transpose_b = 1 : i64}
-// CHECK:       rt.kernel "nn.matmul"({{.*}}) attrs {transpose_a = 1 : i64, transpose_b = 0 : i64}
+// CHECK:       rt.kernel "nn.matmul"({{.*}}) attrs {transpose_lhs = 0 : i64, transpose_rhs = 0 : i64}
+// CHECK:       rt.kernel "nn.matmul"({{.*}}) attrs {transpose_lhs = 0 : i64, transpose_rhs = 1 : i64}
+// CHECK:       rt.kernel "nn.matmul"({{.*}}) attrs {transpose_lhs = 1 : i64, transpose_rhs = 0 : i64}
 // CHECK-NOT:   transpose_lhs
 // CHECK-NOT:   transpose_rhs
 func.func @main(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {

@@ -78,7 +78,7 @@ TEST(ExecutableListing, Instructions) {
   std::string text = listing(test::makeSampleExecutable());
   expectContains(
       text, "  instructions (5):\n"
-            "  0 [compute] nn.matmul (b3, b0) -> (b4) {transpose_b = 0, "
+            "  0 [compute] nn.matmul (b3, b0) -> (b4) {transpose_rhs = 0, "
             "alpha = 1.0, approximate = \"tanh\", dims = [0, -1], scales = "
             "[0.5, -inf]}  loc(model.py:12:5)\n"
             "  1 [compute] nn.add (b4, b1) -> (b6)\n"

@@ -179,6 +179,21 @@ const BrokenCase kBrokenCases[] = {
     {"UnknownKernel",
      [](Executable &e) { rank0(e).instructions[1].kernel = "nn.frobnicate"; },
      "rank 0, instruction 1 (nn.frobnicate): unknown kernel 'nn.frobnicate'"},
+    // Kernel attributes against the contract's schema (NNKernels.td): a
+    // name the kernel no longer reads is refused (an older executable must
+    // not run with the default), a known one must be of its kind.
+    {"RetiredKernelAttribute",
+     [](Executable &e) {
+       rank0(e).instructions[0].attrs.push_back({"transpose_b", int64_t(1)});
+     },
+     "rank 0, instruction 0 (nn.matmul): nn.matmul: attribute 'transpose_b' is no longer read "
+     "by nn.matmul (an executable from an older Loom: recompile the model)"},
+    {"KernelAttributeOfTheWrongKind",
+     [](Executable &e) {
+       rank0(e).instructions[0].attrs.push_back({"epilogue", int64_t(1)});
+     },
+     "rank 0, instruction 0 (nn.matmul): nn.matmul: attribute 'epilogue' must be a string, "
+     "not an integer"},
     {"TooManyInputs",
      [](Executable &e) { rank0(e).instructions[1].inputs.push_back(5); },
      "rank 0, instruction 1 (nn.add): expects 2 inputs, has 3"},

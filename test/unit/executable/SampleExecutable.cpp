@@ -95,7 +95,7 @@ Executable makeSampleExecutable() {
   rank0.outputs = {{"y", 7}};
   Instruction matmul = kernel("nn.matmul", {3, 0}, {4});
   matmul.attrs = {
-      {"transpose_b", int64_t{0}},
+      {"transpose_rhs", int64_t{0}},
       {"alpha", 1.0},
       {"approximate", std::string("tanh")},
       {"dims", std::vector<int64_t>{0, -1}},

@@ -53,7 +53,7 @@ void checkMatmul(const MatmulCase &c, DType dtype, int threads = 1) {
   std::vector<double> bs = roundAll(dtype, randomValues(numElementsOf(c.bShape), -1, 1, 32));
   OwnedTensor a(dtype, c.aShape, as), b(dtype, c.bShape, bs), out(dtype, c.outShape);
   KernelAttrs attrs;
-  attrs.set("transpose_a", int64_t(c.transA)).set("transpose_b", int64_t(c.transB));
+  attrs.set("transpose_lhs", int64_t(c.transA)).set("transpose_rhs", int64_t(c.transB));
   ASSERT_KERNEL_OK(run("nn.matmul", {a, b}, {out}, attrs, threads));
   std::vector<double> expected, magnitude;
   referenceMatmul(c, as, bs, expected, magnitude);
@@ -156,7 +156,7 @@ TEST(MatmulKernelTest, Errors) {
   OwnedTensor db(DType::F64, {3, 5});
   EXPECT_KERNEL_ERROR(run("nn.matmul", {a, db}, {out}), "rhs dtype f64 differs");
   EXPECT_KERNEL_ERROR(run("nn.matmul", {a, b2}, {out},
-                          KernelAttrs().set("transpose_a", int64_t(2))),
+                          KernelAttrs().set("transpose_lhs", int64_t(2))),
                       "expected 0 or 1");
 }
 

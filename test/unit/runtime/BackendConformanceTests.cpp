@@ -141,11 +141,11 @@ std::vector<KernelCase> kernelCases() {
   cases.push_back({"nn.cast", {f32({7, 3}, 13)}, {{DType::BF16, {7, 3}}}, {}});
   cases.push_back({"nn.cast", {f32({7, 3}, 14)}, {{DType::F8E4M3FN, {7, 3}}}, {}});
   cases.push_back({"nn.matmul", {f32({2, 5, 7}, 15), f32({6, 7}, 16)}, {{DType::F32, {2, 5, 6}}},
-                   {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(1)}}});
+                   {{"transpose_lhs", int64_t(0)}, {"transpose_rhs", int64_t(1)}}});
   cases.push_back({"nn.matmul", {f32({7, 5}, 17), f32({7, 3}, 18)}, {{DType::F32, {5, 3}}},
-                   {{"transpose_a", int64_t(1)}, {"transpose_b", int64_t(0)}}});
+                   {{"transpose_lhs", int64_t(1)}, {"transpose_rhs", int64_t(0)}}});
   cases.push_back({"nn.matmul", {randomTensor(DType::BF16, {4, 8}, 19), randomTensor(DType::BF16, {8, 3}, 20)},
-                   {{DType::BF16, {4, 3}}}, {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(0)}}});
+                   {{DType::BF16, {4, 3}}}, {{"transpose_lhs", int64_t(0)}, {"transpose_rhs", int64_t(0)}}});
   // Epilogues: bias (f32), bias then tanh-GELU (bf16, a weight shared by a batch).
   cases.push_back({"nn.matmul", {f32({5, 7}, 120), f32({7, 3}, 121), f32({3}, 122)},
                    {{DType::F32, {5, 3}}}, {{"epilogue", std::string("bias")}}});
@@ -153,7 +153,7 @@ std::vector<KernelCase> kernelCases() {
                    {randomTensor(DType::BF16, {2, 6, 16}, 123), randomTensor(DType::BF16, {24, 16}, 124),
                     randomTensor(DType::BF16, {24}, 125)},
                    {{DType::BF16, {2, 6, 24}}},
-                   {{"transpose_b", int64_t(1)}, {"epilogue", std::string("bias_gelu")}}});
+                   {{"transpose_rhs", int64_t(1)}, {"epilogue", std::string("bias_gelu")}}});
   // FP8 with per-tensor scales: e4m3 x e4m3 into bf16, e4m3 x e5m2 into f32.
   {
     HostTensor scaleA{"", DType::F32, {}, std::vector<uint8_t>(4)};
@@ -350,7 +350,7 @@ TYPED_TEST(BackendConformance, PreparingAGemmLeavesItsOutputAlone) {
   ta.data = da, ta.dtype = DType::F32, ta.shape = {m, k};
   tb.data = db, tb.dtype = DType::F32, tb.shape = {k, n};
   tc.data = dc, tc.dtype = DType::F32, tc.shape = {m, n};
-  ASSERT_EQ(llvm::toString(this->backend->prepareKernel("nn.matmul", {ta, tb}, {tc},
+  ASSERT_EQ(llvm::toString(this->backend->prepareKernel(*findKernel("nn.matmul"), {ta, tb}, {tc},
                                                         KernelAttrs(), 0)),
             "");
   ASSERT_EQ(llvm::toString(this->backend->finishPreparing()), "");
@@ -495,7 +495,7 @@ Executable handBuiltProgram() {
   r.inputs = {{"x", 0}};
   r.outputs = {{"y", 5}};
   Instruction mm{InstrKind::Kernel, "nn.matmul", 0, 0, {0, 1}, {3},
-                 {{"transpose_a", int64_t(0)}, {"transpose_b", int64_t(1)}}, ""};
+                 {{"transpose_lhs", int64_t(0)}, {"transpose_rhs", int64_t(1)}}, ""};
   Instruction relu{InstrKind::Kernel, "nn.relu", 0, 0, {3}, {4}, {}, ""};
   Instruction add{InstrKind::Kernel, "nn.add", 0, 0, {4, 2}, {5}, {}, ""};
   r.instructions = {mm, relu, add};

@@ -1,0 +1,59 @@
+#ifndef LOOM_NN_KERNELS_TD
+#define LOOM_NN_KERNELS_TD
+
+// The kernel contract. An nn op that lowers to a runtime kernel of its own
+// name says so by deriving from NN_Kernel (NN_KernelOp does); loom-tblgen
+// reads these records and writes the kernel list (runtime/abi/Kernels.def),
+// the attribute schema the loader checks (runtime/abi/KernelAttrSchema.def)
+// and the compiler's op -> kernel attribute functions. Nothing else names a
+// kernel's arity or attributes.
+//
+// From the op's ODS:
+// - arity: one input per operand (an Optional one may be absent; a Variadic
+//   one is "one or more"), one output per result (Variadic: one or more);
+// - attributes: each of the op's attributes, under its own name, with
+//   defaults made explicit: flags (UnitAttr, BoolAttr) as Int 0/1, integers
+//   as Int, floats as F64, strings and enums as Str, i64/f64 arrays as Ints/F64s;
+// - has_<operand> (Int 0/1) for each Optional operand.
+
+// An attribute a kernel reads that is not one of the op's own: `value` is a
+// C++ expression over `$_op` (the typed op) giving it, or empty for one that a
+// later pass sets on the call (schema only). A derived attribute replaces an
+// op attribute of the same name (attention's effective scale).
+class NN_KernelAttr<string attrName, string attrKind, code attrValue = "",
+                    bit attrRequired = 0> {
+  string name = attrName;
+  string kind = attrKind; // Int, F64, Str, Ints or F64s
+  code value = attrValue;
+  // Whether every call carries it (always, when `value` derives it).
+  bit required = !or(attrRequired, !ne(attrValue, ""));
+}
+// A name the kernel no longer reads (renamed or dropped): the loader refuses
+// an executable that still carries it rather than run it with a default.
+class NN_KernelRetiredAttr<string attrName> : NN_KernelAttr<attrName, "Retired">;
+// One that every call of a kernel with no nn op carries.
+class NN_KernelRequiredAttr<string attrName, string attrKind>
+    : NN_KernelAttr<attrName, attrKind, "", 1>;
+
+// Mixin for an op with a kernel. `kernelDoc` states the kernel's layout and
+// semantics where the op's summary does not (it becomes Kernels.def's comment).
+class NN_Kernel {
+  string kernelDoc = "";
+  list<NN_KernelAttr> kernelExtraAttrs = [];
+  // Inputs a later pass may append to the call (a fused epilogue's bias).
+  int kernelExtraInputs = 0;
+}
+
+// A kernel with no nn op of its own: made by passes over rt programs (a
+// multi-tensor optimizer step) or called directly (FP8 GEMM).
+class NN_RuntimeKernel<string name, int minIn, int maxIn, int numOut,
+                       list<NN_KernelAttr> attrs, string doc> {
+  string kernelName = name;
+  int minInputs = minIn;
+  int maxInputs = maxIn;
+  int numOutputs = numOut;
+  list<NN_KernelAttr> kernelExtraAttrs = attrs;
+  string kernelDoc = doc;
+}
+
+#endif

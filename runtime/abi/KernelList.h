@@ -1,0 +1,90 @@
+#ifndef LOOM_RUNTIME_ABI_KERNELLIST_H
+#define LOOM_RUNTIME_ABI_KERNELLIST_H
+
+// The kernel contract as data: the kernels of Kernels.def with their arity
+// and attribute schema (KernelAttrSchema.def), both generated from the nn
+// dialect's ODS by loom-tblgen. An executable names each kernel once; the
+// loader resolves the name to a KernelId (its position in the list), and
+// backends dispatch on the id through a table, never by comparing strings at
+// a launch. Kernels generated at compile time (fusion) would get ids past
+// kNumKernels, resolved to handles by the backend that compiled them.
+
+#include "runtime/abi/KernelAttrs.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom {
+
+enum class KernelId : uint16_t {};
+
+struct KernelInfo {
+  std::string_view name;
+  int minInputs;
+  int maxInputs;  // -1: no upper bound
+  int numOutputs; // -1: one or more
+};
+
+/// What an attribute holds (KernelAttrs.h's AttrValue alternatives).
+/// Retired: a name the kernel no longer reads (refused, even by the loader).
+enum class AttrKind : uint8_t { Int, F64, Str, Ints, F64s, Retired };
+
+struct KernelAttrInfo {
+  std::string_view kernel;
+  std::string_view name;
+  AttrKind kind;
+  bool required; // the compiler always writes it
+};
+
+inline constexpr KernelInfo kKernelInfos[] = {
+#define LOOM_KERNEL(NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS)                 \
+  {NAME, MIN_INPUTS, MAX_INPUTS, NUM_OUTPUTS},
+#include "runtime/abi/Kernels.def"
+#undef LOOM_KERNEL
+};
+inline constexpr size_t kNumKernels = sizeof(kKernelInfos) / sizeof(kKernelInfos[0]);
+
+inline const KernelInfo &kernelInfo(KernelId id) {
+  return kKernelInfos[static_cast<size_t>(id)];
+}
+inline std::string_view kernelName(KernelId id) { return kernelInfo(id).name; }
+inline size_t kernelIndex(KernelId id) { return static_cast<size_t>(id); }
+
+/// The kernel named `name`, or none.
+std::optional<KernelId> findKernel(std::string_view name);
+
+/// The attributes `id` reads, in name order.
+struct KernelAttrRange {
+  const KernelAttrInfo *first, *last;
+  const KernelAttrInfo *begin() const { return first; }
+  const KernelAttrInfo *end() const { return last; }
+};
+KernelAttrRange kernelAttrSchema(KernelId id);
+
+const char *attrKindName(AttrKind kind);
+AttrKind attrKindOf(const AttrValue &value);
+
+/// Checks a call's attributes against the kernel's schema: each one known and
+/// of its kind (an Int where an F64 is read is fine). A required attribute
+/// may be missing (hand-written IR, older executables): kernels read it with
+/// its ODS default. Returns the problem in one line, or an empty string.
+/// With `ignoreUnknown` (the loader), attributes the kernel does not read
+/// are let through, as a reader skips fields it does not know; the compiler's
+/// rt.kernel verifier rejects them.
+std::string checkKernelAttrs(KernelId id,
+                             const std::vector<std::pair<std::string_view, AttrKind>> &attrs,
+                             bool ignoreUnknown = false);
+std::string checkKernelAttrs(KernelId id, const std::vector<NamedAttr> &attrs,
+                             bool ignoreUnknown = false);
+
+/// "takes 2 inputs" / "takes 1 to 3 inputs" / "takes 1 or more inputs", or
+/// empty when the counts fit the kernel's arity.
+std::string checkKernelArity(KernelId id, size_t numInputs, size_t numOutputs);
+
+} // namespace loom
+
+#endif
