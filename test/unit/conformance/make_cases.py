@@ -534,6 +534,8 @@ def gen_matmul():
     mm("f32_bias_gelu_batched", "f32", [2, 3, 16], [24, 16], tb=1, epilogue="bias_gelu")
     mm("bf16_bias_gelu", "bf16", [2, 6, 16], [24, 16], tb=1, epilogue="bias_gelu")
     mm("f64", "f64", [3, 5], [5, 4])
+    mm("f32_long_k_blocks", "f32", [3, 600], [600, 5])  # k past the 512-deep blocks
+    mm("bf16_long_k_transposed", "bf16", [2, 700], [4, 700], tb=1)
 
 
 def gen_scaled_matmul():
@@ -933,6 +935,7 @@ def gen_losses():
         ("f32_three_uneven_blocks_sum", "f32", 5, [7, 1, 13], "i32", [], "sum"),
         ("f32_one_block_none", "f32", 4, [9], "i64", [2], "none"),
         ("bf16_two_blocks_mean", "bf16", 3, [33, 31], "i64", [], "mean"),
+        ("f32_wide_blocks_mean", "f32", 2, [1100, 1500], "i64", [], "mean"),
     ]
     ignore = -100
     for name, dtype, n, widths, ldt, ignored, reduction in block_specs:
