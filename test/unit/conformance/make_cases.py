@@ -370,6 +370,10 @@ def gen_binary():
            T("f32", uniform([37], -3, 3)), np.power)
     binary("nn.pow", "f32_negative_base_integer_exponent",
            T("f32", [[-2.0, -1.5, 0.0, 3.0]]), T("f32", [[3.0], [2.0], [0.0]]), np.power)
+    binary("nn.pow", "f32_zero_base", T("f32", [0.0, 0.0, 0.0, 2.0]), T("f32", [0.0, -1.0, 2.0, 0.0]),
+           np.power)
+    binary("nn.div", "f32_by_zero", T("f32", [1.0, -1.0, 0.0, 3.0]), T("f32", [0.0, 0.0, 0.0, -0.0]),
+           np.divide)
     binary("nn.pow", "bf16", T("bf16", uniform([4, 5], 0.1, 3)), T("bf16", uniform([4, 5], -2, 2)),
            np.power)
     binary("nn.maximum", "f64_ties", T("f64", [1.0, -2.0, 3.0, -1e300]),
@@ -594,6 +598,7 @@ def gen_reduce():
                                  np.array([[1.0], [-1.0]])), 1)
         sm("f32_size1_dim", randt("f32", [4, 1]), 1)
         sm("bf16", randt("bf16", [2, 65], -8, 8), -1)
+        sm("f32_empty_rows", T("f32", np.zeros((0, 5))), 1)
 
     def layer_norm(x, w, b, eps):
         mean = x.mean(-1, keepdims=True)
@@ -789,6 +794,7 @@ def gen_data_movement():
     transpose("i64_rank4_heads", T("i64", ints([2, 3, 4, 5], -10**12, 10**12)), [0, 2, 1, 3])
     transpose("bf16_identity", randt("bf16", [3, 3]), [0, 1])
     transpose("f16_odd_2d", randt("f16", [17, 33]), [1, 0])
+    transpose("f32_empty", T("f32", np.zeros((0, 3))), [1, 0])
 
     def bcast(name, x, shape):
         add("nn.broadcast", name, [x], [T(x.dtype, np.broadcast_to(x.values, shape))],
@@ -842,6 +848,7 @@ def gen_data_movement():
     gather("f32_axis0_2d_indices", randt("f32", [7, 3]), T("i64", [[0, 6], [3, 3]]), 0)
     gather("i64_last_axis", T("i64", ints([2, 3, 4], -10**15, 10**15)), T("i64", [3, 0]), -1)
     gather("bf16_scalar_index", randt("bf16", [4, 5]), T("i64", np.array(2)), 0)
+    gather("f32_no_indices", randt("f32", [4, 5]), T("i32", np.zeros(0, np.int64)), 1)
 
     def pad(name, x, low, high, interior, value):
         shape = [l + h + n + max(n - 1, 0) * i
@@ -907,6 +914,7 @@ def gen_losses():
         ("f32_ignore_index_is_a_class", "f32", 8, 4, "i64", 3, "mean", []),
         ("f32_single_class", "f32", 3, 1, "i64", -100, "sum", []),
         ("bf16_large_logits_mean", "bf16", 4, 65, "i64", -100, "mean", [3]),
+        ("f32_no_rows_mean_is_zero", "f32", 0, 5, "i64", -100, "mean", []),
     ]
     for name, dtype, n, c, ldt, ignore, reduction, ignored in specs:
         scale = 400.0 if "large" in name else 4.0
