@@ -23,6 +23,9 @@ File format: one JSON file per kernel, Inputs/<kernel>.json:
                        "alias": input index (optional: the output is written
                        into that input's buffer, as in-place kernels are)}],
           "exact": bool (optional: compare bit for bit, NaN == NaN),
+          "unsupported": {backend: reason} (optional: a known gap of that
+                         backend, which must then reject the case with an
+                         error; the test prints the gap),
           "rtol", "atol": float (optional: override the per-dtype tolerance)}
   Tensors are little-endian, row-major, in their dtype's storage (bf16/f16 as
   16-bit patterns, f8 as bytes, i1 as one byte 0/1).
@@ -174,7 +177,7 @@ def b64(data):
 
 
 def add(kernel, name, inputs, outputs, attrs=None, aliases=None, exact=False,
-        rtol=None, atol=None):
+        rtol=None, atol=None, unsupported=None):
     """outputs: list of T (the expected results, already in their dtype)."""
     case = {"name": name,
             "attrs": [attr_json(k, v) for k, v in (attrs or {}).items()],
@@ -193,6 +196,8 @@ def add(kernel, name, inputs, outputs, attrs=None, aliases=None, exact=False,
         case["rtol"] = rtol
     if atol is not None:
         case["atol"] = atol
+    if unsupported:
+        case["unsupported"] = unsupported
     CASES.setdefault(kernel, []).append(case)
 
 
@@ -537,7 +542,8 @@ def gen_matmul():
     mm("f32_gelu", "f32", [6, 5], [5, 9], epilogue="gelu")
     mm("f32_bias_gelu_batched", "f32", [2, 3, 16], [24, 16], tb=1, epilogue="bias_gelu")
     mm("bf16_bias_gelu", "bf16", [2, 6, 16], [24, 16], tb=1, epilogue="bias_gelu")
-    mm("f64", "f64", [3, 5], [5, 4])
+    mm("f64", "f64", [3, 5], [5, 4],
+       unsupported={"cuda": "the CUDA matmul (cuBLASLt) takes f32, bf16 and f16"})
     mm("f32_long_k_blocks", "f32", [3, 600], [600, 5])  # k past the 512-deep blocks
     mm("bf16_long_k_transposed", "bf16", [2, 700], [4, 700], tb=1)
 
@@ -629,7 +635,8 @@ def gen_reduce():
     ln("f32_bias_only_d1", "f32", [4, 1], False, True, 1e-5)  # variance 0: y = bias
     ln("f32_offset_mean", "f32", [3, 16], True, True, 1e-5, offset=1000.0)
     ln("bf16", "bf16", [3, 64], True, True, 1e-5)
-    ln("f64", "f64", [2, 7], True, True, 1e-12)
+    ln("f64", "f64", [2, 7], True, True, 1e-12,
+       unsupported={"cuda": "the CUDA norms (Layers.cu) take f32, bf16 and f16"})
 
     def rms(name, dtype, shape, has_w, eps, **kw):
         x = randt(dtype, shape)
