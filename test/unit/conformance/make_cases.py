@@ -1,0 +1,1195 @@
+#!/usr/bin/python3
+"""Writes the kernel conformance cases (test/unit/conformance/Inputs/*.json).
+
+Every kernel of runtime/abi/Kernels.def gets one or more cases: inputs,
+attributes and expected outputs. The expected outputs are computed here,
+independently of Loom's kernels, in NumPy float64 (then rounded once to the
+output's dtype), from each kernel's contract in Kernels.def, on edge shapes:
+size-1 and odd dims, scalars, empty tensors, broadcasting, negative and large
+values, ignore_index, causal grouped-query attention with Skv != S, ...
+The gradients' references are checked here against central finite
+differences of the float64 forward references before they are written.
+
+Regenerate (NumPy only; the output is deterministic):
+    /usr/bin/python3 test/unit/conformance/make_cases.py
+and commit Inputs/. LoomConformanceTests (ConformanceTests.cpp) reads them.
+
+File format: one JSON file per kernel, Inputs/<kernel>.json:
+  {"kernel": "nn.add", "cases": [case, ...]}
+  case = {"name": str,
+          "attrs": [{"name": str, "int"|"f64"|"str"|"ints"|"f64s": value}],
+          "inputs": [{"dtype": str, "shape": [int], "data": base64}],
+          "outputs": [{"dtype": str, "shape": [int], "expected": base64,
+                       "alias": input index (optional: the output is written
+                       into that input's buffer, as in-place kernels are)}],
+          "exact": bool (optional: compare bit for bit, NaN == NaN),
+          "unsupported": {backend: reason} (optional: a known gap of that
+                         backend, which must then reject the case with an
+                         error; the test prints the gap),
+          "rtol", "atol": float (optional: override the per-dtype tolerance)}
+  Tensors are little-endian, row-major, in their dtype's storage (bf16/f16 as
+  16-bit patterns, f8 as bytes, i1 as one byte 0/1).
+"""
+
+import base64
+import json
+import math
+import os
+import re
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+OUT_DIR = os.path.join(HERE, "Inputs")
+
+# ---------------------------------------------------------------------------
+# Float formats: rounding from float64 (once, to nearest, ties to even) and
+# the storage bits. Independent of runtime/support/FloatTypes.cpp.
+
+FORMATS = {
+    # name: (mantissa bits, smallest normal exponent, largest finite, has inf)
+    "bf16": (7, -126, (2 - 2.0**-7) * 2.0**127, True),
+    "f16": (10, -14, 65504.0, True),
+    "f8E4M3FN": (3, -6, 448.0, False),
+    "f8E5M2": (2, -14, 57344.0, True),
+}
+STORAGE = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16,
+           "f8E4M3FN": np.uint8, "f8E5M2": np.uint8, "i64": np.int64, "i32": np.int32,
+           "i1": np.uint8}
+FLOATS = ("f32", "f64", "f16", "bf16", "f8E4M3FN", "f8E5M2")
+
+
+def round_to(x, dtype):
+    """x (float64 array) rounded once to `dtype`, returned as float64."""
+    x = np.asarray(x, dtype=np.float64)
+    if dtype == "f64":
+        return x.copy()
+    if dtype == "f32":
+        with np.errstate(over="ignore"):
+            return x.astype(np.float32).astype(np.float64)
+    mant, emin, maxf, has_inf = FORMATS[dtype]
+    out = np.empty_like(x)
+    finite = np.isfinite(x)
+    _, e = np.frexp(np.where(finite, x, 1.0))
+    exp = np.maximum(e.astype(np.int64) - 1, emin)  # the value's binade
+    quantum = np.ldexp(1.0, exp - mant)
+    r = np.rint(np.where(finite, x, 0.0) / quantum) * quantum
+    r = np.copysign(r, x)
+    over = np.abs(r) > maxf
+    if has_inf:
+        r = np.where(over, np.copysign(np.inf, x), r)
+        r = np.where(np.isinf(x), x, r)
+    else:
+        r = np.where(over | np.isinf(x), np.nan, r)
+    r = np.where(np.isnan(x), np.nan, r)
+    out[...] = r
+    return out
+
+
+def f8_bits(v, dtype):
+    """Storage bytes of f8 values already exactly representable."""
+    mant, emin, _, _ = FORMATS[dtype]
+    bias = 7 if dtype == "f8E4M3FN" else 15
+    flat = v.reshape(-1)
+    bits = np.zeros(flat.shape, np.uint8)
+    for i, val in enumerate(flat):
+        sign = 0x80 if math.copysign(1.0, val) < 0 else 0
+        a = abs(val)
+        if math.isnan(val):
+            bits[i] = sign | (0x7F if dtype == "f8E4M3FN" else 0x7E)
+        elif math.isinf(val):
+            bits[i] = sign | 0x7C
+        elif a == 0:
+            bits[i] = sign
+        else:
+            m, e = math.frexp(a)
+            E = e - 1
+            if E < emin:
+                field, frac = 0, a / 2.0 ** (emin - mant)
+            else:
+                field, frac = E + bias, (a / 2.0**E - 1) * 2**mant
+            assert frac == int(frac), (val, dtype)
+            bits[i] = sign | (field << mant) | int(frac)
+    return bits.reshape(v.shape)
+
+
+def to_bytes(values, dtype):
+    v = np.asarray(values)
+    if dtype in ("i64", "i32"):
+        return np.asarray(v, dtype=STORAGE[dtype]).tobytes()
+    if dtype == "i1":
+        return (np.asarray(v) != 0).astype(np.uint8).tobytes()
+    v = round_to(v, dtype)
+    if dtype == "f32":
+        return v.astype(np.float32).tobytes()
+    if dtype == "f64":
+        return v.astype(np.float64).tobytes()
+    if dtype == "f16":
+        return v.astype(np.float16).tobytes()
+    if dtype == "bf16":
+        return (v.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16).tobytes()
+    return f8_bits(v, dtype).tobytes()
+
+
+# ---------------------------------------------------------------------------
+# Case construction.
+
+CASES = {}  # kernel -> list of cases
+
+
+class T:
+    """A tensor: its dtype and its values (float64 for floats, exact ints)."""
+
+    def __init__(self, dtype, values):
+        self.dtype = dtype
+        if dtype in FLOATS:
+            self.values = round_to(np.asarray(values, dtype=np.float64), dtype)
+        elif dtype == "i1":
+            self.values = (np.asarray(values) != 0).astype(np.int64)
+        else:
+            self.values = np.asarray(values, dtype=np.int64)
+
+    @property
+    def shape(self):
+        return list(self.values.shape)
+
+
+def attr_json(name, value):
+    if isinstance(value, bool):
+        return {"name": name, "int": int(value)}
+    if isinstance(value, (int, np.integer)):
+        return {"name": name, "int": int(value)}
+    if isinstance(value, float):
+        return {"name": name, "f64": value}
+    if isinstance(value, str):
+        return {"name": name, "str": value}
+    if isinstance(value, tuple) and value and value[0] == "f64s":
+        return {"name": name, "f64s": [float(x) for x in value[1]]}
+    if isinstance(value, (list, tuple)):
+        return {"name": name, "ints": [int(x) for x in value]}
+    raise TypeError(value)
+
+
+def b64(data):
+    return base64.b64encode(data).decode("ascii")
+
+
+def add(kernel, name, inputs, outputs, attrs=None, aliases=None, exact=False,
+        rtol=None, atol=None, unsupported=None):
+    """outputs: list of T (the expected results, already in their dtype)."""
+    case = {"name": name,
+            "attrs": [attr_json(k, v) for k, v in (attrs or {}).items()],
+            "inputs": [{"dtype": t.dtype, "shape": t.shape,
+                        "data": b64(to_bytes(t.values, t.dtype))} for t in inputs],
+            "outputs": []}
+    for i, t in enumerate(outputs):
+        out = {"dtype": t.dtype, "shape": t.shape,
+               "expected": b64(to_bytes(t.values, t.dtype))}
+        if aliases and aliases[i] is not None:
+            out["alias"] = aliases[i]
+        case["outputs"].append(out)
+    if exact:
+        case["exact"] = True
+    if rtol is not None:
+        case["rtol"] = rtol
+    if atol is not None:
+        case["atol"] = atol
+    if unsupported:
+        case["unsupported"] = unsupported
+    CASES.setdefault(kernel, []).append(case)
+
+
+_rng = np.random.default_rng(20240518)
+
+
+def uniform(shape, lo=-2.0, hi=2.0):
+    return _rng.uniform(lo, hi, size=shape)
+
+
+def away_from_zero(shape, lo=0.1, hi=2.0):
+    return _rng.uniform(lo, hi, size=shape) * _rng.choice([-1.0, 1.0], size=shape)
+
+
+def ints(shape, lo, hi):
+    return _rng.integers(lo, hi, size=shape, dtype=np.int64)
+
+
+def randt(dtype, shape, lo=-2.0, hi=2.0):
+    return T(dtype, uniform(shape, lo, hi))
+
+
+# ---------------------------------------------------------------------------
+# Elementwise.
+
+def erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def sigmoid(x):
+    return np.where(x >= 0, 1 / (1 + np.exp(-np.abs(x))),
+                    np.exp(-np.abs(x)) / (1 + np.exp(-np.abs(x))))
+
+
+def gelu(x, approximate):
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1 + erf(x / math.sqrt(2)))
+
+
+UNARY = {
+    "nn.neg": lambda x: -x,
+    "nn.abs": np.abs,
+    "nn.exp": np.exp,
+    "nn.log": np.log,
+    "nn.sqrt": np.sqrt,
+    "nn.rsqrt": lambda x: 1 / np.sqrt(x),
+    "nn.reciprocal": lambda x: 1 / x,
+    "nn.tanh": np.tanh,
+    "nn.erf": erf,
+    "nn.sigmoid": sigmoid,
+    "nn.silu": lambda x: x * sigmoid(x),
+    "nn.relu": lambda x: np.where(x > 0, x, 0.0),
+}
+
+
+def unary(kernel, name, x, fn=None, out_dtype=None, **kw):
+    fn = fn or UNARY[kernel]
+    with np.errstate(all="ignore"):
+        y = fn(x.values)
+    add(kernel, name, [x], [T(out_dtype or x.dtype, y)], **kw)
+
+
+def gen_unary():
+    odd = [3, 37]  # 111 elements: no vector width divides it
+    # Values on every scale, both signs, and signed zeros.
+    mixed = np.concatenate([uniform(101, -3, 3), [0.0, -0.0, 1e-30, -1e-30, 1e30, -1e30,
+                                                 65504.0, -7.5, 7.5, 3e38]])
+    mixed = mixed.reshape(odd)
+    positive = np.concatenate([uniform(104, 0.01, 50), [1e-30, 1e30, 1.0, 4.0, 0.25,
+                                                       3e38, 1e-38]]).reshape(odd)
+    nonzero = np.concatenate([away_from_zero(105, 0.05, 20), [1e-30, -1e-30, 1e30, -3.0,
+                                                            0.5, -0.5]]).reshape(odd)
+    unary("nn.neg", "f32_mixed", T("f32", mixed))
+    unary("nn.neg", "i64_with_extremes",
+          T("i64", [0, 1, -1, 2**62, -(2**63), 2**63 - 1, 12345]),
+          fn=lambda v: np.array([(-int(a) + 2**63) % 2**64 - 2**63 for a in v], dtype=np.int64))
+    unary("nn.neg", "f32_empty", T("f32", np.zeros((0, 3))))
+    unary("nn.abs", "f32_mixed", T("f32", mixed))
+    unary("nn.abs", "i64_negative", T("i64", [-5, 0, 7, -(2**40), 3]))
+    unary("nn.abs", "bf16_size1_dims", randt("bf16", [1, 1, 9], -4, 4))
+    exps = np.concatenate([uniform(100, -20, 20), [0.0, -0.0, 88.0, 89.0, 100.0, -87.0,
+                                                  -104.0, -200.0, 1e-7, -1e-7, 10.5]])
+    unary("nn.exp", "f32_range_overflow_underflow", T("f32", exps.reshape(odd)))
+    unary("nn.exp", "f32_scalar", T("f32", np.array(-1.25)))
+    unary("nn.exp", "bf16", randt("bf16", [2, 17], -8, 8))
+    logs = positive.copy()
+    logs[0, 0] = 0.0  # log(0) = -inf
+    unary("nn.log", "f32_positive_and_zero", T("f32", logs))
+    unary("nn.log", "f16", T("f16", uniform([5, 3], 0.01, 1000)))
+    sq = positive.copy()
+    sq[1, 1] = 0.0
+    unary("nn.sqrt", "f32_positive_and_zero", T("f32", sq))
+    unary("nn.sqrt", "f64", T("f64", uniform([4, 9], 0, 1e6)))
+    unary("nn.rsqrt", "f32_positive", T("f32", positive))
+    unary("nn.rsqrt", "bf16", T("bf16", uniform([3, 11], 0.001, 100)))
+    unary("nn.reciprocal", "f32_nonzero", T("f32", nonzero))
+    unary("nn.reciprocal", "f16", T("f16", away_from_zero([7, 5], 0.01, 100)))
+    tanhs = np.concatenate([uniform(105, -5, 5), [0.0, -0.0, 20.0, -20.0, 1e-8, 9.0]])
+    unary("nn.tanh", "f32", T("f32", tanhs.reshape(odd)))
+    unary("nn.tanh", "f64", T("f64", uniform([2, 3, 5], -4, 4)))
+    erfs = np.concatenate([uniform(106, -4, 4), [0.0, 6.0, -6.0, 1e-9, -1e-9]])
+    unary("nn.erf", "f32", T("f32", erfs.reshape(odd)))
+    unary("nn.erf", "bf16", randt("bf16", [1, 33], -3, 3))
+    sig = np.concatenate([uniform(105, -10, 10), [0.0, 100.0, -100.0, 80.0, -80.0, 30.0]])
+    unary("nn.sigmoid", "f32_extremes", T("f32", sig.reshape(odd)))
+    unary("nn.sigmoid", "f16", randt("f16", [4, 5], -12, 12))
+    unary("nn.silu", "f32_extremes", T("f32", sig.reshape(odd)))
+    unary("nn.silu", "bf16", randt("bf16", [3, 7], -6, 6))
+    unary("nn.relu", "f32_mixed", T("f32", mixed))
+    unary("nn.relu", "i64", T("i64", [-3, 0, 5, -(2**50), 2**50]))
+    unary("nn.relu", "f32_scalar", T("f32", np.array(-0.5)))
+    for approx in ("none", "tanh"):
+        g = np.concatenate([uniform(105, -6, 6), [0.0, -10.0, 10.0, 1e-6, -1e-6, 3.0]])
+        unary("nn.gelu", "f32_" + approx, T("f32", g.reshape(odd)),
+              fn=lambda x, a=approx: gelu(x, a), attrs={"approximate": approx})
+        unary("nn.gelu", "bf16_" + approx, randt("bf16", [2, 1, 13], -4, 4),
+              fn=lambda x, a=approx: gelu(x, a), attrs={"approximate": approx})
+    # No attribute: the exact (erf) form.
+    unary("nn.gelu", "f32_default_is_erf", randt("f32", [9], -3, 3),
+          fn=lambda x: gelu(x, "none"))
+
+
+def wrap64(v):
+    return np.array([(int(a) + 2**63) % 2**64 - 2**63 for a in np.ravel(v)],
+                    dtype=np.int64).reshape(np.shape(v))
+
+
+def binary(kernel, name, a, b, fn, out_dtype=None, **kw):
+    with np.errstate(all="ignore"):
+        y = fn(np.broadcast_to(a.values, np.broadcast_shapes(a.values.shape, b.values.shape)),
+               b.values)
+    add(kernel, name, [a, b], [T(out_dtype or a.dtype, y)], **kw)
+
+
+def trunc_div(a, b):
+    out = []
+    for x, y in zip(np.ravel(a), np.ravel(b)):
+        x, y = int(x), int(y)
+        q = abs(x) // abs(y)
+        out.append(q if (x < 0) == (y < 0) else -q)
+    return wrap64(np.array(out, dtype=object).reshape(np.shape(a)))
+
+
+def gen_binary():
+    ops = {"nn.add": np.add, "nn.sub": np.subtract, "nn.mul": np.multiply,
+           "nn.div": np.divide, "nn.maximum": np.maximum, "nn.minimum": np.minimum}
+    for kernel, fn in ops.items():
+        b = away_from_zero([3, 1], 0.1, 3) if kernel == "nn.div" else uniform([3, 1], -3, 3)
+        binary(kernel, "f32_rank3_by_column", randt("f32", [2, 3, 37], -3, 3),
+               T("f32", b), fn)
+        b2 = away_from_zero([1, 5], 0.5, 4) if kernel == "nn.div" else uniform([1, 5])
+        binary(kernel, "f32_both_broadcast", randt("f32", [4, 1]), T("f32", b2), fn)
+        binary(kernel, "f32_scalar_rhs", randt("f32", [17], -100, 100),
+               T("f32", np.array(-2.5)), fn)
+    binary("nn.add", "bf16_row_vector", randt("bf16", [5, 19]), randt("bf16", [19]), np.add)
+    binary("nn.add", "f32_large_cancel", T("f32", [1e30, -1e30, 3e38, 1.0]),
+           T("f32", [-1e30, 1e30, 3e38, 1e-8]), np.add)
+    binary("nn.add", "f32_empty", T("f32", np.zeros((0, 5))), randt("f32", [5]), np.add)
+    binary("nn.add", "i64_wraps", T("i64", [2**63 - 1, -(2**63), 5, -7]),
+           T("i64", [1, -1, -(2**62), 3]), lambda a, b: wrap64(a.astype(object) + b.astype(object)))
+    binary("nn.sub", "f16_broadcast", randt("f16", [3, 1, 4], -10, 10),
+           randt("f16", [2, 1], -10, 10), np.subtract)
+    binary("nn.sub", "i64", T("i64", [[3, -9, 2**40]]), T("i64", [[10], [-4]]),
+           lambda a, b: wrap64(a.astype(object) - b.astype(object)))
+    binary("nn.mul", "f64", randt("f64", [3, 7], -1e3, 1e3), randt("f64", [7], -1e3, 1e3),
+           np.multiply)
+    binary("nn.mul", "i64_wraps", T("i64", [2**40, -3, 7]), T("i64", [2**30, 5, -(2**61)]),
+           lambda a, b: wrap64(a.astype(object) * b.astype(object)))
+    binary("nn.div", "i64_truncates_toward_zero", T("i64", [7, -7, 7, -7, 0, 2**62, -(2**63)]),
+           T("i64", [2, 2, -2, -2, 5, 3, -1]), trunc_div)
+    binary("nn.div", "bf16", randt("bf16", [2, 9]), T("bf16", away_from_zero([9], 0.2, 2)),
+           np.divide)
+    binary("nn.pow", "f32_positive_base", T("f32", uniform([3, 37], 0.01, 4)),
+           T("f32", uniform([37], -3, 3)), np.power)
+    binary("nn.pow", "f32_negative_base_integer_exponent",
+           T("f32", [[-2.0, -1.5, 0.0, 3.0]]), T("f32", [[3.0], [2.0], [0.0]]), np.power)
+    binary("nn.pow", "f32_zero_base", T("f32", [0.0, 0.0, 0.0, 2.0]), T("f32", [0.0, -1.0, 2.0, 0.0]),
+           np.power)
+    binary("nn.div", "f32_by_zero", T("f32", [1.0, -1.0, 0.0, 3.0]), T("f32", [0.0, 0.0, 0.0, -0.0]),
+           np.divide)
+    binary("nn.pow", "bf16", T("bf16", uniform([4, 5], 0.1, 3)), T("bf16", uniform([4, 5], -2, 2)),
+           np.power)
+    binary("nn.maximum", "f64_ties", T("f64", [1.0, -2.0, 3.0, -1e300]),
+           T("f64", [1.0, -2.0, -3.0, 1e300]), np.maximum)
+    binary("nn.minimum", "i64", T("i64", [[-(2**62), 4, 0]]), T("i64", [[3], [-5]]), np.minimum)
+    binary("nn.maximum", "i64", T("i64", [[-(2**62), 4, 0]]), T("i64", [[3], [-5]]), np.maximum)
+
+
+def gen_compare_where_cast():
+    base = np.round(uniform([4, 1, 9], -3, 3))  # integral values: ties are common
+    rhs = np.round(uniform([3, 9], -3, 3))
+    fns = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+           "gt": np.greater, "ge": np.greater_equal}
+    for pred, fn in fns.items():
+        binary("nn.compare", "f32_" + pred, T("f32", base), T("f32", rhs), fn,
+               out_dtype="i1", attrs={"predicate": pred})
+    binary("nn.compare", "i64_lt_large", T("i64", [2**62, -(2**62), 2**53 + 1, 5]),
+           T("i64", [2**62 + 1, -(2**62), 2**53, 5]), np.less, out_dtype="i1",
+           attrs={"predicate": "lt"})
+    binary("nn.compare", "bf16_ge_scalar", randt("bf16", [2, 7]), T("bf16", np.array(0.25)),
+           np.greater_equal, out_dtype="i1", attrs={"predicate": "ge"})
+    # where: cond, a, b all broadcast to the output.
+    cond = T("i1", ints([3, 1], 0, 2))
+    a, b = randt("f32", [2, 3, 11]), randt("f32", [11])
+    y = np.where(cond.values.astype(bool), a.values, b.values)
+    add("nn.where", "f32_broadcast_all", [cond, a, b], [T("f32", y)])
+    cond = T("i1", ints([5, 7], 0, 2))
+    a, b = T("i64", ints([5, 7], -10**15, 10**15)), T("i64", np.array(-1))
+    add("nn.where", "i64_scalar_rhs", [cond, a, b],
+        [T("i64", np.where(cond.values.astype(bool), a.values, b.values))])
+    cond = T("i1", ints([1, 13], 0, 2))
+    a, b = randt("bf16", [2, 13]), randt("bf16", [2, 1])
+    add("nn.where", "bf16", [cond, a, b],
+        [T("bf16", np.where(cond.values.astype(bool), a.values, b.values))])
+    cond = T("i1", [1, 0, 1])
+    a, b = T("i1", [0, 0, 1]), T("i1", [1, 1, 0])
+    add("nn.where", "i1", [cond, a, b], [T("i1", [0, 1, 1])])
+
+    # cast: rounding (ties to even), overflow, subnormals, truncation and
+    # saturation to integers. Compared exactly.
+    specials = [0.0, -0.0, 1.0, -1.0, 1.00390625, 1.01171875, 1.005859375, 3.0e38,
+                -3.0e38, 1e-40, -1e-40, 65504.0, 65520.0, 65519.99, 6e-8, 2.9e-8,
+                448.0, 463.9, 464.0, 464.1, 500.0, -500.0, 0.001953125, 0.0009765625,
+                57344.0, 61439.0, 61440.0, 1e-5, 2.5, -2.5, 0.15, 1e10, np.inf, -np.inf]
+    src = T("f32", np.concatenate([specials, uniform(29, -20, 20)]).reshape(7, 9))
+    for to in ("bf16", "f16", "f8E4M3FN", "f8E5M2", "f64"):
+        add("nn.cast", "f32_to_" + to, [src], [T(to, src.values)], exact=True)
+    ints_src = T("f32", [0.0, -0.0, 2.7, -2.7, 0.5, -0.5, 2147483520.0, 3e9, -3e9, 1e20,
+                         -1e20, np.inf, -np.inf, 7.0, -2147483648.0])
+    clamp32 = np.clip(np.trunc(np.nan_to_num(ints_src.values, posinf=3e9, neginf=-3e9)),
+                      -2**31, 2**31 - 1)
+    add("nn.cast", "f32_to_i32_truncates_saturates", [ints_src], [T("i32", clamp32)],
+        exact=True)
+    big = T("f64", [9.3e18, -9.3e18, 9.2e18, -1.5, 2**53 + 2.0, 1e300])
+    clamp64 = []
+    for v in big.values:
+        t = math.trunc(v)
+        clamp64.append(max(min(t, 2**63 - 1), -(2**63)))
+    add("nn.cast", "f64_to_i64_saturates", [big], [T("i64", clamp64)], exact=True)
+    i64s = T("i64", [2**24 + 1, 2**53 + 1, -(2**62) - 1, 2**63 - 1, 3, -(2**24) - 3, 16777217])
+    # int64 -> f32 rounds once (directly), to nearest even.
+    add("nn.cast", "i64_to_f32_rounds_once", [i64s],
+        [T("f32", [float(np.float32(int(v))) if abs(int(v)) < 2**53 else
+                   float(np.float32(np.longdouble(int(v)))) for v in i64s.values])], exact=True)
+    add("nn.cast", "i64_to_i32_wraps", [T("i64", [2**31, -(2**31) - 1, 5, -5, 2**40 + 7])],
+        [T("i32", [-(2**31), 2**31 - 1, 5, -5, 7])], exact=True)
+    add("nn.cast", "i1_to_f32", [T("i1", [1, 0, 1, 1])], [T("f32", [1.0, 0.0, 1.0, 1.0])],
+        exact=True)
+    add("nn.cast", "f32_to_i1", [T("f32", [0.0, -0.0, 0.5, -3.0, 1e-40])],
+        [T("i1", [0, 0, 1, 1, 1])], exact=True)
+    bf = T("bf16", uniform([3, 5], -100, 100))
+    add("nn.cast", "bf16_to_f32", [bf], [T("f32", bf.values)], exact=True)
+    e5 = T("f8E5M2", uniform([2, 8], -1000, 1000))
+    add("nn.cast", "f8E5M2_to_bf16", [e5], [T("bf16", e5.values)], exact=True)
+    add("nn.cast", "i32_to_i64", [T("i32", [-(2**31), 2**31 - 1, 0, -1])],
+        [T("i64", [-(2**31), 2**31 - 1, 0, -1])], exact=True)
+
+
+# The dropout hash, from its definition in kernels/cpu/CpuKernels.h:
+# uniform(seed, i) = top 24 bits of splitMix64(splitMix64(seed) + i) / 2^24.
+M64 = (1 << 64) - 1
+
+
+def split_mix64(z):
+    z = (z + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def dropout_uniform(seed, n):
+    s = split_mix64(seed & M64)
+    return np.array([(split_mix64((s + i) & M64) >> 40) / 16777216.0 for i in range(n)])
+
+
+def gen_dropout_iota():
+    for name, dtype, shape, p, seed in [("f32_p025", "f32", [8, 37], 0.25, 3),
+                                        ("f32_p0_identity", "f32", [5, 3], 0.0, 7),
+                                        ("f32_p1_all_dropped", "f32", [2, 9], 1.0, 7),
+                                        ("bf16_p05_large_seed", "bf16", [3, 41], 0.5, 2**40 + 17),
+                                        ("f32_negative_seed", "f32", [1, 64], 0.1, -5)]:
+        x = randt(dtype, shape, -3, 3)
+        u = dropout_uniform(seed, x.values.size).reshape(shape)
+        scale = 1 / (1 - p) if p < 1 else 0.0
+        y = np.where(u >= p, x.values * scale, 0.0)
+        add("nn.dropout", name, [x], [T(dtype, y)], attrs={"p": p, "seed": seed})
+    def iota(name, dtype, shape, dim, start, step, attrs):
+        idx = np.indices(shape)[dim]
+        add("nn.iota", name, [], [T(dtype, start + idx * step)], attrs=attrs, exact=True)
+    iota("i64_dim1", "i64", [3, 4], 1, 2, 3, {"dim": 1, "start": 2.0, "step": 3.0})
+    iota("f32_dim0_fractional", "f32", [5, 2], 0, -1.5, 0.25, {"dim": 0, "start": -1.5,
+                                                              "step": 0.25})
+    iota("i32_negative_dim_defaults", "i32", [2, 3, 7], 2, 0, 1, {"dim": -1})
+    iota("f32_rank1_size1", "f32", [1], 0, 4.0, -2.0, {"dim": 0, "start": 4.0, "step": -2.0})
+
+
+# ---------------------------------------------------------------------------
+# Matmul.
+
+def matmul_ref(a, b, ta, tb):
+    if ta:
+        a = np.swapaxes(a, -1, -2)
+    if tb:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b)
+
+
+def gen_matmul():
+    def mm(name, dtype, ashape, bshape, ta=0, tb=0, epilogue=None, bias=None, **kw):
+        a, b = randt(dtype, ashape, -1, 1), randt(dtype, bshape, -1, 1)
+        y = matmul_ref(a.values, b.values, ta, tb)
+        k = a.values.shape[-2 if ta else -1]
+        inputs = [a, b]
+        attrs = {"transpose_lhs": ta, "transpose_rhs": tb}
+        # An epilogue is the unfused program's nn.add and nn.gelu (tanh): in a
+        # narrow dtype each step's result is rounded to it, as those ops' are.
+        step = (lambda v: v) if dtype in ("f32", "f64") else (lambda v: round_to(v, dtype))
+        if epilogue:
+            attrs["epilogue"] = epilogue
+            y = step(y)
+            if "bias" in epilogue:
+                bt = randt(dtype, [y.shape[-1]], -1, 1)
+                inputs.append(bt)
+                y = step(y + bt.values)
+            if "gelu" in epilogue:
+                y = gelu(y, "tanh")
+        if dtype == "f32":
+            # Accumulated in f32 over k (Kernels.def): |error| <~ k ulps of |a||b| <= 1.
+            kw.setdefault("atol", max(1e-6, k * 2.0**-23))
+        add("nn.matmul", name, inputs, [T(dtype, y)], attrs=attrs, **kw)
+    mm("f32_batch_rhs_transposed", "f32", [2, 5, 7], [6, 7], tb=1)
+    mm("f32_lhs_transposed", "f32", [7, 5], [7, 3], ta=1)
+    mm("f32_both_transposed", "f32", [3, 9, 4], [3, 6, 9], ta=1, tb=1)
+    mm("f32_1x1x1", "f32", [1, 1], [1, 1])
+    mm("f32_batch_broadcast", "f32", [3, 1, 4, 6], [2, 6, 5])
+    mm("f32_tile_edges", "f32", [67, 131], [131, 70])  # past 64x64 tiles, 4x16 micro tiles
+    mm("f32_k1_outer_product", "f32", [9, 1], [1, 17])
+    mm("bf16", "bf16", [4, 8], [8, 3])
+    mm("bf16_odd", "bf16", [2, 13, 37], [37, 11])
+    mm("f32_bias", "f32", [5, 7], [7, 3], epilogue="bias")
+    mm("f32_gelu", "f32", [6, 5], [5, 9], epilogue="gelu")
+    mm("f32_bias_gelu_batched", "f32", [2, 3, 16], [24, 16], tb=1, epilogue="bias_gelu")
+    mm("bf16_bias_gelu", "bf16", [2, 6, 16], [24, 16], tb=1, epilogue="bias_gelu")
+    mm("f64", "f64", [3, 5], [5, 4],
+       unsupported={"cuda": "the CUDA matmul (cuBLASLt) takes f32, bf16 and f16"})
+    mm("f32_long_k_blocks", "f32", [3, 600], [600, 5])  # k past the 512-deep blocks
+    mm("bf16_long_k_transposed", "bf16", [2, 700], [4, 700], tb=1)
+
+
+def gen_scaled_matmul():
+    def smm(name, adt, bdt, odt, m, n, k, sa, sb):
+        a = T(adt, uniform([m, k], -3, 3))
+        b = T(bdt, uniform([n, k], -3, 3))
+        y = (a.values * sa) @ (b.values * sb).T
+        add("nn.scaled_matmul", name,
+            [a, b, T("f32", np.array(sa)), T("f32", np.array(sb))], [T(odt, y)])
+    smm("e4m3_e4m3_to_bf16", "f8E4M3FN", "f8E4M3FN", "bf16", 16, 16, 32, 0.75, 1.5)
+    smm("e4m3_e5m2_to_f32", "f8E4M3FN", "f8E5M2", "f32", 32, 48, 64, 0.125, 2.0)
+    smm("e5m2_e4m3_to_f16", "f8E5M2", "f8E4M3FN", "f16", 16, 32, 16, 1.0, 0.5)
+
+
+# ---------------------------------------------------------------------------
+# Reductions, softmax, norms.
+
+def gen_reduce():
+    def red(kernel, name, x, dims, keepdim, fn, **kw):
+        axes = tuple(d % x.values.ndim for d in dims)
+        with np.errstate(all="ignore"):
+            y = fn(x.values, axis=axes, keepdims=bool(keepdim))
+        add(kernel, name, [x], [T(x.dtype, y)], attrs={"dims": dims, "keepdim": keepdim}, **kw)
+    fns = {"nn.reduce_sum": np.sum, "nn.reduce_mean": np.mean, "nn.reduce_max": np.max}
+    for kernel, fn in fns.items():
+        red(kernel, "f32_middle_keepdim", randt("f32", [3, 4, 5]), [1], 1, fn)
+        red(kernel, "f32_outer_dims", randt("f32", [3, 7, 5]), [0, 2], 0, fn)
+        red(kernel, "f32_all_to_scalar", randt("f32", [2, 37], -5, 5), [0, 1], 0, fn)
+        red(kernel, "f32_negative_dim_size1", randt("f32", [6, 1]), [-1], 0, fn)
+        red(kernel, "bf16_last", randt("bf16", [3, 129]), [1], 1, fn)
+    red("nn.reduce_max", "f32_all_negative", T("f32", uniform([4, 9], -1e6, -1)), [1], 0, np.max)
+    red("nn.reduce_max", "i64", T("i64", ints([3, 5], -(2**62), -(2**40))), [0], 0, np.max)
+    red("nn.reduce_sum", "i64", T("i64", ints([3, 5], -1000, 1000)), [1], 0, np.sum)
+    red("nn.reduce_sum", "f32_cancellation", T("f32", [[1e8, 1.0, -1e8, 1.0]]), [1], 0,
+        np.sum)
+    red("nn.reduce_sum", "f32_empty_dim_gives_zero", T("f32", np.zeros((3, 0))), [1], 0,
+        np.sum)
+    red("nn.reduce_mean", "f64", randt("f64", [5, 3, 2]), [0, 1], 1, np.mean)
+
+    def softmax(x, dim):
+        m = x.max(axis=dim, keepdims=True)
+        e = np.exp(x - m)
+        return e / e.sum(axis=dim, keepdims=True)
+
+    def log_softmax(x, dim):
+        m = x.max(axis=dim, keepdims=True)
+        return x - m - np.log(np.exp(x - m).sum(axis=dim, keepdims=True))
+
+    for kernel, fn in (("nn.softmax", softmax), ("nn.log_softmax", log_softmax)):
+        def sm(name, x, dim, **kw):
+            add(kernel, name, [x], [T(x.dtype, fn(x.values, dim))], attrs={"dim": dim}, **kw)
+        sm("f32_last_odd", randt("f32", [3, 37], -5, 5), 1)
+        sm("f32_first_dim", randt("f32", [9, 4]), 0)
+        sm("f32_middle_negative_dim", randt("f32", [2, 5, 3]), -2)
+        sm("f32_large_logits", T("f32", uniform([2, 11], 900, 1000) *
+                                 np.array([[1.0], [-1.0]])), 1)
+        sm("f32_size1_dim", randt("f32", [4, 1]), 1)
+        sm("bf16", randt("bf16", [2, 65], -8, 8), -1)
+        sm("f32_empty_rows", T("f32", np.zeros((0, 5))), 1)
+
+    def layer_norm(x, w, b, eps):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        y = (x - mean) / np.sqrt(var + eps)
+        if w is not None:
+            y = y * w
+        if b is not None:
+            y = y + b
+        return y
+
+    def rms_norm(x, w, eps):
+        y = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+        return y if w is None else y * w
+
+    def ln(name, dtype, shape, has_w, has_b, eps, offset=0.0, **kw):
+        d = shape[-1]
+        x = T(dtype, uniform(shape, -2, 2) + offset)
+        w = randt(dtype, [d], 0.5, 1.5) if has_w else None
+        b = randt(dtype, [d], -1, 1) if has_b else None
+        y = layer_norm(x.values, w and w.values, b and b.values, eps)
+        attrs = {"epsilon": eps, "has_weight": int(has_w), "has_bias": int(has_b)}
+        add("nn.layer_norm", name, [t for t in (x, w, b) if t is not None], [T(dtype, y)],
+            attrs=attrs, **kw)
+    ln("f32_weight_bias", "f32", [2, 3, 37], True, True, 1e-5)
+    ln("f32_plain", "f32", [5, 8], False, False, 1e-5)
+    ln("f32_weight_only", "f32", [1, 33], True, False, 1e-3)
+    ln("f32_bias_only_d1", "f32", [4, 1], False, True, 1e-5)  # variance 0: y = bias
+    ln("f32_offset_mean", "f32", [3, 16], True, True, 1e-5, offset=1000.0)
+    ln("bf16", "bf16", [3, 64], True, True, 1e-5)
+    ln("f64", "f64", [2, 7], True, True, 1e-12,
+       unsupported={"cuda": "the CUDA norms (Layers.cu) take f32, bf16 and f16"})
+
+    def rms(name, dtype, shape, has_w, eps, **kw):
+        x = randt(dtype, shape)
+        w = randt(dtype, [shape[-1]], 0.5, 1.5) if has_w else None
+        y = rms_norm(x.values, w and w.values, eps)
+        add("nn.rms_norm", name, [t for t in (x, w) if t is not None], [T(dtype, y)],
+            attrs={"epsilon": eps, "has_weight": int(has_w)}, **kw)
+    rms("f32_weight", "f32", [2, 3, 37], True, 1e-6)
+    rms("f32_plain", "f32", [4, 5], False, 1e-6)
+    rms("f32_d1_large_eps", "f32", [6, 1], True, 0.5)
+    rms("f16", "f16", [3, 24], True, 1e-5)
+    rms("bf16", "bf16", [2, 96], True, 1e-6)
+    x0 = T("f32", np.zeros((2, 4)))
+    add("nn.rms_norm", "f32_zero_rows", [x0], [T("f32", np.zeros((2, 4)))],
+        attrs={"epsilon": 1e-6, "has_weight": 0})
+    return layer_norm, rms_norm
+
+
+# ---------------------------------------------------------------------------
+# Rope and attention.
+
+def rope_tables(seq, dim, interleaved):
+    half = dim // 2
+    freqs = 1.0 / (10000.0 ** (np.arange(half) / half))
+    angles = np.arange(seq)[:, None] * freqs[None, :] + 0.3
+    if interleaved:
+        angles = np.repeat(angles, 2, axis=1)
+    else:
+        angles = np.concatenate([angles, angles], axis=1)
+    return np.cos(angles), np.sin(angles)
+
+
+def rope_ref(x, c, s, interleaved):
+    d = x.shape[-1]
+    if interleaved:
+        x0, x1 = x[..., 0::2], x[..., 1::2]
+        c0, s0 = c[..., 0::2], s[..., 0::2]
+        y = np.empty_like(x)
+        y[..., 0::2] = x0 * c0 - x1 * s0
+        y[..., 1::2] = x1 * c0 + x0 * s0
+        return y
+    rot = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
+    return x * c + rot * s
+
+
+def gen_rope():
+    for name, dtype, shape, inter in [("f32_halves", "f32", [1, 2, 5, 6], 0),
+                                      ("f32_interleaved", "f32", [2, 3, 4, 8], 1),
+                                      ("bf16_halves", "bf16", [1, 1, 7, 16], 0),
+                                      ("f32_seq1_rank3", "f32", [3, 1, 2], 1)]:
+        x = randt(dtype, shape)
+        c, s = rope_tables(shape[-2], shape[-1], inter)
+        c, s = T(dtype, c), T(dtype, s)
+        add("nn.rope", name, [x, c, s], [T(dtype, rope_ref(x.values, c.values, s.values, inter))],
+            attrs={"interleaved": inter})
+
+
+def attention_ref(q, k, v, causal, scale):
+    """Returns out and a closure for the backward pass."""
+    B, Hq, S, D = q.shape
+    Hkv, Skv = k.shape[1], k.shape[2]
+    g = Hq // Hkv
+    ke = np.repeat(k, g, axis=1)
+    ve = np.repeat(v, g, axis=1)
+    scores = np.einsum("bhid,bhjd->bhij", q, ke) * scale
+    mask = np.ones((S, Skv), bool)
+    if causal:
+        i = np.arange(S)[:, None]
+        j = np.arange(Skv)[None, :]
+        mask = j <= i + (Skv - S)  # ends aligned
+    scores = np.where(mask, scores, -np.inf)
+    m = scores.max(-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.where(mask, np.exp(scores - m), 0.0)
+    z = e.sum(-1, keepdims=True)
+    p = np.where(z > 0, e / np.where(z > 0, z, 1), 0.0)  # a row with no key: zeros
+    out = np.einsum("bhij,bhjd->bhid", p, ve)
+
+    def backward(dout):
+        dv = np.einsum("bhij,bhid->bhjd", p, dout)
+        dp = np.einsum("bhid,bhjd->bhij", dout, ve)
+        ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+        dq = np.einsum("bhij,bhjd->bhid", ds, ke) * scale
+        dk = np.einsum("bhij,bhid->bhjd", ds, q) * scale
+        fold = lambda t: t.reshape(B, Hkv, g, *t.shape[2:]).sum(2)
+        return dq, fold(dk), fold(dv)
+    return out, backward
+
+
+def check_grad(f, x, dy, analytic, tol=1e-6, samples=12):
+    """Asserts analytic = d(sum(f(x) * dy))/dx at a few positions."""
+    flat = x.reshape(-1)
+    picks = _rng.choice(flat.size, size=min(samples, flat.size), replace=False)
+    for i in picks:
+        h = 1e-6 * max(1.0, abs(flat[i]))
+        xp, xm = flat.copy(), flat.copy()
+        xp[i] += h
+        xm[i] -= h
+        num = ((f(xp.reshape(x.shape)) - f(xm.reshape(x.shape))) * dy).sum() / (2 * h)
+        a = analytic.reshape(-1)[i]
+        assert abs(num - a) <= tol * (1 + abs(a)), (num, a)
+
+
+def gen_attention():
+    specs = [
+        # name, dtype, B, Hq, Hkv, S, Skv, D, Dv, causal, scale
+        ("f32_causal_gqa_skv_gt_s", "f32", 1, 4, 2, 5, 7, 8, 8, 1, 0.35),
+        ("f32_causal_s_gt_skv_empty_rows", "f32", 2, 2, 1, 6, 4, 8, 8, 1, None),
+        ("f32_noncausal_mqa_value_dim", "f32", 1, 3, 1, 4, 9, 8, 5, 0, 0.5),
+        ("f32_noncausal_skv1", "f32", 2, 2, 2, 3, 1, 16, 16, 0, None),
+        ("f32_causal_square_odd", "f32", 1, 2, 2, 13, 13, 16, 16, 1, None),
+        ("bf16_causal_gqa", "bf16", 1, 4, 1, 9, 9, 16, 16, 1, None),
+    ]
+    for name, dtype, B, Hq, Hkv, S, Skv, D, Dv, causal, scale in specs:
+        q = randt(dtype, [B, Hq, S, D])
+        k = randt(dtype, [B, Hkv, Skv, D])
+        v = randt(dtype, [B, Hkv, Skv, Dv])
+        dout = randt(dtype, [B, Hq, S, Dv])
+        attrs = {"causal": causal}
+        eff = 1 / math.sqrt(D) if scale is None else scale
+        if scale is not None:
+            attrs["scale"] = scale
+        out, backward = attention_ref(q.values, k.values, v.values, causal, eff)
+        add("nn.attention", name, [q, k, v], [T(dtype, out)], attrs=attrs)
+        dq, dk, dv = backward(dout.values)
+        fq = lambda x: attention_ref(x, k.values, v.values, causal, eff)[0]
+        fk = lambda x: attention_ref(q.values, x, v.values, causal, eff)[0]
+        fv = lambda x: attention_ref(q.values, k.values, x, causal, eff)[0]
+        check_grad(fq, q.values, dout.values, dq)
+        check_grad(fk, k.values, dout.values, dk)
+        check_grad(fv, v.values, dout.values, dv)
+        add("nn.attention_grad", name, [q, k, v, dout],
+            [T(dtype, dq), T(dtype, dk), T(dtype, dv)], attrs=attrs)
+
+
+# ---------------------------------------------------------------------------
+# Data movement.
+
+def gen_data_movement():
+    table = randt("f32", [10, 5])
+    ids = T("i64", [[0, 9, 3], [3, 7, 1]])
+    add("nn.embedding", "f32_i64_ids", [table, ids], [T("f32", table.values[ids.values])],
+        exact=True)
+    ids32 = T("i32", [4])
+    add("nn.embedding", "f32_i32_scalar_like_ids", [table, ids32],
+        [T("f32", table.values[ids32.values])], exact=True)
+    # A block: rows [4, 8) of a table of 10; other ids give zero rows.
+    block = randt("bf16", [4, 6])
+    bids = T("i64", [[0, 4, 5, 7, 8, 9, 3]])
+    rows = np.zeros((1, 7, 6))
+    for j, i in enumerate(bids.values[0]):
+        if 4 <= i < 8:
+            rows[0, j] = block.values[i - 4]
+    add("nn.embedding", "bf16_vocab_block", [block, bids], [T("bf16", rows)],
+        attrs={"vocab_start": 4}, exact=True)
+
+    def transpose(name, x, perm):
+        add("nn.transpose", name, [x], [T(x.dtype, np.transpose(x.values, perm))],
+            attrs={"permutation": perm}, exact=True)
+    transpose("f32_rank3", randt("f32", [2, 3, 5]), [2, 0, 1])
+    transpose("f32_row_to_column", randt("f32", [1, 7]), [1, 0])
+    transpose("i64_rank4_heads", T("i64", ints([2, 3, 4, 5], -10**12, 10**12)), [0, 2, 1, 3])
+    transpose("bf16_identity", randt("bf16", [3, 3]), [0, 1])
+    transpose("f16_odd_2d", randt("f16", [17, 33]), [1, 0])
+    transpose("f32_empty", T("f32", np.zeros((0, 3))), [1, 0])
+
+    def bcast(name, x, shape):
+        add("nn.broadcast", name, [x], [T(x.dtype, np.broadcast_to(x.values, shape))],
+            exact=True)
+    bcast("f32_column_to_rank3", randt("f32", [3, 1]), [2, 3, 4])
+    bcast("f32_scalar", T("f32", np.array(1.5)), [2, 2])
+    bcast("i64_size1", T("i64", [-(2**60)]), [5])
+    bcast("bf16_middle", randt("bf16", [2, 1, 3]), [2, 7, 3])
+    bcast("i1_row", T("i1", [[1, 0, 1]]), [4, 3])
+
+    def slice_(name, x, starts, strides, limits=None):
+        sl = tuple(slice(s, l if limits else None, st)
+                   for s, st, l in zip(starts, strides, limits or [None] * len(starts)))
+        y = x.values[sl]
+        attrs = {"starts": starts, "strides": strides}
+        if limits:
+            attrs["limits"] = limits
+        add("nn.slice", name, [x], [T(x.dtype, y)], attrs=attrs, exact=True)
+    slice_("f32_strided_with_limits", randt("f32", [6, 5]), [1, 0], [2, 2], [5, 5])
+    slice_("f32_rank3_step3", randt("f32", [2, 10, 7]), [1, 2, 0], [1, 3, 1], [2, 10, 7])
+    slice_("i64_single_element", T("i64", ints([4, 4], -99, 99)), [3, 2], [1, 1], [4, 3])
+    slice_("bf16_unit_strides", randt("bf16", [5, 9]), [0, 4], [1, 1], [5, 9])
+
+    def concat(name, pieces, dim):
+        add("nn.concat", name, pieces,
+            [T(pieces[0].dtype, np.concatenate([p.values for p in pieces], axis=dim))],
+            attrs={"dim": dim}, exact=True)
+    concat("f32_three_pieces_dim1", [randt("f32", [2, 3]), randt("f32", [2, 1]),
+                                     randt("f32", [2, 2])], 1)
+    concat("i64_dim0", [T("i64", ints([1, 3], -5, 5)), T("i64", ints([4, 3], -5, 5))], 0)
+    concat("f32_negative_dim_with_empty_piece",
+           [randt("f32", [2, 2, 3]), T("f32", np.zeros((2, 2, 0))), randt("f32", [2, 2, 5])], -1)
+    concat("bf16_single_piece", [randt("bf16", [3, 4])], 0)
+
+    def split(name, x, sizes, dim):
+        cuts = np.cumsum(sizes)[:-1]
+        parts = np.split(x.values, cuts, axis=dim)
+        add("nn.split", name, [x], [T(x.dtype, p) for p in parts], attrs={"dim": dim},
+            exact=True)
+    split("f32_dim0", randt("f32", [5, 2]), [2, 3], 0)
+    split("f32_three_last_dim", randt("f32", [2, 3, 9]), [4, 1, 4], -1)
+    split("i64_middle", T("i64", ints([2, 6, 2], -9, 9)), [3, 3], 1)
+    split("f16_size1_pieces", randt("f16", [3, 2]), [1, 1, 1], 0)
+
+    def gather(name, data, idx, axis):
+        resolved = np.where(idx.values < 0, idx.values + data.values.shape[axis], idx.values)
+        y = np.take(data.values, resolved, axis=axis)
+        add("nn.gather", name, [data, idx], [T(data.dtype, y)], attrs={"axis": axis},
+            exact=True)
+    gather("f32_axis1_negative_indices", randt("f32", [3, 6]), T("i32", [5, -1, 0, -6, 2]), 1)
+    gather("f32_axis0_2d_indices", randt("f32", [7, 3]), T("i64", [[0, 6], [3, 3]]), 0)
+    gather("i64_last_axis", T("i64", ints([2, 3, 4], -10**15, 10**15)), T("i64", [3, 0]), -1)
+    gather("bf16_scalar_index", randt("bf16", [4, 5]), T("i64", np.array(2)), 0)
+    gather("f32_no_indices", randt("f32", [4, 5]), T("i32", np.zeros(0, np.int64)), 1)
+
+    def pad(name, x, low, high, interior, value):
+        shape = [l + h + n + max(n - 1, 0) * i
+                 for l, h, n, i in zip(low, high, x.values.shape, interior)]
+        y = np.full(shape, value, dtype=np.float64 if x.dtype in FLOATS else np.int64)
+        sl = tuple(slice(l, l + (n - 1) * (i + 1) + 1 if n else l, i + 1)
+                   for l, n, i in zip(low, x.values.shape, interior))
+        y[sl] = x.values
+        add("nn.pad", name, [x], [T(x.dtype, y)],
+            attrs={"low": low, "high": high, "interior": interior, "value": float(value)},
+            exact=True)
+    pad("f32_interior", randt("f32", [2, 3]), [1, 0], [1, 2], [0, 1], 0.0)
+    pad("f32_value", randt("f32", [3]), [2], [0], [2], -1.5)
+    pad("i64_value", T("i64", ints([2, 2], -5, 5)), [0, 1], [1, 0], [1, 1], 7)
+    pad("bf16_no_padding", randt("bf16", [2, 5]), [0, 0], [0, 0], [0, 0], 0.0)
+    pad("f32_size1_dims", randt("f32", [1, 1, 2]), [1, 0, 0], [0, 2, 1], [3, 3, 1], 2.0)
+
+
+# ---------------------------------------------------------------------------
+# Losses.
+
+def ce_rows(logits, labels):
+    m = logits.max(1, keepdims=True)
+    lse = (m + np.log(np.exp(logits - m).sum(1, keepdims=True)))[:, 0]
+    safe = np.clip(labels, 0, logits.shape[1] - 1)
+    return lse - logits[np.arange(len(labels)), safe]
+
+
+def ce_reduce(rows, valid, reduction):
+    rows = np.where(valid, rows, 0.0)
+    if reduction == "none":
+        return rows
+    total = rows.sum()
+    if reduction == "mean":
+        return np.array(total / valid.sum() if valid.sum() else 0.0)
+    return np.array(total)
+
+
+def ce_grad(logits, labels, valid, dloss, reduction, start=0, stats=None):
+    if stats is None:
+        m = logits.max(1, keepdims=True)
+        z = np.exp(logits - m).sum(1, keepdims=True)
+    else:
+        m, z = stats
+    p = np.exp(logits - m) / z
+    onehot = (np.arange(logits.shape[1])[None, :] + start) == labels[:, None]
+    if reduction == "none":
+        w = dloss
+    elif reduction == "sum":
+        w = np.full(len(labels), float(dloss))
+    else:
+        w = np.full(len(labels), float(dloss) / valid.sum() if valid.sum() else 0.0)
+    return np.where(valid[:, None], w[:, None] * (p - onehot), 0.0)
+
+
+def gen_losses():
+    specs = [
+        # name, dtype, N, C, label dtype, ignore_index, reduction, ignored rows
+        ("f32_mean_ignored", "f32", 6, 7, "i64", -100, "mean", [2]),
+        ("f32_sum_i32", "f32", 5, 37, "i32", -100, "sum", [0, 4]),
+        ("f32_none", "f32", 4, 3, "i64", -100, "none", [1]),
+        ("f32_all_ignored_mean_is_zero", "f32", 3, 5, "i64", -1, "mean", [0, 1, 2]),
+        ("f32_ignore_index_is_a_class", "f32", 8, 4, "i64", 3, "mean", []),
+        ("f32_single_class", "f32", 3, 1, "i64", -100, "sum", []),
+        ("bf16_large_logits_mean", "bf16", 4, 65, "i64", -100, "mean", [3]),
+        ("f32_no_rows_mean_is_zero", "f32", 0, 5, "i64", -100, "mean", []),
+    ]
+    for name, dtype, n, c, ldt, ignore, reduction, ignored in specs:
+        scale = 400.0 if "large" in name else 4.0
+        logits = randt(dtype, [n, c], -scale, scale)
+        labels = ints([n], 0, c)
+        for r in ignored:
+            labels[r] = ignore
+        labels_t = T(ldt, labels)
+        valid = labels != ignore
+        rows = ce_rows(logits.values, labels)
+        loss = ce_reduce(rows, valid, reduction)
+        attrs = {"ignore_index": ignore, "reduction": reduction}
+        add("nn.cross_entropy", name, [logits, labels_t], [T("f32", loss)], attrs=attrs)
+        dloss = T("f32", uniform([n], -1, 1) if reduction == "none" else np.array(0.75))
+        grad = ce_grad(logits.values, labels, valid, dloss.values, reduction)
+        f = lambda x: ce_reduce(ce_rows(x, labels), valid, reduction)
+        check_grad(f, logits.values, dloss.values, grad, tol=1e-5)
+        add("nn.cross_entropy_grad", name, [logits, labels_t, dloss], [T(dtype, grad)],
+            attrs=attrs)
+
+    # The vocabulary-parallel loss: the classes split into blocks; stats per
+    # block, combined into nn.cross_entropy's loss and each block's gradient.
+    block_specs = [
+        # name, dtype, N, block widths, label dtype, ignored rows, reduction
+        ("f32_two_blocks_mean", "f32", 6, [4, 4], "i64", [1], "mean"),
+        ("f32_three_uneven_blocks_sum", "f32", 5, [7, 1, 13], "i32", [], "sum"),
+        ("f32_one_block_none", "f32", 4, [9], "i64", [2], "none"),
+        ("bf16_two_blocks_mean", "bf16", 3, [33, 31], "i64", [], "mean"),
+        ("f32_wide_blocks_mean", "f32", 2, [1100, 1500], "i64", [], "mean"),
+    ]
+    ignore = -100
+    for name, dtype, n, widths, ldt, ignored, reduction in block_specs:
+        c = sum(widths)
+        logits = randt(dtype, [n, c], -6, 6)
+        labels = ints([n], 0, c)
+        for r in ignored:
+            labels[r] = ignore
+        labels_t = T(ldt, labels)
+        valid = labels != ignore
+        starts = np.concatenate([[0], np.cumsum(widths)[:-1]])
+        stats = []
+        for s, w in zip(starts, widths):
+            blk = T(dtype, logits.values[:, s:s + w])
+            m = blk.values.max(1)
+            z = np.exp(blk.values - m[:, None]).sum(1)
+            here = valid & (labels >= s) & (labels < s + w)
+            tgt = np.where(here, blk.values[np.arange(n), np.clip(labels - s, 0, w - 1)], 0.0)
+            st = T("f32", np.stack([m, z, tgt], 1))
+            stats.append(st)
+            add("nn.cross_entropy_stats", "%s_block%d" % (name, s), [blk, labels_t], [st],
+                attrs={"vocab_start": int(s), "ignore_index": ignore})
+        all_stats = T("f32", np.concatenate([s.values for s in stats], 1))
+        # combine, from the f32 statistics as the kernel gets them.
+        sv = all_stats.values.reshape(n, len(widths), 3)
+        M = sv[:, :, 0].max(1)
+        Z = (sv[:, :, 1] * np.exp(sv[:, :, 0] - M[:, None])).sum(1)
+        rows = M + np.log(Z) - sv[:, :, 2].sum(1)
+        loss = ce_reduce(rows, valid, reduction)
+        # The combined loss is nn.cross_entropy's (up to the f32 statistics).
+        ref = ce_reduce(ce_rows(logits.values, labels), valid, reduction)
+        assert np.allclose(loss, ref, rtol=1e-5, atol=1e-5), (loss, ref)
+        add("nn.cross_entropy_combine", name, [all_stats, labels_t], [T("f32", loss)],
+            attrs={"ignore_index": ignore, "reduction": reduction})
+        dloss = T("f32", uniform([n], -1, 1) if reduction == "none" else np.array(1.25))
+        full = ce_grad(logits.values, labels, valid, dloss.values, reduction)
+        for s, w in zip(starts, widths):
+            blk = T(dtype, logits.values[:, s:s + w])
+            g = ce_grad(blk.values, labels, valid, dloss.values, reduction, start=s,
+                        stats=(M[:, None], Z[:, None]))
+            assert np.allclose(g, full[:, s:s + w], rtol=1e-4, atol=1e-6)
+            add("nn.cross_entropy_block_grad", "%s_block%d" % (name, s),
+                [blk, labels_t, dloss, all_stats], [T(dtype, g)],
+                attrs={"vocab_start": int(s), "ignore_index": ignore, "reduction": reduction})
+
+
+# ---------------------------------------------------------------------------
+# Optimizer and backward kernels.
+
+def adamw_ref(p, g, m, v, lr, step, beta1, beta2, eps, decay):
+    m1 = beta1 * m + (1 - beta1) * g
+    v1 = beta2 * v + (1 - beta2) * g * g
+    mhat = m1 / (1 - beta1**step)
+    vhat = v1 / (1 - beta2**step)
+    p1 = p - lr * (decay * p + mhat / (np.sqrt(vhat) + eps))
+    return p1, m1, v1
+
+
+def gen_optimizer():
+    def group(shape, gscale=1.0):
+        return (randt("f32", shape), T("f32", uniform(shape, -1, 1) * gscale),
+                randt("f32", shape, -0.1, 0.1), T("f32", uniform(shape, 0, 0.05)))
+    for name, shape, lr, step, hyper, gscale in [
+            ("f32_step3_decay", [4, 3], 0.01, 3.0, (0.9, 0.95, 1e-8, 0.1), 1.0),
+            ("f32_step1_no_decay", [37], 1e-3, 1.0, (0.9, 0.999, 1e-8, 0.0), 1.0),
+            ("f32_large_grads_late_step", [2, 1, 5], 3e-4, 1000.0, (0.8, 0.99, 1e-6, 0.01), 1e4),
+            ("f32_scalar_param", [], 0.1, 2.0, (0.5, 0.5, 1e-3, 0.5), 1.0)]:
+        p, g, m, v = group(shape, gscale)
+        lr_t, step_t = T("f32", np.array(lr)), T("f32", np.array(step))
+        b1, b2, eps, wd = hyper
+        outs = adamw_ref(p.values, g.values, m.values, v.values, float(lr_t.values),
+                         float(step_t.values), b1, b2, eps, wd)
+        add("nn.adamw", name, [p, g, m, v, lr_t, step_t], [T("f32", o) for o in outs],
+            attrs={"beta1": b1, "beta2": b2, "epsilon": eps, "weight_decay": wd})
+    # adamw_multi: several parameters, updated in place, with and without a
+    # gradient scale (applied in f32, as a separate nn.mul would).
+    for name, shapes, decays, scale in [
+            ("three_params_scaled_in_place", [[4, 3], [37], [1]], [0.1, 0.0, 0.05], 0.37),
+            ("one_param_unscaled", [[2, 9]], [0.01], None)]:
+        lr_t, step_t = T("f32", np.array(2e-3)), T("f32", np.array(5.0))
+        inputs = [lr_t, step_t]
+        attrs = {"beta1": 0.9, "beta2": 0.95, "epsilon": 1e-8, "has_scale": int(scale is not None),
+                 "weight_decays": ("f64s", decays)}
+        if scale is not None:
+            inputs.append(T("f32", np.array(scale)))
+        outs, aliases = [], []
+        for shape, wd in zip(shapes, decays):
+            p, g, m, v = group(shape)
+            base = len(inputs)
+            inputs += [p, g, m, v]
+            gv = g.values
+            if scale is not None:
+                gv = (np.float32(g.values) * np.float32(scale)).astype(np.float64)
+            res = adamw_ref(p.values, gv, m.values, v.values, float(lr_t.values),
+                            float(step_t.values), 0.9, 0.95, 1e-8, wd)
+            outs += [T("f32", r) for r in res]
+            aliases += [base, base + 2, base + 3]
+        add("nn.adamw_multi", name, inputs, outs, attrs=attrs, aliases=aliases)
+
+
+def gen_backward(layer_norm, rms_norm):
+    def gelu_grad(x, approximate):
+        if approximate == "tanh":
+            c = math.sqrt(2 / math.pi)
+            t = np.tanh(c * (x + 0.044715 * x**3))
+            return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)
+        return 0.5 * (1 + erf(x / math.sqrt(2))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+    def silu_grad(x):
+        s = sigmoid(x)
+        return s * (1 + x * (1 - s))
+
+    for approx in ("none", "tanh"):
+        for name, dtype, shape in [("f32", "f32", [3, 37]), ("bf16", "bf16", [2, 1, 9])]:
+            x, dy = randt(dtype, shape, -6, 6), randt(dtype, shape)
+            d = gelu_grad(x.values, approx)
+            check_grad(lambda t: gelu(t, approx), x.values, dy.values, d * dy.values)
+            add("nn.gelu_grad", "%s_%s" % (name, approx), [x, dy], [T(dtype, d * dy.values)],
+                attrs={"approximate": approx})
+    for name, dtype, shape, lo, hi in [("f32", "f32", [3, 37], -8, 8),
+                                       ("f32_extremes", "f32", [2, 3], -90, 90),
+                                       ("f16", "f16", [5, 3], -4, 4)]:
+        x, dy = randt(dtype, shape, lo, hi), randt(dtype, shape)
+        d = silu_grad(x.values) * dy.values
+        if "extremes" not in name:
+            check_grad(lambda t: t * sigmoid(t), x.values, dy.values, d)
+        add("nn.silu_grad", name, [x, dy], [T(dtype, d)])
+
+    def ln_grad(x, dy, w, eps):
+        g = dy * w if w is not None else dy
+        mean = x.mean(-1, keepdims=True)
+        inv = 1 / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + eps)
+        xhat = (x - mean) * inv
+        return inv * (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True))
+
+    def rms_grad(x, dy, w, eps):
+        g = dy * w if w is not None else dy
+        inv = 1 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+        xhat = x * inv
+        return inv * (g - xhat * (g * xhat).mean(-1, keepdims=True))
+
+    for kernel, fwd, grad, eps in (("nn.layer_norm_grad",
+                                    lambda x, w, e: layer_norm(x, w, None, e), ln_grad, 1e-5),
+                                   ("nn.rms_norm_grad", rms_norm, rms_grad, 1e-6)):
+        for name, dtype, shape, has_w in [("f32_weight", "f32", [2, 3, 37], True),
+                                          ("f32_plain", "f32", [4, 8], False),
+                                          ("f32_d1", "f32", [3, 1], True),
+                                          ("bf16_weight", "bf16", [2, 64], True)]:
+            x, dy = randt(dtype, shape), randt(dtype, shape)
+            w = randt(dtype, [shape[-1]], 0.5, 1.5) if has_w else None
+            wv = w.values if w is not None else None
+            dx = grad(x.values, dy.values, wv, eps)
+            check_grad(lambda t: fwd(t, wv, eps), x.values, dy.values, dx, tol=1e-5)
+            add(kernel, name, [t for t in (x, dy, w) if t is not None], [T(dtype, dx)],
+                attrs={"epsilon": eps, "has_weight": int(has_w)})
+
+    def scatter_rows(ids, dy, rows, start=0, skip_outside=False):
+        out = np.zeros((rows, dy.shape[-1]))
+        for i, g in zip(np.ravel(ids), dy.reshape(-1, dy.shape[-1])):
+            r = int(i) - start
+            if 0 <= r < rows:
+                out[r] += g
+            else:
+                assert skip_outside
+        return out
+    ids = T("i64", [[1, 9, 1], [0, 1, 9]])
+    dy = randt("f32", [2, 3, 4])
+    add("nn.embedding_grad", "f32_repeated_ids", [ids, dy],
+        [T("f32", scatter_rows(ids.values, dy.values, 10))], attrs={"num_embeddings": 10})
+    ids = T("i32", [[0, 6, 7, 8, 9, 7, 2, 8, 6, 6]])
+    dy = randt("f32", [1, 10, 5])
+    add("nn.embedding_grad", "f32_vocab_block_skips_others", [ids, dy],
+        [T("f32", scatter_rows(ids.values, dy.values, 3, start=6, skip_outside=True))],
+        attrs={"num_embeddings": 3, "vocab_start": 6})
+    ids = T("i64", [3, 3, 3, 0])
+    dy = randt("bf16", [4, 7])
+    add("nn.embedding_grad", "bf16_rows_without_ids_are_zero", [ids, dy],
+        [T("bf16", scatter_rows(ids.values, dy.values, 5))])
+
+    def gather_grad(name, idx, dy, axis, size, dtype="f32"):
+        shape = list(dy.values.shape[:axis]) + [size] + \
+            list(dy.values.shape[axis + idx.values.ndim:])
+        out = np.zeros(shape)
+        res = np.where(idx.values < 0, idx.values + size, idx.values)
+        moved = np.moveaxis(out, axis, 0)
+        flat_dy = dy.values.reshape(dy.values.shape[:axis] + (-1,) +
+                                    dy.values.shape[axis + idx.values.ndim:])
+        flat_dy = np.moveaxis(flat_dy, axis, 0)
+        for p, target in enumerate(np.ravel(res)):
+            moved[target] += flat_dy[p]
+        add("nn.gather_grad", name, [idx, dy], [T(dtype, out)],
+            attrs={"axis": axis, "axis_size": size})
+    gather_grad("f32_axis1_repeats_negative", T("i32", [5, -1, 0, 5]), randt("f32", [3, 4]), 1, 6)
+    gather_grad("f32_axis0_2d_indices", T("i64", [[0, 6], [3, 0]]), randt("f32", [2, 2, 3]), 0, 7)
+    gather_grad("bf16_last_axis", T("i64", [2, 2, 2]), randt("bf16", [2, 3]), 1, 3, "bf16")
+
+
+def kernel_names():
+    # Kernels.def is generated by the build (loom-tblgen, from the nn ODS):
+    # read it from the build directory, LOOM_BUILD_DIR or ./build.
+    build = os.environ.get("LOOM_BUILD_DIR", os.path.join(ROOT, "build"))
+    path = os.path.join(build, "runtime", "abi", "Kernels.def")
+    if not os.path.exists(path):
+        sys.exit("make_cases.py: %s not found: build Loom first (or set LOOM_BUILD_DIR)" % path)
+    with open(path) as f:
+        return re.findall(r'^LOOM_KERNEL\("([^"]+)"', f.read(), re.M)
+
+
+def main():
+    gen_unary()
+    gen_binary()
+    gen_compare_where_cast()
+    gen_dropout_iota()
+    gen_matmul()
+    gen_scaled_matmul()
+    layer_norm, rms_norm = gen_reduce()
+    gen_rope()
+    gen_attention()
+    gen_data_movement()
+    gen_losses()
+    gen_optimizer()
+    gen_backward(layer_norm, rms_norm)
+    names = kernel_names()
+    missing = [k for k in names if k not in CASES]
+    extra = [k for k in CASES if k not in names]
+    if missing or extra:
+        sys.exit("kernels without cases: %s; cases of unknown kernels: %s" % (missing, extra))
+    os.makedirs(OUT_DIR, exist_ok=True)
+    for old in os.listdir(OUT_DIR):
+        if old.endswith(".json"):
+            os.remove(os.path.join(OUT_DIR, old))
+    total = 0
+    for kernel in names:
+        with open(os.path.join(OUT_DIR, kernel + ".json"), "w") as f:
+            json.dump({"kernel": kernel, "cases": CASES[kernel]}, f, indent=1)
+            f.write("\n")
+        total += len(CASES[kernel])
+    print("wrote %d cases of %d kernels to %s" % (total, len(names), OUT_DIR))
+
+
+if __name__ == "__main__":
+    main()
