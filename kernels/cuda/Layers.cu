@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/KernelSupport.h"
 #include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/CudnnAttention.h"
 #include "kernels/cuda/FlashAttention.cuh"
 
 #include <cuda_bf16.h>
@@ -1807,6 +1808,26 @@ FlashAttnArgs makeFlashArgs(const AttnShape &s, const Tensor &q, const Tensor &k
   return a;
 }
 
+/// cuDNN's fused attention (CudnnAttention.cpp) for bf16/f16; it declines
+/// (false) when it cannot or should not run, and the kernels below run.
+CudnnAttnArgs makeCudnnArgs(const AttnShape &s, const Tensor &q, const Tensor &k,
+                            const Tensor &v) {
+  CudnnAttnArgs a;
+  a.q = q.data;
+  a.k = k.data;
+  a.v = v.data;
+  a.batch = s.batch;
+  a.qHeads = s.qHeads;
+  a.kvHeads = s.kvHeads;
+  a.seq = s.seq;
+  a.kvSeq = s.kvSeq;
+  a.headDim = s.headDim;
+  a.valueDim = s.valueDim;
+  a.causal = s.causal;
+  a.scale = s.scale;
+  return a;
+}
+
 llvm::Error launchAttention(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 1));
   const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
@@ -1819,6 +1840,13 @@ llvm::Error launchAttention(const KernelCall &call) {
   if (out.shape != expected)
     return kernelError("output shape " + shapeToString(out.shape) + " should be " +
                        shapeToString(expected));
+  {
+    CudnnAttnArgs c = makeCudnnArgs(s, q, k, v);
+    c.out = out.data;
+    LOOM_ASSIGN_OR_RETURN(bool ranOnCudnn, cudnnAttentionForward(q.dtype, c, call.ctx.stream));
+    if (ranOnCudnn)
+      return llvm::Error::success();
+  }
   if (flashAttentionApplies(q.dtype, s.headDim, s.valueDim, s.seq, s.kvSeq,
                             {q.data, k.data, v.data, out.data}) &&
       s.batch * s.qHeads > 0) {
@@ -1883,6 +1911,16 @@ llvm::Error launchAttentionGrad(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkSameShape(dq, "query grad", q, "query"));
   LOOM_RETURN_IF_ERROR(checkSameShape(dk, "key grad", k, "key"));
   LOOM_RETURN_IF_ERROR(checkSameShape(dv, "value grad", v, "value"));
+  {
+    CudnnAttnArgs c = makeCudnnArgs(s, q, k, v);
+    c.dout = dOut.data;
+    c.dq = dq.data;
+    c.dk = dk.data;
+    c.dv = dv.data;
+    LOOM_ASSIGN_OR_RETURN(bool ranOnCudnn, cudnnAttentionBackward(q.dtype, c, call.ctx.stream));
+    if (ranOnCudnn)
+      return llvm::Error::success();
+  }
   AttnParams p = makeAttnParams(s);
   p.q = q.data;
   p.k = k.data;
