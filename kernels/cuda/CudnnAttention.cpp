@@ -127,11 +127,12 @@ const CudnnApi &api() {
     CudnnApi a;
     std::vector<std::string> candidates;
     if (const char *env = std::getenv("LOOM_CUDNN_LIBRARY"); env && *env)
-      candidates.push_back(env);
-    for (const char *name : {"libcudnn.so.9", "libcudnn.so", "/usr/local/cuda/lib64/libcudnn.so.9",
-                             "/usr/local/cuda/lib/libcudnn.so.9",
-                             "/usr/lib/x86_64-linux-gnu/libcudnn.so.9"})
-      candidates.push_back(name);
+      candidates.push_back(env); // that file alone
+    else
+      for (const char *name : {"libcudnn.so.9", "libcudnn.so", "/usr/local/cuda/lib64/libcudnn.so.9",
+                               "/usr/local/cuda/lib/libcudnn.so.9",
+                               "/usr/lib/x86_64-linux-gnu/libcudnn.so.9"})
+        candidates.push_back(name);
     void *lib = nullptr;
     std::string tried, loadedName;
     for (const std::string &name : candidates) {

@@ -12,7 +12,8 @@
 // LOOM_ATTENTION=loom | cudnn | auto (the default) picks the path: `loom`
 // never touches cuDNN; `cudnn` makes a bf16/f16 problem that cuDNN cannot run
 // an error instead of a fallback (for benchmarks). f32 always runs Loom's
-// kernels. LOOM_CUDNN_LIBRARY names the library file to load first.
+// kernels. LOOM_CUDNN_LIBRARY names the one library file to load (instead
+// of libcudnn.so.9 on the loader's path and the CUDA install's).
 //
 // Grouped-query attention is native: K/V keep their Hkv heads (cuDNN's
 // matmuls broadcast the head dimension) and dK/dV are reduced over the query
