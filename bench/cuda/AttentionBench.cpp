@@ -5,7 +5,7 @@
 // then forward and backward TFLOP/s at the Llama shapes. Prints a table; run
 // it on the GPU machine (docs/performance.md gives the command).
 //
-//   loom-attention-bench [--iterations N] [--check-only] [--auto-only]
+//   loom-attention-bench [--iterations N] [--check-only] [--auto-only] [--capture-only]
 
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/CudnnAttention.h"
@@ -32,6 +32,10 @@ cl::opt<bool> autoOnly("auto-only",
                        cl::desc("run one problem twice on the default path (LOOM_ATTENTION) and "
                                 "stop: shows the fallback where cuDNN cannot load"),
                        cl::init(false));
+cl::opt<bool> captureOnly("capture-only",
+                          cl::desc("first use of a shape inside a CUDA-graph capture, replayed, "
+                                   "against Loom's kernel; then stop"),
+                          cl::init(false));
 
 [[noreturn]] void die(const std::string &message) {
   llvm::errs() << "loom-attention-bench: error: " << message << "\n";
@@ -184,6 +188,37 @@ int main(int argc, char **argv) {
     llvm::outs() << "default path on " << p.label() << ", twice: ran; against Loom's kernel out "
                  << llvm::format("%.2e", relError(out, download(b.out))) << ", dq "
                  << llvm::format("%.2e", relError(dq, download(b.dq))) << "\n";
+    return 0;
+  }
+
+  if (captureOnly) {
+    Problem p{1, 8, 2, 777, 777, 64, true}; // a shape no plan exists for yet
+    Buffers b(p);
+    cuda::setAttentionPath(cuda::AttentionPath::Cudnn);
+    if (cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+      die("cudaStreamBeginCapture");
+    runForward(p, b, ctx);
+    runBackward(p, b, ctx);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t st = cudaStreamEndCapture(ctx.stream, &graph);
+    if (st == cudaSuccess)
+      st = cudaGraphInstantiate(&exec, graph, 0);
+    if (st == cudaSuccess)
+      st = cudaGraphLaunch(exec, ctx.stream);
+    if (st == cudaSuccess)
+      st = cudaStreamSynchronize(ctx.stream);
+    if (st != cudaSuccess)
+      die(std::string("capture and replay: ") + cudaGetErrorString(st));
+    auto out = download(b.out), dq = download(b.dq), dk = download(b.dk);
+    cuda::setAttentionPath(cuda::AttentionPath::Loom);
+    runForward(p, b, ctx);
+    runBackward(p, b, ctx);
+    cudaStreamSynchronize(ctx.stream);
+    llvm::outs() << "captured on first use and replayed, " << p.label()
+                 << ": against Loom's kernel out " << llvm::format("%.2e", relError(out, download(b.out)))
+                 << ", dq " << llvm::format("%.2e", relError(dq, download(b.dq))) << ", dk "
+                 << llvm::format("%.2e", relError(dk, download(b.dk))) << "\n";
     return 0;
   }
 

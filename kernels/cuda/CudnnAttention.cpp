@@ -575,6 +575,19 @@ void makePlan(GraphBuilder &g, cudnnHandle_t handle, Plan &p) {
 
 // --- per-thread state: handle and plans ------------------------------------
 
+/// Relaxes this thread's stream-capture mode while cuDNN sets up (handle,
+/// heuristics, plan finalization may allocate or load modules), so a first
+/// use inside a CUDA-graph capture does not invalidate it. Loom runs a step
+/// eagerly before capturing, so this is a safeguard.
+class RelaxedCapture {
+public:
+  RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode); }
+  ~RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode); }
+
+private:
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+};
+
 struct DeviceState {
   cudnnHandle_t handle = nullptr;
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
@@ -588,6 +601,7 @@ llvm::Expected<DeviceState *> deviceState(int device) {
   thread_local std::map<int, DeviceState *> states;
   DeviceState *&state = states[device];
   if (!state) {
+    RelaxedCapture relaxed;
     auto fresh = std::make_unique<DeviceState>();
     cudnnStatus_t st = api().create(&fresh->handle);
     if (st != CUDNN_STATUS_SUCCESS)
@@ -606,6 +620,7 @@ llvm::Expected<const Plan *> getPlan(const PlanKey &key, cudaStream_t stream) {
   auto it = state.plans.find(key);
   if (it != state.plans.end())
     return it->second.get();
+  RelaxedCapture relaxed;
   auto plan = std::make_unique<Plan>();
   double scale;
   std::memcpy(&scale, &key.scaleBits, sizeof scale);
