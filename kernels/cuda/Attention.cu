@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/DeviceSupport.cuh"
 #include "kernels/cpu/OperandChecks.h"
+#include "kernels/cuda/CudnnAttention.h"
 #include "kernels/cuda/FlashAttention.cuh"
 
 #include <algorithm>
@@ -656,11 +657,38 @@ FlashAttnArgs makeFlashArgs(const AttnShape &s, const Tensor &q, const Tensor &k
   return a;
 }
 
+/// cuDNN's fused attention (CudnnAttention.cpp) for bf16/f16; it declines
+/// (false) when it cannot or should not run, and Loom's kernels run.
+CudnnAttnArgs makeCudnnArgs(const AttnShape &s, const Tensor &q, const Tensor &k,
+                            const Tensor &v) {
+  CudnnAttnArgs a;
+  a.q = q.data;
+  a.k = k.data;
+  a.v = v.data;
+  a.batch = s.batch;
+  a.qHeads = s.qHeads;
+  a.kvHeads = s.kvHeads;
+  a.seq = s.seq;
+  a.kvSeq = s.kvSeq;
+  a.headDim = s.headDim;
+  a.valueDim = s.valueDim;
+  a.causal = s.causal;
+  a.scale = s.scale;
+  return a;
+}
+
 llvm::Error launchAttention(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 1, 1));
   const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
   const Tensor &out = call.outputs[0];
   LOOM_ASSIGN_OR_RETURN(AttnShape s, cpu::detail::checkAttention(q, k, v, out, call.attrs));
+  {
+    CudnnAttnArgs c = makeCudnnArgs(s, q, k, v);
+    c.out = out.data;
+    LOOM_ASSIGN_OR_RETURN(bool ranOnCudnn, cudnnAttentionForward(q.dtype, c, call.ctx.stream));
+    if (ranOnCudnn)
+      return llvm::Error::success();
+  }
   LOOM_RETURN_IF_ERROR(checkSimtLimits(s));
   if (flashAttentionApplies(q.dtype, s.headDim, s.valueDim, s.seq, s.kvSeq,
                             {q.data, k.data, v.data, out.data}) &&
@@ -716,6 +744,16 @@ llvm::Error launchAttentionGrad(const KernelCall &call) {
   const Tensor &dq = call.outputs[0], &dk = call.outputs[1], &dv = call.outputs[2];
   LOOM_ASSIGN_OR_RETURN(AttnShape s,
                         cpu::detail::checkAttentionGrad(call.inputs, call.outputs, call.attrs));
+  {
+    CudnnAttnArgs c = makeCudnnArgs(s, q, k, v);
+    c.dout = dOut.data;
+    c.dq = dq.data;
+    c.dk = dk.data;
+    c.dv = dv.data;
+    LOOM_ASSIGN_OR_RETURN(bool ranOnCudnn, cudnnAttentionBackward(q.dtype, c, call.ctx.stream));
+    if (ranOnCudnn)
+      return llvm::Error::success();
+  }
   LOOM_RETURN_IF_ERROR(checkSimtLimits(s));
   AttnParams p = makeAttnParams(s);
   p.q = q.data;

@@ -636,7 +636,7 @@ def gen_reduce():
     ln("f32_offset_mean", "f32", [3, 16], True, True, 1e-5, offset=1000.0)
     ln("bf16", "bf16", [3, 64], True, True, 1e-5)
     ln("f64", "f64", [2, 7], True, True, 1e-12,
-       unsupported={"cuda": "the CUDA norms (Layers.cu) take f32, bf16 and f16"})
+       unsupported={"cuda": "the CUDA norms (Normalization.cu) take f32, bf16 and f16"})
 
     def rms(name, dtype, shape, has_w, eps, **kw):
         x = randt(dtype, shape)

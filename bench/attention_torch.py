@@ -1,0 +1,64 @@
+"""PyTorch's scaled_dot_product_attention at the shapes loom-attention-bench
+times (bench/cuda/AttentionBench.cpp), on its cuDNN and flash backends:
+forward and backward milliseconds and TFLOP/s (backward FLOPs = 2.5 x
+forward; causal counts half the scores). Run on the GPU machine beside
+loom-attention-bench; docs/performance.md gives the command and figures.
+
+    python3 bench/attention_torch.py [--iterations 20]
+"""
+import argparse
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def time_ms(fn, iterations):
+    for _ in range(3):
+        fn()
+    start = torch.cuda.Event(enable_timing=True)
+    stop = torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iterations):
+        fn()
+    stop.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(stop) / iterations
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--iterations", type=int, default=20)
+    args = parser.parse_args()
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
+          f"cuDNN {torch.backends.cudnn.version()}")
+    print(f"{'problem':34s} {'backend':7s} {'fwd (ms)':>10s} {'fwd TF/s':>9s} "
+          f"{'bwd (ms)':>10s} {'bwd TF/s':>9s}")
+    for b, hq, hkv, s, d in [(4, 16, 16, 2048, 128), (1, 32, 8, 8192, 128)]:
+        label = f"[{b},{hq}q/{hkv}kv,{s},{d}] causal bf16"
+        flops = 4.0 * b * hq * s * s * d * 0.5
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        q = torch.randn(b, hq, s, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        k = torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        v = torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        dout = torch.randn(b, hq, s, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        for name, backend in [("cudnn", SDPBackend.CUDNN_ATTENTION),
+                              ("flash", SDPBackend.FLASH_ATTENTION)]:
+            qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+            try:
+                with sdpa_kernel(backend):
+                    gqa = hq != hkv
+                    fwd = lambda: F.scaled_dot_product_attention(qq, kk, vv, is_causal=True,
+                                                                 enable_gqa=gqa)
+                    f = time_ms(fwd, args.iterations)
+                    out = fwd()
+                    bwd = lambda: torch.autograd.grad(out, (qq, kk, vv), dout, retain_graph=True)
+                    g = time_ms(bwd, args.iterations)
+                print(f"{label:34s} {name:7s} {f:10.3f} {flops / f / 1e9:9.0f} "
+                      f"{g:10.3f} {2.5 * flops / g / 1e9:9.0f}")
+            except Exception as e:  # a backend that does not take the problem
+                print(f"{label:34s} {name:7s} unavailable: {str(e).splitlines()[0][:100]}")
+
+
+if __name__ == "__main__":
+    main()

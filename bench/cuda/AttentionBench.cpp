@@ -1,0 +1,303 @@
+// loom-attention-bench: nn.attention and nn.attention_grad on cuDNN's fused
+// attention (kernels/cuda/CudnnAttention.cpp) beside Loom's own kernels
+// (FlashAttention.cu): first each path's results against the other's on
+// grouped and plain heads, causal or not, odd lengths, head dims 64 and 128;
+// then forward and backward TFLOP/s at the Llama shapes. Prints a table; run
+// it on the GPU machine (docs/performance.md gives the command).
+//
+//   loom-attention-bench [--iterations N] [--check-only] [--auto-only] [--capture-only]
+
+#include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/CudnnAttention.h"
+#include "runtime/support/FloatTypes.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+using namespace loom;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::opt<int> iterations("iterations", cl::desc("timed launches per case"), cl::init(20));
+cl::opt<bool> checkOnly("check-only", cl::desc("only compare the two paths"), cl::init(false));
+cl::opt<bool> autoOnly("auto-only",
+                       cl::desc("run one problem twice on the default path (LOOM_ATTENTION) and "
+                                "stop: shows the fallback where cuDNN cannot load"),
+                       cl::init(false));
+cl::opt<bool> captureOnly("capture-only",
+                          cl::desc("first use of a shape inside a CUDA-graph capture, replayed, "
+                                   "against Loom's kernel; then stop"),
+                          cl::init(false));
+
+[[noreturn]] void die(const std::string &message) {
+  llvm::errs() << "loom-attention-bench: error: " << message << "\n";
+  std::exit(1);
+}
+
+struct DeviceBuffer {
+  cpu::Tensor tensor;
+  size_t bytes = 0;
+};
+
+DeviceBuffer make(DType dtype, std::vector<int64_t> shape, uint32_t seed, bool random = true) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  size_t bytes = size_t(n) * dtypeSize(dtype);
+  std::vector<uint8_t> host(bytes);
+  if (random) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+    for (int64_t i = 0; i < n; ++i)
+      storeFromDouble(host.data(), dtype, i, uniform(rng));
+  }
+  void *device = nullptr;
+  if (cudaMalloc(&device, std::max<size_t>(bytes, 1)) != cudaSuccess)
+    die("cudaMalloc failed");
+  cudaMemcpy(device, host.data(), bytes, cudaMemcpyHostToDevice);
+  return {{device, dtype, shape}, bytes};
+}
+
+std::vector<double> download(const DeviceBuffer &b) {
+  std::vector<uint8_t> host(b.bytes);
+  cudaMemcpy(host.data(), b.tensor.data, b.bytes, cudaMemcpyDeviceToHost);
+  int64_t n = int64_t(b.bytes / dtypeSize(b.tensor.dtype));
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    out[size_t(i)] = loadAsDouble(host.data(), b.tensor.dtype, i);
+  return out;
+}
+
+struct Problem {
+  int64_t b, hq, hkv, s, skv, d;
+  bool causal;
+  DType dtype = DType::BF16;
+  std::string label() const {
+    std::string r = "[" + std::to_string(b) + "," + std::to_string(hq) + "q/" + std::to_string(hkv) +
+                    "kv," + std::to_string(s) + (skv != s ? "x" + std::to_string(skv) : "") + "," +
+                    std::to_string(d) + "]" + (causal ? " causal" : "") +
+                    (dtype == DType::F16 ? " f16" : " bf16");
+    return r;
+  }
+  double fwdFlops() const { return 4.0 * b * hq * s * skv * d * (causal ? 0.5 : 1.0); }
+};
+
+struct Buffers {
+  DeviceBuffer q, k, v, dout, out, dq, dk, dv;
+  explicit Buffers(const Problem &p)
+      : q(make(p.dtype, {p.b, p.hq, p.s, p.d}, 1)), k(make(p.dtype, {p.b, p.hkv, p.skv, p.d}, 2)),
+        v(make(p.dtype, {p.b, p.hkv, p.skv, p.d}, 3)), dout(make(p.dtype, {p.b, p.hq, p.s, p.d}, 4)),
+        out(make(p.dtype, {p.b, p.hq, p.s, p.d}, 0, false)),
+        dq(make(p.dtype, {p.b, p.hq, p.s, p.d}, 0, false)),
+        dk(make(p.dtype, {p.b, p.hkv, p.skv, p.d}, 0, false)),
+        dv(make(p.dtype, {p.b, p.hkv, p.skv, p.d}, 0, false)) {}
+  ~Buffers() {
+    for (DeviceBuffer *b : {&q, &k, &v, &dout, &out, &dq, &dk, &dv})
+      cudaFree(b->tensor.data);
+  }
+};
+
+cpu::KernelAttrs attrsOf(const Problem &p) {
+  cpu::KernelAttrs a;
+  a.set("causal", int64_t(p.causal)).set("scale", 1.0 / std::sqrt(double(p.d)));
+  return a;
+}
+
+void runForward(const Problem &p, Buffers &b, const cuda::LaunchContext &ctx) {
+  if (llvm::Error err = cuda::launchKernel("nn.attention", {b.q.tensor, b.k.tensor, b.v.tensor},
+                                           {b.out.tensor}, attrsOf(p), ctx))
+    die(llvm::toString(std::move(err)));
+}
+
+void runBackward(const Problem &p, Buffers &b, const cuda::LaunchContext &ctx) {
+  if (llvm::Error err = cuda::launchKernel(
+          "nn.attention_grad", {b.q.tensor, b.k.tensor, b.v.tensor, b.dout.tensor},
+          {b.dq.tensor, b.dk.tensor, b.dv.tensor}, attrsOf(p), ctx))
+    die(llvm::toString(std::move(err)));
+}
+
+/// max |a - b| / max |b|.
+double relError(const std::vector<double> &a, const std::vector<double> &b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]))
+      return INFINITY;
+    diff = std::max(diff, std::fabs(a[i] - b[i]));
+    scale = std::max(scale, std::fabs(b[i]));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+double timeMs(const std::function<void()> &fn, cudaStream_t stream) {
+  for (int i = 0; i < 3; ++i)
+    fn();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start, stream);
+  for (int i = 0; i < iterations; ++i)
+    fn();
+  cudaEventRecord(stop, stream);
+  if (cudaEventSynchronize(stop) != cudaSuccess)
+    die("a timed launch failed");
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms / iterations;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  cl::ParseCommandLineOptions(argc, argv, "loom-attention-bench: cuDNN attention beside Loom's\n");
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
+    die("no CUDA device");
+  cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, 0);
+  std::string why;
+  bool have = cuda::cudnnAvailable(&why);
+  llvm::outs() << "device: " << prop.name << "\ncuDNN: " << (have ? "" : "UNAVAILABLE: ") << why
+               << "\n";
+  cuda::LaunchContext ctx;
+  cudaStreamCreate(&ctx.stream);
+
+  if (autoOnly) {
+    Problem p{1, 8, 2, 1000, 1000, 128, true};
+    Buffers b(p);
+    for (int i = 0; i < 2; ++i) {
+      runForward(p, b, ctx);
+      runBackward(p, b, ctx);
+    }
+    if (cudaStreamSynchronize(ctx.stream) != cudaSuccess)
+      die("the default path faulted");
+    auto out = download(b.out), dq = download(b.dq);
+    cuda::setAttentionPath(cuda::AttentionPath::Loom);
+    runForward(p, b, ctx);
+    runBackward(p, b, ctx);
+    cudaStreamSynchronize(ctx.stream);
+    llvm::outs() << "default path on " << p.label() << ", twice: ran; against Loom's kernel out "
+                 << llvm::format("%.2e", relError(out, download(b.out))) << ", dq "
+                 << llvm::format("%.2e", relError(dq, download(b.dq))) << "\n";
+    return 0;
+  }
+
+  if (captureOnly) {
+    Problem p{1, 8, 2, 777, 777, 64, true}; // a shape no plan exists for yet
+    Buffers b(p);
+    cuda::setAttentionPath(cuda::AttentionPath::Cudnn);
+    if (cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+      die("cudaStreamBeginCapture");
+    runForward(p, b, ctx);
+    runBackward(p, b, ctx);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t st = cudaStreamEndCapture(ctx.stream, &graph);
+    if (st == cudaSuccess)
+      st = cudaGraphInstantiate(&exec, graph, 0);
+    if (st == cudaSuccess)
+      st = cudaGraphLaunch(exec, ctx.stream);
+    if (st == cudaSuccess)
+      st = cudaStreamSynchronize(ctx.stream);
+    if (st != cudaSuccess)
+      die(std::string("capture and replay: ") + cudaGetErrorString(st));
+    auto out = download(b.out), dq = download(b.dq), dk = download(b.dk);
+    cuda::setAttentionPath(cuda::AttentionPath::Loom);
+    runForward(p, b, ctx);
+    runBackward(p, b, ctx);
+    cudaStreamSynchronize(ctx.stream);
+    llvm::outs() << "captured on first use and replayed, " << p.label()
+                 << ": against Loom's kernel out " << llvm::format("%.2e", relError(out, download(b.out)))
+                 << ", dq " << llvm::format("%.2e", relError(dq, download(b.dq))) << ", dk "
+                 << llvm::format("%.2e", relError(dk, download(b.dk))) << "\n";
+    return 0;
+  }
+
+  // --- agreement of the two paths ---
+  std::vector<Problem> checks = {
+      {1, 32, 8, 1000, 1000, 128, true},  {1, 32, 8, 1000, 1000, 128, false},
+      {2, 16, 16, 1000, 1000, 64, true},  {2, 16, 16, 1000, 1000, 64, false},
+      {1, 8, 2, 1000, 1000, 64, true},    {2, 16, 16, 1024, 1024, 128, true},
+      {1, 8, 8, 300, 1000, 128, true},    {1, 8, 8, 300, 1000, 64, false},
+      {1, 32, 8, 1000, 1000, 128, true, DType::F16},
+  };
+  llvm::outs() << "\ncheck (cuDNN against Loom's kernel: max|diff| / max|loom|)\n"
+               << "problem                                  out        dq        dk        dv  verdict\n";
+  bool allPass = true;
+  for (const Problem &p : checks) {
+    Buffers b(p);
+    cuda::setAttentionPath(cuda::AttentionPath::Loom);
+    runForward(p, b, ctx);
+    runBackward(p, b, ctx);
+    cudaStreamSynchronize(ctx.stream);
+    auto refOut = download(b.out), refDq = download(b.dq), refDk = download(b.dk),
+         refDv = download(b.dv);
+    cuda::setAttentionPath(cuda::AttentionPath::Cudnn);
+    cudaMemset(b.out.tensor.data, 0, b.out.bytes);
+    cudaMemset(b.dq.tensor.data, 0, b.dq.bytes);
+    cudaMemset(b.dk.tensor.data, 0, b.dk.bytes);
+    cudaMemset(b.dv.tensor.data, 0, b.dv.bytes);
+    llvm::Error err = llvm::Error::success();
+    {
+      cpu::KernelAttrs a = attrsOf(p);
+      err = cuda::launchKernel("nn.attention", {b.q.tensor, b.k.tensor, b.v.tensor}, {b.out.tensor},
+                               a, ctx);
+      if (!err)
+        err = cuda::launchKernel("nn.attention_grad",
+                                 {b.q.tensor, b.k.tensor, b.v.tensor, b.dout.tensor},
+                                 {b.dq.tensor, b.dk.tensor, b.dv.tensor}, a, ctx);
+      if (!err && cudaStreamSynchronize(ctx.stream) != cudaSuccess)
+        die("the cuDNN path faulted on " + p.label());
+    }
+    if (err) {
+      llvm::outs() << llvm::format("%-34s ", p.label().c_str()) << "cuDNN declined: "
+                   << llvm::toString(std::move(err)) << "\n";
+      allPass = false;
+      continue;
+    }
+    double e[4] = {relError(download(b.out), refOut), relError(download(b.dq), refDq),
+                   relError(download(b.dk), refDk), relError(download(b.dv), refDv)};
+    bool pass = true;
+    for (double x : e)
+      pass &= x < 2e-2;
+    allPass &= pass;
+    llvm::outs() << llvm::format("%-34s %9.2e %9.2e %9.2e %9.2e  %s\n", p.label().c_str(), e[0],
+                                 e[1], e[2], e[3], static_cast<const char *>(pass ? "PASS" : "FAIL"));
+  }
+  llvm::outs() << (allPass ? "all checks pass\n" : "SOME CHECKS FAILED\n");
+  if (checkOnly)
+    return allPass ? 0 : 1;
+
+  // --- timings ---
+  std::vector<Problem> timed = {{4, 16, 16, 2048, 2048, 128, true}, {1, 32, 8, 8192, 8192, 128, true}};
+  llvm::outs() << "\ntiming (" << iterations.getValue()
+               << " launches each; backward FLOPs = 2.5 x forward; Loom's and cuDNN's "
+                  "nn.attention_grad both recompute the forward inside)\n"
+               << "problem                            path     fwd (ms)  fwd TF/s   bwd (ms)  bwd TF/s\n";
+  for (const Problem &p : timed) {
+    Buffers b(p);
+    for (auto [path, name] : {std::pair{cuda::AttentionPath::Loom, "loom"},
+                              std::pair{cuda::AttentionPath::Cudnn, "cudnn"}}) {
+      cuda::setAttentionPath(path);
+      double f = timeMs([&] { runForward(p, b, ctx); }, ctx.stream);
+      double g = timeMs([&] { runBackward(p, b, ctx); }, ctx.stream);
+      llvm::outs() << llvm::format("%-34s %-6s %10.3f %9.0f %10.3f %9.0f\n", p.label().c_str(),
+                                   static_cast<const char *>(name),
+                                   f, p.fwdFlops() / f / 1e9, g, 2.5 * p.fwdFlops() / g / 1e9);
+      if (path == cuda::AttentionPath::Cudnn)
+        llvm::outs() << llvm::format("%-34s %-6s %10s %9s %10.3f %9.0f   (bwd minus one fwd)\n",
+                                     static_cast<const char *>(""), static_cast<const char *>("cudnn"),
+                                     static_cast<const char *>(""), static_cast<const char *>(""), g - f, 2.5 * p.fwdFlops() / (g - f) / 1e9);
+    }
+  }
+  return allPass ? 0 : 1;
+}

@@ -1,0 +1,72 @@
+#ifndef LOOM_KERNELS_CUDA_CUDNNATTENTION_H
+#define LOOM_KERNELS_CUDA_CUDNNATTENTION_H
+
+// cuDNN's fused attention (flash-style SDPA) for nn.attention and
+// nn.attention_grad in bf16/f16, reached through cuDNN 9's C backend API
+// (operation graphs of matmul, pointwise, reduction and reshape operations
+// that cuDNN's runtime-fusion engines recognize as attention). libcudnn is
+// loaded at run time (dlopen): where it is missing, too old or cannot run a
+// shape, Loom says so once on stderr and its own kernels
+// (FlashAttention.cu, Attention.cu) run instead; nothing crashes.
+//
+// LOOM_ATTENTION=loom | cudnn | auto (the default) picks the path: `loom`
+// never touches cuDNN; `cudnn` makes a bf16/f16 problem that cuDNN cannot run
+// an error instead of a fallback (for benchmarks). f32 always runs Loom's
+// kernels. LOOM_CUDNN_LIBRARY names the one library file to load (instead
+// of libcudnn.so.9 on the loader's path and the CUDA install's).
+//
+// Grouped-query attention is native: K/V keep their Hkv heads (cuDNN's
+// matmuls broadcast the head dimension) and dK/dV are reduced over the query
+// heads that share them inside the graph; repeated K/V never exist.
+//
+// The backward graph needs the forward's output O and its softmax statistics
+// (logsumexp per query row). nn.attention_grad receives only q, k, v and dO,
+// so it reruns the forward graph (with statistics) into scratch memory first,
+// then runs the backward graph: one extra forward per backward.
+
+#include "runtime/abi/DType.h"
+
+#include <cuda_runtime.h>
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+namespace loom::cuda {
+
+enum class AttentionPath { Auto, Loom, Cudnn };
+
+/// The path LOOM_ATTENTION asks for (read once), or what setAttentionPath set.
+AttentionPath attentionPath();
+/// Overrides LOOM_ATTENTION for the process (benchmarks and tests).
+void setAttentionPath(AttentionPath path);
+
+/// Whether libcudnn could be loaded (tries once); `why` gets the reason when
+/// it could not, or the loaded library and version when it could.
+bool cudnnAvailable(std::string *why = nullptr);
+
+struct CudnnAttnArgs {
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
+  void *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  int64_t batch = 0, qHeads = 0, kvHeads = 0, seq = 0, kvSeq = 0, headDim = 0, valueDim = 0;
+  bool causal = false;
+  double scale = 1.0;
+};
+
+/// out = softmax(scale q k^T [causal mask aligned to the end]) v through
+/// cuDNN. Returns false (and runs nothing) when cuDNN is not to be used for
+/// this problem: f32, LOOM_ATTENTION=loom, no usable libcudnn, or a shape
+/// cuDNN has no engine for; the caller then runs Loom's kernel.
+llvm::Expected<bool> cudnnAttentionForward(DType dtype, const CudnnAttnArgs &args,
+                                           cudaStream_t stream);
+
+/// dq, dk, dv from q, k, v, dout (the forward recomputed with statistics
+/// first). Returns false as cudnnAttentionForward does.
+llvm::Expected<bool> cudnnAttentionBackward(DType dtype, const CudnnAttnArgs &args,
+                                            cudaStream_t stream);
+
+} // namespace loom::cuda
+
+#endif
