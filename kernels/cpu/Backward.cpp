@@ -46,7 +46,7 @@ template <typename T> T activationDerivative(Activation activation, T x) {
 llvm::Error runActivationGrad(const KernelCall &call) {
   const Tensor &x = call.inputs[0], &dy = call.inputs[1], &out = call.outputs[0];
   LOOM_ASSIGN_OR_RETURN(Activation activation,
-                        checkActivationGrad(call.name, x, dy, out, call.attrs));
+                        checkActivationGrad(call.id, x, dy, out, call.attrs));
   return dispatchFloat(x.dtype, "input", [&](auto tag) {
     using T = decltype(tag);
     InputArray<T> xs(x), dys(dy);
@@ -62,7 +62,7 @@ llvm::Error runActivationGrad(const KernelCall &call) {
 
 llvm::Error runNormGrad(const KernelCall &call) {
   const Tensor &x = call.inputs[0], &dy = call.inputs[1], &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(NormPlan plan, checkNormGrad(call.name, call.inputs, out, call.attrs));
+  LOOM_ASSIGN_OR_RETURN(NormPlan plan, checkNormGrad(call.id, call.inputs, out, call.attrs));
   const bool layerNorm = plan.layerNorm;
   const int64_t features = plan.features;
   const double epsilon = plan.epsilon;

@@ -240,7 +240,7 @@ void selectWords(const KernelCall &call, const std::vector<int64_t> *strides) {
 llvm::Error runUnary(const KernelCall &call) {
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
   LOOM_ASSIGN_OR_RETURN(std::optional<UnaryOp> op,
-                        checkUnary(call.name, in, out, call.attrs));
+                        checkUnary(call.id, in, out, call.attrs));
   if (in.dtype == DType::I64 || in.dtype == DType::I32)
     return runUnaryAs<int64_t>(call, *op);
   return dispatchFloat(in.dtype, "input", [&](auto tag) {
@@ -250,7 +250,7 @@ llvm::Error runUnary(const KernelCall &call) {
 
 llvm::Error runBinary(const KernelCall &call) {
   const Tensor &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(BinaryPlan plan, checkBinary(call.name, a, b, out));
+  LOOM_ASSIGN_OR_RETURN(BinaryPlan plan, checkBinary(call.id, a, b, out));
   const std::vector<int64_t> &aStrides = plan.lhsStrides, &bStrides = plan.rhsStrides;
   const std::optional<BinaryOp> op = plan.op;
   if (out.dtype == DType::I64 || out.dtype == DType::I32) {

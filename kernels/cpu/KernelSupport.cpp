@@ -16,43 +16,43 @@ using namespace detail;
 namespace {
 
 struct KernelImpl {
-  std::string_view name;
+  KernelId id;
   KernelFn fn;
 };
 constexpr KernelImpl kImplementations[] = {
-    {"nn.neg", runUnary},          {"nn.abs", runUnary},
-    {"nn.exp", runUnary},          {"nn.log", runUnary},
-    {"nn.sqrt", runUnary},         {"nn.rsqrt", runUnary},
-    {"nn.reciprocal", runUnary},   {"nn.tanh", runUnary},
-    {"nn.erf", runUnary},          {"nn.sigmoid", runUnary},
-    {"nn.silu", runUnary},         {"nn.relu", runUnary},
-    {"nn.gelu", runUnary},         {"nn.add", runBinary},
-    {"nn.sub", runBinary},         {"nn.mul", runBinary},
-    {"nn.div", runBinary},         {"nn.pow", runBinary},
-    {"nn.maximum", runBinary},     {"nn.minimum", runBinary},
-    {"nn.compare", runCompare},    {"nn.where", runWhere},
-    {"nn.cast", runCast},          {"nn.matmul", runMatmul},
-    {"nn.scaled_matmul", runScaledMatmul},
-    {"nn.reduce_sum", runReduce},  {"nn.reduce_mean", runReduce},
-    {"nn.reduce_max", runReduce},  {"nn.softmax", runSoftmax},
-    {"nn.log_softmax", runSoftmax}, {"nn.layer_norm", runLayerNorm},
-    {"nn.rms_norm", runRmsNorm},   {"nn.rope", runRope},
-    {"nn.attention", runAttention}, {"nn.embedding", runEmbedding},
-    {"nn.transpose", runTranspose}, {"nn.broadcast", runBroadcast},
-    {"nn.slice", runSlice},        {"nn.concat", runConcat},
-    {"nn.split", runSplit},        {"nn.gather", runGather},
-    {"nn.cross_entropy", runCrossEntropy}, {"nn.dropout", runDropout},
-    {"nn.iota", runIota},
-    {"nn.adamw", runAdamW},
-    {"nn.adamw_multi", runAdamWMulti},
-    {"nn.gelu_grad", runActivationGrad}, {"nn.silu_grad", runActivationGrad},
-    {"nn.layer_norm_grad", runNormGrad}, {"nn.rms_norm_grad", runNormGrad},
-    {"nn.attention_grad", runAttentionGrad},
-    {"nn.embedding_grad", runEmbeddingGrad}, {"nn.gather_grad", runGatherGrad},
-    {"nn.cross_entropy_grad", runCrossEntropyGrad}, {"nn.pad", runPad},
-    {"nn.cross_entropy_stats", runCrossEntropyStats},
-    {"nn.cross_entropy_combine", runCrossEntropyCombine},
-    {"nn.cross_entropy_block_grad", runCrossEntropyBlockGrad},
+    {KernelId::Neg, runUnary},          {KernelId::Abs, runUnary},
+    {KernelId::Exp, runUnary},          {KernelId::Log, runUnary},
+    {KernelId::Sqrt, runUnary},         {KernelId::Rsqrt, runUnary},
+    {KernelId::Reciprocal, runUnary},   {KernelId::Tanh, runUnary},
+    {KernelId::Erf, runUnary},          {KernelId::Sigmoid, runUnary},
+    {KernelId::Silu, runUnary},         {KernelId::Relu, runUnary},
+    {KernelId::Gelu, runUnary},         {KernelId::Add, runBinary},
+    {KernelId::Sub, runBinary},         {KernelId::Mul, runBinary},
+    {KernelId::Div, runBinary},         {KernelId::Pow, runBinary},
+    {KernelId::Maximum, runBinary},     {KernelId::Minimum, runBinary},
+    {KernelId::Compare, runCompare},    {KernelId::Where, runWhere},
+    {KernelId::Cast, runCast},          {KernelId::Matmul, runMatmul},
+    {KernelId::ScaledMatmul, runScaledMatmul},
+    {KernelId::ReduceSum, runReduce},  {KernelId::ReduceMean, runReduce},
+    {KernelId::ReduceMax, runReduce},  {KernelId::Softmax, runSoftmax},
+    {KernelId::LogSoftmax, runSoftmax}, {KernelId::LayerNorm, runLayerNorm},
+    {KernelId::RmsNorm, runRmsNorm},   {KernelId::Rope, runRope},
+    {KernelId::Attention, runAttention}, {KernelId::Embedding, runEmbedding},
+    {KernelId::Transpose, runTranspose}, {KernelId::Broadcast, runBroadcast},
+    {KernelId::Slice, runSlice},        {KernelId::Concat, runConcat},
+    {KernelId::Split, runSplit},        {KernelId::Gather, runGather},
+    {KernelId::CrossEntropy, runCrossEntropy}, {KernelId::Dropout, runDropout},
+    {KernelId::Iota, runIota},
+    {KernelId::Adamw, runAdamW},
+    {KernelId::AdamwMulti, runAdamWMulti},
+    {KernelId::GeluGrad, runActivationGrad}, {KernelId::SiluGrad, runActivationGrad},
+    {KernelId::LayerNormGrad, runNormGrad}, {KernelId::RmsNormGrad, runNormGrad},
+    {KernelId::AttentionGrad, runAttentionGrad},
+    {KernelId::EmbeddingGrad, runEmbeddingGrad}, {KernelId::GatherGrad, runGatherGrad},
+    {KernelId::CrossEntropyGrad, runCrossEntropyGrad}, {KernelId::Pad, runPad},
+    {KernelId::CrossEntropyStats, runCrossEntropyStats},
+    {KernelId::CrossEntropyCombine, runCrossEntropyCombine},
+    {KernelId::CrossEntropyBlockGrad, runCrossEntropyBlockGrad},
 };
 
 /// The implementation of each kernel of the contract, indexed by KernelId:
@@ -61,8 +61,7 @@ const std::vector<KernelFn> &implementations() {
   static const std::vector<KernelFn> table = [] {
     std::vector<KernelFn> t(kNumKernels, nullptr);
     for (const KernelImpl &impl : kImplementations)
-      if (std::optional<KernelId> id = findKernel(impl.name))
-        t[kernelIndex(*id)] = impl.fn;
+      t[kernelIndex(impl.id)] = impl.fn;
     return t;
   }();
   return table;

@@ -33,7 +33,7 @@ struct KernelCall {
 
 using KernelFn = llvm::Error (*)(const KernelCall &call);
 
-// One entry point per kernel family; each switches on call.name.
+// One entry point per kernel family; each switches on call.id.
 llvm::Error runUnary(const KernelCall &call);
 llvm::Error runBinary(const KernelCall &call);
 llvm::Error runCompare(const KernelCall &call);

@@ -8,7 +8,7 @@ namespace loom::cpu::detail {
 
 llvm::Error runLayerNorm(const KernelCall &call) {
   const Tensor &x = call.inputs[0], &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(NormPlan plan, checkNorm(call.name, call.inputs, out, call.attrs));
+  LOOM_ASSIGN_OR_RETURN(NormPlan plan, checkNorm(call.id, call.inputs, out, call.attrs));
   const int64_t features = plan.features;
   const double epsilon = plan.epsilon;
   const Tensor *weight = plan.weight, *bias = plan.bias;
@@ -51,7 +51,7 @@ llvm::Error runLayerNorm(const KernelCall &call) {
 
 llvm::Error runRmsNorm(const KernelCall &call) {
   const Tensor &x = call.inputs[0], &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(NormPlan plan, checkNorm(call.name, call.inputs, out, call.attrs));
+  LOOM_ASSIGN_OR_RETURN(NormPlan plan, checkNorm(call.id, call.inputs, out, call.attrs));
   const int64_t features = plan.features;
   const double epsilon = plan.epsilon;
   const Tensor *weight = plan.weight;

@@ -263,22 +263,27 @@ std::optional<T> lookup(const std::pair<std::string_view, T> (&table)[N], std::s
 
 } // namespace
 
-llvm::Expected<UnaryOp> checkUnary(std::string_view name, const Tensor &in, const Tensor &out,
+llvm::Expected<UnaryOp> checkUnary(KernelId id, const Tensor &in, const Tensor &out,
                                    const KernelAttrs &attrs) {
   LOOM_RETURN_IF_ERROR(checkSameShape(in, "input", out, "output"));
   LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
-  static const std::pair<std::string_view, UnaryOp> kOps[] = {
-      {"nn.neg", UnaryOp::Neg},         {"nn.abs", UnaryOp::Abs},
-      {"nn.exp", UnaryOp::Exp},         {"nn.log", UnaryOp::Log},
-      {"nn.sqrt", UnaryOp::Sqrt},       {"nn.rsqrt", UnaryOp::Rsqrt},
-      {"nn.reciprocal", UnaryOp::Reciprocal}, {"nn.tanh", UnaryOp::Tanh},
-      {"nn.erf", UnaryOp::Erf},         {"nn.sigmoid", UnaryOp::Sigmoid},
-      {"nn.silu", UnaryOp::Silu},       {"nn.relu", UnaryOp::Relu},
-      {"nn.gelu", UnaryOp::GeluErf},
-  };
-  std::optional<UnaryOp> op = lookup(kOps, name);
-  if (!op)
-    return kernelError("not a unary kernel");
+  std::optional<UnaryOp> op;
+  switch (id) {
+  case KernelId::Neg: op = UnaryOp::Neg; break;
+  case KernelId::Abs: op = UnaryOp::Abs; break;
+  case KernelId::Exp: op = UnaryOp::Exp; break;
+  case KernelId::Log: op = UnaryOp::Log; break;
+  case KernelId::Sqrt: op = UnaryOp::Sqrt; break;
+  case KernelId::Rsqrt: op = UnaryOp::Rsqrt; break;
+  case KernelId::Reciprocal: op = UnaryOp::Reciprocal; break;
+  case KernelId::Tanh: op = UnaryOp::Tanh; break;
+  case KernelId::Erf: op = UnaryOp::Erf; break;
+  case KernelId::Sigmoid: op = UnaryOp::Sigmoid; break;
+  case KernelId::Silu: op = UnaryOp::Silu; break;
+  case KernelId::Relu: op = UnaryOp::Relu; break;
+  case KernelId::Gelu: op = UnaryOp::GeluErf; break;
+  default: return kernelError("not a unary kernel");
+  }
   if (*op == UnaryOp::GeluErf) {
     LOOM_ASSIGN_OR_RETURN(bool tanh, geluIsTanh(attrs));
     if (tanh)
@@ -287,23 +292,23 @@ llvm::Expected<UnaryOp> checkUnary(std::string_view name, const Tensor &in, cons
   return *op;
 }
 
-llvm::Expected<BinaryPlan> checkBinary(std::string_view name, const Tensor &a, const Tensor &b,
+llvm::Expected<BinaryPlan> checkBinary(KernelId id, const Tensor &a, const Tensor &b,
                                        const Tensor &out) {
   LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", out, "output"));
   LOOM_RETURN_IF_ERROR(checkSameDType(b, "rhs", out, "output"));
   BinaryPlan plan;
   LOOM_ASSIGN_OR_RETURN(plan.lhsStrides, broadcastStrides(a.shape, out.shape, "lhs"));
   LOOM_ASSIGN_OR_RETURN(plan.rhsStrides, broadcastStrides(b.shape, out.shape, "rhs"));
-  static const std::pair<std::string_view, BinaryOp> kOps[] = {
-      {"nn.add", BinaryOp::Add},         {"nn.sub", BinaryOp::Sub},
-      {"nn.mul", BinaryOp::Mul},         {"nn.div", BinaryOp::Div},
-      {"nn.pow", BinaryOp::Pow},         {"nn.maximum", BinaryOp::Maximum},
-      {"nn.minimum", BinaryOp::Minimum},
-  };
-  std::optional<BinaryOp> op = lookup(kOps, name);
-  if (!op)
-    return kernelError("not a binary kernel");
-  plan.op = *op;
+  switch (id) {
+  case KernelId::Add: plan.op = BinaryOp::Add; break;
+  case KernelId::Sub: plan.op = BinaryOp::Sub; break;
+  case KernelId::Mul: plan.op = BinaryOp::Mul; break;
+  case KernelId::Div: plan.op = BinaryOp::Div; break;
+  case KernelId::Pow: plan.op = BinaryOp::Pow; break;
+  case KernelId::Maximum: plan.op = BinaryOp::Maximum; break;
+  case KernelId::Minimum: plan.op = BinaryOp::Minimum; break;
+  default: return kernelError("not a binary kernel");
+  }
   if ((out.dtype == DType::I64 || out.dtype == DType::I32) && plan.op == BinaryOp::Pow)
     return kernelError(llvm::Twine("unsupported dtype ") + dtypeName(out.dtype) +
                        " (a float type is required)");
@@ -371,14 +376,14 @@ llvm::Expected<IotaPlan> checkIota(const Tensor &out, const KernelAttrs &attrs) 
   return plan;
 }
 
-llvm::Expected<Activation> checkActivationGrad(std::string_view name, const Tensor &x,
+llvm::Expected<Activation> checkActivationGrad(KernelId id, const Tensor &x,
                                                const Tensor &dy, const Tensor &out,
                                                const KernelAttrs &attrs) {
   LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", dy, "grad"));
   LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
   LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", dy, "grad"));
   LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", out, "output"));
-  if (name != "nn.gelu_grad")
+  if (id != KernelId::GeluGrad)
     return Activation::Silu;
   LOOM_ASSIGN_OR_RETURN(bool tanh, geluIsTanh(attrs));
   return tanh ? Activation::GeluTanh : Activation::GeluErf;
@@ -388,7 +393,7 @@ llvm::Expected<Activation> checkActivationGrad(std::string_view name, const Tens
 // Reductions and softmax
 //===----------------------------------------------------------------------===//
 
-llvm::Expected<ReducePlan> checkReduce(std::string_view name, const Tensor &in,
+llvm::Expected<ReducePlan> checkReduce(KernelId id, const Tensor &in,
                                        const Tensor &out, const KernelAttrs &attrs) {
   LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
   LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> rawDims, attrs.getInts("dims"));
@@ -420,9 +425,9 @@ llvm::Expected<ReducePlan> checkReduce(std::string_view name, const Tensor &in,
   if (out.shape != expected)
     return kernelError("output shape " + shapeToString(out.shape) + " should be " +
                        shapeToString(expected));
-  if (name == "nn.reduce_sum") {
+  if (id == KernelId::ReduceSum) {
     plan.op = ReduceOp::Sum;
-  } else if (name == "nn.reduce_mean") {
+  } else if (id == KernelId::ReduceMean) {
     plan.op = ReduceOp::Mean;
   } else {
     plan.op = ReduceOp::Max;
@@ -433,12 +438,12 @@ llvm::Expected<ReducePlan> checkReduce(std::string_view name, const Tensor &in,
   return plan;
 }
 
-llvm::Expected<SoftmaxPlan> checkSoftmax(std::string_view name, const Tensor &in,
+llvm::Expected<SoftmaxPlan> checkSoftmax(KernelId id, const Tensor &in,
                                          const Tensor &out, const KernelAttrs &attrs) {
   LOOM_RETURN_IF_ERROR(checkSameShape(in, "input", out, "output"));
   LOOM_RETURN_IF_ERROR(checkSameDType(in, "input", out, "output"));
   SoftmaxPlan plan;
-  plan.log = name == "nn.log_softmax";
+  plan.log = id == KernelId::LogSoftmax;
   LOOM_ASSIGN_OR_RETURN(int64_t rawDim, attrs.getInt("dim"));
   const int64_t rank = static_cast<int64_t>(in.shape.size());
   if (rank == 0)
@@ -468,7 +473,7 @@ llvm::Error checkFeatureParam(const Tensor &param, const char *role, const Tenso
 
 } // namespace
 
-llvm::Expected<NormPlan> checkNorm(std::string_view name, llvm::ArrayRef<Tensor> inputs,
+llvm::Expected<NormPlan> checkNorm(KernelId id, llvm::ArrayRef<Tensor> inputs,
                                    const Tensor &out, const KernelAttrs &attrs) {
   const Tensor &x = inputs[0];
   LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
@@ -476,7 +481,7 @@ llvm::Expected<NormPlan> checkNorm(std::string_view name, llvm::ArrayRef<Tensor>
   if (x.shape.empty())
     return kernelError("input must have rank >= 1");
   NormPlan plan;
-  plan.layerNorm = name == "nn.layer_norm";
+  plan.layerNorm = id == KernelId::LayerNorm;
   plan.features = x.shape.back();
   const size_t numInputs = inputs.size();
   bool hasWeight, hasBias = false;
@@ -505,7 +510,7 @@ llvm::Expected<NormPlan> checkNorm(std::string_view name, llvm::ArrayRef<Tensor>
   return plan;
 }
 
-llvm::Expected<NormPlan> checkNormGrad(std::string_view name, llvm::ArrayRef<Tensor> inputs,
+llvm::Expected<NormPlan> checkNormGrad(KernelId id, llvm::ArrayRef<Tensor> inputs,
                                        const Tensor &out, const KernelAttrs &attrs) {
   const Tensor &x = inputs[0], &dy = inputs[1];
   LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", dy, "grad"));
@@ -515,7 +520,7 @@ llvm::Expected<NormPlan> checkNormGrad(std::string_view name, llvm::ArrayRef<Ten
   if (x.shape.empty())
     return kernelError("input must have rank >= 1");
   NormPlan plan;
-  plan.layerNorm = name == "nn.layer_norm_grad";
+  plan.layerNorm = id == KernelId::LayerNormGrad;
   plan.features = x.shape.back();
   const size_t numInputs = inputs.size();
   LOOM_ASSIGN_OR_RETURN(bool hasWeight, attrs.getBool("has_weight", numInputs == 3));

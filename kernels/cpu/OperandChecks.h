@@ -83,7 +83,7 @@ enum class ComparePred : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
 enum class Activation { GeluErf, GeluTanh, Silu };
 
 /// The unary kernels (nn.neg ... nn.gelu): input and output alike.
-llvm::Expected<UnaryOp> checkUnary(std::string_view name, const Tensor &in, const Tensor &out,
+llvm::Expected<UnaryOp> checkUnary(KernelId id, const Tensor &in, const Tensor &out,
                                    const KernelAttrs &attrs);
 
 /// A binary map's operands read as broadcast to the output.
@@ -92,7 +92,7 @@ struct BinaryPlan {
   std::vector<int64_t> lhsStrides, rhsStrides;
 };
 /// The binary kernels (nn.add ... nn.minimum). Integer nn.pow is an error.
-llvm::Expected<BinaryPlan> checkBinary(std::string_view name, const Tensor &a, const Tensor &b,
+llvm::Expected<BinaryPlan> checkBinary(KernelId id, const Tensor &a, const Tensor &b,
                                        const Tensor &out);
 
 struct ComparePlan {
@@ -121,7 +121,7 @@ struct IotaPlan {
 llvm::Expected<IotaPlan> checkIota(const Tensor &out, const KernelAttrs &attrs);
 
 /// nn.gelu_grad and nn.silu_grad: input, grad and output alike.
-llvm::Expected<Activation> checkActivationGrad(std::string_view name, const Tensor &x,
+llvm::Expected<Activation> checkActivationGrad(KernelId id, const Tensor &x,
                                                const Tensor &dy, const Tensor &out,
                                                const KernelAttrs &attrs);
 
@@ -138,7 +138,7 @@ struct ReducePlan {
   int64_t reduceCount = 1;
 };
 /// nn.reduce_sum, nn.reduce_mean and nn.reduce_max ('dims', 'keepdim').
-llvm::Expected<ReducePlan> checkReduce(std::string_view name, const Tensor &in,
+llvm::Expected<ReducePlan> checkReduce(KernelId id, const Tensor &in,
                                        const Tensor &out, const KernelAttrs &attrs);
 
 /// Softmax along one dim: `lines` lines of `length` elements, `inner` apart.
@@ -147,7 +147,7 @@ struct SoftmaxPlan {
   int64_t length, inner, lines;
 };
 /// nn.softmax and nn.log_softmax.
-llvm::Expected<SoftmaxPlan> checkSoftmax(std::string_view name, const Tensor &in,
+llvm::Expected<SoftmaxPlan> checkSoftmax(KernelId id, const Tensor &in,
                                          const Tensor &out, const KernelAttrs &attrs);
 
 //===----------------------------------------------------------------------===//
@@ -163,10 +163,10 @@ struct NormPlan {
   const Tensor *weight = nullptr, *bias = nullptr;
 };
 /// nn.layer_norm and nn.rms_norm (inputs x, [weight], [bias]).
-llvm::Expected<NormPlan> checkNorm(std::string_view name, llvm::ArrayRef<Tensor> inputs,
+llvm::Expected<NormPlan> checkNorm(KernelId id, llvm::ArrayRef<Tensor> inputs,
                                    const Tensor &out, const KernelAttrs &attrs);
 /// nn.layer_norm_grad and nn.rms_norm_grad (inputs x, dy, [weight]).
-llvm::Expected<NormPlan> checkNormGrad(std::string_view name, llvm::ArrayRef<Tensor> inputs,
+llvm::Expected<NormPlan> checkNormGrad(KernelId id, llvm::ArrayRef<Tensor> inputs,
                                        const Tensor &out, const KernelAttrs &attrs);
 
 //===----------------------------------------------------------------------===//

@@ -99,7 +99,7 @@ template <ReduceOp Op> llvm::Error reduceDispatch(const KernelCall &call,
 
 llvm::Error runReduce(const KernelCall &call) {
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(ReducePlan plan, checkReduce(call.name, in, out, call.attrs));
+  LOOM_ASSIGN_OR_RETURN(ReducePlan plan, checkReduce(call.id, in, out, call.attrs));
   if (plan.op == ReduceOp::Sum)
     return reduceDispatch<ReduceOp::Sum>(call, plan);
   if (plan.op == ReduceOp::Mean)
@@ -109,7 +109,7 @@ llvm::Error runReduce(const KernelCall &call) {
 
 llvm::Error runSoftmax(const KernelCall &call) {
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(SoftmaxPlan plan, checkSoftmax(call.name, in, out, call.attrs));
+  LOOM_ASSIGN_OR_RETURN(SoftmaxPlan plan, checkSoftmax(call.id, in, out, call.attrs));
   const bool logSoftmax = plan.log;
   const int64_t length = plan.length, inner = plan.inner, lines = plan.lines;
   return dispatchFloat(in.dtype, "input", [&](auto tag) {

@@ -46,9 +46,7 @@ bool hasKernel(std::string_view name) {
 }
 
 bool loadsAtFirstUse(KernelId kernel) {
-  static const std::optional<KernelId> matmul = findKernel("nn.matmul"),
-                                       scaled = findKernel("nn.scaled_matmul");
-  return kernel == matmul || kernel == scaled;
+  return kernel == KernelId::Matmul || kernel == KernelId::ScaledMatmul;
 }
 
 llvm::Error launchKernel(std::string_view name, llvm::ArrayRef<cpu::Tensor> inputs,

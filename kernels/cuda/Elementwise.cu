@@ -334,7 +334,7 @@ template <DType D> llvm::Error launchUnaryAs(const KernelCall &call, UnaryOp op)
 llvm::Error launchUnary(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 1, 1, 1));
   const Tensor &in = call.inputs[0];
-  LOOM_ASSIGN_OR_RETURN(UnaryOp op, cpu::detail::checkUnary(call.name, in, call.outputs[0],
+  LOOM_ASSIGN_OR_RETURN(UnaryOp op, cpu::detail::checkUnary(call.id, in, call.outputs[0],
                                                             call.attrs));
   if (in.dtype == DType::I64)
     return launchUnaryAs<DType::I64>(call, op);
@@ -423,7 +423,7 @@ llvm::Error launchBinary(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 2, 1, 1));
   const Tensor &out = call.outputs[0];
   LOOM_ASSIGN_OR_RETURN(cpu::detail::BinaryPlan plan,
-                        cpu::detail::checkBinary(call.name, call.inputs[0], call.inputs[1], out));
+                        cpu::detail::checkBinary(call.id, call.inputs[0], call.inputs[1], out));
   if (out.dtype == DType::I64)
     return launchBinaryAs<DType::I64>(call, plan);
   if (out.dtype == DType::I32)
@@ -641,7 +641,7 @@ llvm::Error launchActivationGrad(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 2, 1, 1));
   const Tensor &x = call.inputs[0], &dy = call.inputs[1], &out = call.outputs[0];
   LOOM_ASSIGN_OR_RETURN(Activation activation,
-                        cpu::detail::checkActivationGrad(call.name, x, dy, out, call.attrs));
+                        cpu::detail::checkActivationGrad(call.id, x, dy, out, call.attrs));
   return dispatchFloatDType(x.dtype, "input", [&](auto tag) {
     constexpr DType D = decltype(tag)::value;
     using S = StorageOf<D>;

@@ -301,11 +301,11 @@ __global__ void __launch_bounds__(G < 256 ? 256 : G)
 }
 
 llvm::Error launchNorm(const KernelCall &call) {
-  const bool layerNorm = call.name == "nn.layer_norm";
+  const bool layerNorm = call.id == KernelId::LayerNorm;
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, layerNorm ? 3 : 2, 1, 1));
   const Tensor &x = call.inputs[0], &out = call.outputs[0];
   LOOM_ASSIGN_OR_RETURN(cpu::detail::NormPlan plan,
-                        cpu::detail::checkNorm(call.name, call.inputs, out, call.attrs));
+                        cpu::detail::checkNorm(call.id, call.inputs, out, call.attrs));
   const int64_t features = plan.features, rows = plan.rows;
   const double epsilon = plan.epsilon;
   const Tensor *weight = plan.weight, *bias = plan.bias;
@@ -352,7 +352,7 @@ llvm::Error launchNormGrad(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 3, 1, 1));
   const Tensor &x = call.inputs[0], &dy = call.inputs[1], &out = call.outputs[0];
   LOOM_ASSIGN_OR_RETURN(cpu::detail::NormPlan plan,
-                        cpu::detail::checkNormGrad(call.name, call.inputs, out, call.attrs));
+                        cpu::detail::checkNormGrad(call.id, call.inputs, out, call.attrs));
   const bool layerNorm = plan.layerNorm;
   const int64_t features = plan.features, rows = plan.rows;
   const double epsilon = plan.epsilon;

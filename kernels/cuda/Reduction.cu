@@ -378,7 +378,7 @@ template <ReduceOp Op> llvm::Error reduceDispatch(const KernelCall &call, const 
 
 llvm::Error launchReduce(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 1, 1, 1));
-  LOOM_ASSIGN_OR_RETURN(ReducePlan plan, cpu::detail::checkReduce(call.name, call.inputs[0],
+  LOOM_ASSIGN_OR_RETURN(ReducePlan plan, cpu::detail::checkReduce(call.id, call.inputs[0],
                                                                   call.outputs[0], call.attrs));
   if (plan.op == ReduceOp::Sum)
     return reduceDispatch<ReduceOp::Sum>(call, plan);
@@ -440,7 +440,7 @@ llvm::Error launchSoftmax(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 1, 1, 1));
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
   LOOM_ASSIGN_OR_RETURN(cpu::detail::SoftmaxPlan plan,
-                        cpu::detail::checkSoftmax(call.name, in, out, call.attrs));
+                        cpu::detail::checkSoftmax(call.id, in, out, call.attrs));
   const bool logSoftmax = plan.log;
   const int64_t length = plan.length, inner = plan.inner, lines = plan.lines;
   return dispatchType(in.dtype, "input", [&](auto tag) -> llvm::Error {

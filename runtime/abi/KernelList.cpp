@@ -13,6 +13,14 @@ constexpr KernelAttrInfo kAttrSchema[] = {
 #undef LOOM_KERNEL_ATTR
 };
 
+// KernelIds.def and Kernels.def come from one list: same length, same order.
+constexpr KernelId kAllIds[] = {
+#define LOOM_KERNEL_ID(IDENT) KernelId::IDENT,
+#include "runtime/abi/KernelIds.def"
+#undef LOOM_KERNEL_ID
+};
+static_assert(std::size(kAllIds) == kNumKernels, "KernelIds.def and Kernels.def disagree");
+
 // Both lists are generated in name order; lookups binary-search them.
 bool sortedByName() {
   for (size_t i = 1; i < kNumKernels; ++i)

@@ -20,7 +20,13 @@
 
 namespace loom {
 
-enum class KernelId : uint16_t {};
+/// One enumerator per kernel, in Kernels.def's order (nn.layer_norm:
+/// KernelId::LayerNorm); kernels serving several ids switch on it.
+enum class KernelId : uint16_t {
+#define LOOM_KERNEL_ID(IDENT) IDENT,
+#include "runtime/abi/KernelIds.def"
+#undef LOOM_KERNEL_ID
+};
 
 struct KernelInfo {
   std::string_view name;

@@ -4,6 +4,8 @@
 // From it this tool writes:
 //   -gen-kernel-def        runtime/abi/Kernels.def: LOOM_KERNEL(NAME, MIN_INPUTS,
 //                          MAX_INPUTS, NUM_OUTPUTS), one line per kernel
+//   -gen-kernel-ids        runtime/abi/KernelIds.def: LOOM_KERNEL_ID(IDENT), the
+//                          KernelId enumerators (nn.layer_norm: LayerNorm)
 //   -gen-kernel-attr-def   runtime/abi/KernelAttrSchema.def: LOOM_KERNEL_ATTR(KERNEL,
 //                          NAME, KIND, REQUIRED), the attribute schema
 //   -gen-kernel-attr-fns   the compiler's op -> kernel attribute functions
@@ -19,6 +21,7 @@
 #include "llvm/TableGen/Record.h"
 
 #include <algorithm>
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -230,6 +233,37 @@ bool emitKernelDef(const RecordKeeper &records, raw_ostream &os) {
   return false;
 }
 
+/// "nn.layer_norm" -> "LayerNorm": the kernel's KernelId enumerator.
+std::string kernelIdent(StringRef name) {
+  std::string ident;
+  bool upper = true;
+  for (char c : name.substr(name.find('.') + 1)) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    ident += upper ? char(toupper(c)) : c;
+    upper = false;
+  }
+  return ident;
+}
+
+bool emitKernelIds(const RecordKeeper &records, raw_ostream &os) {
+  os << kHeader;
+  os << R"(//
+// LOOM_KERNEL_ID(IDENT): the KernelId enumerators, in Kernels.def's order
+// (nn.layer_norm is KernelId::LayerNorm), so kernels switch on an enum.
+
+#ifndef LOOM_KERNEL_ID
+#error "define LOOM_KERNEL_ID before including KernelIds.def"
+#endif
+
+)";
+  for (const KernelSpec &k : collectKernels(records))
+    os << "LOOM_KERNEL_ID(" << kernelIdent(k.name) << ")\n";
+  return false;
+}
+
 bool emitKernelAttrDef(const RecordKeeper &records, raw_ostream &os) {
   os << kHeader;
   os << R"(//
@@ -277,6 +311,8 @@ bool emitKernelAttrFns(const RecordKeeper &records, raw_ostream &os) {
 
 mlir::GenRegistration genKernelDef("gen-kernel-def", "the kernel list (Kernels.def)",
                                    emitKernelDef);
+mlir::GenRegistration genKernelIds("gen-kernel-ids", "the KernelId enumerators (KernelIds.def)",
+                                   emitKernelIds);
 mlir::GenRegistration genKernelAttrDef("gen-kernel-attr-def",
                                        "the kernels' attribute schema (KernelAttrSchema.def)",
                                        emitKernelAttrDef);
