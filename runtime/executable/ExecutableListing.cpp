@@ -4,6 +4,7 @@
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -433,6 +434,14 @@ llvm::json::Object jsonRank(const Executable &exe, const RankProgram &program) {
       {"memoryPlan", std::move(memoryPlan)},
       {"streams", std::move(streams)},
       {"numEvents", program.numEvents},
+      // Each instruction runs once per step: what a step launches.
+      {"callsPerStep", int64_t(program.instructions.size() -
+                               std::count_if(program.instructions.begin(),
+                                             program.instructions.end(),
+                                             [](const Instruction &i) {
+                                               return i.kind == InstrKind::RecordEvent ||
+                                                      i.kind == InstrKind::WaitEvent;
+                                             }))},
       {"instructions", std::move(instructions)},
   };
 }
@@ -569,6 +578,30 @@ void printRank(const Executable &exe, const RankProgram &program,
   for (size_t s = 0; s < program.streams.size(); ++s)
     os << (s ? ", s" : " s") << s << " " << program.streams[s];
   os << "\n  events: " << program.numEvents << "\n";
+
+  // What a step launches: each instruction runs once per step.
+  {
+    size_t kernels = 0, copies = 0, collectives = 0;
+    std::map<std::string, size_t> byKernel;
+    for (const Instruction &instr : program.instructions) {
+      if (instr.kind == InstrKind::Kernel) {
+        ++kernels;
+        ++byKernel[instr.kernel];
+      } else if (instr.kind == InstrKind::Copy) {
+        ++copies;
+      } else if (instr.kind == InstrKind::Collective) {
+        ++collectives;
+      }
+    }
+    std::vector<std::pair<std::string, size_t>> most(byKernel.begin(), byKernel.end());
+    std::stable_sort(most.begin(), most.end(),
+                     [](const auto &a, const auto &b) { return a.second > b.second; });
+    os << "  calls per step: " << kernels + copies + collectives << " (" << kernels
+       << " kernels, " << copies << " copies, " << collectives << " collectives)";
+    for (size_t i = 0; i < most.size() && i < 6; ++i)
+      os << (i ? ", " : "; most: ") << most[i].first << " " << most[i].second;
+    os << "\n";
+  }
 
   os << "  instructions (" << program.instructions.size() << "):\n";
   size_t width = std::to_string(program.instructions.size()).size();
