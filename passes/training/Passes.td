@@ -54,7 +54,7 @@ def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
            "of the batch (tokens seen as [dp, microbatches, batch/dp, seq+1]), "
            "so that a split of the batch over dp splits every microbatch">,
   ];
-  let dependentDialects = ["loom::nn::NNDialect"];
+  let dependentDialects = ["loom::nn::NNDialect", "loom::LoomDialect"];
 }
 
 def Rebatch : Pass<"loom-rebatch", "mlir::ModuleOp"> {
