@@ -51,7 +51,9 @@ def Dist_ReduceKind : I32EnumAttr<"ReduceKind",
 }
 
 // Printed as #dist.reduce<sum>.
-def Dist_ReduceKindAttr : EnumAttr<Dist_Dialect, Dist_ReduceKind, "reduce">;
+def Dist_ReduceKindAttr : EnumAttr<Dist_Dialect, Dist_ReduceKind, "reduce"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 class Dist_Attr<string name, string attrMnemonic> : AttrDef<Dist_Dialect, name> {
   let mnemonic = attrMnemonic;

@@ -44,6 +44,9 @@ def Loom_BackwardKind : I32EnumAttr<"BackwardKind",
   let genSpecializedAttr = 0;
 }
 
-def Loom_BackwardKindAttr : EnumAttr<Loom_Dialect, Loom_BackwardKind, "backward">;
+// Printed as #loom.backward<weight>.
+def Loom_BackwardKindAttr : EnumAttr<Loom_Dialect, Loom_BackwardKind, "backward"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 #endif // LOOM_LOOM_DIALECT_TD

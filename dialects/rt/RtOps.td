@@ -57,7 +57,9 @@ def Rt_ReduceKind : I32EnumAttr<"ReduceKind", "how a collective combines the gro
 }
 
 // Printed as #rt.reduce<sum>.
-def Rt_ReduceKindAttr : EnumAttr<Rt_Dialect, Rt_ReduceKind, "reduce">;
+def Rt_ReduceKindAttr : EnumAttr<Rt_Dialect, Rt_ReduceKind, "reduce"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 class Rt_Op<string mnemonic, list<Trait> traits = []>
     : Op<Rt_Dialect, mnemonic, traits>;

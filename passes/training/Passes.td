@@ -16,7 +16,7 @@ def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
     - reverse-mode autodiff through the ops' gradient rules
       (GradientOpInterface), parameter gradients summed over microbatches
       (gradient accumulation); every backward op is tagged
-      `loom.backward = "input"` (gradients flowing to activations) or
+      `loom.backward = #loom.backward<input>` (gradients flowing to activations) or
       `"weight"` (gradients of parameters), which pipeline schedules
       (ZB-H1, DualPipe) place apart;
     - the global gradient norm, clipping to `max-grad-norm`, and AdamW with
