@@ -245,3 +245,68 @@ module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
     return
   }
 }
+
+// -----
+
+// The dist dialect's discardable attributes (DistDialect::verifyOperationAttribute).
+
+// expected-error @+1 {{'dist.mesh' must be a #dist.mesh, got ["dp"]}}
+module attributes {dist.mesh = ["dp"]} {
+}
+
+// -----
+
+func.func @mesh_on_function() attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
+  // expected-error @-1 {{'dist.mesh' belongs on the module}}
+  return
+}
+
+// -----
+
+func.func @sharding_count(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dist.sharding' has 2 shardings for 1 results}}
+  %0 = nn.neg %x {dist.sharding = [#dist.sharding<[[]]>, #dist.sharding<[[]]>]} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @sharding_not_array(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dist.sharding' must be an array of #dist.sharding (or unit: undecided), one per result}}
+  %0 = nn.neg %x {dist.sharding = #dist.sharding<[[]]>} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument 0: 'dist.sharding' must be a #dist.sharding}}
+func.func @arg_sharding_array(%x: tensor<4xf32> {dist.sharding = [#dist.sharding<[[]]>]}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'dist.global_type' must be a ranked tensor type, got f32}}
+func.func @global_type_scalar(%x: tensor<4xf32> {dist.global_type = f32}) {
+  return
+}
+
+// -----
+
+func.func @rank_offsets(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{has a malformed 'dist.rank_offsets'}}
+  %0 = nn.neg %x {dist.rank_offsets = [{attr = "start"}]} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'dist.zero1' must be a unit attribute, got true}}
+module attributes {dist.zero1 = true} {
+}
+
+// -----
+
+// expected-error @+1 {{has an unknown dist attribute 'dist.shardings'}}
+module attributes {dist.shardings = []} {
+}
