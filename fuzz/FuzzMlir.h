@@ -6,6 +6,7 @@
 // module is the right answer to a bad file.
 
 #include "dialects/dist/DistDialect.h"
+#include "dialects/loom/LoomDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/rt/RtDialect.h"
@@ -20,7 +21,7 @@ namespace loom::fuzz {
 inline mlir::MLIRContext &loomContext() {
   static mlir::MLIRContext *context = [] {
     mlir::DialectRegistry registry;
-    registry.insert<loom::nn::NNDialect, loom::dist::DistDialect, loom::pipe::PipeDialect,
+    registry.insert<loom::LoomDialect, loom::nn::NNDialect, loom::dist::DistDialect, loom::pipe::PipeDialect,
                     loom::rt::RtDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect>();
     // One context for the whole run, as in loom-compile; single-threaded so
     // a crash's stack is the harness's own.

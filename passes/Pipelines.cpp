@@ -418,7 +418,7 @@ void registerLoomPipeline(const PipelineHooks &hooks) {
         buildLoomPipeline(pm, *options, hooks, cl.compileTo);
         return success();
       },
-      [](llvm::function_ref<void(const detail::PassOptions &)> optHandler) {
+      [](llvm::function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
         optHandler(PipelineCLOptions());
       });
 }

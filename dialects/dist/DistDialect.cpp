@@ -9,6 +9,7 @@ using namespace mlir;
 using namespace loom::dist;
 
 #include "dialects/dist/DistDialect.cpp.inc"
+#include "dialects/dist/DistEnums.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/dist/DistAttrs.cpp.inc"
@@ -264,6 +265,48 @@ FailureOr<RankedTensorType> loom::dist::localType(RankedTensorType global, Shard
   return RankedTensorType::get(shape, global.getElementType());
 }
 
+bool loom::dist::isZero1(ModuleOp module) { return module->hasAttrOfType<UnitAttr>(kZero1AttrName); }
+
+void loom::dist::setZero1(ModuleOp module) {
+  module->setAttr(kZero1AttrName, UnitAttr::get(module.getContext()));
+}
+
+void loom::dist::setMesh(ModuleOp module, MeshAttr mesh) {
+  module->setAttr(kMeshAttrName, mesh);
+}
+
+ArrayAttr loom::dist::getResultShardings(Operation *op) {
+  return op->getAttrOfType<ArrayAttr>(kShardingAttrName);
+}
+
+void loom::dist::setResultShardings(Operation *op, ArrayRef<Attribute> shardings) {
+  op->setAttr(kShardingAttrName, ArrayAttr::get(op->getContext(), shardings));
+}
+
+ShardingAttr loom::dist::getArgSharding(FunctionOpInterface fn, unsigned i) {
+  return fn.getArgAttrOfType<ShardingAttr>(i, kShardingAttrName);
+}
+
+void loom::dist::setArgSharding(FunctionOpInterface fn, unsigned i, ShardingAttr sharding) {
+  fn.setArgAttr(i, kShardingAttrName, sharding);
+}
+
+TypeAttr loom::dist::getGlobalType(Operation *op) {
+  return op->getAttrOfType<TypeAttr>(kGlobalTypeAttrName);
+}
+
+void loom::dist::setGlobalType(Operation *op, Type type) {
+  op->setAttr(kGlobalTypeAttrName, TypeAttr::get(type));
+}
+
+TypeAttr loom::dist::getArgGlobalType(FunctionOpInterface fn, unsigned i) {
+  return fn.getArgAttrOfType<TypeAttr>(i, kGlobalTypeAttrName);
+}
+
+void loom::dist::setArgGlobalType(FunctionOpInterface fn, unsigned i, Type type) {
+  fn.setArgAttr(i, kGlobalTypeAttrName, TypeAttr::get(type));
+}
+
 void loom::dist::addRankOffset(Operation *op, StringRef attr, int64_t element,
                                ArrayRef<StringRef> axes, int64_t stride) {
   Builder b(op->getContext());
@@ -350,6 +393,83 @@ loom::dist::applyRankOffsets(Operation *op,
 }
 
 //===----------------------------------------------------------------------===//
+// Discardable attributes
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyGlobalType(Operation *op, NamedAttribute attr) {
+  auto type = dyn_cast<TypeAttr>(attr.getValue());
+  if (!type || !isa<RankedTensorType>(type.getValue()))
+    return op->emitOpError("'") << attr.getName().getValue()
+                                << "' must be a ranked tensor type, got " << attr.getValue();
+  return success();
+}
+
+LogicalResult DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  if (name == kMeshAttrName) {
+    if (!isa<ModuleOp>(op))
+      return op->emitOpError("'") << name << "' belongs on the module";
+    if (!isa<MeshAttr>(value))
+      return op->emitOpError("'") << name << "' must be a #dist.mesh, got " << value;
+    return success();
+  }
+  if (name == kShardingAttrName) {
+    auto list = dyn_cast<ArrayAttr>(value);
+    // A unit entry is a result whose sharding propagation has not decided yet.
+    if (!list || !llvm::all_of(list, [](Attribute a) { return isa<ShardingAttr, UnitAttr>(a); }))
+      return op->emitOpError("'") << name
+                                  << "' must be an array of #dist.sharding (or unit: undecided), "
+                                     "one per result, got "
+                                  << value;
+    if (list.size() != op->getNumResults())
+      return op->emitOpError("'") << name << "' has " << list.size() << " shardings for "
+                                  << op->getNumResults() << " results";
+    return success();
+  }
+  if (name == kZero1AttrName) {
+    if (!isa<ModuleOp>(op))
+      return op->emitOpError("'") << name << "' belongs on the module";
+    if (!isa<UnitAttr>(value))
+      return op->emitOpError("'") << name << "' must be a unit attribute, got " << value;
+    return success();
+  }
+  if (name == kGlobalTypeAttrName)
+    return verifyGlobalType(op, attr);
+  if (name == kRankOffsetsAttrName)
+    return getRankOffsets(op);
+  return op->emitOpError("has an unknown dist attribute '") << name << "'";
+}
+
+/// dist.sharding and dist.global_type of a function argument or result.
+static LogicalResult verifyValueAttribute(Operation *op, StringRef what, unsigned index,
+                                          NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kShardingAttrName) {
+    if (!isa<ShardingAttr>(attr.getValue()))
+      return op->emitOpError() << what << " " << index << ": '" << name
+                               << "' must be a #dist.sharding, got " << attr.getValue();
+    return success();
+  }
+  if (name == kGlobalTypeAttrName)
+    return verifyGlobalType(op, attr);
+  return op->emitOpError() << what << " " << index << " has '" << name
+                           << "', which is not a dist attribute of a function " << what
+                           << " (dist.sharding and dist.global_type are)";
+}
+
+LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op, unsigned, unsigned argIndex,
+                                                    NamedAttribute attr) {
+  return verifyValueAttribute(op, "argument", argIndex, attr);
+}
+
+LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  return verifyValueAttribute(op, "result", resultIndex, attr);
+}
+
+//===----------------------------------------------------------------------===//
 // Collective verifiers
 //===----------------------------------------------------------------------===//
 
@@ -374,12 +494,6 @@ static FailureOr<int64_t> verifyAxes(Operation *op, ArrayAttr axes) {
       return op->emitOpError("mesh axis '") << name << "' is not in the module's mesh "
                                             << mesh;
   return mesh.groupSize(names);
-}
-
-static LogicalResult verifyReduce(Operation *op, StringRef reduce) {
-  if (reduce != "sum" && reduce != "mean" && reduce != "max" && reduce != "min")
-    return op->emitOpError("reduce must be sum, mean, max or min, got '") << reduce << "'";
-  return success();
 }
 
 static LogicalResult verifyDim(Operation *op, StringRef what, int64_t dim, int64_t rank) {
@@ -435,7 +549,7 @@ LogicalResult AllReduceOp::verify() {
     if (std::get<0>(pair).getType() != std::get<1>(pair).getType())
       return emitOpError("result ") << i << " must have input " << i << "'s type ("
                                     << std::get<0>(pair).getType() << ")";
-  return verifyReduce(*this, getReduce());
+  return success();
 }
 
 LogicalResult AllGatherOp::verify() {
@@ -455,7 +569,7 @@ LogicalResult AllGatherOp::verify() {
 
 LogicalResult ReduceScatterOp::verify() {
   FailureOr<int64_t> n = verifyAxes(*this, getAxes());
-  if (failed(n) || failed(verifyReduce(*this, getReduce())) || failed(verifyBucket(*this)))
+  if (failed(n) || failed(verifyBucket(*this)))
     return failure();
   for (auto [input, result] : llvm::zip(getInputs(), getResults())) {
     auto in = cast<RankedTensorType>(input.getType());

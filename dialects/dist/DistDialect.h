@@ -8,10 +8,12 @@
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "dialects/dist/DistDialect.h.inc"
+#include "dialects/dist/DistEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/dist/DistAttrs.h.inc"
@@ -27,8 +29,31 @@ inline constexpr llvm::StringLiteral kMeshAttrName = "dist.mesh";
 /// (an ArrayAttr of ShardingAttr, one per result).
 inline constexpr llvm::StringLiteral kShardingAttrName = "dist.sharding";
 
+/// The attribute holding an op's, or a function argument's, type
+/// before partitioning (a TypeAttr of a ranked tensor type).
+inline constexpr llvm::StringLiteral kGlobalTypeAttrName = "dist.global_type";
+
+/// The module attribute asking for ZeRO-1 (optimizer state split over dp).
+inline constexpr llvm::StringLiteral kZero1AttrName = "dist.zero1";
+bool isZero1(mlir::ModuleOp module);
+void setZero1(mlir::ModuleOp module);
+
 /// The mesh of the module enclosing `op`, if it has one.
 MeshAttr lookupMesh(mlir::Operation *op);
+void setMesh(mlir::ModuleOp module, MeshAttr mesh);
+
+/// `dist.sharding` of an op (one per result; null if absent) or of a
+/// function argument.
+mlir::ArrayAttr getResultShardings(mlir::Operation *op);
+void setResultShardings(mlir::Operation *op, llvm::ArrayRef<mlir::Attribute> shardings);
+ShardingAttr getArgSharding(mlir::FunctionOpInterface fn, unsigned i);
+void setArgSharding(mlir::FunctionOpInterface fn, unsigned i, ShardingAttr sharding);
+
+/// `dist.global_type` of an op's result or a function argument (null if absent).
+mlir::TypeAttr getGlobalType(mlir::Operation *op);
+void setGlobalType(mlir::Operation *op, mlir::Type type);
+mlir::TypeAttr getArgGlobalType(mlir::FunctionOpInterface fn, unsigned i);
+void setArgGlobalType(mlir::FunctionOpInterface fn, unsigned i, mlir::Type type);
 
 /// The tensor type one rank holds of `global` under `sharding`; failure (and
 /// `error` set) if a split dimension is not divisible by its axes' product.

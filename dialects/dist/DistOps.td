@@ -4,6 +4,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/EnumAttr.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -18,8 +19,40 @@ def Dist_Dialect : Dialect {
     which axes hold partial sums, and collectives on tensors (value
     semantics) that the SPMD partitioner inserts. Ranks are numbered
     row-major over the mesh axes: the last axis varies fastest.
+
+    The dialect owns these discardable attributes (verified by
+    `verifyOperationAttribute` and, on function arguments and results,
+    `verifyRegionArgAttribute`/`verifyRegionResultAttribute`; DistDialect.h
+    has their accessors):
+
+    | attribute | on | value |
+    | --- | --- | --- |
+    | `dist.mesh` | module | `#dist.mesh<...>` |
+    | `dist.zero1` | module | unit: ZeRO-1 over the data-parallel axis |
+    | `dist.sharding` | op | one `#dist.sharding<...>` (or `unit`: undecided) per result, in an array |
+    | `dist.sharding` | function argument, result | `#dist.sharding<...>` |
+    | `dist.global_type` | op, function argument, result | the tensor type before partitioning |
+    | `dist.rank_offsets` | op | `[{attr, axes, element, stride}, ...]` (DistDialect.h) |
   }];
   let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+}
+
+def Dist_ReduceKind : I32EnumAttr<"ReduceKind",
+    "how a collective combines the group's values", [
+  I32EnumAttrCase<"Sum", 0, "sum">,
+  I32EnumAttrCase<"Mean", 1, "mean">,
+  I32EnumAttrCase<"Max", 2, "max">,
+  I32EnumAttrCase<"Min", 3, "min">]> {
+  let cppNamespace = "::loom::dist";
+  let genSpecializedAttr = 0;
+}
+
+// Printed as #dist.reduce<sum>.
+def Dist_ReduceKindAttr : EnumAttr<Dist_Dialect, Dist_ReduceKind, "reduce"> {
+  let assemblyFormat = "`<` $value `>`";
 }
 
 class Dist_Attr<string name, string attrMnemonic> : AttrDef<Dist_Dialect, name> {
@@ -97,18 +130,18 @@ def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce",
     [Pure, InferTypeOpAdaptor]> {
   let summary = "every rank of the group gets the reduction of all ranks' values";
   let description = [{
-    `reduce` is `sum`, `mean`, `max` or `min`. Result i is the reduction of
+    `reduce` is `#dist.reduce<sum>`, `<mean>`, `<max>` or `<min>`. Result i is the reduction of
     input i (same type). Several inputs make one bucket: the reductions are
     issued together (one NCCL group), as `--loom-bucket-reductions` groups
     data-parallel gradients.
 
     ```mlir
-    %y = dist.all_reduce %x {axes = ["tp"], reduce = "sum"} : tensor<2x8x64xf32>
-    %gw, %gb = dist.all_reduce %dw, %db {axes = ["dp"], reduce = "sum"} : tensor<64x32xf32>, tensor<64xf32>
+    %y = dist.all_reduce %x {axes = ["tp"], reduce = #dist.reduce<sum>} : tensor<2x8x64xf32>
+    %gw, %gb = dist.all_reduce %dw, %db {axes = ["dp"], reduce = #dist.reduce<sum>} : tensor<64x32xf32>, tensor<64xf32>
     ```
   }];
   let arguments = (ins Variadic<Dist_Tensor>:$inputs, StrArrayAttr:$axes,
-                   StrAttr:$reduce);
+                   Dist_ReduceKindAttr:$reduce);
   let results = (outs Variadic<Dist_Tensor>:$results);
   let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
 }
@@ -135,11 +168,11 @@ def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter", [Pure]> {
     `dist.all_reduce`.
 
     ```mlir
-    %y = dist.reduce_scatter %x {axes = ["dp"], dim = 0 : i64, reduce = "sum"} : tensor<8x4xf32> -> tensor<4x4xf32>
+    %y = dist.reduce_scatter %x {axes = ["dp"], dim = 0 : i64, reduce = #dist.reduce<sum>} : tensor<8x4xf32> -> tensor<4x4xf32>
     ```
   }];
   let arguments = (ins Variadic<Dist_Tensor>:$inputs, StrArrayAttr:$axes, I64Attr:$dim,
-                   StrAttr:$reduce);
+                   Dist_ReduceKindAttr:$reduce);
   let results = (outs Variadic<Dist_Tensor>:$results);
   let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($results)";
 }

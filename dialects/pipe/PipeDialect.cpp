@@ -1,7 +1,9 @@
 #include "dialects/pipe/PipeDialect.h"
 #include "runtime/schedule/ScheduleVerifier.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -147,4 +149,125 @@ LogicalResult ScheduleOp::verifyRegions() {
   if (llvm::Error err = lp::verifySchedule(scheduleFromOp(*this)))
     return emitOpError() << llvm::toString(std::move(err));
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Discardable attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult PipeDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  auto i64 = [&](int64_t min) -> LogicalResult {
+    auto i = dyn_cast<IntegerAttr>(value);
+    if (!i || !i.getType().isSignlessInteger(64) || i.getInt() < min)
+      return op->emitOpError("'") << name << "' must be an i64 of at least " << min << ", got "
+                                  << value;
+    return success();
+  };
+  auto array = [&]() -> LogicalResult {
+    auto a = dyn_cast<DenseI64ArrayAttr>(value);
+    if (!a || llvm::any_of(a.asArrayRef(), [](int64_t v) { return v < 0; }))
+      return op->emitOpError("'") << name
+                                  << "' must be an array<i64: ...> of non-negative values, got "
+                                  << value;
+    return success();
+  };
+  auto onModule = [&]() -> LogicalResult {
+    if (!isa<ModuleOp>(op))
+      return op->emitOpError("'") << name << "' belongs on the module";
+    return success();
+  };
+  if (name == kStageAttr)
+    return i64(-1);
+  if (name == kSharedStagesAttr || name == kHoldersAttr)
+    return array();
+  if (name == kRankAttr) {
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitOpError("'") << name << "' belongs on a function";
+    return i64(0);
+  }
+  if (name == kLayersPerStageAttr || name == kStageFlopsAttr)
+    return failure(failed(onModule()) || failed(array()));
+  if (name == kStageFiwFlopsAttr) {
+    if (failed(onModule()) || failed(array()))
+      return failure();
+    if (cast<DenseI64ArrayAttr>(value).size() % 3 != 0)
+      return op->emitOpError("'") << name << "' holds F, I and W flops per stage: its size "
+                                  << cast<DenseI64ArrayAttr>(value).size()
+                                  << " is not a multiple of 3";
+    return success();
+  }
+  if (name == kScheduleCsvAttr) {
+    if (failed(onModule()))
+      return failure();
+    if (!isa<StringAttr>(value))
+      return op->emitOpError("'") << name << "' must be a string, got " << value;
+    return success();
+  }
+  return op->emitOpError("has an unknown pipe attribute '") << name << "'";
+}
+
+std::optional<int64_t> loom::pipe::getStage(Operation *op) {
+  if (auto stage = op->getAttrOfType<IntegerAttr>(kStageAttr))
+    return stage.getInt();
+  return std::nullopt;
+}
+
+void loom::pipe::setStage(Operation *op, int64_t stage) {
+  op->setAttr(kStageAttr, Builder(op->getContext()).getI64IntegerAttr(stage));
+}
+
+void loom::pipe::setSharedStages(Operation *op, ArrayRef<int64_t> stages) {
+  op->setAttr(kSharedStagesAttr, DenseI64ArrayAttr::get(op->getContext(), stages));
+}
+
+bool loom::pipe::hasHolders(Operation *op) {
+  return op->hasAttrOfType<DenseI64ArrayAttr>(kHoldersAttr);
+}
+
+void loom::pipe::setHolders(Operation *op, ArrayRef<int64_t> ranks) {
+  op->setAttr(kHoldersAttr, DenseI64ArrayAttr::get(op->getContext(), ranks));
+}
+
+std::optional<int64_t> loom::pipe::getRank(Operation *fn) {
+  if (auto rank = fn->getAttrOfType<IntegerAttr>(kRankAttr))
+    return rank.getInt();
+  return std::nullopt;
+}
+
+void loom::pipe::setRank(Operation *fn, int64_t rank) {
+  fn->setAttr(kRankAttr, Builder(fn->getContext()).getI64IntegerAttr(rank));
+}
+
+DenseI64ArrayAttr loom::pipe::getLayersPerStage(Operation *module) {
+  return module->getAttrOfType<DenseI64ArrayAttr>(kLayersPerStageAttr);
+}
+
+void loom::pipe::setLayersPerStage(Operation *module, ArrayRef<int64_t> counts) {
+  module->setAttr(kLayersPerStageAttr, DenseI64ArrayAttr::get(module->getContext(), counts));
+}
+
+DenseI64ArrayAttr loom::pipe::getStageFlops(Operation *module) {
+  return module->getAttrOfType<DenseI64ArrayAttr>(kStageFlopsAttr);
+}
+
+void loom::pipe::setStageFlops(Operation *module, ArrayRef<int64_t> flops) {
+  module->setAttr(kStageFlopsAttr, DenseI64ArrayAttr::get(module->getContext(), flops));
+}
+
+DenseI64ArrayAttr loom::pipe::getStageFiwFlops(Operation *module) {
+  return module->getAttrOfType<DenseI64ArrayAttr>(kStageFiwFlopsAttr);
+}
+
+void loom::pipe::setStageFiwFlops(Operation *module, ArrayRef<int64_t> flops) {
+  module->setAttr(kStageFiwFlopsAttr, DenseI64ArrayAttr::get(module->getContext(), flops));
+}
+
+void loom::pipe::setScheduleCsv(Operation *module, StringRef csv) {
+  module->setAttr(kScheduleCsvAttr, StringAttr::get(module->getContext(), csv));
+}
+
+StringAttr loom::pipe::takeScheduleCsv(Operation *module) {
+  return dyn_cast_if_present<StringAttr>(module->removeAttr(kScheduleCsvAttr));
 }

@@ -26,10 +26,22 @@ def Pipe_Dialect : Dialect {
     | `SEND_B` / `RECV_B` | gradient to / from the previous / next stage's rank |
     | `OVERLAP_F_B` | an F and a B of different microbatches run overlapped (DualPipe) |
 
-    Ops carry a stage assignment as the discardable attribute `pipe.stage`
-    (set by `--loom-pipeline-partition`).
+    The dialect owns these discardable attributes (verified by
+    `verifyOperationAttribute`; PipeDialect.h has their accessors):
+
+    | attribute | on | value |
+    | --- | --- | --- |
+    | `pipe.stage` | op | i64 stage, -1 for an op every stage shares (`--loom-pipeline-partition`) |
+    | `pipe.shared_stages` | op | `array<i64>`: the stages that read a shared parameter |
+    | `pipe.holders` | op | `array<i64>`: the ranks holding copies of a tied parameter |
+    | `pipe.rank` | function | i64: the rank a split function runs as (`--loom-pipeline-split`) |
+    | `pipe.layers_per_stage` | module | `array<i64>` |
+    | `pipe.stage_flops` | module | `array<i64>` |
+    | `pipe.stage_fiw_flops` | module | `array<i64>`: F, I, W flops per stage |
+    | `pipe.schedule_csv` | module | string: the schedule as CSV |
   }];
   let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
 }
 
 def Pipe_ActionAttr : AttrDef<Pipe_Dialect, "Action"> {

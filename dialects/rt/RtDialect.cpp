@@ -7,13 +7,22 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace loom::rt;
 
 #include "dialects/rt/RtDialect.cpp.inc"
+#include "dialects/rt/RtEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/rt/RtAttrs.cpp.inc"
 
 void RtDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/rt/RtAttrs.cpp.inc"
+      >();
   addOperations<
 #define GET_OP_LIST
 #include "dialects/rt/RtOps.cpp.inc"
@@ -62,8 +71,8 @@ std::optional<loom::Mesh> loom::rt::moduleMesh(Operation *op) {
   auto module = isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
   if (!module)
     return std::nullopt;
-  auto axes = module->getAttrOfType<ArrayAttr>("rt.mesh_axes");
-  auto shape = module->getAttrOfType<DenseI64ArrayAttr>("rt.mesh_shape");
+  auto axes = module->getAttrOfType<ArrayAttr>(kMeshAxesAttr);
+  auto shape = module->getAttrOfType<DenseI64ArrayAttr>(kMeshShapeAttr);
   if (!axes || !shape || axes.size() != shape.size())
     return std::nullopt;
   loom::Mesh mesh;
@@ -79,6 +88,25 @@ std::optional<loom::Mesh> loom::rt::moduleMesh(Operation *op) {
     mesh.shape.push_back(d);
   }
   return mesh;
+}
+
+void loom::rt::setModuleMesh(Operation *module, ArrayRef<StringRef> axes,
+                             ArrayRef<int64_t> shape) {
+  Builder b(module->getContext());
+  module->setAttr(kMeshAxesAttr, b.getStrArrayAttr(axes));
+  module->setAttr(kMeshShapeAttr, b.getDenseI64ArrayAttr(shape));
+}
+
+bool loom::rt::hasModuleMesh(Operation *module) {
+  return module->hasAttr(kMeshAxesAttr) || module->hasAttr(kMeshShapeAttr);
+}
+
+StringAttr loom::rt::getScheduleCsv(Operation *module) {
+  return module->getAttrOfType<StringAttr>(kScheduleCsvAttr);
+}
+
+void loom::rt::setScheduleCsv(Operation *module, StringAttr csv) {
+  module->setAttr(kScheduleCsvAttr, csv);
 }
 
 std::optional<loom::Sharding> loom::rt::parseSharding(Attribute attr) {
@@ -102,15 +130,40 @@ std::optional<loom::Sharding> loom::rt::parseSharding(Attribute attr) {
   return sharding;
 }
 
+// The IR's enums keep the runtime's values and spellings.
+#define LOOM_SAME_COLLECTIVE(name)                                                          \
+  static_assert(int(CollectiveKind::name) == int(loom::CollectiveKind::name));
+LOOM_SAME_COLLECTIVE(AllReduce)
+LOOM_SAME_COLLECTIVE(AllGather)
+LOOM_SAME_COLLECTIVE(ReduceScatter)
+LOOM_SAME_COLLECTIVE(AllToAll)
+LOOM_SAME_COLLECTIVE(Broadcast)
+LOOM_SAME_COLLECTIVE(Send)
+LOOM_SAME_COLLECTIVE(Recv)
+LOOM_SAME_COLLECTIVE(Exchange)
+#undef LOOM_SAME_COLLECTIVE
+static_assert(getMaxEnumValForCollectiveKind() + 1 == loom::kNumCollectiveKinds);
+static_assert(int(ReduceKind::Sum) == int(loom::ReduceOp::Sum) &&
+              int(ReduceKind::Max) == int(loom::ReduceOp::Max) &&
+              int(ReduceKind::Avg) == int(loom::ReduceOp::Avg) &&
+              getMaxEnumValForReduceKind() + 1 == loom::kNumReduceOps);
+
+loom::CollectiveKind loom::rt::toRuntime(CollectiveKind kind) {
+  return static_cast<loom::CollectiveKind>(kind);
+}
+
+loom::ReduceOp loom::rt::toRuntime(ReduceKind reduce) {
+  return static_cast<loom::ReduceOp>(reduce);
+}
+
 loom::CollectiveDesc loom::rt::collectiveDesc(CollectiveOp op) {
   loom::CollectiveDesc desc;
-  desc.kind = loom::parseCollectiveKind(op.getKind().str()).value_or(
-      loom::CollectiveKind::AllReduce);
+  desc.kind = toRuntime(op.getKind());
   if (std::optional<ArrayAttr> axes = op.getAxes())
     for (Attribute a : *axes)
       desc.axes.push_back(cast<StringAttr>(a).str());
-  if (std::optional<StringRef> reduce = op.getReduce())
-    desc.reduce = loom::parseReduceOp(reduce->str()).value_or(loom::ReduceOp::Sum);
+  if (std::optional<ReduceKind> reduce = op.getReduce())
+    desc.reduce = toRuntime(*reduce);
   auto get = [](IntegerAttr a) { return a ? a.getInt() : int64_t(0); };
   desc.dim = get(op.getDimAttr());
   desc.splitDim = get(op.getSplitDimAttr());
@@ -126,18 +179,18 @@ loom::CollectiveDesc loom::rt::collectiveDesc(CollectiveOp op) {
 
 LogicalResult RtDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name != "rt.mesh_axes" && name != "rt.mesh_shape" && name != "rt.schedule_csv")
+  if (name != kMeshAxesAttr && name != kMeshShapeAttr && name != kScheduleCsvAttr)
     return op->emitError("unknown rt attribute '") << name << "'";
   if (!isa<ModuleOp>(op))
     return op->emitError("'") << name << "' belongs on the module";
   // The pipeline schedule's CSV; loom-inspect parses and verifies it.
-  if (name == "rt.schedule_csv") {
+  if (name == kScheduleCsvAttr) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitError("rt.schedule_csv must be a string");
     return success();
   }
-  auto axes = op->getAttr("rt.mesh_axes");
-  auto shape = op->getAttr("rt.mesh_shape");
+  auto axes = op->getAttr(kMeshAxesAttr);
+  auto shape = op->getAttr(kMeshShapeAttr);
   if (!axes || !shape)
     return op->emitError("rt.mesh_axes and rt.mesh_shape go together");
   auto axisArray = dyn_cast<ArrayAttr>(axes);
@@ -249,12 +302,7 @@ LogicalResult InputOp::verify() {
 }
 
 LogicalResult CollectiveOp::verify() {
-  std::optional<loom::CollectiveKind> kind = loom::parseCollectiveKind(getKind().str());
-  if (!kind)
-    return emitOpError("unknown collective '")
-           << getKind()
-           << "' (expected all_reduce, all_gather, reduce_scatter, all_to_all, "
-              "broadcast, send, recv or exchange)";
+  std::optional<loom::CollectiveKind> kind = toRuntime(getKind());
   bool pointToPoint = *kind == loom::CollectiveKind::Send || *kind == loom::CollectiveKind::Recv;
   bool reduces = *kind == loom::CollectiveKind::AllReduce ||
                  *kind == loom::CollectiveKind::ReduceScatter;
@@ -280,12 +328,10 @@ LogicalResult CollectiveOp::verify() {
   };
   for (const Expect &e : expects) {
     if (e.wanted && !e.present)
-      return emitOpError("'") << getKind() << "' needs the attribute '" << e.name << "'";
+      return emitOpError("'") << stringifyCollectiveKind(getKind()) << "' needs the attribute '" << e.name << "'";
     if (!e.wanted && e.present)
-      return emitOpError("'") << getKind() << "' takes no attribute '" << e.name << "'";
+      return emitOpError("'") << stringifyCollectiveKind(getKind()) << "' takes no attribute '" << e.name << "'";
   }
-  if (reduces && !loom::parseReduceOp(getReduce()->str()))
-    return emitOpError("unknown reduction '") << *getReduce() << "' (expected sum, max or avg)";
   loom::CollectiveDesc desc = collectiveDesc(*this);
   std::optional<loom::Mesh> mesh = moduleMesh(*this);
   int64_t groupSize = 0;

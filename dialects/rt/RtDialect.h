@@ -13,11 +13,21 @@
 #include "runtime/abi/Mesh.h"
 
 #include "dialects/rt/RtDialect.h.inc"
+#include "dialects/rt/RtEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/rt/RtAttrs.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/rt/RtOps.h.inc"
 
 namespace loom::rt {
+
+// The rt dialect's discardable attributes, all on the module
+// (RtDialect::verifyOperationAttribute checks them).
+inline constexpr llvm::StringLiteral kMeshAxesAttr = "rt.mesh_axes";
+inline constexpr llvm::StringLiteral kMeshShapeAttr = "rt.mesh_shape";
+inline constexpr llvm::StringLiteral kScheduleCsvAttr = "rt.schedule_csv";
 
 /// Bytes a buffer of this type occupies.
 int64_t bufferBytes(mlir::MemRefType type);
@@ -40,9 +50,22 @@ void setPlannedOffset(mlir::Value root, int64_t offset);
 /// or nullopt when the module has none (one rank) or it is malformed.
 std::optional<loom::Mesh> moduleMesh(mlir::Operation *op);
 
+/// Sets the module's rt.mesh_axes and rt.mesh_shape.
+void setModuleMesh(mlir::Operation *module, llvm::ArrayRef<llvm::StringRef> axes,
+                   llvm::ArrayRef<int64_t> shape);
+bool hasModuleMesh(mlir::Operation *module);
+/// rt.schedule_csv: a pipelined step's schedule, as CSV (null if absent).
+mlir::StringAttr getScheduleCsv(mlir::Operation *module);
+void setScheduleCsv(mlir::Operation *module, mlir::StringAttr csv);
+
 /// A sharding attribute ([["dp"], []]) as the runtime's Sharding; nullopt
 /// when it is not an array of string arrays.
 std::optional<loom::Sharding> parseSharding(mlir::Attribute attr);
+
+/// The runtime's collective kind and reduction for the dialect's (the same
+/// values: the executable format does not change with the IR's spelling).
+loom::CollectiveKind toRuntime(CollectiveKind kind);
+loom::ReduceOp toRuntime(ReduceKind reduce);
 
 /// The collective an rt.collective describes (its attributes, defaults 0).
 loom::CollectiveDesc collectiveDesc(CollectiveOp op);

@@ -5,6 +5,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/EnumAttr.td"
 
 def Rt_Dialect : Dialect {
   let name = "rt";
@@ -23,7 +24,41 @@ def Rt_Dialect : Dialect {
     with one `rt.program` and a mesh of N ranks is SPMD: every rank runs it.
     A module with N programs (a pipeline) gives each rank its own.
   }];
+  let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
+}
+
+// The collectives and reductions, with the values of runtime/abi/Collective.h's
+// CollectiveKind and ReduceOp (RtDialect.cpp checks they agree).
+def Rt_CollectiveKind : I32EnumAttr<"CollectiveKind", "what a collective does", [
+  I32EnumAttrCase<"AllReduce", 0, "all_reduce">,
+  I32EnumAttrCase<"AllGather", 1, "all_gather">,
+  I32EnumAttrCase<"ReduceScatter", 2, "reduce_scatter">,
+  I32EnumAttrCase<"AllToAll", 3, "all_to_all">,
+  I32EnumAttrCase<"Broadcast", 4, "broadcast">,
+  I32EnumAttrCase<"Send", 5, "send">,
+  I32EnumAttrCase<"Recv", 6, "recv">,
+  I32EnumAttrCase<"Exchange", 7, "exchange">]> {
+  let cppNamespace = "::loom::rt";
+  let genSpecializedAttr = 0;
+}
+
+// Printed as a bare keyword in rt.collective's syntax.
+def Rt_CollectiveKindAttr : EnumAttr<Rt_Dialect, Rt_CollectiveKind, "collective"> {
+  let assemblyFormat = "$value";
+}
+
+def Rt_ReduceKind : I32EnumAttr<"ReduceKind", "how a collective combines the group's values", [
+  I32EnumAttrCase<"Sum", 0, "sum">,
+  I32EnumAttrCase<"Max", 1, "max">,
+  I32EnumAttrCase<"Avg", 2, "avg">]> {
+  let cppNamespace = "::loom::rt";
+  let genSpecializedAttr = 0;
+}
+
+// Printed as #rt.reduce<sum>.
+def Rt_ReduceKindAttr : EnumAttr<Rt_Dialect, Rt_ReduceKind, "reduce"> {
+  let assemblyFormat = "`<` $value `>`";
 }
 
 class Rt_Op<string mnemonic, list<Trait> traits = []>
@@ -39,7 +74,7 @@ def Rt_ProgramOp : Rt_Op<"program", [Symbol, SingleBlock, NoTerminator,
     rt.program @main rank = 0 streams = ["compute"] {
       %x = rt.input "x" : memref<4x8xf32>
       %y = rt.alloc : memref<4x8xf32>
-      rt.kernel "nn.relu" (%x) -> (%y) : (memref<4x8xf32>) -> memref<4x8xf32>
+      rt.kernel "nn.relu(%x) -> (%y) : (memref<4x8xf32>) -> memref<4x8xf32>
       rt.output "y" %y : memref<4x8xf32>
     }
     ```
@@ -151,7 +186,7 @@ def Rt_KernelOp : Rt_Op<"kernel", [AttrSizedOperandSegments]> {
     `attrs` are the kernel's attributes (integers, floats, strings, arrays).
 
     ```mlir
-    rt.kernel "nn.matmul" (%a, %b) -> (%c) attrs {transpose_lhs = 0, transpose_rhs = 1} : (memref<4x8xf32>, memref<16x8xf32>) -> memref<4x16xf32>
+    rt.kernel "nn.matmul(%a, %b) -> (%c) attrs {transpose_lhs = 0, transpose_rhs = 1} : (memref<4x8xf32>, memref<16x8xf32>) -> memref<4x16xf32>
     ```
   }];
   let arguments = (ins StrAttr:$kernel, Variadic<Rt_Buffer>:$inputs,
@@ -171,7 +206,7 @@ def Rt_CollectiveOp : Rt_Op<"collective", [AttrSizedOperandSegments]> {
     Destination-passing like `rt.kernel`. The group holds the ranks that
     differ from this one only along `axes`, ordered row-major by their
     coordinates along `axes` in the listed order. Kinds and their attributes:
-    `all_reduce` (reduce = sum|max|avg), `all_gather` (dim), `reduce_scatter`
+    `all_reduce` (reduce = #rt.reduce<sum|max|avg>), `all_gather` (dim), `reduce_scatter`
     (dim, reduce), `all_to_all` (split_dim, concat_dim), `broadcast` (root,
     an index within the group), `send` (peer, an absolute rank; no output),
     `recv` (peer; no input), `exchange` (axes, send_peers, recv_peers: any
@@ -186,17 +221,17 @@ def Rt_CollectiveOp : Rt_Op<"collective", [AttrSizedOperandSegments]> {
     and an exchange's peers against the group.
 
     ```mlir
-    rt.collective "all_reduce" (%in) -> (%out) {axes = ["tp"], reduce = "sum"} : (memref<4x8xf32>) -> memref<4x8xf32>
-    rt.collective "all_gather" (%in) -> (%out) on "dp_comm" {axes = ["dp"], dim = 0} : (memref<2x8xf32>) -> memref<4x8xf32>
-    rt.collective "all_reduce" (%dw, %db) -> (%gw, %gb) on "dp_comm" {axes = ["dp"], reduce = "sum"} : (memref<64x32xf32>, memref<64xf32>) -> (memref<64x32xf32>, memref<64xf32>)
-    rt.collective "send" (%x) -> () {peer = 1} : (memref<4xf32>) -> ()
-    rt.collective "exchange" (%act) -> (%grad) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 1>} : (memref<2x12x32xf32>) -> memref<2x12x32xf32>
+    rt.collective all_reduce (%in) -> (%out) {axes = ["tp"], reduce = #rt.reduce<sum>} : (memref<4x8xf32>) -> memref<4x8xf32>
+    rt.collective all_gather (%in) -> (%out) on "dp_comm" {axes = ["dp"], dim = 0} : (memref<2x8xf32>) -> memref<4x8xf32>
+    rt.collective all_reduce (%dw, %db) -> (%gw, %gb) on "dp_comm" {axes = ["dp"], reduce = #rt.reduce<sum>} : (memref<64x32xf32>, memref<64xf32>) -> (memref<64x32xf32>, memref<64xf32>)
+    rt.collective send (%x) -> () {peer = 1} : (memref<4xf32>) -> ()
+    rt.collective exchange (%act) -> (%grad) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 1>} : (memref<2x12x32xf32>) -> memref<2x12x32xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$kind, Variadic<Rt_Buffer>:$inputs,
+  let arguments = (ins Rt_CollectiveKindAttr:$kind, Variadic<Rt_Buffer>:$inputs,
                    Variadic<Rt_Buffer>:$outputs,
                    OptionalAttr<StrArrayAttr>:$axes,
-                   OptionalAttr<StrAttr>:$reduce,
+                   OptionalAttr<Rt_ReduceKindAttr>:$reduce,
                    OptionalAttr<I64Attr>:$dim,
                    OptionalAttr<I64Attr>:$split_dim,
                    OptionalAttr<I64Attr>:$concat_dim,

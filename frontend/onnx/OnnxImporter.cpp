@@ -3,6 +3,7 @@
 // import function registered for its operator (Onnx*Ops.cpp).
 
 #include "frontend/onnx/OnnxImporter.h"
+#include "dialects/loom/LoomDialect.h"
 
 #include "frontend/common/ConstantEvaluator.h"
 #include "frontend/onnx/OnnxNodeImporter.h"
@@ -464,7 +465,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   auto func = b.create<func::FuncOp>(fileLoc, "main", b.getFunctionType(argTypes, {}));
   Block *entry = func.addEntryBlock();
   for (auto [i, name] : llvm::enumerate(argNames)) {
-    func.setArgAttr(i, "loom.name", b.getStringAttr(name));
+    loom::setArgName(func, i, name);
     values[name] = entry->getArgument(i);
   }
   b.setInsertionPointToEnd(entry);
@@ -490,7 +491,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   b.create<func::ReturnOp>(fileLoc, results);
   func.setFunctionType(b.getFunctionType(argTypes, resultTypes));
   for (auto [i, info] : llvm::enumerate(graph.output()))
-    func.setResultAttr(i, "loom.name", b.getStringAttr(info.name()));
+    loom::setResultName(func, i, info.name());
 
   // Drop what nothing uses: unused initializers, shape arithmetic that was
   // folded into constants.
@@ -507,7 +508,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
 
 OwningOpRef<ModuleOp> importOnnxModel(MLIRContext *context, StringRef path,
                                       const ImportOptions &options) {
-  context->loadDialect<nn::NNDialect, func::FuncDialect>();
+  context->loadDialect<nn::NNDialect, loom::LoomDialect, func::FuncDialect>();
   return GraphImporter(context, path, options).run();
 }
 

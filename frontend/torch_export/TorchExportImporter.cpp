@@ -5,6 +5,7 @@
 
 #include "frontend/torch_export/TorchExportImporter.h"
 
+#include "dialects/loom/LoomDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "frontend/torch_export/GraphImporter.h"
 #include "frontend/torch_export/Pt2Archive.h"
@@ -300,12 +301,11 @@ Expected<OwningOpRef<ModuleOp>> importProgram(MLIRContext *context, llvm::String
   builder.create<func::ReturnOp>(loc, results);
   func.setFunctionType(builder.getFunctionType(argumentTypes, ValueRange(results).getTypes()));
   for (auto [i, name] : llvm::enumerate(argumentNames))
-    func.setArgAttr(i, "loom.name", builder.getStringAttr(name));
+    loom::setArgName(func, i, name);
   for (auto [i, name] : llvm::enumerate(resultNames)) {
-    func.setResultAttr(i, "loom.name", builder.getStringAttr(name));
+    loom::setResultName(func, i, name);
     if (i >= numUserOutputs)
-      func.setResultAttr(i, "loom.updates",
-                         builder.getStringAttr(llvm::StringRef(name).drop_back(strlen(".updated"))));
+      loom::setResultUpdates(func, i, llvm::StringRef(name).drop_back(strlen(".updated")));
   }
   eraseDeadOps(*body);
   if (Error err = importer.verify(*module))
@@ -318,7 +318,7 @@ Expected<OwningOpRef<ModuleOp>> importProgram(MLIRContext *context, llvm::String
 
 OwningOpRef<ModuleOp> importTorchExportModel(MLIRContext *context, llvm::StringRef path,
                                              const ImportOptions &options) {
-  context->loadDialect<nn::NNDialect, func::FuncDialect>();
+  context->loadDialect<nn::NNDialect, loom::LoomDialect, func::FuncDialect>();
   Location loc = FileLineColLoc::get(context, path, 0, 0);
   llvm::Expected<OwningOpRef<ModuleOp>> module = [&] {
     // Only the one diagnostic below reaches the user.

@@ -2,6 +2,7 @@
 // streams with events where their byte ranges meet (see Passes.td).
 
 #include "passes/lowering/Passes.h"
+#include "dialects/loom/LoomDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
@@ -38,8 +39,8 @@ struct Access {
 /// parallelism is latency-critical and gets its own stream, data parallelism
 /// overlaps with the backward pass on another, pipeline transfers on a third.
 std::string commStreamFor(rt::CollectiveOp op) {
-  StringRef kind = op.getKind();
-  if (kind == "send" || kind == "recv")
+  rt::CollectiveKind kind = op.getKind();
+  if (kind == rt::CollectiveKind::Send || kind == rt::CollectiveKind::Recv)
     return "pp_comm";
   SmallVector<StringRef> axes;
   if (std::optional<ArrayAttr> list = op.getAxes())
@@ -128,7 +129,7 @@ struct AssignStreamsPass
       } else if (auto copy = dyn_cast<rt::CopyOp>(op)) {
         if (!copy.getStream())
           copy.setStreamAttr(b.getStringAttr(
-              copy->hasAttr("loom.host_copy") ? "host_copy" : "compute"));
+              loom::isHostCopy(copy) ? "host_copy" : "compute"));
         access.stream = streamIndex(*copy.getStream());
         reads = copy->getOperands().take_front(1);
         writes = copy->getOperands().drop_front(1);

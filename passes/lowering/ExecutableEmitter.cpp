@@ -61,13 +61,13 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
   exe.mode = meta.mode;
   exe.compileFlags = meta.compileFlags;
   llvm::StringMap<uint32_t> parameterIndex;
-  if (module->hasAttr("rt.mesh_axes") || module->hasAttr("rt.mesh_shape")) {
+  if (rt::hasModuleMesh(module)) {
     std::optional<Mesh> mesh = rt::moduleMesh(module);
     if (!mesh)
       return module.emitError("malformed rt.mesh_axes / rt.mesh_shape"), failure();
     exe.mesh = std::move(*mesh);
   }
-  if (auto csv = module->getAttrOfType<StringAttr>("rt.schedule_csv"))
+  if (StringAttr csv = rt::getScheduleCsv(module))
     exe.scheduleCsv = csv.str();
   auto shardingOf = [](Attribute attr) -> Sharding {
     return rt::parseSharding(attr).value_or(Sharding{});

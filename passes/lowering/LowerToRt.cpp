@@ -5,6 +5,8 @@
 #include "dialects/nn/KernelAttributes.h"
 
 #include "dialects/dist/DistDialect.h"
+#include "dialects/loom/LoomDialect.h"
+#include "dialects/pipe/PipeDialect.h"
 #include "dialects/nn/NNOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -39,8 +41,8 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     // rank, `pipe.rank = r`; each becomes that rank's program.
     SmallVector<std::pair<func::FuncOp, int64_t>> functions;
     for (auto f : module.getOps<func::FuncOp>())
-      if (auto rank = f->getAttrOfType<IntegerAttr>("pipe.rank"))
-        functions.push_back({f, rank.getInt()});
+      if (std::optional<int64_t> rank = pipe::getRank(f))
+        functions.push_back({f, *rank});
     if (functions.empty()) {
       auto func = module.lookupSymbol<func::FuncOp>(entry);
       if (!func) {
@@ -64,15 +66,14 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
       SmallVector<StringRef> names;
       for (StringAttr n : mesh.getNames())
         names.push_back(n.getValue());
-      module->setAttr("rt.mesh_axes", b.getStrArrayAttr(names));
-      module->setAttr("rt.mesh_shape", b.getDenseI64ArrayAttr(mesh.getSizes()));
+      rt::setModuleMesh(module, names, mesh.getSizes());
       module->removeAttr(dist::kMeshAttrName);
-      module->removeAttr("dist.zero1");
+      module->removeAttr(dist::kZero1AttrName);
     }
     // A pipelined step's schedule (--loom-pipeline-split) goes into the
     // executable as it is.
-    if (Attribute csv = module->removeAttr("pipe.schedule_csv"))
-      module->setAttr("rt.schedule_csv", csv);
+    if (StringAttr csv = pipe::takeScheduleCsv(module))
+      rt::setScheduleCsv(module, csv);
     // Only the programs remain: the rt module is self-contained.
     for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
       if (!llvm::is_contained(programs, &op))
@@ -106,8 +107,7 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
       std::map<std::string, unsigned> seen;
       unsigned count = results ? func.getNumResults() : func.getNumArguments();
       for (unsigned i = 0; i < count; ++i) {
-        StringAttr n = results ? func.getResultAttrOfType<StringAttr>(i, "loom.name")
-                               : func.getArgAttrOfType<StringAttr>(i, "loom.name");
+        StringAttr n = results ? loom::getResultName(func, i) : loom::getArgName(func, i);
         std::string name = n ? n.str() : (results ? "output" : "input") + std::to_string(i);
         auto [it, fresh] = seen.emplace(name, i);
         if (!fresh) {
@@ -125,11 +125,11 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     // Streams: compute, and any an op was given upstream (loom.stream).
     SmallVector<StringRef> streams{"compute"};
     func.walk([&](Operation *op) {
-      if (auto s = op->getAttrOfType<StringAttr>("loom.stream"))
+      if (StringAttr s = loom::getStream(op))
         if (!llvm::is_contained(streams, s.getValue()))
           streams.push_back(s.getValue());
     });
-    StringRef name = func->hasAttr("pipe.rank") ? func.getName() : StringRef(entry);
+    StringRef name = pipe::getRank(func) ? func.getName() : StringRef(entry);
     auto program = b.create<rt::ProgramOp>(func.getLoc(), b.getStringAttr(name),
                                            b.getI64IntegerAttr(rank), b.getStrArrayAttr(streams),
                                            DenseI64ArrayAttr(), IntegerAttr(), IntegerAttr());
@@ -139,12 +139,11 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     IRMapping buffers;
     for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
       std::string name = "input" + std::to_string(i);
-      if (auto n = func.getArgAttrOfType<StringAttr>(i, "loom.name"))
+      if (StringAttr n = loom::getArgName(func, i))
         name = n.str();
       auto input = b.create<rt::InputOp>(arg.getLoc(), bufferTypeOf(arg.getType()),
                                          b.getStringAttr(name), IntegerAttr());
-      setShardingAttrs(input, func.getArgAttrOfType<dist::ShardingAttr>(i, dist::kShardingAttrName),
-                       func.getArgAttrOfType<TypeAttr>(i, "dist.global_type"));
+      setShardingAttrs(input, dist::getArgSharding(func, i), dist::getArgGlobalType(func, i));
       buffers.map(arg, input.getResult());
     }
 
@@ -206,42 +205,66 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
       buffers.map(result, out);
     }
     auto i64 = [&](std::optional<int64_t> v) { return v ? b.getI64IntegerAttr(*v) : IntegerAttr(); };
-    // The runtime names a mean "avg".
-    auto reduceAttr = [&](StringRef r) { return b.getStringAttr(r == "mean" ? "avg" : r); };
+    // The runtime reduces by sum, max or avg (a mean); it has no min.
+    rt::ReduceKindAttr reduce;
+    auto setReduce = [&](dist::ReduceKind r) -> LogicalResult {
+      std::optional<rt::ReduceKind> kind;
+      switch (r) {
+      case dist::ReduceKind::Sum: kind = rt::ReduceKind::Sum; break;
+      case dist::ReduceKind::Mean: kind = rt::ReduceKind::Avg; break;
+      case dist::ReduceKind::Max: kind = rt::ReduceKind::Max; break;
+      case dist::ReduceKind::Min: break;
+      }
+      if (!kind)
+        return op->emitOpError("reduces by ")
+               << dist::stringifyReduceKind(r) << ", which the runtime has no collective for";
+      reduce = rt::ReduceKindAttr::get(b.getContext(), *kind);
+      return success();
+    };
     ArrayAttr axes;
-    StringAttr reduce;
     std::optional<int64_t> dim, splitDim, concatDim, root, peer;
     DenseI64ArrayAttr sendPeers, recvPeers;
-    StringRef kind = op->getName().stripDialect();
+    rt::CollectiveKind kind = rt::CollectiveKind::AllReduce;
     if (auto c = dyn_cast<dist::AllReduceOp>(op)) {
+      kind = rt::CollectiveKind::AllReduce;
       axes = c.getAxes();
-      reduce = reduceAttr(c.getReduce());
+      if (failed(setReduce(c.getReduce())))
+        return failure();
     } else if (auto c = dyn_cast<dist::AllGatherOp>(op)) {
+      kind = rt::CollectiveKind::AllGather;
       axes = c.getAxes();
       dim = c.getDim();
     } else if (auto c = dyn_cast<dist::ReduceScatterOp>(op)) {
+      kind = rt::CollectiveKind::ReduceScatter;
       axes = c.getAxes();
       dim = c.getDim();
-      reduce = reduceAttr(c.getReduce());
+      if (failed(setReduce(c.getReduce())))
+        return failure();
     } else if (auto c = dyn_cast<dist::AllToAllOp>(op)) {
+      kind = rt::CollectiveKind::AllToAll;
       axes = c.getAxes();
       splitDim = c.getSplitDim();
       concatDim = c.getConcatDim();
     } else if (auto c = dyn_cast<dist::BroadcastOp>(op)) {
+      kind = rt::CollectiveKind::Broadcast;
       axes = c.getAxes();
       root = c.getRoot();
     } else if (auto c = dyn_cast<dist::SendOp>(op)) {
+      kind = rt::CollectiveKind::Send;
       peer = c.getPeer();
     } else if (auto c = dyn_cast<dist::RecvOp>(op)) {
+      kind = rt::CollectiveKind::Recv;
       peer = c.getPeer();
     } else if (auto c = dyn_cast<dist::ExchangeOp>(op)) {
+      kind = rt::CollectiveKind::Exchange;
       axes = c.getAxes();
       sendPeers = c.getSendPeersAttr();
       recvPeers = c.getRecvPeersAttr();
     } else {
       return op->emitOpError("has no rt collective");
     }
-    b.create<rt::CollectiveOp>(loc, b.getStringAttr(kind), inputs, outputs, axes, reduce,
+    b.create<rt::CollectiveOp>(loc, rt::CollectiveKindAttr::get(b.getContext(), kind), inputs,
+                               outputs, axes, reduce,
                                i64(dim), i64(splitDim), i64(concatDim), i64(root), i64(peer),
                                sendPeers, recvPeers, StringAttr());
     return success();
@@ -260,7 +283,7 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
           param.getInitScaleAttr(), param.getValueAttr(), IntegerAttr());
       if (auto all = param->getAttrOfType<ArrayAttr>(dist::kShardingAttrName); all && all.size() == 1)
         setShardingAttrs(p, dyn_cast<dist::ShardingAttr>(all[0]),
-                         param->getAttrOfType<TypeAttr>("dist.global_type"));
+                         dist::getGlobalType(param));
       buffers.map(param.getResult(), p.getResult());
       return success();
     }
@@ -304,7 +327,7 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     // overlapped F&B pair) is kept; --loom-assign-streams adds the events.
     auto call = b.create<rt::KernelOp>(loc, b.getStringAttr(kernel), inputs, outputs,
                                        kernelAttrsFor(op),
-                                       op->getAttrOfType<StringAttr>("loom.stream"));
+                                       loom::getStream(op));
     // Attributes that differ by rank (a block's start) go along for the
     // emitter, which writes each rank's values.
     if (Attribute offsets = op->getAttr(dist::kRankOffsetsAttrName))
@@ -333,7 +356,7 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     llvm::SmallPtrSet<Value, 4> returned;
     for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
       std::string name = "output" + std::to_string(i);
-      if (auto n = func.getResultAttrOfType<StringAttr>(i, "loom.name"))
+      if (StringAttr n = loom::getResultName(func, i))
         name = n.str();
       Value buffer = buffers.lookup(value);
       // An output must be a scratch buffer of its own: copy inputs,

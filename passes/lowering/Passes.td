@@ -37,8 +37,8 @@ def LowerToRt : Pass<"loom-lower-to-rt", "mlir::ModuleOp"> {
     `rt.param` whose buffer is the local shard, with `sharding` (per global
     dim, the mesh axes splitting it) and `global_shape`; each `dist`
     collective becomes an `rt.collective` of the same kind writing a new
-    buffer (`dist.all_reduce %x {axes = ["tp"], reduce = "sum"}` becomes
-    `rt.collective "all_reduce" (%x) -> (%y) {axes = ["tp"], reduce = "sum"}`;
+    buffer (`dist.all_reduce %x {axes = ["tp"], reduce = #dist.reduce<sum>}` becomes
+    `rt.collective all_reduce (%x) -> (%y) {axes = ["tp"], reduce = #rt.reduce<sum>}`;
     a mean is the runtime's `avg`).
 
     A pipelined step's schedule, the module's `pipe.schedule_csv`, becomes

@@ -2,6 +2,7 @@
 #define LOOM_PASSES_PIPELINE_PASSES_H
 
 #include "dialects/dist/DistDialect.h"
+#include "dialects/loom/LoomDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/pipe/PipeDialect.h"
 

@@ -229,11 +229,11 @@ struct PipelinePartitionPass
           op.setAttr(pipe::kStageAttr, stage);
       }
 
-    module->setAttr("pipe.layers_per_stage", b.getDenseI64ArrayAttr(counts));
+    pipe::setLayersPerStage(module, counts);
     llvm::SmallVector<int64_t> flops;
     for (double c : pieceCost)
       flops.push_back(int64_t(c));
-    module->setAttr("pipe.stage_flops", b.getDenseI64ArrayAttr(flops));
+    pipe::setStageFlops(module, flops);
     int64_t layer0 = 0;
     for (int64_t p = 0; p < pieces; ++p) {
       std::string ranks = std::to_string(placement->stageRank[p]);
@@ -268,7 +268,7 @@ struct PipelinePartitionPass
       if (readers.size() < 2)
         continue;
       llvm::SmallVector<int64_t> list(readers.begin(), readers.end());
-      op.setAttr("pipe.shared_stages", b.getDenseI64ArrayAttr(list));
+      pipe::setSharedStages(&op, list);
       mlir::emitRemark(func.getLoc())
           << "parameter '" << param.getName() << "' is read on stages "
           << llvm::join(llvm::map_range(list, [](int64_t s) { return std::to_string(s); }), ", ")
@@ -347,7 +347,7 @@ struct PipelinePartitionPass
               sharedLikeResult |= op.getNumResults() == 1 && v.getType() == op.getResult(0).getType();
             }
           }
-      if ((stages.empty() && usesShared) || (sharedLikeResult && !op.hasAttr("loom.backward"))) {
+      if ((stages.empty() && usesShared) || (sharedLikeResult && !loom::isBackward(&op))) {
         op.setAttr(pipe::kStageAttr, b.getI64IntegerAttr(-1));
         ++shared;
         continue;
@@ -356,7 +356,7 @@ struct PipelinePartitionPass
         continue; // decided by its users below
       // Gradients flow toward earlier stages: a sum of gradients from several
       // stages (the residual stream at a stage boundary) is the earliest's.
-      bool backward = op.hasAttr("loom.backward");
+      bool backward = loom::isBackward(&op);
       int64_t stage = stages.size() == 1 ? stages[0]
                       : backward         ? *llvm::min_element(stages)
                                          : -1;
@@ -391,17 +391,16 @@ struct PipelinePartitionPass
     llvm::SmallVector<double> fiw(3 * numStages, 0.0);
     for (Operation &op : body) {
       auto stage = op.getAttrOfType<IntegerAttr>(pipe::kStageAttr);
-      if (!stage || stage.getInt() < 0 || !op.hasAttr("loom.microbatch"))
+      if (!stage || stage.getInt() < 0 || !loom::getMicrobatch(&op))
         continue;
-      auto backward = op.getAttrOfType<StringAttr>("loom.backward");
-      int part = !backward ? 0 : backward.getValue() == "weight" ? 2 : 1;
+      std::optional<loom::BackwardKind> backward = loom::getBackwardKind(&op);
+      int part = !backward ? 0 : *backward == loom::BackwardKind::Weight ? 2 : 1;
       fiw[3 * stage.getInt() + part] += flopsOf(&op);
     }
     llvm::SmallVector<int64_t> rounded;
     for (double f : fiw)
       rounded.push_back(int64_t(f));
-    func->getParentOfType<ModuleOp>()->setAttr("pipe.stage_fiw_flops",
-                                               b.getDenseI64ArrayAttr(rounded));
+    pipe::setStageFiwFlops(func->getParentOfType<ModuleOp>(), rounded);
     return success();
   }
 

@@ -51,7 +51,7 @@ struct PipelineSchedulePass
         << analysis->format();
     // With the partition's FLOPs per stage, the same schedule timed with
     // each stage's compute scaled by its share.
-    if (auto flops = module->getAttrOfType<DenseI64ArrayAttr>("pipe.stage_flops");
+    if (auto flops = pipe::getStageFlops(module);
         flops && int64_t(flops.size()) == s->chainLength()) {
       double mean = 0;
       for (int64_t f : flops.asArrayRef())
@@ -71,7 +71,7 @@ struct PipelineSchedulePass
     // priced by their FLOPs (B = I + W, F&B = F + B), each stage scaled by
     // its share. A weight gradient costs less than an input gradient (no
     // attention), which the unit costs ignore.
-    if (auto fiw = module->getAttrOfType<DenseI64ArrayAttr>("pipe.stage_fiw_flops");
+    if (auto fiw = pipe::getStageFiwFlops(module);
         fiw && int64_t(fiw.size()) == 3 * s->chainLength()) {
       double f = 0, i = 0, w = 0;
       for (size_t k = 0; k + 2 < fiw.size(); k += 3) {

@@ -131,16 +131,16 @@ LogicalResult Splitter::classify() {
     OpInfo in;
     in.index = ops_.size();
     ops_.push_back(&op);
-    auto stage = op.getAttrOfType<IntegerAttr>(pipe::kStageAttr);
+    std::optional<int64_t> stage = pipe::getStage(&op);
     if (!stage)
       return op.emitError("has no pipe.stage: run --loom-pipeline-partition on the training "
                           "step before --loom-pipeline-split");
-    in.piece = stage.getInt();
+    in.piece = *stage;
     if (in.piece >= L)
       return op.emitError("pipe.stage ") << in.piece << " is not a piece of a chain of " << L
                                          << " stages";
-    if (auto part = op.getAttrOfType<StringAttr>("loom.backward"))
-      in.part = part.getValue() == "weight" ? Part::W : Part::I;
+    if (std::optional<loom::BackwardKind> part = loom::getBackwardKind(&op))
+      in.part = *part == loom::BackwardKind::Weight ? Part::W : Part::I;
     // A pure op of constants and step inputs is replicable even when the
     // training step copied it per microbatch (a cast of the rotary table):
     // computing it where it is read beats sending it.
@@ -152,12 +152,12 @@ LogicalResult Splitter::classify() {
                        });
     if (ofConstants) {
       in.state = MbState::None;
-    } else if (auto mb = op.getAttrOfType<IntegerAttr>("loom.microbatch")) {
+    } else if (std::optional<int64_t> mb = loom::getMicrobatch(&op)) {
       in.state = MbState::Single;
-      in.mb = mb.getInt();
+      in.mb = *mb;
     } else {
-      auto kind = op.getAttrOfType<StringAttr>("loom.backward");
-      bool tiedTerm = isa<nn::AddOp>(op) && kind && kind.getValue() == "weight";
+      bool tiedTerm =
+          isa<nn::AddOp>(op) && loom::getBackwardKind(&op) == loom::BackwardKind::Weight;
       int firstStage = -1;
       for (Value operand : op.getOperands()) {
         Operation *def = operand.getDefiningOp();
@@ -246,9 +246,7 @@ void Splitter::shareTiedParameters() {
     if (covers(info_[op].home, holders))
       continue;
     // Sharding after the split must shard every copy alike.
-    op->setAttr("pipe.holders",
-                DenseI64ArrayAttr::get(op->getContext(), SmallVector<int64_t>(holders.begin(),
-                                                                             holders.end())));
+    pipe::setHolders(op, SmallVector<int64_t>(holders.begin(), holders.end()));
     // The update: the parameter, what reads it once per step, and what
     // those read that is not per microbatch or already on every holder.
     llvm::SetVector<Operation *> update;
@@ -542,7 +540,8 @@ LogicalResult RankEmitter::emitTree(Operation *root) {
   Value total;
   if (int(dest.size()) == s_.s_.numRanks) {
     auto reduce = b_.create<dist::AllReduceOp>(
-        loc, ValueRange{partial ? partial : zeros(type, loc)}, axes(), b_.getStringAttr("sum"));
+        loc, ValueRange{partial ? partial : zeros(type, loc)}, axes(),
+        dist::ReduceKindAttr::get(b_.getContext(), dist::ReduceKind::Sum));
     total = reduce.getResult(0);
   } else {
     SmallVector<Value> inputs;
@@ -583,7 +582,7 @@ void RankEmitter::drain() {
   for (Operation *op : s_.ops_) {
     const OpInfo &i = s_.info_[op];
     if (emitted_.contains(op) || i.state == MbState::Single || i.replicable || i.treeInternal ||
-        i.treeRoot || !runsHere(i) || !op->hasAttr("loom.backward"))
+        i.treeRoot || !runsHere(i) || !loom::isBackward(op))
       continue;
     bool ready = llvm::all_of(op->getOperands(), [&](Value v) {
       if (map_.contains(v))
@@ -633,7 +632,7 @@ LogicalResult RankEmitter::run() {
         ok = emitPart(a.bStage, a.bMb, {Part::I, Part::W});
         for (Operation &op : llvm::make_range(std::next(ops.begin(), before), ops.end()))
           if (isa<nn::NNDialect>(op.getDialect()) && !isa<nn::ParameterOp, nn::ConstantOp>(op))
-            op.setAttr("loom.stream", b_.getStringAttr("compute_b"));
+            loom::setStream(&op, "compute_b");
       }
       break;
     }
@@ -710,7 +709,7 @@ LogicalResult Splitter::run() {
                                      func_.getFunctionType());
     fn.setAllArgAttrs(func_.getAllArgAttrs());
     fn.setAllResultAttrs(func_.getAllResultAttrs());
-    fn->setAttr("pipe.rank", b.getI64IntegerAttr(r));
+    pipe::setRank(fn, r);
     fn.addEntryBlock();
     RankEmitter emitter(*this, r, fn);
     if (failed(emitter.run()))
@@ -740,9 +739,7 @@ struct PipelineSplitPass : public loom::impl::PipelineSplitBase<PipelineSplitPas
     pipeline::Schedule schedule = pipe::scheduleFromOp(schedules.front());
     // The CSV travels into the executable (loom-inspect draws it); the
     // header keeps the schedule's kind, which the actions alone do not tell.
-    module->setAttr("pipe.schedule_csv",
-                    StringAttr::get(module.getContext(),
-                                    pipeline::exportCsv(schedule, pipeline::CsvHeader::Always)));
+    pipe::setScheduleCsv(module, pipeline::exportCsv(schedule, pipeline::CsvHeader::Always));
     int numRanks = schedule.numRanks;
     Splitter splitter(module, func, std::move(schedule));
     if (failed(splitter.run()))
@@ -750,8 +747,8 @@ struct PipelineSplitPass : public loom::impl::PipelineSplitBase<PipelineSplitPas
     func.erase();
     schedules.front().erase();
     MLIRContext *ctx = module.getContext();
-    module->setAttr(dist::kMeshAttrName,
-                    dist::MeshAttr::get(ctx, {StringAttr::get(ctx, kAxis)}, {int64_t(numRanks)}));
+    dist::setMesh(module,
+                  dist::MeshAttr::get(ctx, {StringAttr::get(ctx, kAxis)}, {int64_t(numRanks)}));
   }
 };
 

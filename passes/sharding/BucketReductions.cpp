@@ -68,7 +68,7 @@ struct BucketReductionsPass
   /// rank's block of a replicated value; it is not a gradient.)
   std::optional<BucketKey> keyOf(Operation *op) const {
     ArrayAttr axes;
-    StringAttr reduce;
+    dist::ReduceKindAttr reduce;
     Attribute dim;
     if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {
       axes = ar.getAxesAttr();
@@ -81,7 +81,8 @@ struct BucketReductionsPass
       return std::nullopt;
     }
     if (op->getNumOperands() != 1 ||
-        (reduce.getValue() != "sum" && reduce.getValue() != "mean") ||
+        (reduce.getValue() != dist::ReduceKind::Sum &&
+         reduce.getValue() != dist::ReduceKind::Mean) ||
         !llvm::any_of(axes, [&](Attribute a) { return cast<StringAttr>(a).getValue() == axis; }))
       return std::nullopt;
     return BucketKey{op->getName(), axes, reduce, dim,
@@ -126,7 +127,7 @@ struct BucketReductionsPass
       for (Operation *member : bucket.members) {
         inputs.push_back(member->getOperand(0));
         types.push_back(member->getResult(0).getType());
-        auto sharding = member->getAttrOfType<ArrayAttr>(dist::kShardingAttrName);
+        ArrayAttr sharding = dist::getResultShardings(member);
         if (sharding && sharding.size() == 1)
           shardings.push_back(sharding[0]);
         else
@@ -139,7 +140,7 @@ struct BucketReductionsPass
       state.addAttributes(last->getAttrs());
       Operation *grouped = b.create(state);
       if (allSharded)
-        grouped->setAttr(dist::kShardingAttrName, b.getArrayAttr(shardings));
+        dist::setResultShardings(grouped, shardings);
       else
         grouped->removeAttr(dist::kShardingAttrName);
       for (auto [i, member] : llvm::enumerate(bucket.members)) {

@@ -28,13 +28,12 @@ std::optional<Layout> sharding::getAnnotation(Value v) {
     auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
     if (!func)
       return std::nullopt;
-    if (auto attr = func.getArgAttrOfType<dist::ShardingAttr>(arg.getArgNumber(),
-                                                              dist::kShardingAttrName))
+    if (dist::ShardingAttr attr = dist::getArgSharding(func, arg.getArgNumber()))
       return Layout::from(attr);
     return std::nullopt;
   }
   Operation *op = v.getDefiningOp();
-  auto all = op->getAttrOfType<ArrayAttr>(dist::kShardingAttrName);
+  ArrayAttr all = dist::getResultShardings(op);
   unsigned i = cast<OpResult>(v).getResultNumber();
   if (!all || i >= all.size())
     return std::nullopt;
@@ -47,16 +46,16 @@ void sharding::setAnnotation(Value v, const Layout &layout) {
   MLIRContext *ctx = v.getContext();
   if (auto arg = dyn_cast<BlockArgument>(v)) {
     if (auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
-      func.setArgAttr(arg.getArgNumber(), dist::kShardingAttrName, layout.toAttr(ctx));
+      dist::setArgSharding(func, arg.getArgNumber(), layout.toAttr(ctx));
     return;
   }
   Operation *op = v.getDefiningOp();
   SmallVector<Attribute> all;
-  if (auto existing = op->getAttrOfType<ArrayAttr>(dist::kShardingAttrName))
+  if (ArrayAttr existing = dist::getResultShardings(op))
     all.assign(existing.begin(), existing.end());
   all.resize(op->getNumResults(), UnitAttr::get(ctx));
   all[cast<OpResult>(v).getResultNumber()] = layout.toAttr(ctx);
-  op->setAttr(dist::kShardingAttrName, ArrayAttr::get(ctx, all));
+  dist::setResultShardings(op, all);
 }
 
 FactorAxes sharding::assignFactors(

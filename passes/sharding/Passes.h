@@ -2,6 +2,8 @@
 #define LOOM_PASSES_SHARDING_PASSES_H
 
 #include "dialects/dist/DistDialect.h"
+#include "dialects/loom/LoomDialect.h"
+#include "dialects/pipe/PipeDialect.h"
 #include "dialects/nn/NNDialect.h"
 
 #include "mlir/IR/BuiltinOps.h"

@@ -114,7 +114,7 @@ def SpmdPartition : Pass<"loom-spmd-partition", "mlir::ModuleOp"> {
     After (with `%x` split on dim 1, `%w` on dim 1):
     ```mlir
     %y = nn.matmul %x, %w : (tensor<8x32xf32>, tensor<32x32xf32>) -> tensor<8x32xf32>
-    %s = dist.all_reduce %y {axes = ["tp"], reduce = "sum"} : tensor<8x32xf32>
+    %s = dist.all_reduce %y {axes = ["tp"], reduce = #dist.reduce<sum>} : tensor<8x32xf32>
     %z = nn.relu %s : tensor<8x32xf32>
     ```
   }];
@@ -142,19 +142,19 @@ def BucketReductions : Pass<"loom-bucket-reductions", "mlir::ModuleOp"> {
     Before (`bucket-bytes=4096`):
     ```mlir
     %dw2 = nn.matmul ...
-    %g2 = dist.all_reduce %dw2 {axes = ["dp"], reduce = "sum"} : tensor<16x32xf32>
+    %g2 = dist.all_reduce %dw2 {axes = ["dp"], reduce = #dist.reduce<sum>} : tensor<16x32xf32>
     %dw1 = nn.matmul ...
-    %g1 = dist.all_reduce %dw1 {axes = ["dp"], reduce = "sum"} : tensor<16x32xf32>
+    %g1 = dist.all_reduce %dw1 {axes = ["dp"], reduce = #dist.reduce<sum>} : tensor<16x32xf32>
     %dw0 = nn.matmul ...
-    %g0 = dist.all_reduce %dw0 {axes = ["dp"], reduce = "sum"} : tensor<16x32xf32>
+    %g0 = dist.all_reduce %dw0 {axes = ["dp"], reduce = #dist.reduce<sum>} : tensor<16x32xf32>
     ```
     After (2 KiB each: the first two fill a bucket):
     ```mlir
     %dw2 = nn.matmul ...
     %dw1 = nn.matmul ...
-    %g2, %g1 = dist.all_reduce %dw2, %dw1 {axes = ["dp"], reduce = "sum"} : tensor<16x32xf32>, tensor<16x32xf32>
+    %g2, %g1 = dist.all_reduce %dw2, %dw1 {axes = ["dp"], reduce = #dist.reduce<sum>} : tensor<16x32xf32>, tensor<16x32xf32>
     %dw0 = nn.matmul ...
-    %g0 = dist.all_reduce %dw0 {axes = ["dp"], reduce = "sum"} : tensor<16x32xf32>
+    %g0 = dist.all_reduce %dw0 {axes = ["dp"], reduce = #dist.reduce<sum>} : tensor<16x32xf32>
     ```
   }];
   let options = [

@@ -32,7 +32,7 @@ nn::ParameterOp weightOf(Value v) {
   return param && param.isTrainable() ? param : nn::ParameterOp();
 }
 
-bool isBackward(Operation *op) { return op->hasAttr("loom.backward"); }
+bool isBackward(Operation *op) { return loom::isBackward(op); }
 
 /// A forward matmul by a weight (the weight is its right operand).
 bool isWeightMatmul(Operation *op) {
@@ -97,7 +97,7 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
     // its per-rank functions are each sharded over the axes added here.
     auto existing = module->getAttrOfType<dist::MeshAttr>(dist::kMeshAttrName);
     bool pipelined = existing && llvm::any_of(module.getOps<func::FuncOp>(), [](func::FuncOp f) {
-                       return f->hasAttr("pipe.rank");
+                       return pipe::getRank(f).has_value();
                      });
     if (existing && !pipelined)
       return; // the user's own mesh and annotations
@@ -131,9 +131,9 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
     }
     if (names.size() == pipelineAxes)
       return; // nothing to shard
-    module->setAttr(dist::kMeshAttrName, dist::MeshAttr::get(ctx, names, sizes));
+    dist::setMesh(module, dist::MeshAttr::get(ctx, names, sizes));
     if (zero1)
-      module->setAttr("dist.zero1", UnitAttr::get(ctx));
+      dist::setZero1(module);
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isExternal() && failed(annotate(func)))
         return signalPassFailure();

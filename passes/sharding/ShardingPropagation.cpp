@@ -49,7 +49,7 @@ struct ShardingPropagationPass
       return; // nothing is sharded
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isExternal()) {
-        propagate(func, mesh, module->hasAttr("dist.zero1"));
+        propagate(func, mesh, dist::isZero1(module));
         if (failedRule)
           return signalPassFailure();
       }

@@ -28,7 +28,7 @@ RankedTensorType tensorType(Value v) { return dyn_cast<RankedTensorType>(v.getTy
 std::string nameOf(Value v) {
   if (auto arg = dyn_cast<BlockArgument>(v)) {
     if (auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
-      if (auto n = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "loom.name"))
+      if (StringAttr n = loom::getArgName(func, arg.getArgNumber()))
         return "argument '" + n.str() + "'";
     return "argument #" + std::to_string(arg.getArgNumber());
   }
@@ -113,7 +113,8 @@ struct Partitioner {
       return builder
           .create<dist::ReduceScatterOp>(loc, TypeRange{resized(x, d, 1, n)}, ValueRange{x},
                                          axesAttr({axis}), builder.getI64IntegerAttr(d),
-                                         builder.getStringAttr("sum"))
+                                         dist::ReduceKindAttr::get(builder.getContext(),
+                                                                   dist::ReduceKind::Sum))
           .getResult(0);
     };
     // Take this rank's block of dim d along `axis` of a value every rank of
@@ -216,7 +217,8 @@ struct Partitioner {
     if (!pending.empty()) {
       v = builder
               .create<dist::AllReduceOp>(loc, ValueRange{v}, axesAttr(inMeshOrder(mesh, pending)),
-                                         builder.getStringAttr("sum"))
+                                         dist::ReduceKindAttr::get(builder.getContext(),
+                                                                   dist::ReduceKind::Sum))
               .getResult(0);
       // Settled in place: every later reader takes the settled value rather
       // than settling (or carrying through a linear op and settling) again.
@@ -264,7 +266,7 @@ struct Partitioner {
       FailureOr<RankedTensorType> lt = localTypeOf(arg, layout, func);
       if (failed(lt))
         return failure();
-      func.setArgAttr(arg.getArgNumber(), "dist.global_type", TypeAttr::get(type));
+      dist::setArgGlobalType(func, arg.getArgNumber(), type);
       argTypes[arg] = type;
       arg.setType(*lt);
     }
@@ -536,7 +538,7 @@ struct Partitioner {
     }
     if (auto param = dyn_cast<nn::ParameterOp>(clone)) {
       if (param.getType() != op->getResult(0).getType())
-        param->setAttr("dist.global_type", TypeAttr::get(op->getResult(0).getType()));
+        dist::setGlobalType(param, op->getResult(0).getType());
     }
     if (auto constant = dyn_cast<nn::ConstantOp>(clone)) {
       if (constant.getType() != op->getResult(0).getType()) {
@@ -617,7 +619,7 @@ struct SpmdPartitionPass : public loom::impl::SpmdPartitionBase<SpmdPartitionPas
   static LogicalResult checkTiedCopies(ModuleOp module) {
     llvm::StringMap<std::pair<nn::ParameterOp, Layout>> first;
     WalkResult result = module.walk([&](nn::ParameterOp param) {
-      if (!param->hasAttr("pipe.holders"))
+      if (!pipe::hasHolders(param))
         return WalkResult::advance();
       Layout layout =
           getAnnotation(param.getResult()).value_or(Layout::replicated(param.getType().getRank()));

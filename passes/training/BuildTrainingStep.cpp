@@ -3,7 +3,9 @@
 
 #include "passes/training/Passes.h"
 
+#include "dialects/loom/LoomDialect.h"
 #include "dialects/nn/NNOps.h"
+#include "dialects/pipe/PipeDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -107,9 +109,9 @@ struct BuildTrainingStepPass
     static const char *const kInputs[] = {"tokens", "lr", "step"};
     static const char *const kOutputs[] = {"loss", "grad_norm"};
     for (unsigned i = 0; i < step.getNumArguments(); ++i)
-      step.setArgAttr(i, "loom.name", builder.getStringAttr(kInputs[i]));
+      loom::setArgName(step, i, kInputs[i]);
     for (unsigned i = 0; i < step.getNumResults(); ++i)
-      step.setResultAttr(i, "loom.name", builder.getStringAttr(kOutputs[i]));
+      loom::setResultName(step, i, kOutputs[i]);
     Block *body = step.addEntryBlock();
     builder.setInsertionPointToStart(body);
     Value tokens = body->getArgument(0);
@@ -169,12 +171,12 @@ struct BuildTrainingStepPass
           continue;
         }
         Operation *clone = builder.clone(op, mapping);
-        clone->setAttr("loom.microbatch", builder.getI64IntegerAttr(m));
+        loom::setMicrobatch(clone, m);
       }
       Value flat = builder.create<nn::ReshapeOp>(
           loc, RankedTensorType::get({b * seq, vocab}, logitsType.getElementType()), logits);
       auto loss = builder.create<nn::CrossEntropyOp>(loc, flat, labels);
-      loss->setAttr("loom.microbatch", builder.getI64IntegerAttr(m));
+      loom::setMicrobatch(loss, m);
       losses.push_back(loss);
     }
     Value totalLoss = losses.front();
@@ -283,10 +285,9 @@ struct BuildTrainingStepPass
     builder.create<func::ReturnOp>(loc, results);
     runMicrobatchesInTurn(*step.getBody().begin());
     step.setFunctionType(builder.getFunctionType(step.getArgumentTypes(), types));
-    step.setResultAttr(0, "loom.name", builder.getStringAttr("loss"));
+    loom::setResultName(step, 0, "loss");
     for (auto [i, entry] : llvm::enumerate(grads))
-      step.setResultAttr(i + 1, "loom.name",
-                         builder.getStringAttr("grad." + nn::ParameterOp(entry.first).getName().str()));
+      loom::setResultName(step, i + 1, "grad." + nn::ParameterOp(entry.first).getName().str());
     forward.erase();
     step.setName("main");
     return success();
@@ -303,8 +304,8 @@ struct BuildTrainingStepPass
       for (Value operand : op.getOperands())
         if (Operation *def = operand.getDefiningOp(); def && def->getBlock() == &body)
           k = std::max(k, key.lookup(def));
-      if (auto mb = op.getAttrOfType<IntegerAttr>("loom.microbatch"))
-        k = std::max(k, mb.getInt());
+      if (std::optional<int64_t> mb = loom::getMicrobatch(&op))
+        k = std::max(k, *mb);
       key[&op] = k;
     }
     return key;
@@ -371,12 +372,12 @@ struct BuildTrainingStepPass
 
     CreatedOps created;
     builder.setListener(&created);
-    auto accumulate = [&](Value target, Value grad, StringRef kind) {
+    auto accumulate = [&](Value target, Value grad, loom::BackwardKind kind) {
       size_t first = created.ops.size();
       Value &slot = adjoint[target];
       slot = slot ? builder.create<nn::AddOp>(grad.getLoc(), slot, grad).getResult() : grad;
       for (size_t i = first; i < created.ops.size(); ++i)
-        created.ops[i]->setAttr("loom.backward", builder.getStringAttr(kind));
+        loom::setBackwardKind(created.ops[i], kind);
     };
     // Microbatch by microbatch (each one's ops in reverse), then the ops no
     // microbatch owns: a microbatch's backward needs only its own forward,
@@ -444,14 +445,15 @@ struct BuildTrainingStepPass
           builder.setListener(nullptr);
           return op->emitOpError("gradient rule failed for operand ") << index;
         }
-        StringRef kind = isWeight(operand) ? "weight" : "input";
+        loom::BackwardKind kind =
+            isWeight(operand) ? loom::BackwardKind::Weight : loom::BackwardKind::Input;
         for (size_t i = first; i < created.ops.size(); ++i) {
-          created.ops[i]->setAttr("loom.backward", builder.getStringAttr(kind));
-          if (auto mb = op->getAttrOfType<IntegerAttr>("loom.microbatch"))
-            created.ops[i]->setAttr("loom.microbatch", mb);
+          loom::setBackwardKind(created.ops[i], kind);
+          if (std::optional<int64_t> mb = loom::getMicrobatch(op))
+            loom::setMicrobatch(created.ops[i], *mb);
           // A pipeline stage (--loom-pipeline-partition) goes with its gradient.
-          if (auto stage = op->getAttrOfType<IntegerAttr>("pipe.stage"))
-            created.ops[i]->setAttr("pipe.stage", stage);
+          if (std::optional<int64_t> stage = pipe::getStage(op))
+            pipe::setStage(created.ops[i], *stage);
         }
         if (*grad)
           accumulate(operand, *grad, kind);

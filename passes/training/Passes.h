@@ -1,6 +1,7 @@
 #ifndef LOOM_PASSES_TRAINING_PASSES_H
 #define LOOM_PASSES_TRAINING_PASSES_H
 
+#include "dialects/loom/LoomDialect.h"
 #include "dialects/nn/NNDialect.h"
 
 #include "mlir/IR/BuiltinOps.h"

@@ -16,7 +16,7 @@ def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
     - reverse-mode autodiff through the ops' gradient rules
       (GradientOpInterface), parameter gradients summed over microbatches
       (gradient accumulation); every backward op is tagged
-      `loom.backward = "input"` (gradients flowing to activations) or
+      `loom.backward = #loom.backward<input>` (gradients flowing to activations) or
       `"weight"` (gradients of parameters), which pipeline schedules
       (ZB-H1, DualPipe) place apart;
     - the global gradient norm, clipping to `max-grad-norm`, and AdamW with
@@ -54,7 +54,7 @@ def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
            "of the batch (tokens seen as [dp, microbatches, batch/dp, seq+1]), "
            "so that a split of the batch over dp splits every microbatch">,
   ];
-  let dependentDialects = ["loom::nn::NNDialect"];
+  let dependentDialects = ["loom::nn::NNDialect", "loom::LoomDialect"];
 }
 
 def Rebatch : Pass<"loom-rebatch", "mlir::ModuleOp"> {

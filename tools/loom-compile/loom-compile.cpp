@@ -3,6 +3,7 @@
 
 #include "tools/LoomVersion.h"
 #include "dialects/dist/DistDialect.h"
+#include "dialects/loom/LoomDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/rt/RtDialect.h"
@@ -315,7 +316,8 @@ int main(int argc, char **argv) {
   importOptions.usage = &importUsage;
 
   DialectRegistry registry;
-  registry.insert<loom::nn::NNDialect, loom::dist::DistDialect, loom::pipe::PipeDialect,
+  registry.insert<loom::LoomDialect, loom::nn::NNDialect, loom::dist::DistDialect,
+                  loom::pipe::PipeDialect,
                   loom::rt::RtDialect,
                   func::FuncDialect>();
   MLIRContext context(registry);
@@ -518,7 +520,7 @@ int main(int argc, char **argv) {
   if (loom::stepRuns(loom::PipelineStep::Partition, pipelineOptions)) {
     runStep(loom::PipelineStep::Partition);
     // A stage without layers still takes a rank that waits through the step.
-    if (auto counts = (*module)->getAttrOfType<DenseI64ArrayAttr>("pipe.layers_per_stage")) {
+    if (auto counts = loom::pipe::getLayersPerStage(*module)) {
       int64_t stages = counts.size(), layers = 0, empty = 0;
       for (int64_t n : counts.asArrayRef()) {
         layers += n;

@@ -4,6 +4,7 @@
 
 #include "tools/LoomVersion.h"
 #include "dialects/dist/DistDialect.h"
+#include "dialects/loom/LoomDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/rt/RtDialect.h"
@@ -59,7 +60,7 @@ static std::string overview(const mlir::DialectRegistry &registry) {
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<loom::nn::NNDialect, loom::dist::DistDialect, loom::pipe::PipeDialect, loom::rt::RtDialect, mlir::func::FuncDialect,
+  registry.insert<loom::LoomDialect, loom::nn::NNDialect, loom::dist::DistDialect, loom::pipe::PipeDialect, loom::rt::RtDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect>();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

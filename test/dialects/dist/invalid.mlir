@@ -6,7 +6,7 @@
 module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
   func.func @unknown_axis(%x: tensor<4xf32>) -> tensor<4xf32> {
     // expected-error @+1 {{'dist.all_reduce' op mesh axis 'tp' is not in the module's mesh}}
-    %y = dist.all_reduce %x {axes = ["tp"], reduce = "sum"} : tensor<4xf32>
+    %y = dist.all_reduce %x {axes = ["tp"], reduce = #dist.reduce<sum>} : tensor<4xf32>
     return %y : tensor<4xf32>
   }
 }
@@ -16,7 +16,7 @@ module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
 // An axis named twice.
 func.func @axis_twice(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{names mesh axis 'tp' twice}}
-  %y = dist.all_reduce %x {axes = ["tp", "tp"], reduce = "sum"} : tensor<4xf32>
+  %y = dist.all_reduce %x {axes = ["tp", "tp"], reduce = #dist.reduce<sum>} : tensor<4xf32>
   return %y : tensor<4xf32>
 }
 
@@ -25,7 +25,7 @@ func.func @axis_twice(%x: tensor<4xf32>) -> tensor<4xf32> {
 // No axes at all.
 func.func @no_axes(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{needs at least one mesh axis}}
-  %y = dist.all_reduce %x {axes = [], reduce = "sum"} : tensor<4xf32>
+  %y = dist.all_reduce %x {axes = [], reduce = #dist.reduce<sum>} : tensor<4xf32>
   return %y : tensor<4xf32>
 }
 
@@ -33,8 +33,9 @@ func.func @no_axes(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // An unknown reduction.
 func.func @bad_reduce(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{reduce must be sum, mean, max or min, got 'prod'}}
-  %y = dist.all_reduce %x {axes = ["tp"], reduce = "prod"} : tensor<4xf32>
+  // expected-error @+2 {{expected ::loom::dist::ReduceKind to be one of: sum, mean, max, min}}
+  // expected-error @+1 {{failed to parse Dist_ReduceKindAttr}}
+  %y = dist.all_reduce %x {axes = ["tp"], reduce = #dist.reduce<prod>} : tensor<4xf32>
   return %y : tensor<4xf32>
 }
 
@@ -64,7 +65,7 @@ func.func @gather_dim(%x: tensor<4x8xf32>) -> tensor<4x16xf32> {
 module attributes {dist.mesh = #dist.mesh<["tp"=4]>} {
   func.func @scatter_divisible(%x: tensor<6x8xf32>) -> tensor<1x8xf32> {
     // expected-error @+1 {{dim 0 of size 6 is not divisible by the group size 4}}
-    %y = dist.reduce_scatter %x {axes = ["tp"], dim = 0 : i64, reduce = "sum"} : tensor<6x8xf32> -> tensor<1x8xf32>
+    %y = dist.reduce_scatter %x {axes = ["tp"], dim = 0 : i64, reduce = #dist.reduce<sum>} : tensor<6x8xf32> -> tensor<1x8xf32>
     return %y : tensor<1x8xf32>
   }
 }
@@ -75,7 +76,7 @@ module attributes {dist.mesh = #dist.mesh<["tp"=4]>} {
 module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
   func.func @scatter_other_dim(%x: tensor<8x8xf32>) -> tensor<4x4xf32> {
     // expected-error @+1 {{result dim 1 must equal the input's (8), got 4}}
-    %y = dist.reduce_scatter %x {axes = ["tp"], dim = 0 : i64, reduce = "sum"} : tensor<8x8xf32> -> tensor<4x4xf32>
+    %y = dist.reduce_scatter %x {axes = ["tp"], dim = 0 : i64, reduce = #dist.reduce<sum>} : tensor<8x8xf32> -> tensor<4x4xf32>
     return %y : tensor<4x4xf32>
   }
 }
@@ -207,7 +208,7 @@ func.func @sharding_twice(%x: tensor<4x4xf32> {dist.sharding = #dist.sharding<[[
 module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
   func.func @bucket_counts(%x: tensor<8xf32>, %y: tensor<4xf32>) -> tensor<8xf32> {
     // expected-error @+1 {{has 2 inputs but 1 results}}
-    %r = "dist.all_reduce"(%x, %y) {axes = ["dp"], reduce = "sum"} : (tensor<8xf32>, tensor<4xf32>) -> tensor<8xf32>
+    %r = "dist.all_reduce"(%x, %y) {axes = ["dp"], reduce = #dist.reduce<sum>} : (tensor<8xf32>, tensor<4xf32>) -> tensor<8xf32>
     return %r : tensor<8xf32>
   }
 }
@@ -218,7 +219,7 @@ module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
 module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
   func.func @bucket_types(%x: tensor<8xf32>, %y: tensor<4xf32>) -> tensor<8xf32> {
     // expected-error @+1 {{result 1 must have input 1's type ('tensor<4xf32>')}}
-    %r:2 = "dist.all_reduce"(%x, %y) {axes = ["dp"], reduce = "sum"} : (tensor<8xf32>, tensor<4xf32>) -> (tensor<8xf32>, tensor<4xbf16>)
+    %r:2 = "dist.all_reduce"(%x, %y) {axes = ["dp"], reduce = #dist.reduce<sum>} : (tensor<8xf32>, tensor<4xf32>) -> (tensor<8xf32>, tensor<4xbf16>)
     return %r#0 : tensor<8xf32>
   }
 }
@@ -229,7 +230,7 @@ module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
 module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
   func.func @bucket_scatter(%x: tensor<8xf32>, %y: tensor<3x4xf32>) -> tensor<4xf32> {
     // expected-error @+1 {{dim 0 of size 3 is not divisible by the group size 2}}
-    %r:2 = dist.reduce_scatter %x, %y {axes = ["dp"], dim = 0 : i64, reduce = "sum"} : tensor<8xf32>, tensor<3x4xf32> -> tensor<4xf32>, tensor<1x4xf32>
+    %r:2 = dist.reduce_scatter %x, %y {axes = ["dp"], dim = 0 : i64, reduce = #dist.reduce<sum>} : tensor<8xf32>, tensor<3x4xf32> -> tensor<4xf32>, tensor<1x4xf32>
     return %r#0 : tensor<4xf32>
   }
 }
@@ -240,7 +241,72 @@ module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
 module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
   func.func @bucket_empty() {
     // expected-error @+1 {{needs at least one input}}
-    "dist.all_reduce"() {axes = ["dp"], reduce = "sum"} : () -> ()
+    "dist.all_reduce"() {axes = ["dp"], reduce = #dist.reduce<sum>} : () -> ()
     return
   }
+}
+
+// -----
+
+// The dist dialect's discardable attributes (DistDialect::verifyOperationAttribute).
+
+// expected-error @+1 {{'dist.mesh' must be a #dist.mesh, got ["dp"]}}
+module attributes {dist.mesh = ["dp"]} {
+}
+
+// -----
+
+func.func @mesh_on_function() attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
+  // expected-error @-1 {{'dist.mesh' belongs on the module}}
+  return
+}
+
+// -----
+
+func.func @sharding_count(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dist.sharding' has 2 shardings for 1 results}}
+  %0 = nn.neg %x {dist.sharding = [#dist.sharding<[[]]>, #dist.sharding<[[]]>]} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @sharding_not_array(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dist.sharding' must be an array of #dist.sharding (or unit: undecided), one per result}}
+  %0 = nn.neg %x {dist.sharding = #dist.sharding<[[]]>} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument 0: 'dist.sharding' must be a #dist.sharding}}
+func.func @arg_sharding_array(%x: tensor<4xf32> {dist.sharding = [#dist.sharding<[[]]>]}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'dist.global_type' must be a ranked tensor type, got f32}}
+func.func @global_type_scalar(%x: tensor<4xf32> {dist.global_type = f32}) {
+  return
+}
+
+// -----
+
+func.func @rank_offsets(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{has a malformed 'dist.rank_offsets'}}
+  %0 = nn.neg %x {dist.rank_offsets = [{attr = "start"}]} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'dist.zero1' must be a unit attribute, got true}}
+module attributes {dist.zero1 = true} {
+}
+
+// -----
+
+// expected-error @+1 {{has an unknown dist attribute 'dist.shardings'}}
+module attributes {dist.shardings = []} {
 }

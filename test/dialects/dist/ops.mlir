@@ -7,19 +7,19 @@
 module attributes {dist.mesh = #dist.mesh<["dp"=2, "tp"=2]>} {
   // CHECK-LABEL: func.func @collectives
   func.func @collectives(%x: tensor<4x8xf32> {dist.sharding = #dist.sharding<[["dp"], ["tp"]]>}, %x16: tensor<8xbf16>) -> tensor<4x8xf32> {
-    // CHECK: dist.all_reduce %{{.*}} {axes = ["tp"], reduce = "sum"} : tensor<4x8xf32>
-    %a = dist.all_reduce %x {axes = ["tp"], reduce = "sum"} : tensor<4x8xf32>
-    // CHECK: dist.all_reduce %{{.*}} {axes = ["dp", "tp"], reduce = "max"} : tensor<4x8xf32>
-    %b = dist.all_reduce %a {axes = ["dp", "tp"], reduce = "max"} : tensor<4x8xf32>
+    // CHECK: dist.all_reduce %{{.*}} {axes = ["tp"], reduce = #dist.reduce<sum>} : tensor<4x8xf32>
+    %a = dist.all_reduce %x {axes = ["tp"], reduce = #dist.reduce<sum>} : tensor<4x8xf32>
+    // CHECK: dist.all_reduce %{{.*}} {axes = ["dp", "tp"], reduce = #dist.reduce<max>} : tensor<4x8xf32>
+    %b = dist.all_reduce %a {axes = ["dp", "tp"], reduce = #dist.reduce<max>} : tensor<4x8xf32>
     // A bucket: several tensors in one collective, each reduced on its own.
-    // CHECK: dist.all_reduce %{{.*}}, %{{.*}} {axes = ["dp"], reduce = "sum"} : tensor<4x8xf32>, tensor<8xbf16>
-    %bucket:2 = dist.all_reduce %x, %x16 {axes = ["dp"], reduce = "sum"} : tensor<4x8xf32>, tensor<8xbf16>
-    // CHECK: dist.reduce_scatter %{{.*}}, %{{.*}} {axes = ["dp"], dim = 0 : i64, reduce = "sum"} : tensor<4x8xf32>, tensor<8xbf16> -> tensor<2x8xf32>, tensor<4xbf16>
-    %scattered:2 = dist.reduce_scatter %x, %x16 {axes = ["dp"], dim = 0 : i64, reduce = "sum"} : tensor<4x8xf32>, tensor<8xbf16> -> tensor<2x8xf32>, tensor<4xbf16>
+    // CHECK: dist.all_reduce %{{.*}}, %{{.*}} {axes = ["dp"], reduce = #dist.reduce<sum>} : tensor<4x8xf32>, tensor<8xbf16>
+    %bucket:2 = dist.all_reduce %x, %x16 {axes = ["dp"], reduce = #dist.reduce<sum>} : tensor<4x8xf32>, tensor<8xbf16>
+    // CHECK: dist.reduce_scatter %{{.*}}, %{{.*}} {axes = ["dp"], dim = 0 : i64, reduce = #dist.reduce<sum>} : tensor<4x8xf32>, tensor<8xbf16> -> tensor<2x8xf32>, tensor<4xbf16>
+    %scattered:2 = dist.reduce_scatter %x, %x16 {axes = ["dp"], dim = 0 : i64, reduce = #dist.reduce<sum>} : tensor<4x8xf32>, tensor<8xbf16> -> tensor<2x8xf32>, tensor<4xbf16>
     // CHECK: dist.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64} : tensor<4x8xf32> -> tensor<4x16xf32>
     %c = dist.all_gather %b {axes = ["tp"], dim = 1 : i64} : tensor<4x8xf32> -> tensor<4x16xf32>
-    // CHECK: dist.reduce_scatter %{{.*}} {axes = ["tp"], dim = 1 : i64, reduce = "sum"} : tensor<4x16xf32> -> tensor<4x8xf32>
-    %d = dist.reduce_scatter %c {axes = ["tp"], dim = 1 : i64, reduce = "sum"} : tensor<4x16xf32> -> tensor<4x8xf32>
+    // CHECK: dist.reduce_scatter %{{.*}} {axes = ["tp"], dim = 1 : i64, reduce = #dist.reduce<sum>} : tensor<4x16xf32> -> tensor<4x8xf32>
+    %d = dist.reduce_scatter %c {axes = ["tp"], dim = 1 : i64, reduce = #dist.reduce<sum>} : tensor<4x16xf32> -> tensor<4x8xf32>
     // CHECK: dist.all_to_all %{{.*}} {axes = ["tp"], concat_dim = 0 : i64, split_dim = 1 : i64} : tensor<4x8xf32> -> tensor<8x4xf32>
     %e = dist.all_to_all %d {axes = ["tp"], split_dim = 1 : i64, concat_dim = 0 : i64} : tensor<4x8xf32> -> tensor<8x4xf32>
     // CHECK: dist.broadcast %{{.*}} {axes = ["dp"], root = 1 : i64} : tensor<8x4xf32>

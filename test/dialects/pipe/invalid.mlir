@@ -69,3 +69,47 @@ pipe.schedule "custom" ranks = 1 stages = 1 microbatches = 1 chains = 1 stage_ra
   // expected-error @+1 {{unknown pipeline action 'X'}}
   pipe.rank 0 [#pipe.action<X, stage = 0, mb = 0>]
 }
+
+// -----
+
+// The pipe dialect's discardable attributes (PipeDialect::verifyOperationAttribute).
+
+func.func @stage_below_shared(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'pipe.stage' must be an i64 of at least -1, got -2 : i64}}
+  %0 = nn.neg %x {pipe.stage = -2 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @holders_not_array(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'pipe.holders' must be an array<i64: ...> of non-negative values, got [0, 1]}}
+  %0 = nn.neg %x {pipe.holders = [0, 1]} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'pipe.rank' must be an i64 of at least 0, got "1"}}
+func.func @rank_string() attributes {pipe.rank = "1"} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'pipe.schedule_csv' belongs on the module}}
+func.func @csv_on_function() attributes {pipe.schedule_csv = "0F0"} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'pipe.stage_fiw_flops' holds F, I and W flops per stage: its size 2 is not a multiple of 3}}
+module attributes {pipe.stage_fiw_flops = array<i64: 1, 2>} {
+}
+
+// -----
+
+// expected-error @+1 {{has an unknown pipe attribute 'pipe.stages'}}
+module attributes {pipe.stages = 2 : i64} {
+}

@@ -8,7 +8,7 @@ module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>
     %x = rt.input "x" : memref<4x8xf32>
     %y = rt.alloc : memref<4x16xf32>
     // expected-error @+1 {{all_gather: input [4x8] and output [4x16] differ along dim 1: output must be 32 (the group has 4 ranks)}}
-    rt.collective "all_gather" (%x) -> (%y) {axes = ["tp"], dim = 1} : (memref<4x8xf32>) -> memref<4x16xf32>
+    rt.collective all_gather (%x) -> (%y) {axes = ["tp"], dim = 1} : (memref<4x8xf32>) -> memref<4x16xf32>
   }
 }
 
@@ -19,7 +19,7 @@ module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>
     %x = rt.input "x" : memref<4x8xf32>
     %y = rt.alloc : memref<4x8xf32>
     // expected-error @+1 {{axis 'pp' is not a mesh axis (the mesh has ["dp", "tp"])}}
-    rt.collective "all_reduce" (%x) -> (%y) {axes = ["pp"], reduce = "sum"} : (memref<4x8xf32>) -> memref<4x8xf32>
+    rt.collective all_reduce (%x) -> (%y) {axes = ["pp"], reduce = #rt.reduce<sum>} : (memref<4x8xf32>) -> memref<4x8xf32>
   }
 }
 
@@ -30,7 +30,7 @@ module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>
     %x = rt.input "x" : memref<6x8xf32>
     %y = rt.alloc : memref<3x8xf32>
     // expected-error @+1 {{reduce_scatter: input [6x8] and output [3x8] differ along dim 0: input must be 12 (the group has 4 ranks)}}
-    rt.collective "reduce_scatter" (%x) -> (%y) {axes = ["tp"], dim = 0, reduce = "sum"} : (memref<6x8xf32>) -> memref<3x8xf32>
+    rt.collective reduce_scatter (%x) -> (%y) {axes = ["tp"], dim = 0, reduce = #rt.reduce<sum>} : (memref<6x8xf32>) -> memref<3x8xf32>
   }
 }
 
@@ -41,7 +41,7 @@ module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>
     %x = rt.input "x" : memref<6x8xf32>
     %y = rt.alloc : memref<3x16xf32>
     // expected-error @+1 {{all_to_all: split_dim 0 (6) does not divide into 4 blocks}}
-    rt.collective "all_to_all" (%x) -> (%y) {axes = ["tp"], split_dim = 0, concat_dim = 1} : (memref<6x8xf32>) -> memref<3x16xf32>
+    rt.collective all_to_all (%x) -> (%y) {axes = ["tp"], split_dim = 0, concat_dim = 1} : (memref<6x8xf32>) -> memref<3x16xf32>
   }
 }
 
@@ -52,7 +52,7 @@ module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>
     %x = rt.input "x" : memref<8xf32>
     %y = rt.alloc : memref<8xf32>
     // expected-error @+1 {{broadcast: root 2 is not an index in a group of 2}}
-    rt.collective "broadcast" (%x) -> (%y) {axes = ["dp"], root = 2} : (memref<8xf32>) -> memref<8xf32>
+    rt.collective broadcast (%x) -> (%y) {axes = ["dp"], root = 2} : (memref<8xf32>) -> memref<8xf32>
   }
 }
 
@@ -61,8 +61,9 @@ module attributes {rt.mesh_axes = ["dp", "tp"], rt.mesh_shape = array<i64: 2, 4>
 rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   %y = rt.alloc : memref<8xf32>
-  // expected-error @+1 {{unknown collective 'gossip'}}
-  rt.collective "gossip" (%x) -> (%y) {axes = ["dp"]} : (memref<8xf32>) -> memref<8xf32>
+  // expected-error @+2 {{expected ::loom::rt::CollectiveKind to be one of: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send, recv, exchange}}
+  // expected-error @+1 {{failed to parse Rt_CollectiveKindAttr}}
+  rt.collective gossip (%x) -> (%y) {axes = ["dp"]} : (memref<8xf32>) -> memref<8xf32>
 }
 
 // -----
@@ -71,7 +72,7 @@ rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   %y = rt.alloc : memref<8xf32>
   // expected-error @+1 {{'all_reduce' needs the attribute 'reduce'}}
-  rt.collective "all_reduce" (%x) -> (%y) {axes = ["dp"]} : (memref<8xf32>) -> memref<8xf32>
+  rt.collective all_reduce (%x) -> (%y) {axes = ["dp"]} : (memref<8xf32>) -> memref<8xf32>
 }
 
 // -----
@@ -80,7 +81,7 @@ rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   %y = rt.alloc : memref<8xf32>
   // expected-error @+1 {{'all_gather' takes no attribute 'reduce'}}
-  rt.collective "all_gather" (%x) -> (%y) {axes = ["dp"], dim = 0, reduce = "sum"} : (memref<8xf32>) -> memref<8xf32>
+  rt.collective all_gather (%x) -> (%y) {axes = ["dp"], dim = 0, reduce = #rt.reduce<sum>} : (memref<8xf32>) -> memref<8xf32>
 }
 
 // -----
@@ -88,8 +89,9 @@ rt.program @p rank = 0 streams = ["compute"] {
 rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   %y = rt.alloc : memref<8xf32>
-  // expected-error @+1 {{unknown reduction 'min' (expected sum, max or avg)}}
-  rt.collective "all_reduce" (%x) -> (%y) {axes = ["dp"], reduce = "min"} : (memref<8xf32>) -> memref<8xf32>
+  // expected-error @+2 {{expected ::loom::rt::ReduceKind to be one of: sum, max, avg}}
+  // expected-error @+1 {{failed to parse Rt_ReduceKindAttr}}
+  rt.collective all_reduce (%x) -> (%y) {axes = ["dp"], reduce = #rt.reduce<min>} : (memref<8xf32>) -> memref<8xf32>
 }
 
 // -----
@@ -98,7 +100,7 @@ rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf64>
   %y = rt.alloc : memref<8xf64>
   // expected-error @+1 {{all_reduce: element type f64 is not one collectives move (f32, bf16, f16, i64, i32)}}
-  rt.collective "all_reduce" (%x) -> (%y) {axes = ["dp"], reduce = "sum"} : (memref<8xf64>) -> memref<8xf64>
+  rt.collective all_reduce (%x) -> (%y) {axes = ["dp"], reduce = #rt.reduce<sum>} : (memref<8xf64>) -> memref<8xf64>
 }
 
 // -----
@@ -107,7 +109,7 @@ rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   %y = rt.alloc : memref<8xbf16>
   // expected-error @+1 {{all_reduce: input is f32 but output is bf16}}
-  rt.collective "all_reduce" (%x) -> (%y) {axes = ["dp"], reduce = "sum"} : (memref<8xf32>) -> memref<8xbf16>
+  rt.collective all_reduce (%x) -> (%y) {axes = ["dp"], reduce = #rt.reduce<sum>} : (memref<8xf32>) -> memref<8xbf16>
 }
 
 // -----
@@ -115,7 +117,7 @@ rt.program @p rank = 0 streams = ["compute"] {
 rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   // expected-error @+1 {{send takes one input and no output}}
-  rt.collective "send" (%x) -> (%x) {peer = 1} : (memref<8xf32>) -> memref<8xf32>
+  rt.collective send (%x) -> (%x) {peer = 1} : (memref<8xf32>) -> memref<8xf32>
 }
 
 // -----
@@ -124,7 +126,7 @@ module attributes {rt.mesh_axes = ["pp"], rt.mesh_shape = array<i64: 2>} {
   rt.program @p rank = 0 streams = ["compute"] {
     %x = rt.input "x" : memref<8xf32>
     // expected-error @+1 {{peer 2 is outside the mesh of 2 ranks}}
-    rt.collective "send" (%x) -> () {peer = 2} : (memref<8xf32>) -> ()
+    rt.collective send (%x) -> () {peer = 2} : (memref<8xf32>) -> ()
   }
 }
 
@@ -137,7 +139,7 @@ module attributes {rt.mesh_axes = ["pp", "tp"], rt.mesh_shape = array<i64: 2, 2>
     %x = rt.input "x" : memref<8xf32>
     %y = rt.alloc : memref<8xf32>
     // expected-error @+1 {{exchange: receive 0: peer 2 is not an index in a group of 2}}
-    rt.collective "exchange" (%x) -> (%y) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 2>} : (memref<8xf32>) -> memref<8xf32>
+    rt.collective exchange (%x) -> (%y) {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 2>} : (memref<8xf32>) -> memref<8xf32>
   }
 }
 
@@ -147,7 +149,7 @@ rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   %y = rt.input "y" : memref<8xi64>
   // expected-error @+1 {{exchange: 2 send buffer(s) but 1 send peer(s)}}
-  rt.collective "exchange" (%x, %y) -> () {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64>} : (memref<8xf32>, memref<8xi64>) -> ()
+  rt.collective exchange (%x, %y) -> () {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64>} : (memref<8xf32>, memref<8xi64>) -> ()
 }
 
 // -----
@@ -155,14 +157,14 @@ rt.program @p rank = 0 streams = ["compute"] {
 rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   // expected-error @+1 {{exchange: 0 receive buffer(s) but 1 receive peer(s)}}
-  rt.collective "exchange" (%x) -> () {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 1>} : (memref<8xf32>) -> ()
+  rt.collective exchange (%x) -> () {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64: 1>} : (memref<8xf32>) -> ()
 }
 
 // -----
 
 rt.program @p rank = 0 streams = ["compute"] {
   // expected-error @+1 {{exchange transfers nothing (no send and no receive)}}
-  rt.collective "exchange" () -> () {axes = ["pp"], send_peers = array<i64>, recv_peers = array<i64>} : () -> ()
+  rt.collective exchange () -> () {axes = ["pp"], send_peers = array<i64>, recv_peers = array<i64>} : () -> ()
 }
 
 // -----
@@ -170,7 +172,7 @@ rt.program @p rank = 0 streams = ["compute"] {
 rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf64>
   // expected-error @+1 {{exchange: send 0: element type f64 is not one collectives move}}
-  rt.collective "exchange" (%x) -> () {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64>} : (memref<8xf64>) -> ()
+  rt.collective exchange (%x) -> () {axes = ["pp"], send_peers = array<i64: 1>, recv_peers = array<i64>} : (memref<8xf64>) -> ()
 }
 
 // -----
@@ -178,7 +180,7 @@ rt.program @p rank = 0 streams = ["compute"] {
 rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   // expected-error @+1 {{'exchange' needs the attribute 'axes'}}
-  rt.collective "exchange" (%x) -> () {send_peers = array<i64: 1>, recv_peers = array<i64>} : (memref<8xf32>) -> ()
+  rt.collective exchange (%x) -> () {send_peers = array<i64: 1>, recv_peers = array<i64>} : (memref<8xf32>) -> ()
 }
 
 // -----
@@ -186,7 +188,7 @@ rt.program @p rank = 0 streams = ["compute"] {
 rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   // expected-error @+1 {{'exchange' needs the attribute 'recv_peers'}}
-  rt.collective "exchange" (%x) -> () {axes = ["pp"], send_peers = array<i64: 1>} : (memref<8xf32>) -> ()
+  rt.collective exchange (%x) -> () {axes = ["pp"], send_peers = array<i64: 1>} : (memref<8xf32>) -> ()
 }
 
 // -----
@@ -195,7 +197,7 @@ rt.program @p rank = 0 streams = ["compute"] {
 rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   // expected-error @+1 {{'send' takes no attribute 'send_peers'}}
-  rt.collective "send" (%x) -> () {peer = 1, send_peers = array<i64: 1>} : (memref<8xf32>) -> ()
+  rt.collective send (%x) -> () {peer = 1, send_peers = array<i64: 1>} : (memref<8xf32>) -> ()
 }
 
 // -----
@@ -204,7 +206,7 @@ rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   %y = rt.alloc : memref<8xf32>
   // expected-error @+1 {{'all_reduce' takes no attribute 'recv_peers'}}
-  rt.collective "all_reduce" (%x) -> (%y) {axes = ["dp"], reduce = "sum", recv_peers = array<i64: 0>} : (memref<8xf32>) -> memref<8xf32>
+  rt.collective all_reduce (%x) -> (%y) {axes = ["dp"], reduce = #rt.reduce<sum>, recv_peers = array<i64: 0>} : (memref<8xf32>) -> memref<8xf32>
 }
 
 // -----
@@ -213,7 +215,7 @@ rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf32>
   %y = rt.alloc : memref<8xf32>
   // expected-error @+1 {{runs on stream 'tp_comm', which the program does not list}}
-  rt.collective "all_reduce" (%x) -> (%y) on "tp_comm" {axes = ["tp"], reduce = "sum"} : (memref<8xf32>) -> memref<8xf32>
+  rt.collective all_reduce (%x) -> (%y) on "tp_comm" {axes = ["tp"], reduce = #rt.reduce<sum>} : (memref<8xf32>) -> memref<8xf32>
 }
 
 // -----
@@ -309,7 +311,7 @@ module attributes {rt.mesh_axes = ["dp"], rt.mesh_shape = array<i64: 2>} {
     %y = rt.alloc : memref<8xf32>
     %z = rt.alloc : memref<8xf32>
     // expected-error @+1 {{takes at most one input and one output (only all_reduce and reduce_scatter take a bucket of several)}}
-    rt.collective "all_gather" (%x, %x) -> (%y, %z) {axes = ["dp"], dim = 0} : (memref<4xf32>, memref<4xf32>) -> (memref<8xf32>, memref<8xf32>)
+    rt.collective all_gather (%x, %x) -> (%y, %z) {axes = ["dp"], dim = 0} : (memref<4xf32>, memref<4xf32>) -> (memref<8xf32>, memref<8xf32>)
   }
 }
 
@@ -321,7 +323,7 @@ module attributes {rt.mesh_axes = ["dp"], rt.mesh_shape = array<i64: 2>} {
     %x = rt.input "x" : memref<4xf32>
     %y = rt.alloc : memref<4xf32>
     // expected-error @+1 {{a bucket needs one output per input, has 2 inputs and 1 outputs}}
-    rt.collective "all_reduce" (%x, %x) -> (%y) {axes = ["dp"], reduce = "sum"} : (memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.collective all_reduce (%x, %x) -> (%y) {axes = ["dp"], reduce = #rt.reduce<sum>} : (memref<4xf32>, memref<4xf32>) -> memref<4xf32>
   }
 }
 
@@ -334,6 +336,6 @@ module attributes {rt.mesh_axes = ["dp"], rt.mesh_shape = array<i64: 2>} {
     %y = rt.alloc : memref<4xf32>
     %z = rt.alloc : memref<2xf32>
     // expected-error @+1 {{bucket entry 1: all_reduce: input [4] and output [2] must have the same shape}}
-    rt.collective "all_reduce" (%x, %x) -> (%y, %z) {axes = ["dp"], reduce = "sum"} : (memref<4xf32>, memref<4xf32>) -> (memref<4xf32>, memref<2xf32>)
+    rt.collective all_reduce (%x, %x) -> (%y, %z) {axes = ["dp"], reduce = #rt.reduce<sum>} : (memref<4xf32>, memref<4xf32>) -> (memref<4xf32>, memref<2xf32>)
   }
 }

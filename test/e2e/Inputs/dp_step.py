@@ -27,11 +27,11 @@ text = f'''module attributes {{rt.mesh_axes = ["dp"], rt.mesh_shape = array<i64:
     %local_mean = rt.alloc : memref<f32>
     rt.kernel "nn.reduce_mean" (%tf) -> (%local_mean) attrs {{dims = array<i64: 0, 1>}} : (memref<{b}x5xf32>) -> memref<f32>
     %mean = rt.alloc : memref<f32>
-    rt.collective "all_reduce" (%local_mean) -> (%mean) {{axes = ["dp"], reduce = "avg"}} : (memref<f32>) -> memref<f32>
+    rt.collective all_reduce (%local_mean) -> (%mean) {{axes = ["dp"], reduce = #rt.reduce<avg>}} : (memref<f32>) -> memref<f32>
     %local_sum = rt.alloc : memref<f32>
     rt.kernel "nn.reduce_sum" (%w) -> (%local_sum) attrs {{dims = array<i64: 0>}} : (memref<{w}xf32>) -> memref<f32>
     %wsum = rt.alloc : memref<f32>
-    rt.collective "all_reduce" (%local_sum) -> (%wsum) {{axes = ["dp"], reduce = "sum"}} : (memref<f32>) -> memref<f32>
+    rt.collective all_reduce (%local_sum) -> (%wsum) {{axes = ["dp"], reduce = #rt.reduce<sum>}} : (memref<f32>) -> memref<f32>
     %scaled = rt.alloc : memref<f32>
     rt.kernel "nn.mul" (%mean, %scale) -> (%scaled) : (memref<f32>, memref<f32>) -> memref<f32>
     %loss = rt.alloc : memref<f32>

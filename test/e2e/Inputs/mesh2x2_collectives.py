@@ -81,17 +81,17 @@ open(out + "/mesh.mlir", "w").write('''module attributes {rt.mesh_axes = ["dp", 
   rt.program @main rank = 0 streams = ["compute"] {
     %x = rt.input "x" {global_shape = array<i64: 8, 4>, sharding = [["dp", "tp"], []]} : memref<2x4xf32>
     %a = rt.alloc : memref<2x4xf32>
-    rt.collective "all_reduce" (%x) -> (%a) {axes = ["tp"], reduce = "sum"} : (memref<2x4xf32>) -> memref<2x4xf32>
+    rt.collective all_reduce (%x) -> (%a) {axes = ["tp"], reduce = #rt.reduce<sum>} : (memref<2x4xf32>) -> memref<2x4xf32>
     %b = rt.alloc : memref<2x8xf32>
-    rt.collective "all_gather" (%a) -> (%b) {axes = ["dp"], dim = 1} : (memref<2x4xf32>) -> memref<2x8xf32>
+    rt.collective all_gather (%a) -> (%b) {axes = ["dp"], dim = 1} : (memref<2x4xf32>) -> memref<2x8xf32>
     %c = rt.alloc : memref<8x2xf32>
-    rt.collective "all_to_all" (%b) -> (%c) {axes = ["tp", "dp"], split_dim = 1, concat_dim = 0} : (memref<2x8xf32>) -> memref<8x2xf32>
+    rt.collective all_to_all (%b) -> (%c) {axes = ["tp", "dp"], split_dim = 1, concat_dim = 0} : (memref<2x8xf32>) -> memref<8x2xf32>
     %d = rt.alloc : memref<8x2xf32>
-    rt.collective "broadcast" (%c) -> (%d) {axes = ["dp"], root = 1} : (memref<8x2xf32>) -> memref<8x2xf32>
+    rt.collective broadcast (%c) -> (%d) {axes = ["dp"], root = 1} : (memref<8x2xf32>) -> memref<8x2xf32>
     %e = rt.alloc : memref<2x2xf32>
-    rt.collective "reduce_scatter" (%d) -> (%e) {axes = ["dp", "tp"], dim = 0, reduce = "max"} : (memref<8x2xf32>) -> memref<2x2xf32>
+    rt.collective reduce_scatter (%d) -> (%e) {axes = ["dp", "tp"], dim = 0, reduce = #rt.reduce<max>} : (memref<8x2xf32>) -> memref<2x2xf32>
     %f = rt.alloc : memref<8x2xf32>
-    rt.collective "all_gather" (%e) -> (%f) {axes = ["dp", "tp"], dim = 0} : (memref<2x2xf32>) -> memref<8x2xf32>
+    rt.collective all_gather (%e) -> (%f) {axes = ["dp", "tp"], dim = 0} : (memref<2x2xf32>) -> memref<8x2xf32>
     rt.output "f" %f : memref<8x2xf32>
   }
 }

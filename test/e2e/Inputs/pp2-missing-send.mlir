@@ -8,7 +8,7 @@ module attributes {rt.mesh_axes = ["pp"], rt.mesh_shape = array<i64: 2>} {
   }
   rt.program @stage1 rank = 1 streams = ["compute"] {
     %r = rt.alloc : memref<2x3xf32>
-    rt.collective "recv" () -> (%r) {peer = 0} : () -> memref<2x3xf32>
+    rt.collective recv () -> (%r) {peer = 0} : () -> memref<2x3xf32>
     rt.output "y" %r : memref<2x3xf32>
   }
 }

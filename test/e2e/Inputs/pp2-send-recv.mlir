@@ -5,12 +5,12 @@ module attributes {rt.mesh_axes = ["pp"], rt.mesh_shape = array<i64: 2>} {
     %x = rt.input "x" : memref<2x3xf32>
     %a = rt.alloc : memref<2x3xf32>
     rt.kernel "nn.relu" (%x) -> (%a) : (memref<2x3xf32>) -> memref<2x3xf32>
-    rt.collective "send" (%a) -> () {peer = 1} : (memref<2x3xf32>) -> ()
+    rt.collective send (%a) -> () {peer = 1} : (memref<2x3xf32>) -> ()
     rt.output "relu" %a : memref<2x3xf32>
   }
   rt.program @stage1 rank = 1 streams = ["compute"] {
     %r = rt.alloc : memref<2x3xf32>
-    rt.collective "recv" () -> (%r) {peer = 0} : () -> memref<2x3xf32>
+    rt.collective recv () -> (%r) {peer = 0} : () -> memref<2x3xf32>
     %y = rt.alloc : memref<2x3xf32>
     rt.kernel "nn.neg" (%r) -> (%y) : (memref<2x3xf32>) -> memref<2x3xf32>
     rt.output "y" %y : memref<2x3xf32>

@@ -9,11 +9,11 @@ module attributes {rt.mesh_axes = ["tp"], rt.mesh_shape = array<i64: 2>} {
     %partial = rt.alloc : memref<4x3xf32>
     rt.kernel "nn.matmul" (%x, %w) -> (%partial) : (memref<4x4xf32>, memref<4x3xf32>) -> memref<4x3xf32>
     %y = rt.alloc : memref<4x3xf32>
-    rt.collective "all_reduce" (%partial) -> (%y) {axes = ["tp"], reduce = "sum"} : (memref<4x3xf32>) -> memref<4x3xf32>
+    rt.collective all_reduce (%partial) -> (%y) {axes = ["tp"], reduce = #rt.reduce<sum>} : (memref<4x3xf32>) -> memref<4x3xf32>
     %gathered = rt.alloc : memref<8x3xf32>
-    rt.collective "all_gather" (%y) -> (%gathered) {axes = ["tp"], dim = 0} : (memref<4x3xf32>) -> memref<8x3xf32>
+    rt.collective all_gather (%y) -> (%gathered) {axes = ["tp"], dim = 0} : (memref<4x3xf32>) -> memref<8x3xf32>
     %scattered = rt.alloc : memref<2x3xf32>
-    rt.collective "reduce_scatter" (%partial) -> (%scattered) {axes = ["tp"], dim = 0, reduce = "sum"} : (memref<4x3xf32>) -> memref<2x3xf32>
+    rt.collective reduce_scatter (%partial) -> (%scattered) {axes = ["tp"], dim = 0, reduce = #rt.reduce<sum>} : (memref<4x3xf32>) -> memref<2x3xf32>
     rt.output "y" %y : memref<4x3xf32>
     rt.output "gathered" %gathered : memref<8x3xf32>
     rt.output "scattered" %scattered : memref<2x3xf32>

@@ -7,7 +7,7 @@
 // CHECK: rt.kernel "nn.relu"({{.*}}) -> (%[[B:[0-9]+]])
 // CHECK: %[[GA:.*]] = rt.alloc : memref<16xf32>
 // CHECK: %[[GB:.*]] = rt.alloc : memref<4x4xf32>
-// CHECK: rt.collective "all_reduce"(%[[A]], %[[B]]) -> (%[[GA]], %[[GB]]) {axes = ["dp"], reduce = "sum"} : (memref<16xf32>, memref<4x4xf32>) -> (memref<16xf32>, memref<4x4xf32>)
+// CHECK: rt.collective all_reduce(%[[A]], %[[B]]) -> (%[[GA]], %[[GB]]) {axes = ["dp"], reduce = #rt.reduce<sum>} : (memref<16xf32>, memref<4x4xf32>) -> (memref<16xf32>, memref<4x4xf32>)
 // CHECK: rt.kernel "nn.neg"(%[[GA]])
 // CHECK: rt.kernel "nn.neg"(%[[GB]])
 
@@ -17,7 +17,7 @@
 // STREAMS: rt.kernel "nn.relu"({{.*}}) -> (%[[B:[0-9]+]]) on "compute"
 // STREAMS-NEXT: rt.record_event 0 on "compute"
 // STREAMS: rt.wait_event 0 on "dp_comm"
-// STREAMS-NEXT: rt.collective "all_reduce"(%[[A]], %[[B]]) -> ({{.*}}) on "dp_comm"
+// STREAMS-NEXT: rt.collective all_reduce(%[[A]], %[[B]]) -> ({{.*}}) on "dp_comm"
 // STREAMS-NEXT: rt.record_event 1 on "dp_comm"
 // STREAMS: rt.wait_event 1 on "compute"
 // STREAMS-NEXT: rt.kernel "nn.neg"
@@ -25,7 +25,7 @@ module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
   func.func @main(%x: tensor<16xf32>, %y: tensor<4x4xf32>) -> (tensor<16xf32>, tensor<4x4xf32>) {
     %a = nn.relu %x : tensor<16xf32>
     %b = nn.relu %y : tensor<4x4xf32>
-    %g:2 = dist.all_reduce %a, %b {axes = ["dp"], reduce = "sum"} : tensor<16xf32>, tensor<4x4xf32>
+    %g:2 = dist.all_reduce %a, %b {axes = ["dp"], reduce = #dist.reduce<sum>} : tensor<16xf32>, tensor<4x4xf32>
     %na = nn.neg %g#0 : tensor<16xf32>
     %nb = nn.neg %g#1 : tensor<4x4xf32>
     return %na, %nb : tensor<16xf32>, tensor<4x4xf32>

@@ -31,7 +31,7 @@
 // each AdamW update with its parameter.
 // TRAIN: remark: training step: {{[0-9]+}} ops kept their stage, {{[0-9]+}} took their operands' or users' stage, {{[0-9]+}} combine stages (pipe.stage = -1)
 // TRAIN: nn.cross_entropy {{.*}}loom.microbatch = 0 : i64, pipe.stage = 1 : i64
-// TRAIN: nn.embedding_grad {{.*}}loom.backward = "weight", loom.microbatch = 1 : i64, pipe.stage = 0 : i64
+// TRAIN: nn.embedding_grad {{.*}}loom.backward = #loom.backward<weight>, loom.microbatch = 1 : i64, pipe.stage = 0 : i64
 // TRAIN: nn.sqrt {{.*}}pipe.stage = -1
 // TRAIN: nn.adamw {{.*}}pipe.stage = 0
 // TRAIN: nn.adamw {{.*}}pipe.stage = 1

@@ -6,7 +6,7 @@
 // CHECK-LABEL: func.func @vocab_embedding
 // CHECK: %[[T:.*]] = nn.parameter "table" {{.*}} : tensor<50x8xf32>
 // CHECK: %[[E:.*]] = nn.embedding %[[T]], %{{.*}} {dist.rank_offsets = [{attr = "vocab_start", axes = ["tp"], element = -1 : i64, stride = 50 : i64}], {{.*}}partial = ["tp"]>], vocab_size = 100 : i64, vocab_start = 0 : i64} : (tensor<50x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
-// CHECK: %[[S:.*]] = dist.all_reduce %[[E]] {axes = ["tp"], reduce = "sum"} : tensor<2x4x8xf32>
+// CHECK: %[[S:.*]] = dist.all_reduce %[[E]] {axes = ["tp"], reduce = #dist.reduce<sum>} : tensor<2x4x8xf32>
 // CHECK: nn.tanh %[[S]]
 module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
   func.func @vocab_embedding(%ids: tensor<2x4xi64>) -> tensor<2x4x8xf32> {

@@ -9,7 +9,7 @@
 // CHECK: nn.matmul {{.*}} : (tensor<8x32xf32>, tensor<32x32xf32>) -> tensor<8x32xf32>
 // CHECK: nn.relu {{.*}} : tensor<8x32xf32>
 // CHECK: %[[P:.*]] = nn.matmul {{.*}}partial = ["tp"]{{.*}} -> tensor<8x32xf32>
-// CHECK: %[[S:.*]] = dist.all_reduce %[[P]] {axes = ["tp"], reduce = "sum"} : tensor<8x32xf32>
+// CHECK: %[[S:.*]] = dist.all_reduce %[[P]] {axes = ["tp"], reduce = #dist.reduce<sum>} : tensor<8x32xf32>
 // CHECK: nn.tanh %[[S]]
 module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
   func.func @mlp(%x: tensor<8x32xf32>) -> tensor<8x32xf32> {
@@ -51,7 +51,7 @@ module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
 // and gathered back for the next column-parallel matmul.
 // CHECK-LABEL: func.func @sequence
 // CHECK: %[[P:.*]] = nn.matmul {{.*}} -> tensor<2x8x32xf32>
-// CHECK: %[[R:.*]] = dist.reduce_scatter %[[P]] {axes = ["tp"], dim = 1 : i64, reduce = "sum"} : tensor<2x8x32xf32> -> tensor<2x4x32xf32>
+// CHECK: %[[R:.*]] = dist.reduce_scatter %[[P]] {axes = ["tp"], dim = 1 : i64, reduce = #dist.reduce<sum>} : tensor<2x8x32xf32> -> tensor<2x4x32xf32>
 // CHECK: nn.rms_norm %[[R]]{{.*}} -> tensor<2x4x32xf32>
 // CHECK: dist.all_gather {{.*}} {axes = ["tp"], dim = 1 : i64} : tensor<2x4x32xf32> -> tensor<2x8x32xf32>
 module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
@@ -76,7 +76,7 @@ module attributes {dist.mesh = #dist.mesh<["tp"=2]>} {
 // CHECK: %[[C:.*]] = nn.cross_entropy %[[L]], {{.*}} : (tensor<4x16xf32>, tensor<4xi64>) -> tensor<f32>
 // CHECK: %[[H:.*]] = nn.constant dense<5.000000e-01> : tensor<f32>
 // CHECK: %[[M:.*]] = nn.mul %[[C]], %[[H]]
-// CHECK-NEXT: dist.all_reduce %[[M]] {axes = ["dp"], reduce = "sum"} : tensor<f32>
+// CHECK-NEXT: dist.all_reduce %[[M]] {axes = ["dp"], reduce = #dist.reduce<sum>} : tensor<f32>
 // CHECK: %[[G:.*]] = nn.cross_entropy_grad
 // CHECK: nn.mul %[[G]], %{{.*}} {{.*}} -> tensor<4x16xf32>
 module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
@@ -99,7 +99,7 @@ module attributes {dist.mesh = #dist.mesh<["dp"=2]>} {
 // CHECK: %[[FULL:.*]] = dist.all_gather %[[W]] {axes = ["dp"], dim = 0 : i64} : tensor<4x4xf32> -> tensor<8x4xf32>
 // CHECK: nn.matmul %{{.*}}, %[[FULL]]
 // CHECK: %[[DW:.*]] = nn.matmul {{.*}}partial = ["dp"]{{.*}} -> tensor<8x4xf32>
-// CHECK: %[[RS:.*]] = dist.reduce_scatter %[[DW]] {axes = ["dp"], dim = 0 : i64, reduce = "sum"} : tensor<8x4xf32> -> tensor<4x4xf32>
+// CHECK: %[[RS:.*]] = dist.reduce_scatter %[[DW]] {axes = ["dp"], dim = 0 : i64, reduce = #dist.reduce<sum>} : tensor<8x4xf32> -> tensor<4x4xf32>
 // CHECK: nn.adamw %[[W]], %[[RS]], {{.*}} : tensor<4x4xf32>
 module attributes {dist.mesh = #dist.mesh<["dp"=2]>, dist.zero1} {
   func.func @zero1(%x: tensor<4x4xf32> {dist.sharding = #dist.sharding<[["dp"], []]>},

@@ -13,9 +13,9 @@
 // CHECK-DAG: nn.slice %[[TOK]] starts = [2, 0] limits = [4, 4]
 // CHECK-DAG: nn.embedding {{.*}}loom.microbatch = 1
 // CHECK-DAG: nn.cross_entropy {{.*}}loom.microbatch = 0
-// CHECK-DAG: nn.cross_entropy_grad {{.*}}loom.backward = "input"
-// CHECK-DAG: nn.matmul {{.*}}loom.backward = "weight"
-// CHECK-DAG: nn.embedding_grad {{.*}}loom.backward = "weight"
+// CHECK-DAG: nn.cross_entropy_grad {{.*}}loom.backward = #loom.backward<input>
+// CHECK-DAG: nn.matmul {{.*}}loom.backward = #loom.backward<weight>
+// CHECK-DAG: nn.embedding_grad {{.*}}loom.backward = #loom.backward<weight>
 // CHECK-DAG: nn.parameter "embed.weight.exp_avg" frozen : tensor<16x8xf32>
 // CHECK-DAG: nn.parameter "embed.weight.exp_avg_sq" frozen : tensor<16x8xf32>
 // CHECK: nn.adamw %[[E]], {{.*}}, %[[LR]], %[[T]] beta1 = 9.000000e-01

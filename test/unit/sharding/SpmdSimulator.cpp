@@ -286,7 +286,7 @@ SpmdSimulator::step(const std::vector<HostTensor> &arguments) {
             std::vector<double> column;
             for (auto &x : xs)
               column.push_back(x[i]);
-            y[i] = reduceValues(column, ar.getReduce(), f32);
+            y[i] = reduceValues(column, dist::stringifyReduceKind(ar.getReduce()), f32);
           }
           out[r] = fromDoubles(type, y);
         }
@@ -333,7 +333,7 @@ SpmdSimulator::step(const std::vector<HostTensor> &arguments) {
             std::vector<double> column;
             for (auto &x : xs)
               column.push_back(x[i]);
-            full[i] = reduceValues(column, rs.getReduce(), f32);
+            full[i] = reduceValues(column, dist::stringifyReduceKind(rs.getReduce()), f32);
           }
           Shape offset(inShape.size(), 0);
           offset[dim] = mine * outShape[dim];

@@ -1,0 +1,54 @@
+#ifndef LOOM_DIALECTS_LOOM_LOOMDIALECT_H
+#define LOOM_DIALECTS_LOOM_LOOMDIALECT_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+#include "dialects/loom/LoomDialect.h.inc"
+#include "dialects/loom/LoomEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/loom/LoomAttrs.h.inc"
+
+// Typed access to the `loom.*` discardable attributes (LoomDialect.td lists
+// them); LoomDialect::verifyOperationAttribute checks what they hold.
+namespace loom {
+
+inline constexpr llvm::StringLiteral kNameAttr = "loom.name";
+inline constexpr llvm::StringLiteral kUpdatesAttr = "loom.updates";
+inline constexpr llvm::StringLiteral kMicrobatchAttr = "loom.microbatch";
+inline constexpr llvm::StringLiteral kBackwardAttr = "loom.backward";
+inline constexpr llvm::StringLiteral kStreamAttr = "loom.stream";
+inline constexpr llvm::StringLiteral kHostCopyAttr = "loom.host_copy";
+
+/// `loom.name`: the name a step input or output has in the executable.
+mlir::StringAttr getArgName(mlir::FunctionOpInterface fn, unsigned i);
+mlir::StringAttr getResultName(mlir::FunctionOpInterface fn, unsigned i);
+void setArgName(mlir::FunctionOpInterface fn, unsigned i, llvm::StringRef name);
+void setResultName(mlir::FunctionOpInterface fn, unsigned i, llvm::StringRef name);
+
+/// `loom.updates`: result `i` is the new value of the input named `input`.
+void setResultUpdates(mlir::FunctionOpInterface fn, unsigned i, llvm::StringRef input);
+
+/// `loom.microbatch`: the microbatch an op of the training step computes.
+std::optional<int64_t> getMicrobatch(mlir::Operation *op);
+void setMicrobatch(mlir::Operation *op, int64_t microbatch);
+
+/// `loom.backward`: which gradient a backward op computes; nullopt on a
+/// forward op. Setting it needs the loom dialect loaded.
+std::optional<BackwardKind> getBackwardKind(mlir::Operation *op);
+bool isBackward(mlir::Operation *op);
+void setBackwardKind(mlir::Operation *op, BackwardKind kind);
+
+/// `loom.stream`: the stream an op runs on once lowered (null: the default).
+mlir::StringAttr getStream(mlir::Operation *op);
+void setStream(mlir::Operation *op, llvm::StringRef stream);
+
+/// `loom.host_copy`: an rt.copy that goes on the host-copy stream.
+bool isHostCopy(mlir::Operation *op);
+
+} // namespace loom
+
+#endif
