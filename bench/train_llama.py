@@ -17,6 +17,18 @@ Two steps, because the GPU machine has no MLIR (Loom compiles elsewhere):
 
 The default model is the 0.95B Llama of docs/performance.md: 16 layers,
 hidden 2048, FFN 5632, 16 heads, vocab 32000, sequence 2048, batch 4.
+Llama-3-8B's layer shapes, 4 of them (issue 19):
+  --layers 4 --hidden 4096 --ffn 14336 --heads 32 --kv-heads 8 --vocab 128256 --seq 4096
+
+Options of the bench step beside the timed runs:
+  --attention auto,loom   one Loom run per LOOM_ATTENTION value (cuDNN's fused
+                          attention where it loads, or Loom's own kernels)
+  --count-steps N         after the timed runs, one more Loom run of N steps with
+                          --profile (instructions per step) and, with
+                          --kernel-count-lib (bench/cuda/kernel_count.cpp built
+                          as a CUPTI injection library), the GPU kernels in the
+                          replayed step graph; PyTorch's kernels in one step,
+                          counted with torch.profiler
 """
 import argparse
 import json
@@ -37,6 +49,9 @@ def model_args(ap):
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--ffn", type=int, default=5632)
     ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--kv-heads", type=int, default=0,
+                    help="key/value heads, fewer than --heads for grouped-query attention "
+                         "(default: --heads)")
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--batch", type=int, default=4)
@@ -57,7 +72,7 @@ def build(args):
     torch.manual_seed(args.seed)
     cfg = LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.ffn,
                       num_hidden_layers=args.layers, num_attention_heads=args.heads,
-                      num_key_value_heads=args.heads, max_position_embeddings=args.seq,
+                      num_key_value_heads=args.kv_heads or args.heads, max_position_embeddings=args.seq,
                       rms_norm_eps=1e-5, tie_word_embeddings=False)
     return LogitsOnly(LlamaForCausalLM(cfg)).eval()
 
@@ -141,15 +156,27 @@ def torch_run(model, batches, args, compiled):
         times.append(time.perf_counter() - start)
         losses.append(loss.item())
     peak = torch.cuda.max_memory_allocated() / 2**30
+    kernels = 0
+    if args.count_steps:
+        # One more step (after the timed ones), its GPU kernels counted.
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step(batches[-1])
+            torch.cuda.synchronize()
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA and \
+                    not e.name.startswith(("Memcpy", "Memset")):
+                kernels += 1
     model.cpu()
     del opt
     torch.cuda.empty_cache()
-    return losses, times, peak
+    return losses, times, peak, kernels
 
 
 def bench(args):
     from safetensors.torch import save_file
     work = tempfile.mkdtemp()
+    os.makedirs(args.out or work, exist_ok=True)
     model = build(args)
     params = sum(p.numel() for p in model.parameters())
     # Identical initial weights for every run.
@@ -175,38 +202,93 @@ def bench(args):
         tps = tokens_per_step / step_time
         rows.append((name, tps, step_time, tps * fpt / 989e12, peak, losses))
 
+    counts = []  # (run, what, per step)
+
+    def loom_cmd(steps, metrics):
+        return [args.loom_run, args.executable, "--backend=cuda", "--weights",
+                os.path.join(work, "weights.safetensors"), "--steps", str(steps), "--data",
+                os.path.join(work, "tokens.u32"), "--sequential-data", "--lr", str(args.lr),
+                "--metrics", metrics, "--log-every", "5"]
+
+    def loom_process(cmd, env):
+        print("$", " ".join("%s=%s" % kv for kv in env.items()), " ".join(cmd), flush=True)
+        result = subprocess.run(cmd, env=dict(os.environ, **env), capture_output=True, text=True)
+        sys.stdout.write(result.stdout)
+        sys.stdout.write(result.stderr)
+        sys.stdout.flush()
+        if "cuDNN fused attention unavailable" in result.stdout + result.stderr:
+            print("NOTE: loom-run could not use cuDNN's fused attention (line above)")
+        return result
+
+    variants = [v for v in (args.attention or "").split(",") if v] or [None]
     if args.loom_run:
-        metrics = os.path.join(work, "loom.jsonl")
-        mem = PeakMemory()
-        cmd = [args.loom_run, args.executable, "--backend=cuda", "--weights",
-               os.path.join(work, "weights.safetensors"), "--steps", str(args.steps), "--data",
-               os.path.join(work, "tokens.u32"), "--sequential-data", "--lr", str(args.lr),
-               "--metrics", metrics, "--log-every", "5"]
-        print("$", " ".join(cmd), flush=True)
-        result = subprocess.run(cmd)
-        peak = mem.stop()
-        if result.returncode == 0:
-            lines = [json.loads(l) for l in open(metrics)]
-            summarize("loom", [l["loss"] for l in lines], [l["step_time_s"] for l in lines], peak)
-        else:
-            print("loom-run failed with exit code", result.returncode)
+        for variant in variants:
+            name = "loom" if variant is None else "loom (%s)" % variant
+            env = {} if variant is None else {"LOOM_ATTENTION": variant}
+            metrics = os.path.join(work, "loom.jsonl")
+            if os.path.exists(metrics):
+                os.remove(metrics)
+            mem = PeakMemory()
+            result = loom_process(loom_cmd(args.steps, metrics), env)
+            peak = mem.stop()
+            if result.returncode == 0:
+                lines = [json.loads(l) for l in open(metrics)]
+                summarize(name, [l["loss"] for l in lines], [l["step_time_s"] for l in lines], peak)
+            else:
+                print("loom-run failed with exit code", result.returncode)
+        if args.count_steps:
+            # Instructions per step from --profile; GPU kernels per step from
+            # CUPTI (the step graph's kernel nodes), when the library is given.
+            env = {} if variants[0] is None else {"LOOM_ATTENTION": variants[0]}
+            if args.kernel_count_lib:
+                env["CUDA_INJECTION64_PATH"] = os.path.abspath(args.kernel_count_lib)
+                env["KERNEL_COUNT_NAMES"] = os.path.join(args.out or work, "loom_kernels.tsv")
+            result = loom_process(loom_cmd(args.count_steps, os.path.join(work, "count.jsonl"))
+                                  + ["--profile"], env)
+            calls, copies = 0, 0
+            for line in result.stderr.splitlines():
+                parts = line.split()
+                if len(parts) == 6 and parts[-1] == "calls" and parts[2] == "ms":
+                    if parts[0] == "copy":
+                        copies += int(parts[-2])
+                    else:
+                        calls += int(parts[-2])
+            run = "loom" if variants[0] is None else "loom (%s)" % variants[0]
+            if calls:
+                counts.append((run, "kernel instructions (--profile calls / steps)",
+                               calls / args.count_steps))
+                counts.append((run, "copy instructions (--profile)", copies / args.count_steps))
+            graphs = [l for l in result.stderr.splitlines() if l.startswith("kernel_count: graph")]
+            if graphs:
+                nodes = max(int(l.split(":")[2].split()[0]) for l in graphs)
+                counts.append((run, "GPU kernels in the step's CUDA graph (CUPTI)", nodes))
     for name, compiled in (("pytorch eager", False), ("torch.compile", True)):
         model.load_state_dict(initial)
-        losses, times, peak = torch_run(model, batches, args, compiled)
+        losses, times, peak, kernels = torch_run(model, batches, args, compiled)
         summarize(name, losses, times, peak)
+        if kernels:
+            counts.append((name, "GPU kernels in one step (torch.profiler)", kernels))
 
     print("\nmodel: %.3fB parameters, batch %d x %d tokens, bf16 compute, f32 master weights, AdamW"
           % (params / 1e9, args.batch, args.seq))
-    print("%-14s %12s %10s %7s %10s" % ("", "tokens/s", "step (ms)", "MFU", "peak GiB"))
+    print("%-18s %12s %10s %7s %10s" % ("", "tokens/s", "step (ms)", "MFU", "peak GiB"))
     for name, tps, st, mfu, peak, _ in rows:
-        print("%-14s %12.0f %10.1f %6.1f%% %10.1f" % (name, tps, st * 1e3, mfu * 100, peak))
+        print("%-18s %12.0f %10.1f %6.1f%% %10.1f" % (name, tps, st * 1e3, mfu * 100, peak))
+    compiled = [r for r in rows if r[0] == "torch.compile"]
+    for r in rows:
+        if r[0].startswith("loom") and compiled:
+            print("%s / torch.compile: %.3fx tokens/s" % (r[0], r[1] / compiled[0][1]))
+    if counts:
+        print("\nkernels per training step:")
+        for run, what, n in counts:
+            print("%-18s %8.0f  %s" % (run, n, what))
     print("\nfirst losses:")
     for name, *_, losses in rows:
-        print("%-14s %s" % (name, " ".join("%.4f" % l for l in losses[:20])))
-    os.makedirs(args.out or work, exist_ok=True)
+        print("%-18s %s" % (name, " ".join("%.4f" % l for l in losses[:20])))
     with open(os.path.join(args.out or work, "bench.json"), "w") as f:
         json.dump([{"name": r[0], "tokens_per_s": r[1], "step_s": r[2], "mfu": r[3],
-                    "peak_gib": r[4], "losses": r[5]} for r in rows], f, indent=1)
+                    "peak_gib": r[4], "losses": r[5]} for r in rows]
+                  + [{"name": c[0], "count": c[1], "per_step": c[2]} for c in counts], f, indent=1)
 
 
 def main():
@@ -221,6 +303,13 @@ def main():
     b.add_argument("--steps", type=int, default=20)
     b.add_argument("--lr", type=float, default=3e-4)
     b.add_argument("--out")
+    b.add_argument("--attention", help="comma-separated LOOM_ATTENTION values, one Loom run each "
+                   "(auto, cudnn, loom; default: one run with the environment's)")
+    b.add_argument("--count-steps", type=int, default=0,
+                   help="count kernels per step: a Loom run of this many steps with --profile, "
+                        "and one profiled PyTorch step (default 0: off)")
+    b.add_argument("--kernel-count-lib", help="bench/cuda/kernel_count.cpp built as a CUPTI "
+                   "injection library: Loom's GPU kernels per step in the count run")
     model_args(b)
     args = ap.parse_args()
     export(args) if args.command == "export" else bench(args)
