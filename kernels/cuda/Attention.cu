@@ -808,10 +808,10 @@ llvm::Error launchAttentionGrad(const KernelCall &call) {
 
 } // namespace
 
-void registerAttentionKernels(llvm::StringMap<Launcher> &registry) {
-  registry["nn.rope"] = launchRope;
-  registry["nn.attention"] = launchAttention;
-  registry["nn.attention_grad"] = launchAttentionGrad;
+void registerAttentionKernels(KernelRegistry &registry) {
+  registry.add(KernelId::Rope, launchRope);
+  registry.add(KernelId::Attention, launchAttention);
+  registry.add(KernelId::AttentionGrad, launchAttentionGrad);
 }
 
 } // namespace loom::cuda

@@ -3,9 +3,10 @@
 namespace loom::cuda {
 
 namespace {
-const llvm::StringMap<Launcher> &registry() {
-  static const llvm::StringMap<Launcher> kernels = [] {
-    llvm::StringMap<Launcher> r;
+/// Every family's launchers, registered once by KernelId.
+const KernelRegistry &registry() {
+  static const KernelRegistry kernels = [] {
+    KernelRegistry r;
     registerElementwiseKernels(r);
     registerDataMovementKernels(r);
     registerReductionKernels(r);
@@ -27,22 +28,9 @@ llvm::Error cudaError(cudaError_t status, const char *what) {
                                  cudaGetErrorName(status), cudaGetErrorString(status));
 }
 
-/// The launcher of each kernel of the contract, indexed by KernelId: built
-/// once, so a launch indexes a table instead of looking a name up.
-const std::vector<Launcher> &launchers() {
-  static const std::vector<Launcher> table = [] {
-    std::vector<Launcher> t(kNumKernels, nullptr);
-    for (const auto &entry : registry())
-      if (std::optional<KernelId> id = findKernel(entry.getKey()))
-        t[kernelIndex(*id)] = entry.getValue();
-    return t;
-  }();
-  return table;
-}
-
 bool hasKernel(std::string_view name) {
   std::optional<KernelId> id = findKernel(name);
-  return id && launchers()[kernelIndex(*id)];
+  return id && registry().get(*id);
 }
 
 bool loadsAtFirstUse(KernelId kernel) {
@@ -63,7 +51,7 @@ llvm::Error launchKernel(KernelId id, llvm::ArrayRef<cpu::Tensor> inputs,
                          llvm::ArrayRef<cpu::Tensor> outputs, const cpu::KernelAttrs &attrs,
                          const LaunchContext &ctx) {
   std::string_view name = kernelName(id);
-  Launcher launcher = launchers()[kernelIndex(id)];
+  Launcher launcher = registry().get(id);
   if (!launcher)
     return llvm::createStringError(std::errc::not_supported,
                                    "%s: no CUDA kernel in this build", std::string(name).c_str());

@@ -12,7 +12,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
-#include "llvm/ADT/StringMap.h"
+#include <vector>
 
 namespace loom::cuda {
 
@@ -36,6 +36,17 @@ struct KernelCall {
 
 using Launcher = llvm::Error (*)(const KernelCall &call);
 
+/// The launchers of the contract's kernels, indexed by KernelId.
+class KernelRegistry {
+public:
+  KernelRegistry() : launchers_(kNumKernels, nullptr) {}
+  void add(KernelId id, Launcher launcher) { launchers_[kernelIndex(id)] = launcher; }
+  Launcher get(KernelId id) const { return launchers_[kernelIndex(id)]; }
+
+private:
+  std::vector<Launcher> launchers_;
+};
+
 /// Runs kernel `name` on ctx.stream (asynchronously). Errors name the kernel.
 llvm::Error launchKernel(std::string_view name, llvm::ArrayRef<cpu::Tensor> inputs,
                          llvm::ArrayRef<cpu::Tensor> outputs, const cpu::KernelAttrs &attrs,
@@ -50,14 +61,14 @@ bool hasKernel(std::string_view name);
 bool loadsAtFirstUse(KernelId kernel);
 
 // Each family registers its launchers (kernels/cuda/<Family>.cu).
-void registerElementwiseKernels(llvm::StringMap<Launcher> &registry);
-void registerDataMovementKernels(llvm::StringMap<Launcher> &registry);
-void registerReductionKernels(llvm::StringMap<Launcher> &registry);
-void registerNormalizationKernels(llvm::StringMap<Launcher> &registry);
-void registerAttentionKernels(llvm::StringMap<Launcher> &registry);
-void registerLossKernels(llvm::StringMap<Launcher> &registry);
-void registerOptimizerKernels(llvm::StringMap<Launcher> &registry);
-void registerMatmulKernels(llvm::StringMap<Launcher> &registry);
+void registerElementwiseKernels(KernelRegistry &registry);
+void registerDataMovementKernels(KernelRegistry &registry);
+void registerReductionKernels(KernelRegistry &registry);
+void registerNormalizationKernels(KernelRegistry &registry);
+void registerAttentionKernels(KernelRegistry &registry);
+void registerLossKernels(KernelRegistry &registry);
+void registerOptimizerKernels(KernelRegistry &registry);
+void registerMatmulKernels(KernelRegistry &registry);
 
 /// A CUDA error as an llvm::Error naming what failed.
 llvm::Error cudaError(cudaError_t status, const char *what);

@@ -541,17 +541,17 @@ llvm::Error launchGatherGrad(const KernelCall &call) {
 
 } // namespace
 
-void registerDataMovementKernels(llvm::StringMap<Launcher> &registry) {
-  registry["nn.transpose"] = launchTranspose;
-  registry["nn.broadcast"] = launchBroadcast;
-  registry["nn.slice"] = launchSlice;
-  registry["nn.pad"] = launchPad;
-  registry["nn.concat"] = launchConcat;
-  registry["nn.split"] = launchSplit;
-  registry["nn.gather"] = launchGather;
-  registry["nn.embedding"] = launchEmbedding;
-  registry["nn.gather_grad"] = launchGatherGrad;
-  registry["nn.embedding_grad"] = launchEmbeddingGrad;
+void registerDataMovementKernels(KernelRegistry &registry) {
+  registry.add(KernelId::Transpose, launchTranspose);
+  registry.add(KernelId::Broadcast, launchBroadcast);
+  registry.add(KernelId::Slice, launchSlice);
+  registry.add(KernelId::Pad, launchPad);
+  registry.add(KernelId::Concat, launchConcat);
+  registry.add(KernelId::Split, launchSplit);
+  registry.add(KernelId::Gather, launchGather);
+  registry.add(KernelId::Embedding, launchEmbedding);
+  registry.add(KernelId::GatherGrad, launchGatherGrad);
+  registry.add(KernelId::EmbeddingGrad, launchEmbeddingGrad);
 }
 
 } // namespace loom::cuda

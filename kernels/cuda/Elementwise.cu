@@ -665,21 +665,18 @@ llvm::Error launchActivationGrad(const KernelCall &call) {
 
 } // namespace
 
-void registerElementwiseKernels(llvm::StringMap<Launcher> &registry) {
-  for (const char *name : {"nn.neg", "nn.abs", "nn.exp", "nn.log", "nn.sqrt", "nn.rsqrt",
-                           "nn.reciprocal", "nn.tanh", "nn.erf", "nn.sigmoid", "nn.silu",
-                           "nn.relu", "nn.gelu"})
-    registry[name] = launchUnary;
-  for (const char *name :
-       {"nn.add", "nn.sub", "nn.mul", "nn.div", "nn.pow", "nn.maximum", "nn.minimum"})
-    registry[name] = launchBinary;
-  registry["nn.compare"] = launchCompare;
-  registry["nn.where"] = launchWhere;
-  registry["nn.cast"] = launchCast;
-  registry["nn.dropout"] = launchDropout;
-  registry["nn.iota"] = launchIota;
-  registry["nn.gelu_grad"] = launchActivationGrad;
-  registry["nn.silu_grad"] = launchActivationGrad;
+void registerElementwiseKernels(KernelRegistry &registry) {
+  for (KernelId id : {KernelId::Neg, KernelId::Abs, KernelId::Exp, KernelId::Log, KernelId::Sqrt, KernelId::Rsqrt, KernelId::Reciprocal, KernelId::Tanh, KernelId::Erf, KernelId::Sigmoid, KernelId::Silu, KernelId::Relu, KernelId::Gelu})
+    registry.add(id, launchUnary);
+  for (KernelId id : {KernelId::Add, KernelId::Sub, KernelId::Mul, KernelId::Div, KernelId::Pow, KernelId::Maximum, KernelId::Minimum})
+    registry.add(id, launchBinary);
+  registry.add(KernelId::Compare, launchCompare);
+  registry.add(KernelId::Where, launchWhere);
+  registry.add(KernelId::Cast, launchCast);
+  registry.add(KernelId::Dropout, launchDropout);
+  registry.add(KernelId::Iota, launchIota);
+  registry.add(KernelId::GeluGrad, launchActivationGrad);
+  registry.add(KernelId::SiluGrad, launchActivationGrad);
 }
 
 } // namespace loom::cuda

@@ -544,12 +544,12 @@ llvm::Error launchCrossEntropyBlockGrad(const KernelCall &call) {
 
 } // namespace
 
-void registerLossKernels(llvm::StringMap<Launcher> &registry) {
-  registry["nn.cross_entropy"] = launchCrossEntropy;
-  registry["nn.cross_entropy_grad"] = launchCrossEntropyGrad;
-  registry["nn.cross_entropy_stats"] = launchCrossEntropyStats;
-  registry["nn.cross_entropy_combine"] = launchCrossEntropyCombine;
-  registry["nn.cross_entropy_block_grad"] = launchCrossEntropyBlockGrad;
+void registerLossKernels(KernelRegistry &registry) {
+  registry.add(KernelId::CrossEntropy, launchCrossEntropy);
+  registry.add(KernelId::CrossEntropyGrad, launchCrossEntropyGrad);
+  registry.add(KernelId::CrossEntropyStats, launchCrossEntropyStats);
+  registry.add(KernelId::CrossEntropyCombine, launchCrossEntropyCombine);
+  registry.add(KernelId::CrossEntropyBlockGrad, launchCrossEntropyBlockGrad);
 }
 
 } // namespace loom::cuda

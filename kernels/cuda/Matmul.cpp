@@ -290,9 +290,9 @@ llvm::Error launchScaledMatmul(const KernelCall &call) {
 
 } // namespace
 
-void registerMatmulKernels(llvm::StringMap<Launcher> &registry) {
-  registry["nn.matmul"] = launchMatmul;
-  registry["nn.scaled_matmul"] = launchScaledMatmul;
+void registerMatmulKernels(KernelRegistry &registry) {
+  registry.add(KernelId::Matmul, launchMatmul);
+  registry.add(KernelId::ScaledMatmul, launchScaledMatmul);
 }
 
 } // namespace loom::cuda

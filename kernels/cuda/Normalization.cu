@@ -400,11 +400,11 @@ llvm::Error launchNormGrad(const KernelCall &call) {
 
 } // namespace
 
-void registerNormalizationKernels(llvm::StringMap<Launcher> &registry) {
-  registry["nn.layer_norm"] = launchNorm;
-  registry["nn.rms_norm"] = launchNorm;
-  registry["nn.layer_norm_grad"] = launchNormGrad;
-  registry["nn.rms_norm_grad"] = launchNormGrad;
+void registerNormalizationKernels(KernelRegistry &registry) {
+  registry.add(KernelId::LayerNorm, launchNorm);
+  registry.add(KernelId::RmsNorm, launchNorm);
+  registry.add(KernelId::LayerNormGrad, launchNormGrad);
+  registry.add(KernelId::RmsNormGrad, launchNormGrad);
 }
 
 } // namespace loom::cuda

@@ -246,9 +246,9 @@ llvm::Error launchAdamWMulti(const KernelCall &call) {
 
 } // namespace
 
-void registerOptimizerKernels(llvm::StringMap<Launcher> &registry) {
-  registry["nn.adamw"] = launchAdamW;
-  registry["nn.adamw_multi"] = launchAdamWMulti;
+void registerOptimizerKernels(KernelRegistry &registry) {
+  registry.add(KernelId::Adamw, launchAdamW);
+  registry.add(KernelId::AdamwMulti, launchAdamWMulti);
 }
 
 } // namespace loom::cuda

@@ -475,11 +475,11 @@ llvm::Error launchSoftmax(const KernelCall &call) {
 
 } // namespace
 
-void registerReductionKernels(llvm::StringMap<Launcher> &registry) {
-  for (const char *name : {"nn.reduce_sum", "nn.reduce_mean", "nn.reduce_max"})
-    registry[name] = launchReduce;
-  registry["nn.softmax"] = launchSoftmax;
-  registry["nn.log_softmax"] = launchSoftmax;
+void registerReductionKernels(KernelRegistry &registry) {
+  for (KernelId id : {KernelId::ReduceSum, KernelId::ReduceMean, KernelId::ReduceMax})
+    registry.add(id, launchReduce);
+  registry.add(KernelId::Softmax, launchSoftmax);
+  registry.add(KernelId::LogSoftmax, launchSoftmax);
 }
 
 } // namespace loom::cuda
