@@ -18,6 +18,8 @@
 #define GET_ATTRDEF_CLASSES
 #include "dialects/rt/RtAttrs.h.inc"
 
+#include "runtime/abi/KernelList.h"
+
 #define GET_OP_CLASSES
 #include "dialects/rt/RtOps.h.inc"
 

@@ -197,6 +197,13 @@ def Rt_KernelOp : Rt_Op<"kernel", [AttrSizedOperandSegments]> {
     $kernel `(` $inputs `)` `->` `(` $outputs `)` (`attrs` $attrs^)?
     (`on` $stream^)? attr-dict `:` functional-type($inputs, $outputs)
   }];
+  let extraClassDeclaration = [{
+    /// The kernel's id in the contract (runtime/abi/KernelList.h); none for
+    /// a name the contract lacks (which the verifier rejects).
+    std::optional<::loom::KernelId> getKernelId() {
+      return ::loom::findKernel(getKernel().str());
+    }
+  }];
   let hasVerifier = 1;
 }
 

@@ -33,7 +33,7 @@ struct Update {
 /// The update `adamw` would join a run with, if it can: in place (results
 /// are the parameter's and moments' own buffers), f32 scalars for lr/step.
 std::optional<Update> asUpdate(rt::KernelOp adamw, rt::KernelOp previous) {
-  if (adamw.getKernel() != "nn.adamw" || adamw.getInputs().size() != 6 ||
+  if (adamw.getKernelId() != KernelId::Adamw || adamw.getInputs().size() != 6 ||
       adamw.getOutputs().size() != 3)
     return std::nullopt;
   ValueRange in = adamw.getInputs(), out = adamw.getOutputs();
@@ -41,7 +41,7 @@ std::optional<Update> asUpdate(rt::KernelOp adamw, rt::KernelOp previous) {
     return std::nullopt;
   Update update{adamw, nullptr, in[1], nullptr};
   // `grad = g * scale` written just before and read by nothing else.
-  if (previous && previous.getKernel() == "nn.mul" && previous.getOutputs().size() == 1 &&
+  if (previous && previous.getKernelId() == KernelId::Mul && previous.getOutputs().size() == 1 &&
       previous.getOutputs()[0] == in[1] && previous.getInputs().size() == 2 &&
       llvm::all_of(in[1].getUsers(), [&](Operation *user) {
         return user == previous.getOperation() || user == adamw.getOperation();
@@ -131,7 +131,7 @@ struct FuseAdamWPass : impl::FuseAdamWBase<FuseAdamWPass> {
         if (update) {
           // A multiply not folded into this update is ordinary work, and a
           // run cannot move across it.
-          if (previous && previous.getKernel() == "nn.mul" && !update->scaleMul)
+          if (previous && previous.getKernelId() == KernelId::Mul && !update->scaleMul)
             runs.emplace_back();
           if (!runs.back().empty() && !compatible(runs.back().front(), *update))
             runs.emplace_back();
@@ -139,7 +139,7 @@ struct FuseAdamWPass : impl::FuseAdamWBase<FuseAdamWPass> {
           previous = nullptr;
           continue;
         }
-        bool pendingMul = kernel && kernel.getKernel() == "nn.mul";
+        bool pendingMul = kernel && kernel.getKernelId() == KernelId::Mul;
         if (previous || !pendingMul)
           runs.emplace_back(); // `previous` was not an update's multiply
         previous = pendingMul ? kernel : nullptr;

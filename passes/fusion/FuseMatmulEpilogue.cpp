@@ -40,7 +40,7 @@ bool isScratch(Value buffer) { return buffer.getDefiningOp<rt::AllocOp>() != nul
 /// matmul -> add(bias): the add's bias operand when it is a [N] vector of the
 /// result's element type added to every row.
 Value biasOf(rt::KernelOp add, Value product) {
-  if (add.getKernel() != "nn.add" || add.getInputs().size() != 2 ||
+  if (add.getKernelId() != KernelId::Add || add.getInputs().size() != 2 ||
       add.getOutputs().size() != 1)
     return {};
   Value bias = add.getInputs()[0] == product ? add.getInputs()[1] : add.getInputs()[0];
@@ -56,14 +56,14 @@ Value biasOf(rt::KernelOp add, Value product) {
 
 bool isTanhGelu(rt::KernelOp op) {
   auto approximate = dyn_cast_or_null<StringAttr>(op.getAttrs().get("approximate"));
-  return op.getKernel() == "nn.gelu" && approximate && approximate.getValue() == "tanh";
+  return op.getKernelId() == KernelId::Gelu && approximate && approximate.getValue() == "tanh";
 }
 
 struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpiloguePass> {
   void runOnOperation() override {
     SmallVector<rt::KernelOp> matmuls;
     getOperation().walk([&](rt::KernelOp op) {
-      if (op.getKernel() == "nn.matmul" && op.getInputs().size() == 2 &&
+      if (op.getKernelId() == KernelId::Matmul && op.getInputs().size() == 2 &&
           !op.getAttrs().get("epilogue"))
         matmuls.push_back(op);
     });
