@@ -23,7 +23,7 @@ class NN_KernelOp<string mnemonic, list<Trait> traits = []>
 //===----------------------------------------------------------------------===//
 
 def NN_ConstantOp : NN_Op<"constant",
-    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>, DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
   let summary = "a constant tensor";
   let description = [{
     ```mlir
@@ -197,7 +197,8 @@ def NN_WhereOp : NN_KernelOp<"where", [Pure, InferTypeOpAdaptor,
   }];
 }
 
-def NN_CastOp : NN_KernelOp<"cast", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+def NN_CastOp : NN_KernelOp<"cast", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                NN_KeepsResultPrecision]> {
   let kernelDoc = [{
     any dtype to any dtype
   }];
@@ -219,7 +220,8 @@ def NN_CastOp : NN_KernelOp<"cast", [Pure, DeclareOpInterfaceMethods<NN_Gradient
 //===----------------------------------------------------------------------===//
 
 def NN_MatmulOp : NN_KernelOp<"matmul", [Pure, SameOperandsAndResultElementType,
-                                   InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                                   InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                   DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     a [..., M, K] (or [..., K, M] with transpose_lhs), b [..., K, N] (or
     [..., N, K] with transpose_rhs); batch dims broadcast. attr epilogue (set by
@@ -377,7 +379,8 @@ def NN_RopeOp : NN_KernelOp<"rope", [Pure, DeclareOpInterfaceMethods<NN_Gradient
 }
 
 def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElementType,
-                                         InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                                         InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                         DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     q [B, Hq, S, D], k/v [B, Hkv, Skv, D], Hq % Hkv == 0; attrs causal (0/1),
     scale (f64, the effective one). out [B, Hq, S, Dv].
@@ -410,7 +413,8 @@ def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElemen
 }
 
 def NN_EmbeddingOp : NN_KernelOp<"embedding", [Pure, InferTypeOpAdaptor,
-                                         DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                                         DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                         DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
   let kernelDoc = [{
     table [V, D], ids (i32/i64) [...] -> [..., D]; attr vocab_start, when
     given: the table is rows [vocab_start, vocab_start + V) of a larger one,
@@ -442,7 +446,8 @@ def NN_EmbeddingOp : NN_KernelOp<"embedding", [Pure, InferTypeOpAdaptor,
 }
 
 def NN_CrossEntropyOp : NN_KernelOp<"cross_entropy", [Pure, InferTypeOpAdaptor,
-                                                 DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                                                 DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                                 DeclareOpInterfaceMethods<NN_ClassParallelLossOpInterface>, NN_KeepsResultPrecision]> {
   let kernelDoc = [{
     logits [N, C], labels [N] (i32/i64); attrs ignore_index, reduction
     ("mean" | "sum" | "none"). out f32: [] or [N].
@@ -532,7 +537,8 @@ def NN_BroadcastOp : NN_KernelOp<"broadcast", [Pure, SameOperandsAndResultElemen
 }
 
 def NN_SliceOp : NN_KernelOp<"slice", [Pure, SameOperandsAndResultElementType,
-                                 InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                                 InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                 DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
   let kernelDoc = [{
     attrs starts, strides (per dim); sizes = out shape
   }];
@@ -717,7 +723,7 @@ def NN_RmsNormGradOp : NN_KernelOp<"rms_norm_grad", [Pure,
 }
 
 def NN_AttentionGradOp : NN_KernelOp<"attention_grad", [Pure,
-    SameOperandsAndResultElementType, InferTypeOpAdaptor]> {
+    SameOperandsAndResultElementType, InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     q, k, v, dOut (the nn.attention operands and its result's gradient) ->
     dq, dk, dv; attrs causal (0/1), scale (f64). dk/dv of a KV head sum over
@@ -751,7 +757,7 @@ def NN_AttentionGradOp : NN_KernelOp<"attention_grad", [Pure,
   }];
 }
 
-def NN_EmbeddingGradOp : NN_KernelOp<"embedding_grad", [Pure, InferTypeOpAdaptor]> {
+def NN_EmbeddingGradOp : NN_KernelOp<"embedding_grad", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
   let kernelDoc = [{
     ids (i32/i64) [...], dy [..., D] -> dTable [V, D] (V = the output's rows;
     attr num_embeddings must equal it): rows added up by id;
@@ -786,7 +792,8 @@ def NN_EmbeddingGradOp : NN_KernelOp<"embedding_grad", [Pure, InferTypeOpAdaptor
 // block, gathered, combined into the loss, and each block's gradient from
 // the gathered statistics.
 
-def NN_CrossEntropyStatsOp : NN_KernelOp<"cross_entropy_stats", [Pure, InferTypeOpAdaptor]> {
+def NN_CrossEntropyStatsOp : NN_KernelOp<"cross_entropy_stats", [Pure, InferTypeOpAdaptor,
+                                                           NN_KeepsResultPrecision]> {
   let kernelDoc = [{
     Vocabulary-parallel cross-entropy, step 1: logits [N, C] (classes
     [vocab_start, vocab_start + C) of a larger set), labels [N] -> f32 [N, 3]
@@ -816,7 +823,8 @@ def NN_CrossEntropyStatsOp : NN_KernelOp<"cross_entropy_stats", [Pure, InferType
   }];
 }
 
-def NN_CrossEntropyCombineOp : NN_KernelOp<"cross_entropy_combine", [Pure, InferTypeOpAdaptor]> {
+def NN_CrossEntropyCombineOp : NN_KernelOp<"cross_entropy_combine", [Pure, InferTypeOpAdaptor,
+                                                               NN_KeepsResultPrecision]> {
   let kernelDoc = [{
     stats [N, 3B] (B blocks side by side), labels -> the loss (attrs
     ignore_index, reduction as nn.cross_entropy).
@@ -902,7 +910,8 @@ def NN_GatherGradOp : NN_KernelOp<"gather_grad", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def NN_CrossEntropyGradOp : NN_KernelOp<"cross_entropy_grad", [Pure, InferTypeOpAdaptor]> {
+def NN_CrossEntropyGradOp : NN_KernelOp<"cross_entropy_grad", [Pure, InferTypeOpAdaptor,
+                                                         DeclareOpInterfaceMethods<NN_ClassParallelLossOpInterface>]> {
   let kernelDoc = [{
     logits [N, C], labels [N], dLoss f32 ([] for mean/sum, [N] for none) ->
     dLogits (the logits' dtype); attrs ignore_index, reduction (as nn.cross_entropy).

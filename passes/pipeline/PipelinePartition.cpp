@@ -40,29 +40,8 @@ int64_t elements(Type type) {
   return t && t.hasStaticShape() ? t.getNumElements() : 0;
 }
 
-/// FLOPs of one op from its shapes (GEMMs and attention dominate).
-double flopsOf(Operation *op) {
-  if (op->getNumResults() == 0)
-    return 0;
-  double out = double(elements(op->getResult(0).getType()));
-  if (auto mm = dyn_cast<nn::MatmulOp>(op)) {
-    auto lhs = cast<RankedTensorType>(mm->getOperand(0).getType());
-    int64_t k = op->hasAttr("transpose_lhs") ? lhs.getDimSize(lhs.getRank() - 2)
-                                             : lhs.getDimSize(lhs.getRank() - 1);
-    return 2.0 * out * double(k);
-  }
-  if (isa<nn::AttentionOp>(op)) {
-    auto key = cast<RankedTensorType>(op->getOperand(1).getType());
-    return 4.0 * out * double(key.getDimSize(key.getRank() - 2));
-  }
-  // The backward recomputes the scores and forms four products: about 2.5
-  // forwards (as FlashAttention counts it).
-  if (isa<nn::AttentionGradOp>(op)) {
-    auto key = cast<RankedTensorType>(op->getOperand(1).getType());
-    return 2.5 * 4.0 * out * double(key.getDimSize(key.getRank() - 2));
-  }
-  return out;
-}
+/// FLOPs of one op, as the op counts them (FlopCountOpInterface).
+double flopsOf(Operation *op) { return double(nn::FlopCountOpInterface::flopsOf(op)); }
 
 struct PipelinePartitionPass
     : public loom::impl::PipelinePartitionBase<PipelinePartitionPass> {
