@@ -46,9 +46,16 @@ def NN_ParameterOp : NN_Op<"parameter", [Pure]> {
     imported with the model), else from weights supplied at run time, else
     from the seeded initializer `init` (scaled by `init_scale`).
 
+    `module_path`, when the importer knows it, is the path of the model's
+    module that holds the parameter (`model.layers.0.mlp.up_proj`), taken
+    from the model's module tree (torch.export's state-dict names and
+    `nn_module_stack`, ONNX node scopes), not from the name's spelling:
+    pipeline partitioning finds the model's layers by it.
+
     ```mlir
     %w = nn.parameter "lm_head.weight" init(normal, 0.02) : tensor<64x32xf32>
     %f = nn.parameter "rope.inv_freq" frozen : tensor<8xf32>
+    %u = nn.parameter "w3" : tensor<64x32xf32> module "model.layers.3.mlp.up_proj"
     ```
   }];
   let arguments = (ins
@@ -56,12 +63,23 @@ def NN_ParameterOp : NN_Op<"parameter", [Pure]> {
     UnitAttr:$frozen,
     DefaultValuedAttr<NN_InitKindAttr, "::loom::nn::InitKind::zeros">:$init,
     DefaultValuedAttr<F64Attr, "0.0">:$init_scale,
-    OptionalAttr<ElementsAttr>:$value);
+    OptionalAttr<ElementsAttr>:$value,
+    OptionalAttr<StrAttr>:$module_path);
   let results = (outs NN_Tensor:$result);
   let assemblyFormat = [{
     $name (`frozen` $frozen^)? `` custom<ParamInit>($init, $init_scale)
     (`value` `(` $value^ `)`)? attr-dict `:` type($result)
+    (`module` $module_path^)?
   }];
+  let builders = [
+    // A parameter whose module is not known (or set later).
+    OpBuilder<(ins "::mlir::Type":$type, "::mlir::StringAttr":$name,
+                   "::mlir::UnitAttr":$frozen, "::loom::nn::InitKindAttr":$init,
+                   "::mlir::FloatAttr":$init_scale, "::mlir::ElementsAttr":$value), [{
+      build($_builder, $_state, type, name, frozen, init, init_scale, value,
+            ::mlir::StringAttr());
+    }]>,
+  ];
   let extraClassDeclaration = [{
     bool isTrainable() { return !getFrozen(); }
   }];
