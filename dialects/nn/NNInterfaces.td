@@ -43,4 +43,89 @@ def NN_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   ];
 }
 
+def NN_FlopCountOpInterface : OpInterface<"FlopCountOpInterface"> {
+  let cppNamespace = "::loom::nn";
+  let description = [{
+    The floating-point operations an op performs, from its shapes: what
+    pipeline partitioning balances stages by (--loom-pipeline-partition) and
+    what the schedule's cost model reads. An op that does not implement it
+    counts one per element of its first result (elementwise work); ops whose
+    work is not linear in their output (GEMMs, attention) say so here.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The op's FLOPs (0 when a shape it needs is dynamic).
+      }],
+      "int64_t", "getFlops", (ins)>,
+  ];
+  let extraClassDeclaration = [{
+    /// The FLOPs of any op: its own count when it implements the interface,
+    /// else one per element of its first result (0 without a static one).
+    static int64_t flopsOf(::mlir::Operation *op);
+  }];
+}
+
+def NN_SpmdLocalizeOpInterface : OpInterface<"SpmdLocalizeOpInterface"> {
+  let cppNamespace = "::loom::nn";
+  let description = [{
+    An op whose attributes speak of global sizes (a vocabulary's extent, a
+    slice's limits, a constant's value): the SPMD partitioner
+    (--loom-spmd-partition) clones it with its rank's local operand and
+    result types and then asks the clone to say the same thing of its
+    block. Attributes that differ per rank (where a vocabulary block starts)
+    are written as rank 0 has them, plus rank offsets recorded through the
+    context. The partitioner knows no op by name.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Rewrites this op (the local clone) for its rank's shard; `global` is
+        the op it was cloned from, with global types.
+      }],
+      "::mlir::LogicalResult", "localizeAttributes",
+      (ins "::mlir::Operation *":$global, "const ::loom::nn::ShardContext &":$shard)>,
+  ];
+}
+
+def NN_ClassParallelLossOpInterface : OpInterface<"ClassParallelLossOpInterface"> {
+  let cppNamespace = "::loom::nn";
+  let description = [{
+    A loss over the classes of its logits, or its gradient, that can run on
+    a block of the classes (Megatron's vocabulary-parallel cross-entropy):
+    when the SPMD partitioner (--loom-spmd-partition) splits the class
+    factor, each rank computes statistics of its block, the statistics of
+    all blocks are all-gathered along their last dim, and the op is rebuilt
+    from them, so the gathered logits never exist.
+  }];
+  let methods = [
+    InterfaceMethod<"The logits (`[N, C]`).", "::mlir::Value", "getLogits", (ins)>,
+    InterfaceMethod<"The integer labels (`[N]`).", "::mlir::Value", "getLabels", (ins)>,
+    InterfaceMethod<[{
+        The factor of `rule` (the op's sharding rule) that is the classes.
+      }],
+      "int", "getClassFactor", (ins "const ::loom::nn::ShardingRule &":$rule), [{}], [{
+        return rule.operandDims[0][1].front();
+      }]>,
+    InterfaceMethod<[{
+        Builds the statistics of one block of classes from the local
+        `logits` and `labels`; ops of the same logits and labels share them.
+      }],
+      "::mlir::Operation *", "buildBlockStatistics",
+      (ins "::mlir::OpBuilder &":$builder, "::mlir::Value":$logits, "::mlir::Value":$labels,
+           "const ::loom::nn::ShardContext &":$shard)>,
+    InterfaceMethod<[{
+        Builds the op's local replacement from the gathered `stats`; `local`
+        maps the op's operands to their local values.
+      }],
+      "::mlir::Operation *", "buildFromBlockStatistics",
+      (ins "::mlir::OpBuilder &":$builder, "::mlir::IRMapping &":$local, "::mlir::Value":$stats,
+           "const ::loom::nn::ShardContext &":$shard)>,
+  ];
+}
+
+// The op's result element types are part of its meaning (a loss or a
+// statistic computed in f32, a cast): --loom-cast-compute leaves them.
+def NN_KeepsResultPrecision : NativeOpTrait<"KeepsResultPrecision"> {
+  let cppNamespace = "::loom::nn::OpTrait";
+}
+
 #endif

@@ -7,10 +7,18 @@
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace loom::nn::OpTrait {
+/// The op's result element types are part of its meaning (NNInterfaces.td).
+template <typename ConcreteType>
+class KeepsResultPrecision
+    : public mlir::OpTrait::TraitBase<ConcreteType, KeepsResultPrecision> {};
+} // namespace loom::nn::OpTrait
 
 #include "dialects/nn/NNEnums.h.inc"
 #include "dialects/nn/NNInterfaces.h.inc"

@@ -23,7 +23,7 @@ class NN_KernelOp<string mnemonic, list<Trait> traits = []>
 //===----------------------------------------------------------------------===//
 
 def NN_ConstantOp : NN_Op<"constant",
-    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>, DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
   let summary = "a constant tensor";
   let description = [{
     ```mlir
@@ -46,9 +46,16 @@ def NN_ParameterOp : NN_Op<"parameter", [Pure]> {
     imported with the model), else from weights supplied at run time, else
     from the seeded initializer `init` (scaled by `init_scale`).
 
+    `module_path`, when the importer knows it, is the path of the model's
+    module that holds the parameter (`model.layers.0.mlp.up_proj`), taken
+    from the model's module tree (torch.export's state-dict names and
+    `nn_module_stack`, ONNX node scopes), not from the name's spelling:
+    pipeline partitioning finds the model's layers by it.
+
     ```mlir
     %w = nn.parameter "lm_head.weight" init(normal, 0.02) : tensor<64x32xf32>
     %f = nn.parameter "rope.inv_freq" frozen : tensor<8xf32>
+    %u = nn.parameter "w3" : tensor<64x32xf32> module "model.layers.3.mlp.up_proj"
     ```
   }];
   let arguments = (ins
@@ -56,12 +63,23 @@ def NN_ParameterOp : NN_Op<"parameter", [Pure]> {
     UnitAttr:$frozen,
     DefaultValuedAttr<NN_InitKindAttr, "::loom::nn::InitKind::zeros">:$init,
     DefaultValuedAttr<F64Attr, "0.0">:$init_scale,
-    OptionalAttr<ElementsAttr>:$value);
+    OptionalAttr<ElementsAttr>:$value,
+    OptionalAttr<StrAttr>:$module_path);
   let results = (outs NN_Tensor:$result);
   let assemblyFormat = [{
     $name (`frozen` $frozen^)? `` custom<ParamInit>($init, $init_scale)
     (`value` `(` $value^ `)`)? attr-dict `:` type($result)
+    (`module` $module_path^)?
   }];
+  let builders = [
+    // A parameter whose module is not known (or set later).
+    OpBuilder<(ins "::mlir::Type":$type, "::mlir::StringAttr":$name,
+                   "::mlir::UnitAttr":$frozen, "::loom::nn::InitKindAttr":$init,
+                   "::mlir::FloatAttr":$init_scale, "::mlir::ElementsAttr":$value), [{
+      build($_builder, $_state, type, name, frozen, init, init_scale, value,
+            ::mlir::StringAttr());
+    }]>,
+  ];
   let extraClassDeclaration = [{
     bool isTrainable() { return !getFrozen(); }
   }];
@@ -197,7 +215,8 @@ def NN_WhereOp : NN_KernelOp<"where", [Pure, InferTypeOpAdaptor,
   }];
 }
 
-def NN_CastOp : NN_KernelOp<"cast", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+def NN_CastOp : NN_KernelOp<"cast", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                NN_KeepsResultPrecision]> {
   let kernelDoc = [{
     any dtype to any dtype
   }];
@@ -219,7 +238,8 @@ def NN_CastOp : NN_KernelOp<"cast", [Pure, DeclareOpInterfaceMethods<NN_Gradient
 //===----------------------------------------------------------------------===//
 
 def NN_MatmulOp : NN_KernelOp<"matmul", [Pure, SameOperandsAndResultElementType,
-                                   InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                                   InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                   DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     a [..., M, K] (or [..., K, M] with transpose_lhs), b [..., K, N] (or
     [..., N, K] with transpose_rhs); batch dims broadcast. attr epilogue (set by
@@ -377,7 +397,8 @@ def NN_RopeOp : NN_KernelOp<"rope", [Pure, DeclareOpInterfaceMethods<NN_Gradient
 }
 
 def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElementType,
-                                         InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                                         InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                         DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     q [B, Hq, S, D], k/v [B, Hkv, Skv, D], Hq % Hkv == 0; attrs causal (0/1),
     scale (f64, the effective one). out [B, Hq, S, Dv].
@@ -410,7 +431,8 @@ def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElemen
 }
 
 def NN_EmbeddingOp : NN_KernelOp<"embedding", [Pure, InferTypeOpAdaptor,
-                                         DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                                         DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                         DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
   let kernelDoc = [{
     table [V, D], ids (i32/i64) [...] -> [..., D]; attr vocab_start, when
     given: the table is rows [vocab_start, vocab_start + V) of a larger one,
@@ -442,7 +464,8 @@ def NN_EmbeddingOp : NN_KernelOp<"embedding", [Pure, InferTypeOpAdaptor,
 }
 
 def NN_CrossEntropyOp : NN_KernelOp<"cross_entropy", [Pure, InferTypeOpAdaptor,
-                                                 DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                                                 DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                                 DeclareOpInterfaceMethods<NN_ClassParallelLossOpInterface>, NN_KeepsResultPrecision]> {
   let kernelDoc = [{
     logits [N, C], labels [N] (i32/i64); attrs ignore_index, reduction
     ("mean" | "sum" | "none"). out f32: [] or [N].
@@ -532,7 +555,8 @@ def NN_BroadcastOp : NN_KernelOp<"broadcast", [Pure, SameOperandsAndResultElemen
 }
 
 def NN_SliceOp : NN_KernelOp<"slice", [Pure, SameOperandsAndResultElementType,
-                                 InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                                 InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                 DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
   let kernelDoc = [{
     attrs starts, strides (per dim); sizes = out shape
   }];
@@ -717,7 +741,7 @@ def NN_RmsNormGradOp : NN_KernelOp<"rms_norm_grad", [Pure,
 }
 
 def NN_AttentionGradOp : NN_KernelOp<"attention_grad", [Pure,
-    SameOperandsAndResultElementType, InferTypeOpAdaptor]> {
+    SameOperandsAndResultElementType, InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     q, k, v, dOut (the nn.attention operands and its result's gradient) ->
     dq, dk, dv; attrs causal (0/1), scale (f64). dk/dv of a KV head sum over
@@ -751,7 +775,7 @@ def NN_AttentionGradOp : NN_KernelOp<"attention_grad", [Pure,
   }];
 }
 
-def NN_EmbeddingGradOp : NN_KernelOp<"embedding_grad", [Pure, InferTypeOpAdaptor]> {
+def NN_EmbeddingGradOp : NN_KernelOp<"embedding_grad", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
   let kernelDoc = [{
     ids (i32/i64) [...], dy [..., D] -> dTable [V, D] (V = the output's rows;
     attr num_embeddings must equal it): rows added up by id;
@@ -786,7 +810,8 @@ def NN_EmbeddingGradOp : NN_KernelOp<"embedding_grad", [Pure, InferTypeOpAdaptor
 // block, gathered, combined into the loss, and each block's gradient from
 // the gathered statistics.
 
-def NN_CrossEntropyStatsOp : NN_KernelOp<"cross_entropy_stats", [Pure, InferTypeOpAdaptor]> {
+def NN_CrossEntropyStatsOp : NN_KernelOp<"cross_entropy_stats", [Pure, InferTypeOpAdaptor,
+                                                           NN_KeepsResultPrecision]> {
   let kernelDoc = [{
     Vocabulary-parallel cross-entropy, step 1: logits [N, C] (classes
     [vocab_start, vocab_start + C) of a larger set), labels [N] -> f32 [N, 3]
@@ -816,7 +841,8 @@ def NN_CrossEntropyStatsOp : NN_KernelOp<"cross_entropy_stats", [Pure, InferType
   }];
 }
 
-def NN_CrossEntropyCombineOp : NN_KernelOp<"cross_entropy_combine", [Pure, InferTypeOpAdaptor]> {
+def NN_CrossEntropyCombineOp : NN_KernelOp<"cross_entropy_combine", [Pure, InferTypeOpAdaptor,
+                                                               NN_KeepsResultPrecision]> {
   let kernelDoc = [{
     stats [N, 3B] (B blocks side by side), labels -> the loss (attrs
     ignore_index, reduction as nn.cross_entropy).
@@ -902,7 +928,8 @@ def NN_GatherGradOp : NN_KernelOp<"gather_grad", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def NN_CrossEntropyGradOp : NN_KernelOp<"cross_entropy_grad", [Pure, InferTypeOpAdaptor]> {
+def NN_CrossEntropyGradOp : NN_KernelOp<"cross_entropy_grad", [Pure, InferTypeOpAdaptor,
+                                                         DeclareOpInterfaceMethods<NN_ClassParallelLossOpInterface>]> {
   let kernelDoc = [{
     logits [N, C], labels [N], dLoss f32 ([] for mean/sum, [N] for none) ->
     dLogits (the logits' dtype); attrs ignore_index, reduction (as nn.cross_entropy).

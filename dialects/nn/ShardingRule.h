@@ -1,7 +1,9 @@
 #ifndef LOOM_DIALECTS_NN_SHARDINGRULE_H
 #define LOOM_DIALECTS_NN_SHARDINGRULE_H
 
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
 namespace loom::nn {
@@ -60,6 +62,23 @@ ShardingRule reductionShardingRule(mlir::Operation *op);
 /// Elementwise, except that dim `dim` of the first operand (and the
 /// results) must stay whole (softmax).
 ShardingRule wholeDimShardingRule(mlir::Operation *op, int64_t dim);
+
+/// What the SPMD partitioner tells an op it rewrites for one rank's shard
+/// (SpmdLocalizeOpInterface, ClassParallelLossOpInterface).
+struct ShardContext {
+  /// The op's sharding rule.
+  const ShardingRule &rule;
+  /// Whether factor `factor` of the rule is split over ranks.
+  llvm::function_ref<bool(int factor)> isSplit;
+  /// The global (unpartitioned) type of a value of the original program.
+  llvm::function_ref<mlir::RankedTensorType(mlir::Value)> globalType;
+  /// Records that `op`'s attribute `attr` (element `element` of an i64
+  /// array, or the i64 itself when -1) grows by `stride` times the rank's
+  /// block index along factor `factor` of the rule.
+  llvm::function_ref<void(mlir::Operation *op, llvm::StringRef attr, int64_t element, int factor,
+                          int64_t stride)>
+      addRankOffset;
+};
 
 } // namespace loom::nn
 

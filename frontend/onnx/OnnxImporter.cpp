@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -18,10 +19,75 @@
 
 #include <climits>
 
+#include <google/protobuf/unknown_field_set.h>
+
 using namespace mlir;
 
 namespace loom {
 namespace {
+
+/// A node's metadata_props (key, value). Field 9 of NodeProto is newer than
+/// some installed onnx.proto files; those keep it among the unknown fields.
+template <typename Node>
+auto declaredMetadata(const Node &node, int)
+    -> decltype(node.metadata_props(), std::vector<std::pair<std::string, std::string>>()) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto &entry : node.metadata_props())
+    out.push_back({entry.key(), entry.value()});
+  return out;
+}
+template <typename Node>
+std::vector<std::pair<std::string, std::string>> declaredMetadata(const Node &, long) {
+  return {};
+}
+std::vector<std::pair<std::string, std::string>> nodeMetadata(const onnx::NodeProto &node) {
+  std::vector<std::pair<std::string, std::string>> out = declaredMetadata(node, 0);
+  const google::protobuf::UnknownFieldSet &unknown = node.GetReflection()->GetUnknownFields(node);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &field = unknown.field(i);
+    onnx::StringStringEntryProto entry;
+    if (field.number() == 9 && field.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+        entry.ParseFromString(field.length_delimited()))
+      out.push_back({entry.key(), entry.value()});
+  }
+  return out;
+}
+
+/// The path of the model module a node was exported from: the innermost
+/// module of torch.onnx's `pkg.torch.onnx.name_scopes` metadata (`['',
+/// 'model', 'model.layers.0', 'model.layers.0.mlp', 'mul_2']`, the node's own
+/// name last), else the scope of a TorchScript-style node name
+/// (`/model/layers.0/mlp/MatMul` -> `model.layers.0.mlp`); empty for the
+/// root module, none when the node says neither.
+std::optional<std::string> moduleScope(const onnx::NodeProto &node) {
+  for (const auto &[key, value] : nodeMetadata(node)) {
+    if (key != "pkg.torch.onnx.name_scopes")
+      continue;
+    // A Python list of quoted strings.
+    llvm::SmallVector<std::string> scopes;
+    StringRef rest = value;
+    while (true) {
+      size_t open = rest.find_first_of("'\"");
+      if (open == StringRef::npos)
+        break;
+      size_t close = rest.find(rest[open], open + 1);
+      if (close == StringRef::npos)
+        break;
+      scopes.push_back(rest.slice(open + 1, close).str());
+      rest = rest.drop_front(close + 1);
+    }
+    if (scopes.size() < 2)
+      return std::nullopt;
+    return scopes[scopes.size() - 2];
+  }
+  StringRef name = node.name();
+  if (!name.consume_front("/"))
+    return std::nullopt;
+  llvm::SmallVector<StringRef> parts;
+  name.split(parts, '/');
+  parts.pop_back(); // the node itself
+  return llvm::join(parts, ".");
+}
 
 using namespace onnx_import;
 
@@ -74,6 +140,7 @@ private:
   FailureOr<ArrayRef<char>> externalBytes(const onnx::TensorProto &tensor,
                                           StringRef what, int64_t byteCount);
   LogicalResult importInitializer(OpBuilder &b, const onnx::TensorProto &tensor);
+  void recordModulePaths(const onnx::NodeProto &node);
   LogicalResult importNode(OpBuilder &b, const onnx::NodeProto &node);
   std::string nodeLabel(const onnx::NodeProto &node, int64_t opset) const;
 
@@ -324,6 +391,35 @@ FailureOr<DenseElementsAttr> GraphImporter::tensorValue(const onnx::TensorProto 
   }
 }
 
+/// A weight belongs to the innermost module that holds every node reading
+/// it (its name may say nothing: a folded transpose is `val_358`; a rotary
+/// table every layer reads belongs to the model, not to its first layer).
+void GraphImporter::recordModulePaths(const onnx::NodeProto &node) {
+  std::optional<std::string> scope = moduleScope(node);
+  if (!scope)
+    return;
+  for (const std::string &input : node.input()) {
+    auto it = values.find(input);
+    auto param = it == values.end() ? nn::ParameterOp() : it->second.getDefiningOp<nn::ParameterOp>();
+    if (!param)
+      continue;
+    std::optional<StringRef> known = param.getModulePath();
+    if (!known) {
+      param.setModulePath(*scope);
+      continue;
+    }
+    // The longest common prefix of whole path components.
+    llvm::SmallVector<StringRef> a, b, common;
+    known->split(a, '.');
+    StringRef(*scope).split(b, '.');
+    for (size_t i = 0; i < std::min(a.size(), b.size()) && a[i] == b[i]; ++i)
+      common.push_back(a[i]);
+    std::string path = llvm::join(common, ".");
+    if (path != *known)
+      param.setModulePath(path);
+  }
+}
+
 LogicalResult GraphImporter::importInitializer(OpBuilder &b,
                                                const onnx::TensorProto &tensor) {
   std::string what = "initializer '" + tensor.name() + "'";
@@ -473,9 +569,11 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   for (const onnx::TensorProto &tensor : graph.initializer())
     if (failed(importInitializer(b, tensor)))
       return nullptr;
-  for (const onnx::NodeProto &node : graph.node())
+  for (const onnx::NodeProto &node : graph.node()) {
     if (failed(importNode(b, node)))
       return nullptr;
+    recordModulePaths(node);
+  }
 
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;

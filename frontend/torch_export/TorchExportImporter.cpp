@@ -223,12 +223,20 @@ Expected<OwningOpRef<ModuleOp>> importProgram(MLIRContext *context, llvm::String
         continue;
       }
     }
+    // The module that holds the weight: a state-dict name is the module's
+    // path and the attribute's name, which has no dot.
+    auto withModulePath = [&](nn::ParameterOp param) {
+      auto [modulePath, attribute] = fqn->rsplit('.');
+      if (!attribute.empty())
+        param.setModulePath(modulePath);
+      return param;
+    };
     if ((parameter || persistent) && !options.embedWeights) {
       // Values come at run time (loom-run --weights); until then, a seeded init.
-      Value weight = builder.create<nn::ParameterOp>(
+      Value weight = withModulePath(builder.create<nn::ParameterOp>(
           loc, *type, builder.getStringAttr(*fqn), parameter ? UnitAttr() : builder.getUnitAttr(),
           nn::InitKindAttr::get(context, parameter ? nn::InitKind::normal : nn::InitKind::zeros),
-          builder.getF64FloatAttr(parameter ? 0.02 : 0.0), ElementsAttr());
+          builder.getF64FloatAttr(parameter ? 0.02 : 0.0), ElementsAttr()));
       importer.scope().tensors[*name] = weight;
       if (storage)
         weightByStorage[*storage] = weight;
@@ -239,11 +247,11 @@ Expected<OwningOpRef<ModuleOp>> importProgram(MLIRContext *context, llvm::String
       return value.takeError();
     Value bound;
     if (parameter || persistent)
-      bound = builder.create<nn::ParameterOp>(
+      bound = withModulePath(builder.create<nn::ParameterOp>(
           loc, *type, builder.getStringAttr(*fqn),
           parameter ? UnitAttr() : builder.getUnitAttr(),
           nn::InitKindAttr::get(context, nn::InitKind::zeros), builder.getF64FloatAttr(0.0),
-          *value);
+          *value));
     else
       bound = importer.constant(*value);
     importer.scope().tensors[*name] = bound;

@@ -9,13 +9,16 @@ def PipelinePartition : Pass<"loom-pipeline-partition", "mlir::ModuleOp"> {
     Cuts the forward `@main` (nn ops, before --loom-build-training-step,
     whose autodiff and microbatch copies keep the attribute) into the pieces
     a schedule runs as stages: pp pieces for 1f1b/zb-h1/dualpipe, pp*vpp for
-    interleaved, 2*pp for dualpipev. An op's transformer layer is the
-    largest layer index (`layers.N.`, `h.N.`, `blocks.N.` in a parameter's
-    name) among the parameters it depends on; parameters without an index
-    first used before the first layer (the embedding) go with the first
-    piece, the others (final norm, head, loss) with the last. Layers are
-    split into consecutive pieces minimizing the most expensive piece (FLOPs
-    from the op shapes), or as `layout` says: `4,4,4,4` (layers per piece;
+    interleaved, 2*pp for dualpipev. A parameter's layer is the numbered
+    block of the module that holds it (`module "model.layers.3.mlp.up_proj"`,
+    recorded by the importers: block 3 of `model.layers`); a parameter with
+    no module path falls back to the layer index in its name (`layers.N.`,
+    `h.N.`, `blocks.N.`), with a remark. An op's layer is the largest layer
+    among the parameters it depends on; parameters without a layer first
+    used before the first layer (the embedding) go with the first piece, the
+    others (final norm, head, loss) with the last. Layers are split into
+    consecutive pieces minimizing the most expensive piece (FLOPs as each op
+    counts them, FlopCountOpInterface), or as `layout` says: `4,4,4,4` (layers per piece;
     0 allowed) or `even` (equal counts, padded with empty layers at the ends
     when the layers do not divide: 61 layers in 16 pieces are 13x4 + 3x(3+1
     empty)). Each op gets `pipe.stage = piece`, the module gets

@@ -25,8 +25,33 @@ using namespace loom;
 
 namespace {
 
-/// The layer index in a parameter name (`model.layers.12.mlp.up.weight` -> 12).
-std::optional<int64_t> layerOf(StringRef name) {
+/// A repeated block of the model: the numbered child `index` of the module
+/// list `list` (`model.layers.3`: list `model.layers`, block 3).
+struct ModelBlock {
+  std::string list;
+  int64_t index;
+};
+
+/// The block a module path lies in: the path up to its first numbered
+/// component (`model.layers.3.mlp.up_proj` -> `model.layers`, 3).
+std::optional<ModelBlock> blockOf(StringRef modulePath) {
+  llvm::SmallVector<StringRef> parts;
+  modulePath.split(parts, '.');
+  for (auto [i, part] : llvm::enumerate(parts)) {
+    if (part.empty() || !llvm::all_of(part, llvm::isDigit))
+      continue;
+    int64_t index = 0;
+    if (part.getAsInteger(10, index))
+      return std::nullopt;
+    return ModelBlock{llvm::join(llvm::ArrayRef(parts).take_front(i), "."), index};
+  }
+  return std::nullopt;
+}
+
+/// Without a module path (IR written by hand or imported before paths were
+/// recorded): the layer index in a parameter name
+/// (`model.layers.12.mlp.up.weight` -> 12).
+std::optional<int64_t> layerOfName(StringRef name) {
   static const std::regex pattern(R"((^|\.)(layers|layer|h|blocks|block)\.([0-9]+)\.)");
   std::smatch match;
   std::string s = name.str();
@@ -40,29 +65,8 @@ int64_t elements(Type type) {
   return t && t.hasStaticShape() ? t.getNumElements() : 0;
 }
 
-/// FLOPs of one op from its shapes (GEMMs and attention dominate).
-double flopsOf(Operation *op) {
-  if (op->getNumResults() == 0)
-    return 0;
-  double out = double(elements(op->getResult(0).getType()));
-  if (auto mm = dyn_cast<nn::MatmulOp>(op)) {
-    auto lhs = cast<RankedTensorType>(mm->getOperand(0).getType());
-    int64_t k = op->hasAttr("transpose_lhs") ? lhs.getDimSize(lhs.getRank() - 2)
-                                             : lhs.getDimSize(lhs.getRank() - 1);
-    return 2.0 * out * double(k);
-  }
-  if (isa<nn::AttentionOp>(op)) {
-    auto key = cast<RankedTensorType>(op->getOperand(1).getType());
-    return 4.0 * out * double(key.getDimSize(key.getRank() - 2));
-  }
-  // The backward recomputes the scores and forms four products: about 2.5
-  // forwards (as FlashAttention counts it).
-  if (isa<nn::AttentionGradOp>(op)) {
-    auto key = cast<RankedTensorType>(op->getOperand(1).getType());
-    return 2.5 * 4.0 * out * double(key.getDimSize(key.getRank() - 2));
-  }
-  return out;
-}
+/// FLOPs of one op, as the op counts them (FlopCountOpInterface).
+double flopsOf(Operation *op) { return double(nn::FlopCountOpInterface::flopsOf(op)); }
 
 struct PipelinePartitionPass
     : public loom::impl::PipelinePartitionBase<PipelinePartitionPass> {
@@ -96,24 +100,52 @@ struct PipelinePartitionPass
                      [](Operation &op) { return op.hasAttr(pipe::kStageAttr); }))
       return propagate(func);
 
-    // Layers: parameters by name; ops by the deepest parameter they depend on.
+    // Layers: parameters by the block of the module that holds them (the
+    // importer's module path); ops by the deepest parameter they depend on.
+    // Lists of blocks count in the order their first parameter appears.
     llvm::DenseMap<Operation *, int64_t> layer;
     int64_t numLayers = 0;
-    bool seenLayer = false;
     llvm::SmallVector<Operation *> unnumbered;
+    llvm::SmallVector<std::pair<Operation *, ModelBlock>> inBlocks;
+    llvm::StringMap<int64_t> blocksOfList;
+    llvm::SmallVector<std::string> lists;
+    int64_t byName = 0;
     for (Operation &op : func.getBody().front()) {
-      if (auto param = dyn_cast<nn::ParameterOp>(op)) {
-        if (auto l = layerOf(param.getName())) {
-          layer[&op] = *l;
-          numLayers = std::max(numLayers, *l + 1);
-        } else {
-          unnumbered.push_back(&op);
-        }
+      auto param = dyn_cast<nn::ParameterOp>(op);
+      if (!param)
+        continue;
+      std::optional<ModelBlock> block;
+      if (std::optional<StringRef> path = param.getModulePath()) {
+        block = blockOf(*path);
+      } else if (auto l = layerOfName(param.getName())) {
+        block = ModelBlock{"", *l};
+        ++byName;
       }
+      if (!block) {
+        unnumbered.push_back(&op);
+        continue;
+      }
+      auto [it, added] = blocksOfList.try_emplace(block->list, 0);
+      if (added)
+        lists.push_back(block->list);
+      it->second = std::max(it->second, block->index + 1);
+      inBlocks.push_back({&op, *block});
     }
+    llvm::StringMap<int64_t> firstLayerOfList;
+    for (const std::string &list : lists) {
+      firstLayerOfList[list] = numLayers;
+      numLayers += blocksOfList[list];
+    }
+    for (auto &[op, block] : inBlocks)
+      layer[op] = firstLayerOfList[block.list] + block.index;
+    if (byName > 0)
+      mlir::emitRemark(func.getLoc())
+          << byName << " parameter(s) have no module path: their layers come from their names";
     if (numLayers == 0)
-      return mlir::emitError(func.getLoc(), "no transformer layers to partition: no parameter name has a "
-                            "layer index (`layers.N.`, `h.N.`, `blocks.N.`)");
+      return mlir::emitError(func.getLoc(), "no transformer layers to partition: no parameter's "
+                            "module path has a numbered block (`model.layers.N`), and no "
+                            "parameter name without one has a layer index (`layers.N.`, `h.N.`, "
+                            "`blocks.N.`)");
     // Unnumbered parameters first used before any layer's op are the
     // prologue (-1), after the last one the epilogue (L); those used amid
     // the layers (a rotary table every layer reads) belong to no layer and

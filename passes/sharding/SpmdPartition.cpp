@@ -374,8 +374,8 @@ struct Partitioner {
     // A loss whose classes are split (the LM head's vocabulary-parallel
     // logits): each rank's block, never the gathered logits.
     Axes classAxes;
-    if (isa<nn::CrossEntropyOp, nn::CrossEntropyGradOp>(op))
-      classAxes = best[rule.operandDims[0][1].front()];
+    if (auto loss = dyn_cast<nn::ClassParallelLossOpInterface>(op))
+      classAxes = best[loss.getClassFactor(rule)];
     llvm::erase_if(reduced, [&](StringRef a) { return llvm::is_contained(classAxes, a); });
     Axes kept;
     SmallVector<unsigned> partialOperands;
@@ -412,8 +412,18 @@ struct Partitioner {
       mapping.map(v, *lv);
     }
 
-    Operation *clone =
-        classAxes.empty() ? builder.clone(*op, mapping) : buildBlockLoss(op, mapping, classAxes);
+    // What an op rewriting itself for its rank's shard is told: which
+    // factors are split, global types, and where to record rank offsets
+    // (over the axes of the factor they follow).
+    auto isSplit = [&](int factor) { return !best[factor].empty(); };
+    auto global = [this](Value v) { return globalType(v); };
+    auto rankOffset = [&](Operation *made, StringRef attr, int64_t element, int factor,
+                          int64_t stride) {
+      dist::addRankOffset(made, attr, element, best[factor], stride);
+    };
+    nn::ShardContext shard{rule, isSplit, global, rankOffset};
+    Operation *clone = classAxes.empty() ? builder.clone(*op, mapping)
+                                         : buildBlockLoss(op, mapping, classAxes, shard);
     for (unsigned i = 0; i < op->getNumResults(); ++i) {
       Layout l = layoutOf(rule.resultDims[i], best);
       l.partial = reduced;
@@ -421,7 +431,7 @@ struct Partitioner {
       if (failed(bindResult(op, clone, i, l)))
         return failure();
     }
-    if (failed(localizeAttributes(op, clone, rule, best)))
+    if (failed(localizeAttributes(op, clone, shard)))
       return failure();
     SmallVector<Attribute> layouts;
     for (Value r : op->getResults())
@@ -454,24 +464,26 @@ struct Partitioner {
     return success();
   }
 
-  /// The vocabulary-parallel loss (Megatron's) for a cross-entropy, or its
-  /// gradient, whose logits are split by classes over `classAxes`: each
-  /// rank's statistics of its block (max, sum of exponentials, the label's
-  /// logit), all-gathered (3 floats a row per block), then the loss, or the
-  /// block's gradient, from them. The forward's gathered statistics serve
-  /// its gradient too.
-  Operation *buildBlockLoss(Operation *op, IRMapping &mapping, const Axes &classAxes) {
+  /// The vocabulary-parallel loss (Megatron's) for a loss, or its gradient,
+  /// whose logits are split by classes over `classAxes`
+  /// (ClassParallelLossOpInterface): each rank's statistics of its block,
+  /// all-gathered along their last dim, then the loss, or the block's
+  /// gradient, from them. The forward's gathered statistics serve its
+  /// gradient too.
+  Operation *buildBlockLoss(Operation *op, IRMapping &mapping, const Axes &classAxes,
+                            const nn::ShardContext &shard) {
+    auto loss = cast<nn::ClassParallelLossOpInterface>(op);
     Location loc = op->getLoc();
-    Value logits = mapping.lookup(op->getOperand(0));
-    Value labels = mapping.lookup(op->getOperand(1));
-    auto ce = dyn_cast<nn::CrossEntropyOp>(op);
-    auto ceGrad = dyn_cast<nn::CrossEntropyGradOp>(op);
-    IntegerAttr ignore = ce ? ce.getIgnoreIndexAttr() : ceGrad.getIgnoreIndexAttr();
-    nn::LossReductionAttr reduction = ce ? ce.getReductionAttr() : ceGrad.getReductionAttr();
-    const int64_t classes = tensorType(logits).getDimSize(1);
+    Value logits = mapping.lookup(loss.getLogits());
+    Value labels = mapping.lookup(loss.getLabels());
+    // The original op's discardable attributes, less its layout, beside
+    // those the new op was given (its rank offsets).
     auto tagged = [&](Operation *made) {
-      made->setDiscardableAttrs(op->getDiscardableAttrDictionary());
-      made->removeAttr(dist::kShardingAttrName);
+      NamedAttrList attrs(op->getDiscardableAttrDictionary());
+      attrs.erase(dist::kShardingAttrName);
+      for (NamedAttribute a : made->getDiscardableAttrs())
+        attrs.set(a.getName(), a.getValue());
+      made->setDiscardableAttrs(attrs.getDictionary(op->getContext()));
       return made;
     };
     // By the local values: a gradient that split the logits otherwise than
@@ -480,71 +492,32 @@ struct Partitioner {
     auto found = blockStats.find(key);
     Value stats = found == blockStats.end() ? Value() : found->second;
     if (!stats) {
-      auto local = tagged(builder.create<nn::CrossEntropyStatsOp>(
-          loc, logits, labels, builder.getI64IntegerAttr(0), ignore));
-      dist::addRankOffset(local, "vocab_start", -1, classAxes, classes);
+      Operation *local = tagged(loss.buildBlockStatistics(builder, logits, labels, shard));
       auto t = tensorType(local->getResult(0));
-      auto gatheredType = RankedTensorType::get(
-          {t.getDimSize(0), t.getDimSize(1) * mesh.groupSize(classAxes)}, t.getElementType());
-      stats = builder.create<dist::AllGatherOp>(loc, gatheredType, local->getResult(0),
-                                                axesAttr(classAxes), builder.getI64IntegerAttr(1));
+      SmallVector<int64_t> gatheredShape(t.getShape());
+      int64_t last = t.getRank() - 1;
+      gatheredShape[last] *= mesh.groupSize(classAxes);
+      stats = builder.create<dist::AllGatherOp>(
+          loc, RankedTensorType::get(gatheredShape, t.getElementType()), local->getResult(0),
+          axesAttr(classAxes), builder.getI64IntegerAttr(last));
       blockStats[key] = stats;
     }
-    if (ce)
-      return tagged(builder.create<nn::CrossEntropyCombineOp>(
-          loc, stats, labels, builder.getI64IntegerAttr(globalType(op->getOperand(0)).getDimSize(1)),
-          ignore, reduction));
-    Operation *grad = tagged(builder.create<nn::CrossEntropyBlockGradOp>(
-        loc, logits, labels, mapping.lookup(op->getOperand(2)), stats,
-        builder.getI64IntegerAttr(0), ignore, reduction));
-    dist::addRankOffset(grad, "vocab_start", -1, classAxes, classes);
-    return grad;
+    return tagged(loss.buildFromBlockStatistics(builder, mapping, stats, shard));
   }
 
-  /// Attributes that speak of global sizes, rewritten for the local shard;
-  /// ops that work on their rank's block of a split vocabulary learn where
-  /// it starts (rank offsets).
-  LogicalResult localizeAttributes(Operation *op, Operation *clone, const nn::ShardingRule &rule,
-                                   const FactorAxes &assignment) {
-    auto vocabularyBlock = [&](int factor, int64_t localRows, std::optional<int64_t> start) {
-      const Axes &axes = assignment[factor];
-      if (axes.empty())
-        return;
-      clone->setAttr("vocab_start", builder.getI64IntegerAttr(start.value_or(0)));
-      // The whole vocabulary, so that every block can still reject an id
-      // outside it.
-      if (!clone->hasAttr("vocab_size"))
-        clone->setAttr("vocab_size", builder.getI64IntegerAttr(rule.factors[factor].size));
-      dist::addRankOffset(clone, "vocab_start", -1, axes, localRows);
-    };
-    if (auto embedding = dyn_cast<nn::EmbeddingOp>(clone))
-      vocabularyBlock(rule.operandDims[0][0].front(),
-                      tensorType(embedding.getTable()).getDimSize(0), embedding.getVocabStart());
-    if (auto grad = dyn_cast<nn::EmbeddingGradOp>(clone)) {
-      int64_t rows = grad.getType().getDimSize(0);
-      if (rows != grad.getNumEmbeddings()) {
-        grad.setNumEmbeddings(rows);
-        vocabularyBlock(rule.resultDims[0][0].front(), rows, grad.getVocabStart());
-      }
-    }
-    if (auto slice = dyn_cast<nn::SliceOp>(clone)) {
-      // Only whole dims are split: their limit is the local size.
-      SmallVector<int64_t> limits(slice.getLimits());
-      auto in = tensorType(slice.getInput());
-      for (unsigned d = 0; d < limits.size(); ++d)
-        if (cast<nn::SliceOp>(op).getLimits()[d] == globalType(op->getOperand(0)).getDimSize(d))
-          limits[d] = in.getDimSize(d);
-      slice.setLimitsAttr(builder.getDenseI64ArrayAttr(limits));
-    }
+  /// Attributes that speak of global sizes, rewritten for the local shard
+  /// by the op itself (SpmdLocalizeOpInterface); ops that work on their
+  /// rank's block of a split vocabulary learn where it starts (rank
+  /// offsets).
+  LogicalResult localizeAttributes(Operation *op, Operation *clone, const nn::ShardContext &shard) {
+    if (auto localized = dyn_cast<nn::SpmdLocalizeOpInterface>(clone))
+      if (failed(localized.localizeAttributes(op, shard)))
+        return failure();
+    // The partitioner's own record (dist.global_type) of a parameter's
+    // global type, which checkpoints and weight loading read.
     if (auto param = dyn_cast<nn::ParameterOp>(clone)) {
       if (param.getType() != op->getResult(0).getType())
         dist::setGlobalType(param, op->getResult(0).getType());
-    }
-    if (auto constant = dyn_cast<nn::ConstantOp>(clone)) {
-      if (constant.getType() != op->getResult(0).getType()) {
-        auto dense = cast<DenseElementsAttr>(constant.getValue());
-        constant.setValueAttr(DenseElementsAttr::get(constant.getType(), dense.getSplatValue<Attribute>()));
-      }
     }
     return success();
   }

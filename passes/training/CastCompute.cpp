@@ -71,10 +71,9 @@ struct CastComputePass : public loom::impl::CastComputeBase<CastComputePass> {
         castUses(op->getResult(0), op);
         continue;
       }
-      if (isa<nn::CastOp>(op) || isa<func::ReturnOp>(op))
-        continue;
-      // Losses stay f32 by definition; every other f32 result narrows.
-      if (isa<nn::CrossEntropyOp>(op))
+      // Ops whose result precision is their meaning (casts, losses and
+      // their statistics) keep it; every other f32 result narrows.
+      if (op->hasTrait<nn::OpTrait::KeepsResultPrecision>())
         continue;
       for (Value r : op->getResults())
         if (Type t = narrowed(r.getType()))

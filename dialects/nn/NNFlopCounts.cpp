@@ -1,0 +1,44 @@
+// FLOP counts of the nn ops (FlopCountOpInterface, NNInterfaces.td): what
+// pipeline partitioning balances stages by. GEMMs and attention dominate;
+// every other op counts one per result element.
+
+#include "dialects/nn/NNOps.h"
+
+using namespace mlir;
+using namespace loom::nn;
+
+namespace {
+
+int64_t elements(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  return t && t.hasStaticShape() ? t.getNumElements() : 0;
+}
+
+} // namespace
+
+int64_t FlopCountOpInterface::flopsOf(Operation *op) {
+  if (auto counted = dyn_cast<FlopCountOpInterface>(op))
+    return counted.getFlops();
+  return op->getNumResults() == 0 ? 0 : elements(op->getResult(0).getType());
+}
+
+int64_t MatmulOp::getFlops() {
+  // A multiply and an add per output element and contracted index.
+  auto lhs = getLhs().getType();
+  int64_t k = lhs.getDimSize(lhs.getRank() - (getTransposeLhs() ? 2 : 1));
+  return 2 * elements(getType()) * k;
+}
+
+int64_t AttentionOp::getFlops() {
+  // Two GEMMs (q k^T and p v) over every key.
+  auto key = getKey().getType();
+  return 4 * elements(getType()) * key.getDimSize(key.getRank() - 2);
+}
+
+int64_t AttentionGradOp::getFlops() {
+  // The backward recomputes the scores and forms four products: about 2.5
+  // forwards (as FlashAttention counts it), of the forward's output
+  // (shaped like dq).
+  auto key = getKey().getType();
+  return 10 * elements(getQueryGrad().getType()) * key.getDimSize(key.getRank() - 2);
+}
