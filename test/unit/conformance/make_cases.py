@@ -177,7 +177,7 @@ def b64(data):
 
 
 def add(kernel, name, inputs, outputs, attrs=None, aliases=None, exact=False,
-        rtol=None, atol=None, unsupported=None):
+        rtol=None, atol=None, unsupported=None, backend_atol=None):
     """outputs: list of T (the expected results, already in their dtype)."""
     case = {"name": name,
             "attrs": [attr_json(k, v) for k, v in (attrs or {}).items()],
@@ -198,6 +198,8 @@ def add(kernel, name, inputs, outputs, attrs=None, aliases=None, exact=False,
         case["atol"] = atol
     if unsupported:
         case["unsupported"] = unsupported
+    if backend_atol:
+        case["backend_atol"] = backend_atol
     CASES.setdefault(kernel, []).append(case)
 
 
@@ -553,8 +555,15 @@ def gen_scaled_matmul():
         a = T(adt, uniform([m, k], -3, 3))
         b = T(bdt, uniform([n, k], -3, 3))
         y = (a.values * sa) @ (b.values * sb).T
+        # Hopper's FP8 tensor cores keep about 14 bits of the running sum
+        # (measured on an H200: 25 of 1536 f32 results off by up to 5e-4;
+        # DeepSeek-V3's report says the same of H800s), so CUDA gets
+        # 2^-13 of the largest sum of |products| on top of the dtype's
+        # tolerance. The CPU kernel accumulates in f32 and gets none.
+        bound = float(np.max(np.abs(a.values * sa) @ np.abs(b.values * sb).T)) * 2.0 ** -13
         add("nn.scaled_matmul", name,
-            [a, b, T("f32", np.array(sa)), T("f32", np.array(sb))], [T(odt, y)])
+            [a, b, T("f32", np.array(sa)), T("f32", np.array(sb))], [T(odt, y)],
+            backend_atol={"cuda": bound})
     smm("e4m3_e4m3_to_bf16", "f8E4M3FN", "f8E4M3FN", "bf16", 16, 16, 32, 0.75, 1.5)
     smm("e4m3_e5m2_to_f32", "f8E4M3FN", "f8E5M2", "f32", 32, 48, 64, 0.125, 2.0)
     smm("e5m2_e4m3_to_f16", "f8E5M2", "f8E4M3FN", "f16", 16, 32, 16, 1.0, 0.5)
