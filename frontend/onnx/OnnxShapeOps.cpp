@@ -42,6 +42,9 @@ LogicalResult importReshape(NodeImporter &n) {
     }
     if (d < 0)
       return n.fail("shape entry " + Twine(i) + " is " + Twine(d));
+    if (d > 0 && known > std::numeric_limits<int64_t>::max() / d)
+      return n.fail("shape entry " + Twine(i) + " (" + Twine(d) +
+                    ") makes the element count overflow 64 bits");
     shape.push_back(d);
     known *= d;
   }
