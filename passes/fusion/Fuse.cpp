@@ -1,0 +1,265 @@
+// --loom-fuse: producer-consumer groups of fusible nn ops (FusibleOpInterface)
+// become nn.fused ops; --loom-unfuse inlines them back.
+
+#include "passes/fusion/Passes.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace loom {
+#define GEN_PASS_DEF_FUSE
+#define GEN_PASS_DEF_UNFUSE
+#include "passes/fusion/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+
+namespace loom {
+namespace {
+
+using nn::FusionKind;
+
+/// Whether `op` may be put in a group at all.
+bool isFusible(Operation *op) {
+  auto fusible = dyn_cast<nn::FusibleOpInterface>(op);
+  if (!fusible || op->getNumRegions() != 0 || op->getNumResults() == 0)
+    return false;
+  if (fusible.getFusionKind() == FusionKind::None)
+    return false;
+  auto ranked = [](Type t) { return isa<RankedTensorType>(t); };
+  return llvm::all_of(op->getOperandTypes(), ranked) &&
+         llvm::all_of(op->getResultTypes(), ranked);
+}
+
+/// Ops share a group only when their discardable attributes (pipe.stage,
+/// pipe.rank, ...) are the same.
+bool sameDiscardableAttrs(Operation *a, Operation *b) {
+  return a->getDiscardableAttrDictionary() == b->getDiscardableAttrDictionary();
+}
+
+/// Calls `fn` with the op of `block` that defines each value `op` (or an op
+/// nested in it) reads, when that value is defined in `block`.
+void forEachProducerInBlock(Operation *op, Block &block, function_ref<void(Operation *)> fn) {
+  auto visit = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return;
+    if (Operation *inBlock = block.findAncestorOpInBlock(*def))
+      if (inBlock != op)
+        fn(inBlock);
+  };
+  for (Value v : op->getOperands())
+    visit(v);
+  if (op->getNumRegions() != 0)
+    op->walk([&](Operation *nested) {
+      if (nested != op)
+        for (Value v : nested->getOperands())
+          visit(v);
+    });
+}
+
+class BlockFuser {
+public:
+  explicit BlockFuser(Block &block) : block(block) {
+    unsigned i = 0;
+    for (Operation &op : block)
+      order[&op] = i++;
+  }
+
+  /// Forms the groups, in program order.
+  void formGroups() {
+    for (Operation &op : block) {
+      if (!isFusible(&op))
+        continue;
+      int chosen = -1;
+      for (Value v : op.getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (!def || def->getBlock() != &block)
+          continue;
+        auto it = groupOf.find(def);
+        if (it == groupOf.end() || !sameDiscardableAttrs(&op, def))
+          continue;
+        if (canJoin(&op, it->second)) {
+          chosen = it->second;
+          break;
+        }
+      }
+      if (chosen < 0) {
+        chosen = int(groups.size());
+        groups.emplace_back();
+        firstOrder.push_back(order[&op]);
+      }
+      groups[chosen].push_back(&op);
+      groupOf[&op] = chosen;
+    }
+  }
+
+  /// Replaces every group of two or more ops with an nn.fused op.
+  void materialize() {
+    for (SmallVector<Operation *> &group : groups)
+      if (group.size() >= 2)
+        fuse(group);
+  }
+
+private:
+  /// Whether `op` can join group `g`: none of its inputs from outside the
+  /// group may depend on the group (groups contracted), or the group would
+  /// have to run both before and after that input.
+  bool canJoin(Operation *op, int g) {
+    bool ok = true;
+    forEachProducerInBlock(op, block, [&](Operation *def) {
+      if (!ok)
+        return;
+      auto it = groupOf.find(def);
+      if (it != groupOf.end() && it->second == g)
+        return;
+      if (dependsOnGroup(def, g))
+        ok = false;
+    });
+    return ok;
+  }
+
+  /// Whether `start` reaches group `g` through its producers, every group
+  /// (formed so far) taken as one node.
+  bool dependsOnGroup(Operation *start, int g) {
+    unsigned low = firstOrder[g];
+    SmallVector<Operation *> work{start};
+    DenseSet<Operation *> seen{start};
+    DenseSet<int> seenGroups;
+    auto push = [&](Operation *p) {
+      if (order.lookup(p) >= low && seen.insert(p).second)
+        work.push_back(p);
+    };
+    while (!work.empty()) {
+      Operation *n = work.pop_back_val();
+      auto it = groupOf.find(n);
+      if (it != groupOf.end()) {
+        if (it->second == g)
+          return true;
+        if (seenGroups.insert(it->second).second)
+          for (Operation *member : groups[it->second])
+            push(member);
+      }
+      forEachProducerInBlock(n, block, push);
+    }
+    return false;
+  }
+
+  void fuse(ArrayRef<Operation *> groupOps) {
+    SmallVector<Operation *> members(groupOps);
+    llvm::sort(members, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    DenseSet<Operation *> inGroup(members.begin(), members.end());
+    Operation *first = members.front(), *last = members.back();
+
+    // Ops between the first and last member that read the group's values
+    // move after it (with what reads them), keeping their order.
+    DenseSet<Operation *> tainted(inGroup);
+    SmallVector<Operation *> toMove;
+    for (Operation *op = first->getNextNode(); op != last; op = op->getNextNode()) {
+      if (inGroup.contains(op))
+        continue;
+      bool reads = false;
+      forEachProducerInBlock(op, block, [&](Operation *def) { reads |= tainted.contains(def); });
+      if (reads) {
+        tainted.insert(op);
+        toMove.push_back(op);
+      }
+    }
+    Operation *after = last;
+    for (Operation *op : toMove) {
+      op->moveAfter(after);
+      after = op;
+    }
+
+    auto insideGroup = [&](Operation *user) {
+      Operation *anc = block.findAncestorOpInBlock(*user);
+      return anc && inGroup.contains(anc);
+    };
+    llvm::SetVector<Value> inputs;
+    SmallVector<Value> outputs;
+    for (Operation *op : members) {
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (!def || !inGroup.contains(def))
+          inputs.insert(v);
+      }
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !insideGroup(u); }))
+          outputs.push_back(r);
+    }
+
+    OpBuilder b(last->getContext());
+    b.setInsertionPointAfter(last);
+    SmallVector<Type> resultTypes;
+    for (Value v : outputs)
+      resultTypes.push_back(v.getType());
+    auto fused = b.create<nn::FusedOp>(last->getLoc(), resultTypes, inputs.getArrayRef());
+    for (NamedAttribute attr : first->getDiscardableAttrs())
+      fused->setAttr(attr.getName(), attr.getValue());
+    Block *body = b.createBlock(&fused.getBody());
+    IRMapping map;
+    for (Value v : inputs)
+      map.map(v, body->addArgument(v.getType(), v.getLoc()));
+    b.setInsertionPointToStart(body);
+    for (Operation *op : members)
+      b.clone(*op, map);
+    SmallVector<Value> yielded;
+    for (Value v : outputs)
+      yielded.push_back(map.lookup(v));
+    b.create<nn::YieldOp>(last->getLoc(), yielded);
+
+    for (auto [old, now] : llvm::zip(outputs, fused.getResults()))
+      old.replaceUsesWithIf(now, [&](OpOperand &use) { return !insideGroup(use.getOwner()); });
+    for (Operation *op : llvm::reverse(members))
+      op->erase();
+  }
+
+  Block &block;
+  DenseMap<Operation *, unsigned> order;
+  DenseMap<Operation *, int> groupOf;
+  std::vector<SmallVector<Operation *>> groups;
+  SmallVector<unsigned> firstOrder;
+};
+
+struct FusePass : impl::FuseBase<FusePass> {
+  void runOnOperation() override {
+    SmallVector<Block *> blocks;
+    getOperation()->walk([&](Block *block) {
+      if (!isa<nn::FusedOp>(block->getParentOp()))
+        blocks.push_back(block);
+    });
+    for (Block *block : blocks) {
+      BlockFuser fuser(*block);
+      fuser.formGroups();
+      fuser.materialize();
+    }
+  }
+};
+
+struct UnfusePass : impl::UnfuseBase<UnfusePass> {
+  void runOnOperation() override {
+    SmallVector<nn::FusedOp> fusedOps;
+    getOperation()->walk([&](nn::FusedOp op) { fusedOps.push_back(op); });
+    for (nn::FusedOp fused : fusedOps) {
+      OpBuilder b(fused);
+      IRMapping map;
+      Block &body = fused.getBodyBlock();
+      for (auto [arg, input] : llvm::zip(body.getArguments(), fused.getInputs()))
+        map.map(arg, input);
+      for (Operation &op : body.without_terminator())
+        b.clone(op, map);
+      auto yield = cast<nn::YieldOp>(body.getTerminator());
+      for (auto [result, value] : llvm::zip(fused.getResults(), yield.getValues()))
+        result.replaceAllUsesWith(map.lookupOrDefault(value));
+      fused->erase();
+    }
+  }
+};
+
+} // namespace
+} // namespace loom
