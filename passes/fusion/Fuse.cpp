@@ -4,6 +4,7 @@
 #include "passes/fusion/Passes.h"
 
 #include "dialects/nn/NNOps.h"
+#include "dialects/pipe/PipeDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -199,8 +200,11 @@ private:
     for (Value v : outputs)
       resultTypes.push_back(v.getType());
     auto fused = b.create<nn::FusedOp>(last->getLoc(), resultTypes, inputs.getArrayRef());
-    for (NamedAttribute attr : first->getDiscardableAttrs())
-      fused->setAttr(attr.getName(), attr.getValue());
+    // The group's pipeline stage and rank (its members all share them);
+    // other attributes (a result's sharding) stay on the members.
+    for (StringRef name : {pipe::kStageAttr, pipe::kRankAttr})
+      if (Attribute attr = first->getAttr(name))
+        fused->setAttr(name, attr);
     Block *body = b.createBlock(&fused.getBody());
     IRMapping map;
     for (Value v : inputs)

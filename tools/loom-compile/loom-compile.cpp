@@ -193,7 +193,8 @@ int main(int argc, char **argv) {
       "loom-compile: compile a model (.pt2, .onnx or nn IR in .mlir) into a Loom executable\n\n"
       "  loom-compile model.pt2 -o model.loomx\n"
       "  loom-compile model.pt2 --mode=train --batch 16 --microbatches 4 -o train.loomx\n"
-      "  loom-compile model.mlir --compile-to=rt\n\n"
+      "  loom-compile model.mlir --compile-to=rt\n"
+      "  loom-compile model.pt2 --mode=train --compile-to=fused   (the fusion groups)\n\n"
       "From a Hugging Face transformers model: scripts/export-hf.py exports it (a .pt2\n"
       "with a dynamic batch, weights as safetensors for loom-run --weights); the model\n"
       "families that import, and how to check them against PyTorch: docs/models.md\n");
