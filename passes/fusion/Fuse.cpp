@@ -66,7 +66,7 @@ void forEachProducerInBlock(Operation *op, Block &block, function_ref<void(Opera
 
 class BlockFuser {
 public:
-  explicit BlockFuser(Block &block) : block(block) {
+  BlockFuser(Block &block, unsigned maxSpan) : block(block), maxSpan(maxSpan) {
     unsigned i = 0;
     for (Operation &op : block)
       order[&op] = i++;
@@ -108,10 +108,16 @@ public:
   }
 
 private:
-  /// Whether `op` can join group `g`: none of its inputs from outside the
-  /// group may depend on the group (groups contracted), or the group would
-  /// have to run both before and after that input.
+  /// Whether `op` can join group `g`: it must lie within `maxSpan` ops of
+  /// the group's first op (the nn.fused op runs where its last op was: a
+  /// group spanning the step, such as gradient accumulations across
+  /// microbatches, would hold its inputs until the end; this also bounds
+  /// the search below), and none of its inputs from outside the group may
+  /// depend on the group (groups contracted), or the group would have to
+  /// run both before and after that input.
   bool canJoin(Operation *op, int g) {
+    if (order.lookup(op) - firstOrder[g] > maxSpan)
+      return false;
     bool ok = true;
     forEachProducerInBlock(op, block, [&](Operation *def) {
       if (!ok)
@@ -224,6 +230,7 @@ private:
   }
 
   Block &block;
+  unsigned maxSpan;
   DenseMap<Operation *, unsigned> order;
   DenseMap<Operation *, int> groupOf;
   std::vector<SmallVector<Operation *>> groups;
@@ -231,6 +238,7 @@ private:
 };
 
 struct FusePass : impl::FuseBase<FusePass> {
+  using FuseBase::FuseBase;
   void runOnOperation() override {
     SmallVector<Block *> blocks;
     getOperation()->walk([&](Block *block) {
@@ -238,7 +246,7 @@ struct FusePass : impl::FuseBase<FusePass> {
         blocks.push_back(block);
     });
     for (Block *block : blocks) {
-      BlockFuser fuser(*block);
+      BlockFuser fuser(*block, maxSpan);
       fuser.formGroups();
       fuser.materialize();
     }

@@ -74,8 +74,12 @@ def Fuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
     non-fusible op and the fused program stays acyclic; groups of one op
     are left alone. A group's values used outside it (later ops, the
     backward, the function's results) are the `nn.fused` op's results.
-    The CPU backend runs the body op by op (`--loom-unfuse` before
-    lowering).
+    An op joins a group only within `max-span` ops (in program order) of
+    the group's first op: the `nn.fused` op runs where the group's last op
+    was (ops between that read the group move after it), so a group that
+    spans the step (gradient accumulations across microbatches) would hold
+    its inputs until the end. The CPU backend runs the body op by op
+    (`--loom-unfuse` before lowering).
 
     Before:
     ```mlir
@@ -92,6 +96,10 @@ def Fuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
     }
     ```
   }];
+  let options = [
+    Option<"maxSpan", "max-span", "unsigned", "64",
+           "the most ops (in program order) from a group's first op to its last">,
+  ];
 }
 
 def Unfuse : Pass<"loom-unfuse", "mlir::ModuleOp"> {
