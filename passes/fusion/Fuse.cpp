@@ -94,7 +94,9 @@ public:
         chosen = int(groups.size());
         groups.emplace_back();
         firstOrder.push_back(order[&op]);
+        lastOrder.push_back(order[&op]);
       }
+      lastOrder[chosen] = order[&op];
       groups[chosen].push_back(&op);
       groupOf[&op] = chosen;
     }
@@ -132,14 +134,18 @@ private:
   }
 
   /// Whether `start` reaches group `g` through its producers, every group
-  /// (formed so far) taken as one node.
+  /// (formed so far) taken as one node. The search skips ops before `g`'s
+  /// first op, unless their group reaches past it; fuse() checks the
+  /// groups again on the program as it is, for what this misses.
   bool dependsOnGroup(Operation *start, int g) {
     unsigned low = firstOrder[g];
     SmallVector<Operation *> work{start};
     DenseSet<Operation *> seen{start};
     DenseSet<int> seenGroups;
     auto push = [&](Operation *p) {
-      if (order.lookup(p) >= low && seen.insert(p).second)
+      auto it = groupOf.find(p);
+      unsigned reach = it == groupOf.end() ? order.lookup(p) : lastOrder[it->second];
+      if (reach >= low && seen.insert(p).second)
         work.push_back(p);
     };
     while (!work.empty()) {
@@ -158,27 +164,47 @@ private:
   }
 
   void fuse(ArrayRef<Operation *> groupOps) {
-    SmallVector<Operation *> members(groupOps);
-    llvm::sort(members, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
-    DenseSet<Operation *> inGroup(members.begin(), members.end());
-    Operation *first = members.front(), *last = members.back();
+    SmallVector<Operation *> sorted(groupOps);
+    llvm::sort(sorted, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    DenseSet<Operation *> candidates(sorted.begin(), sorted.end());
 
-    // Ops between the first and last member that read the group's values
-    // move after it (with what reads them), keeping their order.
-    DenseSet<Operation *> tainted(inGroup);
+    // Walk from the first member to the last on the program as it is now
+    // (earlier groups already single ops). Ops between that read the
+    // group's values (directly or not) move after it. A member that reads
+    // such an op would need the group both before and after it: the group
+    // ends before that member (formGroups' search makes this rare; this
+    // check makes the result acyclic whatever it missed).
+    SmallVector<Operation *> members;
+    DenseSet<Operation *> inGroup, tainted;
     SmallVector<Operation *> toMove;
-    for (Operation *op = first->getNextNode(); op != last; op = op->getNextNode()) {
-      if (inGroup.contains(op))
-        continue;
-      bool reads = false;
-      forEachProducerInBlock(op, block, [&](Operation *def) { reads |= tainted.contains(def); });
-      if (reads) {
+    for (Operation *op = sorted.front(); op; op = op->getNextNode()) {
+      bool readsGroup = false, readsOutside = false;
+      forEachProducerInBlock(op, block, [&](Operation *def) {
+        if (tainted.contains(def)) {
+          readsGroup = true;
+          readsOutside |= !inGroup.contains(def);
+        }
+      });
+      if (candidates.contains(op)) {
+        if (readsOutside)
+          break;
+        members.push_back(op);
+        inGroup.insert(op);
+        tainted.insert(op);
+        if (op == sorted.back())
+          break;
+      } else if (readsGroup) {
         tainted.insert(op);
         toMove.push_back(op);
       }
     }
+    if (members.size() < 2)
+      return;
+    Operation *first = members.front(), *last = members.back();
     Operation *after = last;
     for (Operation *op : toMove) {
+      if (!op->isBeforeInBlock(last))
+        break;
       op->moveAfter(after);
       after = op;
     }
@@ -234,7 +260,7 @@ private:
   DenseMap<Operation *, unsigned> order;
   DenseMap<Operation *, int> groupOf;
   std::vector<SmallVector<Operation *>> groups;
-  SmallVector<unsigned> firstOrder;
+  SmallVector<unsigned> firstOrder, lastOrder;
 };
 
 struct FusePass : impl::FuseBase<FusePass> {

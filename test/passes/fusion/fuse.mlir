@@ -184,3 +184,57 @@ func.func @moved_reader(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<2x2xf32>) {
   %b = nn.exp %a : tensor<4xf32>
   return %b, %r : tensor<4xf32>, tensor<2x2xf32>
 }
+
+// -----
+
+// Two groups that would each need the other first: {exp, mul} reads the
+// neg, and the add reads the exp through a reshape. The neg and add do not
+// group (the program stays acyclic), the exp and mul do.
+// CHECK-LABEL: func.func @overlapping_groups
+// CHECK: %[[N:.*]] = nn.neg %arg1
+// CHECK: %[[F:.*]]:2 = nn.fused(%arg0, %[[N]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: nn.exp
+// CHECK-NEXT: nn.mul
+// CHECK-NEXT: nn.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[R:.*]] = nn.reshape %[[F]]#0
+// CHECK-NEXT: %[[R2:.*]] = nn.reshape %[[R]]
+// CHECK-NEXT: nn.add %[[N]], %[[R2]]
+// CHECK-NOT: nn.fused
+func.func @overlapping_groups(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %b1 = nn.exp %x : tensor<4xf32>
+  %g1 = nn.neg %y : tensor<4xf32>
+  %b2 = nn.mul %b1, %g1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %a = nn.reshape %b1 : tensor<4xf32> -> tensor<2x2xf32>
+  %af = nn.reshape %a : tensor<2x2xf32> -> tensor<4xf32>
+  %g2 = nn.add %g1, %af : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %b2, %g2 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// The same, the reshape before the neg: the search while grouping does not
+// look before a group's first op, and the check when the groups become
+// nn.fused ops ends the neg's group before the add.
+// CHECK-LABEL: func.func @overlapping_groups_early_reader
+// CHECK: %[[N:.*]] = nn.neg %arg1
+// CHECK: %[[F:.*]]:2 = nn.fused(%arg0, %[[N]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: nn.exp
+// CHECK-NEXT: nn.mul
+// CHECK-NEXT: nn.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[R:.*]] = nn.reshape %[[F]]#0
+// CHECK-NEXT: %[[R2:.*]] = nn.reshape %[[R]]
+// CHECK-NEXT: nn.add %[[N]], %[[R2]]
+// CHECK-NOT: nn.fused
+func.func @overlapping_groups_early_reader(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %b1 = nn.exp %x : tensor<4xf32>
+  %a = nn.reshape %b1 : tensor<4xf32> -> tensor<2x2xf32>
+  %af = nn.reshape %a : tensor<2x2xf32> -> tensor<4xf32>
+  %g1 = nn.neg %y : tensor<4xf32>
+  %b2 = nn.mul %b1, %g1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %g2 = nn.add %g1, %af : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %b2, %g2 : tensor<4xf32>, tensor<4xf32>
+}
