@@ -42,6 +42,8 @@ llvm::StringRef stepName(PipelineStep step) {
     return "pipe-split";
   case PipelineStep::Shard:
     return "dist";
+  case PipelineStep::Fuse:
+    return "fused";
   case PipelineStep::LowerToRt:
     return "rt";
   }
@@ -66,6 +68,8 @@ bool stepRuns(PipelineStep step, const PipelineOptions &options) {
     return options.training();
   case PipelineStep::Shard:
     return options.distributed();
+  case PipelineStep::Fuse:
+    return options.fuse;
   }
   llvm_unreachable("unknown pipeline step");
 }
@@ -82,6 +86,8 @@ std::optional<PipelineStep> lastStepOf(Phase phase) {
     return PipelineStep::Schedule;
   case Phase::Dist:
     return PipelineStep::Shard;
+  case Phase::Fused:
+    return PipelineStep::Fuse;
   case Phase::RT:
     return PipelineStep::LowerToRt;
   }
@@ -172,7 +178,12 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
           std::max<int64_t>(1, int64_t(options.dpBucketMb * 1024 * 1024)), "dp"}));
     return;
   }
+  case PipelineStep::Fuse:
+    pm.addPass(createFuse());
+    return;
   case PipelineStep::LowerToRt:
+    // The CPU backend runs a fusion group's ops one by one.
+    pm.addPass(createUnfuse());
     pm.addPass(createLowerToRt(LowerToRtOptions{options.entry}));
     pm.addPass(createFuseMatmulEpilogue());
     pm.addPass(createFuseAdamW());
@@ -269,6 +280,8 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
     return error("compile-to=train needs mode=train");
   if (stopAfter == Phase::Pipe && o.pp == 1)
     return error("compile-to=pipe needs pp=2 or more");
+  if (stopAfter == Phase::Fused && !o.fuse)
+    return error("compile-to=fused needs fuse");
   return llvm::Error::success();
 }
 
@@ -285,6 +298,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                        clEnumValN(Phase::Train, "train", "the training step (mode=train)"),
                        clEnumValN(Phase::Pipe, "pipe", "stages and the pipe.schedule (pp > 1)"),
                        clEnumValN(Phase::Dist, "dist", "each rank's program (tp/dp > 1)"),
+                       clEnumValN(Phase::Fused, "fused", "nn.fused groups (implies fuse)"),
                        clEnumValN(Phase::RT, "rt", "rt programs, memory planned, streams"))};
   Option<PipelineMode> mode{
       *this, "mode", llvm::cl::desc("infer, train or gradients (default: infer)"),
@@ -336,6 +350,9 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<bool> sp{*this, "sp", llvm::cl::desc("sequence parallelism over tp"),
                   llvm::cl::init(false)};
   Option<bool> zero1{*this, "zero1", llvm::cl::desc("ZeRO-1 over dp"), llvm::cl::init(false)};
+  Option<bool> fuse{*this, "fuse",
+                    llvm::cl::desc("group fusible ops into nn.fused ops (default off)"),
+                    llvm::cl::init(false)};
   Option<double> dpBucketMb{*this, "dp-bucket-mb",
                             llvm::cl::desc("MiB per data-parallel gradient bucket (0: none)"),
                             llvm::cl::init(25.0)};
@@ -371,6 +388,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.sp = sp;
     o.zero1 = zero1;
     o.dpBucketMb = dpBucketMb;
+    o.fuse = fuse || compileTo == Phase::Fused;
     o.microbatches = microbatches;
     if (pp == 1 && schedule.hasValue())
       return error("schedule needs pp=2 or more");

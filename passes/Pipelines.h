@@ -56,6 +56,8 @@ struct PipelineOptions {
   bool sp = false;
   bool zero1 = false;
   double dpBucketMb = 25.0; // 0: one reduction per gradient
+  /// Group fusible ops into nn.fused ops (--loom-fuse) before lowering.
+  bool fuse = false;
 
   bool training() const { return mode != PipelineMode::Infer; }
   bool distributed() const { return tp > 1 || dp > 1; }
@@ -63,7 +65,7 @@ struct PipelineOptions {
 
 /// The IR phases, in order: each names the IR you see when you stop after it
 /// (loom-compile --compile-to, loom-opt --loom-compile-pipeline='compile-to=...').
-enum class Phase { Input, NN, Train, Pipe, Dist, RT };
+enum class Phase { Input, NN, Train, Pipe, Dist, Fused, RT };
 
 /// The pipeline's steps, in order. loom-compile runs each in its own pass
 /// manager (reporting progress by step name) and stops or acts between them;
@@ -77,20 +79,22 @@ enum class PipelineStep {
   Schedule,     // "pipe": the verified pipe.schedule
   PipeSplit,    // "pipe-split": one function per pipeline rank
   Shard,        // "dist": sharding, SPMD partition, gradient buckets
+  Fuse,         // "fused": nn.fused groups (opt-in: fuse)
   LowerToRt,    // "rt": rt programs, fused, memory planned, streams assigned
 };
 constexpr PipelineStep kPipelineSteps[] = {
     PipelineStep::Raise,        PipelineStep::Precision, PipelineStep::Rebatch,
     PipelineStep::Partition,    PipelineStep::TrainingStep, PipelineStep::Schedule,
-    PipelineStep::PipeSplit,    PipelineStep::Shard,     PipelineStep::LowerToRt};
+    PipelineStep::PipeSplit,    PipelineStep::Shard,     PipelineStep::Fuse,
+    PipelineStep::LowerToRt};
 
 /// "nn", "precision", "rebatch", "partition", "train", "pipe", "pipe-split",
-/// "dist", "rt".
+/// "dist", "fused", "rt".
 llvm::StringRef stepName(PipelineStep step);
 
 /// Whether `options` need the step (Precision: bf16 inference; Rebatch: a
 /// step batch; Partition, Schedule, PipeSplit: pp > 1; TrainingStep:
-/// training; Shard: tp or dp > 1; the others always).
+/// training; Shard: tp or dp > 1; Fuse: fuse; the others always).
 bool stepRuns(PipelineStep step, const PipelineOptions &options);
 
 /// The last step of `phase`'s IR; nullopt for Input (no step).

@@ -25,6 +25,26 @@ def NN_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+def NN_FusibleOpInterface : OpInterface<"FusibleOpInterface"> {
+  let cppNamespace = "::loom::nn";
+  let description = [{
+    An op that `--loom-fuse` may put in an `nn.fused` group, and how: an
+    elementwise op (with NumPy broadcasting of its operands), a broadcast,
+    a cast, or a reduction over rows (the innermost dims). The fusion pass
+    reads only this; it knows no op by name. An op that does not implement
+    it (a GEMM, attention, a collective) is never fused.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        How this instance fuses; `FusionKind::None` when it cannot (a
+        reduction over an outer dim).
+      }],
+      "::loom::nn::FusionKind", "getFusionKind", (ins), [{}], [{
+        return ::loom::nn::FusionKind::Elementwise;
+      }]>,
+  ];
+}
+
 def NN_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   let cppNamespace = "::loom::nn";
   let description = [{

@@ -1018,5 +1018,55 @@ LogicalResult AdamWOp::verify() {
   return success();
 }
 
+
+//===----------------------------------------------------------------------===//
+// Fusion (FusibleOpInterface, nn.fused)
+//===----------------------------------------------------------------------===//
+
+FusionKind CastOp::getFusionKind() { return FusionKind::Cast; }
+FusionKind BroadcastOp::getFusionKind() { return FusionKind::Broadcast; }
+
+FusionKind loom::nn::reductionFusionKind(Operation *op) {
+  auto input = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  auto dims = op->getAttrOfType<DenseI64ArrayAttr>("dims");
+  if (!input || !dims || dims.empty())
+    return FusionKind::None;
+  int64_t rank = input.getRank();
+  SmallVector<int64_t> sorted;
+  for (int64_t d : dims.asArrayRef())
+    sorted.push_back(d < 0 ? d + rank : d);
+  llvm::sort(sorted);
+  // The reduced dims must be the innermost ones: rows of contiguous elements.
+  for (auto [i, d] : llvm::enumerate(sorted))
+    if (d != rank - int64_t(sorted.size()) + int64_t(i))
+      return FusionKind::None;
+  return FusionKind::RowReduction;
+}
+
+LogicalResult FusedOp::verify() {
+  Block &block = getBodyBlock();
+  if (block.getNumArguments() != getInputs().size())
+    return emitOpError("has ") << getInputs().size() << " inputs but its block takes "
+                               << block.getNumArguments() << " arguments";
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(getInputs(), block.getArguments())))
+    if (std::get<0>(pair).getType() != std::get<1>(pair).getType())
+      return emitOpError("input ") << i << " has type " << std::get<0>(pair).getType()
+                                   << " but block argument " << i << " has type "
+                                   << std::get<1>(pair).getType();
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return emitOpError("body must end with nn.yield");
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yields ") << yield.getValues().size()
+                                  << " values whose types differ from its results";
+  for (Operation &op : block.without_terminator()) {
+    if (op.getNumRegions() != 0)
+      return op.emitOpError("cannot be inside nn.fused: it has regions");
+    if (!isa<FusibleOpInterface>(op))
+      return op.emitOpError("is not fusible (FusibleOpInterface) but is inside nn.fused");
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/nn/NNOps.cpp.inc"

@@ -20,6 +20,20 @@ class KeepsResultPrecision
     : public mlir::OpTrait::TraitBase<ConcreteType, KeepsResultPrecision> {};
 } // namespace loom::nn::OpTrait
 
+namespace loom::nn {
+/// How an op joins an nn.fused group (FusibleOpInterface, --loom-fuse).
+enum class FusionKind {
+  None,         // not fusible (this instance)
+  Elementwise,  // one result element from the same element of each operand (NumPy broadcasting)
+  Broadcast,    // nn.broadcast-like: a read of a smaller operand
+  Cast,         // an element type conversion
+  RowReduction, // a reduction over the innermost dims
+};
+/// RowReduction when a reduction op (an operand, `dims`) reduces only the
+/// innermost dims of its input, else None.
+FusionKind reductionFusionKind(mlir::Operation *op);
+} // namespace loom::nn
+
 #include "dialects/nn/NNEnums.h.inc"
 #include "dialects/nn/NNInterfaces.h.inc"
 

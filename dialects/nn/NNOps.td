@@ -113,7 +113,7 @@ def NN_IotaOp : NN_KernelOp<"iota", [Pure]> {
 
 class NN_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
     : NN_KernelOp<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
-        DeclareOpInterfaceMethods<NN_GradientOpInterface>], traits)> {
+        DeclareOpInterfaceMethods<NN_GradientOpInterface>, NN_FusibleOpInterface], traits)> {
   let arguments = (ins operandType:$input);
   let results = (outs operandType:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -138,7 +138,8 @@ def NN_SiluOp : NN_UnaryOp<"silu", NN_FloatTensor> { let summary = "x * sigmoid(
 def NN_ReluOp : NN_UnaryOp<"relu", NN_FloatTensor> { let summary = "max(x, 0)"; }
 
 def NN_GeluOp : NN_KernelOp<"gelu", [Pure, SameOperandsAndResultType,
-                              DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                              DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                              NN_FusibleOpInterface]> {
   let kernelDoc = [{
     attr approximate: "none" | "tanh"
   }];
@@ -162,7 +163,8 @@ def NN_GeluOp : NN_KernelOp<"gelu", [Pure, SameOperandsAndResultType,
 // Binary ops broadcast their operands NumPy-style; operand element types match.
 class NN_BinaryOp<string mnemonic, list<Trait> traits = []>
     : NN_KernelOp<mnemonic, !listconcat([Pure, SameOperandsAndResultElementType,
-        InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>], traits)> {
+        InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+        NN_FusibleOpInterface], traits)> {
   let arguments = (ins NN_NumericTensor:$lhs, NN_NumericTensor:$rhs);
   let results = (outs NN_NumericTensor:$result);
   let assemblyFormat = [{
@@ -184,7 +186,8 @@ def NN_MaximumOp : NN_BinaryOp<"maximum", [Commutative]> { let summary = "max(a,
 def NN_MinimumOp : NN_BinaryOp<"minimum", [Commutative]> { let summary = "min(a, b)"; }
 
 def NN_CompareOp : NN_KernelOp<"compare", [Pure, SameOperandsElementType,
-                                     InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                                     InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                     NN_FusibleOpInterface]> {
   let kernelDoc = [{
     attr predicate: eq|ne|lt|le|gt|ge; out i1. Broadcasting.
   }];
@@ -203,7 +206,8 @@ def NN_CompareOp : NN_KernelOp<"compare", [Pure, SameOperandsElementType,
 }
 
 def NN_WhereOp : NN_KernelOp<"where", [Pure, InferTypeOpAdaptor,
-                                 DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                                 DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                 NN_FusibleOpInterface]> {
   let kernelDoc = [{
     cond (i1), a, b; broadcasting
   }];
@@ -216,7 +220,8 @@ def NN_WhereOp : NN_KernelOp<"where", [Pure, InferTypeOpAdaptor,
 }
 
 def NN_CastOp : NN_KernelOp<"cast", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
-                                NN_KeepsResultPrecision]> {
+                                NN_KeepsResultPrecision,
+                                DeclareOpInterfaceMethods<NN_FusibleOpInterface, ["getFusionKind"]>]> {
   let kernelDoc = [{
     any dtype to any dtype
   }];
@@ -271,7 +276,8 @@ def NN_MatmulOp : NN_KernelOp<"matmul", [Pure, SameOperandsAndResultElementType,
 
 class NN_ReduceOp<string mnemonic, Type elementType>
     : NN_KernelOp<mnemonic, [Pure, SameOperandsAndResultElementType,
-                       InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                       InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                       DeclareOpInterfaceMethods<NN_FusibleOpInterface, ["getFusionKind"]>]> {
   let arguments = (ins elementType:$input, DenseI64ArrayAttr:$dims,
                    UnitAttr:$keepdim);
   let results = (outs elementType:$result);
@@ -283,6 +289,9 @@ class NN_ReduceOp<string mnemonic, Type elementType>
   let extraClassDefinition = [{
     ::loom::nn::ShardingRule $cppClass::getShardingRule() {
       return ::loom::nn::reductionShardingRule(*this);
+    }
+    ::loom::nn::FusionKind $cppClass::getFusionKind() {
+      return ::loom::nn::reductionFusionKind(*this);
     }
   }];
 }
@@ -542,7 +551,8 @@ def NN_TransposeOp : NN_KernelOp<"transpose", [Pure, SameOperandsAndResultElemen
 }
 
 def NN_BroadcastOp : NN_KernelOp<"broadcast", [Pure, SameOperandsAndResultElementType,
-                                         DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+                                         DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                         DeclareOpInterfaceMethods<NN_FusibleOpInterface, ["getFusionKind"]>]> {
   let kernelDoc = [{
     NumPy broadcasting to the output's shape
   }];
@@ -649,7 +659,7 @@ def NN_PadOp : NN_KernelOp<"pad", [Pure, SameOperandsAndResultElementType,
 }
 
 def NN_GeluGradOp : NN_KernelOp<"gelu_grad", [Pure,
-    AllTypesMatch<["input", "grad", "result"]>]> {
+    AllTypesMatch<["input", "grad", "result"]>, NN_FusibleOpInterface]> {
   let kernelDoc = [{
     x, dy (same shape) -> dx. attr approximate: "none" | "tanh" (as nn.gelu).
   }];
@@ -669,7 +679,7 @@ def NN_GeluGradOp : NN_KernelOp<"gelu_grad", [Pure,
 }
 
 def NN_SiluGradOp : NN_KernelOp<"silu_grad", [Pure,
-    AllTypesMatch<["input", "grad", "result"]>]> {
+    AllTypesMatch<["input", "grad", "result"]>, NN_FusibleOpInterface]> {
   let kernelDoc = [{
     x, dy -> dx
   }];
@@ -960,5 +970,6 @@ def NN_CrossEntropyGradOp : NN_KernelOp<"cross_entropy_grad", [Pure, InferTypeOp
 }
 
 include "dialects/nn/NNTrainingOps.td"
+include "dialects/nn/NNFusionOps.td"
 
 #endif // LOOM_NN_OPS_TD

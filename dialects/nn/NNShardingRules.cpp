@@ -182,6 +182,11 @@ ShardingRule LayerNormGradOp::getShardingRule() { return lastDimWhole(*this); }
 ShardingRule RmsNormGradOp::getShardingRule() { return lastDimWhole(*this); }
 ShardingRule AssignOp::getShardingRule() { return elementwise(*this); }
 
+// A fusion group is formed after sharding (--loom-fuse): conservatively,
+// no dim of its inputs or results may be split (no factors at all).
+ShardingRule FusedOp::getShardingRule() { return RuleBuilder(*this).rule; }
+ShardingRule YieldOp::getShardingRule() { return RuleBuilder(*this).rule; }
+
 ShardingRule AdamWOp::getShardingRule() {
   ShardingRule rule = elementwise(*this);
   rule.optimizerUpdate = true;

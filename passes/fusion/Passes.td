@@ -56,4 +56,60 @@ def FuseMatmulEpilogue : Pass<"loom-fuse-matmul-epilogue", "mlir::ModuleOp"> {
   }];
 }
 
+def Fuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
+  let summary = "groups chains of elementwise, broadcast, cast and row-reduction ops into nn.fused";
+  let description = [{
+    Groups producer-consumer chains of nn ops that implement
+    `FusibleOpInterface` (elementwise, broadcast, cast, reduction over the
+    innermost dims) into one `nn.fused` op holding the original ops in its
+    region. Decided by the interface only: the pass knows no op by name.
+
+    Rules: groups are formed within one block, in program order (each op
+    joins the group of its first fusible producer that can take it, else
+    starts one); every op belongs to at most one group, so no op (and no
+    reduction) is ever duplicated; ops whose discardable attributes differ
+    (`pipe.stage`, `pipe.rank`) never share a group; an op joins a group
+    only if none of its other inputs depends on the group (through any op,
+    such as a collective, or another group), so groups never cross a
+    non-fusible op and the fused program stays acyclic; groups of one op
+    are left alone. A group's values used outside it (later ops, the
+    backward, the function's results) are the `nn.fused` op's results.
+    An op joins a group only within `max-span` ops (in program order) of
+    the group's first op: the `nn.fused` op runs where the group's last op
+    was (ops between that read the group move after it), so a group that
+    spans the step (gradient accumulations across microbatches) would hold
+    its inputs until the end. The CPU backend runs the body op by op
+    (`--loom-unfuse` before lowering).
+
+    Before:
+    ```mlir
+    %m = nn.mul %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %s = nn.reduce_sum %m dims = [1] : tensor<4x8xf32> -> tensor<4xf32>
+    ```
+    After:
+    ```mlir
+    %s = nn.fused (%x, %w) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %b: tensor<8xf32>):
+      %m = nn.mul %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+      %r = nn.reduce_sum %m dims = [1] : tensor<4x8xf32> -> tensor<4xf32>
+      nn.yield %r : tensor<4xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"maxSpan", "max-span", "unsigned", "64",
+           "the most ops (in program order) from a group's first op to its last">,
+  ];
+}
+
+def Unfuse : Pass<"loom-unfuse", "mlir::ModuleOp"> {
+  let summary = "inlines every nn.fused op's body in its place";
+  let description = [{
+    Replaces each `nn.fused` op by the ops of its body, its block's
+    arguments by its inputs and its results by the values `nn.yield`
+    returns: the program the CPU backend runs op by op, bit for bit what
+    it computed before `--loom-fuse`. `--loom-lower-to-rt` runs it first.
+  }];
+}
+
 #endif

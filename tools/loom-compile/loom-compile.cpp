@@ -57,7 +57,7 @@ cl::opt<std::string> outputPath("o", cl::desc("output file (.loomx, or IR with -
                                 cl::value_desc("path"), cl::cat(category));
 
 /// The phases, in order. Each names the IR you see when you stop after it.
-enum class Phase { Input, NN, Train, Pipe, Dist, RT, Executable };
+enum class Phase { Input, NN, Train, Pipe, Dist, Fused, RT, Executable };
 cl::opt<Phase> compileTo(
     "compile-to", cl::desc("stop after a phase and print its IR"),
     cl::values(clEnumValN(Phase::Input, "input", "as imported, before any pass"),
@@ -65,6 +65,7 @@ cl::opt<Phase> compileTo(
                clEnumValN(Phase::Train, "train", "the training step: loss, backward, optimizer (--mode=train)"),
                clEnumValN(Phase::Pipe, "pipe", "the training step with every op on a pipeline stage, and the verified pipe.schedule (--pp)"),
                clEnumValN(Phase::Dist, "dist", "the program each rank runs: local shards and dist collectives (--tp/--dp)"),
+               clEnumValN(Phase::Fused, "fused", "the program with its fusion groups as nn.fused ops, after the training step (implies --fuse)"),
                clEnumValN(Phase::RT, "rt", "rt programs: buffers planned, streams and events assigned"),
                clEnumValN(Phase::Executable, "executable", "the serialized executable (default)")),
     cl::init(Phase::Executable), cl::cat(category));
@@ -147,6 +148,11 @@ cl::opt<double> dpBucketMb(
              "MiB, each one collective (as PyTorch DDP's bucket_cap_mb; default: 25; 0: one per "
              "gradient)"),
     cl::init(25.0), cl::cat(category));
+cl::opt<bool> fuse("fuse",
+                   cl::desc("group chains of elementwise, broadcast, cast and row-reduction ops "
+                            "into nn.fused ops (--compile-to=fused prints them; the CPU backend "
+                            "runs their ops one by one; default off)"),
+                   cl::init(false), cl::cat(category));
 cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to VALUE"),
                            cl::value_desc("NAME=VALUE"), cl::cat(category));
 
@@ -187,7 +193,8 @@ int main(int argc, char **argv) {
       "loom-compile: compile a model (.pt2, .onnx or nn IR in .mlir) into a Loom executable\n\n"
       "  loom-compile model.pt2 -o model.loomx\n"
       "  loom-compile model.pt2 --mode=train --batch 16 --microbatches 4 -o train.loomx\n"
-      "  loom-compile model.mlir --compile-to=rt\n\n"
+      "  loom-compile model.mlir --compile-to=rt\n"
+      "  loom-compile model.pt2 --mode=train --compile-to=fused   (the fusion groups)\n\n"
       "From a Hugging Face transformers model: scripts/export-hf.py exports it (a .pt2\n"
       "with a dynamic batch, weights as safetensors for loom-run --weights); the model\n"
       "families that import, and how to check them against PyTorch: docs/models.md\n");
@@ -414,6 +421,7 @@ int main(int argc, char **argv) {
   pipelineOptions.sp = sequenceParallel;
   pipelineOptions.zero1 = zero1;
   pipelineOptions.dpBucketMb = dpBucketMb;
+  pipelineOptions.fuse = fuse || compileTo == Phase::Fused;
   loom::PipelineHooks hooks;
   hooks.buildRaising = loom::buildRaisingPipeline;
 
@@ -421,9 +429,10 @@ int main(int argc, char **argv) {
   // model phases do not apply; plan what is unplanned and emit.
   bool rtInput = !module->getOps<loom::rt::ProgramOp>().empty();
   if (rtInput) {
-    if (compileTo == Phase::NN || compileTo == Phase::Train)
+    if (compileTo == Phase::NN || compileTo == Phase::Train || compileTo == Phase::Fused)
       fail("'" + inputPath + "' is already rt; --compile-to=" +
-           (compileTo == Phase::NN ? "nn" : "train") + " does not apply");
+           (compileTo == Phase::NN ? "nn" : compileTo == Phase::Train ? "train" : "fused") +
+           " does not apply");
   }
 
   // Large programs (many microbatches, many layers) say which phase runs
@@ -562,6 +571,11 @@ int main(int argc, char **argv) {
   if (!rtInput && loom::stepRuns(loom::PipelineStep::Shard, pipelineOptions))
     runStep(loom::PipelineStep::Shard);
   if (compileTo == Phase::Dist)
+    emitIR();
+
+  if (!rtInput && loom::stepRuns(loom::PipelineStep::Fuse, pipelineOptions))
+    runStep(loom::PipelineStep::Fuse);
+  if (compileTo == Phase::Fused)
     emitIR();
 
   if (!rtInput)
