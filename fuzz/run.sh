@@ -8,6 +8,10 @@
 #   fuzz/run.sh --long [SECONDS] each harness for SECONDS (default 3600)
 #   fuzz/run.sh --no-mlir        only the readers that need no MLIR (a
 #                                much smaller build)
+#   fuzz/run.sh --small          fuzz_pt2 and fuzz_pt2_zip from the small
+#                                programs in fuzz/seeds/pt2_small only (a
+#                                separate corpus, NAME-small): thousands of
+#                                inputs a second instead of tens
 #   fuzz/run.sh NAME...          only these harnesses (fuzz_npy, ...)
 #
 # Environment: LOOM_FUZZ_BUILD (build directory, default build-fuzz),
@@ -22,6 +26,7 @@ root=$PWD
 runs=2000
 seconds=""
 mlir=1
+small=0
 names=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -30,7 +35,8 @@ while [ $# -gt 0 ]; do
       seconds=3600; shift
       if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then seconds=$1; shift; fi ;;
     --no-mlir) mlir=0; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --small) small=1; shift ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     fuzz_*) names+=("$1"); shift ;;
     *) echo "fuzz/run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -69,7 +75,9 @@ seed_files() {
     fuzz_mlir) find test examples -name '*.mlir' ;;
     # The test fixtures only: examples/llama's 7 MB model would set
     # libFuzzer's input length and slow every execution twentyfold.
-    fuzz_pt2_zip) find "$fixtures" -name '*.pt2' ;;
+    fuzz_pt2_zip)
+      if [ "$small" = 1 ]; then find fuzz/seeds/pt2_small -name '*.pt2'
+      else find "$fixtures" -name '*.pt2'; fi ;;
     fuzz_onnx) find "$fixtures" -name '*.onnx' ;;
   esac
 }
@@ -88,7 +96,11 @@ make_seeds() {
     python3 fuzz/safetensors-shrink.py "$dir" $(find test -name '*.safetensors' | sort)
   fi
   if [ "$name" = fuzz_pt2 ]; then
-    python3 fuzz/pt2-members.py "$dir" $(find "$fixtures" -name '*.pt2' | sort)
+    if [ "$small" = 1 ]; then
+      python3 fuzz/pt2-members.py "$dir" $(find fuzz/seeds/pt2_small -name '*.pt2' | sort)
+    else
+      python3 fuzz/pt2-members.py "$dir" $(find "$fixtures" -name '*.pt2' | sort)
+    fi
   fi
   # Executables the normal build's loom-compile makes, when there is one.
   if [ "$name" = fuzz_loomx ] && [ -x build/bin/loom-compile ]; then
@@ -113,6 +125,7 @@ for name in "${names[@]}"; do
   artifacts=$build/fuzz/artifacts/$name/
   corpus=$build/fuzz/corpus/$name
   seeds=$build/fuzz/seeds/$name
+  if [ "$small" = 1 ]; then corpus=$corpus-small; seeds=$seeds-small; fi
   mkdir -p "$artifacts" "$corpus"
   make_seeds "$name" "$seeds"
   opts=(-timeout=10 -rss_limit_mb=4096 -malloc_limit_mb=4096 -artifact_prefix="$artifacts"

@@ -69,7 +69,7 @@ bool stepRuns(PipelineStep step, const PipelineOptions &options) {
   case PipelineStep::Shard:
     return options.distributed();
   case PipelineStep::Fuse:
-    return options.fuse;
+    return options.fuse || options.widenResults;
   }
   llvm_unreachable("unknown pipeline step");
 }
@@ -179,7 +179,11 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     return;
   }
   case PipelineStep::Fuse:
-    pm.addPass(createFuse());
+    // Before grouping: a cast inside a group no longer sees its GEMM.
+    if (options.widenResults)
+      pm.addPass(createWidenResults());
+    if (options.fuse)
+      pm.addPass(createFuse());
     return;
   case PipelineStep::LowerToRt:
     // The CPU backend runs a fusion group's ops one by one.
@@ -350,6 +354,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<bool> sp{*this, "sp", llvm::cl::desc("sequence parallelism over tp"),
                   llvm::cl::init(false)};
   Option<bool> zero1{*this, "zero1", llvm::cl::desc("ZeRO-1 over dp"), llvm::cl::init(false)};
+  Option<bool> widenResults{*this, "widen-results",
+                            llvm::cl::desc("fold widening casts of GEMM results into the GEMMs "
+                                           "(default on)"),
+                            llvm::cl::init(true)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("group fusible ops into nn.fused ops (default off)"),
                     llvm::cl::init(false)};
@@ -389,6 +397,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.zero1 = zero1;
     o.dpBucketMb = dpBucketMb;
     o.fuse = fuse || compileTo == Phase::Fused;
+    o.widenResults = widenResults;
     o.microbatches = microbatches;
     if (pp == 1 && schedule.hasValue())
       return error("schedule needs pp=2 or more");

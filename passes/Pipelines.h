@@ -58,6 +58,8 @@ struct PipelineOptions {
   double dpBucketMb = 25.0; // 0: one reduction per gradient
   /// Group fusible ops into nn.fused ops (--loom-fuse) before lowering.
   bool fuse = false;
+  /// Fold widening casts of GEMM results into the GEMMs (--loom-widen-results).
+  bool widenResults = true;
 
   bool training() const { return mode != PipelineMode::Infer; }
   bool distributed() const { return tp > 1 || dp > 1; }
@@ -79,7 +81,7 @@ enum class PipelineStep {
   Schedule,     // "pipe": the verified pipe.schedule
   PipeSplit,    // "pipe-split": one function per pipeline rank
   Shard,        // "dist": sharding, SPMD partition, gradient buckets
-  Fuse,         // "fused": nn.fused groups (opt-in: fuse)
+  Fuse,         // "fused": widened GEMM results; nn.fused groups (opt-in: fuse)
   LowerToRt,    // "rt": rt programs, fused, memory planned, streams assigned
 };
 constexpr PipelineStep kPipelineSteps[] = {
@@ -94,7 +96,8 @@ llvm::StringRef stepName(PipelineStep step);
 
 /// Whether `options` need the step (Precision: bf16 inference; Rebatch: a
 /// step batch; Partition, Schedule, PipeSplit: pp > 1; TrainingStep:
-/// training; Shard: tp or dp > 1; Fuse: fuse; the others always).
+/// training; Shard: tp or dp > 1; Fuse: fuse or widenResults; the others
+/// always).
 bool stepRuns(PipelineStep step, const PipelineOptions &options);
 
 /// The last step of `phase`'s IR; nullopt for Input (no step).

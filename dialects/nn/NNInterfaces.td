@@ -45,6 +45,25 @@ def NN_FusibleOpInterface : OpInterface<"FusibleOpInterface"> {
   ];
 }
 
+def NN_WidenableResultOpInterface : OpInterface<"WidenableResultOpInterface"> {
+  let cppNamespace = "::loom::nn";
+  let description = [{
+    An op that can write a result in a wider float type than its operands'
+    at no extra cost, because it computes in that type anyway and would only
+    round at the end (a GEMM accumulates bf16 products in f32).
+    `--loom-widen-results` folds a widening `nn.cast` of such a result into
+    the op: the rounding to the narrow type, and the cast's pass over
+    memory, are gone.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Whether result `index` may have element type `elementType` (wider
+        than it has now) with the same operands.
+      }],
+      "bool", "canWidenResult", (ins "unsigned":$index, "::mlir::Type":$elementType)>,
+  ];
+}
+
 def NN_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   let cppNamespace = "::loom::nn";
   let description = [{

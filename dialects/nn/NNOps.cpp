@@ -276,6 +276,23 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+bool MatmulOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != 1 || actual.size() != 1)
+    return false;
+  auto want = dyn_cast<RankedTensorType>(inferred.front());
+  auto have = dyn_cast<RankedTensorType>(actual.front());
+  if (!want || !have || want.getShape() != have.getShape())
+    return false;
+  return want.getElementType() == have.getElementType() ||
+         (want.getElementType().isBF16() || want.getElementType().isF16()) &&
+             have.getElementType().isF32();
+}
+
+bool MatmulOp::canWidenResult(unsigned index, Type elementType) {
+  Type current = getResult().getType().getElementType();
+  return index == 0 && elementType.isF32() && (current.isBF16() || current.isF16());
+}
+
 template <typename Adaptor>
 static LogicalResult inferReduce(std::optional<Location> loc, Adaptor adaptor,
                                  SmallVectorImpl<Type> &results) {

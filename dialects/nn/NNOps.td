@@ -242,14 +242,18 @@ def NN_CastOp : NN_KernelOp<"cast", [Pure, DeclareOpInterfaceMethods<NN_Gradient
 // Contractions and reductions
 //===----------------------------------------------------------------------===//
 
-def NN_MatmulOp : NN_KernelOp<"matmul", [Pure, SameOperandsAndResultElementType,
-                                   InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
-                                   DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
+def NN_MatmulOp : NN_KernelOp<"matmul", [Pure, SameOperandsElementType,
+                                   InferTypeOpAdaptorWithIsCompatible,
+                                   DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                   DeclareOpInterfaceMethods<NN_FlopCountOpInterface>,
+                                   DeclareOpInterfaceMethods<NN_WidenableResultOpInterface>]> {
   let kernelDoc = [{
     a [..., M, K] (or [..., K, M] with transpose_lhs), b [..., K, N] (or
     [..., N, K] with transpose_rhs); batch dims broadcast. attr epilogue (set by
     --loom-fuse-matmul-epilogue): "none", "bias" (a third operand [N] added to
-    every row), "gelu" (tanh approximation) or "bias_gelu".
+    every row), "gelu" (tanh approximation) or "bias_gelu". The result is a's
+    dtype, or f32 with bf16/f16 operands (products accumulated in f32 and
+    written unrounded).
   }];
   let kernelExtraAttrs = [NN_KernelAttr<"epilogue", "Str">,
                           // Until 2026-11: the flags' names in executables.
@@ -261,6 +265,10 @@ def NN_MatmulOp : NN_KernelOp<"matmul", [Pure, SameOperandsAndResultElementType,
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`), `rhs` is
     `[..., K, N]` (`[..., N, K]` with `transpose_rhs`); batch dimensions
     broadcast. A linear layer `x W^T` is `nn.matmul %x, %w {transpose_rhs}`.
+    The result has the operands' element type, or f32 when they are bf16 or
+    f16: the products are accumulated in f32 either way, and an f32 result
+    is written without rounding (what `--loom-widen-results` makes of a
+    GEMM followed by a cast to f32).
 
     ```mlir
     %y = nn.matmul %x, %w {transpose_rhs} : (tensor<2x16x64xf32>, tensor<128x64xf32>) -> tensor<2x16x128xf32>

@@ -199,8 +199,7 @@ void matmulAs(const KernelCall &call, const MatmulShape &shape, bool transA,
 
 llvm::Error runMatmul(const KernelCall &call) {
   const Tensor &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(b, "rhs", out, "output"));
+  LOOM_RETURN_IF_ERROR(checkMatmulDTypes(a, b, out));
   LOOM_ASSIGN_OR_RETURN(bool transA, call.attrs.getBool("transpose_lhs", false));
   LOOM_ASSIGN_OR_RETURN(bool transB, call.attrs.getBool("transpose_rhs", false));
   LOOM_ASSIGN_OR_RETURN(MatmulShape shape, inferShape(a, b, out, transA, transB));

@@ -1086,6 +1086,16 @@ llvm::Expected<EmbeddingPlan> checkEmbeddingGrad(const Tensor &ids, const Tensor
 // Matmul and optimizer
 //===----------------------------------------------------------------------===//
 
+llvm::Error checkMatmulDTypes(const Tensor &a, const Tensor &b, const Tensor &out) {
+  LOOM_RETURN_IF_ERROR(checkSameDType(a, "lhs", b, "rhs"));
+  if (out.dtype == a.dtype ||
+      (out.dtype == DType::F32 && (a.dtype == DType::BF16 || a.dtype == DType::F16)))
+    return llvm::Error::success();
+  return kernelError(llvm::Twine("output dtype ") + dtypeName(out.dtype) +
+                     " must be the operands' (" + dtypeName(a.dtype) + ")" +
+                     (a.dtype == DType::BF16 || a.dtype == DType::F16 ? " or f32" : ""));
+}
+
 llvm::Error checkScaledMatmul(const Tensor &a, const Tensor &b, const Tensor &scaleA,
                               const Tensor &scaleB, const Tensor &out) {
   auto isF8 = [](DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; };

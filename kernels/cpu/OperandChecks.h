@@ -316,6 +316,10 @@ llvm::Expected<EmbeddingPlan> checkEmbeddingGrad(const Tensor &ids, const Tensor
 // Matmul and optimizer
 //===----------------------------------------------------------------------===//
 
+/// nn.matmul's dtypes: lhs and rhs alike; the result theirs, or f32 with
+/// bf16/f16 operands (the f32 accumulation written unrounded).
+llvm::Error checkMatmulDTypes(const Tensor &a, const Tensor &b, const Tensor &out);
+
 /// nn.scaled_matmul's operand checks.
 llvm::Error checkScaledMatmul(const Tensor &a, const Tensor &b, const Tensor &scaleA,
                               const Tensor &scaleB, const Tensor &out);

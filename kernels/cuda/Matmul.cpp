@@ -8,6 +8,7 @@
 #include "kernels/cuda/CudaKernels.h"
 
 #include "kernels/cpu/KernelSupport.h"
+#include "kernels/cpu/OperandChecks.h"
 
 #include <map>
 #include <mutex>
@@ -128,8 +129,8 @@ llvm::Error launchMatmul(const KernelCall &call) {
   const Tensor &out = call.outputs[0];
   if (lhs.shape.size() < 2 || rhs.shape.size() < 2)
     return cpu::detail::kernelError("operands must have rank >= 2");
-  if (lhs.dtype != rhs.dtype || lhs.dtype != out.dtype)
-    return cpu::detail::kernelError("operands and result must share one dtype");
+  if (auto err = cpu::detail::checkMatmulDTypes(lhs, rhs, out))
+    return err;
   std::optional<cudaDataType_t> type = cudaTypeOf(lhs.dtype);
   if (!type)
     return cpu::detail::kernelError("unsupported dtype " + llvm::Twine(dtypeName(lhs.dtype).data()) +
@@ -191,7 +192,9 @@ llvm::Error launchMatmul(const KernelCall &call) {
   // Row-major C = op(L) op(R) is column-major C^T = op(R)^T op(L)^T: cuBLASLt's
   // A is our rhs, its B our lhs.
   GemmShape s;
-  s.type = *type;
+  s.type = *cudaTypeOf(out.dtype);
+  if (out.dtype != lhs.dtype)
+    s.typeA = s.typeB = *type; // bf16/f16 operands, f32 result
   s.epilogue = epilogue;
   s.transA = transB;
   s.transB = transA;
@@ -238,7 +241,7 @@ llvm::Error launchMatmul(const KernelCall &call) {
     }
     const char *a = static_cast<const char *>(rhs.data) + rOff * k * n * elem;
     const char *b = static_cast<const char *>(lhs.data) + lOff * m * k * elem;
-    char *c = static_cast<char *>(out.data) + i * m * n * elem;
+    char *c = static_cast<char *>(out.data) + i * m * n * dtypeSize(out.dtype);
     if (auto err = run(s, a, b, c))
       return err;
   }

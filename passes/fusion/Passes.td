@@ -112,4 +112,30 @@ def Unfuse : Pass<"loom-unfuse", "mlir::ModuleOp"> {
   }];
 }
 
+def WidenResults : Pass<"loom-widen-results", "mlir::ModuleOp"> {
+  let summary = "a widening cast of a GEMM's result becomes the GEMM's own result type";
+  let description = [{
+    In bf16 training every weight gradient is a bf16 GEMM result cast to
+    f32 for the f32 master weights: the GEMM accumulates in f32, rounds to
+    bf16, writes it, and a cast reads it back and writes f32. An
+    `nn.cast` to a wider float type whose input is the only use of a
+    result of an op implementing `WidenableResultOpInterface` is folded
+    into that op: the result gets the wider type, the cast disappears. The
+    values change only by the rounding that is skipped (the result is the
+    f32 accumulation itself), so this is not bit-identical with the
+    unmodified program; the loss stays within bf16 rounding of it. The
+    logits of a bf16 LM head cast to f32 for the loss fold the same way.
+
+    Before:
+    ```mlir
+    %g = nn.matmul %x, %dy {transpose_lhs} : (tensor<64x192xbf16>, tensor<64x512xbf16>) -> tensor<192x512xbf16>
+    %f = nn.cast %g : tensor<192x512xbf16> -> tensor<192x512xf32>
+    ```
+    After:
+    ```mlir
+    %f = nn.matmul %x, %dy {transpose_lhs} : (tensor<64x192xbf16>, tensor<64x512xbf16>) -> tensor<192x512xf32>
+    ```
+  }];
+}
+
 #endif

@@ -153,6 +153,11 @@ cl::opt<bool> fuse("fuse",
                             "into nn.fused ops (--compile-to=fused prints them; the CPU backend "
                             "runs their ops one by one; default off)"),
                    cl::init(false), cl::cat(category));
+cl::opt<bool> widenResults(
+    "widen-results",
+    cl::desc("write a GEMM's result in f32 where the program casts it to f32 (weight gradients "
+             "and logits in bf16 training): no rounding to bf16, no cast kernel (default on)"),
+    cl::init(true), cl::cat(category));
 cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to VALUE"),
                            cl::value_desc("NAME=VALUE"), cl::cat(category));
 
@@ -422,6 +427,7 @@ int main(int argc, char **argv) {
   pipelineOptions.zero1 = zero1;
   pipelineOptions.dpBucketMb = dpBucketMb;
   pipelineOptions.fuse = fuse || compileTo == Phase::Fused;
+  pipelineOptions.widenResults = widenResults;
   loom::PipelineHooks hooks;
   hooks.buildRaising = loom::buildRaisingPipeline;
 

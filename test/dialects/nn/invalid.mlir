@@ -315,6 +315,26 @@ func.func @matmul_rank(%a: tensor<4xf32>, %b: tensor<4x8xf32>) {
 
 // -----
 
+// A matmul's result is its operands' type, or f32 from bf16/f16: never
+// narrower, and never f64 from f32.
+func.func @matmul_result_type(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<4x16xf32>' are incompatible with return type(s) of operation 'tensor<4x16xbf16>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.matmul %a, %b : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xbf16>
+  return
+}
+
+// -----
+
+func.func @matmul_result_f64(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<4x16xf32>' are incompatible with return type(s) of operation 'tensor<4x16xf64>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.matmul %a, %b : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf64>
+  return
+}
+
+// -----
+
 // matmul's contracting dims must agree.
 func.func @matmul_k(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) {
   // expected-error @+2 {{contracting dimensions differ: lhs [4x8] has K=8, rhs [4x8] has K=4}}
@@ -356,7 +376,7 @@ func.func @matmul_integer(%a: tensor<4x8xi32>, %b: tensor<8x16xi32>) {
 
 // matmul's operands share an element type.
 func.func @matmul_mixed(%a: tensor<4x8xf32>, %b: tensor<8x16xbf16>) {
-  // expected-error @+1 {{requires the same element type for all operands and results}}
+  // expected-error @+1 {{requires the same element type for all operands}}
   %0 = nn.matmul %a, %b : (tensor<4x8xf32>, tensor<8x16xbf16>) -> tensor<4x16xf32>
   return
 }

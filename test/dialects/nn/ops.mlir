@@ -244,7 +244,8 @@ func.func @cast(%x: tensor<4xf32>, %i: tensor<4xi64>, %p: tensor<4xi1>) {
 
 // -----
 
-// matmul: plain, each transpose, both, batched, and broadcast batch dims.
+// matmul: plain, each transpose, both, batched, broadcast batch dims, and
+// an f32 result of bf16 operands.
 // CHECK-LABEL: func.func @matmul
 func.func @matmul(%a: tensor<16x64xf32>, %b: tensor<64x32xf32>, %bt: tensor<32x64xf32>,
                   %at: tensor<64x16xf32>, %x: tensor<2x16x64xf32>,
@@ -261,6 +262,9 @@ func.func @matmul(%a: tensor<16x64xf32>, %b: tensor<64x32xf32>, %bt: tensor<32x6
   %4 = nn.matmul %x, %bt {transpose_rhs} : (tensor<2x16x64xf32>, tensor<32x64xf32>) -> tensor<2x16x32xf32>
   // CHECK: nn.matmul %arg5, %arg6 : (tensor<3x1x64x8xbf16>, tensor<5x8x4xbf16>) -> tensor<3x5x64x4xbf16>
   %5 = nn.matmul %y, %z : (tensor<3x1x64x8xbf16>, tensor<5x8x4xbf16>) -> tensor<3x5x64x4xbf16>
+  // bf16 operands, the f32 accumulation as the result.
+  // CHECK: nn.matmul %arg5, %arg6 : (tensor<3x1x64x8xbf16>, tensor<5x8x4xbf16>) -> tensor<3x5x64x4xf32>
+  %6 = nn.matmul %y, %z : (tensor<3x1x64x8xbf16>, tensor<5x8x4xbf16>) -> tensor<3x5x64x4xf32>
   return
 }
 

@@ -509,7 +509,7 @@ def matmul_ref(a, b, ta, tb):
 
 
 def gen_matmul():
-    def mm(name, dtype, ashape, bshape, ta=0, tb=0, epilogue=None, bias=None, **kw):
+    def mm(name, dtype, ashape, bshape, ta=0, tb=0, epilogue=None, bias=None, out=None, **kw):
         a, b = randt(dtype, ashape, -1, 1), randt(dtype, bshape, -1, 1)
         y = matmul_ref(a.values, b.values, ta, tb)
         k = a.values.shape[-2 if ta else -1]
@@ -527,10 +527,10 @@ def gen_matmul():
                 y = step(y + bt.values)
             if "gelu" in epilogue:
                 y = gelu(y, "tanh")
-        if dtype == "f32":
+        if (out or dtype) == "f32":
             # Accumulated in f32 over k (Kernels.def): |error| <~ k ulps of |a||b| <= 1.
             kw.setdefault("atol", max(1e-6, k * 2.0**-23))
-        add("nn.matmul", name, inputs, [T(dtype, y)], attrs=attrs, **kw)
+        add("nn.matmul", name, inputs, [T(out or dtype, y)], attrs=attrs, **kw)
     mm("f32_batch_rhs_transposed", "f32", [2, 5, 7], [6, 7], tb=1)
     mm("f32_lhs_transposed", "f32", [7, 5], [7, 3], ta=1)
     mm("f32_both_transposed", "f32", [3, 9, 4], [3, 6, 9], ta=1, tb=1)
@@ -548,6 +548,15 @@ def gen_matmul():
        unsupported={"cuda": "the CUDA matmul (cuBLASLt) takes f32, bf16 and f16"})
     mm("f32_long_k_blocks", "f32", [3, 600], [600, 5])  # k past the 512-deep blocks
     mm("bf16_long_k_transposed", "bf16", [2, 700], [4, 700], tb=1)
+    return mm
+
+
+def gen_matmul_widened(mm):
+    """bf16/f16 operands, the f32 accumulation unrounded (--loom-widen-results).
+    Generated last, so the cases before keep their random inputs."""
+    mm("bf16_to_f32_wgrad", "bf16", [37, 13], [37, 11], ta=1, out="f32")
+    mm("bf16_to_f32_batched", "bf16", [2, 5, 70], [9, 70], tb=1, out="f32")
+    mm("f16_to_f32", "f16", [6, 33], [33, 5], out="f32")
 
 
 def gen_scaled_matmul():
@@ -1173,7 +1182,7 @@ def main():
     gen_binary()
     gen_compare_where_cast()
     gen_dropout_iota()
-    gen_matmul()
+    mm = gen_matmul()
     gen_scaled_matmul()
     layer_norm, rms_norm = gen_reduce()
     gen_rope()
@@ -1182,6 +1191,8 @@ def main():
     gen_losses()
     gen_optimizer()
     gen_backward(layer_norm, rms_norm)
+    # Cases added later go last, so that earlier cases keep their inputs.
+    gen_matmul_widened(mm)
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]

@@ -154,7 +154,14 @@ TEST(MatmulKernelTest, Errors) {
   OwnedTensor ia(DType::I32, {2, 3}), ib(DType::I32, {3, 5}), io(DType::I32, {2, 5});
   EXPECT_KERNEL_ERROR(run("nn.matmul", {ia, ib}, {io}), "unsupported dtype i32");
   OwnedTensor db(DType::F64, {3, 5});
-  EXPECT_KERNEL_ERROR(run("nn.matmul", {a, db}, {out}), "rhs dtype f64 differs");
+  EXPECT_KERNEL_ERROR(run("nn.matmul", {a, db}, {out}), "lhs dtype f32 differs from rhs dtype f64");
+  // An f32 result of bf16 operands is the unrounded accumulation; no other
+  // result type differs from the operands'.
+  OwnedTensor ha(DType::BF16, {2, 3}), hb(DType::BF16, {3, 5}), ho(DType::F16, {2, 5});
+  EXPECT_KERNEL_ERROR(run("nn.matmul", {ha, hb}, {ho}),
+                      "output dtype f16 must be the operands' (bf16) or f32");
+  OwnedTensor fo(DType::F64, {2, 5});
+  EXPECT_KERNEL_ERROR(run("nn.matmul", {a, b2}, {fo}), "output dtype f64 must be the operands' (f32)");
   EXPECT_KERNEL_ERROR(run("nn.matmul", {a, b2}, {out},
                           KernelAttrs().set("transpose_lhs", int64_t(2))),
                       "expected 0 or 1");
@@ -182,6 +189,22 @@ TEST(MatmulEpilogue, BiasThenTanhGeluEqualsTheUnfusedKernels) {
   ASSERT_KERNEL_OK(run("nn.gelu", {biased}, {reference}, tanh));
   EXPECT_EQ(fused.bytes(), reference.bytes());
   EXPECT_NE(fused.bytes(), plain.bytes());
+}
+
+TEST(MatmulWidened, AnF32ResultIsTheAccumulationTheBf16ResultRounds) {
+  const std::vector<double> av = randomValues(3 * 37, -1, 1, 311);
+  const std::vector<double> bv = randomValues(37 * 5, -1, 1, 312);
+  OwnedTensor a(DType::BF16, {3, 37}, av), b(DType::BF16, {37, 5}, bv);
+  OwnedTensor narrow(DType::BF16, {3, 5}), wide(DType::F32, {3, 5}), rounded(DType::BF16, {3, 5});
+  ASSERT_KERNEL_OK(run("nn.matmul", {a, b}, {narrow}));
+  ASSERT_KERNEL_OK(run("nn.matmul", {a, b}, {wide}));
+  ASSERT_KERNEL_OK(run("nn.cast", {wide}, {rounded}));
+  // Rounding the f32 result gives the bf16 one bit for bit, and the f32
+  // result is not itself on the bf16 grid (it kept the bits bf16 drops).
+  EXPECT_EQ(rounded.bytes(), narrow.bytes());
+  OwnedTensor back(DType::F32, {3, 5});
+  ASSERT_KERNEL_OK(run("nn.cast", {narrow}, {back}));
+  EXPECT_NE(back.bytes(), wide.bytes());
 }
 
 TEST(MatmulEpilogue, RejectsABiasWithoutItsEpilogueAndAMisshapenBias) {

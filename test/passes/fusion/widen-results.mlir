@@ -1,0 +1,46 @@
+// RUN: loom-opt %s --loom-widen-results --split-input-file | FileCheck %s
+
+// A bf16 weight gradient cast to f32: the GEMM writes f32 itself.
+// CHECK-LABEL: func.func @wgrad
+// CHECK: %[[G:.*]] = nn.matmul %arg0, %arg1 {transpose_lhs} : (tensor<64x192xbf16>, tensor<64x512xbf16>) -> tensor<192x512xf32>
+// CHECK-NOT: nn.cast
+// CHECK: return %[[G]]
+func.func @wgrad(%x: tensor<64x192xbf16>, %dy: tensor<64x512xbf16>) -> tensor<192x512xf32> {
+  %g = nn.matmul %x, %dy {transpose_lhs} : (tensor<64x192xbf16>, tensor<64x512xbf16>) -> tensor<192x512xbf16>
+  %f = nn.cast %g : tensor<192x512xbf16> -> tensor<192x512xf32>
+  return %f : tensor<192x512xf32>
+}
+
+// -----
+
+// The bf16 product is read elsewhere too: it stays, and so does the cast.
+// CHECK-LABEL: func.func @two_uses
+// CHECK: nn.matmul {{.*}} -> tensor<4x16xbf16>
+// CHECK: nn.cast
+func.func @two_uses(%x: tensor<4x8xbf16>, %w: tensor<16x8xbf16>) -> (tensor<4x16xf32>, tensor<4x16xbf16>) {
+  %y = nn.matmul %x, %w {transpose_rhs} : (tensor<4x8xbf16>, tensor<16x8xbf16>) -> tensor<4x16xbf16>
+  %f = nn.cast %y : tensor<4x16xbf16> -> tensor<4x16xf32>
+  return %f, %y : tensor<4x16xf32>, tensor<4x16xbf16>
+}
+
+// -----
+
+// Narrowing casts, casts between same-width types and casts of ops that
+// cannot widen their result are left alone.
+// CHECK-LABEL: func.func @not_widening
+// CHECK: nn.matmul {{.*}} -> tensor<4x16xf32>
+// CHECK: nn.cast {{.*}} -> tensor<4x16xbf16>
+// CHECK: nn.matmul {{.*}} -> tensor<4x16xbf16>
+// CHECK: nn.cast {{.*}} -> tensor<4x16xf16>
+// CHECK: nn.add
+// CHECK: nn.cast {{.*}} -> tensor<4x8xf32>
+func.func @not_widening(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %xb: tensor<4x8xbf16>, %wb: tensor<16x8xbf16>)
+    -> (tensor<4x16xbf16>, tensor<4x16xf16>, tensor<4x8xf32>) {
+  %y = nn.matmul %x, %w {transpose_rhs} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %n = nn.cast %y : tensor<4x16xf32> -> tensor<4x16xbf16>
+  %yb = nn.matmul %xb, %wb {transpose_rhs} : (tensor<4x8xbf16>, tensor<16x8xbf16>) -> tensor<4x16xbf16>
+  %h = nn.cast %yb : tensor<4x16xbf16> -> tensor<4x16xf16>
+  %s = nn.add %xb, %xb : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  %sf = nn.cast %s : tensor<4x8xbf16> -> tensor<4x8xf32>
+  return %n, %h, %sf : tensor<4x16xbf16>, tensor<4x16xf16>, tensor<4x8xf32>
+}
