@@ -69,7 +69,7 @@ bool stepRuns(PipelineStep step, const PipelineOptions &options) {
   case PipelineStep::Shard:
     return options.distributed();
   case PipelineStep::Fuse:
-    return options.fuse || options.widenResults;
+    return options.fuse || options.widenResults || options.foldTransposes;
   }
   llvm_unreachable("unknown pipeline step");
 }
@@ -182,6 +182,8 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     // Before grouping: a cast inside a group no longer sees its GEMM.
     if (options.widenResults)
       pm.addPass(createWidenResults());
+    if (options.foldTransposes)
+      pm.addPass(createFoldTransposes());
     if (options.fuse)
       pm.addPass(createFuse());
     return;
@@ -358,6 +360,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                             llvm::cl::desc("fold widening casts of GEMM results into the GEMMs "
                                            "(default on)"),
                             llvm::cl::init(true)};
+  Option<bool> foldTransposes{*this, "fold-transposes",
+                              llvm::cl::desc("fold transposes into the ops next to them "
+                                             "(default on)"),
+                              llvm::cl::init(true)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("group fusible ops into nn.fused ops (default off)"),
                     llvm::cl::init(false)};
@@ -398,6 +404,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.dpBucketMb = dpBucketMb;
     o.fuse = fuse || compileTo == Phase::Fused;
     o.widenResults = widenResults;
+    o.foldTransposes = foldTransposes;
     o.microbatches = microbatches;
     if (pp == 1 && schedule.hasValue())
       return error("schedule needs pp=2 or more");

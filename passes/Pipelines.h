@@ -60,6 +60,8 @@ struct PipelineOptions {
   bool fuse = false;
   /// Fold widening casts of GEMM results into the GEMMs (--loom-widen-results).
   bool widenResults = true;
+  /// Fold transposes into the ops next to them (--loom-fold-transposes).
+  bool foldTransposes = true;
 
   bool training() const { return mode != PipelineMode::Infer; }
   bool distributed() const { return tp > 1 || dp > 1; }
@@ -96,8 +98,8 @@ llvm::StringRef stepName(PipelineStep step);
 
 /// Whether `options` need the step (Precision: bf16 inference; Rebatch: a
 /// step batch; Partition, Schedule, PipeSplit: pp > 1; TrainingStep:
-/// training; Shard: tp or dp > 1; Fuse: fuse or widenResults; the others
-/// always).
+/// training; Shard: tp or dp > 1; Fuse: fuse, widenResults or
+/// foldTransposes; the others always).
 bool stepRuns(PipelineStep step, const PipelineOptions &options);
 
 /// The last step of `phase`'s IR; nullopt for Input (no step).

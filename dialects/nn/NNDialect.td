@@ -57,6 +57,13 @@ def NN_GeluApproximation : NN_I32Enum<"GeluApproximation",
   I32EnumAttrCase<"tanh", 1>]>;
 def NN_GeluApproximationAttr : NN_EnumAttr<NN_GeluApproximation, "gelu">;
 
+def NN_RopeTranspose : NN_I32Enum<"RopeTranspose",
+    "which side of nn.rope has dims -3 and -2 swapped", [
+  I32EnumAttrCase<"none", 0>,
+  I32EnumAttrCase<"input", 1>,
+  I32EnumAttrCase<"result", 2>]>;
+def NN_RopeTransposeAttr : NN_EnumAttr<NN_RopeTranspose, "rope_transpose">;
+
 def NN_ComparePredicate : NN_I32Enum<"ComparePredicate",
     "elementwise comparison", [
   I32EnumAttrCase<"eq", 0>, I32EnumAttrCase<"ne", 1>,

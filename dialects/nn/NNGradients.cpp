@@ -639,6 +639,10 @@ FailureOr<Value> RmsNormOp::buildOperandGradient(OpBuilder &b, unsigned index,
 
 FailureOr<Value> RopeOp::buildOperandGradient(OpBuilder &b, unsigned index,
                                               ArrayRef<Value> resultGradients) {
+  if (getTranspose() != RopeTranspose::none)
+    return emitOpError("has no gradient rule with transpose = ")
+           << stringifyRopeTranspose(getTranspose())
+           << " (--loom-fold-transposes runs after the backward is built)";
   FailureOr<Value> dy = incomingGradient(*this, index, resultGradients);
   if (failed(dy) || !*dy)
     return dy;

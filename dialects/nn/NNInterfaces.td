@@ -64,6 +64,34 @@ def NN_WidenableResultOpInterface : OpInterface<"WidenableResultOpInterface"> {
   ];
 }
 
+def NN_TransposeAbsorbingOpInterface : OpInterface<"TransposeAbsorbingOpInterface"> {
+  let cppNamespace = "::loom::nn";
+  let description = [{
+    An op that can read an operand, or write its result, in a permuted
+    layout itself, so the `nn.transpose` before or after it never has to
+    run as a pass over memory (`--loom-fold-transposes`). Rope reads
+    `[B, S, H, D]` projections and writes `[B, H, S, D]` for attention, and
+    the reverse for the gradients.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Whether the op can take operand `index` (or, with `index` = -1,
+        write its result) permuted by `permutation` (result dim i is input
+        dim permutation[i]).
+      }],
+      "bool", "canAbsorbTranspose", (ins "int":$index, "::llvm::ArrayRef<int64_t>":$permutation)>,
+    InterfaceMethod<[{
+        Builds, at the builder's insertion point, the op reading `source`
+        (the transpose's input) as operand `index`, or writing `resultType`
+        (the transpose's result type) with `index` = -1; the caller replaces
+        the uses. Only called after canAbsorbTranspose said yes.
+      }],
+      "::mlir::Operation *", "absorbTranspose",
+      (ins "::mlir::OpBuilder &":$builder, "int":$index, "::mlir::Value":$source,
+           "::mlir::Type":$resultType)>,
+  ];
+}
+
 def NN_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   let cppNamespace = "::loom::nn";
   let description = [{

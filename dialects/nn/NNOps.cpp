@@ -444,7 +444,24 @@ LogicalResult RopeOp::verify() {
   if (input.getRank() < 2)
     return emitOpError("input must be [..., S, D], got rank ")
            << input.getRank();
-  int64_t s = input.getDimSize(input.getRank() - 2);
+  RopeTranspose transpose = getTranspose();
+  if (transpose != RopeTranspose::none) {
+    int64_t rank = input.getRank();
+    if (rank < 3)
+      return emitOpError("transpose = ") << stringifyRopeTranspose(transpose)
+                                         << " needs an input of rank >= 3, got " << rank;
+    SmallVector<int64_t> swapped(input.getShape());
+    std::swap(swapped[rank - 3], swapped[rank - 2]);
+    if (getType().getShape() != ArrayRef<int64_t>(swapped) ||
+        getType().getElementType() != input.getElementType())
+      return emitOpError("with transpose = ")
+             << stringifyRopeTranspose(transpose) << " the result must be "
+             << RankedTensorType::get(swapped, input.getElementType()) << ", got "
+             << getType();
+  }
+  // The positions: dim -2 of the untransposed side.
+  auto untransposed = transpose == RopeTranspose::input ? getType() : input;
+  int64_t s = untransposed.getDimSize(untransposed.getRank() - 2);
   int64_t d = input.getShape().back();
   if (d % 2 != 0)
     return emitOpError("head dim ") << d << " must be even";
@@ -460,7 +477,39 @@ LogicalResult RopeOp::verify() {
                            << " differs from the input's "
                            << input.getElementType();
   }
+  if (transpose != RopeTranspose::none)
+    return success();
   return verifySameAsInput(*this, input, getType());
+}
+
+/// Whether `permutation` swaps dims -3 and -2 and keeps the others.
+static bool swapsHeadsAndPositions(ArrayRef<int64_t> permutation) {
+  int64_t rank = permutation.size();
+  if (rank < 3)
+    return false;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t want = d == rank - 3 ? rank - 2 : d == rank - 2 ? rank - 3 : d;
+    if (permutation[d] != want)
+      return false;
+  }
+  return true;
+}
+
+bool RopeOp::canAbsorbTranspose(int index, ArrayRef<int64_t> permutation) {
+  // The input before the op, or the result after it; the tables never.
+  return (index == 0 || index == -1) && getTranspose() == RopeTranspose::none &&
+         swapsHeadsAndPositions(permutation);
+}
+
+Operation *RopeOp::absorbTranspose(OpBuilder &b, int index, Value source, Type resultType) {
+  bool input = index == 0;
+  auto transpose = RopeTransposeAttr::get(
+      getContext(), input ? RopeTranspose::input : RopeTranspose::result);
+  auto rope = b.create<RopeOp>(getLoc(), input ? getType() : resultType,
+                               input ? source : getInput(), getCos(), getSin(),
+                               getInterleavedAttr(), transpose);
+  rope->setDiscardableAttrs(getOperation()->getDiscardableAttrDictionary());
+  return rope;
 }
 
 /// The result type of attention over q, k, v: shared by nn.attention and

@@ -389,10 +389,13 @@ def NN_RmsNormOp : NN_KernelOp<"rms_norm", [Pure, DeclareOpInterfaceMethods<NN_G
   let hasVerifier = 1;
 }
 
-def NN_RopeOp : NN_KernelOp<"rope", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+def NN_RopeOp : NN_KernelOp<"rope", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+                                     DeclareOpInterfaceMethods<NN_TransposeAbsorbingOpInterface>]> {
   let kernelDoc = [{
     x [B, H, S, D], cos [S, D], sin [S, D]; attr interleaved (0: rotate halves
-    as Llama does; 1: rotate adjacent pairs).
+    as Llama does; 1: rotate adjacent pairs); attr transpose: "none", "input"
+    (x is [B, S, H, D], the result [B, H, S, D]) or "result" (x is
+    [B, H, S, D], the result [B, S, H, D]).
   }];
   let summary = "rotary position embedding";
   let description = [{
@@ -400,17 +403,35 @@ def NN_RopeOp : NN_KernelOp<"rope", [Pure, DeclareOpInterfaceMethods<NN_Gradient
     the halves rotate (`x * cos + rotate_half(x) * sin`, as Llama does); with
     `interleaved`, adjacent pairs rotate (GPT-J).
 
+    `transpose` folds a swap of dims -3 and -2 (heads and positions) into
+    the op: with `input`, `x` is `[..., S, H, D]` and the result is the rope
+    of its transpose, `[..., H, S, D]`; with `result`, `x` is
+    `[..., H, S, D]` and the result is the transpose of its rope,
+    `[..., S, H, D]`. `--loom-fold-transposes` sets it, after autodiff (the
+    gradient rule takes `none` only).
+
     ```mlir
     %q2 = nn.rope %q, %cos, %sin : (tensor<1x4x8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<1x4x8x16xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$cos,
-                   NN_FloatTensor:$sin, UnitAttr:$interleaved);
+                   NN_FloatTensor:$sin, UnitAttr:$interleaved,
+                   DefaultValuedAttr<NN_RopeTransposeAttr,
+                                     "::loom::nn::RopeTranspose::none">:$transpose);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)
+    $input `,` $cos `,` $sin (`transpose` `=` `` $transpose^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let builders = [
+    // Untransposed (what importers and gradient rules build).
+    OpBuilder<(ins "::mlir::Type":$type, "::mlir::Value":$input, "::mlir::Value":$cos,
+                   "::mlir::Value":$sin, "::mlir::UnitAttr":$interleaved), [{
+      build($_builder, $_state, type, input, cos, sin, interleaved,
+            ::loom::nn::RopeTransposeAttr::get($_builder.getContext(),
+                                               ::loom::nn::RopeTranspose::none));
+    }]>,
+  ];
 }
 
 def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElementType,

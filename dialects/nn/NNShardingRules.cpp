@@ -197,7 +197,28 @@ ShardingRule RopeOp::getShardingRule() {
   // x [..., S, D], cos/sin [S, D]: positions split with x; the rotation
   // pairs elements across D.
   int64_t rank = getType().getRank();
-  return elementwise(*this, {rank - 1});
+  if (getTranspose() == RopeTranspose::none)
+    return elementwise(*this, {rank - 1});
+  // Dims -3 and -2 swap between x and the result; the tables follow the
+  // positions, wherever they are.
+  RuleBuilder b(*this);
+  ArrayRef<int64_t> out = getType().getShape();
+  int64_t posDim = getTranspose() == RopeTranspose::input ? rank - 2 : rank - 3;
+  for (int64_t d = 0; d < rank; ++d) {
+    int f = out[d] == 1 ? -1
+                        : b.factor(d == rank - 1 ? FactorKind::Blocked : FactorKind::Parallel,
+                                   out[d]);
+    if (f < 0)
+      continue;
+    int64_t inDim = d == rank - 3 ? rank - 2 : d == rank - 2 ? rank - 3 : d;
+    b.result(0, d, f);
+    b.operand(0, inDim, f);
+    if (d == posDim || d == rank - 1) {
+      b.operand(1, d == posDim ? 0 : 1, f);
+      b.operand(2, d == posDim ? 0 : 1, f);
+    }
+  }
+  return b.rule;
 }
 
 ShardingRule MatmulOp::getShardingRule() {

@@ -26,7 +26,7 @@ llvm::Error runRope(const KernelCall &call) {
       // Rows are rotated through a scratch row so the output may alias x.
       std::vector<T> rotated(dim);
       for (int64_t row = begin; row < end; ++row) {
-        const T *in = xs.data() + row * dim;
+        const T *in = xs.data() + plan.rowOffset(row, /*in=*/true);
         const T *c = cs.data() + (row % seq) * dim;
         const T *s = ss.data() + (row % seq) * dim;
         if (interleaved) {
@@ -41,7 +41,7 @@ llvm::Error runRope(const KernelCall &call) {
           for (int64_t d = half; d < dim; ++d)
             rotated[d] = in[d] * c[d] + in[d - half] * s[d];
         }
-        std::copy(rotated.begin(), rotated.end(), ys.data() + row * dim);
+        std::copy(rotated.begin(), rotated.end(), ys.data() + plan.rowOffset(row, /*in=*/false));
       }
     });
     ys.commit();

@@ -541,17 +541,39 @@ llvm::Expected<NormPlan> checkNormGrad(KernelId id, llvm::ArrayRef<Tensor> input
 
 llvm::Expected<RopePlan> checkRope(const Tensor &x, const Tensor &cosT, const Tensor &sinT,
                                    const Tensor &out, const KernelAttrs &attrs) {
-  LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
+  RopePlan plan;
+  LOOM_ASSIGN_OR_RETURN(std::string transpose, attrs.getStr("transpose", "none"));
+  if (transpose == "input")
+    plan.transpose = 1;
+  else if (transpose == "result")
+    plan.transpose = 2;
+  else if (transpose != "none")
+    return kernelError("unknown transpose '" + transpose + "' (none, input, result)");
+  const size_t rank = x.shape.size();
+  if (plan.transpose == 0) {
+    LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", out, "output"));
+  } else {
+    if (rank < 3)
+      return kernelError("transpose '" + transpose + "' needs an input of rank >= 3, got " +
+                         shapeToString(x.shape));
+    std::vector<int64_t> swapped(x.shape.begin(), x.shape.end());
+    std::swap(swapped[rank - 3], swapped[rank - 2]);
+    if (out.shape != swapped)
+      return kernelError("with transpose '" + transpose + "' the output must be " +
+                         shapeToString(swapped) + ", got " + shapeToString(out.shape));
+  }
   LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", out, "output"));
   LOOM_RETURN_IF_ERROR(checkSameDType(cosT, "cos", x, "input"));
   LOOM_RETURN_IF_ERROR(checkSameDType(sinT, "sin", x, "input"));
-  RopePlan plan;
   LOOM_ASSIGN_OR_RETURN(plan.interleaved, attrs.getBool("interleaved", false));
-  const size_t rank = x.shape.size();
   if (rank < 2)
     return kernelError("input must be [..., S, D], got " + shapeToString(x.shape));
-  plan.seq = x.shape[rank - 2];
-  plan.dim = x.shape[rank - 1];
+  // The untransposed ([.., H, S, D]) side's positions and heads.
+  const Tensor &plain = plan.transpose == 1 ? out : x;
+  plan.seq = plain.shape[rank - 2];
+  plan.dim = plain.shape[rank - 1];
+  if (plan.transpose != 0)
+    plan.heads = plain.shape[rank - 3];
   if (plan.dim % 2 != 0)
     return kernelError("head dim " + llvm::Twine(plan.dim) + " must be even");
   const std::vector<int64_t> tableShape = {plan.seq, plan.dim};

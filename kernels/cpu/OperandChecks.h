@@ -177,6 +177,19 @@ llvm::Expected<NormPlan> checkNormGrad(KernelId id, llvm::ArrayRef<Tensor> input
 struct RopePlan {
   bool interleaved;
   int64_t seq, dim;
+  /// 'transpose': 0 none, 1 input ([.., S, H, D] in, [.., H, S, D] out),
+  /// 2 result (the reverse); heads = H (1 when none).
+  int transpose = 0;
+  int64_t heads = 1;
+  /// Where logical row r = ((outer * H + h) * S + s) of the [.., H, S, D]
+  /// view starts in x (in) and in the result (out), in elements.
+  int64_t rowOffset(int64_t r, bool in) const {
+    if (transpose == 0)
+      return r * dim;
+    const int64_t s = r % seq, h = (r / seq) % heads, outer = r / (seq * heads);
+    const bool swapped = (transpose == 1) == in; // this side is [.., S, H, D]
+    return (swapped ? (outer * seq + s) * heads + h : r) * dim;
+  }
 };
 llvm::Expected<RopePlan> checkRope(const Tensor &x, const Tensor &cosT, const Tensor &sinT,
                                    const Tensor &out, const KernelAttrs &attrs);

@@ -20,6 +20,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace loom::cuda {
 namespace {
@@ -30,26 +31,34 @@ namespace {
 
 /// One thread per rotated pair, which it reads whole before writing: out may
 /// be x.
-template <typename T, bool INTERLEAVED>
+/// TRANSPOSE: 0 none; 1 x is [.., S, H, D] and out [.., H, S, D]; 2 the
+/// reverse. Rows are counted in the [.., H, S, D] view.
+template <typename T, bool INTERLEAVED, int TRANSPOSE>
 __global__ void __launch_bounds__(256)
     ropeKernel(const T *x, const T *__restrict__ cosT, const T *__restrict__ sinT, T *out,
-               int64_t pairs, int64_t seq, int64_t dim) {
+               int64_t pairs, int64_t seq, int64_t dim, int64_t heads) {
   const int64_t half = dim / 2;
   for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < pairs;
        p += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = p / half, i = p % half;
-    const int64_t base = row * dim, tableBase = (row % seq) * dim;
+    const int64_t tableBase = (row % seq) * dim;
+    int64_t inBase = row * dim, outBase = row * dim;
+    if (TRANSPOSE != 0) {
+      const int64_t s = row % seq, h = (row / seq) % heads, outer = row / (seq * heads);
+      const int64_t swapped = ((outer * seq + s) * heads + h) * dim;
+      (TRANSPOSE == 1 ? inBase : outBase) = swapped;
+    }
     if (INTERLEAVED) {
-      const float a = toF(x[base + 2 * i]), b = toF(x[base + 2 * i + 1]);
+      const float a = toF(x[inBase + 2 * i]), b = toF(x[inBase + 2 * i + 1]);
       const float c = toF(cosT[tableBase + 2 * i]), s = toF(sinT[tableBase + 2 * i]);
-      out[base + 2 * i] = fromF<T>(a * c - b * s);
-      out[base + 2 * i + 1] = fromF<T>(b * c + a * s);
+      out[outBase + 2 * i] = fromF<T>(a * c - b * s);
+      out[outBase + 2 * i + 1] = fromF<T>(b * c + a * s);
     } else {
-      const float a = toF(x[base + i]), b = toF(x[base + i + half]);
+      const float a = toF(x[inBase + i]), b = toF(x[inBase + i + half]);
       const float c0 = toF(cosT[tableBase + i]), s0 = toF(sinT[tableBase + i]);
       const float c1 = toF(cosT[tableBase + i + half]), s1 = toF(sinT[tableBase + i + half]);
-      out[base + i] = fromF<T>(a * c0 - b * s0);
-      out[base + i + half] = fromF<T>(b * c1 + a * s1);
+      out[outBase + i] = fromF<T>(a * c0 - b * s0);
+      out[outBase + i + half] = fromF<T>(b * c1 + a * s1);
     }
   }
 }
@@ -553,10 +562,23 @@ llvm::Error launchRope(const KernelCall &call) {
     const T *cs = static_cast<const T *>(cosT.data);
     const T *ss = static_cast<const T *>(sinT.data);
     T *ys = static_cast<T *>(out.data);
+    const int64_t heads = plan.heads;
+    auto launch = [&](auto interleavedTag, auto transposeTag) {
+      ropeKernel<T, decltype(interleavedTag)::value, decltype(transposeTag)::value>
+          <<<blocks, 256, 0, call.ctx.stream>>>(xs, cs, ss, ys, pairs, seq, dim, heads);
+    };
+    auto withTranspose = [&](auto interleavedTag) {
+      if (plan.transpose == 1)
+        launch(interleavedTag, std::integral_constant<int, 1>());
+      else if (plan.transpose == 2)
+        launch(interleavedTag, std::integral_constant<int, 2>());
+      else
+        launch(interleavedTag, std::integral_constant<int, 0>());
+    };
     if (interleaved)
-      ropeKernel<T, true><<<blocks, 256, 0, call.ctx.stream>>>(xs, cs, ss, ys, pairs, seq, dim);
+      withTranspose(std::true_type());
     else
-      ropeKernel<T, false><<<blocks, 256, 0, call.ctx.stream>>>(xs, cs, ss, ys, pairs, seq, dim);
+      withTranspose(std::false_type());
     return llvm::Error::success();
   });
 }

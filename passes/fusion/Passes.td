@@ -138,4 +138,28 @@ def WidenResults : Pass<"loom-widen-results", "mlir::ModuleOp"> {
   }];
 }
 
+def FoldTransposes : Pass<"loom-fold-transposes", "mlir::ModuleOp"> {
+  let summary = "transposes that the op before or after can do itself are folded into it";
+  let description = [{
+    An `nn.transpose` whose only reader implements
+    `TransposeAbsorbingOpInterface` and can take that operand permuted, or
+    whose input is the only use of such an op's result that can write it
+    permuted, is folded into that op: one pass over memory less. In a
+    Llama layer, rope reads the `[B, S, H, D]` query and key projections
+    and writes `[B, H, S, D]` for attention, and the gradients' rope writes
+    `[B, S, H, D]` back: four transposes a layer. Runs after the training
+    step is built. Bit-identical (the same values move).
+
+    Before:
+    ```mlir
+    %t = nn.transpose %q permutation = [0, 2, 1, 3] : tensor<1x64x6x32xbf16> -> tensor<1x6x64x32xbf16>
+    %r = nn.rope %t, %cos, %sin : (tensor<1x6x64x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>) -> tensor<1x6x64x32xbf16>
+    ```
+    After:
+    ```mlir
+    %r = nn.rope %q, %cos, %sin transpose = input : (tensor<1x64x6x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>) -> tensor<1x6x64x32xbf16>
+    ```
+  }];
+}
+
 #endif

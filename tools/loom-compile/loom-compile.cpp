@@ -158,6 +158,12 @@ cl::opt<bool> widenResults(
     cl::desc("write a GEMM's result in f32 where the program casts it to f32 (weight gradients "
              "and logits in bf16 training): no rounding to bf16, no cast kernel (default on)"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> foldTransposes(
+    "fold-transposes",
+    cl::desc("let ops read or write a transposed layout themselves where they can (rope "
+             "writes attention's [B, H, S, D] from the projections' [B, S, H, D]), so the "
+             "transposes never run (default on)"),
+    cl::init(true), cl::cat(category));
 cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to VALUE"),
                            cl::value_desc("NAME=VALUE"), cl::cat(category));
 
@@ -428,6 +434,7 @@ int main(int argc, char **argv) {
   pipelineOptions.dpBucketMb = dpBucketMb;
   pipelineOptions.fuse = fuse || compileTo == Phase::Fused;
   pipelineOptions.widenResults = widenResults;
+  pipelineOptions.foldTransposes = foldTransposes;
   loom::PipelineHooks hooks;
   hooks.buildRaising = loom::buildRaisingPipeline;
 

@@ -590,6 +590,32 @@ func.func @rms_norm_rank0(%x: tensor<f32>) {
 
 // -----
 
+// With transpose = input the result swaps dims -3 and -2 of the input.
+func.func @rope_transpose_shape(%x: tensor<1x8x4x16xf32>, %c: tensor<8x16xf32>) {
+  // expected-error @+1 {{'nn.rope' op with transpose = input the result must be 'tensor<1x4x8x16xf32>', got 'tensor<1x8x4x16xf32>'}}
+  %0 = nn.rope %x, %c, %c transpose = input : (tensor<1x8x4x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<1x8x4x16xf32>
+  return
+}
+
+// -----
+
+// The tables follow the positions: dim -3 of a transpose = input operand.
+func.func @rope_transpose_tables(%x: tensor<1x8x4x16xf32>, %c: tensor<4x16xf32>) {
+  // expected-error @+1 {{'nn.rope' op cos must have shape [8x16] to match the input, got [4x16]}}
+  %0 = nn.rope %x, %c, %c transpose = input : (tensor<1x8x4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<1x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @rope_transpose_rank(%x: tensor<8x16xf32>, %c: tensor<8x16xf32>) {
+  // expected-error @+1 {{'nn.rope' op transpose = result needs an input of rank >= 3, got 2}}
+  %0 = nn.rope %x, %c, %c transpose = result : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
 // rope's input is [..., S, D].
 func.func @rope_rank(%x: tensor<16xf32>, %c: tensor<1x16xf32>) {
   // expected-error @+1 {{'nn.rope' op input must be [..., S, D], got rank 1}}

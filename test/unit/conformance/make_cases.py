@@ -712,6 +712,28 @@ def gen_rope():
             attrs={"interleaved": inter})
 
 
+def gen_rope_transposed():
+    """Rope reading [.., S, H, D] (transpose = input) or writing it
+    (transpose = result): the rope of the swapped input, or the swap of the
+    rope. Generated last, so the cases before keep their inputs."""
+    for name, dtype, shape, inter, mode in [
+            ("f32_input", "f32", [2, 5, 3, 6], 0, "input"),
+            ("bf16_input_odd", "bf16", [1, 7, 3, 16], 0, "input"),
+            ("f32_result_interleaved", "f32", [2, 3, 5, 8], 1, "result"),
+            ("bf16_result_rank3", "bf16", [2, 9, 4], 0, "result")]:
+        x = randt(dtype, shape)
+        swap = lambda a: np.swapaxes(a, -3, -2)
+        seq = shape[-3] if mode == "input" else shape[-2]
+        c, s = rope_tables(seq, shape[-1], inter)
+        c, s = T(dtype, c), T(dtype, s)
+        if mode == "input":
+            y = rope_ref(swap(x.values), c.values, s.values, inter)
+        else:
+            y = swap(rope_ref(x.values, c.values, s.values, inter))
+        add("nn.rope", "transpose_" + name, [x, c, s], [T(dtype, y)],
+            attrs={"interleaved": inter, "transpose": mode})
+
+
 def attention_ref(q, k, v, causal, scale):
     """Returns out and a closure for the backward pass."""
     B, Hq, S, D = q.shape
@@ -1193,6 +1215,7 @@ def main():
     gen_backward(layer_norm, rms_norm)
     # Cases added later go last, so that earlier cases keep their inputs.
     gen_matmul_widened(mm)
+    gen_rope_transposed()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
