@@ -4,6 +4,7 @@
 
 #include "passes/training/Passes.h"
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -64,6 +65,20 @@ void collectPairs(Block &block,
   }
 }
 
+/// The forward's result shardings (dist.sharding, one per result, set by
+/// SPMD partitioning) for its two results: the output's, and for lse the
+/// output's batch, head and sequence dims.
+void setStatsShardings(nn::AttentionOp forward, nn::AttentionWithStatsOp stats) {
+  ArrayAttr shardings = dist::getResultShardings(forward);
+  if (!shardings || shardings.size() != 1)
+    return;
+  Attribute out = shardings[0], lse = out; // a unit entry: undecided, for both
+  if (auto sharding = dyn_cast<dist::ShardingAttr>(out))
+    lse = dist::ShardingAttr::get(forward.getContext(), sharding.getDims().drop_back(),
+                                  sharding.getPartial());
+  dist::setResultShardings(stats, {out, lse});
+}
+
 struct AttentionStatsPass : public loom::impl::AttentionStatsBase<AttentionStatsPass> {
   void runOnOperation() override {
     llvm::MapVector<Operation *, SmallVector<nn::AttentionGradOp>> pairs;
@@ -76,8 +91,11 @@ struct AttentionStatsPass : public loom::impl::AttentionStatsBase<AttentionStats
       auto stats = b.create<nn::AttentionWithStatsOp>(
           forward.getLoc(), forward.getQuery(), forward.getKey(), forward.getValue(),
           forward.getCausalAttr(), forward.getScaleAttr());
-      // Stage, microbatch, stream and sharding tags stay with the op.
+      // Stage, microbatch and stream tags stay with the op; the result
+      // shardings gain lse's.
       stats->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
+      stats->removeAttr(dist::kShardingAttrName);
+      setStatsShardings(forward, stats);
       forward.getResult().replaceAllUsesWith(stats.getResult());
       forward.erase();
       for (nn::AttentionGradOp grad : grads) {

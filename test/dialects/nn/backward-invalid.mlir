@@ -146,8 +146,7 @@ func.func @attention_grad_causal(%q: tensor<1x2x8x4xf32>, %kv: tensor<1x2x4x4xf3
 
 // attention_grad_with_stats' statistics are f32, whatever the operands' type.
 func.func @attention_stats_dtype(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x6x8xf32>, %o: tensor<1x4x6x8xf32>, %lse: tensor<1x4x6xf16>, %do: tensor<1x4x6x8xf32>) {
-  // expected-error @+2 {{lse has type 'tensor<1x4x6xf16>'; the attention's statistics (f32, [batch, heads, seq]) have type 'tensor<1x4x6xf32>'}}
-  // expected-error @+1 {{failed to infer returned types}}
+  // expected-error @+1 {{'nn.attention_grad_with_stats' op operand #4 must be statically shaped tensor of 32-bit float values, but got 'tensor<1x4x6xf16>'}}
   %0:3 = nn.attention_grad_with_stats %q, %k, %k, %o, %lse, %do : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x4x6xf16>, tensor<1x4x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>)
   return
 }

@@ -5,10 +5,10 @@
 // reads the forward's output and that, and each new op keeps the replaced
 // op's discardable attributes.
 // CHECK-LABEL: func.func @pair
-// CHECK: %[[O:.*]], %[[LSE:.*]] = nn.attention_with_stats %arg0, %arg1, %arg2 causal {loom.microbatch = 1 : i64, pipe.stage = 0 : i64} : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x4x6xf32>)
+// CHECK: %[[O:[^,]*]], %[[LSE:[^ ]*]] = nn.attention_with_stats %arg0, %arg1, %arg2 causal {loom.microbatch = 1 : i64, pipe.stage = 0 : i64} : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x4x6xf32>)
 // CHECK: %[[Y:.*]] = nn.mul %[[O]], %[[O]]
-// CHECK: %[[G:.*]]:3 = nn.attention_grad_with_stats %arg0, %arg1, %arg2, %[[O]], %[[LSE]], %[[Y]] causal {loom.backward = #loom.backward<input>, loom.microbatch = 1 : i64, pipe.stage = 0 : i64} : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x4x6xf32>, tensor<1x4x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>)
-// CHECK: return %[[Y]], %[[G]]#0, %[[G]]#1, %[[G]]#2
+// CHECK: %[[DQ:[^,]*]], %[[DK:[^,]*]], %[[DV:[^,]*]] = nn.attention_grad_with_stats %arg0, %arg1, %arg2, %[[O]], %[[LSE]], %[[Y]] causal {loom.backward = #loom.backward<input>, loom.microbatch = 1 : i64, pipe.stage = 0 : i64} : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x4x6xf32>, tensor<1x4x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>)
+// CHECK: return %[[Y]], %[[DQ]], %[[DK]], %[[DV]]
 // CHECK-NOT: nn.attention_grad %
 func.func @pair(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x6x8xf32>, %v: tensor<1x2x6x8xf32>)
     -> (tensor<1x4x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) {
@@ -54,7 +54,7 @@ func.func @mismatches(%q: tensor<1x2x5x16xf32>, %k: tensor<1x2x5x16xf32>, %d: te
 // The scale is compared as applied: the default 1/sqrt(16) and an explicit
 // 0.25 are the same attention.
 // CHECK-LABEL: func.func @same_effective_scale
-// CHECK: %[[O:.*]], %[[LSE:.*]] = nn.attention_with_stats %arg0, %arg1, %arg1 :
+// CHECK: %[[O:[^,]*]], %[[LSE:[^ ]*]] = nn.attention_with_stats %arg0, %arg1, %arg1 :
 // CHECK: nn.attention_grad_with_stats %arg0, %arg1, %arg1, %[[O]], %[[LSE]], %arg2 scale = 2.500000e-01 :
 func.func @same_effective_scale(%q: tensor<1x2x5x16xf32>, %k: tensor<1x2x5x16xf32>, %d: tensor<1x2x5x16xf32>) -> tensor<1x2x5x16xf32> {
   %o = nn.attention %q, %k, %k : (tensor<1x2x5x16xf32>, tensor<1x2x5x16xf32>, tensor<1x2x5x16xf32>) -> tensor<1x2x5x16xf32>
@@ -82,9 +82,9 @@ func.func @grad_first(%q: tensor<1x2x5x8xf32>, %k: tensor<1x2x5x8xf32>, %d: tens
 // each gradient reads the nearest forward before it, and the three
 // gradients the rules build per forward (before CSE) all read that one.
 // CHECK-LABEL: func.func @nearest
-// CHECK: %[[O0:.*]], %[[L0:.*]] = nn.attention_with_stats %arg0, %arg1, %arg1 {loom.microbatch = 0 : i64}
+// CHECK: %[[O0:[^,]*]], %[[L0:[^ ]*]] = nn.attention_with_stats %arg0, %arg1, %arg1 {loom.microbatch = 0 : i64}
 // CHECK: nn.attention_grad_with_stats %arg0, %arg1, %arg1, %[[O0]], %[[L0]], %arg2 {loom.microbatch = 0 : i64}
-// CHECK: %[[O1:.*]], %[[L1:.*]] = nn.attention_with_stats %arg0, %arg1, %arg1 {loom.microbatch = 1 : i64}
+// CHECK: %[[O1:[^,]*]], %[[L1:[^ ]*]] = nn.attention_with_stats %arg0, %arg1, %arg1 {loom.microbatch = 1 : i64}
 // CHECK: nn.attention_grad_with_stats %arg0, %arg1, %arg1, %[[O1]], %[[L1]], %arg2 {loom.microbatch = 1 : i64}
 // CHECK: nn.attention_grad_with_stats %arg0, %arg1, %arg1, %[[O1]], %[[L1]], %arg2 {loom.microbatch = 1 : i64}
 // CHECK-NOT: nn.attention
@@ -114,5 +114,19 @@ func.func @rank0(%q: tensor<1x2x5x8xf32>, %d: tensor<1x2x5x8xf32>) -> (tensor<1x
 }
 func.func @rank1(%q: tensor<1x2x5x8xf32>, %d: tensor<1x2x5x8xf32>) -> tensor<1x2x5x8xf32> {
   %g:3 = nn.attention_grad %q, %q, %q, %d causal : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>) -> (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>)
+  return %g#0 : tensor<1x2x5x8xf32>
+}
+
+// -----
+
+// After SPMD partitioning each result carries its sharding: lse takes the
+// output's batch, head and sequence dims; the gradient's three results keep
+// theirs.
+// CHECK-LABEL: func.func @sharded
+// CHECK: nn.attention_with_stats {{.*}}dist.sharding = [#dist.sharding<{{\[\["dp"\], \["tp"\], \[\], \[\]\]}}>, #dist.sharding<{{\[\["dp"\], \["tp"\], \[\]\]}}>]
+// CHECK: nn.attention_grad_with_stats {{.*}}dist.sharding = [#dist.sharding<{{(\[\["dp"\], \["tp"\], \[\], \[\]\]>, #dist.sharding<){2}\[\["dp"\], \["tp"\], \[\], \[\]\]}}>]
+func.func @sharded(%q: tensor<1x2x5x8xf32>, %d: tensor<1x2x5x8xf32>) -> tensor<1x2x5x8xf32> {
+  %o = nn.attention %q, %q, %q causal {dist.sharding = [#dist.sharding<[["dp"], ["tp"], [], []]>]} : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>) -> tensor<1x2x5x8xf32>
+  %g:3 = nn.attention_grad %q, %q, %q, %d causal {dist.sharding = [#dist.sharding<[["dp"], ["tp"], [], []]>, #dist.sharding<[["dp"], ["tp"], [], []]>, #dist.sharding<[["dp"], ["tp"], [], []]>]} : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>) -> (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>)
   return %g#0 : tensor<1x2x5x8xf32>
 }
