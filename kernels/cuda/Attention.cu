@@ -872,8 +872,9 @@ llvm::Error attentionBackward(const AttnShape &s, const Tensor &q, const Tensor 
       }
       return withAttnColumns(std::max(s.headDim, s.valueDim), [&](auto nc) -> llvm::Error {
         constexpr int NC = decltype(nc)::value;
-        if (!saved.out)
+        if (!saved.out) {
           LOOM_RETURN_IF_ERROR((launchAttentionForward<T, NC, true>(p, stream)));
+        }
         return launchAttentionBackward<T, NC>(p, stream);
       });
     }();

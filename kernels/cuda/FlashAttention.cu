@@ -765,8 +765,9 @@ llvm::Error runForward(const FaParams &p, int batch, cudaStream_t stream) {
 
 template <typename T, int D>
 llvm::Error runBackward(const FaParams &p, int batch, bool statsReady, cudaStream_t stream) {
-  if (!statsReady)
+  if (!statsReady) {
     LOOM_RETURN_IF_ERROR((runForward<T, D, true>(p, batch, stream)));
+  }
   const int64_t qBlocks = int64_t((p.seq + kFaRows - 1) / kFaRows) * p.qHeads * batch;
   LOOM_RETURN_IF_ERROR(launchFa(faGradQKernel<T, D>, qBlocks, faGradQSmemBytes<D>(), p, stream,
                                 "attention dq launch"));
