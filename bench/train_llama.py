@@ -204,8 +204,16 @@ def bench(args):
 
     counts = []  # (run, what, per step)
 
-    def loom_cmd(steps, metrics):
-        return [args.loom_run, args.executable, "--backend=cuda", "--weights",
+    # --executable PATH, or NAME=PATH,NAME=PATH,...: one Loom run per executable.
+    executables = []
+    for item in (args.executable or "").split(","):
+        if item:
+            label, _, path = item.rpartition("=")
+            executables.append((label, path))
+
+    def loom_cmd(steps, metrics, executable=None):
+        executable = executable or executables[0][1]
+        return [args.loom_run, executable, "--backend=cuda", "--weights",
                 os.path.join(work, "weights.safetensors"), "--steps", str(steps), "--data",
                 os.path.join(work, "tokens.u32"), "--sequential-data", "--lr", str(args.lr),
                 "--metrics", metrics, "--log-every", "5"]
@@ -222,14 +230,15 @@ def bench(args):
 
     variants = [v for v in (args.attention or "").split(",") if v] or [None]
     if args.loom_run:
-        for variant in variants:
-            name = "loom" if variant is None else "loom (%s)" % variant
+        for (label, executable), variant in [(e, v) for e in executables for v in variants]:
+            tags = [t for t in (label, variant) if t]
+            name = "loom" if not tags else "loom (%s)" % ", ".join(tags)
             env = {} if variant is None else {"LOOM_ATTENTION": variant}
             metrics = os.path.join(work, "loom.jsonl")
             if os.path.exists(metrics):
                 os.remove(metrics)
             mem = PeakMemory()
-            result = loom_process(loom_cmd(args.steps, metrics), env)
+            result = loom_process(loom_cmd(args.steps, metrics, executable), env)
             peak = mem.stop()
             if result.returncode == 0:
                 lines = [json.loads(l) for l in open(metrics)]
@@ -262,7 +271,8 @@ def bench(args):
             if graphs:
                 nodes = max(int(l.split(":")[2].split()[0]) for l in graphs)
                 counts.append((run, "GPU kernels in the step's CUDA graph (CUPTI)", nodes))
-    for name, compiled in (("pytorch eager", False), ("torch.compile", True)):
+    runs = {"eager": ("pytorch eager", False), "compile": ("torch.compile", True)}
+    for name, compiled in [runs[r] for r in args.pytorch.split(",") if r in runs]:
         model.load_state_dict(initial)
         losses, times, peak, kernels = torch_run(model, batches, args, compiled)
         summarize(name, losses, times, peak)
@@ -299,7 +309,10 @@ def main():
     model_args(e)
     b = sub.add_parser("bench")
     b.add_argument("--loom-run", help="path to loom-run (omit to run PyTorch only)")
-    b.add_argument("--executable", help="the compiled training step (.loomx)")
+    b.add_argument("--executable", help="the compiled training step (.loomx), or NAME=PATH,... "
+                   "for one Loom run of each")
+    b.add_argument("--pytorch", default="eager,compile",
+                   help="PyTorch runs: eager, compile, both (default) or none")
     b.add_argument("--steps", type=int, default=20)
     b.add_argument("--lr", type=float, default=3e-4)
     b.add_argument("--out")

@@ -42,6 +42,8 @@ llvm::StringRef stepName(PipelineStep step) {
     return "pipe-split";
   case PipelineStep::Shard:
     return "dist";
+  case PipelineStep::AttentionStats:
+    return "attention-stats";
   case PipelineStep::Fuse:
     return "fused";
   case PipelineStep::LowerToRt:
@@ -68,6 +70,8 @@ bool stepRuns(PipelineStep step, const PipelineOptions &options) {
     return options.training();
   case PipelineStep::Shard:
     return options.distributed();
+  case PipelineStep::AttentionStats:
+    return options.training() && options.attentionStats;
   case PipelineStep::Fuse:
     return options.fuse || options.widenResults || options.foldTransposes;
   }
@@ -178,6 +182,11 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
           std::max<int64_t>(1, int64_t(options.dpBucketMb * 1024 * 1024)), "dp"}));
     return;
   }
+  case PipelineStep::AttentionStats:
+    // After pipeline splitting and sharding: each rank's program holds the
+    // forwards its backwards differentiate, and no rule sees the new ops.
+    pm.addPass(createAttentionStats());
+    return;
   case PipelineStep::Fuse:
     // Before grouping: a cast inside a group no longer sees its GEMM.
     if (options.widenResults)
@@ -367,6 +376,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("group fusible ops into nn.fused ops (default off)"),
                     llvm::cl::init(false)};
+  Option<bool> attentionStats{
+      *this, "attention-stats",
+      llvm::cl::desc("a training step's attention saves its softmax statistics for its "
+                     "backward, which then does not recompute the forward (default on)"),
+      llvm::cl::init(true)};
   Option<double> dpBucketMb{*this, "dp-bucket-mb",
                             llvm::cl::desc("MiB per data-parallel gradient bucket (0: none)"),
                             llvm::cl::init(25.0)};
@@ -405,9 +419,13 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.fuse = fuse || compileTo == Phase::Fused;
     o.widenResults = widenResults;
     o.foldTransposes = foldTransposes;
+    o.attentionStats = attentionStats;
     o.microbatches = microbatches;
     if (pp == 1 && schedule.hasValue())
       return error("schedule needs pp=2 or more");
+    if (attentionStats.hasValue() && mode == PipelineMode::Infer)
+      return error("attention-stats pairs a forward attention with its gradient: it applies "
+                   "to mode=train or mode=gradients");
     if (dpBucketMb.hasValue() && dp == 1)
       return error("dp-bucket-mb groups the data-parallel reductions: it needs dp > 1");
     for (const Option<double> *r :

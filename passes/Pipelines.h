@@ -62,6 +62,10 @@ struct PipelineOptions {
   bool widenResults = true;
   /// Fold transposes into the ops next to them (--loom-fold-transposes).
   bool foldTransposes = true;
+  /// A training step's attention saves its softmax statistics for its
+  /// backward (--loom-attention-stats), which then does not recompute the
+  /// forward.
+  bool attentionStats = true;
 
   bool training() const { return mode != PipelineMode::Infer; }
   bool distributed() const { return tp > 1 || dp > 1; }
@@ -83,23 +87,25 @@ enum class PipelineStep {
   Schedule,     // "pipe": the verified pipe.schedule
   PipeSplit,    // "pipe-split": one function per pipeline rank
   Shard,        // "dist": sharding, SPMD partition, gradient buckets
-  Fuse,         // "fused": widened GEMM results; nn.fused groups (opt-in: fuse)
+  AttentionStats, // "attention-stats": forward/backward attention pairs share statistics
+  Fuse,         // "fused": widened GEMM results, folded transposes; nn.fused groups (opt-in: fuse)
   LowerToRt,    // "rt": rt programs, fused, memory planned, streams assigned
 };
 constexpr PipelineStep kPipelineSteps[] = {
     PipelineStep::Raise,        PipelineStep::Precision, PipelineStep::Rebatch,
     PipelineStep::Partition,    PipelineStep::TrainingStep, PipelineStep::Schedule,
-    PipelineStep::PipeSplit,    PipelineStep::Shard,     PipelineStep::Fuse,
-    PipelineStep::LowerToRt};
+    PipelineStep::PipeSplit,    PipelineStep::Shard,     PipelineStep::AttentionStats,
+    PipelineStep::Fuse,         PipelineStep::LowerToRt};
 
 /// "nn", "precision", "rebatch", "partition", "train", "pipe", "pipe-split",
-/// "dist", "fused", "rt".
+/// "dist", "attention-stats", "fused", "rt".
 llvm::StringRef stepName(PipelineStep step);
 
 /// Whether `options` need the step (Precision: bf16 inference; Rebatch: a
 /// step batch; Partition, Schedule, PipeSplit: pp > 1; TrainingStep:
-/// training; Shard: tp or dp > 1; Fuse: fuse, widenResults or
-/// foldTransposes; the others always).
+/// training; Shard: tp or dp > 1; AttentionStats: training and
+/// attentionStats; Fuse: fuse, widenResults or foldTransposes; the others
+/// always).
 bool stepRuns(PipelineStep step, const PipelineOptions &options);
 
 /// The last step of `phase`'s IR; nullopt for Input (no step).

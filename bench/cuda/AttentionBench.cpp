@@ -2,7 +2,11 @@
 // attention (kernels/cuda/CudnnAttention.cpp) beside Loom's own kernels
 // (FlashAttention.cu): first each path's results against the other's on
 // grouped and plain heads, causal or not, odd lengths, head dims 64 and 128;
-// then forward and backward TFLOP/s at the Llama shapes. Prints a table; run
+// the same for nn.attention_with_stats and nn.attention_grad_with_stats (the
+// pair --loom-attention-stats makes: the backward reads the forward's output
+// and lse), each path against Loom's plain kernels and cuDNN's lse against
+// Loom's; then forward and backward TFLOP/s at the Llama shapes, with and
+// without the saved statistics. Prints a table; run
 // it on the GPU machine (docs/performance.md gives the command).
 //
 //   loom-attention-bench [--iterations N] [--check-only] [--auto-only] [--capture-only]
@@ -91,17 +95,22 @@ struct Problem {
 };
 
 struct Buffers {
-  DeviceBuffer q, k, v, dout, out, dq, dk, dv;
+  DeviceBuffer q, k, v, dout, out, dq, dk, dv, lse;
   explicit Buffers(const Problem &p)
       : q(make(p.dtype, {p.b, p.hq, p.s, p.d}, 1)), k(make(p.dtype, {p.b, p.hkv, p.skv, p.d}, 2)),
         v(make(p.dtype, {p.b, p.hkv, p.skv, p.d}, 3)), dout(make(p.dtype, {p.b, p.hq, p.s, p.d}, 4)),
         out(make(p.dtype, {p.b, p.hq, p.s, p.d}, 0, false)),
         dq(make(p.dtype, {p.b, p.hq, p.s, p.d}, 0, false)),
         dk(make(p.dtype, {p.b, p.hkv, p.skv, p.d}, 0, false)),
-        dv(make(p.dtype, {p.b, p.hkv, p.skv, p.d}, 0, false)) {}
+        dv(make(p.dtype, {p.b, p.hkv, p.skv, p.d}, 0, false)),
+        lse(make(DType::F32, {p.b, p.hq, p.s}, 0, false)) {}
   ~Buffers() {
-    for (DeviceBuffer *b : {&q, &k, &v, &dout, &out, &dq, &dk, &dv})
+    for (DeviceBuffer *b : {&q, &k, &v, &dout, &out, &dq, &dk, &dv, &lse})
       cudaFree(b->tensor.data);
+  }
+  void clearResults() {
+    for (DeviceBuffer *b : {&out, &dq, &dk, &dv, &lse})
+      cudaMemset(b->tensor.data, 0, b->bytes);
   }
 };
 
@@ -122,6 +131,20 @@ void runBackward(const Problem &p, Buffers &b, const cuda::LaunchContext &ctx) {
           "nn.attention_grad", {b.q.tensor, b.k.tensor, b.v.tensor, b.dout.tensor},
           {b.dq.tensor, b.dk.tensor, b.dv.tensor}, attrsOf(p), ctx))
     die(llvm::toString(std::move(err)));
+}
+
+/// The pair --loom-attention-stats makes: the forward also writes lse, the
+/// backward reads it and the output instead of running the forward again.
+llvm::Error runForwardWithStats(const Problem &p, Buffers &b, const cuda::LaunchContext &ctx) {
+  return cuda::launchKernel("nn.attention_with_stats", {b.q.tensor, b.k.tensor, b.v.tensor},
+                            {b.out.tensor, b.lse.tensor}, attrsOf(p), ctx);
+}
+
+llvm::Error runBackwardWithStats(const Problem &p, Buffers &b, const cuda::LaunchContext &ctx) {
+  return cuda::launchKernel(
+      "nn.attention_grad_with_stats",
+      {b.q.tensor, b.k.tensor, b.v.tensor, b.out.tensor, b.lse.tensor, b.dout.tensor},
+      {b.dq.tensor, b.dk.tensor, b.dv.tensor}, attrsOf(p), ctx);
 }
 
 /// max |a - b| / max |b|.
@@ -273,6 +296,53 @@ int main(int argc, char **argv) {
     llvm::outs() << llvm::format("%-34s %9.2e %9.2e %9.2e %9.2e  %s\n", p.label().c_str(), e[0],
                                  e[1], e[2], e[3], static_cast<const char *>(pass ? "PASS" : "FAIL"));
   }
+  // --- the saved-statistics pair on each path, against Loom's plain kernels ---
+  llvm::outs() << "\ncheck (nn.attention_with_stats + nn.attention_grad_with_stats on each path "
+                  "against Loom's nn.attention / nn.attention_grad; lse: cuDNN's against Loom's)\n"
+               << "problem                            path         out       lse        dq        "
+                  "dk        dv  verdict\n";
+  for (const Problem &p : checks) {
+    Buffers b(p);
+    cuda::setAttentionPath(cuda::AttentionPath::Loom);
+    runForward(p, b, ctx);
+    runBackward(p, b, ctx);
+    cudaStreamSynchronize(ctx.stream);
+    auto refOut = download(b.out), refDq = download(b.dq), refDk = download(b.dk),
+         refDv = download(b.dv);
+    std::vector<double> loomLse;
+    for (auto [path, name] : {std::pair{cuda::AttentionPath::Loom, "loom"},
+                              std::pair{cuda::AttentionPath::Cudnn, "cudnn"}}) {
+      cuda::setAttentionPath(path);
+      b.clearResults();
+      llvm::Error err = runForwardWithStats(p, b, ctx);
+      if (!err)
+        err = runBackwardWithStats(p, b, ctx);
+      if (!err && cudaStreamSynchronize(ctx.stream) != cudaSuccess)
+        die(std::string("the ") + name + " path with statistics faulted on " + p.label());
+      if (err) {
+        llvm::outs() << llvm::format("%-34s %-6s ", p.label().c_str(), name) << "declined: "
+                     << llvm::toString(std::move(err)) << "\n";
+        allPass = false;
+        continue;
+      }
+      std::vector<double> lse = download(b.lse);
+      bool finite = true;
+      for (double x : lse)
+        finite &= std::isfinite(x);
+      if (path == cuda::AttentionPath::Loom)
+        loomLse = lse;
+      double e[5] = {relError(download(b.out), refOut), finite ? relError(lse, loomLse) : INFINITY,
+                     relError(download(b.dq), refDq), relError(download(b.dk), refDk),
+                     relError(download(b.dv), refDv)};
+      bool pass = e[1] < 1e-3;
+      for (double x : {e[0], e[2], e[3], e[4]})
+        pass &= x < 2e-2;
+      allPass &= pass;
+      llvm::outs() << llvm::format("%-34s %-6s %9.2e %9.2e %9.2e %9.2e %9.2e  %s\n",
+                                   p.label().c_str(), name, e[0], e[1], e[2], e[3], e[4],
+                                   static_cast<const char *>(pass ? "PASS" : "FAIL"));
+    }
+  }
   llvm::outs() << (allPass ? "all checks pass\n" : "SOME CHECKS FAILED\n");
   if (checkOnly)
     return allPass ? 0 : 1;
@@ -297,6 +367,18 @@ int main(int argc, char **argv) {
         llvm::outs() << llvm::format("%-34s %-6s %10s %9s %10.3f %9.0f   (bwd minus one fwd)\n",
                                      static_cast<const char *>(""), static_cast<const char *>("cudnn"),
                                      static_cast<const char *>(""), static_cast<const char *>(""), g - f, 2.5 * p.fwdFlops() / (g - f) / 1e9);
+      // The saved-statistics pair: the forward writes lse, the backward
+      // runs no forward.
+      auto check = [&](llvm::Error err) {
+        if (err)
+          die(llvm::toString(std::move(err)));
+      };
+      double fs = timeMs([&] { check(runForwardWithStats(p, b, ctx)); }, ctx.stream);
+      double gs = timeMs([&] { check(runBackwardWithStats(p, b, ctx)); }, ctx.stream);
+      llvm::outs() << llvm::format("%-34s %-6s %10.3f %9.0f %10.3f %9.0f   (with saved lse)\n",
+                                   static_cast<const char *>(""),
+                                   static_cast<const char *>(name), fs, p.fwdFlops() / fs / 1e9,
+                                   gs, 2.5 * p.fwdFlops() / gs / 1e9);
     }
   }
   return allPass ? 0 : 1;

@@ -163,6 +163,20 @@ int main(int argc, char **argv) {
            {bf16({B, H, S, D}), bf16({B, H, S, D}), bf16({B, H, S, D})}, a};
     g.flops = 2.5 * 4.0 * B * H * S * S * D / 2;
     cases.push_back(std::move(g));
+    // The pair --loom-attention-stats makes: the forward also writes its
+    // row logsumexp, and the backward reads it and the output (shared
+    // buffers: the forward runs first) instead of running the forward again.
+    Buffer q = bf16({B, H, S, D}), k = bf16({B, H, S, D}), v = bf16({B, H, S, D});
+    Buffer out = bf16({B, H, S, D}), lse = f32({B, H, S});
+    Case fs{"attention+lse [4,16,2048,128] causal", "nn.attention_with_stats", {q, k, v},
+            {out, lse}, a};
+    fs.flops = 4.0 * B * H * S * S * D / 2;
+    cases.push_back(std::move(fs));
+    Case gs{"attn_grad saved lse [4,16,2048,128]", "nn.attention_grad_with_stats",
+            {q, k, v, out, lse, bf16({B, H, S, D})},
+            {bf16({B, H, S, D}), bf16({B, H, S, D}), bf16({B, H, S, D})}, a};
+    gs.flops = 2.5 * 4.0 * B * H * S * S * D / 2;
+    cases.push_back(std::move(gs));
   }
 
   llvm::outs() << "kernel                                    time (us)         rate   ceiling\n";

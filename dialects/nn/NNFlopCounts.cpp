@@ -35,6 +35,19 @@ int64_t AttentionOp::getFlops() {
   return 4 * elements(getType()) * key.getDimSize(key.getRank() - 2);
 }
 
+int64_t AttentionWithStatsOp::getFlops() {
+  // nn.attention's GEMMs; the statistics are a by-product of its softmax.
+  auto key = getKey().getType();
+  return 4 * elements(getResult().getType()) * key.getDimSize(key.getRank() - 2);
+}
+
+int64_t AttentionGradWithStatsOp::getFlops() {
+  // As nn.attention_grad: the saved statistics spare a forward's softmax
+  // pass, not the scores (q k^T is formed again), so the count is the same.
+  auto key = getKey().getType();
+  return 10 * elements(getQueryGrad().getType()) * key.getDimSize(key.getRank() - 2);
+}
+
 int64_t AttentionGradOp::getFlops() {
   // The backward recomputes the scores and forms four products: about 2.5
   // forwards (as FlashAttention counts it), of the forward's output

@@ -563,10 +563,38 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                         adaptor.getCausal(), adaptor.getScale(), results);
 }
 
-double AttentionOp::getEffectiveScale() {
-  if (std::optional<llvm::APFloat> scale = getScale())
+/// `scale`, or 1/sqrt(head dim) of `query`: the scale every attention op applies.
+static double effectiveAttentionScale(std::optional<llvm::APFloat> scale, Value query) {
+  if (scale)
     return scale->convertToDouble();
-  return 1.0 / std::sqrt(static_cast<double>(getQuery().getType().getShape().back()));
+  return 1.0 / std::sqrt(static_cast<double>(tensorOf(query).getShape().back()));
+}
+
+double AttentionOp::getEffectiveScale() {
+  return effectiveAttentionScale(getScale(), getQuery());
+}
+
+/// lse [B, Hq, S] f32 of attention whose output is `out` [B, Hq, S, Dv].
+static RankedTensorType attentionStatsType(Type out) {
+  auto o = cast<RankedTensorType>(out);
+  return RankedTensorType::get(o.getShape().drop_back(),
+                               Float32Type::get(o.getContext()));
+}
+
+LogicalResult AttentionWithStatsOp::inferReturnTypes(MLIRContext *,
+                                                     std::optional<Location> loc,
+                                                     Adaptor adaptor,
+                                                     SmallVectorImpl<Type> &results) {
+  if (failed(inferAttention(loc, tensorOf(adaptor.getQuery()),
+                            tensorOf(adaptor.getKey()), tensorOf(adaptor.getValue()),
+                            adaptor.getCausal(), adaptor.getScale(), results)))
+    return failure();
+  results.push_back(attentionStatsType(results.front()));
+  return success();
+}
+
+double AttentionWithStatsOp::getEffectiveScale() {
+  return effectiveAttentionScale(getScale(), getQuery());
 }
 
 LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
@@ -923,9 +951,45 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
 }
 
 double AttentionGradOp::getEffectiveScale() {
-  if (std::optional<llvm::APFloat> scale = getScale())
-    return scale->convertToDouble();
-  return 1.0 / std::sqrt(static_cast<double>(getQuery().getType().getShape().back()));
+  return effectiveAttentionScale(getScale(), getQuery());
+}
+
+LogicalResult AttentionGradWithStatsOp::inferReturnTypes(MLIRContext *,
+                                                         std::optional<Location> loc,
+                                                         Adaptor adaptor,
+                                                         SmallVectorImpl<Type> &results) {
+  // As nn.attention_grad, plus the forward's two results: `out` has the
+  // attention's result type (as `grad` does) and `lse` its statistics type.
+  SmallVector<Type> forward;
+  auto q = tensorOf(adaptor.getQuery());
+  auto k = tensorOf(adaptor.getKey());
+  auto v = tensorOf(adaptor.getValue());
+  if (k.getElementType() != q.getElementType() || v.getElementType() != q.getElementType())
+    return emitOptionalError(loc, "query, key and value must share an element type, got ",
+                             q.getElementType(), ", ", k.getElementType(), " and ",
+                             v.getElementType());
+  if (failed(inferAttention(loc, q, k, v, adaptor.getCausal(), adaptor.getScale(),
+                            forward)))
+    return failure();
+  for (auto [name, value] : {std::pair<StringRef, Value>{"out", adaptor.getOut()},
+                             std::pair<StringRef, Value>{"grad", adaptor.getGrad()}}) {
+    auto t = tensorOf(value);
+    if (t != forward.front())
+      return emitOptionalError(loc, name, " has type ", t,
+                               "; the attention's result has type ", forward.front());
+  }
+  auto lse = tensorOf(adaptor.getLse());
+  RankedTensorType stats = attentionStatsType(forward.front());
+  if (lse != stats)
+    return emitOptionalError(loc, "lse has type ", lse,
+                             "; the attention's statistics (f32, [batch, heads, seq]) have type ",
+                             stats);
+  results.append({q, k, v});
+  return success();
+}
+
+double AttentionGradWithStatsOp::getEffectiveScale() {
+  return effectiveAttentionScale(getScale(), getQuery());
 }
 
 LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext *,

@@ -468,6 +468,48 @@ def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElemen
   }];
 }
 
+def NN_AttentionWithStatsOp : NN_KernelOp<"attention_with_stats", [Pure,
+    SameOperandsElementType, InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
+  let kernelDoc = [{
+    q, k, v and attrs causal, scale as nn.attention -> out (nn.attention's
+    output) and lse [B, Hq, S] f32: per query row, the natural logsumexp of
+    its scaled visible scores, max + log(sum exp(s - max)); -inf for a row
+    that sees no key.
+  }];
+  let kernelExtraAttrs = [NN_KernelAttr<"scale", "F64", "$_op.getEffectiveScale()">];
+  let summary = "nn.attention that also returns its softmax statistics";
+  let description = [{
+    Operands, attributes and `result` are those of `nn.attention`. `lse`
+    (`[B, Hq, S]`, f32 whatever the operands' type) holds, per query row
+    `i` of head `h`, the logsumexp of the row's scores in natural-log units:
+    with `s_j = scale * (q_i . k_j)` over the keys `j` the row sees (all of
+    them, or `j <= i + Skv - S` when causal),
+    `lse = m + log(sum_j exp(s_j - m))`, `m = max_j s_j`, so that the
+    softmax probabilities are `exp(s_j - lse)`. This is cuDNN's `Stats`
+    tensor of its SDPA forward (`[B, H, S, 1]`). A row that sees no key has
+    `lse = -inf` (and a zero output).
+
+    `nn.attention_grad_with_stats` reads `result` and `lse` instead of
+    recomputing the forward; `--loom-attention-stats` makes the pair.
+
+    ```mlir
+    %o, %lse = nn.attention_with_stats %q, %k, %v causal : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> (tensor<1x8x16x32xf32>, tensor<1x8x16xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                   NN_FloatTensor:$value, UnitAttr:$causal,
+                   OptionalAttr<F64Attr>:$scale);
+  let results = (outs NN_FloatTensor:$result, StaticShapeTensorOf<[F32]>:$lse);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`causal` $causal^)? (`scale` `=` $scale^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// The scale actually applied: `scale`, or 1/sqrt(head dim).
+    double getEffectiveScale();
+  }];
+}
+
 def NN_EmbeddingOp : NN_KernelOp<"embedding", [Pure, InferTypeOpAdaptor,
                                          DeclareOpInterfaceMethods<NN_GradientOpInterface>,
                                          DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
@@ -806,6 +848,45 @@ def NN_AttentionGradOp : NN_KernelOp<"attention_grad", [Pure,
                  NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $grad (`causal` $causal^)?
+    (`scale` `=` $scale^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// The scale actually applied: `scale`, or 1/sqrt(head dim).
+    double getEffectiveScale();
+  }];
+}
+
+def NN_AttentionGradWithStatsOp : NN_KernelOp<"attention_grad_with_stats", [Pure,
+    InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
+  let kernelDoc = [{
+    q, k, v, out, lse, dOut -> dq, dk, dv; out and lse [B, Hq, S] (f32) are
+    nn.attention_with_stats' results for q, k, v; attrs causal (0/1), scale
+    (f64). Results as nn.attention_grad's (dk/dv of a KV head sum over the
+    query heads that share it).
+  }];
+  let kernelExtraAttrs = [NN_KernelAttr<"scale", "F64", "$_op.getEffectiveScale()">];
+  let summary = "nn.attention_grad from the forward's saved output and statistics";
+  let description = [{
+    The gradients `nn.attention_grad` computes, given also the forward's
+    output `out` and its row statistics `lse` (`[B, Hq, S]`, f32), the two
+    results of the `nn.attention_with_stats` over the same `q`, `k`, `v`,
+    `causal` and `scale`. A kernel may use them in place of running the
+    forward again (softmax probabilities `exp(scale q.k - lse)`, and the
+    row term `sum_j P_j dP_j = dOut . out`); the results are those of
+    `nn.attention_grad` on `q`, `k`, `v`, `grad`.
+
+    ```mlir
+    %dq, %dk, %dv = nn.attention_grad_with_stats %q, %k, %v, %o, %lse, %do causal : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x8x16x32xf32>, tensor<1x8x16xf32>, tensor<1x8x16x32xf32>) -> (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                   NN_FloatTensor:$value, NN_FloatTensor:$out,
+                   StaticShapeTensorOf<[F32]>:$lse, NN_FloatTensor:$grad,
+                   UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+  let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
+                 NN_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $out `,` $lse `,` $grad (`causal` $causal^)?
     (`scale` `=` $scale^)? attr-dict `:` functional-type(operands, results)
   }];
   let extraClassDeclaration = [{

@@ -274,13 +274,16 @@ static ShardingRule attentionRule(Operation *op, unsigned numInputs) {
     if (s[0] == q[0])
       add(0, batch);
     add(1, heads);
-    add(2, b.factor(FactorKind::Blocked, s[2]));
-    add(3, b.factor(FactorKind::Blocked, s[3]));
+    // Sequence and head dims; the statistics [B, H, S] have no head dim.
+    for (int64_t d = 2; d < int64_t(s.size()); ++d)
+      add(d, b.factor(FactorKind::Blocked, s[d]));
   });
   return b.rule;
 }
 ShardingRule AttentionOp::getShardingRule() { return attentionRule(*this, 3); }
 ShardingRule AttentionGradOp::getShardingRule() { return attentionRule(*this, 4); }
+ShardingRule AttentionWithStatsOp::getShardingRule() { return attentionRule(*this, 3); }
+ShardingRule AttentionGradWithStatsOp::getShardingRule() { return attentionRule(*this, 6); }
 
 ShardingRule EmbeddingOp::getShardingRule() {
   // table [V, D], ids [...] -> [..., D]: onehot(ids) @ table, so the

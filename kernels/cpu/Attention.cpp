@@ -1,6 +1,7 @@
 // Rotary position embedding and scaled dot-product attention (causal,
-// grouped-query). Attention scores, softmax and the weighted sum of values
-// accumulate in double.
+// grouped-query), with or without its softmax statistics (logsumexp per
+// query row, nn.attention_with_stats). Attention scores, softmax and the
+// weighted sum of values accumulate in double.
 
 #include "kernels/cpu/KernelSupport.h"
 
@@ -49,15 +50,21 @@ llvm::Error runRope(const KernelCall &call) {
   });
 }
 
-llvm::Error runAttention(const KernelCall &call) {
-  const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
-  const Tensor &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(AttentionShape s, checkAttention(q, k, v, out, call.attrs));
+namespace {
+
+/// out = softmax(scale q k^T [mask]) v, and where `lse` is given, each query
+/// row's natural logsumexp max + log(sum exp(s - max)) over the scores it
+/// sees (-inf for a row that sees none). One code path for nn.attention and
+/// nn.attention_with_stats, so their outputs are the same bits.
+llvm::Error attentionForward(const KernelCall &call, const AttentionShape &s, const Tensor &q,
+                             const Tensor &k, const Tensor &v, const Tensor &out,
+                             const Tensor *lse) {
   const int64_t batch = s.batch, qHeads = s.qHeads, seq = s.seq, headDim = s.headDim;
   const int64_t kvHeads = s.kvHeads, kvSeq = s.kvSeq, valueDim = s.valueDim;
   const bool causal = s.causal;
   const double scale = s.scale;
   const int64_t groupSize = qHeads / kvHeads;
+  float *lseData = lse ? static_cast<float *>(lse->data) : nullptr;
 
   return dispatchFloat(q.dtype, "query", [&](auto tag) {
     using T = decltype(tag);
@@ -78,6 +85,7 @@ llvm::Error runAttention(const KernelCall &call) {
         const T *kBase = ks.data() + (b * kvHeads + kvHead) * kvSeq * headDim;
         const T *vBase = vs.data() + (b * kvHeads + kvHead) * kvSeq * valueDim;
         std::fill(acc.begin(), acc.end(), 0.0);
+        double rowLse = -std::numeric_limits<double>::infinity();
         if (visible > 0) {
           double maxScore = -std::numeric_limits<double>::infinity();
           for (int64_t j = 0; j < visible; ++j) {
@@ -98,14 +106,33 @@ llvm::Error runAttention(const KernelCall &call) {
           }
           for (int64_t d = 0; d < valueDim; ++d)
             acc[d] /= sum;
+          rowLse = maxScore + std::log(sum);
         }
         // A query that sees no key (kvSeq < seq, causal) outputs zeros.
         for (int64_t d = 0; d < valueDim; ++d)
           storeFromDouble(out.data, out.dtype, row * valueDim + d, acc[d]);
+        if (lseData)
+          lseData[row] = static_cast<float>(rowLse);
       }
     });
     return llvm::Error::success();
   });
+}
+
+} // namespace
+
+llvm::Error runAttention(const KernelCall &call) {
+  const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
+  const Tensor &out = call.outputs[0];
+  LOOM_ASSIGN_OR_RETURN(AttentionShape s, checkAttention(q, k, v, out, call.attrs));
+  return attentionForward(call, s, q, k, v, out, nullptr);
+}
+
+llvm::Error runAttentionWithStats(const KernelCall &call) {
+  LOOM_ASSIGN_OR_RETURN(AttentionShape s,
+                        checkAttentionWithStats(call.inputs, call.outputs, call.attrs));
+  return attentionForward(call, s, call.inputs[0], call.inputs[1], call.inputs[2],
+                          call.outputs[0], &call.outputs[1]);
 }
 
 } // namespace loom::cpu::detail

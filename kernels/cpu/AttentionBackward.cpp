@@ -1,7 +1,7 @@
-// nn.attention_grad: the gradients of scaled dot-product attention with
-// respect to query, key and value. The probabilities are recomputed from q
-// and k (nothing is saved by the forward kernel); everything accumulates in
-// double.
+// nn.attention_grad and nn.attention_grad_with_stats: the gradients of
+// scaled dot-product attention with respect to query, key and value. The
+// probabilities are recomputed from q and k (the reference does not use the
+// saved statistics); everything accumulates in double.
 //
 // With P = softmax(scale q k^T) per query row and dO the output's gradient:
 //   dP_j = dO . v_j,  dS_j = P_j (dP_j - sum_l P_l dP_l)
@@ -19,12 +19,11 @@
 
 namespace loom::cpu::detail {
 
-llvm::Error runAttentionGrad(const KernelCall &call) {
-  const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
-  const Tensor &dOut = call.inputs[3];
+namespace {
+
+llvm::Error attentionBackward(const KernelCall &call, const AttentionShape &s, const Tensor &q,
+                              const Tensor &k, const Tensor &v, const Tensor &dOut) {
   const Tensor &dq = call.outputs[0], &dk = call.outputs[1], &dv = call.outputs[2];
-  LOOM_ASSIGN_OR_RETURN(AttentionShape s,
-                        checkAttentionGrad(call.inputs, call.outputs, call.attrs));
   const int64_t batch = s.batch, qHeads = s.qHeads, seq = s.seq, headDim = s.headDim;
   const int64_t kvHeads = s.kvHeads, kvSeq = s.kvSeq, valueDim = s.valueDim;
   const bool causal = s.causal;
@@ -105,6 +104,27 @@ llvm::Error runAttentionGrad(const KernelCall &call) {
     });
     return llvm::Error::success();
   });
+}
+
+} // namespace
+
+llvm::Error runAttentionGrad(const KernelCall &call) {
+  LOOM_ASSIGN_OR_RETURN(AttentionShape s,
+                        checkAttentionGrad(call.inputs, call.outputs, call.attrs));
+  return attentionBackward(call, s, call.inputs[0], call.inputs[1], call.inputs[2],
+                           call.inputs[3]);
+}
+
+// The saved output and statistics are checked and then not read: the
+// probabilities are recomputed exactly as nn.attention_grad recomputes them,
+// so a training step gives the same bits with and without
+// --loom-attention-stats (exp(s - lse) would round differently from
+// exp(s - max) / sum).
+llvm::Error runAttentionGradWithStats(const KernelCall &call) {
+  LOOM_ASSIGN_OR_RETURN(AttentionShape s,
+                        checkAttentionGradWithStats(call.inputs, call.outputs, call.attrs));
+  return attentionBackward(call, s, call.inputs[0], call.inputs[1], call.inputs[2],
+                           call.inputs[5]);
 }
 
 } // namespace loom::cpu::detail

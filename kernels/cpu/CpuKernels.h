@@ -11,8 +11,9 @@
 //  - nn.matmul accumulates in the compute type (f32 for all but f64), in
 //    increasing k order for every output element.
 //  - Everything else that reduces (reduce_sum/mean, softmax, log_softmax,
-//    layer_norm, rms_norm, attention, cross_entropy, and the backward kernels
-//    layer_norm_grad, rms_norm_grad, attention_grad, cross_entropy_grad,
+//    layer_norm, rms_norm, attention, attention_with_stats, cross_entropy,
+//    and the backward kernels layer_norm_grad, rms_norm_grad,
+//    attention_grad, attention_grad_with_stats, cross_entropy_grad,
 //    embedding_grad, gather_grad) accumulates in double and rounds once on
 //    store; gelu_grad and silu_grad compute in the compute type.
 //  - Results are bitwise identical for any KernelContext::numThreads: work is

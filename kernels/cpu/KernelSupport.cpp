@@ -48,6 +48,8 @@ constexpr KernelImpl kImplementations[] = {
     {KernelId::GeluGrad, runActivationGrad}, {KernelId::SiluGrad, runActivationGrad},
     {KernelId::LayerNormGrad, runNormGrad}, {KernelId::RmsNormGrad, runNormGrad},
     {KernelId::AttentionGrad, runAttentionGrad},
+    {KernelId::AttentionWithStats, runAttentionWithStats},
+    {KernelId::AttentionGradWithStats, runAttentionGradWithStats},
     {KernelId::EmbeddingGrad, runEmbeddingGrad}, {KernelId::GatherGrad, runGatherGrad},
     {KernelId::CrossEntropyGrad, runCrossEntropyGrad}, {KernelId::Pad, runPad},
     {KernelId::CrossEntropyStats, runCrossEntropyStats},

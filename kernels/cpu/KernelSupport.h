@@ -48,6 +48,7 @@ llvm::Error runLayerNorm(const KernelCall &call);
 llvm::Error runRmsNorm(const KernelCall &call);
 llvm::Error runRope(const KernelCall &call);
 llvm::Error runAttention(const KernelCall &call);
+llvm::Error runAttentionWithStats(const KernelCall &call);
 llvm::Error runEmbedding(const KernelCall &call);
 llvm::Error runTranspose(const KernelCall &call);
 llvm::Error runBroadcast(const KernelCall &call);
@@ -64,6 +65,7 @@ llvm::Error runCrossEntropyBlockGrad(const KernelCall &call);
 llvm::Error runActivationGrad(const KernelCall &call); // gelu_grad, silu_grad
 llvm::Error runNormGrad(const KernelCall &call);       // layer_norm_grad, rms_norm_grad
 llvm::Error runAttentionGrad(const KernelCall &call);
+llvm::Error runAttentionGradWithStats(const KernelCall &call);
 llvm::Error runEmbeddingGrad(const KernelCall &call);
 llvm::Error runGatherGrad(const KernelCall &call);
 llvm::Error runCrossEntropyGrad(const KernelCall &call);

@@ -661,6 +661,45 @@ llvm::Expected<AttentionShape> checkAttentionGrad(llvm::ArrayRef<Tensor> inputs,
   return s;
 }
 
+namespace {
+
+/// lse [B, H, S] f32: the statistics of attention of shape `s`.
+llvm::Error checkAttentionStats(const Tensor &lse, const AttentionShape &s) {
+  if (lse.dtype != DType::F32)
+    return kernelError(llvm::Twine("lse dtype is ") + dtypeName(lse.dtype) +
+                       ", expected f32");
+  const std::vector<int64_t> expected = {s.batch, s.qHeads, s.seq};
+  if (lse.shape != expected)
+    return kernelError("lse shape " + shapeToString(lse.shape) + " should be " +
+                       shapeToString(expected));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<AttentionShape> checkAttentionWithStats(llvm::ArrayRef<Tensor> inputs,
+                                                       llvm::ArrayRef<Tensor> outputs,
+                                                       const KernelAttrs &attrs) {
+  LOOM_ASSIGN_OR_RETURN(AttentionShape s,
+                        checkAttention(inputs[0], inputs[1], inputs[2], outputs[0], attrs));
+  LOOM_RETURN_IF_ERROR(checkAttentionStats(outputs[1], s));
+  return s;
+}
+
+llvm::Expected<AttentionShape> checkAttentionGradWithStats(llvm::ArrayRef<Tensor> inputs,
+                                                           llvm::ArrayRef<Tensor> outputs,
+                                                           const KernelAttrs &attrs) {
+  const Tensor &out = inputs[3], &lse = inputs[4];
+  const Tensor plain[] = {inputs[0], inputs[1], inputs[2], inputs[5]};
+  LOOM_ASSIGN_OR_RETURN(AttentionShape s, checkAttentionGrad(plain, outputs, attrs));
+  LOOM_RETURN_IF_ERROR(checkSameDType(out, "output", inputs[0], "query"));
+  if (out.shape != s.outShape())
+    return kernelError("output shape " + shapeToString(out.shape) + " should be " +
+                       shapeToString(s.outShape()) + ", the attention output's");
+  LOOM_RETURN_IF_ERROR(checkAttentionStats(lse, s));
+  return s;
+}
+
 //===----------------------------------------------------------------------===//
 // Cross-entropy
 //===----------------------------------------------------------------------===//

@@ -209,6 +209,16 @@ llvm::Expected<AttentionShape> checkAttention(const Tensor &q, const Tensor &k,
 llvm::Expected<AttentionShape> checkAttentionGrad(llvm::ArrayRef<Tensor> inputs,
                                                   llvm::ArrayRef<Tensor> outputs,
                                                   const KernelAttrs &attrs);
+/// nn.attention_with_stats (inputs q, k, v; outputs out [B, H, S, Dv] and
+/// lse [B, H, S] f32).
+llvm::Expected<AttentionShape> checkAttentionWithStats(llvm::ArrayRef<Tensor> inputs,
+                                                       llvm::ArrayRef<Tensor> outputs,
+                                                       const KernelAttrs &attrs);
+/// nn.attention_grad_with_stats (inputs q, k, v, out, lse, dOut; outputs dq,
+/// dk, dv).
+llvm::Expected<AttentionShape> checkAttentionGradWithStats(llvm::ArrayRef<Tensor> inputs,
+                                                           llvm::ArrayRef<Tensor> outputs,
+                                                           const KernelAttrs &attrs);
 
 //===----------------------------------------------------------------------===//
 // Cross-entropy

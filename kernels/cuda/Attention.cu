@@ -1,7 +1,10 @@
 // CUDA kernels of rope and of attention and its gradient (as
 // kernels/cpu/Attention.cpp and AttentionBackward.cpp).
 //
-// nn.attention and nn.attention_grad run on the tensor cores
+// nn.attention and nn.attention_grad (and their _with_stats forms, which
+// write and read the forward's logsumexp so the backward does not run the
+// forward again) run on cuDNN's fused attention where it loads
+// (CudnnAttention.cpp), else on the tensor cores
 // (FlashAttention.cu) whenever flashAttentionApplies(): bf16/f16 operands,
 // head dims 64 or 128, 16-byte aligned pointers. The SIMT kernels below are
 // the documented fallback for everything the fast attention cannot run (f32,
@@ -102,6 +105,7 @@ struct AttnParams {
   void *out, *dq, *dk, *dv;
   float *lse;   // [B * Hq * S], log2 domain
   float *delta; // [B * Hq * S]
+  float *lseOut; // [B * Hq * S], natural log: the forward's statistics output, or null
   int batch, qHeads, kvHeads, group, seq, kvSeq, headDim, valueDim;
   int qkStride, vStride;   // shared-memory row strides (floats)
   int qkPad, vPad;         // columns padded to 64
@@ -204,6 +208,40 @@ inline int64_t attnGradQSmem(int qkStride, int vStride) {
 inline int64_t attnGradKVSmem(int keys, int qkStride, int vStride) {
   return int64_t(keys) * (qkStride + vStride) + int64_t(kAttnQueries) * (qkStride + vStride) +
          2 * int64_t(keys) * (kAttnQueries + 16) + 2 * int64_t(kAttnQueries);
+}
+
+/// The natural logsumexp of a row from its running max `m` (log2 domain,
+/// scores times scale * log2(e)) and sum `l` of exp2(s - m): (m + log2 l) ln 2,
+/// -inf for a row that sees no key. What nn.attention_with_stats returns.
+__device__ __forceinline__ float lseFromLog2(float m, float l) {
+  return l > 0.f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
+}
+
+/// The backward's row statistics from a forward's saved ones, one warp a row:
+/// lse2 = lse log2(e) (the kernels' log2 domain; 0 for a row with no key, as
+/// the statistics pass writes) and delta = dO . O.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    attentionSavedStatsKernel(const T *__restrict__ out, const T *__restrict__ dout,
+                              const float *__restrict__ lse, float *__restrict__ lse2,
+                              float *__restrict__ delta, int64_t rows, int dv) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warpsPerGrid = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows;
+       row += warpsPerGrid) {
+    const T *o = out + row * dv, *d = dout + row * dv;
+    float dot = 0.f;
+    for (int c = lane; c < dv; c += 32)
+      dot = fmaf(toF(d[c]), toF(o[c]), dot);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+      dot += __shfl_xor_sync(0xffffffffu, dot, off);
+    if (lane == 0) {
+      const float l = lse[row];
+      lse2[row] = l == -INFINITY ? 0.f : l * 1.4426950408889634f;
+      delta[row] = dot;
+    }
+  }
 }
 
 /// Whether query `row` sees `key`: causal masks are aligned to the end
@@ -318,6 +356,9 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionForwardKernel(AttnPa
             if (col < Dv)
               o[col] = fromF<T>(acc[i][c][e] * inv);
           }
+        // m and l are the half warp's (reduced): one lane writes.
+        if (p.lseOut && tc == 0)
+          p.lseOut[qRowBase + row] = lseFromLog2(m[i], l[i]);
       }
     } else {
       float dot = 0.f;
@@ -699,15 +740,18 @@ CudnnAttnArgs makeCudnnArgs(const AttnShape &s, const Tensor &q, const Tensor &k
   return a;
 }
 
-llvm::Error launchAttention(const KernelCall &call) {
-  LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 1, 1));
-  const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
-  const Tensor &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(AttnShape s, cpu::detail::checkAttention(q, k, v, out, call.attrs));
+/// out = softmax(scale q k^T) v, and each query row's natural logsumexp into
+/// `lse` where given (nn.attention_with_stats): cuDNN where it runs the
+/// problem, else the tensor-core kernel, else the SIMT one; all three write
+/// the same statistics.
+llvm::Error attentionForward(const AttnShape &s, const Tensor &q, const Tensor &k,
+                             const Tensor &v, const Tensor &out, float *lse,
+                             cudaStream_t stream) {
   {
     CudnnAttnArgs c = makeCudnnArgs(s, q, k, v);
     c.out = out.data;
-    LOOM_ASSIGN_OR_RETURN(bool ranOnCudnn, cudnnAttentionForward(q.dtype, c, call.ctx.stream));
+    c.lse = lse;
+    LOOM_ASSIGN_OR_RETURN(bool ranOnCudnn, cudnnAttentionForward(q.dtype, c, stream));
     if (ranOnCudnn)
       return llvm::Error::success();
   }
@@ -717,19 +761,37 @@ llvm::Error launchAttention(const KernelCall &call) {
       s.batch * s.qHeads > 0) {
     FlashAttnArgs a = makeFlashArgs(s, q, k, v);
     a.out = out.data;
-    return flashAttentionForward(q.dtype, a, call.ctx.stream);
+    a.lseOut = lse;
+    return flashAttentionForward(q.dtype, a, stream);
   }
   AttnParams p = makeAttnParams(s);
   p.q = q.data;
   p.k = k.data;
   p.v = v.data;
   p.out = out.data;
+  p.lseOut = lse;
   return dispatchType(q.dtype, "query", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
     return withAttnColumns(std::max(s.headDim, s.valueDim), [&](auto nc) -> llvm::Error {
-      return launchAttentionForward<T, decltype(nc)::value, false>(p, call.ctx.stream);
+      return launchAttentionForward<T, decltype(nc)::value, false>(p, stream);
     });
   });
+}
+
+llvm::Error launchAttention(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 1, 1));
+  const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
+  const Tensor &out = call.outputs[0];
+  LOOM_ASSIGN_OR_RETURN(AttnShape s, cpu::detail::checkAttention(q, k, v, out, call.attrs));
+  return attentionForward(s, q, k, v, out, nullptr, call.ctx.stream);
+}
+
+llvm::Error launchAttentionWithStats(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 2, 2));
+  LOOM_ASSIGN_OR_RETURN(AttnShape s, cpu::detail::checkAttentionWithStats(
+                                         call.inputs, call.outputs, call.attrs));
+  return attentionForward(s, call.inputs[0], call.inputs[1], call.inputs[2], call.outputs[0],
+                          static_cast<float *>(call.outputs[1].data), call.ctx.stream);
 }
 
 template <typename T, int NC>
@@ -759,20 +821,30 @@ llvm::Error launchAttentionBackward(const AttnParams &p, cudaStream_t stream) {
   return llvm::Error::success();
 }
 
-llvm::Error launchAttentionGrad(const KernelCall &call) {
-  LOOM_RETURN_IF_ERROR(checkOperands(call, 4, 4, 3, 3));
-  const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
-  const Tensor &dOut = call.inputs[3];
-  const Tensor &dq = call.outputs[0], &dk = call.outputs[1], &dv = call.outputs[2];
-  LOOM_ASSIGN_OR_RETURN(AttnShape s,
-                        cpu::detail::checkAttentionGrad(call.inputs, call.outputs, call.attrs));
+/// dq, dk, dv. With `saved` (the forward's out and natural-log lse,
+/// nn.attention_grad_with_stats) no forward runs again: cuDNN's backward
+/// graph reads them as they are, and Loom's kernels read lse in their log2
+/// domain and delta = dO . out, made from them by one row kernel. Without,
+/// the forward is recomputed (cuDNN's forward graph, or the kernels'
+/// statistics pass).
+struct SavedForward {
+  const Tensor *out = nullptr, *lse = nullptr;
+};
+llvm::Error attentionBackward(const AttnShape &s, const Tensor &q, const Tensor &k,
+                              const Tensor &v, const Tensor &dOut, const Tensor &dq,
+                              const Tensor &dk, const Tensor &dv, SavedForward saved,
+                              cudaStream_t stream) {
   {
     CudnnAttnArgs c = makeCudnnArgs(s, q, k, v);
     c.dout = dOut.data;
     c.dq = dq.data;
     c.dk = dk.data;
     c.dv = dv.data;
-    LOOM_ASSIGN_OR_RETURN(bool ranOnCudnn, cudnnAttentionBackward(q.dtype, c, call.ctx.stream));
+    if (saved.out) {
+      c.out = saved.out->data;
+      c.lse = static_cast<float *>(saved.lse->data);
+    }
+    LOOM_ASSIGN_OR_RETURN(bool ranOnCudnn, cudnnAttentionBackward(q.dtype, c, stream));
     if (ranOnCudnn)
       return llvm::Error::success();
   }
@@ -787,7 +859,6 @@ llvm::Error launchAttentionGrad(const KernelCall &call) {
   p.dv = dv.data;
   return dispatchType(q.dtype, "query", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
-    cudaStream_t stream = call.ctx.stream;
     const int64_t rows = s.batch * s.qHeads * s.seq;
     void *workspace = nullptr;
     if (rows > 0) {
@@ -798,6 +869,16 @@ llvm::Error launchAttentionGrad(const KernelCall &call) {
       p.delta = p.lse + rows;
     }
     llvm::Error result = [&]() -> llvm::Error {
+      if (rows > 0 && saved.out) {
+        const int warpsPerBlock = 256 / 32;
+        const int64_t blocks =
+            std::min<int64_t>((rows + warpsPerBlock - 1) / warpsPerBlock, 65535);
+        attentionSavedStatsKernel<T><<<unsigned(blocks), 256, 0, stream>>>(
+            static_cast<const T *>(saved.out->data), static_cast<const T *>(dOut.data),
+            static_cast<const float *>(saved.lse->data), p.lse, p.delta, rows,
+            int(s.valueDim));
+        LOOM_RETURN_IF_ERROR(cudaError(cudaGetLastError(), "attention saved statistics launch"));
+      }
       if (rows > 0 && flashAttentionApplies(q.dtype, s.headDim, s.valueDim, s.seq, s.kvSeq,
                                             {q.data, k.data, v.data, dOut.data, dq.data,
                                              dk.data, dv.data})) {
@@ -808,11 +889,14 @@ llvm::Error launchAttentionGrad(const KernelCall &call) {
         a.dv = dv.data;
         a.lse = p.lse;
         a.delta = p.delta;
+        a.statsReady = saved.out != nullptr;
         return flashAttentionBackward(q.dtype, a, stream);
       }
       return withAttnColumns(std::max(s.headDim, s.valueDim), [&](auto nc) -> llvm::Error {
         constexpr int NC = decltype(nc)::value;
-        LOOM_RETURN_IF_ERROR((launchAttentionForward<T, NC, true>(p, stream)));
+        if (!saved.out) {
+          LOOM_RETURN_IF_ERROR((launchAttentionForward<T, NC, true>(p, stream)));
+        }
         return launchAttentionBackward<T, NC>(p, stream);
       });
     }();
@@ -828,12 +912,32 @@ llvm::Error launchAttentionGrad(const KernelCall &call) {
   });
 }
 
+llvm::Error launchAttentionGrad(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 4, 4, 3, 3));
+  LOOM_ASSIGN_OR_RETURN(AttnShape s,
+                        cpu::detail::checkAttentionGrad(call.inputs, call.outputs, call.attrs));
+  return attentionBackward(s, call.inputs[0], call.inputs[1], call.inputs[2], call.inputs[3],
+                           call.outputs[0], call.outputs[1], call.outputs[2], SavedForward{},
+                           call.ctx.stream);
+}
+
+llvm::Error launchAttentionGradWithStats(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 6, 6, 3, 3));
+  LOOM_ASSIGN_OR_RETURN(AttnShape s, cpu::detail::checkAttentionGradWithStats(
+                                         call.inputs, call.outputs, call.attrs));
+  return attentionBackward(s, call.inputs[0], call.inputs[1], call.inputs[2], call.inputs[5],
+                           call.outputs[0], call.outputs[1], call.outputs[2],
+                           SavedForward{&call.inputs[3], &call.inputs[4]}, call.ctx.stream);
+}
+
 } // namespace
 
 void registerAttentionKernels(KernelRegistry &registry) {
   registry.add(KernelId::Rope, launchRope);
   registry.add(KernelId::Attention, launchAttention);
   registry.add(KernelId::AttentionGrad, launchAttentionGrad);
+  registry.add(KernelId::AttentionWithStats, launchAttentionWithStats);
+  registry.add(KernelId::AttentionGradWithStats, launchAttentionGradWithStats);
 }
 
 } // namespace loom::cuda

@@ -10,7 +10,8 @@
 //   Stats = M + log(Z)           f32 [B, Hq, S, 1], kept for the backward
 //   P = E / Z                    virtual bf16/f16
 //   O = P x V                    matmul
-// Backward graph (O, Stats from the forward; dO given):
+// Backward graph (O, Stats from the forward, saved by
+// nn.attention_with_stats or recomputed by the forward graph; dO given):
 //   Dsum = sum_row(dO * O) * 1   f32 [B, Hq, S, 1] (scratch)
 //   P = exp(scale Q K^T [mask] - Stats)
 //   dV = P^T x dO                (GQA: [B, Hq, Skv, Dv] then summed to Hkv)
@@ -741,7 +742,7 @@ std::string unsupportedReason(const CudnnAttnArgs &a) {
   if (a.seq > INT32_MAX || a.kvSeq > INT32_MAX)
     return "sequence too long";
   for (const void *p : std::initializer_list<const void *>{a.q, a.k, a.v, a.out, a.dout, a.dq,
-                                                            a.dk, a.dv})
+                                                            a.dk, a.dv, a.lse})
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
       return "operands not 16-byte aligned";
   return "";
@@ -822,17 +823,21 @@ llvm::Expected<bool> cudnnAttentionForward(DType dtype, const CudnnAttnArgs &a,
       return declined(plan);
     return false;
   }
-  const size_t statsBytes = roundUp(size_t(a.batch * a.qHeads * a.seq) * sizeof(float));
+  // The statistics go to the caller's lse (nn.attention_with_stats) or to
+  // scratch (nn.attention: the graph computes them either way).
+  const size_t statsBytes =
+      a.lse ? 0 : roundUp(size_t(a.batch * a.qHeads * a.seq) * sizeof(float));
   Scratch scratch(stream);
   if (llvm::Error err = scratch.allocate(statsBytes + roundUp(size_t(plan.workspace))))
     return std::move(err);
   DeviceState *state = cantFail(deviceState(device));
+  void *stats = a.lse ? static_cast<void *>(a.lse) : scratch.at(0);
   if (llvm::Error err = execute(plan, state->handle, stream,
                                 {{kQ, const_cast<void *>(a.q)},
                                  {kK, const_cast<void *>(a.k)},
                                  {kV, const_cast<void *>(a.v)},
                                  {kO, a.out},
-                                 {kStats, scratch.at(0)}},
+                                 {kStats, stats}},
                                 scratch.at(statsBytes)))
     return std::move(err);
   return true;
@@ -846,41 +851,53 @@ llvm::Expected<bool> cudnnAttentionBackward(DType dtype, const CudnnAttnArgs &a,
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess)
     return false;
-  auto fwdOr = getPlan(makeKey(device, dtype, false, a), stream);
-  if (!fwdOr)
-    return fwdOr.takeError();
+  // With the forward's saved out and lse the backward graph runs alone;
+  // without them the forward graph recomputes both into scratch first.
+  const bool saved = a.lse != nullptr && a.out != nullptr;
+  const Plan *fwd = nullptr;
+  if (!saved) {
+    auto fwdOr = getPlan(makeKey(device, dtype, false, a), stream);
+    if (!fwdOr)
+      return fwdOr.takeError();
+    fwd = *fwdOr;
+  }
   auto bwdOr = getPlan(makeKey(device, dtype, true, a), stream);
   if (!bwdOr)
     return bwdOr.takeError();
-  const Plan &fwd = **fwdOr, &bwd = **bwdOr;
-  if (!fwd.plan || !bwd.plan) {
+  const Plan &bwd = **bwdOr;
+  if ((fwd && !fwd->plan) || !bwd.plan) {
     if (attentionPath() == AttentionPath::Cudnn)
-      return declined(fwd.plan ? bwd : fwd);
+      return declined(fwd && !fwd->plan ? *fwd : bwd);
     return false;
   }
   const size_t rows = size_t(a.batch * a.qHeads * a.seq);
   const size_t elem = 2; // bf16 / f16
-  // Scratch: O (recomputed), Stats, Dsum, dQ accumulator, then the larger of
-  // the two plans' workspaces.
-  const size_t oBytes = roundUp(rows * size_t(a.valueDim) * elem);
+  // Scratch: O and Stats (recomputed; none when saved), Dsum, the dQ
+  // accumulator, then the larger of the plans' workspaces.
+  const size_t oBytes = saved ? 0 : roundUp(rows * size_t(a.valueDim) * elem);
   const size_t rowBytes = roundUp(rows * sizeof(float));
+  const size_t statsBytes = saved ? 0 : rowBytes;
   const size_t accBytes = roundUp(rows * size_t(a.headDim) * sizeof(float));
-  const size_t wsBytes = roundUp(size_t(std::max(fwd.workspace, bwd.workspace)));
+  const size_t wsBytes =
+      roundUp(size_t(std::max(fwd ? fwd->workspace : int64_t(0), bwd.workspace)));
   Scratch scratch(stream);
-  if (llvm::Error err = scratch.allocate(oBytes + 2 * rowBytes + accBytes + wsBytes))
+  if (llvm::Error err = scratch.allocate(oBytes + statsBytes + rowBytes + accBytes + wsBytes))
     return std::move(err);
-  void *o = scratch.at(0), *stats = scratch.at(oBytes), *dsum = scratch.at(oBytes + rowBytes);
-  void *acc = scratch.at(oBytes + 2 * rowBytes);
-  void *ws = scratch.at(oBytes + 2 * rowBytes + accBytes);
+  void *o = saved ? a.out : scratch.at(0);
+  void *stats = saved ? static_cast<void *>(a.lse) : scratch.at(oBytes);
+  void *dsum = scratch.at(oBytes + statsBytes);
+  void *acc = scratch.at(oBytes + statsBytes + rowBytes);
+  void *ws = scratch.at(oBytes + statsBytes + rowBytes + accBytes);
   DeviceState *state = cantFail(deviceState(device));
   void *q = const_cast<void *>(a.q), *k = const_cast<void *>(a.k), *v = const_cast<void *>(a.v);
   // cuDNN before 9.6 leaves zeroing the dQ accumulator to its caller.
   if (api().version < 90600)
     if (cudaError_t st = cudaMemsetAsync(acc, 0, accBytes, stream); st != cudaSuccess)
       return llvm::createStringError(std::errc::io_error, "cudaMemsetAsync: %s", cudaGetErrorString(st));
-  if (llvm::Error err = execute(fwd, state->handle, stream,
-                                {{kQ, q}, {kK, k}, {kV, v}, {kO, o}, {kStats, stats}}, ws))
-    return std::move(err);
+  if (fwd)
+    if (llvm::Error err = execute(*fwd, state->handle, stream,
+                                  {{kQ, q}, {kK, k}, {kV, v}, {kO, o}, {kStats, stats}}, ws))
+      return std::move(err);
   if (llvm::Error err = execute(bwd, state->handle, stream,
                                 {{kQ, q},
                                  {kK, k},

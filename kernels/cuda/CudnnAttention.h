@@ -20,8 +20,12 @@
 // heads that share them inside the graph; repeated K/V never exist.
 //
 // The backward graph needs the forward's output O and its softmax statistics
-// (logsumexp per query row). nn.attention_grad receives only q, k, v and dO,
-// so it reruns the forward graph (with statistics) into scratch memory first,
+// (Stats: the natural logsumexp of the scaled, masked scores per query row,
+// f32 [B, H, S, 1], the convention of nn.attention_with_stats' lse).
+// nn.attention_with_stats writes them as its second output and
+// nn.attention_grad_with_stats hands them back, so its backward is the
+// backward graph alone. nn.attention_grad receives only q, k, v and dO, so
+// it reruns the forward graph (with statistics) into scratch memory first,
 // then runs the backward graph: one extra forward per backward.
 
 #include "runtime/abi/DType.h"
@@ -50,6 +54,10 @@ bool cudnnAvailable(std::string *why = nullptr);
 struct CudnnAttnArgs {
   const void *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
   void *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  /// [B, Hq, S] f32 statistics (natural logsumexp per query row): the
+  /// forward writes them here (null: to scratch); given to the backward with
+  /// `out`, they are the saved forward's and no forward runs again.
+  float *lse = nullptr;
   int64_t batch = 0, qHeads = 0, kvHeads = 0, seq = 0, kvSeq = 0, headDim = 0, valueDim = 0;
   bool causal = false;
   double scale = 1.0;
@@ -62,8 +70,9 @@ struct CudnnAttnArgs {
 llvm::Expected<bool> cudnnAttentionForward(DType dtype, const CudnnAttnArgs &args,
                                            cudaStream_t stream);
 
-/// dq, dk, dv from q, k, v, dout (the forward recomputed with statistics
-/// first). Returns false as cudnnAttentionForward does.
+/// dq, dk, dv from q, k, v, dout, and the forward's out and lse when
+/// args.lse is given (else the forward is recomputed with statistics first).
+/// Returns false as cudnnAttentionForward does.
 llvm::Expected<bool> cudnnAttentionBackward(DType dtype, const CudnnAttnArgs &args,
                                             cudaStream_t stream);
 

@@ -13,9 +13,11 @@
 //
 // Forward: a block owns (batch, head, 64 queries) and streams 64-key tiles;
 // online softmax in f32 (log2 domain), P rounded to the operand type for the
-// P V product, O accumulated in f32 registers. In "statistics" mode (the
-// backward's first step) it writes, per query row, lse (log2 domain) and
-// delta = dO . O instead of O.
+// P V product, O accumulated in f32 registers; with lseOut it also writes
+// each row's natural logsumexp (nn.attention_with_stats). In "statistics"
+// mode (the backward's first step, unless the forward's saved statistics
+// were turned into lse and delta already) it writes, per query row, lse (log2
+// domain) and delta = dO . O instead of O.
 //
 // Backward, deterministic (no atomics): dq per query tile (keys streamed:
 // S = Q K^T, dP = dO V^T, dS = P (dP - delta), dq += dS K), then dk and dv per
@@ -47,6 +49,7 @@ struct FaParams {
   const void *q, *k, *v, *dout;
   void *out, *dq, *dk, *dv;
   float *lse, *delta;
+  float *lseOut; // the forward's natural-log statistics output, or null
   int qHeads, kvHeads, group, seq, kvSeq, causal;
   float scale, scaleLog2;
 };
@@ -335,6 +338,10 @@ __global__ void __launch_bounds__(kFaThreads, 2) faForwardKernel(FaParams p) {
         for (int dt = 0; dt < DT; ++dt)
           *reinterpret_cast<uint32_t *>(out + dt * 8) =
               pack2<T>(o[dt][2 * i] * inv, o[dt][2 * i + 1] * inv);
+        // The row's natural logsumexp (m and l are the quad's): one lane writes.
+        if (p.lseOut && t == 0)
+          p.lseOut[qRowBase + row] =
+              l > 0.f ? (mRow[i] + log2f(l)) * 0.6931471805599453f : -INFINITY;
       }
     } else {
       float dot = 0.f;
@@ -723,6 +730,7 @@ FaParams makeParams(const FlashAttnArgs &a) {
   p.dv = a.dv;
   p.lse = a.lse;
   p.delta = a.delta;
+  p.lseOut = a.lseOut;
   p.qHeads = a.qHeads;
   p.kvHeads = a.kvHeads;
   p.group = a.qHeads / a.kvHeads;
@@ -756,8 +764,10 @@ llvm::Error runForward(const FaParams &p, int batch, cudaStream_t stream) {
 }
 
 template <typename T, int D>
-llvm::Error runBackward(const FaParams &p, int batch, cudaStream_t stream) {
-  LOOM_RETURN_IF_ERROR((runForward<T, D, true>(p, batch, stream)));
+llvm::Error runBackward(const FaParams &p, int batch, bool statsReady, cudaStream_t stream) {
+  if (!statsReady) {
+    LOOM_RETURN_IF_ERROR((runForward<T, D, true>(p, batch, stream)));
+  }
   const int64_t qBlocks = int64_t((p.seq + kFaRows - 1) / kFaRows) * p.qHeads * batch;
   LOOM_RETURN_IF_ERROR(launchFa(faGradQKernel<T, D>, qBlocks, faGradQSmemBytes<D>(), p, stream,
                                 "attention dq launch"));
@@ -806,7 +816,7 @@ llvm::Error flashAttentionBackward(DType dtype, const FlashAttnArgs &args,
   const FaParams p = makeParams(args);
   return dispatch(dtype, args.headDim, [&](auto tag, auto dim) -> llvm::Error {
     using T = typename decltype(tag)::type;
-    return runBackward<T, decltype(dim)::value>(p, args.batch, stream);
+    return runBackward<T, decltype(dim)::value>(p, args.batch, args.statsReady, stream);
   });
 }
 

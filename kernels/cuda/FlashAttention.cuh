@@ -22,8 +22,13 @@ namespace loom::cuda {
 struct FlashAttnArgs {
   const void *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
   void *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
-  float *lse = nullptr;   // [batch * qHeads * seq] workspace (backward)
+  float *lse = nullptr;   // [batch * qHeads * seq] workspace (backward), log2 domain
   float *delta = nullptr; // [batch * qHeads * seq] workspace (backward)
+  /// Forward: where to write each query row's natural logsumexp (null: nowhere).
+  float *lseOut = nullptr;
+  /// Backward: lse and delta already hold the statistics (made from a saved
+  /// forward's), so the statistics pass is skipped.
+  bool statsReady = false;
   int batch = 0, qHeads = 0, kvHeads = 0, seq = 0, kvSeq = 0, headDim = 0;
   bool causal = false;
   float scale = 1.f;
@@ -34,10 +39,11 @@ struct FlashAttnArgs {
 bool flashAttentionApplies(DType dtype, int64_t headDim, int64_t valueDim, int64_t seq,
                            int64_t kvSeq, std::initializer_list<const void *> pointers);
 
-/// out = softmax(scale q k^T) v.
+/// out = softmax(scale q k^T) v (and args.lseOut where given).
 llvm::Error flashAttentionForward(DType dtype, const FlashAttnArgs &args, cudaStream_t stream);
 
-/// dq, dk, dv from q, k, v, dout (args.lse / args.delta: the workspace).
+/// dq, dk, dv from q, k, v, dout (args.lse / args.delta: the workspace,
+/// filled by a statistics pass first unless args.statsReady).
 llvm::Error flashAttentionBackward(DType dtype, const FlashAttnArgs &args, cudaStream_t stream);
 
 } // namespace loom::cuda

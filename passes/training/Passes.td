@@ -133,4 +133,40 @@ def CastCompute : Pass<"loom-cast-compute", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::nn::NNDialect"];
 }
 
+def AttentionStats : Pass<"loom-attention-stats", "mlir::ModuleOp"> {
+  let summary = "a differentiated attention saves its softmax statistics for its backward";
+  let description = [{
+    `nn.attention_grad` takes only `q`, `k`, `v` and the output's gradient,
+    so its kernel runs the forward again for the softmax statistics it
+    needs. For every `nn.attention_grad` whose `q`, `k`, `v`, `causal` and
+    effective `scale` are those of an `nn.attention` before it in the same
+    block (the forward it differentiates; the nearest one when several
+    match), the pass makes the forward an `nn.attention_with_stats` and the
+    gradient an `nn.attention_grad_with_stats` that reads the forward's
+    output and its row logsumexp `lse` (`[B, Hq, S]`, f32). An attention no
+    gradient differentiates is left alone. The new ops keep the discardable
+    attributes of the ops they replace (`pipe.stage`, `loom.microbatch`,
+    `loom.backward`, ...).
+
+    It runs on the training step after pipeline splitting and SPMD
+    partitioning (each rank's program holds its forwards and their
+    backwards), so no sharding or stage rule ever sees the new ops; `lse`
+    is one more value the memory planner places.
+
+    Before:
+    ```mlir
+    %o = nn.attention %q, %k, %v causal {loom.microbatch = 0 : i64} : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> tensor<1x8x16x32xf32>
+    ...
+    %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %do causal {loom.backward = #loom.backward<input>} : (...) -> (...)
+    ```
+    After:
+    ```mlir
+    %o, %lse = nn.attention_with_stats %q, %k, %v causal {loom.microbatch = 0 : i64} : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> (tensor<1x8x16x32xf32>, tensor<1x8x16xf32>)
+    ...
+    %dq, %dk, %dv = nn.attention_grad_with_stats %q, %k, %v, %o, %lse, %do causal {loom.backward = #loom.backward<input>} : (...) -> (...)
+    ```
+  }];
+  let dependentDialects = ["loom::nn::NNDialect"];
+}
+
 #endif

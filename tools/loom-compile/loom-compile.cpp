@@ -164,6 +164,12 @@ cl::opt<bool> foldTransposes(
              "writes attention's [B, H, S, D] from the projections' [B, S, H, D]), so the "
              "transposes never run (default on)"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> attentionStats(
+    "attention-stats",
+    cl::desc("in a training step, each attention saves its softmax statistics (row "
+             "logsumexp) for its backward, which then does not run the forward again "
+             "(default on; --attention-stats=false recomputes)"),
+    cl::init(true), cl::cat(category));
 cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to VALUE"),
                            cl::value_desc("NAME=VALUE"), cl::cat(category));
 
@@ -229,6 +235,9 @@ int main(int argc, char **argv) {
       fail("--" + size->ArgStr + " must be at least 1, got " + llvm::Twine(int64_t(*size)));
   if (microbatches > 0 && !training)
     fail("--microbatches applies to --mode=train");
+  if (attentionStats.getNumOccurrences() && !training)
+    fail("--attention-stats pairs a forward attention with its gradient: it applies to "
+         "--mode=train or --mode=gradients");
   if (microbatches > 0 && batch > 0 && batch % microbatches != 0)
     fail("--batch (" + llvm::Twine(int64_t(batch)) + ") must be a multiple of --microbatches (" +
          llvm::Twine(int64_t(microbatches)) + ")");
@@ -435,6 +444,7 @@ int main(int argc, char **argv) {
   pipelineOptions.fuse = fuse || compileTo == Phase::Fused;
   pipelineOptions.widenResults = widenResults;
   pipelineOptions.foldTransposes = foldTransposes;
+  pipelineOptions.attentionStats = attentionStats;
   loom::PipelineHooks hooks;
   hooks.buildRaising = loom::buildRaisingPipeline;
 
@@ -586,6 +596,8 @@ int main(int argc, char **argv) {
   if (compileTo == Phase::Dist)
     emitIR();
 
+  if (!rtInput && loom::stepRuns(loom::PipelineStep::AttentionStats, pipelineOptions))
+    runStep(loom::PipelineStep::AttentionStats);
   if (!rtInput && loom::stepRuns(loom::PipelineStep::Fuse, pipelineOptions))
     runStep(loom::PipelineStep::Fuse);
   if (compileTo == Phase::Fused)

@@ -144,6 +144,56 @@ func.func @attention_grad_causal(%q: tensor<1x2x8x4xf32>, %kv: tensor<1x2x4x4xf3
 
 // -----
 
+// attention_grad_with_stats' statistics are f32, whatever the operands' type.
+func.func @attention_stats_dtype(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x6x8xf32>, %o: tensor<1x4x6x8xf32>, %lse: tensor<1x4x6xf16>, %do: tensor<1x4x6x8xf32>) {
+  // expected-error @+1 {{'nn.attention_grad_with_stats' op operand #4 must be statically shaped tensor of 32-bit float values, but got 'tensor<1x4x6xf16>'}}
+  %0:3 = nn.attention_grad_with_stats %q, %k, %k, %o, %lse, %do : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x4x6xf16>, tensor<1x4x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>)
+  return
+}
+
+// -----
+
+// attention_grad_with_stats' statistics have one value per query row.
+func.func @attention_stats_shape(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x6x8xf32>, %o: tensor<1x4x6x8xf32>, %lse: tensor<1x4x6x1xf32>, %do: tensor<1x4x6x8xf32>) {
+  // expected-error @+2 {{lse has type 'tensor<1x4x6x1xf32>'; the attention's statistics (f32, [batch, heads, seq]) have type 'tensor<1x4x6xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:3 = nn.attention_grad_with_stats %q, %k, %k, %o, %lse, %do : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x4x6x1xf32>, tensor<1x4x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>)
+  return
+}
+
+// -----
+
+// attention_grad_with_stats' saved output is the attention's result.
+func.func @attention_stats_out(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x6x8xf32>, %o: tensor<1x4x6x4xf32>, %lse: tensor<1x4x6xf32>, %do: tensor<1x4x6x8xf32>) {
+  // expected-error @+2 {{out has type 'tensor<1x4x6x4xf32>'; the attention's result has type 'tensor<1x4x6x8xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:3 = nn.attention_grad_with_stats %q, %k, %k, %o, %lse, %do : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x4x6x4xf32>, tensor<1x4x6xf32>, tensor<1x4x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>)
+  return
+}
+
+// -----
+
+// attention_grad_with_stats takes the operands nn.attention takes (grouped
+// heads divide the query heads).
+func.func @attention_stats_heads(%q: tensor<1x4x6x8xf32>, %k: tensor<1x3x6x8xf32>, %o: tensor<1x4x6x8xf32>, %lse: tensor<1x4x6xf32>, %do: tensor<1x4x6x8xf32>) {
+  // expected-error @+2 {{query heads (4) must be a multiple of key/value heads (3)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:3 = nn.attention_grad_with_stats %q, %k, %k, %o, %lse, %do : (tensor<1x4x6x8xf32>, tensor<1x3x6x8xf32>, tensor<1x3x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x4x6xf32>, tensor<1x4x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x3x6x8xf32>, tensor<1x3x6x8xf32>)
+  return
+}
+
+// -----
+
+// attention_grad_with_stats' q, k and v share an element type.
+func.func @attention_stats_types(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x6x8xbf16>, %o: tensor<1x4x6x8xf32>, %lse: tensor<1x4x6xf32>, %do: tensor<1x4x6x8xf32>) {
+  // expected-error @+2 {{query, key and value must share an element type, got 'f32', 'bf16' and 'bf16'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:3 = nn.attention_grad_with_stats %q, %k, %k, %o, %lse, %do : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xbf16>, tensor<1x2x6x8xbf16>, tensor<1x4x6x8xf32>, tensor<1x4x6xf32>, tensor<1x4x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x2x6x8xbf16>, tensor<1x2x6x8xbf16>)
+  return
+}
+
+// -----
+
 // embedding_grad's table has rows.
 func.func @embedding_grad_rows(%ids: tensor<4xi64>, %dy: tensor<4x8xf32>) {
   // expected-error @+2 {{num_embeddings must be positive, got 0}}

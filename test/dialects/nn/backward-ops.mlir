@@ -66,6 +66,19 @@ func.func @attention_grad(%q: tensor<1x8x16x32xf32>, %k: tensor<1x8x16x32xf32>,
 
 // -----
 
+// attention_grad_with_stats: attention_grad's operands plus the forward's
+// output and f32 statistics; grouped heads, a value head dim of its own.
+// CHECK-LABEL: func.func @attention_grad_with_stats
+func.func @attention_grad_with_stats(%q: tensor<1x8x16x32xbf16>, %kg: tensor<1x2x20x32xbf16>,
+                                     %vg: tensor<1x2x20x64xbf16>, %o: tensor<1x8x16x64xbf16>,
+                                     %lse: tensor<1x8x16xf32>, %do: tensor<1x8x16x64xbf16>) {
+  // CHECK: nn.attention_grad_with_stats %arg0, %arg1, %arg2, %arg3, %arg4, %arg5 causal scale = 1.250000e-01 : (tensor<1x8x16x32xbf16>, tensor<1x2x20x32xbf16>, tensor<1x2x20x64xbf16>, tensor<1x8x16x64xbf16>, tensor<1x8x16xf32>, tensor<1x8x16x64xbf16>) -> (tensor<1x8x16x32xbf16>, tensor<1x2x20x32xbf16>, tensor<1x2x20x64xbf16>)
+  %0:3 = nn.attention_grad_with_stats %q, %kg, %vg, %o, %lse, %do causal scale = 0.125 : (tensor<1x8x16x32xbf16>, tensor<1x2x20x32xbf16>, tensor<1x2x20x64xbf16>, tensor<1x8x16x64xbf16>, tensor<1x8x16xf32>, tensor<1x8x16x64xbf16>) -> (tensor<1x8x16x32xbf16>, tensor<1x2x20x32xbf16>, tensor<1x2x20x64xbf16>)
+  return
+}
+
+// -----
+
 // embedding_grad and gather_grad with i64 and i32 indices.
 // CHECK-LABEL: func.func @scatter_grads
 func.func @scatter_grads(%ids: tensor<2x8xi64>, %dy: tensor<2x8x32xf32>,

@@ -1124,3 +1124,32 @@ func.func @gather_result(%d: tensor<5x6xf32>, %i: tensor<2x3xi64>) {
   %0 = nn.gather %d, %i axis = 1 : (tensor<5x6xf32>, tensor<2x3xi64>) -> tensor<2x3x6xf32>
   return
 }
+
+// -----
+
+// attention_with_stats' statistics are f32 [B, Hq, S].
+func.func @attention_with_stats_lse(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x6x8xf32>) {
+  // expected-error @+1 {{'nn.attention_with_stats' op result #1 must be statically shaped tensor of 32-bit float values, but got 'tensor<1x4x6xbf16>'}}
+  %0:2 = nn.attention_with_stats %q, %k, %k : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x4x6xbf16>)
+  return
+}
+
+// -----
+
+// attention_with_stats' statistics have one value per query row.
+func.func @attention_with_stats_lse_shape(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x6x8xf32>) {
+  // expected-error @+2 {{'nn.attention_with_stats' op inferred type(s) 'tensor<1x4x6x8xf32>', 'tensor<1x4x6xf32>' are incompatible with return type(s) of operation 'tensor<1x4x6x8xf32>', 'tensor<1x4x6x1xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = nn.attention_with_stats %q, %k, %k : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x4x6x1xf32>)
+  return
+}
+
+// -----
+
+// attention_with_stats takes the operands nn.attention takes.
+func.func @attention_with_stats_causal(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+2 {{causal attention needs at least as many keys as queries, got 6 queries and 4 keys}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = nn.attention_with_stats %q, %k, %k causal : (tensor<1x4x6x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x4x6xf32>)
+  return
+}

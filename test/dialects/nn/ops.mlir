@@ -373,6 +373,20 @@ func.func @attention(%q: tensor<1x8x16x32xf32>, %k: tensor<1x8x16x32xf32>,
 
 // -----
 
+// attention_with_stats: nn.attention's result and the f32 row statistics
+// [B, Hq, S], whatever the operands' type; grouped heads, causal, a scale.
+// CHECK-LABEL: func.func @attention_with_stats
+func.func @attention_with_stats(%q: tensor<1x8x16x32xbf16>, %kg: tensor<1x2x20x32xbf16>,
+                                %vg: tensor<1x2x20x64xbf16>) {
+  // CHECK: nn.attention_with_stats %arg0, %arg1, %arg2 causal scale = 1.250000e-01 : (tensor<1x8x16x32xbf16>, tensor<1x2x20x32xbf16>, tensor<1x2x20x64xbf16>) -> (tensor<1x8x16x64xbf16>, tensor<1x8x16xf32>)
+  %0:2 = nn.attention_with_stats %q, %kg, %vg causal scale = 0.125 : (tensor<1x8x16x32xbf16>, tensor<1x2x20x32xbf16>, tensor<1x2x20x64xbf16>) -> (tensor<1x8x16x64xbf16>, tensor<1x8x16xf32>)
+  // CHECK: nn.attention_with_stats %arg0, %arg1, %arg1 : (tensor<1x8x16x32xbf16>, tensor<1x2x20x32xbf16>, tensor<1x2x20x32xbf16>) -> (tensor<1x8x16x32xbf16>, tensor<1x8x16xf32>)
+  %1:2 = nn.attention_with_stats %q, %kg, %kg : (tensor<1x8x16x32xbf16>, tensor<1x2x20x32xbf16>, tensor<1x2x20x32xbf16>) -> (tensor<1x8x16x32xbf16>, tensor<1x8x16xf32>)
+  return
+}
+
+// -----
+
 // embedding with i64 and i32 ids of any rank.
 // CHECK-LABEL: func.func @embedding
 func.func @embedding(%t: tensor<100x32xf32>, %ids: tensor<2x8xi64>, %one: tensor<i32>) {

@@ -754,6 +754,11 @@ def attention_ref(q, k, v, causal, scale):
     z = e.sum(-1, keepdims=True)
     p = np.where(z > 0, e / np.where(z > 0, z, 1), 0.0)  # a row with no key: zeros
     out = np.einsum("bhij,bhjd->bhid", p, ve)
+    # The row statistics of nn.attention_with_stats: the natural logsumexp
+    # of the scaled visible scores, -inf for a row that sees no key.
+    with np.errstate(divide="ignore"):
+        lse = np.where(z[..., 0] > 0, m[..., 0] + np.log(np.where(z[..., 0] > 0, z[..., 0], 1)),
+                       -np.inf)
 
     def backward(dout):
         dv = np.einsum("bhij,bhid->bhjd", p, dout)
@@ -763,7 +768,7 @@ def attention_ref(q, k, v, causal, scale):
         dk = np.einsum("bhij,bhid->bhjd", ds, q) * scale
         fold = lambda t: t.reshape(B, Hkv, g, *t.shape[2:]).sum(2)
         return dq, fold(dk), fold(dv)
-    return out, backward
+    return out, backward, lse
 
 
 def check_grad(f, x, dy, analytic, tol=1e-6, samples=12):
@@ -799,7 +804,7 @@ def gen_attention():
         eff = 1 / math.sqrt(D) if scale is None else scale
         if scale is not None:
             attrs["scale"] = scale
-        out, backward = attention_ref(q.values, k.values, v.values, causal, eff)
+        out, backward, _ = attention_ref(q.values, k.values, v.values, causal, eff)
         add("nn.attention", name, [q, k, v], [T(dtype, out)], attrs=attrs)
         dq, dk, dv = backward(dout.values)
         fq = lambda x: attention_ref(x, k.values, v.values, causal, eff)[0]
@@ -810,6 +815,50 @@ def gen_attention():
         check_grad(fv, v.values, dout.values, dv)
         add("nn.attention_grad", name, [q, k, v, dout],
             [T(dtype, dq), T(dtype, dk), T(dtype, dv)], attrs=attrs)
+
+
+def gen_attention_stats():
+    """nn.attention_with_stats (out and lse) and nn.attention_grad_with_stats
+    (given the forward's out and lse, the gradients nn.attention_grad gives).
+    Beside the small f32 shapes: bf16 with head dim 64 (the tensor-core
+    kernels and cuDNN on CUDA), odd lengths, grouped heads, causal with more
+    keys than queries."""
+    specs = [
+        # name, dtype, B, Hq, Hkv, S, Skv, D, Dv, causal, scale, cuda atol of the grads
+        ("f32_causal_gqa_skv_gt_s", "f32", 1, 4, 2, 5, 7, 8, 8, 1, 0.35, None),
+        ("f32_causal_s_gt_skv_empty_rows", "f32", 2, 2, 1, 6, 4, 8, 8, 1, None, None),
+        ("f32_noncausal_mqa_value_dim", "f32", 1, 3, 1, 4, 9, 8, 5, 0, 0.5, None),
+        ("f32_causal_square_odd", "f32", 1, 2, 2, 13, 13, 16, 16, 1, None, None),
+        ("bf16_causal_gqa", "bf16", 1, 4, 1, 9, 9, 16, 16, 1, None, None),
+        ("bf16_causal_gqa_d64_odd", "bf16", 1, 4, 2, 37, 45, 64, 64, 1, None, 0.08),
+        ("bf16_noncausal_d128_odd", "bf16", 2, 2, 2, 19, 19, 128, 128, 0, 0.1, 0.08),
+    ]
+    for name, dtype, B, Hq, Hkv, S, Skv, D, Dv, causal, scale, grad_atol in specs:
+        q = randt(dtype, [B, Hq, S, D])
+        k = randt(dtype, [B, Hkv, Skv, D])
+        v = randt(dtype, [B, Hkv, Skv, Dv])
+        dout = randt(dtype, [B, Hq, S, Dv])
+        attrs = {"causal": causal}
+        eff = 1 / math.sqrt(D) if scale is None else scale
+        if scale is not None:
+            attrs["scale"] = scale
+        out, backward, lse = attention_ref(q.values, k.values, v.values, causal, eff)
+        # lse against a second derivation: logaddexp over the visible scores.
+        g = Hq // Hkv
+        scores = np.einsum("bhid,bhjd->bhij", q.values, np.repeat(k.values, g, axis=1)) * eff
+        if causal:
+            visible = np.arange(Skv)[None, :] <= np.arange(S)[:, None] + (Skv - S)
+            scores = np.where(visible, scores, -np.inf)
+        with np.errstate(invalid="ignore"):
+            direct = np.logaddexp.reduce(scores, axis=-1)
+        assert np.allclose(np.where(np.isfinite(lse), lse, 0), np.where(np.isfinite(lse), direct, 0))
+        assert (np.isfinite(lse) == np.isfinite(direct)).all()
+        saved_out, saved_lse = T(dtype, out), T("f32", lse)
+        add("nn.attention_with_stats", name, [q, k, v], [saved_out, saved_lse], attrs=attrs)
+        dq, dk, dv = backward(dout.values)
+        add("nn.attention_grad_with_stats", name, [q, k, v, saved_out, saved_lse, dout],
+            [T(dtype, dq), T(dtype, dk), T(dtype, dv)], attrs=attrs,
+            backend_atol={"cuda": grad_atol} if grad_atol else None)
 
 
 # ---------------------------------------------------------------------------
@@ -1216,6 +1265,7 @@ def main():
     # Cases added later go last, so that earlier cases keep their inputs.
     gen_matmul_widened(mm)
     gen_rope_transposed()
+    gen_attention_stats()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]

@@ -196,3 +196,78 @@ TEST(RopeKernelTest, Errors) {
 }
 
 } // namespace
+
+namespace {
+
+// nn.attention_with_stats and nn.attention_grad_with_stats on the CPU: the
+// same bits as nn.attention and nn.attention_grad (a training step gives
+// the same losses with and without --loom-attention-stats), and lse the
+// natural logsumexp of each row's scaled visible scores.
+TEST(AttentionStatsKernelTest, SameBitsAsWithoutStatsAndLogsumexpPerRow) {
+  // Grouped heads, causal with more queries than keys: the first row sees
+  // no key (lse -inf, zero output and gradients).
+  const int64_t B = 2, Hq = 4, Hkv = 2, S = 5, Skv = 4, D = 8;
+  const double scale = 0.3;
+  std::vector<double> qs = randomValues(B * Hq * S * D, -1, 1, 91);
+  std::vector<double> ks = randomValues(B * Hkv * Skv * D, -1, 1, 92);
+  std::vector<double> vs = randomValues(B * Hkv * Skv * D, -1, 1, 93);
+  std::vector<double> ds = randomValues(B * Hq * S * D, -1, 1, 94);
+  OwnedTensor q(DType::F32, {B, Hq, S, D}, qs), k(DType::F32, {B, Hkv, Skv, D}, ks);
+  OwnedTensor v(DType::F32, {B, Hkv, Skv, D}, vs), dOut(DType::F32, {B, Hq, S, D}, ds);
+  KernelAttrs attrs = KernelAttrs().set("causal", int64_t(1)).set("scale", scale);
+  OwnedTensor plain(DType::F32, {B, Hq, S, D}), out(DType::F32, {B, Hq, S, D});
+  OwnedTensor lse(DType::F32, {B, Hq, S});
+  ASSERT_KERNEL_OK(run("nn.attention", {q, k, v}, {plain}, attrs, 1));
+  ASSERT_KERNEL_OK(run("nn.attention_with_stats", {q, k, v}, {out, lse}, attrs, 3));
+  EXPECT_EQ(out.bytes(), plain.bytes());
+  std::vector<double> l = lse.values();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h)
+      for (int64_t i = 0; i < S; ++i) {
+        const int64_t row = (b * Hq + h) * S + i, kvh = h / (Hq / Hkv);
+        double total = 0;
+        for (int64_t j = 0; j <= i + (Skv - S); ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d)
+            dot += qs[row * D + d] * ks[((b * Hkv + kvh) * Skv + j) * D + d];
+          total += std::exp(dot * scale);
+        }
+        if (i + (Skv - S) < 0)
+          EXPECT_EQ(l[row], -std::numeric_limits<double>::infinity()) << "row " << row;
+        else
+          EXPECT_NEAR(l[row], std::log(total), 1e-6) << "row " << row;
+      }
+
+  OwnedTensor dq(DType::F32, {B, Hq, S, D}), dk(DType::F32, {B, Hkv, Skv, D});
+  OwnedTensor dv(DType::F32, {B, Hkv, Skv, D});
+  OwnedTensor dqs(DType::F32, {B, Hq, S, D}), dks(DType::F32, {B, Hkv, Skv, D});
+  OwnedTensor dvs(DType::F32, {B, Hkv, Skv, D});
+  ASSERT_KERNEL_OK(run("nn.attention_grad", {q, k, v, dOut}, {dq, dk, dv}, attrs, 1));
+  ASSERT_KERNEL_OK(run("nn.attention_grad_with_stats", {q, k, v, out, lse, dOut},
+                       {dqs, dks, dvs}, attrs, 2));
+  EXPECT_EQ(dqs.bytes(), dq.bytes());
+  EXPECT_EQ(dks.bytes(), dk.bytes());
+  EXPECT_EQ(dvs.bytes(), dv.bytes());
+}
+
+TEST(AttentionStatsKernelTest, Errors) {
+  OwnedTensor q(DType::F32, {1, 4, 3, 8}), k(DType::F32, {1, 2, 3, 8});
+  OwnedTensor out(DType::F32, {1, 4, 3, 8}), lse(DType::F32, {1, 4, 3});
+  OwnedTensor lse16(DType::F16, {1, 4, 3}), lseWide(DType::F32, {1, 4, 3, 1});
+  EXPECT_KERNEL_ERROR(run("nn.attention_with_stats", {q, k, k}, {out, lse16}),
+                      "lse dtype is f16, expected f32");
+  EXPECT_KERNEL_ERROR(run("nn.attention_with_stats", {q, k, k}, {out, lseWide}),
+                      "lse shape [1, 4, 3, 1] should be [1, 4, 3]");
+  OwnedTensor dq(DType::F32, {1, 4, 3, 8}), dk(DType::F32, {1, 2, 3, 8});
+  OwnedTensor dv(DType::F32, {1, 2, 3, 8}), outBad(DType::F32, {1, 4, 3, 4});
+  EXPECT_KERNEL_ERROR(
+      run("nn.attention_grad_with_stats", {q, k, k, outBad, lse, out}, {dq, dk, dv}),
+      "output shape [1, 4, 3, 4] should be [1, 4, 3, 8]");
+  EXPECT_KERNEL_ERROR(
+      run("nn.attention_grad_with_stats", {q, k, k, out, lseWide, out}, {dq, dk, dv}),
+      "lse shape [1, 4, 3, 1] should be [1, 4, 3]");
+  EXPECT_KERNEL_ERROR(run("nn.attention_grad_with_stats", {q, k, k, out, lse}, {dq, dk, dv}),
+                      "takes 6 inputs");
+}
+
+} // namespace

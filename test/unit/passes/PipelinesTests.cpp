@@ -66,6 +66,7 @@ TEST(LoomPipeline, RunsTheStepsInLoomCompilesOrder) {
   size_t split = at(text, "loom-pipeline-split");
   size_t shard = at(text, "loom-shard-annotate");
   size_t buckets = at(text, "loom-bucket-reductions");
+  size_t stats = at(text, "loom-attention-stats");
   size_t lower = at(text, "loom-lower-to-rt");
   size_t streams = at(text, "loom-assign-streams");
   EXPECT_LT(raise, rebatch);
@@ -76,7 +77,9 @@ TEST(LoomPipeline, RunsTheStepsInLoomCompilesOrder) {
   EXPECT_LT(schedule, split);
   EXPECT_LT(split, shard);
   EXPECT_LT(shard, buckets);
-  EXPECT_LT(buckets, lower);
+  // Forward/backward attention pairs once each rank's program is final.
+  EXPECT_LT(buckets, stats);
+  EXPECT_LT(stats, lower);
   EXPECT_LT(lower, streams);
   // The training step re-partitions, so the backward joins its stages.
   EXPECT_NE(text.find("loom-pipeline-partition", step), std::string::npos);
@@ -100,6 +103,20 @@ TEST(LoomPipeline, StopsAfterEachPhasesLastStep) {
   std::string dist = textOf(o, Phase::Dist);
   EXPECT_NE(dist.find("loom-spmd-partition"), std::string::npos);
   EXPECT_EQ(dist.find("loom-lower-to-rt"), std::string::npos);
+  EXPECT_EQ(dist.find("loom-attention-stats"), std::string::npos);
+}
+
+TEST(LoomPipeline, AttentionStatsRunOnTrainingStepsUnlessTurnedOff) {
+  PipelineOptions o = trainingWithEverything();
+  EXPECT_TRUE(stepRuns(PipelineStep::AttentionStats, o));
+  o.mode = PipelineMode::Gradients;
+  EXPECT_TRUE(stepRuns(PipelineStep::AttentionStats, o));
+  o.attentionStats = false;
+  EXPECT_FALSE(stepRuns(PipelineStep::AttentionStats, o));
+  EXPECT_EQ(textOf(o, Phase::RT).find("loom-attention-stats"), std::string::npos);
+  PipelineOptions infer;
+  EXPECT_FALSE(stepRuns(PipelineStep::AttentionStats, infer));
+  EXPECT_EQ(stepName(PipelineStep::AttentionStats), "attention-stats");
 }
 
 TEST(LoomPipeline, InferenceRunsOnlyWhatItNeeds) {

@@ -12,6 +12,8 @@
 #include "test/unit/runtime/BackendFactories.h"
 #include "runtime/support/FloatTypes.h"
 
+#include "llvm/Support/ErrorHandling.h"
+
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -174,6 +176,48 @@ std::vector<KernelCase> kernelCases() {
                    {bf16({1, 4, 40, 128}, 143), bf16({1, 4, 40, 128}, 144), bf16({1, 4, 40, 128}, 145), bf16({1, 4, 40, 128}, 146)},
                    {{DType::BF16, {1, 4, 40, 128}}, {DType::BF16, {1, 4, 40, 128}}, {DType::BF16, {1, 4, 40, 128}}},
                    {{"causal", int64_t(0)}, {"scale", 0.088}}, {}, 3});
+  // The forward with statistics, and the backward from them. The backward's
+  // out and lse are the forward's (made by the CPU kernel from the same q,
+  // k, v, as a training step makes them), so that a backend that reads them
+  // in place of recomputing the forward computes the same gradients: f32
+  // (the SIMT kernels) with grouped heads and more keys than queries, bf16
+  // with head dims 64 and 128 (cuDNN, else the tensor-core kernels).
+  {
+    struct StatsCase {
+      HostTensor q, k, v, dOut;
+      std::vector<NamedAttr> attrs;
+    };
+    std::vector<StatsCase> statsCases;
+    statsCases.push_back({f32({1, 4, 5, 8}, 150), f32({1, 2, 7, 8}, 151), f32({1, 2, 7, 8}, 152),
+                          f32({1, 4, 5, 8}, 153), {{"causal", int64_t(1)}, {"scale", 0.35}}});
+    statsCases.push_back({bf16({1, 4, 67, 64}, 154), bf16({1, 2, 67, 64}, 155),
+                          bf16({1, 2, 67, 64}, 156), bf16({1, 4, 67, 64}, 157),
+                          {{"causal", int64_t(1)}, {"scale", 0.125}}});
+    statsCases.push_back({bf16({2, 4, 33, 128}, 158), bf16({2, 1, 80, 128}, 159),
+                          bf16({2, 1, 80, 128}, 160), bf16({2, 4, 33, 128}, 161),
+                          {{"causal", int64_t(0)}, {"scale", 0.088}}});
+    for (StatsCase &c : statsCases) {
+      const std::vector<int64_t> &qs = c.q.shape;
+      const DType dtype = c.q.dtype;
+      HostTensor out{"", dtype, qs, std::vector<uint8_t>(count(qs) * dtypeSize(dtype))};
+      const std::vector<int64_t> rows = {qs[0], qs[1], qs[2]};
+      HostTensor lse{"", DType::F32, rows, std::vector<uint8_t>(count(rows) * 4)};
+      llvm::Error made = cpu::runKernel(
+          "nn.attention_with_stats",
+          {{c.q.data.data(), dtype, qs}, {c.k.data.data(), dtype, c.k.shape},
+           {c.v.data.data(), dtype, c.v.shape}},
+          {{out.data.data(), dtype, qs}, {lse.data.data(), DType::F32, rows}},
+          KernelAttrs(c.attrs));
+      if (made)
+        llvm::report_fatal_error(llvm::Twine("the CPU attention_with_stats failed: ") +
+                                 llvm::toString(std::move(made)));
+      const double scale = dtype == DType::BF16 ? 3 : 1;
+      cases.push_back({"nn.attention_with_stats", {c.q, c.k, c.v},
+                       {{dtype, qs}, {DType::F32, rows}}, c.attrs, {}, scale});
+      cases.push_back({"nn.attention_grad_with_stats", {c.q, c.k, c.v, out, lse, c.dOut},
+                       {{dtype, qs}, {dtype, c.k.shape}, {dtype, c.v.shape}}, c.attrs, {}, scale});
+    }
+  }
   cases.push_back({"nn.embedding", {f32({10, 4}, 35), randomTensor(DType::I64, {2, 3}, 36, 10)},
                    {{DType::F32, {2, 3, 4}}}, {}});
   // A vocabulary-parallel block: rows 4..7 of a table of 10 (ids elsewhere
