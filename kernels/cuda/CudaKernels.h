@@ -69,6 +69,29 @@ void registerAttentionKernels(KernelRegistry &registry);
 void registerLossKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
 void registerMatmulKernels(KernelRegistry &registry);
+void registerFusedKernels(KernelRegistry &registry);
+
+//===----------------------------------------------------------------------===//
+// Generated kernels (FusedKernels.cpp): nn.fused
+//===----------------------------------------------------------------------===//
+
+/// Compiles CUDA C++ `source` into a cubin for `arch` ("sm_90") with NVRTC,
+/// opened at first use ($LOOM_NVRTC, else libnvrtc.so.<CUDA major>). Needs no
+/// GPU. Errors are one line (the compile log's errors).
+llvm::Expected<std::string> compileWithNvrtc(const std::string &source, const std::string &arch);
+/// Why NVRTC cannot be opened here, or an empty string.
+std::string nvrtcUnavailableReason();
+/// What the fusion kernels of this process cost so far: kernels compiled
+/// with NVRTC (and the seconds it took), kernels read from the disk cache.
+struct FusedKernelStats {
+  int64_t compiled = 0;
+  int64_t diskHits = 0;
+  double compileSeconds = 0;
+};
+FusedKernelStats fusedKernelStats();
+/// Forgets the compiled fusion kernels of this process, so the next call of
+/// each reads the disk cache again (tests).
+void forgetFusedKernels();
 
 /// A CUDA error as an llvm::Error naming what failed.
 llvm::Error cudaError(cudaError_t status, const char *what);
