@@ -89,6 +89,10 @@ struct FusedKernelStats {
   double compileSeconds = 0;
 };
 FusedKernelStats fusedKernelStats();
+/// Where compiled fusion kernels are kept: $LOOM_CACHE_DIR/kernels, else
+/// $XDG_CACHE_HOME/loom/kernels, else ~/.cache/loom/kernels; empty with
+/// LOOM_CACHE_DIR=off (nothing is kept on disk).
+std::string fusedKernelCacheDirectory();
 /// Forgets the compiled fusion kernels of this process, so the next call of
 /// each reads the disk cache again (tests).
 void forgetFusedKernels();

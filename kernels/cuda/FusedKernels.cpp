@@ -479,6 +479,8 @@ FusedKernelStats fusedKernelStats() {
   return stats;
 }
 
+std::string fusedKernelCacheDirectory() { return cacheDirectory(); }
+
 void forgetFusedKernels() { cache().clear(); }
 
 void registerFusedKernels(KernelRegistry &registry) { registry.add(KernelId::Fused, launchFused); }

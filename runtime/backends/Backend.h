@@ -78,6 +78,10 @@ public:
     return llvm::Error::success();
   }
   virtual llvm::Error finishPreparing() { return llvm::Error::success(); }
+  /// One line on what readying kernels cost this process so far (the CUDA
+  /// backend: fusion kernels compiled with NVRTC, read from the kernel
+  /// cache), or empty when there is nothing to say.
+  virtual std::string kernelPreparationReport() const { return ""; }
   /// The communicator of this backend's rank; collectives fail without one.
   void attachCommunicator(Communicator *communicator) { communicator_ = communicator; }
   Communicator *communicator() const { return communicator_; }
