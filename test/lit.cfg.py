@@ -58,6 +58,12 @@ def gpu_count():
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 gpus = gpu_count() if config.loom_enable_cuda else 0
+if gpus >= 1:
+    config.available_features.add("gpu")
+else:
+    lit_config.note("the GPU tests are UNSUPPORTED: " +
+                    ("this build has no CUDA backend" if not config.loom_enable_cuda else
+                     "no GPU is visible"))
 if gpus >= 2:
     config.available_features.add("two-gpus")
 else:
