@@ -304,6 +304,14 @@ llvm::Expected<FusedKernelSource> generateFusedKernel(const FusedBody &body) {
     src += std::string(numInputs + o ? ", " : "") + storageOf(outputType(o).dtype).cType +
            " *out" + std::to_string(o);
   src += ", int vectorized) {\n";
+  if (n == 0) { // nothing to compute (the backend does not launch it)
+    kernel.vectorWidth = 1;
+    kernel.vectorInputs.assign(numInputs, false);
+    kernel.vectorOutputs.assign(numOutputs, false);
+    src += "  (void)vectorized;\n}\n";
+    kernel.source = std::move(src);
+    return kernel;
+  }
   src += "  const " + index + " n = " + literal(n) + ";\n";
   src += "  const " + index + " stride = (" + index + ")gridDim.x * blockDim.x;\n";
   src += "  const " + index + " first = (" + index + ")blockIdx.x * blockDim.x + threadIdx.x;\n";

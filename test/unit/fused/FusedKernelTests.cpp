@@ -332,6 +332,14 @@ TEST(FusedKernelSource, CountsPositionsIn64BitsWhenThereAreMany) {
   EXPECT_TRUE(contains(k.source, "const long long n = 4294967296ll;")) << k.source;
 }
 
+TEST(FusedKernelSource, AnEmptyGroupHasNothingToCompute) {
+  fused::FusedKernelSource k =
+      generated("(f32[0,5]) { %0 = nn.exp(%i0) : f32[0,5]; yield %0 }");
+  EXPECT_EQ(k.elements, 0);
+  EXPECT_FALSE(contains(k.source, "for (")) << k.source;
+  EXPECT_FALSE(contains(k.source, "% 0")) << k.source;
+}
+
 TEST(FusedKernelSource, RefusesWhatItCannotGenerate) {
   llvm::Expected<fused::FusedKernelSource> k = fused::generateFusedKernel(
       parsed("(f32[4,8]) { %0 = nn.mul(%i0, %i0) : f32[4,8]; "
@@ -427,6 +435,7 @@ TEST(FusedKernelNvrtc, CompilesEveryGeneratedKernelForHopper) {
   sources.push_back(generated("(bf16[65536,65536]) { %0 = nn.neg(%i0) : bf16[65536,65536]; "
                               "yield %0 }")
                         .source);
+  sources.push_back(generated("(f32[0,5]) { %0 = nn.exp(%i0) : f32[0,5]; yield %0 }").source);
   for (const std::string &source : sources) {
     llvm::Expected<std::string> cubin = cuda::compileWithNvrtc(source, "sm_90");
     ASSERT_TRUE(static_cast<bool>(cubin)) << llvm::toString(cubin.takeError()) << "\n" << source;

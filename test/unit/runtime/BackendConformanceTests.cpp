@@ -773,6 +773,7 @@ std::vector<std::string> fusedBodies() {
   bodies.push_back("(f32[], bf16[77]) { %0 = nn.cast(%i1) : f32[77]; "
                    "%1 = nn.maximum(%0, %i0) : f32[77]; %2 = nn.tanh(%1) : f32[77]; "
                    "%3 = nn.cast(%2) : bf16[77]; yield %3 }");
+  bodies.push_back("(f32[0,5]) { %0 = nn.exp(%i0) : f32[0,5]; yield %0 }");
   return bodies;
 }
 
