@@ -78,8 +78,10 @@ def Fuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
     the group's first op: the `nn.fused` op runs where the group's last op
     was (ops between that read the group move after it), so a group that
     spans the step (gradient accumulations across microbatches) would hold
-    its inputs until the end. The CPU backend runs the body op by op
-    (`--loom-unfuse` before lowering).
+    its inputs until the end. Lowering keeps a group of elementwise,
+    broadcast and cast ops as one `nn.fused` kernel call (the CPU backend
+    runs its body op by op, the CUDA backend one kernel generated from it)
+    and inlines any other (`--loom-unfuse keep-generatable`).
 
     Before:
     ```mlir
