@@ -56,7 +56,8 @@ llvm::Error launchKernel(KernelId id, llvm::ArrayRef<cpu::Tensor> inputs,
                          llvm::ArrayRef<cpu::Tensor> outputs, const cpu::KernelAttrs &attrs,
                          const LaunchContext &ctx);
 bool hasKernel(std::string_view name);
-/// Whether the kernel loads its code at first use (cuBLASLt's GEMMs), so the
+/// Whether the kernel loads its code at first use (cuBLASLt's GEMMs; a fusion
+/// group's generated kernel, compiled and loaded at its first call), so the
 /// backend runs it once before any step (Backend::prepareKernel).
 bool loadsAtFirstUse(KernelId kernel);
 

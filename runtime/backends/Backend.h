@@ -68,8 +68,10 @@ public:
   /// Readies `kernel` for its first launch in a step, before any step runs.
   /// On CUDA, cuBLASLt loads a GEMM's kernel at its first use, and loading
   /// waits for the GPU to go idle: mid-step, while a peer's transfer spins
-  /// on this GPU waiting for this rank, that is forever. So each GEMM runs
-  /// once here, into scratch outputs (nothing the program holds changes).
+  /// on this GPU waiting for this rank, that is forever; a fusion group's
+  /// kernel is generated, compiled (NVRTC) and loaded at its first call. So
+  /// each of them runs once here, into scratch outputs (nothing the program
+  /// holds changes).
   /// finishPreparing() waits for it all and frees the scratch. The default
   /// does nothing.
   virtual llvm::Error prepareKernel(KernelId kernel, llvm::ArrayRef<DeviceTensor> inputs,
