@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 
 namespace loom::cpu::detail {
 
@@ -53,6 +54,22 @@ llvm::Error runFused(const KernelCall &call) {
   std::vector<int> outputOf(body.steps.size(), -1);
   for (size_t o = 0; o < body.yields.size(); ++o)
     outputOf[body.yields[o]] = static_cast<int>(o);
+  // The values not yielded live in scratch memory. A body from the compiler
+  // needs about as much as its call's buffers; a damaged one could ask for
+  // any amount, which is refused rather than tried.
+  uint64_t callBytes = 0, scratchBytes = 0;
+  for (const Tensor &t : call.inputs)
+    callBytes += t.sizeInBytes();
+  for (const Tensor &t : call.outputs)
+    callBytes += t.sizeInBytes();
+  for (size_t j = 0; j < body.steps.size(); ++j)
+    if (outputOf[j] < 0)
+      scratchBytes += Tensor{nullptr, body.steps[j].result.dtype, body.steps[j].result.shape}
+                          .sizeInBytes();
+  if (scratchBytes > 16 * callBytes + (uint64_t(64) << 20))
+    return kernelError("the body's values that are not yielded need " + llvm::Twine(scratchBytes) +
+                       " bytes, far more than its call's buffers (" + llvm::Twine(callBytes) +
+                       " bytes): a damaged body?");
   std::vector<std::vector<uint8_t>> scratch(body.steps.size());
   std::vector<Tensor> values(body.steps.size());
   for (size_t j = 0; j < body.steps.size(); ++j) {
@@ -61,7 +78,12 @@ llvm::Error runFused(const KernelCall &call) {
     if (outputOf[j] >= 0) {
       result.data = call.outputs[outputOf[j]].data;
     } else {
-      scratch[j].resize(std::max<size_t>(result.sizeInBytes(), 1));
+      try {
+        scratch[j].resize(std::max<size_t>(result.sizeInBytes(), 1));
+      } catch (const std::bad_alloc &) {
+        return kernelError("member %" + llvm::Twine(j) + ": cannot allocate " +
+                           llvm::Twine(result.sizeInBytes()) + " bytes for its value");
+      }
       result.data = scratch[j].data();
     }
     std::vector<Tensor> operands;

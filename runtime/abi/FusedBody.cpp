@@ -626,6 +626,19 @@ std::string fusedCodegenProblem(const FusedBody &body) {
                ") does not broadcast to its result " + formatFusedType(s.result);
     }
   }
+  // Every value reaches a yield, so the kernel's index space (the largest
+  // member's shape) is that of an output: no work beyond the call's buffers.
+  std::vector<bool> live(body.steps.size(), false);
+  for (uint32_t y : body.yields)
+    live[y] = true;
+  for (size_t i = body.steps.size(); i-- > 0;)
+    if (live[i])
+      for (const FusedRef &r : body.steps[i].operands)
+        if (!r.isInput)
+          live[r.index] = true;
+  for (size_t i = 0; i < body.steps.size(); ++i)
+    if (!live[i])
+      return memberLabel(body, i) + " gives a value nothing yields or reads";
   if (!fusedLoopShape(body))
     return "the members' shapes do not broadcast to one shape";
   return {};

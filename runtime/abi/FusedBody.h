@@ -102,8 +102,8 @@ std::optional<std::vector<int64_t>> fusedLoopShape(const FusedBody &body);
 /// Why the fusion code generator cannot make one kernel of a well-formed
 /// body, or an empty string: a value that is not f32, bf16 or f16, a member
 /// without a scalar formula for its attributes, an operand that does not
-/// broadcast to its member's shape, members whose shapes do not broadcast
-/// together. What the generated kernel computes is then exactly what the
+/// broadcast to its member's shape, a member whose value nothing yields or
+/// reads, members whose shapes do not broadcast together. What the generated kernel computes is then exactly what the
 /// members compute one by one, up to the math library's last bits.
 std::string fusedCodegenProblem(const FusedBody &body);
 

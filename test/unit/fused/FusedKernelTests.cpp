@@ -218,6 +218,11 @@ TEST(FusedBody, SaysWhatTheCodeGeneratorCannotTake) {
   EXPECT_EQ(fusedCodegenProblem(parsed("(f32[4], f32[3]) { %0 = nn.exp(%i0) : f32[4]; "
                                        "%1 = nn.exp(%i1) : f32[3]; yield %0, %1 }")),
             "the members' shapes do not broadcast to one shape");
+  // A value nothing uses could be larger than every output: the kernel's
+  // work would not be bounded by its buffers.
+  EXPECT_EQ(fusedCodegenProblem(parsed("(f32[4]) { %0 = nn.broadcast(%i0) : f32[1000000,4]; "
+                                       "%1 = nn.exp(%i0) : f32[4]; yield %1 }")),
+            "member %0 (nn.broadcast) gives a value nothing yields or reads");
   for (const char *text : kBodies)
     EXPECT_EQ(fusedCodegenProblem(parsed(text)), "") << text;
 }
@@ -405,6 +410,18 @@ TEST(FusedCpuKernel, IsBitForBitTheMembersRunOneByOne) {
                 0)
           << "output " << o;
   }
+}
+
+TEST(FusedCpuKernel, RefusesScratchFarBeyondItsBuffers) {
+  std::vector<float> x(4, 1.0f), y(1);
+  cpu::Tensor in{x.data(), DType::F32, {4}}, out{y.data(), DType::F32, {}};
+  cpu::KernelAttrs attrs;
+  attrs.set("body", std::string("(f32[4]) { %0 = nn.broadcast(%i0) : f32[1000000000,4]; "
+                                "%1 = nn.reduce_max(%0) {dims = [0, 1], keepdim = 0} : f32[]; "
+                                "yield %1 }"));
+  std::string error = llvm::toString(cpu::runKernel("nn.fused", {in}, {out}, attrs));
+  EXPECT_EQ(error, "nn.fused: the body's values that are not yielded need 16000000000 bytes, "
+                   "far more than its call's buffers (20 bytes): a damaged body?");
 }
 
 TEST(FusedCpuKernel, RejectsABadBodyOrMismatchedBuffersInOneLine) {
