@@ -14,6 +14,8 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 
 llvm_config.use_default_substitutions()
+# Compiled fusion kernels go to the build tree, not the user's cache.
+config.environment["LOOM_CACHE_DIR"] = os.path.join(config.loom_obj_root, "test", "kernel-cache")
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
 # Test helpers use Debian's python3 (with python3-numpy), whatever python runs lit.
