@@ -6,8 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 // Lowering keeps a group whose body the CUDA code generator takes (elementwise,
-// broadcast and cast members with scalar formulas, f32/bf16/f16, static
-// shapes) as one call of the runtime kernel nn.fused below, and inlines any
+// broadcast and cast members with scalar formulas, f32/bf16/f16/i1) as one
+// call of the runtime kernel nn.fused below, and inlines any
 // other (--loom-unfuse keep-generatable).
 def NN_FusedOp : NN_Op<"fused", [IsolatedFromAbove, SingleBlock,
                                  RecursiveMemoryEffects, RecursivelySpeculatable]> {
@@ -57,7 +57,7 @@ def NN_FusedKernel : NN_RuntimeKernel<"nn.fused", 1, -1, -1,
   types, then per member its kernel, operands (group inputs or earlier
   members), attributes and result type, then the members yielded, one output
   each. The members are elementwise, broadcast and cast kernels with scalar
-  formulas over f32, bf16 and f16. Runs as the members' kernels in order
+  formulas over f32, bf16, f16 and i1. Runs as the members' kernels in order
   (CPU: bit for bit the unfused program) or as one kernel generated from the
   formulas (CUDA: kernels/fused), whose members' values not yielded are never
   stored.

@@ -234,6 +234,14 @@ def NN_CompareOp : NN_KernelOp<"compare", [Pure, SameOperandsElementType,
   let kernelDoc = [{
     attr predicate: eq|ne|lt|le|gt|ge; out i1. Broadcasting.
   }];
+  // An i1 value is 0 or 1 in f32.
+  let kernelScalarFormulas = [
+    NN_ScalarFormula<"($0 == $1 ? 1.0f : 0.0f)", "predicate", "eq">,
+    NN_ScalarFormula<"($0 != $1 ? 1.0f : 0.0f)", "predicate", "ne">,
+    NN_ScalarFormula<"($0 < $1 ? 1.0f : 0.0f)", "predicate", "lt">,
+    NN_ScalarFormula<"($0 <= $1 ? 1.0f : 0.0f)", "predicate", "le">,
+    NN_ScalarFormula<"($0 > $1 ? 1.0f : 0.0f)", "predicate", "gt">,
+    NN_ScalarFormula<"($0 >= $1 ? 1.0f : 0.0f)", "predicate", "ge">];
   let summary = "elementwise comparison, broadcasting, giving i1";
   let description = [{
     ```mlir
@@ -254,6 +262,7 @@ def NN_WhereOp : NN_KernelOp<"where", [Pure, InferTypeOpAdaptor,
   let kernelDoc = [{
     cond (i1), a, b; broadcasting
   }];
+  let kernelScalarFormulas = [NN_ScalarFormula<"($0 != 0.0f ? $1 : $2)">];
   let summary = "cond ? a : b, elementwise with broadcasting";
   let arguments = (ins NN_BoolTensor:$condition, NN_Tensor:$lhs, NN_Tensor:$rhs);
   let results = (outs NN_Tensor:$result);

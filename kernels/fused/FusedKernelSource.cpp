@@ -23,6 +23,8 @@ Storage storageOf(DType t) {
     return {"unsigned short", "loom_load_bf16", "loom_store_bf16", "loom_round_bf16", 2};
   case DType::F16:
     return {"unsigned short", "loom_load_f16", "loom_store_f16", "loom_round_f16", 2};
+  case DType::I1: // 0 or 1 in f32, a byte in memory (never vectorized)
+    return {"unsigned char", "loom_load_i1", "loom_store_i1", "loom_round_i1", 1};
   default: // f32 (fusedCodegenProblem admits nothing else)
     return {"float", "loom_load_f32", "loom_store_f32", "", 4};
   }
@@ -31,7 +33,8 @@ Storage storageOf(DType t) {
 // Helpers every generated kernel starts with. The conversions are the CPU
 // reference's (runtime/support/FloatTypes.cpp): bf16 rounds to nearest even
 // on the raw bits, NaNs stay quiet NaNs; f16 converts in hardware, to
-// nearest even. loom_sigmoid is the elementwise kernels' branch-free form.
+// nearest even; i1 is 0 or 1 (any nonzero value stores 1). loom_sigmoid is
+// the elementwise kernels' branch-free form.
 constexpr const char *kPrelude = R"(__device__ __forceinline__ float loom_load_f32(float x) { return x; }
 __device__ __forceinline__ float loom_store_f32(float v) { return v; }
 __device__ __forceinline__ float loom_load_bf16(unsigned short x) {
@@ -55,6 +58,9 @@ __device__ __forceinline__ unsigned short loom_store_f16(float v) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
   return h;
 }
+__device__ __forceinline__ float loom_load_i1(unsigned char x) { return x != 0 ? 1.0f : 0.0f; }
+__device__ __forceinline__ unsigned char loom_store_i1(float v) { return v != 0.0f ? 1 : 0; }
+__device__ __forceinline__ float loom_round_i1(float v) { return v != 0.0f ? 1.0f : 0.0f; }
 __device__ __forceinline__ float loom_round_bf16(float v) { return loom_load_bf16(loom_store_bf16(v)); }
 __device__ __forceinline__ float loom_round_f16(float v) { return loom_load_f16(loom_store_f16(v)); }
 __device__ __forceinline__ float loom_sigmoid(float x) {
@@ -168,12 +174,16 @@ llvm::Expected<FusedKernelSource> generateFusedKernel(const FusedBody &body) {
   std::vector<bool> inputFull(numInputs), outputFull(numOutputs);
   std::vector<const std::vector<int64_t> *> stridedShapes;
   std::vector<int> inputStrided(numInputs, -1), outputStrided(numOutputs, -1);
+  // i1 tensors (bytes) are read and written one element at a time.
+  auto vectorizable = [](DType t) { return storageOf(t).bytes >= 2; };
   int minBytes = 0;
   for (size_t k = 0; k < numInputs; ++k) {
     inputFull[k] = count(body.inputs[k].shape) == n;
     if (!used[k])
       continue;
     if (inputFull[k]) {
+      if (!vectorizable(body.inputs[k].dtype))
+        continue;
       int bytes = storageOf(body.inputs[k].dtype).bytes;
       minBytes = minBytes ? std::min(minBytes, bytes) : bytes;
     } else {
@@ -184,6 +194,8 @@ llvm::Expected<FusedKernelSource> generateFusedKernel(const FusedBody &body) {
   for (size_t o = 0; o < numOutputs; ++o) {
     outputFull[o] = count(outputType(o).shape) == n;
     if (outputFull[o]) {
+      if (!vectorizable(outputType(o).dtype))
+        continue;
       int bytes = storageOf(outputType(o).dtype).bytes;
       minBytes = minBytes ? std::min(minBytes, bytes) : bytes;
     } else {
@@ -194,9 +206,11 @@ llvm::Expected<FusedKernelSource> generateFusedKernel(const FusedBody &body) {
   const int width = minBytes ? 16 / minBytes : 1;
   kernel.vectorWidth = width;
   for (size_t k = 0; k < numInputs; ++k)
-    kernel.vectorInputs.push_back(width > 1 && used[k] && inputFull[k]);
+    kernel.vectorInputs.push_back(width > 1 && used[k] && inputFull[k] &&
+                                  vectorizable(body.inputs[k].dtype));
   for (size_t o = 0; o < numOutputs; ++o)
-    kernel.vectorOutputs.push_back(width > 1 && outputFull[o]);
+    kernel.vectorOutputs.push_back(width > 1 && outputFull[o] &&
+                                   vectorizable(outputType(o).dtype));
   const LoopPlan plan = planLoop(loop, stridedShapes);
 
   // 32-bit positions when every position (and a grid stride past the last)
@@ -242,7 +256,7 @@ llvm::Expected<FusedKernelSource> generateFusedKernel(const FusedBody &body) {
       std::string value;
       if (!inputFull[k])
         value = std::string(st.load) + "(in" + std::to_string(k) + "[" + offset(inputStrided[k]) + "])";
-      else if (vectorLoop && width > 1)
+      else if (vectorLoop && kernel.vectorInputs[k])
         value = "x" + std::to_string(k) + "[e]";
       else
         value = std::string(st.load) + "(in" + std::to_string(k) + "[i])";
@@ -267,7 +281,7 @@ llvm::Expected<FusedKernelSource> generateFusedKernel(const FusedBody &body) {
       std::string v = "v" + std::to_string(body.yields[o]);
       Storage st = storageOf(outputType(o).dtype);
       if (outputFull[o]) {
-        if (vectorLoop && width > 1)
+        if (vectorLoop && kernel.vectorOutputs[o])
           code += indent + "y" + std::to_string(o) + "[e] = " + v + ";\n";
         else
           code += indent + "out" + std::to_string(o) + "[i] = " + st.store + "(" + v + ");\n";

@@ -10,7 +10,8 @@
 // The kernel walks the members' common shape (fusedLoopShape) with a
 // grid-stride loop. Inputs and outputs of that whole shape are read and
 // written with 16-byte vector accesses (8 bf16/f16 or 4 f32 elements per
-// access; V elements per thread, V = 16 bytes of the narrowest of them),
+// access; V elements per thread, V = 16 bytes of the narrowest of them; i1
+// masks, one byte each, are read and written one element at a time),
 // then a scalar tail covers what is left (sizes that are not a multiple of
 // V) or everything (`vectorized` = 0: a pointer that is not 16-byte
 // aligned). Broadcast inputs are read per element at their offset, computed

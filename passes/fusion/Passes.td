@@ -115,9 +115,9 @@ def Unfuse : Pass<"loom-unfuse", "mlir::ModuleOp"> {
     With `keep-generatable`, a group stays when the CUDA code generator
     can make one kernel of it (its body, `FusedOp::kernelBody()`, has no
     `fusedCodegenProblem`: elementwise, broadcast and cast members with
-    scalar formulas, over f32, bf16 and f16, static shapes):
+    scalar formulas, over f32, bf16, f16 and i1):
     `--loom-lower-to-rt` makes it one `rt.kernel "nn.fused"` call. Every
-    other group (a row reduction, an integer or i1 value, a dynamic shape)
+    other group (a row reduction, an integer value)
     is inlined. Loom's pipeline runs it so, first in its `rt` step.
 
     Before (`keep-generatable`):

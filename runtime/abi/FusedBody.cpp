@@ -600,18 +600,18 @@ std::string fusedCodegenProblem(const FusedBody &body) {
   if (std::string malformed = checkFusedBody(body); !malformed.empty())
     return malformed;
   auto supported = [](DType t) {
-    return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+    return t == DType::F32 || t == DType::BF16 || t == DType::F16 || t == DType::I1;
   };
   for (size_t i = 0; i < body.inputs.size(); ++i)
     if (!supported(body.inputs[i].dtype))
       return "input %i" + std::to_string(i) + " is " + formatFusedType(body.inputs[i]) +
-             ": generated kernels take f32, bf16 and f16";
+             ": generated kernels take f32, bf16, f16 and i1";
   for (size_t i = 0; i < body.steps.size(); ++i) {
     const FusedStep &s = body.steps[i];
     std::string label = memberLabel(body, i);
     if (!supported(s.result.dtype))
       return label + " gives " + formatFusedType(s.result) +
-             ": generated kernels take f32, bf16 and f16";
+             ": generated kernels take f32, bf16, f16 and i1";
     if (!scalarFormula(s.kernel, s.attrs)) {
       bool any = std::any_of(std::begin(kFormulas), std::end(kFormulas),
                              [&](const FormulaEntry &f) { return f.kernel == kernelName(s.kernel); });

@@ -100,7 +100,7 @@ bool broadcastsTo(const std::vector<int64_t> &from, const std::vector<int64_t> &
 std::optional<std::vector<int64_t>> fusedLoopShape(const FusedBody &body);
 
 /// Why the fusion code generator cannot make one kernel of a well-formed
-/// body, or an empty string: a value that is not f32, bf16 or f16, a member
+/// body, or an empty string: a value that is not f32, bf16, f16 or i1, a member
 /// without a scalar formula for its attributes, an operand that does not
 /// broadcast to its member's shape, a member whose value nothing yields or
 /// reads, members whose shapes do not broadcast together. What the generated kernel computes is then exactly what the

@@ -83,9 +83,9 @@ func.func @integers(%x: tensor<16xi64>, %y: tensor<16xi64>) -> tensor<16xi64> {
 
 // -----
 
-// A comparison gives i1, which no generated kernel stores: inlined.
+// Comparisons and selections (an i1 mask between them) are taken too.
 // CHECK-LABEL: func.func @mask
-// CHECK-NOT: nn.fused
+// CHECK: nn.fused
 // CHECK: nn.compare
 // CHECK-NEXT: nn.where
 func.func @mask(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {

@@ -1248,6 +1248,17 @@ def gen_fused():
             lambda t, dy: dgelu_tanh(t) * dy),
            ("nn.add", ["%14", "%15"], {}, "f32", shape, np.add)],
           [19, 16, 17, 18, 11])
+    # Masks: a comparison's i1 result (yielded) selecting between values, and
+    # an i1 input doing the same; integral values make ties common.
+    x, row, m = T("f32", np.round(uniform([5, 67], -3, 3))), T("f32", np.round(uniform([67], -3, 3))), \
+        T("i1", ints([5, 67], 0, 2))
+    fused("f32_compare_where_masks", [x, row, m],
+          [("nn.compare", ["%i0", "%i1"], {"predicate": "le"}, "i1", [5, 67],
+            lambda a, b: (a <= b).astype(np.float64)),
+           ("nn.where", ["%0", "%i0", "%i1"], {}, "f32", [5, 67],
+            lambda c, a, b: np.where(c != 0, a, b)),
+           ("nn.where", ["%i2", "%1", "%i0"], {}, "f32", [5, 67],
+            lambda c, a, b: np.where(c != 0, a, b))], [2, 0])
     # f16 storage with a broadcast row, 2*3*11 = 66 elements.
     x, row = randt("f16", [2, 3, 11], -2, 2), randt("f16", [11], 0.5, 2)
     fused("f16_row_broadcast", [x, row],

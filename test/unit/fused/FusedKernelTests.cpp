@@ -49,6 +49,9 @@ const char *const kBodies[] = {
     "%19 = nn.add(%14, %15) : f32[2,3,9]; yield %19, %16, %17, %18, %11 }",
     "(f16[2,3,11], f16[11]) { %0 = nn.mul(%i0, %i1) : f16[2,3,11]; "
     "%1 = nn.silu(%0) : f16[2,3,11]; yield %1, %0 }",
+    "(f32[5,67], f32[67], i1[5,67]) { %0 = nn.compare(%i0, %i1) {predicate = lt} : i1[5,67]; "
+    "%1 = nn.where(%0, %i0, %i1) : f32[5,67]; %2 = nn.where(%i2, %1, %i0) : f32[5,67]; "
+    "yield %2, %0 }",
 };
 
 FusedBody parsed(const std::string &text) {
@@ -206,9 +209,9 @@ TEST(FusedBody, ChecksACallAgainstItsBody) {
 TEST(FusedBody, SaysWhatTheCodeGeneratorCannotTake) {
   EXPECT_EQ(fusedCodegenProblem(parsed("(i64[4], i64[4]) { %0 = nn.add(%i0, %i1) : i64[4]; "
                                        "yield %0 }")),
-            "input %i0 is i64[4]: generated kernels take f32, bf16 and f16");
+            "input %i0 is i64[4]: generated kernels take f32, bf16, f16 and i1");
   EXPECT_EQ(fusedCodegenProblem(parsed("(f32[4]) { %0 = nn.cast(%i0) : f64[4]; yield %0 }")),
-            "member %0 (nn.cast) gives f64[4]: generated kernels take f32, bf16 and f16");
+            "member %0 (nn.cast) gives f64[4]: generated kernels take f32, bf16, f16 and i1");
   EXPECT_EQ(fusedCodegenProblem(parsed("(f32[4]) { %0 = nn.gelu(%i0) {approximate = other} : "
                                        "f32[4]; yield %0 }")),
             "member %0 (nn.gelu) has no scalar formula for its attributes (NN_ScalarFormula in "
@@ -318,6 +321,19 @@ TEST(FusedKernelSource, ReadsBroadcastInputsAtTheirOffsets) {
   // exp(x) is [4,1,7]: written once per element, by the positions of column 0.
   EXPECT_TRUE(contains(s, "if (c1 == 0) out1[c0 * 7u + c2] = loom_store_f32(v6);")) << s;
   EXPECT_TRUE(contains(s, "const float v4 = loom_round_f16((v3)); // nn.cast")) << s;
+}
+
+TEST(FusedKernelSource, ReadsAndWritesMasksOneByteAtATime) {
+  fused::FusedKernelSource k = generated(kBodies[6]);
+  EXPECT_EQ(k.vectorWidth, 4);
+  EXPECT_EQ(k.vectorInputs, (std::vector<bool>{true, false, false}));
+  EXPECT_EQ(k.vectorOutputs, (std::vector<bool>{true, false}));
+  const std::string &s = k.source;
+  EXPECT_TRUE(contains(s, "const float a2 = loom_load_i1(in2[i]);")) << s;
+  EXPECT_TRUE(contains(s, "const float v0 = loom_round_i1(((a0) < (a1) ? 1.0f : 0.0f)); // nn.compare"))
+      << s;
+  EXPECT_TRUE(contains(s, "const float v2 = ((a2) != 0.0f ? (v1) : (a0)); // nn.where")) << s;
+  EXPECT_TRUE(contains(s, "out1[i] = loom_store_i1(v0);")) << s;
 }
 
 TEST(FusedKernelSource, MergesDimsEveryTensorStepsThroughAlike) {

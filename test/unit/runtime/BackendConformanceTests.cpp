@@ -774,6 +774,9 @@ std::vector<std::string> fusedBodies() {
                    "%1 = nn.maximum(%0, %i0) : f32[77]; %2 = nn.tanh(%1) : f32[77]; "
                    "%3 = nn.cast(%2) : bf16[77]; yield %3 }");
   bodies.push_back("(f32[0,5]) { %0 = nn.exp(%i0) : f32[0,5]; yield %0 }");
+  bodies.push_back("(bf16[5,67], bf16[67], i1[5,67]) { %0 = nn.compare(%i0, %i1) "
+                   "{predicate = ge} : i1[5,67]; %1 = nn.where(%0, %i0, %i1) : bf16[5,67]; "
+                   "%2 = nn.where(%i2, %1, %i0) : bf16[5,67]; yield %2, %0 }");
   return bodies;
 }
 
