@@ -8,7 +8,8 @@
 // fails only the calls that need it, with a one-line error naming the group.
 // Compiled kernels are cached in the process (by body and architecture) and
 // on disk (by a hash of the source, the architecture and the options; the
-// file repeats them, so a hash collision is a miss, not a wrong kernel):
+// file repeats them and a checksum, so a hash collision or a damaged file is
+// a miss, compiled again, not a wrong kernel):
 // $LOOM_CACHE_DIR/kernels, else $XDG_CACHE_HOME/loom/kernels, else
 // ~/.cache/loom/kernels; LOOM_CACHE_DIR=off keeps nothing on disk.
 
@@ -17,6 +18,7 @@
 #include "kernels/fused/FusedKernelSource.h"
 #include "runtime/abi/FusedBody.h"
 #include "runtime/support/AtomicFile.h"
+#include "runtime/support/Crc32c.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -174,6 +176,8 @@ std::string cacheDirectory() {
   return "";
 }
 
+// A cache file: this magic, the key's size and text, the cubin's size and
+// bytes, then the CRC-32C of the key and the cubin (little-endian sizes).
 constexpr char kCacheMagic[] = "LOOMCUBIN1\n";
 
 std::string cachePath(const std::string &dir, const std::string &keyText) {
@@ -217,6 +221,10 @@ std::optional<std::string> readCached(const std::string &path, const std::string
   std::string cubin(cubinSize, '\0');
   if (!in.read(cubin.data(), cubinSize))
     return std::nullopt;
+  uint64_t crc = 0;
+  if (!readU64(in, crc) ||
+      crc != crc32c(cubin.data(), cubin.size(), crc32c(key.data(), key.size())))
+    return std::nullopt;
   return cubin;
 }
 
@@ -229,6 +237,7 @@ void writeCached(const std::string &dir, const std::string &path, const std::str
   bytes += keyText;
   appendU64(bytes, cubin.size());
   bytes += cubin;
+  appendU64(bytes, crc32c(cubin.data(), cubin.size(), crc32c(keyText.data(), keyText.size())));
   std::error_code ec = llvm::sys::fs::create_directories(dir);
   llvm::Error err = ec ? error("cannot create " + dir + ": " + ec.message())
                        : writeFileAtomically(path, bytes.data(), bytes.size());
@@ -279,7 +288,7 @@ class FusedKernelCache {
 public:
   /// The kernel of `bodyText` for the current device's architecture:
   /// parsed, generated, compiled (or read from disk) and loaded once.
-  llvm::Expected<const CompiledKernel *> get(const std::string &bodyText) {
+  llvm::Expected<std::shared_ptr<const CompiledKernel>> get(const std::string &bodyText) {
     llvm::Expected<std::string> arch = currentArch();
     if (!arch)
       return arch.takeError();
@@ -288,17 +297,17 @@ public:
       std::shared_lock<std::shared_mutex> lock(mutex_);
       auto it = kernels_.find(key);
       if (it != kernels_.end())
-        return it->second.get();
+        return it->second;
     }
     std::unique_lock<std::shared_mutex> lock(mutex_);
     auto it = kernels_.find(key);
     if (it != kernels_.end())
-      return it->second.get();
+      return it->second;
     auto made = make(bodyText, *arch);
     if (!made)
       return made.takeError();
-    const CompiledKernel *kernel = made->get();
-    kernels_.emplace(std::move(key), std::move(*made));
+    std::shared_ptr<const CompiledKernel> kernel = std::move(*made);
+    kernels_.emplace(std::move(key), kernel);
     return kernel;
   }
 
@@ -330,24 +339,32 @@ private:
     std::optional<std::string> cubin;
     if (!path.empty())
       cubin = readCached(path, keyText);
+    auto load = [&](const std::string &code) {
+      cudaError_t status = cudaLibraryLoadData(&compiled->library, code.data(), nullptr, nullptr,
+                                               0, nullptr, nullptr, 0);
+      if (status != cudaSuccess)
+        cudaGetLastError();
+      return status;
+    };
+    cudaError_t loaded = cudaErrorUnknown;
     if (cubin) {
-      std::lock_guard<std::mutex> statsLock(statsMutex);
-      ++stats.diskHits;
-    } else {
+      loaded = load(*cubin);
+      if (loaded == cudaSuccess) {
+        std::lock_guard<std::mutex> statsLock(statsMutex);
+        ++stats.diskHits;
+      }
+    }
+    if (loaded != cudaSuccess) { // not cached, or cached code that does not load
       auto built = compileWithNvrtc(compiled->kernel.source, arch);
       if (!built)
         return group(llvm::toString(built.takeError()));
-      cubin = std::move(*built);
-      if (!path.empty())
-        writeCached(dir, path, keyText, *cubin);
+      loaded = load(*built);
+      if (loaded == cudaSuccess && !path.empty())
+        writeCached(dir, path, keyText, *built);
     }
-    if (cudaError_t status = cudaLibraryLoadData(&compiled->library, cubin->data(), nullptr,
-                                                 nullptr, 0, nullptr, nullptr, 0);
-        status != cudaSuccess) {
-      cudaGetLastError();
-      return group(std::string("loading its compiled code: ") + cudaGetErrorName(status) +
-                   " (" + cudaGetErrorString(status) + ")");
-    }
+    if (loaded != cudaSuccess)
+      return group(std::string("loading its compiled code: ") + cudaGetErrorName(loaded) +
+                   " (" + cudaGetErrorString(loaded) + ")");
     if (cudaError_t status = cudaLibraryGetKernel(&compiled->function, compiled->library,
                                                   compiled->kernel.entry.c_str());
         status != cudaSuccess) {
@@ -359,7 +376,7 @@ private:
   }
 
   std::shared_mutex mutex_;
-  std::map<std::string, std::unique_ptr<CompiledKernel>> kernels_;
+  std::map<std::string, std::shared_ptr<const CompiledKernel>> kernels_;
 };
 
 FusedKernelCache &cache() {
@@ -378,7 +395,7 @@ llvm::Error launchFused(const KernelCall &call) {
   llvm::Expected<std::string> text = call.attrs.getStr("body");
   if (!text)
     return text.takeError();
-  llvm::Expected<const CompiledKernel *> found = cache().get(*text);
+  llvm::Expected<std::shared_ptr<const CompiledKernel>> found = cache().get(*text);
   if (!found)
     return found.takeError();
   const CompiledKernel &compiled = **found;

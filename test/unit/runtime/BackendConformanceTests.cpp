@@ -979,19 +979,31 @@ TYPED_TEST(BackendConformance, FusedKernelsAreCompiledOnceThenReadFromTheDiskCac
   cuda::FusedKernelStats cached = cuda::fusedKernelStats();
   EXPECT_EQ(cached.compiled, compiled.compiled);
   EXPECT_EQ(cached.diskHits, compiled.diskHits + 1);
-  // Damage every cached file: each is compiled again.
-  std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(dir + "/kernels", ec), end; !ec && it != end;
-       it.increment(ec)) {
-    std::FILE *f = std::fopen(it->path().c_str(), "r+b");
-    ASSERT_NE(f, nullptr);
-    std::fseek(f, 40, SEEK_SET);
-    std::fputc('#', f);
-    std::fclose(f);
+  // Damage the cached file, in its key (the source) and then in its code:
+  // each time the kernel is compiled again (and the file rewritten).
+  int64_t compiledSoFar = cached.compiled;
+  for (bool inTheCode : {false, true}) {
+    std::error_code ec;
+    int files = 0;
+    for (llvm::sys::fs::directory_iterator it(dir + "/kernels", ec), end; !ec && it != end;
+         it.increment(ec)) {
+      ++files;
+      std::FILE *f = std::fopen(it->path().c_str(), "r+b");
+      ASSERT_NE(f, nullptr);
+      std::fseek(f, 0, SEEK_END);
+      long size = std::ftell(f);
+      std::fseek(f, inTheCode ? size - 100 : 40, SEEK_SET);
+      int byte = std::fgetc(f);
+      std::fseek(f, inTheCode ? size - 100 : 40, SEEK_SET);
+      std::fputc(byte ^ 0x5A, f);
+      std::fclose(f);
+    }
+    EXPECT_EQ(files, 1);
+    cuda::forgetFusedKernels();
+    run();
+    EXPECT_EQ(cuda::fusedKernelStats().compiled, ++compiledSoFar)
+        << (inTheCode ? "damaged code" : "damaged key");
   }
-  cuda::forgetFusedKernels();
-  run();
-  EXPECT_EQ(cuda::fusedKernelStats().compiled, cached.compiled + 1);
   if (previous)
     ::setenv("LOOM_CACHE_DIR", saved.c_str(), 1);
   else
