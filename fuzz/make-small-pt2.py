@@ -50,15 +50,15 @@ class Attention(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, 8)
 
 
-class EmbedLoss(torch.nn.Module):
+class EmbedNormHead(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.embed = torch.nn.Embedding(16, 8)
         self.head = torch.nn.Linear(8, 16, bias=False)
 
     def forward(self, ids):
-        logits = self.head(torch.rsqrt(self.embed(ids).pow(2).mean(-1, keepdim=True) + 1e-5))
-        return logits
+        x = self.embed(ids)
+        return self.head(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5))
 
 
 def main():
@@ -70,7 +70,7 @@ def main():
         ("mlp_dyn", Mlp(), (torch.randn(2, 3, 8),), ({0: batch},)),
         ("norm_softmax", NormSoftmax(), (torch.randn(2, 8),), None),
         ("attention", Attention(), (torch.randn(1, 5, 8),), None),
-        ("embed_head", EmbedLoss(), (torch.randint(0, 16, (2, 4)),), ({0: batch},)),
+        ("embed_head", EmbedNormHead(), (torch.randint(0, 16, (2, 4)),), ({0: batch},)),
     ]
     for name, module, args, shapes in cases:
         program = torch.export.export(module.eval(), args, dynamic_shapes=shapes)

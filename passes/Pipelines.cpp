@@ -197,8 +197,9 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
       pm.addPass(createFuse());
     return;
   case PipelineStep::LowerToRt:
-    // The CPU backend runs a fusion group's ops one by one.
-    pm.addPass(createUnfuse());
+    // A fusion group the CUDA code generator takes stays one nn.fused call
+    // (the CPU backend runs its ops one by one); any other is inlined.
+    pm.addPass(createUnfuse(UnfuseOptions{/*keepGeneratable=*/true}));
     pm.addPass(createLowerToRt(LowerToRtOptions{options.entry}));
     pm.addPass(createFuseMatmulEpilogue());
     pm.addPass(createFuseAdamW());

@@ -14,6 +14,8 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 
 llvm_config.use_default_substitutions()
+# Compiled fusion kernels go to the build tree, not the user's cache.
+config.environment["LOOM_CACHE_DIR"] = os.path.join(config.loom_obj_root, "test", "kernel-cache")
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
 # Test helpers use Debian's python3 (with python3-numpy), whatever python runs lit.
@@ -58,6 +60,12 @@ def gpu_count():
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 gpus = gpu_count() if config.loom_enable_cuda else 0
+if gpus >= 1:
+    config.available_features.add("gpu")
+else:
+    lit_config.note("the GPU tests are UNSUPPORTED: " +
+                    ("this build has no CUDA backend" if not config.loom_enable_cuda else
+                     "no GPU is visible"))
 if gpus >= 2:
     config.available_features.add("two-gpus")
 else:

@@ -35,6 +35,26 @@ class NN_KernelRetiredAttr<string attrName> : NN_KernelAttr<attrName, "Retired">
 class NN_KernelRequiredAttr<string attrName, string attrKind>
     : NN_KernelAttr<attrName, attrKind, "", 1>;
 
+// What an elementwise kernel (a map over its result's elements, its operands
+// broadcast NumPy-style) computes at one element, as data: a CUDA C++
+// expression in f32 over its operands' values `$0`, `$1`, ... (each loaded and
+// widened to f32). The CUDA backend's generated kernels for fusion groups
+// (nn.fused: runtime/abi/FusedBody.h, kernels/fused/) are built from these
+// alone, so the code generator knows no kernel by name. An expression may
+// call CUDA's single-precision math functions (expf, logf, sqrtf, tanhf,
+// erff, powf, fabsf) and the generated kernel's helper loom_sigmoid(x). It is
+// compiled with FMA contraction off and IEEE division and square root, so it
+// rounds as the kernel's own CUDA code does when written in the same order.
+// With `attr`, the formula is for the calls whose string attribute `attr` is
+// `value` (gelu's two approximations); a call that no formula matches has
+// none, and a fusion group holding it runs op by op.
+class NN_ScalarFormula<string formulaExpr, string formulaAttr = "",
+                       string formulaValue = ""> {
+  string expr = formulaExpr;
+  string attr = formulaAttr;
+  string value = formulaValue;
+}
+
 // Mixin for an op with a kernel. `kernelDoc` states the kernel's layout and
 // semantics where the op's summary does not (it becomes Kernels.def's comment).
 class NN_Kernel {
@@ -42,6 +62,9 @@ class NN_Kernel {
   list<NN_KernelAttr> kernelExtraAttrs = [];
   // Inputs a later pass may append to the call (a fused epilogue's bias).
   int kernelExtraInputs = 0;
+  // The kernel's value at one element, for an elementwise kernel
+  // (NN_ScalarFormula); empty for any other.
+  list<NN_ScalarFormula> kernelScalarFormulas = [];
 }
 
 // A kernel with no nn op of its own: made by passes over rt programs (a

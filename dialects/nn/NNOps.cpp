@@ -1,5 +1,7 @@
 #include "dialects/nn/NNOps.h"
 
+#include "dialects/nn/KernelAttributes.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -1196,6 +1198,95 @@ LogicalResult FusedOp::verify() {
       return op.emitOpError("is not fusible (FusibleOpInterface) but is inside nn.fused");
   }
   return success();
+}
+
+namespace {
+
+llvm::Error fusedBodyError(const llvm::Twine &message) {
+  return llvm::createStringError(std::errc::invalid_argument, message.str().c_str());
+}
+
+/// A kernel attribute (kernelAttrsFor's kinds) as the runtime carries it.
+std::optional<loom::AttrValue> runtimeAttrValue(Attribute v) {
+  if (auto i = dyn_cast<IntegerAttr>(v))
+    return loom::AttrValue(i.getValue().getSExtValue());
+  if (auto f = dyn_cast<FloatAttr>(v))
+    return loom::AttrValue(f.getValueAsDouble());
+  if (auto s = dyn_cast<StringAttr>(v))
+    return loom::AttrValue(s.str());
+  if (auto a = dyn_cast<DenseI64ArrayAttr>(v))
+    return loom::AttrValue(std::vector<int64_t>(a.asArrayRef().begin(), a.asArrayRef().end()));
+  if (auto a = dyn_cast<DenseF64ArrayAttr>(v))
+    return loom::AttrValue(std::vector<double>(a.asArrayRef().begin(), a.asArrayRef().end()));
+  return std::nullopt;
+}
+
+} // namespace
+
+llvm::Expected<loom::FusedBody> FusedOp::kernelBody() {
+  loom::FusedBody body;
+  auto typeOf = [](Type type, const llvm::Twine &what) -> llvm::Expected<loom::FusedTensorType> {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    std::string spelled;
+    llvm::raw_string_ostream os(spelled);
+    os << type;
+    if (!tensor || !tensor.hasStaticShape())
+      return fusedBodyError(what + " is " + spelled + ": a body needs static shapes");
+    std::optional<loom::DType> dtype = loom::runtimeDType(tensor.getElementType());
+    if (!dtype)
+      return fusedBodyError(what + " is " + spelled + ", an element type the runtime has not");
+    return loom::FusedTensorType{*dtype, std::vector<int64_t>(tensor.getShape().begin(),
+                                                              tensor.getShape().end())};
+  };
+  Block &block = getBodyBlock();
+  llvm::DenseMap<Value, loom::FusedRef> refs;
+  for (BlockArgument arg : block.getArguments()) {
+    auto type = typeOf(arg.getType(), "input " + llvm::Twine(arg.getArgNumber()));
+    if (!type)
+      return type.takeError();
+    refs[arg] = {true, static_cast<uint32_t>(body.inputs.size())};
+    body.inputs.push_back(std::move(*type));
+  }
+  for (Operation &op : block.without_terminator()) {
+    std::string label = ("member '" + op.getName().getStringRef() + "'").str();
+    if (op.getNumResults() != 1)
+      return fusedBodyError(label + " has " + llvm::Twine(op.getNumResults()) +
+                            " results (a member has one)");
+    // An nn op's kernel is named as the op (NN_Kernel).
+    std::optional<loom::KernelId> kernel = loom::findKernel(op.getName().getStringRef());
+    if (!kernel)
+      return fusedBodyError(label + " has no kernel");
+    loom::FusedStep step;
+    step.kernel = *kernel;
+    for (Value operand : op.getOperands()) {
+      auto it = refs.find(operand);
+      if (it == refs.end())
+        return fusedBodyError(label + " reads a value from outside the group");
+      step.operands.push_back(it->second);
+    }
+    for (NamedAttribute attr : loom::kernelAttrsFor(&op)) {
+      std::optional<loom::AttrValue> value = runtimeAttrValue(attr.getValue());
+      if (!value)
+        return fusedBodyError(label + ": kernel attribute '" + attr.getName().getValue() +
+                              "' has no runtime form");
+      step.attrs.push_back({attr.getName().str(), std::move(*value)});
+    }
+    auto type = typeOf(op.getResult(0).getType(), label + "'s result");
+    if (!type)
+      return type.takeError();
+    step.result = std::move(*type);
+    refs[op.getResult(0)] = {false, static_cast<uint32_t>(body.steps.size())};
+    body.steps.push_back(std::move(step));
+  }
+  for (Value value : cast<YieldOp>(block.getTerminator()).getValues()) {
+    loom::FusedRef ref = refs.lookup(value);
+    if (ref.isInput)
+      return fusedBodyError("the group yields its input " + llvm::Twine(ref.index));
+    body.yields.push_back(ref.index);
+  }
+  if (std::string problem = loom::checkFusedBody(body); !problem.empty())
+    return fusedBodyError(problem);
+  return body;
 }
 
 #define GET_OP_CLASSES

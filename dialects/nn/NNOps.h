@@ -3,6 +3,7 @@
 
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/ShardingRule.h"
+#include "runtime/abi/FusedBody.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"

@@ -124,18 +124,42 @@ class NN_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
   }];
 }
 
-def NN_NegOp : NN_UnaryOp<"neg", NN_NumericTensor> { let summary = "-x"; }
-def NN_AbsOp : NN_UnaryOp<"abs", NN_NumericTensor> { let summary = "|x|"; }
-def NN_ExpOp : NN_UnaryOp<"exp", NN_FloatTensor> { let summary = "e^x"; }
-def NN_LogOp : NN_UnaryOp<"log", NN_FloatTensor> { let summary = "natural log"; }
-def NN_SqrtOp : NN_UnaryOp<"sqrt", NN_FloatTensor> { let summary = "square root"; }
-def NN_RsqrtOp : NN_UnaryOp<"rsqrt", NN_FloatTensor> { let summary = "1/sqrt(x)"; }
-def NN_ReciprocalOp : NN_UnaryOp<"reciprocal", NN_FloatTensor> { let summary = "1/x"; }
-def NN_TanhOp : NN_UnaryOp<"tanh", NN_FloatTensor> { let summary = "tanh"; }
-def NN_ErfOp : NN_UnaryOp<"erf", NN_FloatTensor> { let summary = "error function"; }
-def NN_SigmoidOp : NN_UnaryOp<"sigmoid", NN_FloatTensor> { let summary = "1/(1+e^-x)"; }
-def NN_SiluOp : NN_UnaryOp<"silu", NN_FloatTensor> { let summary = "x * sigmoid(x)"; }
-def NN_ReluOp : NN_UnaryOp<"relu", NN_FloatTensor> { let summary = "max(x, 0)"; }
+def NN_NegOp : NN_UnaryOp<"neg", NN_NumericTensor> { let summary = "-x"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"-$0">];
+}
+def NN_AbsOp : NN_UnaryOp<"abs", NN_NumericTensor> { let summary = "|x|"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"fabsf($0)">];
+}
+def NN_ExpOp : NN_UnaryOp<"exp", NN_FloatTensor> { let summary = "e^x"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"expf($0)">];
+}
+def NN_LogOp : NN_UnaryOp<"log", NN_FloatTensor> { let summary = "natural log"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"logf($0)">];
+}
+def NN_SqrtOp : NN_UnaryOp<"sqrt", NN_FloatTensor> { let summary = "square root"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"sqrtf($0)">];
+}
+def NN_RsqrtOp : NN_UnaryOp<"rsqrt", NN_FloatTensor> { let summary = "1/sqrt(x)"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"1.0f / sqrtf($0)">];
+}
+def NN_ReciprocalOp : NN_UnaryOp<"reciprocal", NN_FloatTensor> { let summary = "1/x"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"1.0f / $0">];
+}
+def NN_TanhOp : NN_UnaryOp<"tanh", NN_FloatTensor> { let summary = "tanh"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"tanhf($0)">];
+}
+def NN_ErfOp : NN_UnaryOp<"erf", NN_FloatTensor> { let summary = "error function"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"erff($0)">];
+}
+def NN_SigmoidOp : NN_UnaryOp<"sigmoid", NN_FloatTensor> { let summary = "1/(1+e^-x)"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"loom_sigmoid($0)">];
+}
+def NN_SiluOp : NN_UnaryOp<"silu", NN_FloatTensor> { let summary = "x * sigmoid(x)"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"$0 * loom_sigmoid($0)">];
+}
+def NN_ReluOp : NN_UnaryOp<"relu", NN_FloatTensor> { let summary = "max(x, 0)"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"($0 != $0 ? $0 : ($0 > 0.0f ? $0 : 0.0f))">];
+}
 
 def NN_GeluOp : NN_KernelOp<"gelu", [Pure, SameOperandsAndResultType,
                               DeclareOpInterfaceMethods<NN_GradientOpInterface>,
@@ -143,6 +167,11 @@ def NN_GeluOp : NN_KernelOp<"gelu", [Pure, SameOperandsAndResultType,
   let kernelDoc = [{
     attr approximate: "none" | "tanh"
   }];
+  let kernelScalarFormulas = [
+    NN_ScalarFormula<"$0 * 0.5f * (1.0f + erff($0 * 0.70710678118654752440f))",
+                     "approximate", "none">,
+    NN_ScalarFormula<"0.5f * $0 * (1.0f + tanhf(0.79788456080286535588f * "
+                     "($0 + 0.044715f * $0 * $0 * $0)))", "approximate", "tanh">];
   let summary = "Gaussian error linear unit, exact or tanh-approximated";
   let description = [{
     `none`: x/2 (1 + erf(x/sqrt(2))); `tanh`: x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))).
@@ -177,13 +206,27 @@ class NN_BinaryOp<string mnemonic, list<Trait> traits = []>
   }];
 }
 
-def NN_AddOp : NN_BinaryOp<"add", [Commutative]> { let summary = "a + b"; }
-def NN_SubOp : NN_BinaryOp<"sub"> { let summary = "a - b"; }
-def NN_MulOp : NN_BinaryOp<"mul", [Commutative]> { let summary = "a * b"; }
-def NN_DivOp : NN_BinaryOp<"div"> { let summary = "a / b"; }
-def NN_PowOp : NN_BinaryOp<"pow"> { let summary = "a ^ b"; }
-def NN_MaximumOp : NN_BinaryOp<"maximum", [Commutative]> { let summary = "max(a, b)"; }
-def NN_MinimumOp : NN_BinaryOp<"minimum", [Commutative]> { let summary = "min(a, b)"; }
+def NN_AddOp : NN_BinaryOp<"add", [Commutative]> { let summary = "a + b"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"$0 + $1">];
+}
+def NN_SubOp : NN_BinaryOp<"sub"> { let summary = "a - b"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"$0 - $1">];
+}
+def NN_MulOp : NN_BinaryOp<"mul", [Commutative]> { let summary = "a * b"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"$0 * $1">];
+}
+def NN_DivOp : NN_BinaryOp<"div"> { let summary = "a / b"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"$0 / $1">];
+}
+def NN_PowOp : NN_BinaryOp<"pow"> { let summary = "a ^ b"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"powf($0, $1)">];
+}
+def NN_MaximumOp : NN_BinaryOp<"maximum", [Commutative]> { let summary = "max(a, b)"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"($0 != $0 ? $0 : $1 != $1 ? $1 : ($0 > $1 ? $0 : $1))">];
+}
+def NN_MinimumOp : NN_BinaryOp<"minimum", [Commutative]> { let summary = "min(a, b)"; 
+  let kernelScalarFormulas = [NN_ScalarFormula<"($0 != $0 ? $0 : $1 != $1 ? $1 : ($0 < $1 ? $0 : $1))">];
+}
 
 def NN_CompareOp : NN_KernelOp<"compare", [Pure, SameOperandsElementType,
                                      InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
@@ -191,6 +234,14 @@ def NN_CompareOp : NN_KernelOp<"compare", [Pure, SameOperandsElementType,
   let kernelDoc = [{
     attr predicate: eq|ne|lt|le|gt|ge; out i1. Broadcasting.
   }];
+  // An i1 value is 0 or 1 in f32.
+  let kernelScalarFormulas = [
+    NN_ScalarFormula<"($0 == $1 ? 1.0f : 0.0f)", "predicate", "eq">,
+    NN_ScalarFormula<"($0 != $1 ? 1.0f : 0.0f)", "predicate", "ne">,
+    NN_ScalarFormula<"($0 < $1 ? 1.0f : 0.0f)", "predicate", "lt">,
+    NN_ScalarFormula<"($0 <= $1 ? 1.0f : 0.0f)", "predicate", "le">,
+    NN_ScalarFormula<"($0 > $1 ? 1.0f : 0.0f)", "predicate", "gt">,
+    NN_ScalarFormula<"($0 >= $1 ? 1.0f : 0.0f)", "predicate", "ge">];
   let summary = "elementwise comparison, broadcasting, giving i1";
   let description = [{
     ```mlir
@@ -211,6 +262,7 @@ def NN_WhereOp : NN_KernelOp<"where", [Pure, InferTypeOpAdaptor,
   let kernelDoc = [{
     cond (i1), a, b; broadcasting
   }];
+  let kernelScalarFormulas = [NN_ScalarFormula<"($0 != 0.0f ? $1 : $2)">];
   let summary = "cond ? a : b, elementwise with broadcasting";
   let arguments = (ins NN_BoolTensor:$condition, NN_Tensor:$lhs, NN_Tensor:$rhs);
   let results = (outs NN_Tensor:$result);
@@ -225,6 +277,8 @@ def NN_CastOp : NN_KernelOp<"cast", [Pure, DeclareOpInterfaceMethods<NN_Gradient
   let kernelDoc = [{
     any dtype to any dtype
   }];
+  // The value as it is; the result's element type rounds it.
+  let kernelScalarFormulas = [NN_ScalarFormula<"$0">];
   let summary = "element type conversion (round to nearest even for floats)";
   let description = [{
     ```mlir
@@ -627,6 +681,7 @@ def NN_BroadcastOp : NN_KernelOp<"broadcast", [Pure, SameOperandsAndResultElemen
   let kernelDoc = [{
     NumPy broadcasting to the output's shape
   }];
+  let kernelScalarFormulas = [NN_ScalarFormula<"$0">];
   let summary = "NumPy-style broadcast to the result's shape";
   let arguments = (ins NN_Tensor:$input);
   let results = (outs NN_Tensor:$result);
@@ -734,6 +789,16 @@ def NN_GeluGradOp : NN_KernelOp<"gelu_grad", [Pure,
   let kernelDoc = [{
     x, dy (same shape) -> dx. attr approximate: "none" | "tanh" (as nn.gelu).
   }];
+  let kernelScalarFormulas = [
+    NN_ScalarFormula<"$1 * (0.5f * (1.0f + erff($0 * 0.70710678118654752440f)) + "
+                     "$0 * 0.39894228040143267794f * expf(-0.5f * $0 * $0))",
+                     "approximate", "none">,
+    NN_ScalarFormula<"$1 * (0.5f * (1.0f + tanhf(0.79788456080286535588f * "
+                     "($0 + 0.044715f * $0 * $0 * $0))) + 0.5f * $0 * (1.0f - "
+                     "tanhf(0.79788456080286535588f * ($0 + 0.044715f * $0 * $0 * $0)) * "
+                     "tanhf(0.79788456080286535588f * ($0 + 0.044715f * $0 * $0 * $0))) * "
+                     "(0.79788456080286535588f * (1.0f + 3.0f * 0.044715f * $0 * $0)))",
+                     "approximate", "tanh">];
   let summary = "dx = gelu'(x) * dy, for either form of gelu";
   let description = [{
     ```mlir
@@ -754,6 +819,8 @@ def NN_SiluGradOp : NN_KernelOp<"silu_grad", [Pure,
   let kernelDoc = [{
     x, dy -> dx
   }];
+  let kernelScalarFormulas = [
+    NN_ScalarFormula<"$1 * (loom_sigmoid($0) * (1.0f + $0 * (1.0f - loom_sigmoid($0))))">];
   let summary = "dx = sigmoid(x) (1 + x (1 - sigmoid(x))) * dy";
   let description = [{
     ```mlir

@@ -1,5 +1,6 @@
 #include "dialects/rt/RtDialect.h"
 
+#include "runtime/abi/FusedBody.h"
 #include "runtime/abi/KernelList.h"
 
 #include "mlir/IR/Builders.h"
@@ -235,6 +236,29 @@ loom::DType elementDType(Type type) {
   if (type.isInteger(1))
     return loom::DType::I1;
   return loom::DType::F8E4M3FN;
+}
+
+/// The runtime element type of a buffer, for a fusion group's body.
+std::optional<loom::DType> fusedDType(Type type) {
+  if (type.isF32())
+    return loom::DType::F32;
+  if (type.isBF16())
+    return loom::DType::BF16;
+  if (type.isF16())
+    return loom::DType::F16;
+  if (type.isF64())
+    return loom::DType::F64;
+  if (type.isFloat8E4M3FN())
+    return loom::DType::F8E4M3FN;
+  if (type.isFloat8E5M2())
+    return loom::DType::F8E5M2;
+  if (type.isInteger(64))
+    return loom::DType::I64;
+  if (type.isInteger(32))
+    return loom::DType::I32;
+  if (type.isInteger(1))
+    return loom::DType::I1;
+  return std::nullopt;
 }
 
 /// The rank a program op runs as, when the verifier can tell.
@@ -511,6 +535,37 @@ LogicalResult KernelOp::verify() {
   std::string problem = checkKernelAttrs(*findKernel(getKernel().str()), kinds);
   if (!problem.empty())
     return emitOpError("kernel '") << getKernel() << "': " << problem;
+  if (getKernelId() == KernelId::Fused)
+    return verifyFusedBody();
+  return success();
+}
+
+/// A fusion group's call: its body parses, and the call's buffers are the
+/// types the body reads and yields.
+LogicalResult KernelOp::verifyFusedBody() {
+  auto text = dyn_cast_or_null<StringAttr>(getAttrs().get("body"));
+  if (!text)
+    return emitOpError("kernel 'nn.fused' needs its body (string attribute 'body')");
+  llvm::Expected<FusedBody> body = parseFusedBody(text.getValue());
+  if (!body)
+    return emitOpError("kernel 'nn.fused': body: ") << llvm::toString(body.takeError());
+  auto typesOf = [&](ValueRange buffers, std::vector<FusedTensorType> &types) -> LogicalResult {
+    for (Value buffer : buffers) {
+      auto memref = cast<MemRefType>(buffer.getType());
+      std::optional<DType> dtype = fusedDType(memref.getElementType());
+      if (!dtype)
+        return emitOpError("kernel 'nn.fused': buffer of ")
+               << memref << " has an element type the runtime has not";
+      types.push_back({*dtype, std::vector<int64_t>(memref.getShape().begin(),
+                                                    memref.getShape().end())});
+    }
+    return success();
+  };
+  std::vector<FusedTensorType> inputs, outputs;
+  if (failed(typesOf(getInputs(), inputs)) || failed(typesOf(getOutputs(), outputs)))
+    return failure();
+  if (std::string problem = checkFusedCall(*body, inputs, outputs); !problem.empty())
+    return emitOpError("kernel 'nn.fused': ") << problem;
   return success();
 }
 

@@ -203,6 +203,8 @@ def Rt_KernelOp : Rt_Op<"kernel", [AttrSizedOperandSegments]> {
     std::optional<::loom::KernelId> getKernelId() {
       return ::loom::findKernel(getKernel().str());
     }
+    /// nn.fused: the body parses and matches the call's buffers.
+    ::mlir::LogicalResult verifyFusedBody();
   }];
   let hasVerifier = 1;
 }

@@ -55,6 +55,7 @@ constexpr KernelImpl kImplementations[] = {
     {KernelId::CrossEntropyStats, runCrossEntropyStats},
     {KernelId::CrossEntropyCombine, runCrossEntropyCombine},
     {KernelId::CrossEntropyBlockGrad, runCrossEntropyBlockGrad},
+    {KernelId::Fused, runFused},
 };
 
 /// The implementation of each kernel of the contract, indexed by KernelId:

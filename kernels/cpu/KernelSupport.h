@@ -74,6 +74,8 @@ llvm::Error runAdamW(const KernelCall &call);
 llvm::Error runScaledMatmul(const KernelCall &call);
 
 llvm::Error runAdamWMulti(const KernelCall &call);
+// nn.fused: the body's members one by one (Fused.cpp).
+llvm::Error runFused(const KernelCall &call);
 
 /// Calls body(begin, end) over [0, count) split into contiguous chunks, on up
 /// to ctx.numThreads threads; uses one thread when count * costPerItem is

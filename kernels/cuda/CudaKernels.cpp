@@ -15,6 +15,7 @@ const KernelRegistry &registry() {
     registerLossKernels(r);
     registerOptimizerKernels(r);
     registerMatmulKernels(r);
+    registerFusedKernels(r);
     return r;
   }();
   return kernels;
@@ -34,7 +35,9 @@ bool hasKernel(std::string_view name) {
 }
 
 bool loadsAtFirstUse(KernelId kernel) {
-  return kernel == KernelId::Matmul || kernel == KernelId::ScaledMatmul;
+  // A fusion group's kernel is generated, compiled and loaded at its first call.
+  return kernel == KernelId::Matmul || kernel == KernelId::ScaledMatmul ||
+         kernel == KernelId::Fused;
 }
 
 llvm::Error launchKernel(std::string_view name, llvm::ArrayRef<cpu::Tensor> inputs,

@@ -56,7 +56,8 @@ llvm::Error launchKernel(KernelId id, llvm::ArrayRef<cpu::Tensor> inputs,
                          llvm::ArrayRef<cpu::Tensor> outputs, const cpu::KernelAttrs &attrs,
                          const LaunchContext &ctx);
 bool hasKernel(std::string_view name);
-/// Whether the kernel loads its code at first use (cuBLASLt's GEMMs), so the
+/// Whether the kernel loads its code at first use (cuBLASLt's GEMMs; a fusion
+/// group's generated kernel, compiled and loaded at its first call), so the
 /// backend runs it once before any step (Backend::prepareKernel).
 bool loadsAtFirstUse(KernelId kernel);
 
@@ -69,6 +70,33 @@ void registerAttentionKernels(KernelRegistry &registry);
 void registerLossKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
 void registerMatmulKernels(KernelRegistry &registry);
+void registerFusedKernels(KernelRegistry &registry);
+
+//===----------------------------------------------------------------------===//
+// Generated kernels (FusedKernels.cpp): nn.fused
+//===----------------------------------------------------------------------===//
+
+/// Compiles CUDA C++ `source` into a cubin for `arch` ("sm_90") with NVRTC,
+/// opened at first use ($LOOM_NVRTC, else libnvrtc.so.<CUDA major>). Needs no
+/// GPU. Errors are one line (the compile log's errors).
+llvm::Expected<std::string> compileWithNvrtc(const std::string &source, const std::string &arch);
+/// Why NVRTC cannot be opened here, or an empty string.
+std::string nvrtcUnavailableReason();
+/// What the fusion kernels of this process cost so far: kernels compiled
+/// with NVRTC (and the seconds it took), kernels read from the disk cache.
+struct FusedKernelStats {
+  int64_t compiled = 0;
+  int64_t diskHits = 0;
+  double compileSeconds = 0;
+};
+FusedKernelStats fusedKernelStats();
+/// Where compiled fusion kernels are kept: $LOOM_CACHE_DIR/kernels, else
+/// $XDG_CACHE_HOME/loom/kernels, else ~/.cache/loom/kernels; empty with
+/// LOOM_CACHE_DIR=off (nothing is kept on disk).
+std::string fusedKernelCacheDirectory();
+/// Forgets the compiled fusion kernels of this process, so the next call of
+/// each reads the disk cache again (tests).
+void forgetFusedKernels();
 
 /// A CUDA error as an llvm::Error naming what failed.
 llvm::Error cudaError(cudaError_t status, const char *what);

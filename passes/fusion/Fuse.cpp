@@ -1,5 +1,6 @@
 // --loom-fuse: producer-consumer groups of fusible nn ops (FusibleOpInterface)
-// become nn.fused ops; --loom-unfuse inlines them back.
+// become nn.fused ops; --loom-unfuse inlines them back (all of them, or those
+// the CUDA code generator cannot make one kernel of).
 
 #include "passes/fusion/Passes.h"
 
@@ -279,11 +280,24 @@ struct FusePass : impl::FuseBase<FusePass> {
   }
 };
 
+/// Whether the CUDA code generator makes one kernel of `fused`.
+bool isGeneratable(nn::FusedOp fused) {
+  llvm::Expected<FusedBody> body = fused.kernelBody();
+  if (!body) {
+    llvm::consumeError(body.takeError());
+    return false;
+  }
+  return fusedCodegenProblem(*body).empty();
+}
+
 struct UnfusePass : impl::UnfuseBase<UnfusePass> {
+  using UnfuseBase::UnfuseBase;
   void runOnOperation() override {
     SmallVector<nn::FusedOp> fusedOps;
     getOperation()->walk([&](nn::FusedOp op) { fusedOps.push_back(op); });
     for (nn::FusedOp fused : fusedOps) {
+      if (keepGeneratable && isGeneratable(fused))
+        continue;
       OpBuilder b(fused);
       IRMapping map;
       Block &body = fused.getBodyBlock();

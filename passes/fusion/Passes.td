@@ -78,8 +78,10 @@ def Fuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
     the group's first op: the `nn.fused` op runs where the group's last op
     was (ops between that read the group move after it), so a group that
     spans the step (gradient accumulations across microbatches) would hold
-    its inputs until the end. The CPU backend runs the body op by op
-    (`--loom-unfuse` before lowering).
+    its inputs until the end. Lowering keeps a group of elementwise,
+    broadcast and cast ops as one `nn.fused` kernel call (the CPU backend
+    runs its body op by op, the CUDA backend one kernel generated from it)
+    and inlines any other (`--loom-unfuse keep-generatable`).
 
     Before:
     ```mlir
@@ -103,13 +105,44 @@ def Fuse : Pass<"loom-fuse", "mlir::ModuleOp"> {
 }
 
 def Unfuse : Pass<"loom-unfuse", "mlir::ModuleOp"> {
-  let summary = "inlines every nn.fused op's body in its place";
+  let summary = "inlines nn.fused ops' bodies in their place (all, or those no kernel can be generated for)";
   let description = [{
     Replaces each `nn.fused` op by the ops of its body, its block's
     arguments by its inputs and its results by the values `nn.yield`
     returns: the program the CPU backend runs op by op, bit for bit what
-    it computed before `--loom-fuse`. `--loom-lower-to-rt` runs it first.
+    it computed before `--loom-fuse`.
+
+    With `keep-generatable`, a group stays when the CUDA code generator
+    can make one kernel of it (its body, `FusedOp::kernelBody()`, has no
+    `fusedCodegenProblem`: elementwise, broadcast and cast members with
+    scalar formulas, over f32, bf16, f16 and i1):
+    `--loom-lower-to-rt` makes it one `rt.kernel "nn.fused"` call. Every
+    other group (a row reduction, an integer value)
+    is inlined. Loom's pipeline runs it so, first in its `rt` step.
+
+    Before (`keep-generatable`):
+    ```mlir
+    %a:2 = nn.fused (%x, %g) : ... {   // silu, mul: kept
+    ^bb0(...): ... nn.yield %s, %m : ...
+    }
+    %b = nn.fused (%y) : ... {         // mul, reduce_sum: inlined
+    ^bb0(%v: tensor<4x8xf32>):
+      %sq = nn.mul %v, %v : ...
+      %r = nn.reduce_sum %sq dims = [1] : ...
+      nn.yield %r : tensor<4xf32>
+    }
+    ```
+    After:
+    ```mlir
+    %a:2 = nn.fused (%x, %g) : ... { ... }
+    %sq = nn.mul %y, %y : ...
+    %b = nn.reduce_sum %sq dims = [1] : ...
+    ```
   }];
+  let options = [
+    Option<"keepGeneratable", "keep-generatable", "bool", "false",
+           "keep the groups the CUDA code generator takes (one nn.fused call each)">,
+  ];
 }
 
 def WidenResults : Pass<"loom-widen-results", "mlir::ModuleOp"> {

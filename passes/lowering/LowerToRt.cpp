@@ -297,6 +297,8 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
       buffers.map(constant.getResult(), p.getResult());
       return success();
     }
+    if (auto fused = dyn_cast<nn::FusedOp>(op))
+      return lowerFused(b, fused, buffers);
     if (auto reshape = dyn_cast<nn::ReshapeOp>(op)) {
       buffers.map(reshape.getResult(),
                   b.create<rt::AliasOp>(loc, bufferTypeOf(reshape.getType()),
@@ -332,6 +334,36 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     // emitter, which writes each rank's values.
     if (Attribute offsets = op->getAttr(dist::kRankOffsetsAttrName))
       call->setAttr(dist::kRankOffsetsAttrName, offsets);
+    return success();
+  }
+
+  /// A fusion group becomes one call of the nn.fused kernel, its body as
+  /// text; its members' values that it does not yield get no buffer.
+  LogicalResult lowerFused(OpBuilder &b, nn::FusedOp fused, IRMapping &buffers) {
+    llvm::Expected<FusedBody> body = fused.kernelBody();
+    if (!body)
+      return fused.emitOpError("cannot become an nn.fused call: ")
+             << llvm::toString(body.takeError());
+    Location loc = fused.getLoc();
+    SmallVector<Value> inputs, outputs;
+    for (Value input : fused.getInputs())
+      inputs.push_back(buffers.lookup(input));
+    for (Value result : fused.getResults()) {
+      Value out = b.create<rt::AllocOp>(loc, bufferTypeOf(result.getType()), IntegerAttr(),
+                                        StringAttr());
+      outputs.push_back(out);
+      buffers.map(result, out);
+    }
+    // A stream chosen upstream is on the members (--loom-fuse groups only
+    // ops that agree on it).
+    StringAttr stream = loom::getStream(fused);
+    if (!stream && !fused.getBodyBlock().without_terminator().empty())
+      stream = loom::getStream(&fused.getBodyBlock().front());
+    Builder attrs(fused.getContext());
+    b.create<rt::KernelOp>(loc, b.getStringAttr(kernelName(KernelId::Fused)), inputs, outputs,
+                           attrs.getDictionaryAttr(attrs.getNamedAttr(
+                               "body", attrs.getStringAttr(printFusedBody(*body)))),
+                           stream);
     return success();
   }
 

@@ -43,6 +43,14 @@ def LowerToRt : Pass<"loom-lower-to-rt", "mlir::ModuleOp"> {
 
     A pipelined step's schedule, the module's `pipe.schedule_csv`, becomes
     `rt.schedule_csv`, which the executable stores.
+
+    A fusion group left by `--loom-unfuse keep-generatable` becomes one call
+    of the `nn.fused` kernel: its inputs, one buffer per value it yields
+    (its other values get none), and its ops as text
+    (`nn::FusedOp::kernelBody()`, runtime/abi/FusedBody.h):
+    ```mlir
+    rt.kernel "nn.fused"(%x, %g) -> (%s, %m) attrs {body = "(bf16[2,64], bf16[2,64]) { %0 = nn.silu(%i0) : bf16[2,64]; %1 = nn.mul(%0, %i1) : bf16[2,64]; yield %0, %1 }"} : ...
+    ```
   }];
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"main\"",

@@ -68,8 +68,10 @@ public:
   /// Readies `kernel` for its first launch in a step, before any step runs.
   /// On CUDA, cuBLASLt loads a GEMM's kernel at its first use, and loading
   /// waits for the GPU to go idle: mid-step, while a peer's transfer spins
-  /// on this GPU waiting for this rank, that is forever. So each GEMM runs
-  /// once here, into scratch outputs (nothing the program holds changes).
+  /// on this GPU waiting for this rank, that is forever; a fusion group's
+  /// kernel is generated, compiled (NVRTC) and loaded at its first call. So
+  /// each of them runs once here, into scratch outputs (nothing the program
+  /// holds changes).
   /// finishPreparing() waits for it all and frees the scratch. The default
   /// does nothing.
   virtual llvm::Error prepareKernel(KernelId kernel, llvm::ArrayRef<DeviceTensor> inputs,
@@ -78,6 +80,10 @@ public:
     return llvm::Error::success();
   }
   virtual llvm::Error finishPreparing() { return llvm::Error::success(); }
+  /// One line on what readying kernels cost this process so far (the CUDA
+  /// backend: fusion kernels compiled with NVRTC, read from the kernel
+  /// cache), or empty when there is nothing to say.
+  virtual std::string kernelPreparationReport() const { return ""; }
   /// The communicator of this backend's rank; collectives fail without one.
   void attachCommunicator(Communicator *communicator) { communicator_ = communicator; }
   Communicator *communicator() const { return communicator_; }

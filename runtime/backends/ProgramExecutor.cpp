@@ -1,5 +1,6 @@
 #include "runtime/backends/ProgramExecutor.h"
 
+#include "runtime/abi/FusedBody.h"
 #include "runtime/support/FloatTypes.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -146,7 +147,25 @@ llvm::Error ProgramExecutor::initialize(uint64_t seed) {
     if (!id)
       return error("rank " + llvm::Twine(program_.rank) + ": instruction " + llvm::Twine(i) +
                    ": unknown kernel '" + instr.kernel + "'");
-    kernels_[i] = {*id, KernelAttrs(instr.attrs)};
+    kernels_[i] = {*id, KernelAttrs(instr.attrs), instr.kernel};
+    // A fusion group is named by its members in profiles and traces
+    // ("nn.fused{silu,mul}"), so each group's time shows apart.
+    if (*id == KernelId::Fused)
+      if (const AttrValue *text = kernels_[i].attrs.find("body"))
+        if (const std::string *body = std::get_if<std::string>(text)) {
+          llvm::Expected<FusedBody> parsed = parseFusedBody(*body);
+          if (!parsed) {
+            llvm::consumeError(parsed.takeError());
+            continue;
+          }
+          std::string members;
+          for (const FusedStep &step : parsed->steps) {
+            std::string_view name = kernelName(step.kernel);
+            name.remove_prefix(std::min(name.find('.') + 1, name.size()));
+            members += (members.empty() ? "" : ",") + std::string(name);
+          }
+          kernels_[i].label = instr.kernel + "{" + members + "}";
+        }
   }
   // Kernels that load at first use load now, not mid-step (Backend::prepareKernel).
   for (size_t i = 0; i < program_.instructions.size(); ++i) {
@@ -307,7 +326,7 @@ llvm::Error ProgramExecutor::collectTimes(std::chrono::steady_clock::time_point 
     if (!end)
       return end.takeError();
     const Instruction &instr = program_.instructions[p.instruction];
-    std::string name = instr.kind == InstrKind::Kernel ? instr.kernel
+    std::string name = instr.kind == InstrKind::Kernel ? kernels_[p.instruction].label
                        : instr.kind == InstrKind::Copy
                            ? std::string("copy")
                            : collectiveKindName(instr.collective.kind);
@@ -395,7 +414,7 @@ llvm::Error ProgramExecutor::issue() {
     } else if (!err && timed) {
       err = backend_.synchronize();
       auto finished = std::chrono::steady_clock::now();
-      std::string name = instr.kind == InstrKind::Kernel ? instr.kernel
+      std::string name = instr.kind == InstrKind::Kernel ? kernels_[i].label
                          : instr.kind == InstrKind::Copy
                              ? std::string("copy")
                              : collectiveKindName(instr.collective.kind);

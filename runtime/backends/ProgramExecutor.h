@@ -118,6 +118,9 @@ private:
   struct ResolvedKernel {
     KernelId id{};
     KernelAttrs attrs;
+    /// Its name in profiles and traces: the kernel's, or for a fusion group
+    /// the kernel's with its members ("nn.fused{silu,mul}").
+    std::string label;
   };
   std::vector<ResolvedKernel> kernels_;
 };

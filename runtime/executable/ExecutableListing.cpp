@@ -1,5 +1,7 @@
 #include "runtime/executable/ExecutableListing.h"
 
+#include "runtime/abi/FusedBody.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 
@@ -222,8 +224,29 @@ llvm::json::Array jsonSharding(const Sharding &sharding) {
   return dims;
 }
 
+/// Each fused body's number (fK), for the instructions that call it.
+using FusedIndex = std::map<std::string, size_t>;
+
+FusedIndex fusedIndexOf(const Executable &exe) {
+  FusedIndex index;
+  std::vector<FusedKernelUse> kernels = listFusedKernels(exe);
+  for (size_t k = 0; k < kernels.size(); ++k)
+    index.emplace(kernels[k].body, k);
+  return index;
+}
+
+/// The fK an nn.fused call's body is listed as, or -1.
+int64_t fusedNumber(const FusedIndex &index, const Instruction &instr, const NamedAttr &attr) {
+  if (instr.kind != InstrKind::Kernel || instr.kernel != kernelName(KernelId::Fused) ||
+      attr.name != "body")
+    return -1;
+  const std::string *text = std::get_if<std::string>(&attr.value);
+  auto it = text ? index.find(*text) : index.end();
+  return it == index.end() ? -1 : static_cast<int64_t>(it->second);
+}
+
 std::string formatInstruction(const Executable &exe, const RankProgram &program,
-                              const Instruction &instr) {
+                              const Instruction &instr, const FusedIndex &fused) {
   std::string text = "[" + streamLabel(program, instr.stream) + "] ";
   switch (instr.kind) {
   case InstrKind::Kernel:
@@ -248,9 +271,12 @@ std::string formatInstruction(const Executable &exe, const RankProgram &program,
     text += " " + bufferList(instr.inputs) + " -> " + bufferList(instr.outputs);
   if (!instr.attrs.empty()) {
     text += " {";
-    for (size_t k = 0; k < instr.attrs.size(); ++k)
+    for (size_t k = 0; k < instr.attrs.size(); ++k) {
+      int64_t number = fusedNumber(fused, instr, instr.attrs[k]);
       text += (k ? ", " : "") + instr.attrs[k].name + " = " +
-              formatAttrValue(instr.attrs[k].value);
+              (number >= 0 ? "f" + std::to_string(number)
+                           : formatAttrValue(instr.attrs[k].value));
+    }
     text += "}";
   }
   if (!instr.location.empty())
@@ -333,7 +359,8 @@ llvm::json::Array jsonIOBindings(const RankProgram &program,
   return array;
 }
 
-llvm::json::Object jsonRank(const Executable &exe, const RankProgram &program) {
+llvm::json::Object jsonRank(const Executable &exe, const RankProgram &program,
+                            const FusedIndex &fused) {
   llvm::json::Array params;
   for (const ParamBinding &binding : program.params) {
     llvm::json::Object object{{"parameter", binding.parameter},
@@ -420,6 +447,9 @@ llvm::json::Object jsonRank(const Executable &exe, const RankProgram &program) {
                                          {"type", attrTypeName(attr.value)},
                                          {"value", jsonAttrValue(attr.value)}});
     object["attrs"] = std::move(attrs);
+    for (const NamedAttr &attr : instr.attrs)
+      if (int64_t number = fusedNumber(fused, instr, attr); number >= 0)
+        object["fusedKernel"] = number;
     if (!instr.location.empty())
       object["location"] = jsonString(instr.location);
     instructions.push_back(std::move(object));
@@ -496,7 +526,7 @@ void printBuffers(const RankProgram &program, llvm::raw_ostream &os) {
        << program.buffers[b].name << "\n";
 }
 
-void printRank(const Executable &exe, const RankProgram &program,
+void printRank(const Executable &exe, const RankProgram &program, const FusedIndex &fused,
                llvm::raw_ostream &os) {
   os << "\nrank " << program.rank << ":\n";
   printSignature(program, "inputs", program.inputs, os);
@@ -607,7 +637,7 @@ void printRank(const Executable &exe, const RankProgram &program,
   size_t width = std::to_string(program.instructions.size()).size();
   for (size_t i = 0; i < program.instructions.size(); ++i)
     os << "  " << llvm::right_justify(std::to_string(i), width) << " "
-       << formatInstruction(exe, program, program.instructions[i]) << "\n";
+       << formatInstruction(exe, program, program.instructions[i], fused) << "\n";
 }
 
 } // namespace
@@ -722,8 +752,44 @@ void printExecutable(const Executable &exe, llvm::raw_ostream &os,
     os << "  p" << p << " " << exe.parameters[p].name << ": "
        << describeParameter(exe.parameters[p]) << "\n";
 
+  std::vector<FusedKernelUse> fusedKernels = listFusedKernels(exe);
+  if (!fusedKernels.empty()) {
+    os << "\nfused kernels (" << fusedKernels.size()
+       << ", each one generated CUDA kernel; loom-inspect --fused-source=N prints fN's):\n";
+    for (size_t k = 0; k < fusedKernels.size(); ++k) {
+      llvm::Expected<FusedBody> body = parseFusedBody(fusedKernels[k].body);
+      std::string what = body ? describeFusedBody(*body)
+                              : "unreadable body (" + llvm::toString(body.takeError()) + ")";
+      os << "  f" << k << ": " << what << " (" << fusedKernels[k].calls
+         << (fusedKernels[k].calls == 1 ? " call" : " calls") << ")\n"
+         << "      " << fusedKernels[k].body << "\n";
+    }
+  }
+
+  FusedIndex fused = fusedIndexOf(exe);
   for (const RankProgram &program : exe.ranks)
-    printRank(exe, program, os);
+    printRank(exe, program, fused, os);
+}
+
+std::vector<FusedKernelUse> listFusedKernels(const Executable &exe) {
+  std::vector<FusedKernelUse> kernels;
+  std::map<std::string, size_t> seen;
+  const std::string_view fused = kernelName(KernelId::Fused);
+  for (const RankProgram &program : exe.ranks)
+    for (const Instruction &instr : program.instructions) {
+      if (instr.kind != InstrKind::Kernel || instr.kernel != fused)
+        continue;
+      for (const NamedAttr &attr : instr.attrs) {
+        const std::string *text = std::get_if<std::string>(&attr.value);
+        if (attr.name != "body" || !text)
+          continue;
+        auto [it, fresh] = seen.emplace(*text, kernels.size());
+        if (fresh)
+          kernels.push_back({*text, 0});
+        ++kernels[it->second].calls;
+      }
+    }
+  return kernels;
 }
 
 llvm::json::Value executableToJson(const Executable &exe) {
@@ -733,9 +799,30 @@ llvm::json::Value executableToJson(const Executable &exe) {
     object["index"] = static_cast<uint64_t>(p);
     parameters.push_back(std::move(object));
   }
+  FusedIndex fused = fusedIndexOf(exe);
   llvm::json::Array ranks;
   for (const RankProgram &program : exe.ranks)
-    ranks.push_back(jsonRank(exe, program));
+    ranks.push_back(jsonRank(exe, program, fused));
+  llvm::json::Array fusedKernels;
+  std::vector<FusedKernelUse> uses = listFusedKernels(exe);
+  for (size_t k = 0; k < uses.size(); ++k) {
+    llvm::Expected<FusedBody> body = parseFusedBody(uses[k].body);
+    llvm::json::Object object{{"index", static_cast<uint64_t>(k)},
+                              {"body", jsonString(uses[k].body)},
+                              {"calls", static_cast<uint64_t>(uses[k].calls)}};
+    if (body) {
+      llvm::json::Array members, outputs;
+      for (const FusedStep &step : body->steps)
+        members.push_back(std::string(kernelName(step.kernel)));
+      for (uint32_t y : body->yields)
+        outputs.push_back(formatFusedType(body->steps[y].result));
+      object["members"] = std::move(members);
+      object["outputs"] = std::move(outputs);
+    } else {
+      object["error"] = jsonString(llvm::toString(body.takeError()));
+    }
+    fusedKernels.push_back(std::move(object));
+  }
   llvm::json::Array meshAxes;
   for (const std::string &axis : exe.mesh.axes)
     meshAxes.push_back(jsonString(axis));
@@ -750,6 +837,7 @@ llvm::json::Value executableToJson(const Executable &exe) {
       {"scheduleCsv", exe.scheduleCsv.empty() ? llvm::json::Value(nullptr)
                                               : jsonString(exe.scheduleCsv)},
       {"parameters", std::move(parameters)},
+      {"fusedKernels", std::move(fusedKernels)},
       {"ranks", std::move(ranks)},
   };
 }

@@ -13,8 +13,9 @@
 
 namespace loom {
 
-/// Model, mode, flags, the parameter table, then per rank: signature,
-/// parameter bindings, buffers, memory plan, streams and instructions.
+/// Model, mode, flags, the parameter table, the fused kernels (each body
+/// once; a call names its fK), then per rank: signature, parameter bindings,
+/// buffers, memory plan, streams and instructions.
 /// A pipelined executable's header has a `schedule:` line: `scheduleSummary`
 /// when the caller gives one ("dualpipev, 2 ranks, 4 stages, 4
 /// microbatches": parsing the CSV takes the pipeline library, which this one
@@ -25,6 +26,15 @@ void printExecutable(const Executable &exe, llvm::raw_ostream &os,
 /// The same content as printExecutable, machine-readable; `scheduleCsv` is
 /// the stored schedule's text, null when there is none.
 llvm::json::Value executableToJson(const Executable &exe);
+
+/// The distinct bodies of an executable's nn.fused calls (fusion groups the
+/// CUDA backend runs as one generated kernel each), numbered f0, f1, ... in
+/// the order of their first call, rank by rank; `calls` counts every call.
+struct FusedKernelUse {
+  std::string body;
+  size_t calls = 0;
+};
+std::vector<FusedKernelUse> listFusedKernels(const Executable &exe);
 
 /// Memory a rank's plan uses. Buffers sharing an arena offset and size (views
 /// such as reshapes) are one allocation and count once.

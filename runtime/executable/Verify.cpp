@@ -4,6 +4,7 @@
 
 #include "runtime/executable/Executable.h"
 #include "runtime/executable/ExecutableListing.h"
+#include "runtime/abi/FusedBody.h"
 #include "runtime/abi/KernelList.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -354,6 +355,9 @@ private:
       if (std::string problem = checkKernelAttrs(*id, instr.attrs, /*ignoreUnknown=*/true);
           !problem.empty())
         return failure(context + instr.kernel + ": " + problem);
+      if (*id == KernelId::Fused)
+        if (llvm::Error err = checkFusedCallInstr(program, instr, context))
+          return err;
       break;
     }
     case InstrKind::Copy: {
@@ -386,6 +390,31 @@ private:
                        plural(numOutputs, "output"));
       break;
     }
+    return llvm::Error::success();
+  }
+
+  /// A fusion group's call: its body parses, and its buffers are the types
+  /// the body reads and yields.
+  llvm::Error checkFusedCallInstr(const RankProgram &program, const Instruction &instr,
+                                  const std::string &context) {
+    const std::string *text = nullptr;
+    for (const NamedAttr &attr : instr.attrs)
+      if (attr.name == "body")
+        text = std::get_if<std::string>(&attr.value);
+    if (!text)
+      return failure(context + "nn.fused: no body (string attribute 'body')");
+    llvm::Expected<FusedBody> body = parseFusedBody(*text);
+    if (!body)
+      return failure(context + "nn.fused: body: " + llvm::toString(body.takeError()));
+    auto typesOf = [&](const std::vector<uint32_t> &indices) {
+      std::vector<FusedTensorType> types;
+      for (uint32_t b : indices)
+        types.push_back({program.buffers[b].dtype, program.buffers[b].shape});
+      return types;
+    };
+    if (std::string problem = checkFusedCall(*body, typesOf(instr.inputs), typesOf(instr.outputs));
+        !problem.empty())
+      return failure(context + "nn.fused: " + problem);
     return llvm::Error::success();
   }
 

@@ -1,9 +1,11 @@
 // loom-inspect: what is in a Loom executable — signature, parameters,
-// buffers and the memory plan per rank, streams and instructions, and the
-// pipeline schedule a pipelined executable runs — or in a pipeline schedule
-// CSV.
+// fused kernels (and the CUDA source generated for one), buffers and the
+// memory plan per rank, streams and instructions, and the pipeline schedule a
+// pipelined executable runs — or in a pipeline schedule CSV.
 
 #include "tools/LoomVersion.h"
+#include "kernels/fused/FusedKernelSource.h"
+#include "runtime/abi/FusedBody.h"
 #include "runtime/executable/Executable.h"
 #include "runtime/executable/ExecutableListing.h"
 #include "runtime/support/AtomicFile.h"
@@ -46,6 +48,10 @@ cl::opt<std::string> scheduleCosts("schedule-costs",
                                             "picture: f=1,b=2,i=1,w=1,fb=3,comm=0 (any subset; those are the "
                                             "defaults)"),
                                    cl::init(""), cl::cat(category));
+cl::opt<int> fusedSource("fused-source",
+                          cl::desc("print the CUDA source generated for fused kernel N (fN in "
+                                   "the listing) instead of the listing"),
+                          cl::value_desc("N"), cl::init(-1), cl::cat(category));
 
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "loom-inspect") << message << "\n";
@@ -135,12 +141,36 @@ const char *scheduleOptionGiven() {
   return nullptr;
 }
 
+/// --fused-source=N: the kernel the CUDA backend generates for fN.
+int printFusedSource(const loom::Executable &exe) {
+  std::vector<loom::FusedKernelUse> kernels = loom::listFusedKernels(exe);
+  if (kernels.empty())
+    fail("'" + executablePath +
+         "' has no fused kernels (it was compiled without --fuse, or no fusion group was one "
+         "the code generator takes)");
+  if (fusedSource < 0 || static_cast<size_t>(fusedSource) >= kernels.size())
+    fail("--fused-source=" + llvm::Twine(fusedSource.getValue()) + ": '" + executablePath +
+         "' has fused kernels f0 to f" + llvm::Twine(kernels.size() - 1));
+  llvm::Expected<loom::FusedBody> body = loom::parseFusedBody(kernels[fusedSource].body);
+  if (!body)
+    fail("fused kernel f" + llvm::Twine(fusedSource.getValue()) + ": body: " +
+         llvm::toString(body.takeError()));
+  llvm::Expected<loom::fused::FusedKernelSource> kernel = loom::fused::generateFusedKernel(*body);
+  if (!kernel)
+    fail("fused kernel f" + llvm::Twine(fusedSource.getValue()) +
+         ": no kernel can be generated: " + llvm::toString(kernel.takeError()));
+  llvm::outs() << kernel->source;
+  return 0;
+}
+
 /// An executable: the listing, then the stored schedule (if pipelined) as
 /// a schedule file shows it.
 int inspectExecutable() {
   llvm::Expected<loom::Executable> exe = loom::loadExecutableFile(executablePath, !noVerifyChecksum);
   if (!exe)
     fail(llvm::toString(exe.takeError()));
+  if (fusedSource.getNumOccurrences())
+    return printFusedSource(*exe);
   std::optional<AnalyzedSchedule> schedule;
   if (!exe->scheduleCsv.empty())
     schedule = analyzeCsv(exe->scheduleCsv,
@@ -175,7 +205,10 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "loom-inspect: show what is in a Loom executable or a pipeline "
                               "schedule CSV\n");
-  if (llvm::StringRef(executablePath).ends_with(".csv"))
+  if (llvm::StringRef(executablePath).ends_with(".csv")) {
+    if (fusedSource.getNumOccurrences())
+      fail("--fused-source needs an executable, not a schedule CSV");
     return inspectScheduleFile();
+  }
   return inspectExecutable();
 }

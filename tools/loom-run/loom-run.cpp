@@ -369,6 +369,9 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
   if (!created)
     return created.takeError();
   std::unique_ptr<ProgramExecutor> executor = std::move(*created);
+  if (leader)
+    if (std::string report = backend.kernelPreparationReport(); !report.empty())
+      llvm::errs() << "loom-run: " << report << "\n";
   const RankProgram &program = executor->program();
   const int64_t rankId = program.rank;
   setPhase(rankId, "loading parameters", executor.get());

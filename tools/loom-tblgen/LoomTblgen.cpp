@@ -10,6 +10,10 @@
 //                          NAME, KIND, REQUIRED), the attribute schema
 //   -gen-kernel-attr-fns   the compiler's op -> kernel attribute functions
 //                          (dialects/nn/KernelAttributes.cpp includes them)
+//   -gen-kernel-scalar-formulas
+//                          runtime/abi/KernelScalarFormulas.def: what each
+//                          elementwise kernel computes at one element, which
+//                          the fusion code generator (kernels/fused) reads
 // so the compiler, the loader and the backends cannot disagree.
 
 #include "mlir/TableGen/Attribute.h"
@@ -38,12 +42,19 @@ struct AttrSpec {
   std::string code; // C++ statement writing it from `o` (the typed op); empty: set later by a pass
 };
 
+/// One scalar formula of an elementwise kernel (NN_ScalarFormula).
+struct FormulaSpec {
+  std::string expr;
+  std::string attr, value; // empty: for every call
+};
+
 struct KernelSpec {
   std::string name;
   std::string doc;
   std::string opClass; // empty for a kernel with no nn op
   int minInputs = 0, maxInputs = 0, numOutputs = 0;
   std::vector<AttrSpec> attrs;
+  std::vector<FormulaSpec> formulas;
 };
 
 std::string stripDollarOp(StringRef code) {
@@ -80,6 +91,33 @@ void addExtras(const Record &def, KernelSpec &spec) {
       *same = a; // a derived value replaces the op's own attribute
     else
       spec.attrs.push_back(a);
+  }
+}
+
+/// The kernel's scalar formulas; a formula keyed by an attribute must name a
+/// string attribute the kernel reads.
+void addFormulas(const Record &def, KernelSpec &spec) {
+  if (!def.getValue("kernelScalarFormulas"))
+    return;
+  for (const Record *f : def.getValueAsListOfDefs("kernelScalarFormulas")) {
+    FormulaSpec formula;
+    formula.expr = f->getValueAsString("expr").str();
+    formula.attr = f->getValueAsString("attr").str();
+    formula.value = f->getValueAsString("value").str();
+    if (formula.expr.empty())
+      PrintFatalError(&def, "a scalar formula of '" + spec.name + "' is empty");
+    for (char c : formula.expr + formula.attr + formula.value)
+      if (c == '"' || c == '\\' || c == '\n' || c == ';' || c == '{' || c == '}' || c == '#')
+        PrintFatalError(&def, "scalar formula '" + formula.expr + "' of '" + spec.name +
+                                  "' holds a character an expression does not need "
+                                  "(quote, backslash, newline, ';', braces or '#')");
+    if (!formula.attr.empty()) {
+      auto attr = llvm::find_if(spec.attrs, [&](const AttrSpec &a) { return a.name == formula.attr; });
+      if (attr == spec.attrs.end() || attr->kind != "Str")
+        PrintFatalError(&def, "scalar formula of '" + spec.name + "' is keyed by '" +
+                                  formula.attr + "', which is not a string attribute it reads");
+    }
+    spec.formulas.push_back(std::move(formula));
   }
 }
 
@@ -175,6 +213,7 @@ std::vector<KernelSpec> collectKernels(const RecordKeeper &records) {
       if (!na.attr.isDerivedAttr())
         spec.attrs.push_back(attrSpecFor(*def, op, na));
     addExtras(*def, spec);
+    addFormulas(*def, spec);
     kernels.push_back(std::move(spec));
   }
   for (const Record *def : records.getAllDerivedDefinitionsIfDefined("NN_RuntimeKernel")) {
@@ -309,6 +348,27 @@ bool emitKernelAttrFns(const RecordKeeper &records, raw_ostream &os) {
   return false;
 }
 
+bool emitKernelScalarFormulas(const RecordKeeper &records, raw_ostream &os) {
+  os << kHeader;
+  os << R"(//
+// LOOM_KERNEL_SCALAR_FORMULA(KERNEL, ATTR, VALUE, EXPR): what an elementwise
+// kernel computes at one element, a CUDA C++ expression in f32 over its
+// operands' values $0, $1, ... (dialects/nn/NNKernels.td, NN_ScalarFormula).
+// With ATTR non-empty, only for calls whose string attribute ATTR is VALUE.
+// The fusion code generator (kernels/fused) builds its kernels from these.
+
+#ifndef LOOM_KERNEL_SCALAR_FORMULA
+#error "define LOOM_KERNEL_SCALAR_FORMULA before including KernelScalarFormulas.def"
+#endif
+
+)";
+  for (const KernelSpec &k : collectKernels(records))
+    for (const FormulaSpec &f : k.formulas)
+      os << formatv("LOOM_KERNEL_SCALAR_FORMULA(\"{0}\", \"{1}\", \"{2}\", \"{3}\")\n", k.name,
+                    f.attr, f.value, f.expr);
+  return false;
+}
+
 mlir::GenRegistration genKernelDef("gen-kernel-def", "the kernel list (Kernels.def)",
                                    emitKernelDef);
 mlir::GenRegistration genKernelIds("gen-kernel-ids", "the KernelId enumerators (KernelIds.def)",
@@ -316,6 +376,10 @@ mlir::GenRegistration genKernelIds("gen-kernel-ids", "the KernelId enumerators (
 mlir::GenRegistration genKernelAttrDef("gen-kernel-attr-def",
                                        "the kernels' attribute schema (KernelAttrSchema.def)",
                                        emitKernelAttrDef);
+mlir::GenRegistration genKernelScalarFormulas(
+    "gen-kernel-scalar-formulas",
+    "the elementwise kernels' scalar formulas (KernelScalarFormulas.def)",
+    emitKernelScalarFormulas);
 mlir::GenRegistration genKernelAttrFns("gen-kernel-attr-fns",
                                        "the compiler's op to kernel attribute functions",
                                        emitKernelAttrFns);

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -172,6 +173,18 @@ public:
     prepareScratch_ = nullptr;
     prepareBytes_ = 0;
     return err;
+  }
+
+  std::string kernelPreparationReport() const override {
+    cuda::FusedKernelStats stats = cuda::fusedKernelStats();
+    if (stats.compiled + stats.diskHits == 0)
+      return "";
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.2f", stats.compileSeconds);
+    std::string dir = cuda::fusedKernelCacheDirectory();
+    return "fused kernels: " + std::to_string(stats.compiled) + " compiled with NVRTC (" +
+           seconds + " s), " + std::to_string(stats.diskHits) + " read from the kernel cache (" +
+           (dir.empty() ? std::string("off") : dir) + ")";
   }
 
   /// NCCL runs on the instruction's stream; other communicators (threads,

@@ -260,3 +260,33 @@ rt.program @kernel_attr_kind rank = 0 streams = ["compute"] {
   // expected-error @+1 {{kernel 'nn.softmax': attribute 'dim' must be an integer, not a string}}
   rt.kernel "nn.softmax" (%x) -> (%y) attrs {dim = "last"} : (memref<4x4xf32>) -> memref<4x4xf32>
 }
+
+// -----
+
+// A fusion group's call carries its body: text that does not parse is an
+// error saying where ...
+rt.program @fused_bad_body rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<4xf32>
+  %y = rt.alloc : memref<4xf32>
+  // expected-error @+1 {{kernel 'nn.fused': body: at character 28: expected ')', found ':'}}
+  rt.kernel "nn.fused" (%x) -> (%y) attrs {body = "(f32[4]) { %0 = nn.exp(%i0 : f32[4]; yield %0 }"} : (memref<4xf32>) -> memref<4xf32>
+}
+
+// -----
+
+// ... and buffers of other types than the body reads and yields are too.
+rt.program @fused_buffer_types rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<4xf32>
+  %y = rt.alloc : memref<4xbf16>
+  // expected-error @+1 {{kernel 'nn.fused': output 0 is bf16[4], the body yields f32[4] (%0)}}
+  rt.kernel "nn.fused" (%x) -> (%y) attrs {body = "(f32[4]) { %0 = nn.exp(%i0) : f32[4]; yield %0 }"} : (memref<4xf32>) -> memref<4xbf16>
+}
+
+// -----
+
+rt.program @fused_without_body rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<4xf32>
+  %y = rt.alloc : memref<4xf32>
+  // expected-error @+1 {{kernel 'nn.fused' needs its body (string attribute 'body')}}
+  rt.kernel "nn.fused" (%x) -> (%y) : (memref<4xf32>) -> memref<4xf32>
+}

@@ -1237,6 +1237,115 @@ def gen_backward(layer_norm, rms_norm):
     gather_grad("bf16_last_axis", T("i64", [2, 2, 2]), randt("bf16", [2, 3]), 1, 3, "bf16")
 
 
+def gen_fused():
+    """nn.fused: a fusion group's body (runtime/abi/FusedBody.h) run as one call.
+    The reference computes each member in float64 and rounds it to the
+    member's own dtype, as the members' kernels store them one by one."""
+    def ref(r, inputs, values):
+        return inputs[int(r[2:])] if r.startswith("%i") else values[int(r[1:])]
+
+    def fused(name, inputs, steps, yields, **kw):
+        # steps: (kernel, operand refs, attrs, dtype, shape, fn of the operands' values)
+        text, values, types = [], [], []
+        for j, (kernel, refs, attrs, dtype, shape, fn) in enumerate(steps):
+            args = [ref(r, inputs, values).values for r in refs]
+            with np.errstate(all="ignore"):
+                y = np.broadcast_to(fn(*args), shape)
+            values.append(T(dtype, y))
+            attr_text = (" {" + ", ".join("%s = %s" % kv for kv in attrs.items()) + "}"
+                         if attrs else "")
+            text.append("%%%d = %s(%s)%s : %s[%s];" % (
+                j, kernel, ", ".join(refs), attr_text, dtype, ",".join(map(str, shape))))
+        body = "(%s) { %s yield %s }" % (
+            ", ".join("%s[%s]" % (t.dtype, ",".join(map(str, t.shape))) for t in inputs),
+            " ".join(text), ", ".join("%%%d" % y for y in yields))
+        add("nn.fused", name, inputs, [values[y] for y in yields], attrs={"body": body}, **kw)
+
+    ident = lambda x: x
+    # The SwiGLU of a training step: silu(x) kept for the backward, its
+    # product with the gate; 111 elements, so no vector width divides it.
+    x, g = randt("f32", [3, 37], -6, 6), randt("f32", [3, 37])
+    fused("f32_silu_mul_odd_size", [x, g],
+          [("nn.silu", ["%i0"], {}, "f32", [3, 37], UNARY["nn.silu"]),
+           ("nn.mul", ["%0", "%i1"], {}, "f32", [3, 37], np.multiply)], [0, 1])
+    # Its backward in bf16: 130 elements (16 vectors of 8 and a tail of 2).
+    gate, up, x = randt("bf16", [2, 5, 13]), randt("bf16", [2, 5, 13]), randt("bf16", [2, 5, 13], -5, 5)
+    s = lambda t: sigmoid(t)
+    fused("bf16_mul_silu_grad", [gate, up, x],
+          [("nn.mul", ["%i0", "%i1"], {}, "bf16", [2, 5, 13], np.multiply),
+           ("nn.silu_grad", ["%i2", "%0"], {}, "bf16", [2, 5, 13],
+            lambda t, dy: s(t) * (1 + t * (1 - s(t))) * dy)], [1])
+    # Residual adds (three inputs), 1031 elements.
+    a, b, c = randt("bf16", [1031]), randt("bf16", [1031]), randt("bf16", [1031])
+    fused("bf16_add_add_1031", [a, b, c],
+          [("nn.add", ["%i0", "%i1"], {}, "bf16", [1031], np.add),
+           ("nn.add", ["%0", "%i2"], {}, "bf16", [1031], np.add)], [1])
+    # Scalars, as the clipping's arithmetic.
+    p, q, r = T("f32", np.array(0.75)), T("f32", np.array(-1.5)), T("f32", np.array(3.25))
+    fused("f32_scalars", [p, q, r],
+          [("nn.add", ["%i0", "%i1"], {}, "f32", [], np.add),
+           ("nn.mul", ["%0", "%i2"], {}, "f32", [], np.multiply)], [1])
+    # Broadcasts, casts between f32, bf16 and f16, an output smaller than the
+    # group's shape (exp of [4,1,7] within [4,5,7]) and an intermediate yielded.
+    x, w, k = randt("f32", [4, 1, 7]), randt("bf16", [7]), T("f16", np.array(1.375))
+    fused("mixed_broadcast_cast_small_output", [x, w, k],
+          [("nn.broadcast", ["%i1"], {}, "bf16", [4, 5, 7], ident),
+           ("nn.cast", ["%0"], {}, "f32", [4, 5, 7], ident),
+           ("nn.add", ["%i0", "%1"], {}, "f32", [4, 5, 7], np.add),
+           ("nn.gelu", ["%2"], {"approximate": "tanh"}, "f32", [4, 5, 7],
+            lambda t: gelu(t, "tanh")),
+           ("nn.cast", ["%3"], {}, "f16", [4, 5, 7], ident),
+           ("nn.mul", ["%4", "%i2"], {}, "f16", [4, 5, 7], np.multiply),
+           ("nn.exp", ["%i0"], {}, "f32", [4, 1, 7], np.exp)], [5, 6, 2])
+    # Every other formula, in f32, broadcasting a column.
+    x, col = randt("f32", [2, 3, 9], -3, 3), T("f32", away_from_zero([3, 1], 0.5, 2))
+    dgelu_none = lambda t: 0.5 * (1 + erf(t / math.sqrt(2))) + t * np.exp(-0.5 * t * t) / math.sqrt(2 * math.pi)
+    cst = math.sqrt(2 / math.pi)
+    tt = lambda t: np.tanh(cst * (t + 0.044715 * t**3))
+    dgelu_tanh = lambda t: 0.5 * (1 + tt(t)) + 0.5 * t * (1 - tt(t)**2) * cst * (1 + 3 * 0.044715 * t * t)
+    shape = [2, 3, 9]
+    fused("f32_every_formula", [x, col],
+          [("nn.sub", ["%i0", "%i1"], {}, "f32", shape, np.subtract),
+           ("nn.gelu", ["%0"], {"approximate": "none"}, "f32", shape, lambda t: gelu(t, "none")),
+           ("nn.maximum", ["%1", "%i1"], {}, "f32", shape, np.maximum),
+           ("nn.minimum", ["%2", "%0"], {}, "f32", shape, np.minimum),
+           ("nn.sigmoid", ["%3"], {}, "f32", shape, sigmoid),
+           ("nn.tanh", ["%4"], {}, "f32", shape, np.tanh),
+           ("nn.neg", ["%5"], {}, "f32", shape, np.negative),
+           ("nn.abs", ["%6"], {}, "f32", shape, np.abs),
+           ("nn.sqrt", ["%7"], {}, "f32", shape, np.sqrt),
+           ("nn.rsqrt", ["%8"], {}, "f32", shape, lambda t: 1 / np.sqrt(t)),
+           ("nn.reciprocal", ["%9"], {}, "f32", shape, lambda t: 1 / t),
+           ("nn.log", ["%10"], {}, "f32", shape, np.log),
+           ("nn.exp", ["%11"], {}, "f32", shape, np.exp),
+           ("nn.div", ["%12", "%i1"], {}, "f32", shape, np.divide),
+           ("nn.relu", ["%13"], {}, "f32", shape, lambda t: np.where(t > 0, t, 0.0)),
+           ("nn.erf", ["%0"], {}, "f32", shape, erf),
+           ("nn.pow", ["%7", "%i1"], {}, "f32", shape, np.power),
+           ("nn.gelu_grad", ["%0", "%4"], {"approximate": "none"}, "f32", shape,
+            lambda t, dy: dgelu_none(t) * dy),
+           ("nn.gelu_grad", ["%0", "%2"], {"approximate": "tanh"}, "f32", shape,
+            lambda t, dy: dgelu_tanh(t) * dy),
+           ("nn.add", ["%14", "%15"], {}, "f32", shape, np.add)],
+          [19, 16, 17, 18, 11])
+    # Masks: a comparison's i1 result (yielded) selecting between values, and
+    # an i1 input doing the same; integral values make ties common.
+    x, row, m = T("f32", np.round(uniform([5, 67], -3, 3))), T("f32", np.round(uniform([67], -3, 3))), \
+        T("i1", ints([5, 67], 0, 2))
+    fused("f32_compare_where_masks", [x, row, m],
+          [("nn.compare", ["%i0", "%i1"], {"predicate": "le"}, "i1", [5, 67],
+            lambda a, b: (a <= b).astype(np.float64)),
+           ("nn.where", ["%0", "%i0", "%i1"], {}, "f32", [5, 67],
+            lambda c, a, b: np.where(c != 0, a, b)),
+           ("nn.where", ["%i2", "%1", "%i0"], {}, "f32", [5, 67],
+            lambda c, a, b: np.where(c != 0, a, b))], [2, 0])
+    # f16 storage with a broadcast row, 2*3*11 = 66 elements.
+    x, row = randt("f16", [2, 3, 11], -2, 2), randt("f16", [11], 0.5, 2)
+    fused("f16_row_broadcast", [x, row],
+          [("nn.mul", ["%i0", "%i1"], {}, "f16", [2, 3, 11], np.multiply),
+           ("nn.silu", ["%0"], {}, "f16", [2, 3, 11], UNARY["nn.silu"])], [1, 0])
+
+
 def kernel_names():
     # Kernels.def is generated by the build (loom-tblgen, from the nn ODS):
     # read it from the build directory, LOOM_BUILD_DIR or ./build.
@@ -1266,6 +1375,7 @@ def main():
     gen_matmul_widened(mm)
     gen_rope_transposed()
     gen_attention_stats()
+    gen_fused()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]

@@ -194,6 +194,40 @@ const BrokenCase kBrokenCases[] = {
      },
      "rank 0, instruction 0 (nn.matmul): nn.matmul: attribute 'epilogue' must be a string, "
      "not an integer"},
+    // A fusion group's call: its body must parse and match its buffers.
+    {"FusedBodyThatDoesNotParse",
+     [](Executable &e) {
+       Instruction &add = rank0(e).instructions[1];
+       add.kernel = "nn.fused";
+       add.attrs = {{"body", std::string("(f32[2,8], f32[8]) { %0 = nn.add(%i0, %i1) : "
+                                         "f32[2,8] yield %0 }")}};
+     },
+     "rank 0, instruction 1 (nn.fused): nn.fused: body: at character 55: expected ';', "
+     "found 'y'"},
+    {"FusedBodyReadingAMissingInput",
+     [](Executable &e) {
+       Instruction &add = rank0(e).instructions[1];
+       add.kernel = "nn.fused";
+       add.attrs = {{"body", std::string("(f32[2,8], f32[8]) { %0 = nn.add(%i0, %i2) : "
+                                         "f32[2,8]; yield %0 }")}};
+     },
+     "rank 0, instruction 1 (nn.fused): nn.fused: body: member %0 (nn.add) reads %i2, "
+     "which is not an input of the group"},
+    {"FusedBodyOfOtherTypesThanItsBuffers",
+     [](Executable &e) {
+       Instruction &add = rank0(e).instructions[1];
+       add.kernel = "nn.fused";
+       add.attrs = {{"body", std::string("(f32[2,8], bf16[8]) { %0 = nn.add(%i0, %i1) : "
+                                         "f32[2,8]; yield %0 }")}};
+     },
+     "rank 0, instruction 1 (nn.fused): nn.fused: input 1 is f32[8], the body declares "
+     "bf16[8]"},
+    {"FusedWithoutBody",
+     [](Executable &e) {
+       rank0(e).instructions[1].kernel = "nn.fused";
+       rank0(e).instructions[1].attrs.clear();
+     },
+     "rank 0, instruction 1 (nn.fused): nn.fused: no body (string attribute 'body')"},
     {"TooManyInputs",
      [](Executable &e) { rank0(e).instructions[1].inputs.push_back(5); },
      "rank 0, instruction 1 (nn.add): expects 2 inputs, has 3"},

@@ -12,9 +12,17 @@
 #include "test/unit/runtime/BackendFactories.h"
 #include "runtime/support/FloatTypes.h"
 
+#include "runtime/abi/FusedBody.h"
+#ifdef LOOM_HAVE_CUDA_BACKEND
+#include "kernels/cuda/CudaKernels.h"
+#endif
+
 #include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/FileSystem.h"
 
 #include "gtest/gtest.h"
+
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -326,6 +334,12 @@ std::vector<KernelCase> kernelCases() {
         cases.push_back({"nn.cross_entropy_combine", {stats, blockLabels}, {{DType::F32, {}}},
                          {{"ignore_index", int64_t(-100)}, {"reduction", std::string(reduction)}}});
   }
+  // A fusion group: on CUDA one generated kernel (FusedKernelsMatch... below
+  // covers shapes, broadcasts and alignments).
+  cases.push_back({"nn.fused", {bf16({3, 37}, 73), bf16({37}, 74)},
+                   {{DType::BF16, {3, 37}}, {DType::BF16, {3, 37}}},
+                   {{"body", std::string("(bf16[3,37], bf16[37]) { %0 = nn.silu(%i0) : bf16[3,37]; "
+                                         "%1 = nn.mul(%0, %i1) : bf16[3,37]; yield %0, %1 }")}}});
   cases.push_back({"nn.pad", {f32({2, 3}, 72)}, {{DType::F32, {4, 7}}},
                    {{"low", std::vector<int64_t>{1, 0}}, {"high", std::vector<int64_t>{1, 2}},
                     {"interior", std::vector<int64_t>{0, 1}}, {"value", 0.0}}});
@@ -361,6 +375,49 @@ TYPED_TEST(BackendConformance, CopiesRoundTripAndMoveBytesOnAStream) {
   EXPECT_EQ(back, source);
   this->backend->deallocate(a);
   this->backend->deallocate(b);
+}
+
+TYPED_TEST(BackendConformance, PreparingAGemmInPlaceThenRunningItIsExact) {
+  // With outputsHoldNothing (the scratch arena before the first step) the
+  // warm-up writes the output itself, and the GEMM then runs as usual.
+  const int64_t m = 8, k = 16, n = 4;
+  std::vector<float> a(m * k), b(k * n);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (float &x : a)
+    x = dist(rng);
+  for (float &x : b)
+    x = dist(rng);
+  void *da = cantFail(this->backend->allocate(a.size() * 4));
+  void *db = cantFail(this->backend->allocate(b.size() * 4));
+  void *dc = cantFail(this->backend->allocate(m * n * 4));
+  ASSERT_FALSE(static_cast<bool>(this->backend->createStreams(1, 0)));
+  ASSERT_FALSE(static_cast<bool>(this->backend->copyToDevice(da, a.data(), a.size() * 4)));
+  ASSERT_FALSE(static_cast<bool>(this->backend->copyToDevice(db, b.data(), b.size() * 4)));
+  DeviceTensor ta, tb, tc;
+  ta.data = da, ta.dtype = DType::F32, ta.shape = {m, k};
+  tb.data = db, tb.dtype = DType::F32, tb.shape = {k, n};
+  tc.data = dc, tc.dtype = DType::F32, tc.shape = {m, n};
+  ASSERT_EQ(llvm::toString(this->backend->prepareKernel(*findKernel("nn.matmul"), {ta, tb}, {tc},
+                                                        KernelAttrs(), 0,
+                                                        /*outputsHoldNothing=*/true)),
+            "");
+  ASSERT_EQ(llvm::toString(this->backend->finishPreparing()), "");
+  ASSERT_EQ(llvm::toString(this->backend->launch("nn.matmul", {ta, tb}, {tc}, KernelAttrs(), 0)),
+            "");
+  ASSERT_FALSE(static_cast<bool>(this->backend->synchronize()));
+  std::vector<float> after(m * n);
+  ASSERT_FALSE(static_cast<bool>(this->backend->copyToHost(after.data(), dc, after.size() * 4)));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (int64_t p = 0; p < k; ++p)
+        want += double(a[i * k + p]) * b[p * n + j];
+      EXPECT_NEAR(after[i * n + j], want, 1e-3) << i << "," << j;
+    }
+  this->backend->deallocate(da);
+  this->backend->deallocate(db);
+  this->backend->deallocate(dc);
 }
 
 TYPED_TEST(BackendConformance, PreparingAGemmLeavesItsOutputAlone) {
@@ -766,6 +823,280 @@ TYPED_TEST(BackendConformance, RunsAnExchangeBetweenTwoRanks) {
     EXPECT_EQ(traced[rank], std::vector<std::string>{"exchange"}) << "rank " << rank;
   }
 }
+
+//===----------------------------------------------------------------------===//
+// Fusion groups (nn.fused): on CUDA, generated kernels
+//===----------------------------------------------------------------------===//
+
+std::string typeText(DType dtype, const std::vector<int64_t> &shape) {
+  std::string text = std::string(dtypeName(dtype)) + "[";
+  for (size_t d = 0; d < shape.size(); ++d)
+    text += (d ? "," : "") + std::to_string(shape[d]);
+  return text + "]";
+}
+
+/// Bodies over odd and even sizes, broadcasts, bf16, f16 and f32: the
+/// training step's groups and the generator's corners.
+std::vector<std::string> fusedBodies() {
+  std::vector<std::string> bodies;
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{1}, {7}, {8}, {9}, {3, 37}, {4099},
+                                     {1, 64, 512}, {2, 1000, 13}}) {
+    std::string t = typeText(DType::BF16, shape);
+    bodies.push_back("(" + t + ", " + t + ") { %0 = nn.silu(%i0) : " + t +
+                     "; %1 = nn.mul(%0, %i1) : " + t + "; yield %0, %1 }");
+    bodies.push_back("(" + t + ", " + t + ", " + t + ") { %0 = nn.mul(%i0, %i1) : " + t +
+                     "; %1 = nn.silu_grad(%i2, %0) : " + t + "; yield %1 }");
+  }
+  bodies.push_back("(f32[5,333], f32[333], f32[5,1]) { %0 = nn.add(%i0, %i1) : f32[5,333]; "
+                   "%1 = nn.gelu(%0) {approximate = tanh} : f32[5,333]; "
+                   "%2 = nn.mul(%1, %i2) : f32[5,333]; %3 = nn.cast(%2) : bf16[5,333]; "
+                   "yield %3, %1 }");
+  bodies.push_back("(f16[3,1,250], f32[250]) { %0 = nn.cast(%i0) : f32[3,1,250]; "
+                   "%1 = nn.sub(%0, %i1) : f32[3,1,250]; %2 = nn.broadcast(%1) : f32[3,4,250]; "
+                   "%3 = nn.gelu_grad(%2, %2) {approximate = none} : f32[3,4,250]; "
+                   "%4 = nn.cast(%3) : f16[3,4,250]; %5 = nn.exp(%i1) : f32[250]; "
+                   "yield %4, %1, %5 }");
+  bodies.push_back("(f32[], bf16[77]) { %0 = nn.cast(%i1) : f32[77]; "
+                   "%1 = nn.maximum(%0, %i0) : f32[77]; %2 = nn.tanh(%1) : f32[77]; "
+                   "%3 = nn.cast(%2) : bf16[77]; yield %3 }");
+  bodies.push_back("(f32[0,5]) { %0 = nn.exp(%i0) : f32[0,5]; yield %0 }");
+  bodies.push_back("(bf16[5,67], bf16[67], i1[5,67]) { %0 = nn.compare(%i0, %i1) "
+                   "{predicate = ge} : i1[5,67]; %1 = nn.where(%0, %i0, %i1) : bf16[5,67]; "
+                   "%2 = nn.where(%i2, %1, %i0) : bf16[5,67]; yield %2, %0 }");
+  return bodies;
+}
+
+/// Runs `body` through the backend, each tensor `misalign` elements past a
+/// 256-byte boundary (so 1 breaks the 16-byte vector path), and through
+/// the CPU kernels of its members one by one; returns the outputs of both.
+void runFusedBoth(Backend &backend, const std::string &text, int misalign, uint32_t seed,
+                  std::vector<HostTensor> &got, std::vector<HostTensor> &want) {
+  llvm::Expected<FusedBody> body = parseFusedBody(text);
+  ASSERT_TRUE(static_cast<bool>(body)) << llvm::toString(body.takeError());
+  std::vector<HostTensor> inputs;
+  for (size_t k = 0; k < body->inputs.size(); ++k)
+    inputs.push_back(randomTensor(body->inputs[k].dtype, body->inputs[k].shape, seed + k));
+  // Reference: every member through its CPU kernel, every value stored.
+  std::vector<HostTensor> values;
+  for (const FusedStep &step : body->steps) {
+    HostTensor out{"", step.result.dtype, step.result.shape, {}};
+    out.data.resize(count(step.result.shape) * dtypeSize(step.result.dtype));
+    values.push_back(std::move(out));
+  }
+  for (size_t j = 0; j < body->steps.size(); ++j) {
+    const FusedStep &step = body->steps[j];
+    std::vector<cpu::Tensor> operands;
+    for (const FusedRef &r : step.operands) {
+      HostTensor &t = r.isInput ? inputs[r.index] : values[r.index];
+      operands.push_back({t.data.data(), t.dtype, t.shape});
+    }
+    cpu::Tensor out{values[j].data.data(), values[j].dtype, values[j].shape};
+    ASSERT_EQ(llvm::toString(cpu::runKernel(step.kernel, operands, {out},
+                                            KernelAttrs(step.attrs))),
+              "");
+  }
+  want.clear();
+  for (uint32_t y : body->yields)
+    want.push_back(values[y]);
+
+  std::vector<void *> allocations;
+  auto place = [&](const HostTensor &t) -> DeviceTensor {
+    size_t offset = misalign * dtypeSize(t.dtype);
+    void *p = cantFail(backend.allocate(t.data.size() + offset + 16));
+    allocations.push_back(p);
+    return {static_cast<char *>(p) + offset, t.dtype, t.shape};
+  };
+  std::vector<DeviceTensor> in, out;
+  for (const HostTensor &t : inputs) {
+    in.push_back(place(t));
+    ASSERT_FALSE(static_cast<bool>(backend.copyToDevice(in.back().data, t.data.data(),
+                                                        t.data.size())));
+  }
+  for (const HostTensor &t : want)
+    out.push_back(place(t));
+  KernelAttrs attrs;
+  attrs.set("body", text);
+  ASSERT_EQ(llvm::toString(backend.launch("nn.fused", in, out, attrs, 0)), "");
+  ASSERT_EQ(llvm::toString(backend.synchronize()), "");
+  got.clear();
+  for (size_t o = 0; o < out.size(); ++o) {
+    HostTensor t = want[o];
+    ASSERT_FALSE(static_cast<bool>(backend.copyToHost(t.data.data(), out[o].data, t.data.size())));
+    got.push_back(std::move(t));
+  }
+  for (void *p : allocations)
+    backend.deallocate(p);
+}
+
+// A fusion group gives what its members give run one by one through the CPU
+// kernels: on the CPU bit for bit (it runs them so), on CUDA within the
+// backend's tolerance, from one generated kernel, on sizes that are and are
+// not multiples of its vector width, with broadcasts, outputs smaller than
+// the group, f32, bf16 and f16, with 16-byte aligned pointers (vector loads)
+// and without (the scalar loop).
+TYPED_TEST(BackendConformance, FusedKernelsMatchTheirMembersRunOneByOne) {
+  ASSERT_FALSE(static_cast<bool>(this->backend->createStreams(1, 0)));
+  uint32_t seed = 300;
+  for (const std::string &text : fusedBodies())
+    for (int misalign : {0, 1}) {
+      SCOPED_TRACE(text + (misalign ? " (unaligned)" : " (aligned)"));
+      std::vector<HostTensor> got, want;
+      runFusedBoth(*this->backend, text, misalign, seed += 7, got, want);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t o = 0; o < got.size(); ++o) {
+        const double tol = TypeParam::tolerance(want[o].dtype);
+        int64_t mismatches = 0, first = -1;
+        for (int64_t i = 0; i < count(want[o].shape); ++i) {
+          double w = loadAsDouble(want[o].data.data(), want[o].dtype, i);
+          double h = loadAsDouble(got[o].data.data(), got[o].dtype, i);
+          bool same = (std::isnan(w) && std::isnan(h)) || std::fabs(h - w) <= tol * (1 + std::fabs(w));
+          if (!same && mismatches++ == 0)
+            first = i;
+        }
+        EXPECT_EQ(mismatches, 0) << "output " << o << ": first at " << first << ": got "
+                                 << loadAsDouble(got[o].data.data(), got[o].dtype, first)
+                                 << ", expected "
+                                 << loadAsDouble(want[o].data.data(), want[o].dtype, first);
+      }
+    }
+}
+
+/// One nn.fused call in a program: y = silu(x * w) (w a parameter), z = x * w.
+Executable fusedProgram() {
+  Executable exe;
+  exe.modelName = "fused";
+  exe.mode = "infer";
+  ParameterDesc w{"w", DType::BF16, {37}, true, InitKind::Normal, 0.5, {}};
+  exe.parameters = {w};
+  RankProgram r;
+  r.arenaSize[0] = 256;
+  r.arenaSize[1] = 3 * 512;
+  r.streams = {"compute"};
+  r.buffers = {{"x", ArenaKind::Scratch, 0, DType::BF16, {3, 37}},
+               {"w", ArenaKind::Persistent, 0, DType::BF16, {37}},
+               {"y", ArenaKind::Scratch, 512, DType::BF16, {3, 37}},
+               {"z", ArenaKind::Scratch, 1024, DType::BF16, {3, 37}}};
+  r.params = {{0, 1}};
+  r.inputs = {{"x", 0}};
+  r.outputs = {{"y", 2}, {"z", 3}};
+  Instruction call{InstrKind::Kernel, "nn.fused", 0, 0, {0, 1}, {2, 3},
+                   {{"body", std::string("(bf16[3,37], bf16[37]) { %0 = nn.mul(%i0, %i1) : "
+                                         "bf16[3,37]; %1 = nn.silu(%0) : bf16[3,37]; "
+                                         "yield %1, %0 }")}},
+                   "fused.mlir:1:1"};
+  r.instructions = {call};
+  exe.ranks = {r};
+  return exe;
+}
+
+// A program's fusion groups are readied before the first step (compiled and
+// loaded on CUDA) and run in captured steps (a CUDA Graph) with new inputs.
+TYPED_TEST(BackendConformance, FusedKernelsRunInCapturedSteps) {
+  Executable exe = fusedProgram();
+  ASSERT_EQ(llvm::toString(verifyExecutable(exe)), "");
+  auto executor = cantFail(ProgramExecutor::create(exe, 0, *this->backend, /*seed=*/5));
+  executor->setStepCapture(true);
+  HostTensor w = cantFail(executor->readBuffer(1));
+  for (int step = 0; step < 4; ++step) {
+    HostTensor x = randomTensor(DType::BF16, {3, 37}, 400 + step);
+    ASSERT_FALSE(static_cast<bool>(executor->setInput("x", x)));
+    ASSERT_EQ(llvm::toString(executor->run()), "");
+    HostTensor y = cantFail(executor->getOutput("y")), z = cantFail(executor->getOutput("z"));
+    for (int64_t i = 0; i < 3 * 37; ++i) {
+      // The CPU's bf16 arithmetic: each op in f32, rounded to bf16.
+      auto roundToBf16 = [](float v) { return bf16ToFloat(floatToBf16(v)); };
+      float prod = roundToBf16(static_cast<float>(loadAsDouble(x.data.data(), DType::BF16, i)) *
+                               static_cast<float>(loadAsDouble(w.data.data(), DType::BF16, i % 37)));
+      float silu = roundToBf16(prod / (1.0f + std::exp(-prod)));
+      double tol = TypeParam::tolerance(DType::BF16);
+      EXPECT_NEAR(loadAsDouble(z.data.data(), DType::BF16, i), prod, tol * (1 + std::fabs(prod)))
+          << "step " << step << ", element " << i;
+      EXPECT_NEAR(loadAsDouble(y.data.data(), DType::BF16, i), silu,
+                  tol * (1 + std::fabs(silu)) + 1e-2 * std::fabs(silu))
+          << "step " << step << ", element " << i;
+    }
+  }
+  if (this->backend->canCapture())
+    EXPECT_EQ(executor->captureStatus(), "captured as one graph");
+}
+
+// A bad body is an error naming what is wrong, on every backend.
+TYPED_TEST(BackendConformance, RejectsABadFusedBody) {
+  ASSERT_FALSE(static_cast<bool>(this->backend->createStreams(1, 0)));
+  void *p = cantFail(this->backend->allocate(64));
+  DeviceTensor t{p, DType::F32, {4}};
+  KernelAttrs attrs;
+  attrs.set("body", std::string("(f32[4]) { %0 = nn.exp(%i0) : f32[4]; yield %7 }"));
+  std::string error = llvm::toString(this->backend->launch("nn.fused", {t}, {t}, attrs, 0));
+  EXPECT_NE(error.find("yield of %7, which is not a member"), std::string::npos) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  this->backend->deallocate(p);
+}
+
+#ifdef LOOM_HAVE_CUDA_BACKEND
+// A generated kernel is compiled once: a later process (here: the cache in
+// memory forgotten) reads it from the disk cache; a damaged cache file is
+// compiled again, not loaded.
+TYPED_TEST(BackendConformance, FusedKernelsAreCompiledOnceThenReadFromTheDiskCache) {
+  if (!std::is_same_v<TypeParam, CudaBackendFactory>)
+    GTEST_SKIP() << "only the CUDA backend compiles fusion kernels";
+  std::string dir = ::testing::TempDir() + "loom-kernel-cache-" + std::to_string(::getpid());
+  const char *previous = std::getenv("LOOM_CACHE_DIR");
+  std::string saved = previous ? previous : "";
+  ::setenv("LOOM_CACHE_DIR", dir.c_str(), 1);
+  ASSERT_FALSE(static_cast<bool>(this->backend->createStreams(1, 0)));
+  // A body no other test uses, so nothing has it in memory yet.
+  const std::string text = "(f32[3,29]) { %0 = nn.exp(%i0) : f32[3,29]; "
+                           "%1 = nn.reciprocal(%0) : f32[3,29]; yield %1 }";
+  auto run = [&] {
+    std::vector<HostTensor> got, want;
+    runFusedBoth(*this->backend, text, 0, 77, got, want);
+  };
+  cuda::forgetFusedKernels();
+  cuda::FusedKernelStats before = cuda::fusedKernelStats();
+  run();
+  cuda::FusedKernelStats compiled = cuda::fusedKernelStats();
+  EXPECT_EQ(compiled.compiled, before.compiled + 1);
+  run(); // in memory now: nothing compiled, nothing read
+  EXPECT_EQ(cuda::fusedKernelStats().compiled, compiled.compiled);
+  EXPECT_EQ(cuda::fusedKernelStats().diskHits, compiled.diskHits);
+  cuda::forgetFusedKernels();
+  run();
+  cuda::FusedKernelStats cached = cuda::fusedKernelStats();
+  EXPECT_EQ(cached.compiled, compiled.compiled);
+  EXPECT_EQ(cached.diskHits, compiled.diskHits + 1);
+  // Damage the cached file, in its key (the source) and then in its code:
+  // each time the kernel is compiled again (and the file rewritten).
+  int64_t compiledSoFar = cached.compiled;
+  for (bool inTheCode : {false, true}) {
+    std::error_code ec;
+    int files = 0;
+    for (llvm::sys::fs::directory_iterator it(dir + "/kernels", ec), end; !ec && it != end;
+         it.increment(ec)) {
+      ++files;
+      std::FILE *f = std::fopen(it->path().c_str(), "r+b");
+      ASSERT_NE(f, nullptr);
+      std::fseek(f, 0, SEEK_END);
+      long size = std::ftell(f);
+      std::fseek(f, inTheCode ? size - 100 : 40, SEEK_SET);
+      int byte = std::fgetc(f);
+      std::fseek(f, inTheCode ? size - 100 : 40, SEEK_SET);
+      std::fputc(byte ^ 0x5A, f);
+      std::fclose(f);
+    }
+    EXPECT_EQ(files, 1);
+    cuda::forgetFusedKernels();
+    run();
+    EXPECT_EQ(cuda::fusedKernelStats().compiled, ++compiledSoFar)
+        << (inTheCode ? "damaged code" : "damaged key");
+  }
+  if (previous)
+    ::setenv("LOOM_CACHE_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("LOOM_CACHE_DIR");
+  llvm::sys::fs::remove_directories(dir);
+}
+#endif
 
 } // namespace
 
