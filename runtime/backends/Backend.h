@@ -71,12 +71,16 @@ public:
   /// on this GPU waiting for this rank, that is forever; a fusion group's
   /// kernel is generated, compiled (NVRTC) and loaded at its first call. So
   /// each of them runs once here, into scratch outputs (nothing the program
-  /// holds changes).
+  /// holds changes), or, when `outputsHoldNothing` (the caller's promise
+  /// that nothing reads those bytes before they are written again: the
+  /// scratch arena before the first step), into `outputs` themselves, so
+  /// readying a 4 GB logits GEMM costs no 4 GB beside the arenas.
   /// finishPreparing() waits for it all and frees the scratch. The default
   /// does nothing.
   virtual llvm::Error prepareKernel(KernelId kernel, llvm::ArrayRef<DeviceTensor> inputs,
                                     llvm::ArrayRef<DeviceTensor> outputs,
-                                    const KernelAttrs &attrs, unsigned stream) {
+                                    const KernelAttrs &attrs, unsigned stream,
+                                    bool outputsHoldNothing = false) {
     return llvm::Error::success();
   }
   virtual llvm::Error finishPreparing() { return llvm::Error::success(); }

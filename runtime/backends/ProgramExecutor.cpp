@@ -175,10 +175,16 @@ llvm::Error ProgramExecutor::initialize(uint64_t seed) {
     std::vector<DeviceTensor> inputs, outputs;
     for (uint32_t b : instr.inputs)
       inputs.push_back(tensor(b));
-    for (uint32_t b : instr.outputs)
+    // Before the first step the scratch arena holds nothing (the caller
+    // fills the inputs after initialize()): a kernel writing only there may
+    // be readied in place.
+    bool scratchOnly = true;
+    for (uint32_t b : instr.outputs) {
       outputs.push_back(tensor(b));
+      scratchOnly &= program_.buffers[b].arena == ArenaKind::Scratch;
+    }
     if (auto err = backend_.prepareKernel(kernels_[i].id, inputs, outputs, kernels_[i].attrs,
-                                          instr.stream))
+                                          instr.stream, scratchOnly))
       return error("rank " + llvm::Twine(program_.rank) + ": preparing " + instr.kernel +
                    (instr.location.empty() ? "" : " at " + instr.location) + ": " +
                    llvm::toString(std::move(err)));

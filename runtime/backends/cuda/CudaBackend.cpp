@@ -135,12 +135,17 @@ public:
 
   llvm::Error prepareKernel(KernelId kernel, llvm::ArrayRef<DeviceTensor> inputs,
                             llvm::ArrayRef<DeviceTensor> outputs, const KernelAttrs &attrs,
-                            unsigned stream) override {
+                            unsigned stream, bool outputsHoldNothing) override {
     // cuBLASLt's GEMMs load at first use (see Backend::prepareKernel).
     if (!cuda::loadsAtFirstUse(kernel))
       return llvm::Error::success();
     if (auto err = checkStream(stream))
       return err;
+    if (outputsHoldNothing) {
+      cuda::LaunchContext ctx = context_;
+      ctx.stream = streams_[stream];
+      return cuda::launchKernel(kernel, inputs, outputs, attrs, ctx);
+    }
     size_t bytes = 0;
     for (const DeviceTensor &t : outputs)
       bytes += (t.sizeInBytes() + 255) / 256 * 256;
