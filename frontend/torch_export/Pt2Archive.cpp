@@ -7,6 +7,8 @@
 
 #include <zip.h>
 
+#include <algorithm>
+
 namespace loom::torch_export {
 
 namespace {
@@ -74,9 +76,27 @@ llvm::Expected<std::string> Pt2Archive::read(llvm::StringRef entry) const {
   zip_file_t *file = zip_fopen(archive_, entry.str().c_str(), 0);
   if (!file)
     return fail("cannot open '" + entry + "' in the archive: " + zip_strerror(archive_));
+  // The declared size is the archive's word, not a fact: an 11 KB file may
+  // declare a 4 GB entry. Memory grows with the bytes that actually arrive,
+  // a chunk at a time, so a lie ends as "truncated data", not as a 4 GB
+  // allocation.
   std::string bytes;
-  bytes.resize(stat.size);
-  zip_int64_t got = stat.size ? zip_fread(file, bytes.data(), stat.size) : 0;
+  zip_int64_t got = 0;
+  constexpr zip_uint64_t kChunk = zip_uint64_t(1) << 24;
+  while (zip_uint64_t(got) < stat.size) {
+    zip_uint64_t want = std::min<zip_uint64_t>(kChunk, stat.size - zip_uint64_t(got));
+    bytes.resize(size_t(got) + size_t(want));
+    zip_int64_t n = zip_fread(file, bytes.data() + got, want);
+    if (n < 0) {
+      got = -1;
+      break;
+    }
+    got += n;
+    if (zip_uint64_t(n) < want)
+      break;
+  }
+  if (got >= 0)
+    bytes.resize(size_t(got));
   // libzip checks the entry's CRC when a read reaches its end.
   char pastEnd;
   if (got >= 0 && zip_fread(file, &pastEnd, 1) < 0)
