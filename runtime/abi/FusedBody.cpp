@@ -37,23 +37,6 @@ bool isPlainWord(const std::string &s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), isWordChar);
 }
 
-/// Shortest decimal that reads back as the same double.
-std::string formatDouble(double value) {
-  if (std::isnan(value))
-    return "nan";
-  if (std::isinf(value))
-    return value < 0 ? "-inf" : "inf";
-  char text[40];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(text, sizeof(text), "%.*g", precision, value);
-    if (std::strtod(text, nullptr) == value)
-      break;
-  }
-  std::string result = text;
-  if (result.find_first_of(".en") == std::string::npos)
-    result += ".0";
-  return result;
-}
 
 std::string formatShape(const std::vector<int64_t> &shape) {
   std::string text = "[";
@@ -66,7 +49,7 @@ std::string formatAttr(const AttrValue &value) {
   if (auto *i = std::get_if<int64_t>(&value))
     return std::to_string(*i);
   if (auto *f = std::get_if<double>(&value))
-    return formatDouble(*f);
+    return formatAttrDouble(*f);
   if (auto *s = std::get_if<std::string>(&value))
     return *s;
   std::string text = "[";
@@ -76,7 +59,7 @@ std::string formatAttr(const AttrValue &value) {
   } else {
     const auto &fs = std::get<std::vector<double>>(value);
     for (size_t k = 0; k < fs.size(); ++k)
-      text += (k ? ", " : "") + formatDouble(fs[k]);
+      text += (k ? ", " : "") + formatAttrDouble(fs[k]);
   }
   return text + "]";
 }

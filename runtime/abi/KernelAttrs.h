@@ -20,6 +20,11 @@ struct NamedAttr {
   AttrValue value;
 };
 
+/// An f64 attribute as text: the shortest decimal that reads back as the
+/// same double; integral values keep a ".0" so they do not read back as
+/// integer attributes; "nan", "inf", "-inf".
+std::string formatAttrDouble(double value);
+
 } // namespace loom
 
 #endif

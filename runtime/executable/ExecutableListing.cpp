@@ -25,24 +25,6 @@ uint64_t saturatingAdd(uint64_t a, uint64_t b) {
   return __builtin_add_overflow(a, b, &sum) ? kInvalidSize : sum;
 }
 
-/// Shortest decimal that reads back as the same double; integral values keep
-/// a ".0" so they do not read as integer attributes.
-std::string formatDouble(double value) {
-  if (std::isnan(value))
-    return "nan";
-  if (std::isinf(value))
-    return value < 0 ? "-inf" : "inf";
-  char text[40];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(text, sizeof(text), "%.*g", precision, value);
-    if (std::strtod(text, nullptr) == value)
-      break;
-  }
-  std::string result = text;
-  if (result.find_first_of(".e") == std::string::npos)
-    result += ".0";
-  return result;
-}
 
 std::string quotedString(const std::string &s) {
   std::string result;
@@ -57,7 +39,7 @@ std::string formatAttrValue(const AttrValue &value) {
   if (auto *i = std::get_if<int64_t>(&value))
     return std::to_string(*i);
   if (auto *f = std::get_if<double>(&value))
-    return formatDouble(*f);
+    return formatAttrDouble(*f);
   if (auto *s = std::get_if<std::string>(&value))
     return quotedString(*s);
   std::string result = "[";
@@ -67,7 +49,7 @@ std::string formatAttrValue(const AttrValue &value) {
   } else {
     const auto &fs = std::get<std::vector<double>>(value);
     for (size_t k = 0; k < fs.size(); ++k)
-      result += (k ? ", " : "") + formatDouble(fs[k]);
+      result += (k ? ", " : "") + formatAttrDouble(fs[k]);
   }
   return result + "]";
 }
@@ -108,7 +90,7 @@ std::string formatBytes(uint64_t bytes) {
 std::string formatInit(const ParameterDesc &param) {
   std::string text = initKindName(param.init);
   if (param.init == InitKind::Normal || param.init == InitKind::Uniform)
-    text += "(scale " + formatDouble(param.initScale) + ")";
+    text += "(scale " + formatAttrDouble(param.initScale) + ")";
   else if (param.init == InitKind::Data)
     text += "(" + std::to_string(param.data.size()) + " bytes)";
   return text;
@@ -295,7 +277,7 @@ llvm::json::Value jsonString(const std::string &s) {
 llvm::json::Value jsonDouble(double value) {
   if (std::isfinite(value))
     return value;
-  return formatDouble(value);
+  return formatAttrDouble(value);
 }
 
 llvm::json::Array jsonShape(const std::vector<int64_t> &shape) {
