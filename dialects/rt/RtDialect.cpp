@@ -218,26 +218,6 @@ LogicalResult RtDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
 
 namespace {
 
-/// The runtime element type for the verifier's messages (types collectives
-/// do not move map to one that is refused).
-loom::DType elementDType(Type type) {
-  if (type.isF32())
-    return loom::DType::F32;
-  if (type.isBF16())
-    return loom::DType::BF16;
-  if (type.isF16())
-    return loom::DType::F16;
-  if (type.isInteger(64))
-    return loom::DType::I64;
-  if (type.isInteger(32))
-    return loom::DType::I32;
-  if (type.isF64())
-    return loom::DType::F64;
-  if (type.isInteger(1))
-    return loom::DType::I1;
-  return loom::DType::F8E4M3FN;
-}
-
 /// The runtime element type of a buffer, for a fusion group's body.
 std::optional<loom::DType> fusedDType(Type type) {
   if (type.isF32())
@@ -259,6 +239,15 @@ std::optional<loom::DType> fusedDType(Type type) {
   if (type.isInteger(1))
     return loom::DType::I1;
   return std::nullopt;
+}
+
+/// The runtime element type for the verifier's messages (types collectives
+/// do not move map to one that is refused).
+loom::DType elementDType(Type type) {
+  std::optional<loom::DType> dtype = fusedDType(type);
+  if (!dtype || *dtype == loom::DType::F8E5M2)
+    return loom::DType::F8E4M3FN;
+  return *dtype;
 }
 
 /// The rank a program op runs as, when the verifier can tell.
