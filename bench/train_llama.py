@@ -28,7 +28,11 @@ Options of the bench step beside the timed runs:
                           --kernel-count-lib (bench/cuda/kernel_count.cpp built
                           as a CUPTI injection library), the GPU kernels in the
                           replayed step graph; PyTorch's kernels in one step,
-                          counted with torch.profiler
+                          counted with torch.profiler. With --out, the count runs
+                          also write where the step's time went: OUT/loom_trace.json
+                          (loom-run --trace) and OUT/compile_kernels.json,
+                          OUT/eager_kernels.json (torch.profiler's kernels with their
+                          device times); bench/step_profile.py tabulates them
 """
 import argparse
 import json
@@ -163,10 +167,17 @@ def torch_run(model, batches, args, compiled):
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             step(batches[-1])
             torch.cuda.synchronize()
+        timed = []
         for e in prof.events():
             if e.device_type == torch.autograd.DeviceType.CUDA and \
                     not e.name.startswith(("Memcpy", "Memset")):
                 kernels += 1
+                timed.append({"name": e.name, "us": e.time_range.elapsed_us()})
+        if args.out:
+            # Where PyTorch's step went, kernel by kernel (bench/step_profile.py reads it).
+            with open(os.path.join(args.out, "%s_kernels.json"
+                                   % ("compile" if compiled else "eager")), "w") as f:
+                json.dump(timed, f)
     model.cpu()
     del opt
     torch.cuda.empty_cache()
@@ -252,8 +263,9 @@ def bench(args):
             if args.kernel_count_lib:
                 env["CUDA_INJECTION64_PATH"] = os.path.abspath(args.kernel_count_lib)
                 env["KERNEL_COUNT_NAMES"] = os.path.join(args.out or work, "loom_kernels.tsv")
+            trace = ["--trace", os.path.join(args.out, "loom_trace.json")] if args.out else []
             result = loom_process(loom_cmd(args.count_steps, os.path.join(work, "count.jsonl"))
-                                  + ["--profile"], env)
+                                  + ["--profile"] + trace, env)
             calls, copies = 0, 0
             for line in result.stderr.splitlines():
                 parts = line.split()

@@ -203,6 +203,8 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     pm.addPass(createLowerToRt(LowerToRtOptions{options.entry}));
     pm.addPass(createFuseMatmulEpilogue());
     pm.addPass(createFuseAdamW());
+    if (options.fuseSumSquares)
+      pm.addPass(createFuseSumSquares());
     pm.addPass(createPlanMemory());
     pm.addPass(createAssignStreams());
     return;
@@ -374,6 +376,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                               llvm::cl::desc("fold transposes into the ops next to them "
                                              "(default on)"),
                               llvm::cl::init(true)};
+  Option<bool> fuseSumSquares{*this, "fuse-sum-squares",
+                              llvm::cl::desc("the gradient norm's sums of squares as one "
+                                             "multi-tensor kernel (default on)"),
+                              llvm::cl::init(true)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("group fusible ops into nn.fused ops (default off)"),
                     llvm::cl::init(false)};
@@ -421,6 +427,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.widenResults = widenResults;
     o.foldTransposes = foldTransposes;
     o.attentionStats = attentionStats;
+    o.fuseSumSquares = fuseSumSquares;
     o.microbatches = microbatches;
     if (pp == 1 && schedule.hasValue())
       return error("schedule needs pp=2 or more");

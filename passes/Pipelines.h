@@ -66,6 +66,9 @@ struct PipelineOptions {
   /// backward (--loom-attention-stats), which then does not recompute the
   /// forward.
   bool attentionStats = true;
+  /// The gradient norm's sums of squares run as one multi-tensor kernel per
+  /// run (--loom-fuse-sum-squares).
+  bool fuseSumSquares = true;
 
   bool training() const { return mode != PipelineMode::Infer; }
   bool distributed() const { return tp > 1 || dp > 1; }

@@ -76,6 +76,18 @@ def NN_AdamWMultiKernel : NN_RuntimeKernel<"nn.adamw_multi", 6, -1, -1,
   beta2, epsilon (f64) and weight_decays (f64 list, one per parameter).
 }]>;
 
+def NN_SumSquaresMultiKernel : NN_RuntimeKernel<"nn.sum_squares_multi", 1, -1, -1,
+    [NN_KernelAttr<"total", "Int">], [{
+  The sums of squares of many tensors in one call (--loom-fuse-sum-squares,
+  for the global gradient norm): x_1 .. x_n (f32, bf16 or f16, any shape)
+  -> s_1 .. s_n (f32 scalars: s_i = sum of x_i's squared elements), or with
+  attr total = 1 one f32 scalar, the sum of all of them; then an f64
+  scratch of sumSquaresScratch(sizes) elements (the last output). Each
+  tensor is summed in chunks of kSumSquaresChunk elements, squares
+  accumulated in f64 within a chunk, then the chunks' sums in order, then
+  (total) the tensors' sums in order; rounded to f32 once. Deterministic.
+}]>;
+
 def NN_ScaledMatmulKernel : NN_RuntimeKernel<"nn.scaled_matmul", 4, 4, 1, [], [{
   FP8 GEMM with per-tensor scales: a [M, K] and b [N, K] (f8E4M3FN or
   f8E5M2, not both f8E5M2), scale_a and scale_b (f32 scalars) -> out [M, N]

@@ -44,7 +44,7 @@ constexpr KernelImpl kImplementations[] = {
     {KernelId::CrossEntropy, runCrossEntropy}, {KernelId::Dropout, runDropout},
     {KernelId::Iota, runIota},
     {KernelId::Adamw, runAdamW},
-    {KernelId::AdamwMulti, runAdamWMulti},
+    {KernelId::AdamwMulti, runAdamWMulti}, {KernelId::SumSquaresMulti, runSumSquaresMulti},
     {KernelId::GeluGrad, runActivationGrad}, {KernelId::SiluGrad, runActivationGrad},
     {KernelId::LayerNormGrad, runNormGrad}, {KernelId::RmsNormGrad, runNormGrad},
     {KernelId::AttentionGrad, runAttentionGrad},

@@ -74,6 +74,7 @@ llvm::Error runAdamW(const KernelCall &call);
 llvm::Error runScaledMatmul(const KernelCall &call);
 
 llvm::Error runAdamWMulti(const KernelCall &call);
+llvm::Error runSumSquaresMulti(const KernelCall &call); // Reduction.cpp
 // nn.fused: the body's members one by one (Fused.cpp).
 llvm::Error runFused(const KernelCall &call);
 

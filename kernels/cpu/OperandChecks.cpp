@@ -3,6 +3,7 @@
 // these before they compute; the messages are the ones the tests assert.
 
 #include "kernels/cpu/OperandChecks.h"
+#include "runtime/abi/SumSquares.h"
 
 #include <algorithm>
 #include <cmath>
@@ -1203,6 +1204,36 @@ llvm::Expected<size_t> adamwMultiFirstGroup(size_t numInputs, size_t numOutputs,
                        std::to_string(numInputs) + " inputs and " +
                        std::to_string(numOutputs) + " outputs");
   return first;
+}
+
+llvm::Error checkSumSquaresMulti(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out,
+                                 bool total) {
+  const size_t sums = total ? 1 : in.size();
+  if (in.empty() || out.size() != sums + 1)
+    return kernelError("expected n tensors and " +
+                       std::string(total ? "2 results (the total" : "n + 1 results (a sum per tensor") +
+                       ", then the scratch); got " + std::to_string(in.size()) + " inputs and " +
+                       std::to_string(out.size()) + " outputs");
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < in.size(); ++i) {
+    LOOM_RETURN_IF_ERROR(checkTensor(in[i], "input"));
+    if (in[i].dtype != DType::F32 && in[i].dtype != DType::BF16 && in[i].dtype != DType::F16)
+      return kernelError("input " + std::to_string(i) + " is " +
+                         std::string(dtypeName(in[i].dtype)) + "; expected f32, bf16 or f16");
+    sizes.push_back(in[i].numElements());
+  }
+  for (size_t i = 0; i < sums; ++i)
+    if (out[i].dtype != DType::F32 || out[i].numElements() != 1)
+      return kernelError("result " + std::to_string(i) + " must be an f32 scalar");
+  const Tensor &scratch = out.back();
+  const int64_t slots = sumSquaresScratch(sizes);
+  if (scratch.dtype != DType::F64 || scratch.numElements() < slots)
+    return kernelError("the scratch result must be f64 with at least " + std::to_string(slots) +
+                       " elements (one per " + std::to_string(kSumSquaresChunk) +
+                       "-element chunk and one per tensor); got " +
+                       std::string(dtypeName(scratch.dtype)) + " with " +
+                       std::to_string(scratch.numElements()));
+  return llvm::Error::success();
 }
 } // namespace detail
 } // namespace loom::cpu

@@ -1,8 +1,9 @@
 // Reductions over a set of dims (sum, mean, max) and softmax/log_softmax.
 // Float sums accumulate in double, in row-major order of the reduced dims,
-// and round once on store.
+// and round once on store. nn.sum_squares_multi: the gradient norm's sums.
 
 #include "kernels/cpu/KernelSupport.h"
+#include "runtime/abi/SumSquares.h"
 
 #include <algorithm>
 #include <cmath>
@@ -135,6 +136,48 @@ llvm::Error runSoftmax(const KernelCall &call) {
     });
     return llvm::Error::success();
   });
+}
+
+llvm::Error runSumSquaresMulti(const KernelCall &call) {
+  LOOM_ASSIGN_OR_RETURN(bool total, call.attrs.getBool("total", false));
+  LOOM_RETURN_IF_ERROR(checkSumSquaresMulti(call.inputs, call.outputs, total));
+  double *scratch = static_cast<double *>(call.outputs.back().data);
+  // Every chunk's partial (f64, squares accumulated in element order), the
+  // chunks in parallel; then each tensor's partials in order, then the
+  // tensors' sums in order.
+  const size_t n = call.inputs.size();
+  std::vector<int64_t> firstChunk{0};
+  for (const Tensor &t : call.inputs)
+    firstChunk.push_back(firstChunk.back() + sumSquaresChunks(t.numElements()));
+  double *sums = scratch + firstChunk.back();
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor &x = call.inputs[i];
+    const int64_t count = x.numElements(), chunks = firstChunk[i + 1] - firstChunk[i];
+    parallelFor(call.ctx, chunks, kSumSquaresChunk, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        const int64_t lo = c * kSumSquaresChunk, hi = std::min(count, lo + kSumSquaresChunk);
+        double acc = 0;
+        for (int64_t j = lo; j < hi; ++j) {
+          const double v = loadAsDouble(x.data, x.dtype, j);
+          acc += v * v;
+        }
+        scratch[firstChunk[i] + c] = acc;
+      }
+    });
+    double sum = 0;
+    for (int64_t c = firstChunk[i]; c < firstChunk[i + 1]; ++c)
+      sum += scratch[c];
+    sums[i] = sum;
+    if (!total)
+      *static_cast<float *>(call.outputs[i].data) = static_cast<float>(sum);
+  }
+  if (total) {
+    double all = 0;
+    for (size_t i = 0; i < n; ++i)
+      all += sums[i];
+    *static_cast<float *>(call.outputs[0].data) = static_cast<float>(all);
+  }
+  return llvm::Error::success();
 }
 
 } // namespace loom::cpu::detail

@@ -5,10 +5,11 @@
 // thread walking the reduced elements in order (then bitwise equal to the
 // CPU) or, for long reductions, a fixed tree of per-thread partial sums.
 // Softmax computes in f32 (bf16/f16 widened on load, rounded on store) with
-// a fixed reduction order.
+// a fixed reduction order. nn.sum_squares_multi: the gradient norm's sums.
 
 #include "kernels/cuda/DeviceSupport.cuh"
 #include "kernels/cpu/OperandChecks.h"
+#include "runtime/abi/SumSquares.h"
 
 #include <algorithm>
 #include <climits>
@@ -473,6 +474,146 @@ llvm::Error launchSoftmax(const KernelCall &call) {
   });
 }
 
+//===----------------------------------------------------------------------===//
+// nn.sum_squares_multi: the gradient norm's sums of squares, many tensors a
+// launch. Phase one: a block per kSumSquaresChunk-element chunk writes its
+// f64 partial to the scratch; phase two: a block per tensor sums its
+// partials. Both in a fixed order, so results never depend on timing.
+//===----------------------------------------------------------------------===//
+
+constexpr int kSumSquaresTensors = 80; // per launch: the arguments stay under 4 KB
+
+struct SumSquaresArgs {
+  int count;
+  const void *x[kSumSquaresTensors];
+  int64_t n[kSumSquaresTensors];
+  int64_t firstBlock[kSumSquaresTensors + 1]; // chunk blocks of this launch
+  int64_t firstPartial[kSumSquaresTensors];   // the tensor's first scratch slot
+  int index[kSumSquaresTensors];              // its position in the call
+  float *out[kSumSquaresTensors];             // null when the call makes a total
+};
+
+/// Sums `v` over the block in a fixed tree; the total in thread 0.
+__device__ double blockSumDouble(double v) {
+  __shared__ double warpSums[kBlockSize / 32];
+  for (int o = 16; o > 0; o /= 2)
+    v += __shfl_xor_sync(kFullMask, v, o);
+  if (threadIdx.x % 32 == 0)
+    warpSums[threadIdx.x / 32] = v;
+  __syncthreads();
+  double total = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < kBlockSize / 32; ++w)
+      total += warpSums[w];
+  return total;
+}
+
+template <DType D>
+__global__ void __launch_bounds__(kBlockSize)
+sumSquaresChunkKernel(const __grid_constant__ SumSquaresArgs a, double *partials) {
+  using S = StorageOf<D>;
+  using E = dev::Elem<D>;
+  int t = 0;
+  while (t + 1 < a.count && a.firstBlock[t + 1] <= blockIdx.x)
+    ++t;
+  const int64_t chunk = blockIdx.x - a.firstBlock[t];
+  const int64_t begin = chunk * kSumSquaresChunk;
+  const int64_t end = begin + kSumSquaresChunk < a.n[t] ? begin + kSumSquaresChunk : a.n[t];
+  const S *x = static_cast<const S *>(a.x[t]);
+  constexpr int V = 16 / sizeof(S);
+  double acc = 0;
+  // Chunks start at multiples of kSumSquaresChunk (a multiple of V), so an
+  // aligned tensor's chunks are aligned too.
+  const bool aligned = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+  const int64_t vecEnd = aligned ? begin + (end - begin) / V * V : begin;
+  for (int64_t i = begin + int64_t(threadIdx.x) * V; i < vecEnd; i += int64_t(kBlockSize) * V) {
+    const uint4 raw = *reinterpret_cast<const uint4 *>(x + i);
+    const S *v = reinterpret_cast<const S *>(&raw);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const double e = E::loadDouble(v[k]);
+      acc = fma(e, e, acc);
+    }
+  }
+  for (int64_t j = vecEnd + threadIdx.x; j < end; j += kBlockSize) {
+    const double e = E::loadDouble(x[j]);
+    acc = fma(e, e, acc);
+  }
+  const double total = blockSumDouble(acc);
+  if (threadIdx.x == 0)
+    partials[a.firstPartial[t] + chunk] = total;
+}
+
+/// Each tensor's partials in order -> its f64 sum in the scratch (and its
+/// f32 result unless the call makes a total).
+__global__ void __launch_bounds__(kBlockSize)
+sumSquaresFinishKernel(const __grid_constant__ SumSquaresArgs a, const double *partials,
+                       double *sums) {
+  const int t = blockIdx.x;
+  const int64_t chunks = (a.n[t] + kSumSquaresChunk - 1) / kSumSquaresChunk;
+  double acc = 0;
+  for (int64_t c = threadIdx.x; c < chunks; c += kBlockSize)
+    acc += partials[a.firstPartial[t] + c];
+  const double total = blockSumDouble(acc);
+  if (threadIdx.x == 0) {
+    sums[a.index[t]] = total;
+    if (a.out[t])
+      *a.out[t] = static_cast<float>(total);
+  }
+}
+
+/// The total: the tensors' sums in order, by one thread.
+__global__ void sumSquaresTotalKernel(const double *sums, int64_t n, float *out) {
+  double acc = 0;
+  for (int64_t i = 0; i < n; ++i)
+    acc += sums[i];
+  *out = static_cast<float>(acc);
+}
+
+llvm::Error launchSumSquaresMulti(const KernelCall &call) {
+  LOOM_ASSIGN_OR_RETURN(bool total, call.attrs.getBool("total", false));
+  LOOM_RETURN_IF_ERROR(cpu::detail::checkSumSquaresMulti(call.inputs, call.outputs, total));
+  double *partials = static_cast<double *>(call.outputs.back().data);
+  const size_t n = call.inputs.size();
+  std::vector<int64_t> firstPartial{0};
+  for (const Tensor &t : call.inputs)
+    firstPartial.push_back(firstPartial.back() + sumSquaresChunks(t.numElements()));
+  double *sums = partials + firstPartial.back();
+  // Batches of one dtype, up to kSumSquaresTensors each, in input order.
+  for (size_t start = 0; start < n;) {
+    const DType type = call.inputs[start].dtype;
+    SumSquaresArgs a{};
+    int64_t blocks = 0;
+    size_t i = start;
+    for (; i < n && a.count < kSumSquaresTensors && call.inputs[i].dtype == type; ++i) {
+      a.x[a.count] = call.inputs[i].data;
+      a.n[a.count] = call.inputs[i].numElements();
+      a.firstBlock[a.count] = blocks;
+      a.firstPartial[a.count] = firstPartial[i];
+      a.index[a.count] = int(i);
+      a.out[a.count] = total ? nullptr : static_cast<float *>(call.outputs[i].data);
+      blocks += sumSquaresChunks(a.n[a.count]);
+      ++a.count;
+    }
+    a.firstBlock[a.count] = blocks;
+    start = i;
+    if (blocks > 0)
+      LOOM_RETURN_IF_ERROR(dispatchFloatDType(type, "input", [&](auto tag) -> llvm::Error {
+        constexpr DType D = decltype(tag)::value;
+        if constexpr (D == DType::F32 || D == DType::BF16 || D == DType::F16)
+          sumSquaresChunkKernel<D><<<unsigned(blocks), kBlockSize, 0, call.ctx.stream>>>(a,
+                                                                                   partials);
+        return llvm::Error::success();
+      }));
+    sumSquaresFinishKernel<<<unsigned(a.count), kBlockSize, 0, call.ctx.stream>>>(a, partials,
+                                                                                 sums);
+  }
+  if (total)
+    sumSquaresTotalKernel<<<1, 1, 0, call.ctx.stream>>>(
+        sums, int64_t(n), static_cast<float *>(call.outputs[0].data));
+  return llvm::Error::success();
+}
+
 } // namespace
 
 void registerReductionKernels(KernelRegistry &registry) {
@@ -480,6 +621,7 @@ void registerReductionKernels(KernelRegistry &registry) {
     registry.add(id, launchReduce);
   registry.add(KernelId::Softmax, launchSoftmax);
   registry.add(KernelId::LogSoftmax, launchSoftmax);
+  registry.add(KernelId::SumSquaresMulti, launchSumSquaresMulti);
 }
 
 } // namespace loom::cuda

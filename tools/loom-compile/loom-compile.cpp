@@ -153,6 +153,12 @@ cl::opt<bool> fuse("fuse",
                             "into nn.fused ops (--compile-to=fused prints them; the CPU backend "
                             "runs their ops one by one; default off)"),
                    cl::init(false), cl::cat(category));
+cl::opt<bool> fuseSumSquares(
+    "fuse-sum-squares",
+    cl::desc("compute the gradient norm's sums of squares with one multi-tensor kernel, each "
+             "gradient read once (default on; --fuse-sum-squares=false: a square, a row sum "
+             "and a sum per gradient)"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> widenResults(
     "widen-results",
     cl::desc("write a GEMM's result in f32 where the program casts it to f32 (weight gradients "
@@ -443,6 +449,7 @@ int main(int argc, char **argv) {
   pipelineOptions.dpBucketMb = dpBucketMb;
   pipelineOptions.fuse = fuse || compileTo == Phase::Fused;
   pipelineOptions.widenResults = widenResults;
+  pipelineOptions.fuseSumSquares = fuseSumSquares;
   pipelineOptions.foldTransposes = foldTransposes;
   pipelineOptions.attentionStats = attentionStats;
   loom::PipelineHooks hooks;

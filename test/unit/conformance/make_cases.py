@@ -1357,6 +1357,27 @@ def kernel_names():
         return re.findall(r'^LOOM_KERNEL\("([^"]+)"', f.read(), re.M)
 
 
+def gen_sum_squares():
+    """nn.sum_squares_multi (the gradient norm, --loom-fuse-sum-squares): per
+    tensor, or their total, as f32; the f64 scratch holds each 32768-element
+    chunk's sum of squares, then each tensor's sum (runtime/abi/SumSquares.h)."""
+    chunk = 32768
+    for name, specs in [("f32_bf16_chunks", [("f32", [4, 3]), ("f32", [70001]), ("bf16", [9, 7])]),
+                        ("one_f16", [("f16", [5, 37])])]:
+        inputs = [randt(dtype, shape, -3, 3) for dtype, shape in specs]
+        partials, sums = [], []
+        for t in inputs:
+            x = t.values.reshape(-1)
+            chunks = [x[i:i + chunk] for i in range(0, x.size, chunk)]
+            partials += [float(np.sum(c * c)) for c in chunks]
+            sums.append(float(np.sum(x * x)))
+        scratch = T("f64", np.array(partials + sums))
+        add("nn.sum_squares_multi", name + "_each", inputs,
+            [T("f32", np.array(v)) for v in sums] + [scratch], attrs={"total": 0}, rtol=1e-6)
+        add("nn.sum_squares_multi", name + "_total", inputs,
+            [T("f32", np.array(sum(sums))), scratch], attrs={"total": 1}, rtol=1e-6)
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -1376,6 +1397,7 @@ def main():
     gen_rope_transposed()
     gen_attention_stats()
     gen_fused()
+    gen_sum_squares()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]

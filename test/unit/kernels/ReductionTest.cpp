@@ -185,4 +185,54 @@ TEST(SoftmaxKernelTest, StableForLargeInputs) {
                       "unsupported dtype i64");
 }
 
+// nn.sum_squares_multi (the gradient norm, --loom-fuse-sum-squares) against
+// the sums it replaces, computed here in long double: per tensor, and the
+// total; a tensor spanning several chunks, an empty one, bf16 and f32.
+TEST(SumSquaresMultiTest, MatchesEachTensorsSumOfSquaresAndTheirTotal) {
+  const std::vector<std::pair<DType, std::vector<int64_t>>> tensors = {
+      {DType::F32, {4, 3}}, {DType::F32, {70001}}, {DType::BF16, {9, 7}}, {DType::F32, {0}}};
+  std::vector<OwnedTensor> in;
+  std::vector<long double> expected;
+  long double all = 0;
+  int64_t slots = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto &[dtype, shape] = tensors[i];
+    std::vector<double> xs = roundAll(dtype, randomValues(numElementsOf(shape), -3, 3, 70 + i));
+    long double sum = 0;
+    for (double x : xs)
+      sum += (long double)x * x;
+    expected.push_back(sum);
+    all += sum;
+    in.emplace_back(dtype, shape, xs);
+    slots += (int64_t(xs.size()) + 32767) / 32768 + 1;
+  }
+  EXPECT_EQ(slots, 1 + 3 + 1 + 0 + 4);
+  std::vector<Tensor> inputs(in.begin(), in.end());
+  for (int64_t total : {0, 1}) {
+    std::vector<OwnedTensor> sums;
+    for (size_t i = 0; i < (total ? 1 : in.size()); ++i)
+      sums.emplace_back(DType::F32, std::vector<int64_t>{});
+    OwnedTensor scratch(DType::F64, {slots});
+    std::vector<Tensor> outputs(sums.begin(), sums.end());
+    outputs.push_back(scratch);
+    ASSERT_KERNEL_OK(runKernel("nn.sum_squares_multi", inputs, outputs,
+                               KernelAttrs().set("total", total)));
+    if (total) {
+      EXPECT_EQ(sums[0].values()[0], double(float(all)));
+    } else {
+      for (size_t i = 0; i < in.size(); ++i)
+        EXPECT_EQ(sums[i].values()[0], double(float(expected[i]))) << "tensor " << i;
+    }
+  }
+  // Operand errors name the problem.
+  OwnedTensor ints(DType::I64, {3}), one(DType::F32, {}), small(DType::F64, {1});
+  EXPECT_KERNEL_ERROR(runKernel("nn.sum_squares_multi", {ints}, {one, small}, KernelAttrs()),
+                      "expected f32, bf16 or f16");
+  OwnedTensor x(DType::F32, {3});
+  EXPECT_KERNEL_ERROR(runKernel("nn.sum_squares_multi", {x}, {one, one}, KernelAttrs()),
+                      "scratch result must be f64 with at least 2 elements");
+  EXPECT_KERNEL_ERROR(runKernel("nn.sum_squares_multi", {x, x}, {one, small}, KernelAttrs()),
+                      "expected n tensors and n + 1 results");
+}
+
 } // namespace

@@ -291,6 +291,17 @@ std::vector<KernelCase> kernelCases() {
                       {"weight_decays", std::vector<double>{0.1, 0.0, 0.05}}},
                      aliases});
   }
+  // The gradient norm's sums of squares (--loom-fuse-sum-squares): a tensor
+  // spanning two 32768-element chunks, one with a tail past its vectors, a
+  // bf16 one (a launch of its own on CUDA); per tensor, then the total. The
+  // f64 scratch (partials, then each tensor's sum) is compared too.
+  for (int64_t total : {0, 1}) {
+    std::vector<HostTensor> in{f32({4, 3}, 210), f32({37}, 211), f32({200, 200}, 212),
+                               randomTensor(DType::BF16, {10, 10}, 213)};
+    std::vector<std::pair<DType, S>> outs(total ? 1 : in.size(), {DType::F32, S{}});
+    outs.push_back({DType::F64, S{9}});
+    cases.push_back({"nn.sum_squares_multi", in, outs, {{"total", total}}});
+  }
   cases.push_back({"nn.gelu_grad", {f32({3, 5}, 53), f32({3, 5}, 54)}, {{DType::F32, {3, 5}}},
                    {{"approximate", std::string("tanh")}}});
   cases.push_back({"nn.silu_grad", {f32({3, 5}, 55), f32({3, 5}, 56)}, {{DType::F32, {3, 5}}}, {}});
