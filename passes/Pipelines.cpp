@@ -205,6 +205,8 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     pm.addPass(createFuseAdamW());
     if (options.fuseSumSquares)
       pm.addPass(createFuseSumSquares());
+    if (options.fuseNormWeightGrad)
+      pm.addPass(createFuseNormWeightGrad());
     pm.addPass(createPlanMemory());
     pm.addPass(createAssignStreams());
     return;
@@ -380,6 +382,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                               llvm::cl::desc("the gradient norm's sums of squares as one "
                                              "multi-tensor kernel (default on)"),
                               llvm::cl::init(true)};
+  Option<bool> fuseNormWeightGrad{*this, "fuse-norm-weight-grad",
+                                  llvm::cl::desc("each norm's weight gradient as one kernel "
+                                                 "(default on)"),
+                                  llvm::cl::init(true)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("group fusible ops into nn.fused ops (default off)"),
                     llvm::cl::init(false)};
@@ -428,6 +434,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.foldTransposes = foldTransposes;
     o.attentionStats = attentionStats;
     o.fuseSumSquares = fuseSumSquares;
+    o.fuseNormWeightGrad = fuseNormWeightGrad;
     o.microbatches = microbatches;
     if (pp == 1 && schedule.hasValue())
       return error("schedule needs pp=2 or more");

@@ -69,6 +69,8 @@ struct PipelineOptions {
   /// The gradient norm's sums of squares run as one multi-tensor kernel per
   /// run (--loom-fuse-sum-squares).
   bool fuseSumSquares = true;
+  /// Each norm's weight gradient runs as one kernel (--loom-fuse-norm-weight-grad).
+  bool fuseNormWeightGrad = true;
 
   bool training() const { return mode != PipelineMode::Infer; }
   bool distributed() const { return tp > 1 || dp > 1; }

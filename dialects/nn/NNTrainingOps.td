@@ -88,6 +88,18 @@ def NN_SumSquaresMultiKernel : NN_RuntimeKernel<"nn.sum_squares_multi", 1, -1, -
   (total) the tensors' sums in order; rounded to f32 once. Deterministic.
 }]>;
 
+def NN_NormWeightGradKernel : NN_RuntimeKernel<"nn.norm_weight_grad", 2, 2, 2,
+    [NN_KernelRequiredAttr<"epsilon", "F64">, NN_KernelAttr<"centered", "Int">], [{
+  A norm's weight gradient in one call (--loom-fuse-norm-weight-grad): x and
+  dy [..., H] (f32, bf16 or f16) -> dw [H] (any float type) = the sum over
+  rows of dy * xhat, xhat = x / sqrt(mean(x^2) + epsilon) (rms_norm's), or
+  with attr centered = 1 (x - mean) / sqrt(var + epsilon) (layer_norm's);
+  then an f32 scratch of normWeightGradScratch(rows, H) elements (the last
+  output: each row's inverse deviation, each row's mean, then per block of
+  kNormWeightGradRows rows its column sums). Products in f32, the blocks'
+  sums in f64 in order; rounded once. Deterministic.
+}]>;
+
 def NN_ScaledMatmulKernel : NN_RuntimeKernel<"nn.scaled_matmul", 4, 4, 1, [], [{
   FP8 GEMM with per-tensor scales: a [M, K] and b [N, K] (f8E4M3FN or
   f8E5M2, not both f8E5M2), scale_a and scale_b (f32 scalars) -> out [M, N]

@@ -1,6 +1,7 @@
 // layer_norm and rms_norm over the last dim; statistics in double.
 
 #include "kernels/cpu/KernelSupport.h"
+#include "runtime/abi/NormWeightGrad.h"
 
 #include <cmath>
 
@@ -80,6 +81,50 @@ llvm::Error runRmsNorm(const KernelCall &call) {
     });
     return llvm::Error::success();
   });
+}
+
+llvm::Error runNormWeightGrad(const KernelCall &call) {
+  LOOM_ASSIGN_OR_RETURN(NormPlan plan,
+                        checkNormWeightGrad(call.inputs, call.outputs, call.attrs));
+  const Tensor &x = call.inputs[0], &dy = call.inputs[1], &dw = call.outputs[0];
+  float *rstd = static_cast<float *>(call.outputs[1].data);
+  float *means = rstd + plan.rows, *partials = means + plan.rows;
+  const int64_t cols = plan.features, blocks = normWeightGradBlocks(plan.rows);
+  // Each row's mean and inverse deviation (f64, rounded to f32), then per
+  // block of rows the column sums of dy * xhat (f32 products, rows in order).
+  parallelFor(call.ctx, plan.rows, cols * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      double sum = 0, squares = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        sum += loadAsDouble(x.data, x.dtype, r * cols + c);
+      const double mean = plan.layerNorm ? sum / double(cols) : 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double d = loadAsDouble(x.data, x.dtype, r * cols + c) - mean;
+        squares += d * d;
+      }
+      means[r] = float(mean);
+      rstd[r] = float(1.0 / std::sqrt(squares / double(cols) + plan.epsilon));
+    }
+  });
+  parallelFor(call.ctx, blocks, kNormWeightGradRows * cols * 2, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      float *out = partials + b * cols;
+      std::fill(out, out + cols, 0.f);
+      const int64_t last = std::min(plan.rows, (b + 1) * kNormWeightGradRows);
+      for (int64_t r = b * kNormWeightGradRows; r < last; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const float xhat = (loadAsFloat(x.data, x.dtype, r * cols + c) - means[r]) * rstd[r];
+          out[c] += loadAsFloat(dy.data, dy.dtype, r * cols + c) * xhat;
+        }
+    }
+  });
+  for (int64_t c = 0; c < cols; ++c) {
+    double sum = 0;
+    for (int64_t b = 0; b < blocks; ++b)
+      sum += partials[b * cols + c];
+    storeFromDouble(dw.data, dw.dtype, c, sum);
+  }
+  return llvm::Error::success();
 }
 
 } // namespace loom::cpu::detail

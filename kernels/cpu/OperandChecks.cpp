@@ -3,6 +3,7 @@
 // these before they compute; the messages are the ones the tests assert.
 
 #include "kernels/cpu/OperandChecks.h"
+#include "runtime/abi/NormWeightGrad.h"
 #include "runtime/abi/SumSquares.h"
 
 #include <algorithm>
@@ -1204,6 +1205,40 @@ llvm::Expected<size_t> adamwMultiFirstGroup(size_t numInputs, size_t numOutputs,
                        std::to_string(numInputs) + " inputs and " +
                        std::to_string(numOutputs) + " outputs");
   return first;
+}
+
+llvm::Expected<NormPlan> checkNormWeightGrad(llvm::ArrayRef<Tensor> in,
+                                             llvm::ArrayRef<Tensor> out,
+                                             const KernelAttrs &attrs) {
+  if (in.size() != 2 || out.size() != 2)
+    return kernelError("expected x and dy, and the gradient and the scratch; got " +
+                       std::to_string(in.size()) + " inputs and " +
+                       std::to_string(out.size()) + " outputs");
+  const Tensor &x = in[0], &dy = in[1], &dw = out[0], &scratch = out[1];
+  for (const Tensor *t : {&x, &dy, &dw})
+    LOOM_RETURN_IF_ERROR(checkTensor(*t, "operand"));
+  if (x.shape.empty())
+    return kernelError("x must have at least one dim (the features)");
+  LOOM_RETURN_IF_ERROR(checkSameShape(dy, "dy", x, "x"));
+  for (const Tensor *t : {&x, &dy})
+    if (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16)
+      return kernelError("x and dy must be f32, bf16 or f16; got " +
+                         std::string(dtypeName(t->dtype)));
+  if (dy.dtype != x.dtype)
+    return kernelError("x and dy must have one dtype");
+  NormPlan plan{};
+  plan.features = x.shape.back();
+  plan.rows = plan.features == 0 ? 0 : x.numElements() / plan.features;
+  if (dw.shape != std::vector<int64_t>{plan.features} ||
+      (dw.dtype != DType::F32 && dw.dtype != DType::BF16 && dw.dtype != DType::F16))
+    return kernelError("the gradient must be a float [" + std::to_string(plan.features) + "]");
+  const int64_t slots = normWeightGradScratch(plan.rows, plan.features);
+  if (scratch.dtype != DType::F32 || scratch.numElements() < slots)
+    return kernelError("the scratch must be f32 with at least " + std::to_string(slots) +
+                       " elements");
+  LOOM_ASSIGN_OR_RETURN(plan.epsilon, attrs.getF64("epsilon"));
+  LOOM_ASSIGN_OR_RETURN(plan.layerNorm, attrs.getBool("centered", false));
+  return plan;
 }
 
 llvm::Error checkSumSquaresMulti(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out,

@@ -168,6 +168,11 @@ llvm::Expected<NormPlan> checkNorm(KernelId id, llvm::ArrayRef<Tensor> inputs,
 /// nn.layer_norm_grad and nn.rms_norm_grad (inputs x, dy, [weight]).
 llvm::Expected<NormPlan> checkNormGrad(KernelId id, llvm::ArrayRef<Tensor> inputs,
                                        const Tensor &out, const KernelAttrs &attrs);
+/// nn.norm_weight_grad (x, dy -> dw, scratch; runtime/abi/NormWeightGrad.h):
+/// layerNorm is the centered attr.
+llvm::Expected<NormPlan> checkNormWeightGrad(llvm::ArrayRef<Tensor> inputs,
+                                             llvm::ArrayRef<Tensor> outputs,
+                                             const KernelAttrs &attrs);
 
 //===----------------------------------------------------------------------===//
 // Rope and attention

@@ -66,6 +66,43 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+/// The rotate-half layout with 16-byte vectors: a thread rotates V pairs
+/// (i .. i+V-1 with i+half ..) of one row, loading each half and the tables
+/// as one vector each. Needs half % V == 0 and 16-byte aligned tensors.
+template <typename T, int TRANSPOSE>
+__global__ void __launch_bounds__(256)
+    ropeVecKernel(const T *x, const T *__restrict__ cosT, const T *__restrict__ sinT, T *out,
+                  int64_t vectors, int64_t seq, int64_t dim, int64_t heads) {
+  constexpr int V = 16 / sizeof(T);
+  const int64_t half = dim / 2, perRow = half / V;
+  for (int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; q < vectors;
+       q += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = q / perRow, i = (q - row * perRow) * V;
+    const int64_t s = row % seq;
+    const int64_t tableBase = s * dim;
+    int64_t inBase = row * dim, outBase = row * dim;
+    if (TRANSPOSE != 0) {
+      const int64_t h = (row / seq) % heads, outer = row / (seq * heads);
+      const int64_t swapped = ((outer * seq + s) * heads + h) * dim;
+      (TRANSPOSE == 1 ? inBase : outBase) = swapped;
+    }
+    using P = Pack16<T>;
+    auto load = [](const T *p) { return *reinterpret_cast<const P *>(p); };
+    const P a = load(x + inBase + i), b = load(x + inBase + i + half);
+    const P c0 = load(cosT + tableBase + i), s0 = load(sinT + tableBase + i);
+    const P c1 = load(cosT + tableBase + i + half), s1 = load(sinT + tableBase + i + half);
+    P lo, hi;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float av = toF(a.v[k]), bv = toF(b.v[k]);
+      lo.v[k] = fromF<T>(av * toF(c0.v[k]) - bv * toF(s0.v[k]));
+      hi.v[k] = fromF<T>(bv * toF(c1.v[k]) + av * toF(s1.v[k]));
+    }
+    *reinterpret_cast<P *>(out + outBase + i) = lo;
+    *reinterpret_cast<P *>(out + outBase + i + half) = hi;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Attention
 //
@@ -604,6 +641,22 @@ llvm::Error launchRope(const KernelCall &call) {
     const T *ss = static_cast<const T *>(sinT.data);
     T *ys = static_cast<T *>(out.data);
     const int64_t heads = plan.heads;
+    constexpr int V = 16 / sizeof(T);
+    if (!interleaved && (dim / 2) % V == 0 && isAligned(xs, 16) && isAligned(cs, 16) &&
+        isAligned(ss, 16) && isAligned(ys, 16)) {
+      const int64_t vectors = pairs / V;
+      const unsigned vecBlocks = gridFor(vectors, call.ctx);
+      if (plan.transpose == 1)
+        ropeVecKernel<T, 1><<<vecBlocks, 256, 0, call.ctx.stream>>>(xs, cs, ss, ys, vectors, seq,
+                                                                    dim, heads);
+      else if (plan.transpose == 2)
+        ropeVecKernel<T, 2><<<vecBlocks, 256, 0, call.ctx.stream>>>(xs, cs, ss, ys, vectors, seq,
+                                                                    dim, heads);
+      else
+        ropeVecKernel<T, 0><<<vecBlocks, 256, 0, call.ctx.stream>>>(xs, cs, ss, ys, vectors, seq,
+                                                                    dim, heads);
+      return llvm::Error::success();
+    }
     auto launch = [&](auto interleavedTag, auto transposeTag) {
       ropeKernel<T, decltype(interleavedTag)::value, decltype(transposeTag)::value>
           <<<blocks, 256, 0, call.ctx.stream>>>(xs, cs, ss, ys, pairs, seq, dim, heads);

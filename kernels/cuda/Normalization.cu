@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/DeviceSupport.cuh"
 #include "kernels/cpu/OperandChecks.h"
+#include "runtime/abi/NormWeightGrad.h"
 
 #include <algorithm>
 #include <climits>
@@ -398,6 +399,133 @@ llvm::Error launchNormGrad(const KernelCall &call) {
   });
 }
 
+//===----------------------------------------------------------------------===//
+// nn.norm_weight_grad: dw = sum over rows of dy * xhat, in three kernels --
+// each row's mean and inverse deviation (a warp a row, two passes), the
+// column sums of a block of rows (a thread a vector of columns, rows in
+// order), then each column's blocks in order (f64).
+//===----------------------------------------------------------------------===//
+
+template <DType D>
+__global__ void __launch_bounds__(kBlockSize)
+normRowStatsKernel(const StorageOf<D> *x, int64_t rows, int64_t cols, float eps, bool centered,
+                   float *rstd, float *means) {
+  using E = dev::Elem<D>;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * (kBlockSize / 32) + threadIdx.x / 32;
+  if (row >= rows)
+    return;
+  const StorageOf<D> *in = x + row * cols;
+  float mean = 0.f;
+  if (centered) {
+    float sum = 0.f;
+    for (int64_t c = lane; c < cols; c += 32)
+      sum += E::load(in[c]);
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(kFullMask, sum, o);
+    mean = sum / float(cols);
+  }
+  float squares = 0.f;
+  for (int64_t c = lane; c < cols; c += 32) {
+    const float d = E::load(in[c]) - mean;
+    squares += d * d;
+  }
+  for (int o = 16; o > 0; o /= 2)
+    squares += __shfl_xor_sync(kFullMask, squares, o);
+  if (lane == 0) {
+    rstd[row] = rsqrtf(squares / float(cols) + eps);
+    means[row] = mean;
+  }
+}
+
+template <DType D, int V>
+__global__ void __launch_bounds__(kBlockSize)
+normWeightPartialsKernel(const StorageOf<D> *x, const StorageOf<D> *dy, int64_t rows,
+                         int64_t cols, const float *rstd, const float *means, float *partials) {
+  using E = dev::Elem<D>;
+  using S = StorageOf<D>;
+  const int64_t c = (int64_t(blockIdx.y) * kBlockSize + threadIdx.x) * V;
+  if (c >= cols)
+    return;
+  const int64_t first = int64_t(blockIdx.x) * kNormWeightGradRows;
+  const int64_t last = first + kNormWeightGradRows < rows ? first + kNormWeightGradRows : rows;
+  float acc[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    acc[k] = 0.f;
+  for (int64_t r = first; r < last; ++r) {
+    const float inv = rstd[r], mean = means[r];
+    S xs[V], ds[V];
+    if constexpr (V > 1) {
+      *reinterpret_cast<Pack16<S> *>(xs) = *reinterpret_cast<const Pack16<S> *>(x + r * cols + c);
+      *reinterpret_cast<Pack16<S> *>(ds) = *reinterpret_cast<const Pack16<S> *>(dy + r * cols + c);
+    } else {
+      xs[0] = x[r * cols + c];
+      ds[0] = dy[r * cols + c];
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      acc[k] += E::load(ds[k]) * ((E::load(xs[k]) - mean) * inv);
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    partials[blockIdx.x * cols + c + k] = acc[k];
+}
+
+template <DType O>
+__global__ void normWeightFinishKernel(const float *partials, int64_t blocks, int64_t cols,
+                                       StorageOf<O> *dw) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= cols)
+    return;
+  double sum = 0;
+  for (int64_t b = 0; b < blocks; ++b)
+    sum += partials[b * cols + c];
+  dw[c] = dev::Elem<O>::storeDouble(sum);
+}
+
+llvm::Error launchNormWeightGrad(const KernelCall &call) {
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::NormPlan plan,
+                        cpu::detail::checkNormWeightGrad(call.inputs, call.outputs, call.attrs));
+  const Tensor &x = call.inputs[0], &dy = call.inputs[1], &dw = call.outputs[0];
+  const int64_t rows = plan.rows, cols = plan.features, blocks = normWeightGradBlocks(rows);
+  if (cols == 0)
+    return llvm::Error::success();
+  float *rstd = static_cast<float *>(call.outputs[1].data);
+  float *means = rstd + rows, *partials = means + rows;
+  cudaStream_t stream = call.ctx.stream;
+  LOOM_RETURN_IF_ERROR(dispatchFloatDType(x.dtype, "x", [&](auto tag) -> llvm::Error {
+    constexpr DType D = decltype(tag)::value;
+    if constexpr (D == DType::F32 || D == DType::BF16 || D == DType::F16) {
+      using S = StorageOf<D>;
+      const S *px = static_cast<const S *>(x.data), *pdy = static_cast<const S *>(dy.data);
+      if (rows > 0) {
+        const int64_t rowBlocks = (rows + kBlockSize / 32 - 1) / (kBlockSize / 32);
+        normRowStatsKernel<D><<<unsigned(rowBlocks), kBlockSize, 0, stream>>>(
+            px, rows, cols, float(plan.epsilon), plan.layerNorm, rstd, means);
+        constexpr int V = 16 / sizeof(S);
+        if (cols % V == 0 && isAligned(px, 16) && isAligned(pdy, 16)) {
+          const dim3 grid(unsigned(blocks), unsigned((cols / V + kBlockSize - 1) / kBlockSize));
+          normWeightPartialsKernel<D, V><<<grid, kBlockSize, 0, stream>>>(px, pdy, rows, cols,
+                                                                          rstd, means, partials);
+        } else {
+          const dim3 grid(unsigned(blocks), unsigned((cols + kBlockSize - 1) / kBlockSize));
+          normWeightPartialsKernel<D, 1><<<grid, kBlockSize, 0, stream>>>(px, pdy, rows, cols,
+                                                                          rstd, means, partials);
+        }
+      }
+    }
+    return llvm::Error::success();
+  }));
+  return dispatchFloatDType(dw.dtype, "dw", [&](auto tag) -> llvm::Error {
+    constexpr DType O = decltype(tag)::value;
+    normWeightFinishKernel<O><<<unsigned((cols + kBlockSize - 1) / kBlockSize), kBlockSize, 0,
+                                stream>>>(partials, blocks, cols,
+                                          static_cast<StorageOf<O> *>(dw.data));
+    return llvm::Error::success();
+  });
+}
+
 } // namespace
 
 void registerNormalizationKernels(KernelRegistry &registry) {
@@ -405,6 +533,7 @@ void registerNormalizationKernels(KernelRegistry &registry) {
   registry.add(KernelId::RmsNorm, launchNorm);
   registry.add(KernelId::LayerNormGrad, launchNormGrad);
   registry.add(KernelId::RmsNormGrad, launchNormGrad);
+  registry.add(KernelId::NormWeightGrad, launchNormWeightGrad);
 }
 
 } // namespace loom::cuda

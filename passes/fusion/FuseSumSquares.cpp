@@ -3,6 +3,7 @@
 // nn.sum_squares_multi call per run. See Passes.td.
 
 #include "passes/fusion/Passes.h"
+#include "passes/fusion/RtBuffers.h"
 #include "runtime/abi/SumSquares.h"
 
 #include "mlir/IR/Builders.h"
@@ -21,30 +22,14 @@ using namespace mlir;
 namespace loom {
 namespace {
 
-/// A buffer through its aliases: the rt.alloc (or other definition) it views.
-Value rootOf(Value buffer) {
-  while (auto alias = buffer.getDefiningOp<rt::AliasOp>())
-    buffer = alias.getOperand();
-  return buffer;
-}
+using fusion::eraseDeadBuffers;
+using fusion::rootOf;
+using fusion::usedOnlyBy;
+using fusion::writerOf;
 
 bool isF32Scalar(Value buffer) {
   auto type = dyn_cast<MemRefType>(buffer.getType());
   return type && type.getElementType().isF32() && type.getRank() == 0;
-}
-
-/// `buffer` and its aliases are read or written by `allowed` kernels only.
-bool usedOnlyBy(Value buffer, llvm::ArrayRef<Operation *> allowed) {
-  for (Operation *user : buffer.getUsers()) {
-    if (auto alias = dyn_cast<rt::AliasOp>(user)) {
-      if (!usedOnlyBy(alias.getResult(), allowed))
-        return false;
-      continue;
-    }
-    if (!llvm::is_contained(allowed, user))
-      return false;
-  }
-  return true;
 }
 
 /// One sum of squares: square = x * x, [rows = reduce_sum(square)],
@@ -54,15 +39,6 @@ struct Chain {
   rt::KernelOp square, rows, sum; // rows may be null
   Value x, result;
 };
-
-rt::KernelOp writerOf(Value buffer) {
-  buffer = rootOf(buffer);
-  for (Operation *user : buffer.getUsers())
-    if (auto kernel = dyn_cast<rt::KernelOp>(user))
-      if (llvm::is_contained(kernel.getOutputs(), buffer))
-        return kernel;
-  return nullptr;
-}
 
 std::optional<Chain> asChainEnd(rt::KernelOp sum) {
   if (sum.getKernelId() != KernelId::ReduceSum || sum.getInputs().size() != 1 ||
@@ -112,19 +88,6 @@ bool isScalarAdd(rt::KernelOp kernel) {
          llvm::all_of(kernel.getInputs(), [](Value v) { return isF32Scalar(v); });
 }
 
-/// Erases the buffers (allocs, aliases) among `values` nothing uses any more.
-void eraseDead(SmallVector<Value> &values) {
-  for (size_t i = 0; i < values.size(); ++i) {
-    Operation *def = values[i].getDefiningOp();
-    if (!def || !values[i].use_empty() || !isa<rt::AliasOp, rt::AllocOp>(def))
-      continue;
-    if (isa<rt::AliasOp>(def))
-      values.push_back(def->getOperand(0));
-    def->erase();
-  }
-  values.clear();
-}
-
 /// A run: chains whose kernels move to one fused call, and the scalar adds
 /// (the norm's running total) that move after it. Nothing between their
 /// places and the call touches what they read or write.
@@ -143,8 +106,15 @@ void addValues(llvm::DenseSet<Value> &set, ValueRange values) {
 
 bool touches(Operation *op, const Run &run) {
   auto kernel = dyn_cast<rt::KernelOp>(op);
-  if (!kernel)
-    return true; // collectives, copies, events, outputs: the run ends before them
+  if (!kernel) {
+    // Collectives and copies: by their buffers (any may be written).
+    // Outputs end the run.
+    if (isa<rt::OutputOp>(op))
+      return true;
+    return llvm::any_of(op->getOperands(), [&](Value v) {
+      return run.produced.contains(rootOf(v)) || run.read.contains(rootOf(v));
+    });
+  }
   if (kernel.getStreamAttr() != run.stream)
     return true;
   for (Value v : kernel.getInputs())
@@ -229,7 +199,7 @@ void fuse(Run &run, Operation *before, Block &block) {
       c.rows.erase();
     c.square.erase();
   }
-  eraseDead(dead);
+  eraseDeadBuffers(dead);
   run = Run();
 }
 

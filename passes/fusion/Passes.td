@@ -235,4 +235,33 @@ def FuseSumSquares : Pass<"loom-fuse-sum-squares", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseNormWeightGrad : Pass<"loom-fuse-norm-weight-grad", "mlir::ModuleOp"> {
+  let summary = "one nn.norm_weight_grad call per norm weight gradient";
+  let description = [{
+    Autodiff writes a norm's weight gradient as the norm again without its
+    weight (`nn.rms_norm` or `nn.layer_norm`), an `nn.mul` by the incoming
+    gradient and an `nn.reduce_sum` over the rows, in bf16 training then an
+    `nn.cast` to the f32 master weight's type: four kernels, the normalized
+    input and the product written and read back. This pass replaces each
+    with one `nn.norm_weight_grad`, which reads x and dy once and writes the
+    gradient in the cast's type, with an f32 scratch (row statistics and
+    per-block column sums). The products are no longer rounded to bf16
+    before they are summed, so the gradient is at least as exact as before,
+    not bitwise the same. Runs on `rt` programs before `--loom-plan-memory`.
+
+    Before:
+    ```mlir
+    rt.kernel "nn.rms_norm" (%x) -> (%n) attrs {epsilon = 1.0e-05 : f64, has_weight = 0 : i64} : ...
+    rt.kernel "nn.mul" (%dy, %n) -> (%p) : ...
+    rt.kernel "nn.reduce_sum" (%p) -> (%g) attrs {dims = array<i64: 0, 1>, keepdim = 0 : i64} : ...
+    rt.kernel "nn.cast" (%g) -> (%g32) : (memref<64xbf16>) -> memref<64xf32>
+    ```
+    After:
+    ```mlir
+    %s = rt.alloc {name = "norm_weight_grad.scratch"} : memref<...xf32>
+    rt.kernel "nn.norm_weight_grad" (%x, %dy) -> (%g32, %s) attrs {epsilon = 1.0e-05 : f64} : ...
+    ```
+  }];
+}
+
 #endif

@@ -159,6 +159,12 @@ cl::opt<bool> fuseSumSquares(
              "gradient read once (default on; --fuse-sum-squares=false: a square, a row sum "
              "and a sum per gradient)"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> fuseNormWeightGrad(
+    "fuse-norm-weight-grad",
+    cl::desc("compute each norm's weight gradient with one kernel reading x and dy once "
+             "(default on; --fuse-norm-weight-grad=false: the norm again, a product and a row "
+             "sum)"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> widenResults(
     "widen-results",
     cl::desc("write a GEMM's result in f32 where the program casts it to f32 (weight gradients "
@@ -450,6 +456,7 @@ int main(int argc, char **argv) {
   pipelineOptions.fuse = fuse || compileTo == Phase::Fused;
   pipelineOptions.widenResults = widenResults;
   pipelineOptions.fuseSumSquares = fuseSumSquares;
+  pipelineOptions.fuseNormWeightGrad = fuseNormWeightGrad;
   pipelineOptions.foldTransposes = foldTransposes;
   pipelineOptions.attentionStats = attentionStats;
   loom::PipelineHooks hooks;

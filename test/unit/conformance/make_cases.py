@@ -1378,6 +1378,33 @@ def gen_sum_squares():
             [T("f32", np.array(sum(sums))), scratch], attrs={"total": 1}, rtol=1e-6)
 
 
+def gen_norm_weight_grad():
+    """nn.norm_weight_grad (--loom-fuse-norm-weight-grad): dw = the sum over
+    rows of dy * xhat (rms_norm's, or layer_norm's with centered = 1); the f32
+    scratch holds each row's inverse deviation and mean, then per block of 32
+    rows the column sums (runtime/abi/NormWeightGrad.h)."""
+    block = 32
+    for name, dtype, out_dtype, shape, centered in [
+            ("rms_bf16_to_f32", "bf16", "f32", [3, 25, 24], 0),
+            ("layer_f32", "f32", "f32", [70, 13], 1),
+            ("rms_f16", "f16", "f16", [40, 16], 0)]:
+        x, dy = randt(dtype, shape), randt(dtype, shape)
+        eps = 1e-5
+        xv = x.values.reshape(-1, shape[-1])
+        dv = dy.values.reshape(-1, shape[-1])
+        mean = xv.mean(-1, keepdims=True) if centered else np.zeros((xv.shape[0], 1))
+        rstd = 1 / np.sqrt(((xv - mean) ** 2).mean(-1, keepdims=True) + eps)
+        prod = dv * (xv - mean) * rstd
+        rows = xv.shape[0]
+        partials = [prod[b:b + block].sum(0) for b in range(0, rows, block)]
+        scratch = np.concatenate([rstd.reshape(-1), mean.reshape(-1)] + partials)
+        attrs = {"epsilon": eps}
+        if centered:
+            attrs["centered"] = 1
+        add("nn.norm_weight_grad", name, [x, dy], [T(out_dtype, prod.sum(0)), T("f32", scratch)],
+            attrs=attrs, rtol=1e-4, atol=1e-4)
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -1398,6 +1425,7 @@ def main():
     gen_attention_stats()
     gen_fused()
     gen_sum_squares()
+    gen_norm_weight_grad()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]

@@ -302,6 +302,14 @@ std::vector<KernelCase> kernelCases() {
     outs.push_back({DType::F64, S{9}});
     cases.push_back({"nn.sum_squares_multi", in, outs, {{"total", total}}});
   }
+  // A norm's weight gradient (--loom-fuse-norm-weight-grad): rms_norm's from
+  // bf16 to f32 over three blocks of rows with a tail, layer_norm's in f32
+  // with a feature count the 16-byte vectors do not divide.
+  cases.push_back({"nn.norm_weight_grad", {bf16({3, 25, 24}, 214), bf16({3, 25, 24}, 215)},
+                   {{DType::F32, {24}}, {DType::F32, {2 * 75 + 3 * 24}}}, {{"epsilon", 1e-5}}});
+  cases.push_back({"nn.norm_weight_grad", {f32({70, 13}, 216), f32({70, 13}, 217)},
+                   {{DType::F32, {13}}, {DType::F32, {2 * 70 + 3 * 13}}},
+                   {{"epsilon", 1e-5}, {"centered", int64_t(1)}}});
   cases.push_back({"nn.gelu_grad", {f32({3, 5}, 53), f32({3, 5}, 54)}, {{DType::F32, {3, 5}}},
                    {{"approximate", std::string("tanh")}}});
   cases.push_back({"nn.silu_grad", {f32({3, 5}, 55), f32({3, 5}, 56)}, {{DType::F32, {3, 5}}}, {}});

@@ -1,0 +1,52 @@
+#include "passes/fusion/RtBuffers.h"
+
+using namespace mlir;
+
+namespace loom::fusion {
+
+Value rootOf(Value buffer) {
+  while (auto alias = buffer.getDefiningOp<rt::AliasOp>())
+    buffer = alias.getOperand();
+  return buffer;
+}
+
+bool usedOnlyBy(Value buffer, llvm::ArrayRef<Operation *> allowed) {
+  for (Operation *user : buffer.getUsers()) {
+    if (auto alias = dyn_cast<rt::AliasOp>(user)) {
+      if (!usedOnlyBy(alias.getResult(), allowed))
+        return false;
+      continue;
+    }
+    if (!llvm::is_contained(allowed, user))
+      return false;
+  }
+  return true;
+}
+
+static rt::KernelOp writerThrough(Value buffer) {
+  for (Operation *user : buffer.getUsers()) {
+    if (auto kernel = dyn_cast<rt::KernelOp>(user); kernel &&
+                                                    llvm::is_contained(kernel.getOutputs(), buffer))
+      return kernel;
+    if (auto alias = dyn_cast<rt::AliasOp>(user))
+      if (rt::KernelOp kernel = writerThrough(alias.getResult()))
+        return kernel;
+  }
+  return nullptr;
+}
+
+rt::KernelOp writerOf(Value buffer) { return writerThrough(rootOf(buffer)); }
+
+void eraseDeadBuffers(llvm::SmallVector<Value> &values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    Operation *def = values[i].getDefiningOp();
+    if (!def || !values[i].use_empty() || !isa<rt::AliasOp, rt::AllocOp>(def))
+      continue;
+    if (isa<rt::AliasOp>(def))
+      values.push_back(def->getOperand(0));
+    def->erase();
+  }
+  values.clear();
+}
+
+} // namespace loom::fusion
