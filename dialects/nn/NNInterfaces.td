@@ -53,7 +53,8 @@ def NN_WidenableResultOpInterface : OpInterface<"WidenableResultOpInterface"> {
     round at the end (a GEMM accumulates bf16 products in f32).
     `--loom-widen-results` folds a widening `nn.cast` of such a result into
     the op: the rounding to the narrow type, and the cast's pass over
-    memory, are gone.
+    memory, are gone. It folds a narrowing cast likewise where the op says
+    it can write the narrow type (canNarrowResult).
   }];
   let methods = [
     InterfaceMethod<[{
@@ -61,6 +62,14 @@ def NN_WidenableResultOpInterface : OpInterface<"WidenableResultOpInterface"> {
         than it has now) with the same operands.
       }],
       "bool", "canWidenResult", (ins "unsigned":$index, "::mlir::Type":$elementType)>,
+    InterfaceMethod<[{
+        Whether result `index` may have element type `elementType` (narrower
+        than it has now) with the same operands: the op rounds once to the
+        narrow type instead of writing the wide one for a cast to read (a
+        loss gradient computed in f32 and written in bf16).
+      }],
+      "bool", "canNarrowResult", (ins "unsigned":$index, "::mlir::Type":$elementType),
+      [{}], [{ return false; }]>,
   ];
 }
 

@@ -290,6 +290,27 @@ bool MatmulOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
              have.getElementType().isF32();
 }
 
+bool CrossEntropyGradOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != 1 || actual.size() != 1)
+    return false;
+  auto want = dyn_cast<RankedTensorType>(inferred.front());
+  auto have = dyn_cast<RankedTensorType>(actual.front());
+  // The logits' type, or a narrower float (a folded cast of the gradient).
+  auto wantFloat = want ? dyn_cast<FloatType>(want.getElementType()) : FloatType();
+  auto haveFloat = have ? dyn_cast<FloatType>(have.getElementType()) : FloatType();
+  return wantFloat && haveFloat && want.getShape() == have.getShape() &&
+         (wantFloat == haveFloat || haveFloat.getWidth() < wantFloat.getWidth());
+}
+
+bool CrossEntropyGradOp::canWidenResult(unsigned, Type) { return false; }
+
+bool CrossEntropyGradOp::canNarrowResult(unsigned index, Type elementType) {
+  auto current = dyn_cast<FloatType>(getResult().getType().getElementType());
+  auto to = dyn_cast<FloatType>(elementType);
+  return index == 0 && current && to && (to.isBF16() || to.isF16()) &&
+         to.getWidth() < current.getWidth();
+}
+
 bool MatmulOp::canWidenResult(unsigned index, Type elementType) {
   Type current = getResult().getType().getElementType();
   return index == 0 && elementType.isF32() && (current.isBF16() || current.isF16());

@@ -1115,11 +1115,14 @@ def NN_GatherGradOp : NN_KernelOp<"gather_grad", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def NN_CrossEntropyGradOp : NN_KernelOp<"cross_entropy_grad", [Pure, InferTypeOpAdaptor,
-                                                         DeclareOpInterfaceMethods<NN_ClassParallelLossOpInterface>]> {
+def NN_CrossEntropyGradOp : NN_KernelOp<"cross_entropy_grad", [Pure, InferTypeOpAdaptorWithIsCompatible,
+                                                         DeclareOpInterfaceMethods<NN_ClassParallelLossOpInterface>,
+                                                         DeclareOpInterfaceMethods<NN_WidenableResultOpInterface, ["canNarrowResult"]>]> {
   let kernelDoc = [{
     logits [N, C], labels [N], dLoss f32 ([] for mean/sum, [N] for none) ->
-    dLogits (the logits' dtype); attrs ignore_index, reduction (as nn.cross_entropy).
+    dLogits (the logits' dtype, or any float type: --loom-widen-results folds
+    a cast of it, and the gradient is then rounded once to that type); attrs
+    ignore_index, reduction (as nn.cross_entropy).
   }];
   let summary = "the logits gradient of nn.cross_entropy";
   let description = [{
@@ -1128,7 +1131,8 @@ def NN_CrossEntropyGradOp : NN_KernelOp<"cross_entropy_grad", [Pure, InferTypeOp
     `g_r * (softmax(logits[r]) - onehot(labels[r]))` with `g_r = grad / n`
     (`mean`, n the rows whose label is not `ignore_index`; zero when n is 0),
     `grad` (`sum`) or `grad[r]` (`none`); rows labelled `ignore_index` are
-    zero. The result has the logits' type.
+    zero. The result has the logits' type, or a narrower float type (what
+    `--loom-widen-results` makes of the gradient followed by a cast to it).
 
     ```mlir
     %dl = nn.cross_entropy_grad %logits, %labels, %dloss : (tensor<16x100xf32>, tensor<16xi64>, tensor<f32>) -> tensor<16x100xf32>

@@ -819,7 +819,11 @@ llvm::Expected<CrossEntropyShape> checkCrossEntropyGrad(const Tensor &logits,
   LOOM_RETURN_IF_ERROR(checkRank(logits, "logits", 2));
   LOOM_RETURN_IF_ERROR(checkRank(labels, "labels", 1));
   LOOM_RETURN_IF_ERROR(checkSameShape(logits, "logits", out, "output"));
-  LOOM_RETURN_IF_ERROR(checkSameDType(logits, "logits", out, "output"));
+  // The gradient may be written in another float type than the logits'
+  // (--loom-fold-result-casts: bf16 from f32 logits, no cast kernel).
+  if (out.dtype != DType::F32 && out.dtype != DType::BF16 && out.dtype != DType::F16 &&
+      out.dtype != DType::F64)
+    return kernelError("output must be a float type; got " + std::string(dtypeName(out.dtype)));
   LOOM_RETURN_IF_ERROR(checkLabelsDType(labels));
   LOOM_RETURN_IF_ERROR(checkLossGradDType(lossGrad));
   CrossEntropyShape s;

@@ -176,12 +176,12 @@ __device__ __forceinline__ float lossRowWeight(const float *upstream, const long
 
 /// dLogits = weight * (softmax(x) - onehot(label)); zero rows for ignored
 /// labels, NaN rows for labels out of range.
-template <typename T, typename L, int G, int K>
+template <typename T, typename O, typename L, int G, int K>
 __global__ void __launch_bounds__(1024)
     crossEntropyGradKernel(const T *__restrict__ logits, const L *__restrict__ labels,
                            const float *__restrict__ upstream,
                            const long long *__restrict__ counted, int reduction, int64_t rows,
-                           int classes, int64_t ignoreIndex, T *__restrict__ out) {
+                           int classes, int64_t ignoreIndex, O *__restrict__ out) {
   __shared__ MaxSum red[32];
   const int lane = threadIdx.x % G;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(1024)
   if (!active)
     return;
   if (!valid) {
-    const T fill = fromF<T>(ignored ? 0.f : NAN);
+    const O fill = fromF<O>(ignored ? 0.f : NAN);
     for (int j = lane; j < classes; j += G)
       out[base + j] = fill;
     return;
@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(1024)
   const float invSum = 1.f / ms.s;
   forRow<G, K>(in, count, lane, cache, [&](int j, float v) {
     const float p = expf(v - ms.m) * invSum;
-    out[base + j] = fromF<T>(weight * (p - (j == label ? 1.f : 0.f)));
+    out[base + j] = fromF<O>(weight * (p - (j == label ? 1.f : 0.f)));
   });
 }
 
@@ -404,6 +404,8 @@ llvm::Error launchCrossEntropyGrad(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkLossLimits(s));
   return dispatchType(logits.dtype, "logits", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
+    return dispatchType(out.dtype, "output", [&](auto outTag) -> llvm::Error {
+    using O = typename decltype(outTag)::type;
     return dispatchLabels(labels.dtype, [&](auto labelTag) -> llvm::Error {
       using L = typename decltype(labelTag)::type;
       if (s.rows == 0 || s.classes == 0)
@@ -412,7 +414,7 @@ llvm::Error launchCrossEntropyGrad(const KernelCall &call) {
       const T *xs = static_cast<const T *>(logits.data);
       const L *ls = static_cast<const L *>(labels.data);
       const float *up = static_cast<const float *>(lossGrad.data);
-      T *dxs = static_cast<T *>(out.data);
+      O *dxs = static_cast<O *>(out.data);
       long long *counted = nullptr;
       if (s.reduction == Reduction::Mean) {
         LOOM_RETURN_IF_ERROR(cudaError(
@@ -422,7 +424,7 @@ llvm::Error launchCrossEntropyGrad(const KernelCall &call) {
       }
       withRowConfig(s.classes, [&](auto cfg) {
         using Cfg = decltype(cfg);
-        crossEntropyGradKernel<T, L, Cfg::G, Cfg::K>
+        crossEntropyGradKernel<T, O, L, Cfg::G, Cfg::K>
             <<<rowBlocks<Cfg>(s.rows), Cfg::threads, 0, stream>>>(
                 xs, ls, up, counted, int(s.reduction), s.rows, int(s.classes), s.ignoreIndex,
                 dxs);
@@ -430,6 +432,7 @@ llvm::Error launchCrossEntropyGrad(const KernelCall &call) {
       if (counted)
         LOOM_RETURN_IF_ERROR(cudaError(cudaFreeAsync(counted, stream), "cudaFreeAsync"));
       return llvm::Error::success();
+    });
     });
   });
 }

@@ -44,3 +44,35 @@ func.func @not_widening(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %xb: tensor<4
   %sf = nn.cast %s : tensor<4x8xbf16> -> tensor<4x8xf32>
   return %n, %h, %sf : tensor<4x16xbf16>, tensor<4x16xf16>, tensor<4x8xf32>
 }
+
+// -----
+
+// A narrowing cast of the loss gradient (through its reshape) is folded:
+// cross_entropy_grad rounds once to bf16, and the f32 gradient is never
+// written.
+// CHECK-LABEL: func.func @loss_gradient
+// CHECK: %[[G:.*]] = nn.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xbf16>
+// CHECK-NEXT: %[[R:.*]] = nn.reshape %[[G]] : tensor<8x16xbf16> -> tensor<2x4x16xbf16>
+// CHECK-NOT: nn.cast
+// CHECK: return %[[R]]
+func.func @loss_gradient(%logits: tensor<8x16xf32>, %labels: tensor<8xi64>, %seed: tensor<f32>) -> tensor<2x4x16xbf16> {
+  %g = nn.cross_entropy_grad %logits, %labels, %seed : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xf32>
+  %r = nn.reshape %g : tensor<8x16xf32> -> tensor<2x4x16xf32>
+  %c = nn.cast %r : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+  return %c : tensor<2x4x16xbf16>
+}
+
+// -----
+
+// Not folded: a widening cast of the loss gradient (it computes in f32 and
+// cannot write more than it has), and a narrowing cast of a GEMM.
+// CHECK-LABEL: func.func @kept
+// CHECK: nn.cast
+// CHECK: nn.cast
+func.func @kept(%logits: tensor<8x16xbf16>, %labels: tensor<8xi64>, %seed: tensor<f32>, %a: tensor<4x8xf32>, %b: tensor<8x4xf32>) -> (tensor<8x16xf32>, tensor<4x4xbf16>) {
+  %g = nn.cross_entropy_grad %logits, %labels, %seed : (tensor<8x16xbf16>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xbf16>
+  %c = nn.cast %g : tensor<8x16xbf16> -> tensor<8x16xf32>
+  %m = nn.matmul %a, %b : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  %n = nn.cast %m : tensor<4x4xf32> -> tensor<4x4xbf16>
+  return %c, %n : tensor<8x16xf32>, tensor<4x4xbf16>
+}

@@ -1405,6 +1405,21 @@ def gen_norm_weight_grad():
             attrs=attrs, rtol=1e-4, atol=1e-4)
 
 
+def gen_loss_grad_narrowed():
+    """nn.cross_entropy_grad writing bf16 from f32 logits (--loom-widen-results
+    folds the loss gradient's cast): the gradient rounded once to bf16."""
+    for name, n, c, ignored in [("f32_to_bf16_mean", 6, 300, [2]), ("f32_to_bf16_wide", 3, 5000, [])]:
+        logits = randt("f32", [n, c], -4, 4)
+        labels = ints([n], 0, c)
+        for r in ignored:
+            labels[r] = -100
+        valid = labels != -100
+        dloss = T("f32", np.array(0.75))
+        grad = ce_grad(logits.values, labels, valid, dloss.values, "mean")
+        add("nn.cross_entropy_grad", name, [logits, T("i64", labels), dloss], [T("bf16", grad)],
+            attrs={"ignore_index": -100, "reduction": "mean"})
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -1426,6 +1441,7 @@ def main():
     gen_fused()
     gen_sum_squares()
     gen_norm_weight_grad()
+    gen_loss_grad_narrowed()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]

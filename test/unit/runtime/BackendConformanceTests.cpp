@@ -329,6 +329,12 @@ std::vector<KernelCase> kernelCases() {
                    {{DType::F32, {3, 6}}}, {{"axis", int64_t(1)}, {"axis_size", int64_t(6)}}});
   HostTensor dLoss{"dloss", DType::F32, {}, std::vector<uint8_t>(4)};
   *reinterpret_cast<float *>(dLoss.data.data()) = 0.5f;
+  // The loss gradient written in bf16 from f32 logits (--loom-widen-results
+  // folds its cast).
+  cases.push_back({"nn.cross_entropy_grad",
+                   {f32({6, 300}, 218), randomTensor(DType::I64, {6}, 219, 300), dLoss},
+                   {{DType::BF16, {6, 300}}},
+                   {{"ignore_index", int64_t(-100)}, {"reduction", std::string("mean")}}});
   cases.push_back({"nn.cross_entropy_grad", {f32({6, 7}, 71), labels, dLoss}, {{DType::F32, {6, 7}}},
                    {{"ignore_index", int64_t(-100)}, {"reduction", std::string("mean")}}});
   // The vocabulary-parallel loss: a block of classes [4, 8) of 8 (and a
