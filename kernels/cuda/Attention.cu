@@ -77,15 +77,20 @@ __global__ void __launch_bounds__(256)
   const int64_t half = dim / 2, perRow = half / V;
   for (int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; q < vectors;
        q += int64_t(gridDim.x) * blockDim.x) {
+    // Rows in the order of the result, so that a warp's stores are
+    // contiguous (scattered loads cost far less than scattered stores).
     const int64_t row = q / perRow, i = (q - row * perRow) * V;
-    const int64_t s = row % seq;
-    const int64_t tableBase = s * dim;
+    int64_t s = row % seq;
     int64_t inBase = row * dim, outBase = row * dim;
-    if (TRANSPOSE != 0) {
+    if (TRANSPOSE == 1) { // row counts [.., H, S, D]; x is [.., S, H, D]
       const int64_t h = (row / seq) % heads, outer = row / (seq * heads);
-      const int64_t swapped = ((outer * seq + s) * heads + h) * dim;
-      (TRANSPOSE == 1 ? inBase : outBase) = swapped;
+      inBase = ((outer * seq + s) * heads + h) * dim;
+    } else if (TRANSPOSE == 2) { // row counts [.., S, H, D]; x is [.., H, S, D]
+      const int64_t h = row % heads, outer = row / (seq * heads);
+      s = (row / heads) % seq;
+      inBase = ((outer * heads + h) * seq + s) * dim;
     }
+    const int64_t tableBase = s * dim;
     using P = Pack16<T>;
     auto load = [](const T *p) { return *reinterpret_cast<const P *>(p); };
     const P a = load(x + inBase + i), b = load(x + inBase + i + half);
