@@ -207,6 +207,7 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
       pm.addPass(createFuseSumSquares());
     if (options.fuseNormWeightGrad)
       pm.addPass(createFuseNormWeightGrad());
+    pm.addPass(createFuseCasts());
     pm.addPass(createPlanMemory());
     pm.addPass(createAssignStreams());
     return;

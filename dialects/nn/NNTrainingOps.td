@@ -100,6 +100,13 @@ def NN_NormWeightGradKernel : NN_RuntimeKernel<"nn.norm_weight_grad", 2, 2, 2,
   sums in f64 in order; rounded once. Deterministic.
 }]>;
 
+def NN_CastMultiKernel : NN_RuntimeKernel<"nn.cast_multi", 1, -1, -1, [], [{
+  nn.cast of many tensors in one call (--loom-fuse-casts, the master
+  weights' bf16 copies at the start of a step): x_1 .. x_n of one element
+  type -> y_1 .. y_n of another (each y_i x_i's shape), rounded as nn.cast
+  rounds. Bitwise what the casts one by one write.
+}]>;
+
 def NN_ScaledMatmulKernel : NN_RuntimeKernel<"nn.scaled_matmul", 4, 4, 1, [], [{
   FP8 GEMM with per-tensor scales: a [M, K] and b [N, K] (f8E4M3FN or
   f8E5M2, not both f8E5M2), scale_a and scale_b (f32 scalars) -> out [M, N]

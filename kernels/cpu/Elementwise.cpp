@@ -386,4 +386,14 @@ llvm::Error runIota(const KernelCall &call) {
   return llvm::Error::success();
 }
 
+llvm::Error runCastMulti(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkCastMulti(call.inputs, call.outputs));
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    const KernelCall one{call.name, KernelId::Cast, call.inputs.slice(i, 1),
+                         call.outputs.slice(i, 1), call.attrs, call.ctx};
+    LOOM_RETURN_IF_ERROR(runCast(one));
+  }
+  return llvm::Error::success();
+}
+
 } // namespace loom::cpu::detail

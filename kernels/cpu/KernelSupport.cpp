@@ -45,7 +45,7 @@ constexpr KernelImpl kImplementations[] = {
     {KernelId::Iota, runIota},
     {KernelId::Adamw, runAdamW},
     {KernelId::AdamwMulti, runAdamWMulti}, {KernelId::SumSquaresMulti, runSumSquaresMulti},
-    {KernelId::NormWeightGrad, runNormWeightGrad},
+    {KernelId::NormWeightGrad, runNormWeightGrad}, {KernelId::CastMulti, runCastMulti},
     {KernelId::GeluGrad, runActivationGrad}, {KernelId::SiluGrad, runActivationGrad},
     {KernelId::LayerNormGrad, runNormGrad}, {KernelId::RmsNormGrad, runNormGrad},
     {KernelId::AttentionGrad, runAttentionGrad},

@@ -1211,6 +1211,23 @@ llvm::Expected<size_t> adamwMultiFirstGroup(size_t numInputs, size_t numOutputs,
   return first;
 }
 
+llvm::Error checkCastMulti(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out) {
+  if (in.empty() || in.size() != out.size())
+    return kernelError("expected as many results as inputs (at least one); got " +
+                       std::to_string(in.size()) + " inputs and " + std::to_string(out.size()) +
+                       " outputs");
+  for (size_t i = 0; i < in.size(); ++i) {
+    LOOM_RETURN_IF_ERROR(checkTensor(in[i], "input"));
+    LOOM_RETURN_IF_ERROR(checkTensor(out[i], "output"));
+    LOOM_RETURN_IF_ERROR(checkSameShape(in[i], "input", out[i], "output"));
+    if (in[i].dtype != in[0].dtype || out[i].dtype != out[0].dtype)
+      return kernelError("every input must have one dtype and every output another; pair " +
+                         std::to_string(i) + " is " + std::string(dtypeName(in[i].dtype)) +
+                         " -> " + std::string(dtypeName(out[i].dtype)));
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<NormPlan> checkNormWeightGrad(llvm::ArrayRef<Tensor> in,
                                              llvm::ArrayRef<Tensor> out,
                                              const KernelAttrs &attrs) {

@@ -359,6 +359,8 @@ llvm::Error checkAdamWGroup(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> ou
 /// parameter group (after lr, step and the optional scale).
 llvm::Expected<size_t> adamwMultiFirstGroup(size_t numInputs, size_t numOutputs,
                                             bool hasScale);
+/// nn.cast_multi: n tensors of one dtype -> n of another, shapes pairwise equal.
+llvm::Error checkCastMulti(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out);
 /// nn.sum_squares_multi: n float tensors -> n f32 scalars (or one, the
 /// total) and the f64 scratch (runtime/abi/SumSquares.h).
 llvm::Error checkSumSquaresMulti(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out,

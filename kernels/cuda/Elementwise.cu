@@ -556,6 +556,89 @@ llvm::Error launchCast(const KernelCall &call) {
   });
 }
 
+/// nn.cast_multi: up to kCastTensors pairs a launch, a block per chunk of
+/// kCastChunk elements; 4 elements a thread where both sides are aligned.
+constexpr int kCastTensors = 64;
+constexpr int64_t kCastChunk = 16384;
+
+struct CastMultiArgs {
+  int count;
+  int64_t n[kCastTensors];
+  int64_t firstBlock[kCastTensors + 1];
+  const void *x[kCastTensors];
+  void *y[kCastTensors];
+};
+
+template <DType From, DType To>
+__global__ void __launch_bounds__(kBlockSize) castMultiKernel(const __grid_constant__ CastMultiArgs a) {
+  using S = StorageOf<From>;
+  using D = StorageOf<To>;
+  struct alignas(4 * sizeof(S)) In4 { S v[4]; };
+  struct alignas(4 * sizeof(D)) Out4 { D v[4]; };
+  int t = 0;
+  while (t + 1 < a.count && a.firstBlock[t + 1] <= blockIdx.x)
+    ++t;
+  const int64_t begin = (blockIdx.x - a.firstBlock[t]) * kCastChunk;
+  const int64_t end = begin + kCastChunk < a.n[t] ? begin + kCastChunk : a.n[t];
+  const S *x = static_cast<const S *>(a.x[t]);
+  D *y = static_cast<D *>(a.y[t]);
+  const CastFn<From, To> cast;
+  const bool aligned = (reinterpret_cast<uintptr_t>(x) % sizeof(In4)) == 0 &&
+                       (reinterpret_cast<uintptr_t>(y) % sizeof(Out4)) == 0;
+  const int64_t vecEnd = aligned ? begin + (end - begin) / 4 * 4 : begin;
+  for (int64_t i = begin + 4 * int64_t(threadIdx.x); i < vecEnd; i += 4 * int64_t(kBlockSize)) {
+    const In4 in = *reinterpret_cast<const In4 *>(x + i);
+    Out4 out;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      out.v[k] = cast(i + k, in.v[k]);
+    *reinterpret_cast<Out4 *>(y + i) = out;
+  }
+  for (int64_t j = vecEnd + threadIdx.x; j < end; j += kBlockSize)
+    y[j] = cast(j, x[j]);
+}
+
+llvm::Error launchCastMulti(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(cpu::detail::checkCastMulti(call.inputs, call.outputs));
+  const DType from = call.inputs[0].dtype, to = call.outputs[0].dtype;
+  if (from == to) {
+    for (size_t i = 0; i < call.inputs.size(); ++i)
+      if (call.inputs[i].numElements() > 0 && call.inputs[i].data != call.outputs[i].data)
+        LOOM_RETURN_IF_ERROR(cudaError(cudaMemcpyAsync(call.outputs[i].data, call.inputs[i].data,
+                                                       call.inputs[i].sizeInBytes(),
+                                                       cudaMemcpyDeviceToDevice, call.ctx.stream),
+                                       "cudaMemcpyAsync"));
+    return llvm::Error::success();
+  }
+  return dispatchAnyDType(from, [&](auto fromTag) {
+    constexpr DType From = decltype(fromTag)::value;
+    return dispatchAnyDType(to, [&](auto toTag) {
+      constexpr DType To = decltype(toTag)::value;
+      for (size_t start = 0; start < call.inputs.size();) {
+        CastMultiArgs a{};
+        int64_t blocks = 0;
+        size_t i = start;
+        for (; i < call.inputs.size() && a.count < kCastTensors; ++i) {
+          const int64_t n = call.inputs[i].numElements();
+          if (n == 0)
+            continue;
+          a.n[a.count] = n;
+          a.firstBlock[a.count] = blocks;
+          a.x[a.count] = call.inputs[i].data;
+          a.y[a.count] = call.outputs[i].data;
+          blocks += (n + kCastChunk - 1) / kCastChunk;
+          ++a.count;
+        }
+        a.firstBlock[a.count] = blocks;
+        start = i;
+        if (blocks > 0)
+          castMultiKernel<From, To><<<unsigned(blocks), kBlockSize, 0, call.ctx.stream>>>(a);
+      }
+      return llvm::Error::success();
+    });
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Dropout and iota
 //===----------------------------------------------------------------------===//
@@ -693,6 +776,7 @@ void registerElementwiseKernels(KernelRegistry &registry) {
   registry.add(KernelId::Compare, launchCompare);
   registry.add(KernelId::Where, launchWhere);
   registry.add(KernelId::Cast, launchCast);
+  registry.add(KernelId::CastMulti, launchCastMulti);
   registry.add(KernelId::Dropout, launchDropout);
   registry.add(KernelId::Iota, launchIota);
   registry.add(KernelId::GeluGrad, launchActivationGrad);

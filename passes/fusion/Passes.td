@@ -264,4 +264,29 @@ def FuseNormWeightGrad : Pass<"loom-fuse-norm-weight-grad", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseCasts : Pass<"loom-fuse-casts", "mlir::ModuleOp"> {
+  let summary = "one nn.cast_multi call for a run of consecutive casts";
+  let description = [{
+    A bf16 training step starts by casting every f32 master weight to bf16:
+    one `nn.cast` per parameter, nothing else between them, most of them
+    small enough that a launch costs more than its bytes. This pass replaces
+    each run of consecutive casts with one source and one destination type
+    (only buffer declarations between them, none reading another's result)
+    with one `nn.cast_multi` call, which writes the same bits. Runs on `rt`
+    programs before `--loom-plan-memory`.
+
+    Before:
+    ```mlir
+    rt.kernel "nn.cast" (%w0) -> (%b0) : (memref<64x32xf32>) -> memref<64x32xbf16>
+    %b1 = rt.alloc : memref<32xbf16>
+    rt.kernel "nn.cast" (%w1) -> (%b1) : (memref<32xf32>) -> memref<32xbf16>
+    ```
+    After:
+    ```mlir
+    %b1 = rt.alloc : memref<32xbf16>
+    rt.kernel "nn.cast_multi" (%w0, %w1) -> (%b0, %b1) : ...
+    ```
+  }];
+}
+
 #endif

@@ -1420,6 +1420,14 @@ def gen_loss_grad_narrowed():
             attrs={"ignore_index": -100, "reduction": "mean"})
 
 
+def gen_cast_multi():
+    """nn.cast_multi (--loom-fuse-casts): each tensor as nn.cast rounds it."""
+    for name, src, dst, shapes in [("f32_to_bf16", "f32", "bf16", [[4, 3], [16390], [37]]),
+                                   ("bf16_to_f32", "bf16", "f32", [[5, 7], [9]])]:
+        inputs = [randt(src, s, -3, 3) for s in shapes]
+        add("nn.cast_multi", name, inputs, [T(dst, t.values) for t in inputs], exact=True)
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -1442,6 +1450,7 @@ def main():
     gen_sum_squares()
     gen_norm_weight_grad()
     gen_loss_grad_narrowed()
+    gen_cast_multi()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]

@@ -291,6 +291,10 @@ std::vector<KernelCase> kernelCases() {
                       {"weight_decays", std::vector<double>{0.1, 0.0, 0.05}}},
                      aliases});
   }
+  // The master weights' casts in one call (--loom-fuse-casts): a tensor
+  // past one chunk with a tail, one shorter than a vector.
+  cases.push_back({"nn.cast_multi", {f32({4, 3}, 220), f32({16390}, 221), f32({3}, 222)},
+                   {{DType::BF16, {4, 3}}, {DType::BF16, {16390}}, {DType::BF16, {3}}}, {}});
   // The gradient norm's sums of squares (--loom-fuse-sum-squares): a tensor
   // spanning two 32768-element chunks, one with a tail past its vectors, a
   // bf16 one (a launch of its own on CUDA); per tensor, then the total. The
