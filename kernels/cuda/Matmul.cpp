@@ -3,21 +3,14 @@
 // f32 results stay within f32 rounding of the CPU reference), with the bias
 // and GELU epilogues fused by cuBLASLt. nn.scaled_matmul: FP8 operands with
 // per-tensor scales (cuBLASLt's A/B scale pointers). Algorithms are chosen
-// once per shape and cached: cuBLASLt's heuristic proposes up to
-// kTuneCandidates, and the first launch outside a CUDA-graph capture times
-// them on its own operands and keeps the fastest (the heuristic's first
-// unless another is kTuneMargin faster; only algorithms without a split-K
-// reduction, so results stay deterministic). LOOM_GEMM_TUNING=0 keeps the
-// heuristic's first.
+// by cuBLASLt's heuristic once per shape and cached.
 
 #include "kernels/cuda/CudaKernels.h"
 
 #include "kernels/cpu/KernelSupport.h"
 #include "kernels/cpu/OperandChecks.h"
 
-#include <cstdlib>
 #include <map>
-#include <string>
 #include <mutex>
 #include <tuple>
 
@@ -65,93 +58,7 @@ struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  bool tuned = false;
 };
-
-constexpr int kTuneCandidates = 8;
-constexpr double kTuneMargin = 0.02;
-
-bool tuningEnabled() {
-  static const bool enabled = [] {
-    const char *v = std::getenv("LOOM_GEMM_TUNING");
-    return !v || std::string(v) != "0";
-  }();
-  return enabled;
-}
-
-/// Times the heuristic's candidates for `plan` on the call's operands (c is
-/// overwritten; the launch that follows writes it again) and keeps the
-/// fastest. Leaves the plan as it is when anything fails.
-void tune(GemmPlan &plan, const LaunchContext &ctx, const void *a, const void *b, void *c) {
-  plan.tuned = true;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (!tuningEnabled() || cudaStreamIsCapturing(ctx.stream, &capture) != cudaSuccess ||
-      capture != cudaStreamCaptureStatusNone)
-    return;
-  cublasLtMatmulPreference_t preference;
-  if (cublasLtMatmulPreferenceCreate(&preference) != CUBLAS_STATUS_SUCCESS)
-    return;
-  size_t workspace = ctx.workspaceBytes;
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                       &workspace, sizeof(workspace));
-  cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
-  int found = 0;
-  cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(ctx.cublasLt, plan.desc, plan.a, plan.b, plan.c, plan.c,
-                                     preference, kTuneCandidates, results, &found);
-  cublasLtMatmulPreferenceDestroy(preference);
-  if (status != CUBLAS_STATUS_SUCCESS || found < 2)
-    return;
-  cudaEvent_t start, stop;
-  if (cudaEventCreate(&start) != cudaSuccess)
-    return;
-  if (cudaEventCreate(&stop) != cudaSuccess) {
-    cudaEventDestroy(start);
-    return;
-  }
-  const float alpha = 1.0f, beta = 0.0f;
-  auto launch = [&](const cublasLtMatmulAlgo_t &algo) {
-    return cublasLtMatmul(ctx.cublasLt, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, c,
-                          plan.c, c, plan.c, &algo, ctx.workspace, ctx.workspaceBytes,
-                          ctx.stream) == CUBLAS_STATUS_SUCCESS;
-  };
-  float best = 0, first = 0;
-  int bestIndex = -1;
-  for (int i = 0; i < found; ++i) {
-    if (results[i].state != CUBLAS_STATUS_SUCCESS)
-      continue;
-    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
-    size_t written = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo,
-                                         CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
-                                         sizeof(scheme), &written);
-    if (scheme != CUBLASLT_REDUCTION_SCHEME_NONE)
-      continue;
-    constexpr int kRuns = 5;
-    bool ok = launch(results[i].algo); // warm-up
-    cudaEventRecord(start, ctx.stream);
-    for (int r = 0; ok && r < kRuns; ++r)
-      ok = launch(results[i].algo);
-    cudaEventRecord(stop, ctx.stream);
-    float ms = 0;
-    if (!ok || cudaEventSynchronize(stop) != cudaSuccess ||
-        cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
-      cudaGetLastError();
-      continue;
-    }
-    if (i == 0)
-      first = ms;
-    if (bestIndex < 0 || ms < best) {
-      best = ms;
-      bestIndex = i;
-    }
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  // The heuristic's first unless another is clearly faster.
-  if (bestIndex > 0 && (first == 0 || best < first * (1 - kTuneMargin)))
-    plan.algo = results[bestIndex].algo;
-}
 
 llvm::Expected<const GemmPlan *> planFor(const GemmShape &s, const LaunchContext &ctx) {
   static std::mutex mutex;
@@ -273,12 +180,6 @@ llvm::Error launchMatmul(const KernelCall &call) {
     auto plan = planFor(shape, call.ctx);
     if (!plan)
       return plan.takeError();
-    if (!(*plan)->tuned && !biasData) {
-      static std::mutex tuning;
-      std::lock_guard<std::mutex> lock(tuning);
-      if (!(*plan)->tuned)
-        tune(const_cast<GemmPlan &>(**plan), call.ctx, a, b, c);
-    }
     if (biasData)
       cublasLtMatmulDescSetAttribute((*plan)->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasData,
                                      sizeof(biasData));
