@@ -45,13 +45,15 @@ def loom_category(kernel):
         return "gemm"
     if k.startswith("attention"):
         return "attention"
-    if k.startswith("adamw") or k in ("grad_norm_scale",):
+    if k.startswith("adamw"):
         return "optimizer"
+    if k == "sum_squares_multi":
+        return "gradient norm"
     if k.startswith("cross_entropy") or k in ("log_softmax",):
         return "loss"
     if k == "fused":
         return "fused elementwise (nvrtc)"
-    if k.startswith(("rms_norm", "layer_norm")):
+    if k.startswith(("rms_norm", "layer_norm", "norm_weight_grad")):
         return "norm"
     if k.startswith("reduce") or k in ("softmax",):
         return "reduction"
@@ -59,7 +61,7 @@ def loom_category(kernel):
         return "embedding/index"
     if k in ("transpose", "slice", "concat", "pad", "broadcast", "split", "copy"):
         return "data movement"
-    if k == "cast":
+    if k in ("cast", "cast_multi"):
         return "cast"
     if k == "rope" or k.startswith("rope"):
         return "rope"
