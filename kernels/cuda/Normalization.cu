@@ -406,30 +406,44 @@ llvm::Error launchNormGrad(const KernelCall &call) {
 // order), then each column's blocks in order (f64).
 //===----------------------------------------------------------------------===//
 
-template <DType D>
+/// A warp a row; V elements a load (V > 1: 16-byte loads, cols % V == 0 and
+/// the rows aligned).
+template <DType D, int V>
 __global__ void __launch_bounds__(kBlockSize)
 normRowStatsKernel(const StorageOf<D> *x, int64_t rows, int64_t cols, float eps, bool centered,
                    float *rstd, float *means) {
   using E = dev::Elem<D>;
+  using S = StorageOf<D>;
   const int lane = threadIdx.x % 32;
   const int64_t row = int64_t(blockIdx.x) * (kBlockSize / 32) + threadIdx.x / 32;
   if (row >= rows)
     return;
-  const StorageOf<D> *in = x + row * cols;
+  const S *in = x + row * cols;
+  auto forRow = [&](auto &&fn) {
+    for (int64_t c = int64_t(lane) * V; c < cols; c += 32 * V) {
+      S v[V];
+      if constexpr (V > 1)
+        *reinterpret_cast<Pack16<S> *>(v) = *reinterpret_cast<const Pack16<S> *>(in + c);
+      else
+        v[0] = in[c];
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        fn(E::load(v[k]));
+    }
+  };
   float mean = 0.f;
   if (centered) {
     float sum = 0.f;
-    for (int64_t c = lane; c < cols; c += 32)
-      sum += E::load(in[c]);
+    forRow([&](float v) { sum += v; });
     for (int o = 16; o > 0; o /= 2)
       sum += __shfl_xor_sync(kFullMask, sum, o);
     mean = sum / float(cols);
   }
   float squares = 0.f;
-  for (int64_t c = lane; c < cols; c += 32) {
-    const float d = E::load(in[c]) - mean;
+  forRow([&](float v) {
+    const float d = v - mean;
     squares += d * d;
-  }
+  });
   for (int o = 16; o > 0; o /= 2)
     squares += __shfl_xor_sync(kFullMask, squares, o);
   if (lane == 0) {
@@ -453,6 +467,7 @@ normWeightPartialsKernel(const StorageOf<D> *x, const StorageOf<D> *dy, int64_t 
 #pragma unroll
   for (int k = 0; k < V; ++k)
     acc[k] = 0.f;
+#pragma unroll 4
   for (int64_t r = first; r < last; ++r) {
     const float inv = rstd[r], mean = means[r];
     S xs[V], ds[V];
@@ -501,10 +516,15 @@ llvm::Error launchNormWeightGrad(const KernelCall &call) {
       const S *px = static_cast<const S *>(x.data), *pdy = static_cast<const S *>(dy.data);
       if (rows > 0) {
         const int64_t rowBlocks = (rows + kBlockSize / 32 - 1) / (kBlockSize / 32);
-        normRowStatsKernel<D><<<unsigned(rowBlocks), kBlockSize, 0, stream>>>(
-            px, rows, cols, float(plan.epsilon), plan.layerNorm, rstd, means);
         constexpr int V = 16 / sizeof(S);
-        if (cols % V == 0 && isAligned(px, 16) && isAligned(pdy, 16)) {
+        const bool vectors = cols % V == 0 && isAligned(px, 16) && isAligned(pdy, 16);
+        if (vectors)
+          normRowStatsKernel<D, V><<<unsigned(rowBlocks), kBlockSize, 0, stream>>>(
+              px, rows, cols, float(plan.epsilon), plan.layerNorm, rstd, means);
+        else
+          normRowStatsKernel<D, 1><<<unsigned(rowBlocks), kBlockSize, 0, stream>>>(
+              px, rows, cols, float(plan.epsilon), plan.layerNorm, rstd, means);
+        if (vectors) {
           const dim3 grid(unsigned(blocks), unsigned((cols / V + kBlockSize - 1) / kBlockSize));
           normWeightPartialsKernel<D, V><<<grid, kBlockSize, 0, stream>>>(px, pdy, rows, cols,
                                                                           rstd, means, partials);
