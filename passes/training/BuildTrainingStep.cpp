@@ -197,7 +197,7 @@ struct BuildTrainingStepPass
       if (auto p = dyn_cast<nn::ParameterOp>(op); p && p.isTrainable())
         params.push_back(p);
     SmallVector<std::pair<nn::ParameterOp, Value>> grads;
-    Value normSquared;
+    SmallVector<std::pair<Value, bool>> partials; // each gradient's sum of squares; a matrix's?
     for (nn::ParameterOp p : params) {
       Value g = adjoint.lookup(p.getResult());
       if (!g)
@@ -220,10 +220,20 @@ struct BuildTrainingStepPass
                                                       /*keepdim=*/false);
       if (tensorType(partial).getElementType() != builder.getF32Type())
         partial = builder.create<nn::CastOp>(loc, f32Scalar, partial);
-      normSquared = normSquared ? builder.create<nn::AddOp>(loc, normSquared, partial).getResult()
-                                : partial;
+      partials.push_back({partial, type.getRank() >= 2});
       grads.push_back({p, g});
     }
+    // The total: the matrices' sums first, then the rest. Tensor
+    // parallelism splits the matrices, whose sums are then partial over the
+    // same ranks: summed first, they meet in one all-reduce instead of one
+    // per matrix.
+    Value normSquared;
+    for (bool matrices : {true, false})
+      for (auto [partial, isMatrix] : partials)
+        if (isMatrix == matrices)
+          normSquared = normSquared
+                            ? builder.create<nn::AddOp>(loc, normSquared, partial).getResult()
+                            : partial;
     if (grads.empty())
       return forward.emitError("no trainable parameter influences the loss");
     if (gradientsOnly)
