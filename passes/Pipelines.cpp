@@ -191,6 +191,10 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     // Before grouping: a cast inside a group no longer sees its GEMM.
     if (options.widenResults)
       pm.addPass(createWidenResults());
+    // After widening: it matches the f32 logits and the compute-type gradient.
+    if (options.fuseLinearCrossEntropy && options.training())
+      pm.addPass(createFuseLinearCrossEntropy(
+          FuseLinearCrossEntropyOptions{options.linearCrossEntropyChunk}));
     if (options.foldTransposes)
       pm.addPass(createFoldTransposes());
     if (options.fuse)
@@ -245,6 +249,9 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
     return error("tp and dp must be at least 1, got tp=" + n(o.tp) + " dp=" + n(o.dp));
   if (o.stepBatch < 0 || o.globalBatch < 0 || o.microbatches < 0)
     return error("batch and microbatches must be at least 1");
+  if (o.linearCrossEntropyChunk < 0)
+    return error("linear-cross-entropy-chunk must be 0 (automatic) or a positive number of "
+                 "rows, got " + llvm::Twine(o.linearCrossEntropyChunk));
   if (o.entry.empty())
     return error("entry must name a function");
   auto kind = pipeline::parseScheduleKind(o.schedule);
@@ -387,6 +394,15 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                                   llvm::cl::desc("each norm's weight gradient as one kernel "
                                                  "(default on)"),
                                   llvm::cl::init(true)};
+  Option<bool> fuseLinearCrossEntropy{
+      *this, "fuse-linear-cross-entropy",
+      llvm::cl::desc("the LM head's GEMM, the loss and their gradients as one kernel chunked "
+                     "over rows (default on)"),
+      llvm::cl::init(true)};
+  Option<int64_t> linearCrossEntropyChunk{
+      *this, "linear-cross-entropy-chunk",
+      llvm::cl::desc("rows a chunk of the fused LM head and loss (0: automatic)"),
+      llvm::cl::init(0)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("group fusible ops into nn.fused ops (default off)"),
                     llvm::cl::init(false)};
@@ -436,6 +452,8 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.attentionStats = attentionStats;
     o.fuseSumSquares = fuseSumSquares;
     o.fuseNormWeightGrad = fuseNormWeightGrad;
+    o.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
+    o.linearCrossEntropyChunk = linearCrossEntropyChunk;
     o.microbatches = microbatches;
     if (pp == 1 && schedule.hasValue())
       return error("schedule needs pp=2 or more");

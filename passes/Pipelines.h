@@ -71,6 +71,11 @@ struct PipelineOptions {
   bool fuseSumSquares = true;
   /// Each norm's weight gradient runs as one kernel (--loom-fuse-norm-weight-grad).
   bool fuseNormWeightGrad = true;
+  /// The LM head's GEMM, the loss and their gradients run as one chunked
+  /// kernel (--loom-fuse-linear-cross-entropy), chunks of this many rows
+  /// (0: automatic).
+  bool fuseLinearCrossEntropy = true;
+  int64_t linearCrossEntropyChunk = 0;
 
   bool training() const { return mode != PipelineMode::Infer; }
   bool distributed() const { return tp > 1 || dp > 1; }

@@ -22,6 +22,16 @@ int64_t FlopCountOpInterface::flopsOf(Operation *op) {
   return op->getNumResults() == 0 ? 0 : elements(op->getResult(0).getType());
 }
 
+int64_t LinearCrossEntropyOp::getFlops() {
+  // Three GEMMs of N x V x H (logits, dx, dw) and the loss's few per logit.
+  auto x = cast<RankedTensorType>(getInput().getType());
+  auto w = cast<RankedTensorType>(getWeight().getType());
+  if (!x.hasStaticShape() || !w.hasStaticShape())
+    return 0;
+  const int64_t n = x.getDimSize(0), h = x.getDimSize(1), v = w.getDimSize(0);
+  return 6 * n * v * h + 5 * n * v;
+}
+
 int64_t MatmulOp::getFlops() {
   // A multiply and an add per output element and contracted index.
   auto lhs = getLhs().getType();

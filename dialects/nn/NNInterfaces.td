@@ -119,6 +119,23 @@ def NN_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   ];
 }
 
+def NN_KernelScratchOpInterface : OpInterface<"KernelScratchOpInterface"> {
+  let cppNamespace = "::loom::nn";
+  let description = [{
+    An op whose kernel needs working memory for the length of its call (a
+    chunk's logits): the lowering to rt appends one buffer of this type to
+    the call's outputs, after the op's results, and the memory planner
+    places it like any other buffer, so the plan's peak counts it. The op's
+    kernel contract says so (`kernelExtraOutputs = 1`).
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The scratch buffer's type (a static shape).
+      }],
+      "::mlir::RankedTensorType", "getKernelScratchType", (ins)>,
+  ];
+}
+
 def NN_FlopCountOpInterface : OpInterface<"FlopCountOpInterface"> {
   let cppNamespace = "::loom::nn";
   let description = [{

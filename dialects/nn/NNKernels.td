@@ -62,6 +62,9 @@ class NN_Kernel {
   list<NN_KernelAttr> kernelExtraAttrs = [];
   // Inputs a later pass may append to the call (a fused epilogue's bias).
   int kernelExtraInputs = 0;
+  // Outputs the lowering appends to the call after the op's results: a
+  // scratch buffer (NN_KernelScratchOpInterface says its type).
+  int kernelExtraOutputs = 0;
   // The kernel's value at one element, for an elementwise kernel
   // (NN_ScalarFormula); empty for any other.
   list<NN_ScalarFormula> kernelScalarFormulas = [];

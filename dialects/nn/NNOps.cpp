@@ -1,6 +1,7 @@
 #include "dialects/nn/NNOps.h"
 
 #include "dialects/nn/KernelAttributes.h"
+#include "runtime/abi/LinearCrossEntropy.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -1171,6 +1172,49 @@ LogicalResult AdamWOp::verify() {
   return success();
 }
 
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  auto x = cast<RankedTensorType>(getInput().getType());
+  auto w = cast<RankedTensorType>(getWeight().getType());
+  auto labels = cast<RankedTensorType>(getLabels().getType());
+  if (x.getRank() != 2 || w.getRank() != 2 || labels.getRank() != 1)
+    return emitOpError("takes input [N, H], weight [V, H] and labels [N], got ")
+           << x << ", " << w << " and " << labels;
+  if (!x.hasStaticShape() || !w.hasStaticShape() || !labels.hasStaticShape())
+    return emitOpError("needs static shapes");
+  if (x.getDimSize(1) != w.getDimSize(1) || labels.getDimSize(0) != x.getDimSize(0))
+    return emitOpError("input ") << x << ", weight " << w << " and labels " << labels
+                                 << " do not agree on N and H";
+  if (x.getElementType() != w.getElementType())
+    return emitOpError("input and weight must share an element type, got ")
+           << x.getElementType() << " and " << w.getElementType();
+  if (cast<RankedTensorType>(getGrad().getType()).getRank() != 0)
+    return emitOpError("the loss gradient must be an f32 scalar (tensor<f32>)");
+  if (getReduction() == LossReduction::none)
+    return emitOpError("reduces its loss: reduction must be mean or sum");
+  if (getChunk() < 1)
+    return emitOpError("chunk must be at least 1 row, got ") << getChunk();
+  if (cast<RankedTensorType>(getLoss().getType()).getRank() != 0)
+    return emitOpError("the loss must be an f32 scalar");
+  if (getInputGrad().getType() != x)
+    return emitOpError("the input gradient must have the input's type ") << x;
+  auto dw = cast<RankedTensorType>(getWeightGrad().getType());
+  if (dw.getShape() != w.getShape() ||
+      (dw.getElementType() != w.getElementType() && !dw.getElementType().isF32()))
+    return emitOpError("the weight gradient must be the weight's shape in its type or f32, got ")
+           << dw;
+  return success();
+}
+
+RankedTensorType LinearCrossEntropyOp::getKernelScratchType() {
+  auto x = cast<RankedTensorType>(getInput().getType());
+  auto w = cast<RankedTensorType>(getWeight().getType());
+  const int64_t gradBytes = x.getElementType().getIntOrFloatBitWidth() / 8;
+  LinearCrossEntropyScratch s = linearCrossEntropyScratch(
+      x.getDimSize(0), x.getDimSize(1), w.getDimSize(0), getChunk(), gradBytes,
+      cast<RankedTensorType>(getWeightGrad().getType()).getElementType().isF32());
+  return RankedTensorType::get({s.words}, Float32Type::get(getContext()));
+}
 
 //===----------------------------------------------------------------------===//
 // Fusion (FusibleOpInterface, nn.fused)

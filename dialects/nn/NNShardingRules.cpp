@@ -376,6 +376,26 @@ ShardingRule CrossEntropyGradOp::getShardingRule() {
   return b.rule;
 }
 
+ShardingRule LinearCrossEntropyOp::getShardingRule() {
+  // x [N, H], w [V, H], labels [N], dloss [] -> loss [], dx [N, H], dw [V, H]:
+  // made after sharding (--loom-fuse-linear-cross-entropy), from one rank's
+  // whole LM head. Nothing of it may be split.
+  RuleBuilder b(*this);
+  int n = b.factor(FactorKind::Blocked, shapeOf(getInput())[0]);
+  int h = b.factor(FactorKind::Blocked, shapeOf(getInput())[1]);
+  int v = b.factor(FactorKind::Blocked, shapeOf(getWeight())[0]);
+  b.operand(0, 0, n);
+  b.operand(0, 1, h);
+  b.operand(1, 0, v);
+  b.operand(1, 1, h);
+  b.operand(2, 0, n);
+  b.result(1, 0, n);
+  b.result(1, 1, h);
+  b.result(2, 0, v);
+  b.result(2, 1, h);
+  return b.rule;
+}
+
 ShardingRule CrossEntropyStatsOp::getShardingRule() {
   // Per row: rows split alike; the block of classes stays whole.
   RuleBuilder b(*this);

@@ -61,6 +61,52 @@ def NN_AdamWOp : NN_KernelOp<"adamw", [Pure, AllTypesMatch<["param", "grad", "ex
   let hasVerifier = 1;
 }
 
+def NN_LinearCrossEntropyOp : NN_KernelOp<"linear_cross_entropy", [Pure,
+    DeclareOpInterfaceMethods<NN_KernelScratchOpInterface>,
+    DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
+  let kernelExtraOutputs = 1;
+  let kernelDoc = [{
+    x [N, H], w [V, H] (one float type), labels [N] (i32/i64), dLoss (f32
+    scalar) -> loss (f32 scalar), dx [N, H] (x's type), dw [V, H] (x's type
+    or f32), then an f32 scratch of linearCrossEntropyScratch(N, V, chunk,
+    x's element size).words elements (the last output; runtime/abi/
+    LinearCrossEntropy.h). Attrs ignore_index, reduction (mean or sum),
+    chunk (rows a chunk). Per chunk of rows: the f32 logits x_c w^T, each
+    row's loss, the gradient g_c (nn.cross_entropy_grad's, rounded to x's
+    type), dx_c = g_c w, and dw += g_c^T x_c accumulated in f32 in row order
+    and rounded once. Then the rows' losses reduced as nn.cross_entropy's.
+  }];
+  let summary = "the LM head's GEMM and the cross-entropy, forward and backward, chunked over rows";
+  let description = [{
+    The loss of a training step and the gradients of its last linear layer,
+    computed chunk by chunk so that the `[N, V]` logits never exist whole:
+    for each `chunk` rows of `input`, the logits `input_c weight^T` (in f32),
+    each row's loss, and the logits' gradient (as `nn.cross_entropy_grad`
+    with `grad`, rounded to the input's type) from which `input_grad`'s rows
+    and `weight_grad`'s running f32 sum follow at once. `loss` is what
+    `nn.cross_entropy` of the whole logits gives (`mean` over the rows whose
+    label is not `ignore_index`, or `sum`). `--loom-fuse-linear-cross-entropy`
+    makes it from the training step's LM head, loss and their gradients.
+
+    ```mlir
+    %loss, %dx, %dw = nn.linear_cross_entropy %x, %w, %labels, %dloss chunk = 2048 : (tensor<4096x2048xbf16>, tensor<32000x2048xbf16>, tensor<4096xi64>, tensor<f32>) -> (tensor<f32>, tensor<4096x2048xbf16>, tensor<32000x2048xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight, NN_IndexTensor:$labels,
+      StaticShapeTensorOf<[F32]>:$grad,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      DefaultValuedAttr<NN_LossReductionAttr,
+                        "::loom::nn::LossReduction::mean">:$reduction,
+      I64Attr:$chunk);
+  let results = (outs StaticShapeTensorOf<[F32]>:$loss, NN_FloatTensor:$input_grad,
+                 NN_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $labels `,` $grad (`reduction` `=` `` $reduction^)?
+    `chunk` `=` $chunk attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Kernels with no nn op of their own
 //===----------------------------------------------------------------------===//

@@ -57,6 +57,7 @@ llvm::Error runConcat(const KernelCall &call);
 llvm::Error runSplit(const KernelCall &call);
 llvm::Error runGather(const KernelCall &call);
 llvm::Error runCrossEntropy(const KernelCall &call);
+llvm::Error runLinearCrossEntropy(const KernelCall &call); // Loss.cpp
 // The vocabulary-parallel cross-entropy (BlockLoss.cpp).
 llvm::Error runCrossEntropyStats(const KernelCall &call);
 llvm::Error runCrossEntropyCombine(const KernelCall &call);

@@ -835,6 +835,58 @@ llvm::Expected<CrossEntropyShape> checkCrossEntropyGrad(const Tensor &logits,
   return s;
 }
 
+llvm::Expected<LinearCrossEntropyShape> checkLinearCrossEntropy(llvm::ArrayRef<Tensor> in,
+                                                                llvm::ArrayRef<Tensor> out,
+                                                                const KernelAttrs &attrs) {
+  if (in.size() != 4 || out.size() != 4)
+    return kernelError("takes x, w, labels and the loss gradient, and writes the loss, dx, dw "
+                       "and a scratch; got " + llvm::Twine(in.size()) + " inputs and " +
+                       llvm::Twine(out.size()) + " outputs");
+  const Tensor &x = in[0], &w = in[1], &labels = in[2], &lossGrad = in[3];
+  const Tensor &loss = out[0], &dx = out[1], &dw = out[2], &scratch = out[3];
+  LOOM_RETURN_IF_ERROR(checkRank(x, "x", 2));
+  LOOM_RETURN_IF_ERROR(checkRank(w, "w", 2));
+  LOOM_RETURN_IF_ERROR(checkRank(labels, "labels", 1));
+  LOOM_RETURN_IF_ERROR(checkLabelsDType(labels));
+  LOOM_RETURN_IF_ERROR(checkLossGradDType(lossGrad));
+  if (x.dtype != DType::F32 && x.dtype != DType::BF16 && x.dtype != DType::F16)
+    return kernelError(llvm::Twine("x dtype is ") + dtypeName(x.dtype) +
+                       ", expected f32, bf16 or f16");
+  LOOM_RETURN_IF_ERROR(checkSameDType(x, "x", w, "w"));
+  LinearCrossEntropyShape s;
+  s.ce.rows = x.shape[0];
+  s.features = x.shape[1];
+  s.ce.classes = w.shape[0];
+  if (w.shape[1] != s.features || labels.shape[0] != s.ce.rows)
+    return kernelError("x " + shapeToString(x.shape) + ", w " + shapeToString(w.shape) +
+                       " and labels " + shapeToString(labels.shape) +
+                       " should be [N, H], [V, H] and [N]");
+  LOOM_RETURN_IF_ERROR(readLossAttrs(s.ce, attrs));
+  if (s.ce.reduction == LossReduction::None)
+    return kernelError("attribute 'reduction' must be mean or sum");
+  LOOM_RETURN_IF_ERROR(checkLossGradShape(lossGrad, s.ce));
+  LOOM_ASSIGN_OR_RETURN(s.chunk, attrs.getInt("chunk"));
+  if (s.chunk < 1)
+    return kernelError("attribute 'chunk' must be at least 1, got " + llvm::Twine(s.chunk));
+  if (loss.dtype != DType::F32 || !loss.shape.empty())
+    return kernelError("the loss must be an f32 scalar");
+  LOOM_RETURN_IF_ERROR(checkSameDType(x, "x", dx, "dx"));
+  if (dx.shape != x.shape)
+    return kernelError("dx shape " + shapeToString(dx.shape) + " should be x's " +
+                       shapeToString(x.shape));
+  if (dw.shape != w.shape || (dw.dtype != w.dtype && dw.dtype != DType::F32))
+    return kernelError("dw must be w's shape " + shapeToString(w.shape) +
+                       " in w's dtype or f32, got " + shapeToString(dw.shape) + " " +
+                       std::string(dtypeName(dw.dtype)));
+  s.scratch = linearCrossEntropyScratch(s.ce.rows, s.features, s.ce.classes, s.chunk,
+                                        int64_t(dtypeSize(x.dtype)), dw.dtype == DType::F32);
+  if (scratch.dtype != DType::F32 || scratch.numElements() < s.scratch.words)
+    return kernelError("the scratch must be at least " + llvm::Twine(s.scratch.words) +
+                       " f32 elements, got " + shapeToString(scratch.shape) + " " +
+                       std::string(dtypeName(scratch.dtype)));
+  return s;
+}
+
 llvm::Expected<BlockLossShape> checkCrossEntropyStats(const Tensor &logits,
                                                       const Tensor &labels, const Tensor &out,
                                                       const KernelAttrs &attrs) {

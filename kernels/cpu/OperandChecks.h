@@ -15,6 +15,7 @@
 // kernels: on a GPU the data are in device memory.
 
 #include "kernels/cpu/CpuKernels.h"
+#include "runtime/abi/LinearCrossEntropy.h"
 
 #include "llvm/ADT/Twine.h"
 
@@ -251,6 +252,19 @@ llvm::Expected<CrossEntropyShape> checkCrossEntropyGrad(const Tensor &logits,
                                                         const Tensor &lossGrad,
                                                         const Tensor &out,
                                                         const KernelAttrs &attrs);
+
+/// nn.linear_cross_entropy: N rows of H features, V classes, `chunk` rows a
+/// chunk, and where its scratch's parts start (in f32 words).
+struct LinearCrossEntropyShape {
+  CrossEntropyShape ce; // rows N, classes V, ignore_index, reduction
+  int64_t features = 0, chunk = 0;
+  LinearCrossEntropyScratch scratch;
+};
+/// nn.linear_cross_entropy (x, w, labels, loss gradient -> loss, dx, dw,
+/// scratch).
+llvm::Expected<LinearCrossEntropyShape> checkLinearCrossEntropy(llvm::ArrayRef<Tensor> in,
+                                                                llvm::ArrayRef<Tensor> out,
+                                                                const KernelAttrs &attrs);
 
 /// The vocabulary-parallel loss: `blocks` blocks of statistics per row,
 /// this block's first class `vocabStart`, the whole vocabulary `numClasses`

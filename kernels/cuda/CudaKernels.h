@@ -56,6 +56,13 @@ llvm::Error launchKernel(KernelId id, llvm::ArrayRef<cpu::Tensor> inputs,
                          llvm::ArrayRef<cpu::Tensor> outputs, const cpu::KernelAttrs &attrs,
                          const LaunchContext &ctx);
 bool hasKernel(std::string_view name);
+/// Row-major c[m, n] = op(a) op(b), a [m, k] ([k, m] when transA) and b
+/// [k, n] ([n, k] when transB) of dtype `in`, c of `out` (`in` or f32); with
+/// `accumulate` c is added to (beta = 1). One cuBLASLt GEMM on ctx.stream:
+/// for kernels built from GEMMs (nn.linear_cross_entropy).
+llvm::Error gemmRowMajor(const LaunchContext &ctx, DType in, DType out, const void *a, bool transA,
+                         const void *b, bool transB, void *c, int64_t m, int64_t n, int64_t k,
+                         bool accumulate);
 /// Whether the kernel loads its code at first use (cuBLASLt's GEMMs; a fusion
 /// group's generated kernel, compiled and loaded at its first call), so the
 /// backend runs it once before any step (Backend::prepareKernel).

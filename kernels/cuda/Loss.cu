@@ -175,13 +175,15 @@ __device__ __forceinline__ float lossRowWeight(const float *upstream, const long
 }
 
 /// dLogits = weight * (softmax(x) - onehot(label)); zero rows for ignored
-/// labels, NaN rows for labels out of range.
-template <typename T, typename O, typename L, int G, int K>
+/// labels, NaN rows for labels out of range. With ROW_LOSSES, each row's
+/// loss too (as crossEntropyRowsKernel's), from the same pass over the row.
+template <typename T, typename O, typename L, int G, int K, bool ROW_LOSSES = false>
 __global__ void __launch_bounds__(1024)
     crossEntropyGradKernel(const T *__restrict__ logits, const L *__restrict__ labels,
                            const float *__restrict__ upstream,
                            const long long *__restrict__ counted, int reduction, int64_t rows,
-                           int classes, int64_t ignoreIndex, O *__restrict__ out) {
+                           int classes, int64_t ignoreIndex, O *__restrict__ out,
+                           float *__restrict__ rowLosses = nullptr) {
   __shared__ MaxSum red[32];
   const int lane = threadIdx.x % G;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
@@ -199,6 +201,9 @@ __global__ void __launch_bounds__(1024)
   ms = groupReduce<G>(ms, red, MaxSumOp{});
   if (!active)
     return;
+  if constexpr (ROW_LOSSES)
+    if (lane == 0)
+      rowLosses[row] = valid ? ms.m + logf(ms.s) - toF(in[label]) : ignored ? 0.f : NAN;
   if (!valid) {
     const O fill = fromF<O>(ignored ? 0.f : NAN);
     for (int j = lane; j < classes; j += G)
@@ -545,9 +550,79 @@ llvm::Error launchCrossEntropyBlockGrad(const KernelCall &call) {
   });
 }
 
+// --- the LM head and the loss, fused (nn.linear_cross_entropy) ---------------
+
+/// Per chunk of rows: the logits GEMM (f32), one pass over them writing each
+/// row's loss and the gradient in x's type, then dx's rows (g w) and dw's
+/// running f32 sums (g^T x, beta = 1 after the first chunk); last, the
+/// rows' losses reduced in a fixed order. Only a chunk's logits and
+/// gradient exist, in the scratch the compiler planned.
+llvm::Error launchLinearCrossEntropy(const KernelCall &call) {
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::LinearCrossEntropyShape s,
+                        cpu::detail::checkLinearCrossEntropy(call.inputs, call.outputs,
+                                                             call.attrs));
+  LOOM_RETURN_IF_ERROR(checkLossLimits(s.ce));
+  const Tensor &x = call.inputs[0], &w = call.inputs[1], &labels = call.inputs[2];
+  const Tensor &lossGrad = call.inputs[3];
+  const Tensor &loss = call.outputs[0], &dx = call.outputs[1], &dw = call.outputs[2];
+  float *scratch = static_cast<float *>(call.outputs[3].data);
+  const int64_t rows = s.ce.rows, classes = s.ce.classes, features = s.features;
+  const LaunchContext &ctx = call.ctx;
+  cudaStream_t stream = ctx.stream;
+  return dispatchType(x.dtype, "x", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    return dispatchLabels(labels.dtype, [&](auto labelTag) -> llvm::Error {
+      using L = typename decltype(labelTag)::type;
+      const L *ls = static_cast<const L *>(labels.data);
+      const float *up = static_cast<const float *>(lossGrad.data);
+      float *logits = scratch + s.scratch.logits;
+      T *grad = reinterpret_cast<T *>(scratch + s.scratch.grad);
+      float *losses = scratch + s.scratch.losses;
+      auto *counted = reinterpret_cast<long long *>(scratch + s.scratch.count);
+      const bool f32Sums = dw.dtype == DType::F32;
+      float *sums = f32Sums ? static_cast<float *>(dw.data) : scratch + s.scratch.sums;
+      if (rows == 0) {
+        if (classes * features > 0)
+          LOOM_RETURN_IF_ERROR(cudaError(
+              cudaMemsetAsync(dw.data, 0, dw.sizeInBytes(), stream), "cudaMemsetAsync"));
+      } else {
+        countLabelsKernel<L><<<1, 1024, 0, stream>>>(ls, rows, s.ce.ignoreIndex, counted);
+      }
+      const size_t elem = sizeof(T);
+      for (int64_t first = 0; first < rows; first += s.chunk) {
+        const int64_t count = std::min(s.chunk, rows - first);
+        const char *xc = static_cast<const char *>(x.data) + first * features * elem;
+        LOOM_RETURN_IF_ERROR(gemmRowMajor(ctx, x.dtype, DType::F32, xc, false, w.data, true,
+                                          logits, count, classes, features, false));
+        withRowConfig(classes, [&](auto cfg) {
+          using Cfg = decltype(cfg);
+          crossEntropyGradKernel<float, T, L, Cfg::G, Cfg::K, true>
+              <<<rowBlocks<Cfg>(count), Cfg::threads, 0, stream>>>(
+                  logits, ls + first, up, counted, int(s.ce.reduction), count, int(classes),
+                  s.ce.ignoreIndex, grad, losses + first);
+        });
+        char *dxc = static_cast<char *>(dx.data) + first * features * elem;
+        LOOM_RETURN_IF_ERROR(gemmRowMajor(ctx, x.dtype, x.dtype, grad, false, w.data, false, dxc,
+                                          count, features, classes, false));
+        LOOM_RETURN_IF_ERROR(gemmRowMajor(ctx, x.dtype, DType::F32, grad, true, xc, false, sums,
+                                          classes, features, count, first > 0));
+      }
+      if (!f32Sums && rows > 0) {
+        Tensor from{sums, DType::F32, dw.shape};
+        LOOM_RETURN_IF_ERROR(launchKernel(KernelId::Cast, {from}, {dw}, cpu::KernelAttrs(), ctx));
+      }
+      crossEntropyReduceKernel<L><<<1, 1024, 0, stream>>>(
+          losses, ls, rows, s.ce.ignoreIndex, s.ce.reduction == Reduction::Mean,
+          static_cast<float *>(loss.data));
+      return cudaError(cudaGetLastError(), "nn.linear_cross_entropy");
+    });
+  });
+}
+
 } // namespace
 
 void registerLossKernels(KernelRegistry &registry) {
+  registry.add(KernelId::LinearCrossEntropy, launchLinearCrossEntropy);
   registry.add(KernelId::CrossEntropy, launchCrossEntropy);
   registry.add(KernelId::CrossEntropyGrad, launchCrossEntropyGrad);
   registry.add(KernelId::CrossEntropyStats, launchCrossEntropyStats);

@@ -248,6 +248,40 @@ llvm::Error launchMatmul(const KernelCall &call) {
   return llvm::Error::success();
 }
 
+} // namespace
+
+llvm::Error gemmRowMajor(const LaunchContext &ctx, DType in, DType out, const void *a, bool transA,
+                         const void *b, bool transB, void *c, int64_t m, int64_t n, int64_t k,
+                         bool accumulate) {
+  std::optional<cudaDataType_t> inType = cudaTypeOf(in), outType = cudaTypeOf(out);
+  if (!inType || !outType)
+    return cpu::detail::kernelError("GEMM types " + llvm::Twine(dtypeName(in).data()) + " -> " +
+                                    dtypeName(out).data() + " are not f32, bf16 or f16");
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+  GemmShape s;
+  s.type = *outType;
+  if (out != in)
+    s.typeA = s.typeB = *inType;
+  s.transA = transB;
+  s.transB = transA;
+  s.n = n;
+  s.m = m;
+  s.k = k;
+  s.lda = transB ? k : n;
+  s.ldb = transA ? m : k;
+  s.ldc = n;
+  s.batch = 1;
+  s.strideA = s.strideB = s.strideC = 0;
+  LOOM_ASSIGN_OR_RETURN(const GemmPlan *plan, planFor(s, ctx));
+  float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  return lastError(cublasLtMatmul(ctx.cublasLt, plan->desc, &alpha, b, plan->a, a, plan->b, &beta,
+                                  c, plan->c, c, plan->c, &plan->algo, ctx.workspace,
+                                  ctx.workspaceBytes, ctx.stream),
+                   "cublasLtMatmul");
+}
+
+namespace {
+
 llvm::Error launchScaledMatmul(const KernelCall &call) {
   const Tensor &a = call.inputs[0], &b = call.inputs[1];
   const Tensor &scaleA = call.inputs[2], &scaleB = call.inputs[3], &out = call.outputs[0];

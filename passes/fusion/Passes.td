@@ -171,6 +171,36 @@ def WidenResults : Pass<"loom-widen-results", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseLinearCrossEntropy : Pass<"loom-fuse-linear-cross-entropy", "mlir::ModuleOp"> {
+  let summary = "the LM head's GEMM, the loss and their gradients become one chunked nn.linear_cross_entropy";
+  let description = [{
+    In a training step the LM head writes `[N, V]` f32 logits, the loss
+    reads them, the loss gradient writes `[N, V]` again (in the compute
+    type), and two GEMMs read that for the input's and the weight's
+    gradients. At a 128k vocabulary and 8k tokens that is 4 GiB of logits
+    and 2 GiB of gradient alive at once. The five ops become one
+    `nn.linear_cross_entropy`, which runs them chunk by chunk of rows: only
+    a chunk's logits and gradient exist (the kernel's scratch, which the
+    memory planner places), the weight gradient accumulates in f32 across
+    chunks.
+
+    Matched from each `nn.cross_entropy_grad`: its logits (through
+    reshapes) are a GEMM's result `x w^T` read by nothing but that gradient
+    and one `nn.cross_entropy` of the same labels and reduction (mean or
+    sum); its result (through reshapes) is read by nothing but the GEMMs
+    `g w` and `g^T x`. Anything else (logits returned, a vocabulary-parallel
+    loss, a collective in between) is left as it is. Run after
+    `--loom-widen-results` (the logits written in f32, the gradient in the
+    compute type). The loss and the input gradient are what the ops give
+    one by one; the weight gradient differs only by where its f32 sum is
+    rounded (not at all when it is f32).
+  }];
+  let options = [
+    Option<"chunk", "chunk", "int64_t", "0",
+           "rows a chunk (0: about 1 GiB of logits and gradient, at least 2048 rows)">,
+  ];
+}
+
 def FoldTransposes : Pass<"loom-fold-transposes", "mlir::ModuleOp"> {
   let summary = "transposes that the op before or after can do itself are folded into it";
   let description = [{

@@ -325,6 +325,11 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
       outputs.push_back(out);
       buffers.map(result, out);
     }
+    // Working memory for the call (a chunk's logits): one more output, which
+    // the memory planner places like any buffer.
+    if (auto scratch = dyn_cast<nn::KernelScratchOpInterface>(op))
+      outputs.push_back(b.create<rt::AllocOp>(loc, bufferTypeOf(scratch.getKernelScratchType()),
+                                              IntegerAttr(), StringAttr()));
     // A stream chosen upstream (the backward half of a pipeline's
     // overlapped F&B pair) is kept; --loom-assign-streams adds the events.
     auto call = b.create<rt::KernelOp>(loc, b.getStringAttr(kernel), inputs, outputs,

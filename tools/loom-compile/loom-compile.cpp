@@ -165,6 +165,18 @@ cl::opt<bool> fuseNormWeightGrad(
              "(default on; --fuse-norm-weight-grad=false: the norm again, a product and a row "
              "sum)"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> fuseLinearCrossEntropy(
+    "fuse-linear-cross-entropy",
+    cl::desc("run the LM head's GEMM, the cross-entropy and their gradients as one kernel, "
+             "chunk by chunk of tokens, so the [tokens, vocab] logits never exist whole "
+             "(default on; --fuse-linear-cross-entropy=false: logits, loss and gradients one "
+             "op at a time)"),
+    cl::init(true), cl::cat(category));
+cl::opt<int64_t> linearCrossEntropyChunk(
+    "linear-cross-entropy-chunk",
+    cl::desc("tokens a chunk of the fused LM head and loss (default 0: about 1 GiB of logits "
+             "and gradient, at least 2048)"),
+    cl::init(0), cl::cat(category));
 cl::opt<bool> widenResults(
     "widen-results",
     cl::desc("write a GEMM's result in f32 where the program casts it to f32 (weight gradients "
@@ -247,6 +259,9 @@ int main(int argc, char **argv) {
       fail("--" + size->ArgStr + " must be at least 1, got " + llvm::Twine(int64_t(*size)));
   if (microbatches > 0 && !training)
     fail("--microbatches applies to --mode=train");
+  if (linearCrossEntropyChunk < 0)
+    fail("--linear-cross-entropy-chunk must be 0 (automatic) or a positive number of rows, got " +
+         llvm::Twine(int64_t(linearCrossEntropyChunk)));
   if (attentionStats.getNumOccurrences() && !training)
     fail("--attention-stats pairs a forward attention with its gradient: it applies to "
          "--mode=train or --mode=gradients");
@@ -457,6 +472,8 @@ int main(int argc, char **argv) {
   pipelineOptions.widenResults = widenResults;
   pipelineOptions.fuseSumSquares = fuseSumSquares;
   pipelineOptions.fuseNormWeightGrad = fuseNormWeightGrad;
+  pipelineOptions.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
+  pipelineOptions.linearCrossEntropyChunk = linearCrossEntropyChunk;
   pipelineOptions.foldTransposes = foldTransposes;
   pipelineOptions.attentionStats = attentionStats;
   loom::PipelineHooks hooks;

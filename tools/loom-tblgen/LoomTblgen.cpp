@@ -209,6 +209,8 @@ std::vector<KernelSpec> collectKernels(const RecordKeeper &records) {
       else if (spec.numOutputs >= 0)
         spec.numOutputs += 1;
     }
+    if (int extra = def->getValueAsInt("kernelExtraOutputs"); extra > 0 && spec.numOutputs >= 0)
+      spec.numOutputs += extra;
     for (const mlir::tblgen::NamedAttribute &na : op.getAttributes())
       if (!na.attr.isDerivedAttr())
         spec.attrs.push_back(attrSpecFor(*def, op, na));

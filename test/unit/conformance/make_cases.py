@@ -177,8 +177,10 @@ def b64(data):
 
 
 def add(kernel, name, inputs, outputs, attrs=None, aliases=None, exact=False,
-        rtol=None, atol=None, unsupported=None, backend_atol=None):
-    """outputs: list of T (the expected results, already in their dtype)."""
+        rtol=None, atol=None, unsupported=None, backend_atol=None, scratch=()):
+    """outputs: list of T (the expected results, already in their dtype);
+    those whose index is in `scratch` are the kernel's working memory, sized
+    but not compared."""
     case = {"name": name,
             "attrs": [attr_json(k, v) for k, v in (attrs or {}).items()],
             "inputs": [{"dtype": t.dtype, "shape": t.shape,
@@ -189,6 +191,8 @@ def add(kernel, name, inputs, outputs, attrs=None, aliases=None, exact=False,
                "expected": b64(to_bytes(t.values, t.dtype))}
         if aliases and aliases[i] is not None:
             out["alias"] = aliases[i]
+        if i in scratch:
+            out["scratch"] = True
         case["outputs"].append(out)
     if exact:
         case["exact"] = True
@@ -1428,6 +1432,47 @@ def gen_cast_multi():
         add("nn.cast_multi", name, inputs, [T(dst, t.values) for t in inputs], exact=True)
 
 
+def gen_linear_cross_entropy():
+    """nn.linear_cross_entropy (--loom-fuse-linear-cross-entropy): the loss of
+    the logits x w^T (f32) and its gradients dx = g w, dw = g^T x, g the logits'
+    gradient rounded to x's type, chunk by chunk of rows (the last chunk
+    short); the f32 scratch (runtime/abi/LinearCrossEntropy.h) is working
+    memory, sized here and not compared."""
+    align = 64
+
+    def up(words):
+        return (words + align - 1) // align * align
+
+    for name, dtype, dw_dtype, n, h, v, chunk, ignored, reduction in [
+            ("bf16_mean_chunks", "bf16", "f32", 37, 24, 300, 16, [3, 20], "mean"),
+            ("bf16_wide_vocab", "bf16", "f32", 9, 40, 9000, 4, [], "mean"),
+            ("f32_sum_one_chunk", "f32", "f32", 12, 8, 50, 64, [0], "sum"),
+            ("bf16_dw_bf16", "bf16", "bf16", 20, 16, 130, 7, [5], "mean")]:
+        x, w = randt(dtype, [n, h], -1, 1), randt(dtype, [v, h], -1, 1)
+        labels = ints([n], 0, v)
+        for r in ignored:
+            labels[r] = -100
+        valid = labels != -100
+        dloss = T("f32", np.array(0.5))
+        logits = x.values.astype(np.float64) @ w.values.astype(np.float64).T
+        m = logits.max(-1, keepdims=True)
+        lse = (m + np.log(np.exp(logits - m).sum(-1, keepdims=True))).reshape(-1)
+        rows = lse - logits[np.arange(n), labels.clip(0, v - 1)]
+        total = rows[valid].sum()
+        loss = total / max(valid.sum(), 1) if reduction == "mean" else total
+        g = ce_grad(logits, labels, valid, dloss.values, reduction)
+        g = T(dtype, g).values.astype(np.float64)  # rounded to x's type
+        dx = g @ w.values.astype(np.float64)
+        dw = g.T @ x.values.astype(np.float64)
+        c = min(chunk, n)
+        grad_words = (c * v * (2 if dtype == "bf16" else 4) + 3) // 4
+        words = up(c * v) + up(grad_words) + up(n) + align + (0 if dw_dtype == "f32" else v * h)
+        add("nn.linear_cross_entropy", name, [x, w, T("i64", labels), dloss],
+            [T("f32", np.array(loss)), T(dtype, dx), T(dw_dtype, dw), T("f32", np.zeros(words))],
+            attrs={"ignore_index": -100, "reduction": reduction, "chunk": chunk},
+            rtol=2e-2, atol=2e-2, scratch=(3,))
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -1451,6 +1496,7 @@ def main():
     gen_norm_weight_grad()
     gen_loss_grad_narrowed()
     gen_cast_multi()
+    gen_linear_cross_entropy()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
