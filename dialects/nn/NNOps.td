@@ -305,7 +305,10 @@ def NN_MatmulOp : NN_KernelOp<"matmul", [Pure, SameOperandsElementType,
     a [..., M, K] (or [..., K, M] with transpose_lhs), b [..., K, N] (or
     [..., N, K] with transpose_rhs); batch dims broadcast. attr epilogue (set by
     --loom-fuse-matmul-epilogue): "none", "bias" (a third operand [N] added to
-    every row), "gelu" (tanh approximation) or "bias_gelu". The result is a's
+    every row), "gelu" (tanh approximation), "bias_gelu", or "add" (a third
+    operand of the result's shape and dtype added to it: a residual, or a
+    sum the GEMM continues; one rounding on the GPU, cuBLASLt's beta = 1,
+    the product rounded and then the add on the CPU). The result is a's
     dtype, or f32 with bf16/f16 operands (products accumulated in f32 and
     written unrounded).
   }];

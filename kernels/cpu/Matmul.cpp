@@ -206,11 +206,20 @@ llvm::Error runMatmul(const KernelCall &call) {
   LOOM_ASSIGN_OR_RETURN(std::string epilogue, call.attrs.getStr("epilogue", "none"));
   const bool bias = epilogue == "bias" || epilogue == "bias_gelu";
   const bool gelu = epilogue == "gelu" || epilogue == "bias_gelu";
-  if (!bias && !gelu && epilogue != "none")
-    return kernelError("unknown epilogue '" + epilogue + "' (none, bias, gelu, bias_gelu)");
-  if (bias != (call.inputs.size() == 3))
-    return kernelError(bias ? "epilogue '" + epilogue + "' needs a bias operand"
-                            : std::string("a third operand (bias) needs a bias epilogue"));
+  const bool addend = epilogue == "add";
+  if (!bias && !gelu && !addend && epilogue != "none")
+    return kernelError("unknown epilogue '" + epilogue + "' (none, bias, gelu, bias_gelu, add)");
+  if ((bias || addend) != (call.inputs.size() == 3))
+    return kernelError(bias     ? "epilogue '" + epilogue + "' needs a bias operand"
+                       : addend ? std::string("epilogue 'add' needs the operand to add")
+                                : std::string("a third operand needs a bias or add epilogue"));
+  if (addend) {
+    const Tensor &c = call.inputs[2];
+    LOOM_RETURN_IF_ERROR(checkSameDType(c, "addend", out, "output"));
+    if (c.shape != out.shape)
+      return kernelError("addend shape " + shapeToString(c.shape) + " should be the result's " +
+                         shapeToString(out.shape));
+  }
   if (bias) {
     const Tensor &biasT = call.inputs[2];
     LOOM_RETURN_IF_ERROR(checkSameDType(biasT, "bias", out, "output"));
@@ -223,7 +232,7 @@ llvm::Error runMatmul(const KernelCall &call) {
     return llvm::Error::success();
   }));
   // The reference epilogue is the unfused kernels, in place on the result.
-  if (bias)
+  if (bias || addend)
     LOOM_RETURN_IF_ERROR(runKernel("nn.add", {out, call.inputs[2]}, {out}, {}, call.ctx));
   if (gelu) {
     KernelAttrs tanh;

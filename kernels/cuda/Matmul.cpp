@@ -145,13 +145,21 @@ llvm::Error launchMatmul(const KernelCall &call) {
     epilogue = CUBLASLT_EPILOGUE_GELU;
   else if (epilogueName == "bias_gelu")
     epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
-  else if (epilogueName != "none")
+  else if (epilogueName != "none" && epilogueName != "add")
     return cpu::detail::kernelError("unknown epilogue '" + epilogueName +
-                                    "' (none, bias, gelu, bias_gelu)");
+                                    "' (none, bias, gelu, bias_gelu, add)");
   const bool hasBias = epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
-  if (hasBias != (call.inputs.size() == 3))
-    return cpu::detail::kernelError(hasBias ? "epilogue '" + epilogueName + "' needs a bias operand"
-                                            : std::string("a third operand (bias) needs a bias epilogue"));
+  // "add": the third operand is C, added with beta = 1 (one rounding).
+  const bool hasAddend = epilogueName == "add";
+  if ((hasBias || hasAddend) != (call.inputs.size() == 3))
+    return cpu::detail::kernelError(
+        hasBias     ? "epilogue '" + epilogueName + "' needs a bias operand"
+        : hasAddend ? std::string("epilogue 'add' needs the operand to add")
+                    : std::string("a third operand needs a bias or add epilogue"));
+  if (hasAddend && (call.inputs[2].dtype != out.dtype || call.inputs[2].shape != out.shape))
+    return cpu::detail::kernelError("the addend must have the result's shape " +
+                                    cpu::detail::shapeToString(out.shape) + " and dtype");
+  const char *addend = hasAddend ? static_cast<const char *>(call.inputs[2].data) : nullptr;
   if (hasBias && (call.inputs[2].dtype != out.dtype || call.inputs[2].shape.size() != 1 ||
                   call.inputs[2].shape[0] != out.shape.back()))
     return cpu::detail::kernelError("bias must be [" + llvm::Twine(out.shape.back()) +
@@ -174,9 +182,13 @@ llvm::Error launchMatmul(const KernelCall &call) {
   int64_t batch = cpu::detail::product(ob);
   int64_t lhsBatch = cpu::detail::product(lb), rhsBatch = cpu::detail::product(rb);
   size_t elem = dtypeSize(lhs.dtype);
-  float alpha = 1.0f, beta = 0.0f;
+  float alpha = 1.0f, beta = hasAddend ? 1.0f : 0.0f;
 
+  // D = A B (+ C, the addend at D's offset).
   auto run = [&](const GemmShape &shape, const void *a, const void *b, void *c) -> llvm::Error {
+    const void *cIn = c;
+    if (addend)
+      cIn = addend + (static_cast<const char *>(c) - static_cast<const char *>(out.data));
     auto plan = planFor(shape, call.ctx);
     if (!plan)
       return plan.takeError();
@@ -184,7 +196,7 @@ llvm::Error launchMatmul(const KernelCall &call) {
       cublasLtMatmulDescSetAttribute((*plan)->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasData,
                                      sizeof(biasData));
     return lastError(cublasLtMatmul(call.ctx.cublasLt, (*plan)->desc, &alpha, a, (*plan)->a, b,
-                                    (*plan)->b, &beta, c, (*plan)->c, c, (*plan)->c,
+                                    (*plan)->b, &beta, cIn, (*plan)->c, c, (*plan)->c,
                                     &(*plan)->algo, call.ctx.workspace, call.ctx.workspaceBytes,
                                     call.ctx.stream),
                      "cublasLtMatmul");

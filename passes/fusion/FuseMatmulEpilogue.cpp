@@ -1,7 +1,10 @@
 // --loom-fuse-matmul-epilogue: a bias add (and a tanh-GELU after it) that
-// only consumes a GEMM's result becomes the GEMM's epilogue.
+// only consumes a GEMM's result becomes the GEMM's epilogue, and so does an
+// add of a tensor of the result's own shape (a residual, a sum of
+// gradients): the GEMM adds it (cuBLASLt's beta = 1).
 
 #include "passes/fusion/Passes.h"
+#include "passes/fusion/RtBuffers.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -54,6 +57,40 @@ Value biasOf(rt::KernelOp add, Value product) {
   return bias;
 }
 
+/// matmul -> add(other): `other` when it has the product's type (a residual,
+/// or a running sum the GEMM continues), added whole.
+Value addendOf(rt::KernelOp add, Value product) {
+  if (add.getKernelId() != KernelId::Add || add.getInputs().size() != 2 ||
+      add.getOutputs().size() != 1)
+    return {};
+  Value other = add.getInputs()[0] == product ? add.getInputs()[1] : add.getInputs()[0];
+  if (other == product || other.getType() != product.getType() ||
+      add.getOutputs()[0].getType() != product.getType())
+    return {};
+  return other;
+}
+
+/// Whether an op strictly between `from` and `to` (one block) writes one of
+/// `buffers` (compared through aliases).
+bool writtenBetween(Operation *from, Operation *to, ArrayRef<Value> buffers) {
+  SmallVector<Value> roots;
+  for (Value v : buffers)
+    roots.push_back(fusion::rootOf(v));
+  for (Operation *op = from->getNextNode(); op && op != to; op = op->getNextNode()) {
+    SmallVector<Value> written;
+    if (auto kernel = dyn_cast<rt::KernelOp>(op))
+      written.append(kernel.getOutputs().begin(), kernel.getOutputs().end());
+    else if (auto copy = dyn_cast<rt::CopyOp>(op))
+      written.push_back(copy.getTarget());
+    else if (op->getNumRegions() > 0 || !isa<rt::AllocOp, rt::AliasOp>(op))
+      return true; // anything else (a collective, a send): assume it may
+    for (Value w : written)
+      if (llvm::is_contained(roots, fusion::rootOf(w)))
+        return true;
+  }
+  return false;
+}
+
 bool isTanhGelu(rt::KernelOp op) {
   auto approximate = dyn_cast_or_null<StringAttr>(op.getAttrs().get("approximate"));
   return op.getKernelId() == KernelId::Gelu && approximate && approximate.getValue() == "tanh";
@@ -77,6 +114,8 @@ struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpilogueP
       return;
     rt::KernelOp add = soleReader(product, matmul);
     Value bias = add ? biasOf(add, product) : Value();
+    if (!bias && add)
+      return fuseAddend(matmul, add, product);
     if (!bias || !isScratch(add.getOutputs()[0]))
       return;
     // The bias must exist where the GEMM runs.
@@ -129,6 +168,41 @@ struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpilogueP
     matmul.erase();
     if (result.use_empty())
       result.getDefiningOp()->erase();
+    if (product.use_empty())
+      product.getDefiningOp()->erase();
+  }
+
+  /// matmul -> add(product, other) of one shape and type: one GEMM writing
+  /// the add's result, `other` its C. It runs where the GEMM ran when
+  /// `other` is ready by then, else where the add ran (nothing in between
+  /// writing the GEMM's operands).
+  void fuseAddend(rt::KernelOp matmul, rt::KernelOp add, Value product) {
+    Value other = addendOf(add, product);
+    Value result = add ? add.getOutputs()[0] : Value();
+    if (!other || !isScratch(result) || matmul.getStreamAttr() != add.getStreamAttr() ||
+        matmul->getBlock() != add->getBlock())
+      return;
+    Operation *at = matmul;
+    rt::KernelOp otherWriter = fusion::writerOf(other);
+    if (otherWriter && otherWriter->getBlock() == matmul->getBlock() &&
+        !otherWriter->isBeforeInBlock(matmul)) {
+      if (writtenBetween(matmul, add, {matmul.getInputs()[0], matmul.getInputs()[1]}))
+        return;
+      at = add;
+    } else if (writtenBetween(matmul, add, {other})) {
+      return;
+    }
+    if (at == matmul.getOperation())
+      result.getDefiningOp()->moveBefore(matmul);
+    OpBuilder b(at);
+    SmallVector<NamedAttribute> attrs(matmul.getAttrs().getValue());
+    attrs.push_back(b.getNamedAttr("epilogue", b.getStringAttr("add")));
+    b.create<rt::KernelOp>(matmul.getLoc(), matmul.getKernelAttr(),
+                           ValueRange{matmul.getInputs()[0], matmul.getInputs()[1], other},
+                           ValueRange{result}, b.getDictionaryAttr(attrs),
+                           matmul.getStreamAttr());
+    add.erase();
+    matmul.erase();
     if (product.use_empty())
       product.getDefiningOp()->erase();
   }

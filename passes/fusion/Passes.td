@@ -33,7 +33,7 @@ def FuseAdamW : Pass<"loom-fuse-adamw", "mlir::ModuleOp"> {
 }
 
 def FuseMatmulEpilogue : Pass<"loom-fuse-matmul-epilogue", "mlir::ModuleOp"> {
-  let summary = "bias adds and tanh-GELUs after a GEMM become its epilogue";
+  let summary = "bias adds, residual adds and tanh-GELUs after a GEMM become its epilogue";
   let description = [{
     A GEMM whose result only feeds an `nn.add` of a `[N]` bias takes the
     bias as a third operand with `epilogue = "bias"`; when a tanh `nn.gelu`
@@ -41,6 +41,13 @@ def FuseMatmulEpilogue : Pass<"loom-fuse-matmul-epilogue", "mlir::ModuleOp"> {
     reshape), the GEMM writes the activation itself, `epilogue =
     "bias_gelu"` (cuBLASLt's fused epilogues on the GPU). In training the
     GELU's input is kept for its gradient, so there only the bias fuses.
+    An `nn.add` of the result and a tensor of its own shape and type (a
+    residual; the input gradient summed over the Q, K and V projections or
+    over gate and up; a weight gradient summed over microbatches) becomes
+    `epilogue = "add"` with that tensor as the third operand: the GEMM
+    writes the sum (cuBLASLt's beta = 1, rounded once), where the GEMM ran
+    if the addend is ready by then, else where the add ran. The CPU
+    reference rounds the product and adds, bitwise the unfused ops.
     Runs on `rt` programs before `--loom-plan-memory`.
 
     Before:

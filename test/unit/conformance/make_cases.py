@@ -1473,6 +1473,24 @@ def gen_linear_cross_entropy():
             rtol=2e-2, atol=2e-2, scratch=(3,))
 
 
+def gen_matmul_addend():
+    """nn.matmul with epilogue "add" (--loom-fuse-matmul-epilogue folds an add of
+    the product's shape: a residual, a running sum of gradients): the CPU
+    rounds the product and then adds, as the unfused ops; the GPU adds in f32
+    and rounds once (cuBLASLt's beta = 1), within one rounding of it."""
+    for name, dtype, out, ashape, bshape, ta, tb in [
+            ("bf16_residual", "bf16", "bf16", [2, 9, 24], [16, 24], 0, 1),
+            ("f32_batched", "f32", "f32", [3, 5, 7], [3, 7, 6], 0, 0),
+            ("bf16_to_f32_wgrad_sum", "bf16", "f32", [40, 12], [40, 20], 1, 0)]:
+        a, b = randt(dtype, ashape, -1, 1), randt(dtype, bshape, -1, 1)
+        y = matmul_ref(a.values.astype(np.float64), b.values.astype(np.float64), ta, tb)
+        c = randt(out, list(y.shape), -1, 1)
+        y = y + c.values
+        add("nn.matmul", name + "_add", [a, b, c], [T(out, y)],
+            attrs={"transpose_lhs": ta, "transpose_rhs": tb, "epilogue": "add"},
+            rtol=1e-2, atol=1e-2 if out != "f32" else 1e-4)
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -1497,6 +1515,7 @@ def main():
     gen_loss_grad_narrowed()
     gen_cast_multi()
     gen_linear_cross_entropy()
+    gen_matmul_addend()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]

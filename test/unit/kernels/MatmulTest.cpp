@@ -210,7 +210,7 @@ TEST(MatmulWidened, AnF32ResultIsTheAccumulationTheBf16ResultRounds) {
 TEST(MatmulEpilogue, RejectsABiasWithoutItsEpilogueAndAMisshapenBias) {
   OwnedTensor a(DType::F32, {2, 4}), b(DType::F32, {4, 3}), bias(DType::F32, {4}),
       out(DType::F32, {2, 3});
-  EXPECT_NE(errorMessage(run("nn.matmul", {a, b, bias}, {out})).find("needs a bias epilogue"),
+  EXPECT_NE(errorMessage(run("nn.matmul", {a, b, bias}, {out})).find("needs a bias or add epilogue"),
             std::string::npos);
   KernelAttrs attrs;
   attrs.set("epilogue", std::string("bias"));
@@ -218,6 +218,15 @@ TEST(MatmulEpilogue, RejectsABiasWithoutItsEpilogueAndAMisshapenBias) {
             std::string::npos);
   attrs.set("epilogue", std::string("relu"));
   EXPECT_NE(errorMessage(run("nn.matmul", {a, b}, {out}, attrs)).find("unknown epilogue"),
+            std::string::npos);
+  // "add" takes a tensor of the result's shape and dtype, and needs it.
+  attrs.set("epilogue", std::string("add"));
+  EXPECT_NE(errorMessage(run("nn.matmul", {a, b}, {out}, attrs)).find("needs the operand to add"),
+            std::string::npos);
+  EXPECT_NE(errorMessage(run("nn.matmul", {a, b, bias}, {out}, attrs)).find("addend shape"),
+            std::string::npos);
+  OwnedTensor narrow(DType::BF16, {2, 3});
+  EXPECT_NE(errorMessage(run("nn.matmul", {a, b, narrow}, {out}, attrs)).find("addend"),
             std::string::npos);
 }
 
