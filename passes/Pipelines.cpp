@@ -191,6 +191,8 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     // Before grouping: a cast inside a group no longer sees its GEMM.
     if (options.widenResults)
       pm.addPass(createWidenResults());
+    if (options.training())
+      pm.addPass(createShareCasts());
     // After widening: it matches the f32 logits and the compute-type gradient.
     if (options.fuseLinearCrossEntropy && options.training())
       pm.addPass(createFuseLinearCrossEntropy(

@@ -208,6 +208,21 @@ def FuseLinearCrossEntropy : Pass<"loom-fuse-linear-cross-entropy", "mlir::Modul
   ];
 }
 
+def ShareCasts : Pass<"loom-share-casts", "mlir::ModuleOp"> {
+  let summary = "one nn.cast per value and type in a block: the master weights cast once a step";
+  let description = [{
+    A training step unrolled over microbatches casts each f32 master weight
+    to the compute type once per microbatch: the copies carry their
+    microbatch's tag, so CSE keeps them apart, yet each reads the same
+    weights and writes the same values. Every `nn.cast` of a value to a
+    type that an earlier cast in the block already made is replaced by that
+    one. The bf16 weights then live from the first microbatch to the last
+    (as the compute-type copy of a framework's mixed-precision optimizer
+    does), and the per-microbatch passes over the f32 weights are gone.
+    Bit-identical.
+  }];
+}
+
 def FoldTransposes : Pass<"loom-fold-transposes", "mlir::ModuleOp"> {
   let summary = "transposes that the op before or after can do itself are folded into it";
   let description = [{
