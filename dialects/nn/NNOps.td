@@ -838,9 +838,14 @@ def NN_SiluGradOp : NN_KernelOp<"silu_grad", [Pure,
 def NN_LayerNormGradOp : NN_KernelOp<"layer_norm_grad", [Pure,
     AllTypesMatch<["input", "grad", "result"]>]> {
   let kernelDoc = [{
-    x [..., D], dy (x's shape), optional weight [D] -> dx; attrs epsilon (f64),
-    has_weight (0/1). The weight and bias gradients are plain reductions.
+    x [..., D], dy (x's shape), optional weight [D], optional addend (x's
+    shape and dtype, attr has_addend = 1: --loom-fuse-matmul-epilogue folds
+    the residual gradient's add; the CPU rounds dx and adds, the GPU adds
+    before rounding) -> dx; attrs epsilon (f64), has_weight (0/1). The
+    weight and bias gradients are plain reductions.
   }];
+  let kernelExtraInputs = 1;
+  let kernelExtraAttrs = [NN_KernelAttr<"has_addend", "Int">];
   let summary = "the input gradient of layer_norm";
   let description = [{
     With `xhat = (x - mean) / sqrt(var + epsilon)` and `g = dy * weight`
@@ -868,8 +873,11 @@ def NN_LayerNormGradOp : NN_KernelOp<"layer_norm_grad", [Pure,
 def NN_RmsNormGradOp : NN_KernelOp<"rms_norm_grad", [Pure,
     AllTypesMatch<["input", "grad", "result"]>]> {
   let kernelDoc = [{
-    x, dy, optional weight -> dx; attrs epsilon, has_weight (as layer_norm_grad)
+    x, dy, optional weight, optional addend -> dx; attrs epsilon, has_weight,
+    has_addend (as layer_norm_grad)
   }];
+  let kernelExtraInputs = 1;
+  let kernelExtraAttrs = [NN_KernelAttr<"has_addend", "Int">];
   let summary = "the input gradient of rms_norm";
   let description = [{
     With `r = 1 / sqrt(mean(x^2) + epsilon)`, `xhat = x * r` and

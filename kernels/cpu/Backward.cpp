@@ -119,7 +119,10 @@ llvm::Error runNormGrad(const KernelCall &call) {
         }
       }
     });
-    return llvm::Error::success();
+    // The residual's gradient: the unfused add, in place on the result.
+    if (plan.addend)
+      return runKernel("nn.add", {out, *plan.addend}, {out}, {}, call.ctx);
+    return llvm::Error(llvm::Error::success());
   });
 }
 

@@ -525,12 +525,20 @@ llvm::Expected<NormPlan> checkNormGrad(KernelId id, llvm::ArrayRef<Tensor> input
   plan.layerNorm = id == KernelId::LayerNormGrad;
   plan.features = x.shape.back();
   const size_t numInputs = inputs.size();
-  LOOM_ASSIGN_OR_RETURN(bool hasWeight, attrs.getBool("has_weight", numInputs == 3));
+  LOOM_ASSIGN_OR_RETURN(bool hasAddend, attrs.getBool("has_addend", false));
+  LOOM_ASSIGN_OR_RETURN(bool hasWeight,
+                        attrs.getBool("has_weight", numInputs == size_t(3) + hasAddend));
   LOOM_ASSIGN_OR_RETURN(plan.epsilon, attrs.getF64("epsilon", plan.layerNorm ? 1e-5 : 1e-6));
-  if (size_t(2) + hasWeight != numInputs)
-    return kernelError("has_weight=" + llvm::Twine(hasWeight) + " disagrees with " +
-                       llvm::Twine(numInputs) + " inputs");
+  if (size_t(2) + hasWeight + hasAddend != numInputs)
+    return kernelError("has_weight=" + llvm::Twine(hasWeight) + " and has_addend=" +
+                       llvm::Twine(hasAddend) + " disagree with " + llvm::Twine(numInputs) +
+                       " inputs");
   plan.weight = hasWeight ? &inputs[2] : nullptr;
+  plan.addend = hasAddend ? &inputs.back() : nullptr;
+  if (plan.addend) {
+    LOOM_RETURN_IF_ERROR(checkSameShape(x, "input", *plan.addend, "addend"));
+    LOOM_RETURN_IF_ERROR(checkSameDType(x, "input", *plan.addend, "addend"));
+  }
   if (plan.weight)
     LOOM_RETURN_IF_ERROR(checkFeatureParam(*plan.weight, "weight", x, plan.features));
   plan.rows = plan.features == 0 ? 0 : x.numElements() / plan.features;

@@ -162,6 +162,7 @@ struct NormPlan {
   int64_t features, rows;
   double epsilon;
   const Tensor *weight = nullptr, *bias = nullptr;
+  const Tensor *addend = nullptr; // the norm gradients' residual (has_addend)
 };
 /// nn.layer_norm and nn.rms_norm (inputs x, [weight], [bias]).
 llvm::Expected<NormPlan> checkNorm(KernelId id, llvm::ArrayRef<Tensor> inputs,

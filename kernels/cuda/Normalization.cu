@@ -73,7 +73,8 @@ __global__ void __launch_bounds__(1024)
 template <typename T, int G, int K, bool LAYER>
 __global__ void __launch_bounds__(1024)
     normGradKernel(const T *__restrict__ x, const T *__restrict__ dy,
-                   const T *__restrict__ weight, T *dx, int64_t rows, int n, float eps) {
+                   const T *__restrict__ weight, T *dx, int64_t rows, int n, float eps,
+                   const T *__restrict__ addend) {
   __shared__ float red[32];
   const int lane = threadIdx.x % G;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
@@ -124,7 +125,10 @@ __global__ void __launch_bounds__(1024)
         if (weight)
           g *= toF(weight[j]);
         const float xhat = (xs[k] - mean) * invStd;
-        dx[base + j] = fromF<T>(invStd * (g - meanG - xhat * meanGXhat));
+        float v = invStd * (g - meanG - xhat * meanGXhat);
+        if (addend)
+          v += toF(addend[base + j]);
+        dx[base + j] = fromF<T>(v);
       }
     }
   } else {
@@ -133,7 +137,10 @@ __global__ void __launch_bounds__(1024)
       if (weight)
         g *= toF(weight[j]);
       const float xhat = (toF(in[j]) - mean) * invStd;
-      dx[base + j] = fromF<T>(invStd * (g - meanG - xhat * meanGXhat));
+      float v = invStd * (g - meanG - xhat * meanGXhat);
+      if (addend)
+        v += toF(addend[base + j]);
+      dx[base + j] = fromF<T>(v);
     }
   }
 }
@@ -214,7 +221,8 @@ __global__ void __launch_bounds__(G < 256 ? 256 : G)
 template <typename T, int G, int KV, bool LAYER>
 __global__ void __launch_bounds__(G < 256 ? 256 : G)
     normGradVecKernel(const T *__restrict__ x, const T *__restrict__ dy,
-                      const T *__restrict__ weight, T *dx, int64_t rows, int n, float eps) {
+                      const T *__restrict__ weight, T *dx, int64_t rows, int n, float eps,
+                      const T *__restrict__ addend) {
   using P = Pack16<T>;
   constexpr int VN = P::kWidth;
   __shared__ float red[32];
@@ -285,16 +293,21 @@ __global__ void __launch_bounds__(G < 256 ? 256 : G)
   for (int k = 0; k < KV; ++k) {
     const int q = lane + k * G;
     if (q < nv) {
-      P wv, o;
+      P wv, av, o;
       if (weight)
         wv = ws[q];
+      if (addend)
+        av = reinterpret_cast<const P *>(addend + base)[q];
 #pragma unroll
       for (int e = 0; e < VN; ++e) {
         float g = toF(gs[k].v[e]);
         if (weight)
           g *= toF(wv.v[e]);
         const float xhat = (toF(xs[k].v[e]) - mean) * invStd;
-        o.v[e] = fromF<T>(invStd * (g - meanG - xhat * meanGXhat));
+        float v = invStd * (g - meanG - xhat * meanGXhat);
+        if (addend)
+          v += toF(av.v[e]);
+        o.v[e] = fromF<T>(v);
       }
       dst[q] = o;
     }
@@ -350,10 +363,11 @@ llvm::Error launchNorm(const KernelCall &call) {
 }
 
 llvm::Error launchNormGrad(const KernelCall &call) {
-  LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 3, 1, 1));
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 2, 4, 1, 1));
   const Tensor &x = call.inputs[0], &dy = call.inputs[1], &out = call.outputs[0];
   LOOM_ASSIGN_OR_RETURN(cpu::detail::NormPlan plan,
                         cpu::detail::checkNormGrad(call.id, call.inputs, out, call.attrs));
+  const void *addendData = plan.addend ? plan.addend->data : nullptr;
   const bool layerNorm = plan.layerNorm;
   const int64_t features = plan.features, rows = plan.rows;
   const double epsilon = plan.epsilon;
@@ -368,20 +382,21 @@ llvm::Error launchNormGrad(const KernelCall &call) {
     const T *dys = static_cast<const T *>(dy.data);
     const T *ws = weight ? static_cast<const T *>(weight->data) : nullptr;
     T *dxs = static_cast<T *>(out.data);
+    const T *adds = static_cast<const T *>(addendData);
     const float eps = static_cast<float>(epsilon);
     cudaStream_t stream = call.ctx.stream;
     const bool aligned = isAligned(xs, 16) && isAligned(dys, 16) && isAligned(ws, 16) &&
-                         isAligned(dxs, 16);
+                         isAligned(dxs, 16) && isAligned(adds, 16);
     if (withVecRowConfig<T>(features, aligned, [&](auto cfg) {
           using Cfg = decltype(cfg);
           if (layerNorm)
             normGradVecKernel<T, Cfg::G, Cfg::K, true>
                 <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, dys, ws, dxs, rows,
-                                                                     int(features), eps);
+                                                                     int(features), eps, adds);
           else
             normGradVecKernel<T, Cfg::G, Cfg::K, false>
                 <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, dys, ws, dxs, rows,
-                                                                     int(features), eps);
+                                                                     int(features), eps, adds);
         }))
       return llvm::Error::success();
     withRowConfig(features, [&](auto cfg) {
@@ -389,11 +404,11 @@ llvm::Error launchNormGrad(const KernelCall &call) {
       if (layerNorm)
         normGradKernel<T, Cfg::G, Cfg::K, true>
             <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, dys, ws, dxs, rows,
-                                                                 int(features), eps);
+                                                                 int(features), eps, adds);
       else
         normGradKernel<T, Cfg::G, Cfg::K, false>
             <<<rowBlocks<Cfg>(rows), Cfg::threads, 0, stream>>>(xs, dys, ws, dxs, rows,
-                                                                 int(features), eps);
+                                                                 int(features), eps, adds);
     });
     return llvm::Error::success();
   });

@@ -106,6 +106,23 @@ struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpilogueP
     });
     for (rt::KernelOp matmul : matmuls)
       fuse(matmul);
+    // A norm's input gradient plus the residual's gradient: the norm
+    // gradient kernel adds it (has_addend).
+    SmallVector<rt::KernelOp> normGrads;
+    getOperation().walk([&](rt::KernelOp op) {
+      if ((op.getKernelId() == KernelId::RmsNormGrad ||
+           op.getKernelId() == KernelId::LayerNormGrad) &&
+          op.getOutputs().size() == 1 && !op.getAttrs().get("has_addend"))
+        normGrads.push_back(op);
+    });
+    OpBuilder b(&getContext());
+    for (rt::KernelOp grad : normGrads) {
+      Value result = grad.getOutputs()[0];
+      if (!isScratch(result))
+        continue;
+      if (rt::KernelOp add = soleReader(result, grad))
+        fuseAddend(grad, add, result, b.getNamedAttr("has_addend", b.getI64IntegerAttr(1)));
+    }
   }
 
   void fuse(rt::KernelOp matmul) {
@@ -114,8 +131,11 @@ struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpilogueP
       return;
     rt::KernelOp add = soleReader(product, matmul);
     Value bias = add ? biasOf(add, product) : Value();
-    if (!bias && add)
-      return fuseAddend(matmul, add, product);
+    if (!bias && add) {
+      Builder b(&getContext());
+      return fuseAddend(matmul, add, product,
+                        b.getNamedAttr("epilogue", b.getStringAttr("add")));
+    }
     if (!bias || !isScratch(add.getOutputs()[0]))
       return;
     // The bias must exist where the GEMM runs.
@@ -172,11 +192,12 @@ struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpilogueP
       product.getDefiningOp()->erase();
   }
 
-  /// matmul -> add(product, other) of one shape and type: one GEMM writing
-  /// the add's result, `other` its C. It runs where the GEMM ran when
-  /// `other` is ready by then, else where the add ran (nothing in between
-  /// writing the GEMM's operands).
-  void fuseAddend(rt::KernelOp matmul, rt::KernelOp add, Value product) {
+  /// kernel -> add(product, other) of one shape and type: one call writing
+  /// the add's result, `other` its last input (the GEMM's C, a norm
+  /// gradient's residual) and `marker` saying so. It runs where the kernel
+  /// ran when `other` is ready by then, else where the add ran (nothing in
+  /// between writing the kernel's inputs).
+  void fuseAddend(rt::KernelOp matmul, rt::KernelOp add, Value product, NamedAttribute marker) {
     Value other = addendOf(add, product);
     Value result = add ? add.getOutputs()[0] : Value();
     if (!other || !isScratch(result) || matmul.getStreamAttr() != add.getStreamAttr() ||
@@ -186,7 +207,7 @@ struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpilogueP
     rt::KernelOp otherWriter = fusion::writerOf(other);
     if (otherWriter && otherWriter->getBlock() == matmul->getBlock() &&
         !otherWriter->isBeforeInBlock(matmul)) {
-      if (writtenBetween(matmul, add, {matmul.getInputs()[0], matmul.getInputs()[1]}))
+      if (writtenBetween(matmul, add, SmallVector<Value>(matmul.getInputs())))
         return;
       at = add;
     } else if (writtenBetween(matmul, add, {other})) {
@@ -196,11 +217,11 @@ struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpilogueP
       result.getDefiningOp()->moveBefore(matmul);
     OpBuilder b(at);
     SmallVector<NamedAttribute> attrs(matmul.getAttrs().getValue());
-    attrs.push_back(b.getNamedAttr("epilogue", b.getStringAttr("add")));
-    b.create<rt::KernelOp>(matmul.getLoc(), matmul.getKernelAttr(),
-                           ValueRange{matmul.getInputs()[0], matmul.getInputs()[1], other},
-                           ValueRange{result}, b.getDictionaryAttr(attrs),
-                           matmul.getStreamAttr());
+    attrs.push_back(marker);
+    SmallVector<Value> inputs(matmul.getInputs());
+    inputs.push_back(other);
+    b.create<rt::KernelOp>(matmul.getLoc(), matmul.getKernelAttr(), inputs, ValueRange{result},
+                           b.getDictionaryAttr(attrs), matmul.getStreamAttr());
     add.erase();
     matmul.erase();
     if (product.use_empty())

@@ -163,3 +163,25 @@ rt.program @broadcast rank = 0 streams = ["compute"] {
   rt.kernel "nn.add" (%t, %r) -> (%y) : (memref<4x16xf32>, memref<1x16xf32>) -> memref<4x16xf32>
   rt.output "y" %y : memref<4x16xf32>
 }
+
+// -----
+
+// A norm's input gradient plus the residual's gradient: the norm gradient
+// kernel adds it (has_addend), the add goes.
+// CHECK-LABEL: rt.program @norm_grad_residual
+// CHECK: %[[R:.*]] = rt.input "r"
+// CHECK: %[[D:.*]] = rt.alloc : memref<4x16xbf16>
+// CHECK-NEXT: rt.kernel "nn.rms_norm_grad"(%{{.*}}, %{{.*}}, %{{.*}}, %[[R]]) -> (%[[D]]) attrs {epsilon = 1.000000e-05 : f64, has_addend = 1 : i64, has_weight = 1 : i64}
+// CHECK-NOT: nn.add
+// CHECK: rt.output "dx" %[[D]]
+rt.program @norm_grad_residual rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<4x16xbf16>
+  %dy = rt.input "dy" : memref<4x16xbf16>
+  %r = rt.input "r" : memref<4x16xbf16>
+  %w = rt.param "w" : memref<16xbf16>
+  %t = rt.alloc : memref<4x16xbf16>
+  rt.kernel "nn.rms_norm_grad" (%x, %dy, %w) -> (%t) attrs {epsilon = 1.000000e-05 : f64, has_weight = 1 : i64} : (memref<4x16xbf16>, memref<4x16xbf16>, memref<16xbf16>) -> memref<4x16xbf16>
+  %d = rt.alloc : memref<4x16xbf16>
+  rt.kernel "nn.add" (%t, %r) -> (%d) : (memref<4x16xbf16>, memref<4x16xbf16>) -> memref<4x16xbf16>
+  rt.output "dx" %d : memref<4x16xbf16>
+}

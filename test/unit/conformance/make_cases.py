@@ -1491,6 +1491,32 @@ def gen_matmul_addend():
             rtol=1e-2, atol=1e-2 if out != "f32" else 1e-4)
 
 
+def gen_norm_grad_addend():
+    """nn.rms_norm_grad / nn.layer_norm_grad with has_addend = 1
+    (--loom-fuse-matmul-epilogue folds the residual gradient's add): dx plus
+    the addend, on shapes that take the vector path and that do not."""
+    def grad(x, dy, w, eps, centered):
+        g = dy * w if w is not None else dy
+        mean = x.mean(-1, keepdims=True) if centered else 0.0
+        inv = 1 / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + eps)
+        xhat = (x - mean) * inv
+        gm = g.mean(-1, keepdims=True) if centered else 0.0
+        return inv * (g - gm - xhat * (g * xhat).mean(-1, keepdims=True))
+
+    for kernel, centered, eps in (("nn.rms_norm_grad", False, 1e-6),
+                                  ("nn.layer_norm_grad", True, 1e-5)):
+        for name, dtype, shape, has_w in [("bf16_vec_addend", "bf16", [3, 64], True),
+                                          ("f32_odd_addend", "f32", [2, 5, 37], False)]:
+            x, dy, r = randt(dtype, shape), randt(dtype, shape), randt(dtype, shape)
+            w = randt(dtype, [shape[-1]], 0.5, 1.5) if has_w else None
+            dx = grad(x.values, dy.values, w.values if w is not None else None, eps, centered)
+            # The CPU rounds dx to the dtype and then adds (the unfused add).
+            step = (lambda v: v) if dtype == "f32" else (lambda v: round_to(v, dtype))
+            add(kernel, name, [t for t in (x, dy, w, r) if t is not None],
+                [T(dtype, step(dx) + r.values)],
+                attrs={"epsilon": eps, "has_weight": int(has_w), "has_addend": 1})
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -1516,6 +1542,7 @@ def main():
     gen_cast_multi()
     gen_linear_cross_entropy()
     gen_matmul_addend()
+    gen_norm_grad_addend()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
