@@ -1,4 +1,5 @@
 #include "KernelTestSupport.h"
+#include "runtime/abi/LinearCrossEntropy.h"
 
 #include <cmath>
 
@@ -80,6 +81,38 @@ TEST(CrossEntropyKernelTest, Errors) {
                       "'reduction' is 'max'");
   OwnedTensor shortLabels(DType::I64, {1}, {0});
   EXPECT_KERNEL_ERROR(run("nn.cross_entropy", {x, shortLabels}, {out}), "does not match logits");
+}
+
+// nn.linear_cross_entropy (--loom-fuse-linear-cross-entropy) refuses what it
+// cannot run: a scratch smaller than its chunk needs, a label out of range,
+// reduction none, a chunk of no rows, a weight of another width.
+TEST(LinearCrossEntropyKernelTest, Errors) {
+  OwnedTensor x(DType::F32, {4, 3}), w(DType::F32, {5, 3}), labels(DType::I64, {4}, {0, 1, 4, 2});
+  OwnedTensor dloss(DType::F32, {}, {1.0}), loss(DType::F32, {}), dx(DType::F32, {4, 3}),
+      dw(DType::F32, {5, 3});
+  const int64_t words = linearCrossEntropyScratch(4, 3, 5, 2, 4, true).words;
+  OwnedTensor scratch(DType::F32, {words}), small(DType::F32, {words - 1});
+  KernelAttrs attrs = KernelAttrs().set("chunk", int64_t(2));
+  ASSERT_KERNEL_OK(run("nn.linear_cross_entropy", {x, w, labels, dloss}, {loss, dx, dw, scratch},
+                       attrs));
+  EXPECT_KERNEL_ERROR(run("nn.linear_cross_entropy", {x, w, labels, dloss},
+                          {loss, dx, dw, small}, attrs),
+                      "the scratch must be at least");
+  OwnedTensor outside(DType::I64, {4}, {0, 1, 5, 2});
+  EXPECT_KERNEL_ERROR(run("nn.linear_cross_entropy", {x, w, outside, dloss},
+                          {loss, dx, dw, scratch}, attrs),
+                      "label 5 of row 2 is outside [0, 5)");
+  EXPECT_KERNEL_ERROR(run("nn.linear_cross_entropy", {x, w, labels, dloss},
+                          {loss, dx, dw, scratch},
+                          KernelAttrs(attrs).set("reduction", std::string("none"))),
+                      "must be mean or sum");
+  EXPECT_KERNEL_ERROR(run("nn.linear_cross_entropy", {x, w, labels, dloss},
+                          {loss, dx, dw, scratch}, KernelAttrs().set("chunk", int64_t(0))),
+                      "'chunk' must be at least 1");
+  OwnedTensor wide(DType::F32, {5, 4});
+  EXPECT_KERNEL_ERROR(run("nn.linear_cross_entropy", {x, wide, labels, dloss},
+                          {loss, dx, dw, scratch}, attrs),
+                      "should be [N, H], [V, H] and [N]");
 }
 
 } // namespace
