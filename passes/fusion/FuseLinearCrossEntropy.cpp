@@ -9,6 +9,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 namespace loom {
 #define GEN_PASS_DEF_FUSELINEARCROSSENTROPY
 #include "passes/fusion/Passes.h.inc"
@@ -52,7 +54,12 @@ struct Match {
   SmallVector<Operation *> reshapes;
 };
 
-std::optional<Match> match(nn::CrossEntropyGradOp lossGrad) {
+/// Ops' positions in their blocks, numbered before any rewrite (MLIR's own
+/// order is renumbered after each insertion: quadratic over thousands of
+/// microbatches).
+using Order = llvm::DenseMap<Operation *, int64_t>;
+
+std::optional<Match> match(nn::CrossEntropyGradOp lossGrad, const Order &order) {
   Match m;
   m.lossGrad = lossGrad;
   if (lossGrad.getReduction() == nn::LossReduction::none)
@@ -114,7 +121,7 @@ std::optional<Match> match(nn::CrossEntropyGradOp lossGrad) {
   // already exist there.
   Value seed = lossGrad.getGrad();
   if (Operation *def = seed.getDefiningOp())
-    if (def->getBlock() != m.loss->getBlock() || !def->isBeforeInBlock(m.loss))
+    if (def->getBlock() != m.loss->getBlock() || order.lookup(def) >= order.lookup(m.loss))
       return std::nullopt;
   return m;
 }
@@ -132,8 +139,14 @@ struct FuseLinearCrossEntropyPass
     }
     SmallVector<nn::CrossEntropyGradOp> grads;
     getOperation()->walk([&](nn::CrossEntropyGradOp g) { grads.push_back(g); });
+    Order order;
+    getOperation()->walk([&](Block *block) {
+      int64_t i = 0;
+      for (Operation &op : *block)
+        order[&op] = i++;
+    });
     for (nn::CrossEntropyGradOp g : grads)
-      if (std::optional<Match> m = match(g))
+      if (std::optional<Match> m = match(g, order))
         rewrite(*m);
   }
 

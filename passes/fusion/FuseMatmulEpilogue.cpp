@@ -6,6 +6,8 @@
 #include "passes/fusion/Passes.h"
 #include "passes/fusion/RtBuffers.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -97,7 +99,19 @@ bool isTanhGelu(rt::KernelOp op) {
 }
 
 struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpiloguePass> {
+  /// Each op's position in its block, numbered once: MLIR's own order
+  /// (isBeforeInBlock) is renumbered after every insertion, which made the
+  /// pass quadratic in a step of thousands of microbatches. An op this pass
+  /// creates takes the number of the op it stands for.
+  llvm::DenseMap<Operation *, int64_t> order_;
+  bool before(Operation *a, Operation *b) const { return order_.lookup(a) < order_.lookup(b); }
+
   void runOnOperation() override {
+    getOperation().walk([&](Block *block) {
+      int64_t i = 0;
+      for (Operation &op : *block)
+        order_[&op] = i++;
+    });
     SmallVector<rt::KernelOp> matmuls;
     getOperation().walk([&](rt::KernelOp op) {
       if (op.getKernelId() == KernelId::Matmul && op.getInputs().size() == 2 &&
@@ -140,7 +154,7 @@ struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpilogueP
       return;
     // The bias must exist where the GEMM runs.
     if (Operation *def = bias.getDefiningOp())
-      if (def->getBlock() != matmul->getBlock() || !def->isBeforeInBlock(matmul))
+      if (def->getBlock() != matmul->getBlock() || !before(def, matmul))
         return;
     Value result = add.getOutputs()[0];
     std::string epilogue = "bias";
@@ -175,15 +189,18 @@ struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpilogueP
     }
     SmallVector<NamedAttribute> attrs(matmul.getAttrs().getValue());
     attrs.push_back(b.getNamedAttr("epilogue", b.getStringAttr(epilogue)));
-    b.create<rt::KernelOp>(matmul.getLoc(), matmul.getKernelAttr(),
-                           ValueRange{matmul.getInputs()[0], matmul.getInputs()[1], bias},
-                           ValueRange{target}, b.getDictionaryAttr(attrs),
-                           matmul.getStreamAttr());
+    auto fused = b.create<rt::KernelOp>(
+        matmul.getLoc(), matmul.getKernelAttr(),
+        ValueRange{matmul.getInputs()[0], matmul.getInputs()[1], bias}, ValueRange{target},
+        b.getDictionaryAttr(attrs), matmul.getStreamAttr());
+    order_[fused] = order_.lookup(matmul);
     if (gelu) {
       gelu->erase();
       if (reshape)
         reshape.erase();
     }
+    order_.erase(add);
+    order_.erase(matmul);
     add.erase();
     matmul.erase();
     if (result.use_empty())
@@ -206,7 +223,7 @@ struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpilogueP
     Operation *at = matmul;
     rt::KernelOp otherWriter = fusion::writerOf(other);
     if (otherWriter && otherWriter->getBlock() == matmul->getBlock() &&
-        !otherWriter->isBeforeInBlock(matmul)) {
+        !before(otherWriter, matmul)) {
       if (writtenBetween(matmul, add, SmallVector<Value>(matmul.getInputs())))
         return;
       at = add;
@@ -220,8 +237,14 @@ struct FuseMatmulEpiloguePass : impl::FuseMatmulEpilogueBase<FuseMatmulEpilogueP
     attrs.push_back(marker);
     SmallVector<Value> inputs(matmul.getInputs());
     inputs.push_back(other);
-    b.create<rt::KernelOp>(matmul.getLoc(), matmul.getKernelAttr(), inputs, ValueRange{result},
-                           b.getDictionaryAttr(attrs), matmul.getStreamAttr());
+    auto fused = b.create<rt::KernelOp>(matmul.getLoc(), matmul.getKernelAttr(), inputs,
+                                        ValueRange{result}, b.getDictionaryAttr(attrs),
+                                        matmul.getStreamAttr());
+    order_[fused] = order_.lookup(at);
+    if (at == matmul.getOperation())
+      order_[result.getDefiningOp()] = order_.lookup(at) - 1;
+    order_.erase(add);
+    order_.erase(matmul);
     add.erase();
     matmul.erase();
     if (product.use_empty())
