@@ -213,6 +213,7 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
       pm.addPass(createFuseSumSquares());
     if (options.fuseNormWeightGrad)
       pm.addPass(createFuseNormWeightGrad());
+    pm.addPass(createFuseSwiglu());
     pm.addPass(createFuseCasts());
     pm.addPass(createPlanMemory());
     pm.addPass(createAssignStreams());

@@ -153,6 +153,19 @@ def NN_CastMultiKernel : NN_RuntimeKernel<"nn.cast_multi", 1, -1, -1, [], [{
   rounds. Bitwise what the casts one by one write.
 }]>;
 
+def NN_SwigluKernel : NN_RuntimeKernel<"nn.swiglu", 2, 2, 2, [], [{
+  The SwiGLU product in one call (--loom-fuse-swiglu): g, u (one float type
+  and shape) -> s = silu(g), h = s * u: what nn.silu and then nn.mul write
+  (s rounded to the type before the product). s is kept for the backward.
+}]>;
+
+def NN_SwigluGradKernel : NN_RuntimeKernel<"nn.swiglu_grad", 4, 4, 2, [], [{
+  The SwiGLU product's gradients in one call (--loom-fuse-swiglu): g, u,
+  s (= silu(g)), dy (one float type and shape) -> dg = silu_grad(g, dy * u),
+  du = dy * s: what nn.mul, nn.mul and nn.silu_grad write (dy * u rounded to
+  the type before the silu gradient).
+}]>;
+
 def NN_ScaledMatmulKernel : NN_RuntimeKernel<"nn.scaled_matmul", 4, 4, 1, [], [{
   FP8 GEMM with per-tensor scales: a [M, K] and b [N, K] (f8E4M3FN or
   f8E5M2, not both f8E5M2), scale_a and scale_b (f32 scalars) -> out [M, N]

@@ -386,6 +386,44 @@ llvm::Error runIota(const KernelCall &call) {
   return llvm::Error::success();
 }
 
+namespace {
+/// Operands of one float type and shape, as nn.swiglu(_grad) take them.
+llvm::Error checkSwiglu(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out) {
+  for (const Tensor *t : {&in.front(), &out.front()})
+    if (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16)
+      return kernelError(llvm::Twine("operands must be f32, bf16 or f16, got ") +
+                         dtypeName(t->dtype));
+  for (llvm::ArrayRef<Tensor> list : {in, out})
+    for (const Tensor &t : list)
+      if (t.dtype != in.front().dtype || t.shape != in.front().shape)
+        return kernelError("every operand must be " + shapeToString(in.front().shape) + " " +
+                           std::string(dtypeName(in.front().dtype)) + ", got " +
+                           shapeToString(t.shape) + " " + std::string(dtypeName(t.dtype)));
+  return llvm::Error::success();
+}
+} // namespace
+
+// nn.swiglu and nn.swiglu_grad: the unfused kernels, in order, so the
+// results are theirs bit for bit.
+llvm::Error runSwiglu(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkSwiglu(call.inputs, call.outputs));
+  const Tensor &g = call.inputs[0], &u = call.inputs[1], &s = call.outputs[0],
+               &h = call.outputs[1];
+  LOOM_RETURN_IF_ERROR(runKernel(KernelId::Silu, {g}, {s}, KernelAttrs(), call.ctx));
+  return runKernel(KernelId::Mul, {s, u}, {h}, KernelAttrs(), call.ctx);
+}
+
+llvm::Error runSwigluGrad(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkSwiglu(call.inputs, call.outputs));
+  const Tensor &g = call.inputs[0], &u = call.inputs[1], &s = call.inputs[2],
+               &dy = call.inputs[3], &dg = call.outputs[0], &du = call.outputs[1];
+  std::vector<char> scratch(dy.sizeInBytes());
+  Tensor a{scratch.data(), dy.dtype, dy.shape};
+  LOOM_RETURN_IF_ERROR(runKernel(KernelId::Mul, {dy, u}, {a}, KernelAttrs(), call.ctx));
+  LOOM_RETURN_IF_ERROR(runKernel(KernelId::Mul, {dy, s}, {du}, KernelAttrs(), call.ctx));
+  return runKernel(KernelId::SiluGrad, {g, a}, {dg}, KernelAttrs(), call.ctx);
+}
+
 llvm::Error runCastMulti(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkCastMulti(call.inputs, call.outputs));
   for (size_t i = 0; i < call.inputs.size(); ++i) {

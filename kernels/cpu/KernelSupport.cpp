@@ -47,6 +47,7 @@ constexpr KernelImpl kImplementations[] = {
     {KernelId::Adamw, runAdamW},
     {KernelId::AdamwMulti, runAdamWMulti}, {KernelId::SumSquaresMulti, runSumSquaresMulti},
     {KernelId::NormWeightGrad, runNormWeightGrad}, {KernelId::CastMulti, runCastMulti},
+    {KernelId::Swiglu, runSwiglu}, {KernelId::SwigluGrad, runSwigluGrad},
     {KernelId::GeluGrad, runActivationGrad}, {KernelId::SiluGrad, runActivationGrad},
     {KernelId::LayerNormGrad, runNormGrad}, {KernelId::RmsNormGrad, runNormGrad},
     {KernelId::AttentionGrad, runAttentionGrad},

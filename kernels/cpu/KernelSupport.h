@@ -77,6 +77,8 @@ llvm::Error runScaledMatmul(const KernelCall &call);
 llvm::Error runAdamWMulti(const KernelCall &call);
 llvm::Error runSumSquaresMulti(const KernelCall &call); // Reduction.cpp
 llvm::Error runCastMulti(const KernelCall &call);       // Elementwise.cpp
+llvm::Error runSwiglu(const KernelCall &call);          // Elementwise.cpp
+llvm::Error runSwigluGrad(const KernelCall &call);      // Elementwise.cpp
 llvm::Error runNormWeightGrad(const KernelCall &call);  // Normalization.cpp
 // nn.fused: the body's members one by one (Fused.cpp).
 llvm::Error runFused(const KernelCall &call);

@@ -766,9 +766,145 @@ llvm::Error launchActivationGrad(const KernelCall &call) {
   });
 }
 
+//===----------------------------------------------------------------------===//
+// SwiGLU (--loom-fuse-swiglu): the product and its gradients, one pass each
+//===----------------------------------------------------------------------===//
+
+/// s = silu(g), h = s * u.
+template <DType D> struct SwigluFn {
+  using S = StorageOf<D>;
+  __device__ void operator()(const S *x, S *y) const {
+    y[0] = UnaryFn<UnaryOp::Silu, D>{}(0, x[0]);
+    y[1] = BinaryFn<BinaryOp::Mul, D>{}(0, y[0], x[1]);
+  }
+};
+
+/// (g, u, s, dy) -> dg = silu_grad(g, dy * u), du = dy * s.
+template <DType D> struct SwigluGradFn {
+  using S = StorageOf<D>;
+  __device__ void operator()(const S *x, S *y) const {
+    const S a = BinaryFn<BinaryOp::Mul, D>{}(0, x[3], x[1]);
+    y[1] = BinaryFn<BinaryOp::Mul, D>{}(0, x[3], x[2]);
+    y[0] = ActivationGradFn<Activation::Silu, D>{}(0, x[0], a);
+  }
+};
+
+template <int IN, int OUT, typename LaunchFn>
+llvm::Error launchMultiMap(const KernelCall &call, LaunchFn &&launch) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, IN, IN, OUT, OUT));
+  const Tensor &first = call.inputs[0];
+  for (llvm::ArrayRef<Tensor> list : {call.inputs, call.outputs})
+    for (const Tensor &t : list)
+      if (t.dtype != first.dtype || t.shape != first.shape)
+        return kernelError("every operand must be " + cpu::detail::shapeToString(first.shape) +
+                           " " + std::string(dtypeName(first.dtype)) + ", got " +
+                           cpu::detail::shapeToString(t.shape) + " " +
+                           std::string(dtypeName(t.dtype)));
+  return dispatchFloatDType(first.dtype, "operand", [&](auto tag) -> llvm::Error {
+    constexpr DType D = decltype(tag)::value;
+    using S = StorageOf<D>;
+    const int64_t n = first.numElements();
+    if (n == 0)
+      return llvm::Error::success();
+    bool aligned = true;
+    // The pointer arrays travel as kernel arguments (by value, in a struct).
+    struct Pointers {
+      const S *in[IN];
+      S *out[OUT];
+    } p;
+    for (int i = 0; i < IN; ++i) {
+      p.in[i] = static_cast<const S *>(call.inputs[i].data);
+      aligned = aligned && isAligned(p.in[i], 16);
+    }
+    for (int o = 0; o < OUT; ++o) {
+      p.out[o] = static_cast<S *>(call.outputs[o].data);
+      aligned = aligned && isAligned(p.out[o], 16);
+    }
+    constexpr int V = 16 / sizeof(S);
+    const int64_t work = aligned ? std::max<int64_t>(n / V, 1) : n;
+    launch(tag, p, n, aligned, gridFor(work, call.ctx));
+    return cudaError(cudaGetLastError(), "launch");
+  });
+}
+
+/// The pointer arrays as a kernel's by-value argument.
+template <typename S, int IN, int OUT> struct PointerArgs {
+  const S *in[IN];
+  S *out[OUT];
+};
+
+/// Each element as the unfused kernels compute it (UnaryFn, BinaryFn,
+/// ActivationGradFn): 16-byte vectors where every pointer is aligned, then
+/// the tail one by one.
+template <DType D, typename Fn, int IN, int OUT>
+__global__ void __launch_bounds__(kBlockSize)
+    multiMapArgsKernel(Fn fn, PointerArgs<StorageOf<D>, IN, OUT> p, int64_t n, bool vectors) {
+  using S = StorageOf<D>;
+  constexpr int V = 16 / sizeof(S);
+  struct alignas(16) P {
+    S v[V];
+  };
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t nv = vectors ? n / V : 0;
+  for (int64_t q = first; q < nv; q += stride) {
+    P a[IN], r[OUT];
+#pragma unroll
+    for (int i = 0; i < IN; ++i)
+      a[i] = reinterpret_cast<const P *>(p.in[i])[q];
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      S x[IN], y[OUT];
+#pragma unroll
+      for (int i = 0; i < IN; ++i)
+        x[i] = a[i].v[e];
+      fn(x, y);
+#pragma unroll
+      for (int o = 0; o < OUT; ++o)
+        r[o].v[e] = y[o];
+    }
+#pragma unroll
+    for (int o = 0; o < OUT; ++o)
+      reinterpret_cast<P *>(p.out[o])[q] = r[o];
+  }
+  for (int64_t k = nv * V + first; k < n; k += stride) {
+    S x[IN], y[OUT];
+#pragma unroll
+    for (int i = 0; i < IN; ++i)
+      x[i] = p.in[i][k];
+    fn(x, y);
+#pragma unroll
+    for (int o = 0; o < OUT; ++o)
+      p.out[o][k] = y[o];
+  }
+}
+
+template <template <DType> class Fn, int IN, int OUT>
+llvm::Error launchMultiMapOf(const KernelCall &call) {
+  return launchMultiMap<IN, OUT>(call, [&](auto tag, const auto &p, int64_t n, bool aligned,
+                                           unsigned blocks) {
+    constexpr DType D = decltype(tag)::value;
+    using S = StorageOf<D>;
+    PointerArgs<S, IN, OUT> args;
+    for (int i = 0; i < IN; ++i)
+      args.in[i] = p.in[i];
+    for (int o = 0; o < OUT; ++o)
+      args.out[o] = p.out[o];
+    multiMapArgsKernel<D, Fn<D>, IN, OUT>
+        <<<blocks, kBlockSize, 0, call.ctx.stream>>>(Fn<D>{}, args, n, aligned);
+  });
+}
+
+llvm::Error launchSwiglu(const KernelCall &call) { return launchMultiMapOf<SwigluFn, 2, 2>(call); }
+llvm::Error launchSwigluGrad(const KernelCall &call) {
+  return launchMultiMapOf<SwigluGradFn, 4, 2>(call);
+}
+
 } // namespace
 
 void registerElementwiseKernels(KernelRegistry &registry) {
+  registry.add(KernelId::Swiglu, launchSwiglu);
+  registry.add(KernelId::SwigluGrad, launchSwigluGrad);
   for (KernelId id : {KernelId::Neg, KernelId::Abs, KernelId::Exp, KernelId::Log, KernelId::Sqrt, KernelId::Rsqrt, KernelId::Reciprocal, KernelId::Tanh, KernelId::Erf, KernelId::Sigmoid, KernelId::Silu, KernelId::Relu, KernelId::Gelu})
     registry.add(id, launchUnary);
   for (KernelId id : {KernelId::Add, KernelId::Sub, KernelId::Mul, KernelId::Div, KernelId::Pow, KernelId::Maximum, KernelId::Minimum})

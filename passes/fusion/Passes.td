@@ -316,6 +316,23 @@ def FuseNormWeightGrad : Pass<"loom-fuse-norm-weight-grad", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseSwiglu : Pass<"loom-fuse-swiglu", "mlir::ModuleOp"> {
+  let summary = "the SwiGLU product and its gradients as one kernel each";
+  let description = [{
+    A Llama MLP multiplies silu of the gate projection with the up
+    projection, `h = silu(g) * u`, keeping `s = silu(g)` for the backward,
+    which computes `du = dy * s` and `dg = silu_grad(g, dy * u)`: five kernels
+    and nine passes over `[tokens, ffn]` tensors. `nn.silu` followed by the
+    `nn.mul` of its result becomes one `nn.swiglu` (g, u -> s, h), run where
+    the product ran; the two products and the silu gradient become one
+    `nn.swiglu_grad` (g, u, s, dy -> dg, du), run where the first product
+    ran, and `dy * u` is never written. Bitwise the unfused kernels on the
+    CPU (it runs them); the CUDA kernels compute each element with the
+    unfused kernels' formulas. Runs on `rt` programs before
+    `--loom-plan-memory`.
+  }];
+}
+
 def FuseCasts : Pass<"loom-fuse-casts", "mlir::ModuleOp"> {
   let summary = "one nn.cast_multi call for a run of consecutive casts";
   let description = [{

@@ -1517,6 +1517,24 @@ def gen_norm_grad_addend():
                 attrs={"epsilon": eps, "has_weight": int(has_w), "has_addend": 1})
 
 
+def gen_swiglu():
+    """nn.swiglu and nn.swiglu_grad (--loom-fuse-swiglu): each step rounded to
+    the dtype as the unfused nn.silu, nn.mul and nn.silu_grad round it; sizes
+    that are and are not whole 16-byte vectors."""
+    for name, dtype, shape in [("bf16_vectors", "bf16", [4, 64]), ("bf16_tail", "bf16", [3, 37]),
+                               ("f32", "f32", [5, 12]), ("f16_odd", "f16", [7])]:
+        step = (lambda v: v) if dtype == "f32" else (lambda v: round_to(v, dtype))
+        g, u, dy = randt(dtype, shape, -6, 6), randt(dtype, shape), randt(dtype, shape)
+        s = step(g.values * sigmoid(g.values))
+        h = step(s * u.values)
+        add("nn.swiglu", name, [g, u], [T(dtype, s), T(dtype, h)])
+        sig = sigmoid(g.values)
+        a = step(dy.values * u.values)
+        dg = a * sig * (1 + g.values * (1 - sig))
+        du = dy.values * s
+        add("nn.swiglu_grad", name, [g, u, T(dtype, s), dy], [T(dtype, dg), T(dtype, du)])
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -1543,6 +1561,7 @@ def main():
     gen_linear_cross_entropy()
     gen_matmul_addend()
     gen_norm_grad_addend()
+    gen_swiglu()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
