@@ -180,7 +180,19 @@ TEST(NormGradKernelTest, Errors) {
                       "weight shape [3] should be [4]");
   EXPECT_KERNEL_ERROR(run("nn.rms_norm_grad", {x, dy}, {out},
                           KernelAttrs().set("has_weight", int64_t(1))),
-                      "has_weight=1 disagrees with 2 inputs");
+                      "has_weight=1 and has_addend=0 disagree with 2 inputs");
+  // The residual's gradient (has_addend, --loom-fuse-matmul-epilogue): last,
+  // the result's shape and dtype.
+  EXPECT_KERNEL_ERROR(run("nn.rms_norm_grad", {x, dy}, {out},
+                          KernelAttrs().set("has_addend", int64_t(1))),
+                      "has_weight=0 and has_addend=1 disagree with 2 inputs");
+  OwnedTensor narrowAddend(DType::BF16, {2, 4}), shortAddend(DType::F32, {2, 3});
+  EXPECT_KERNEL_ERROR(run("nn.rms_norm_grad", {x, dy, narrowAddend}, {out},
+                          KernelAttrs().set("has_addend", int64_t(1))),
+                      "addend");
+  EXPECT_KERNEL_ERROR(run("nn.rms_norm_grad", {x, dy, shortAddend}, {out},
+                          KernelAttrs().set("has_addend", int64_t(1))),
+                      "addend");
   OwnedTensor scalar(DType::F32, {});
   EXPECT_KERNEL_ERROR(run("nn.rms_norm_grad", {scalar, scalar}, {scalar}), "rank >= 1");
 }
