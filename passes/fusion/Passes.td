@@ -322,7 +322,7 @@ def FuseSwiglu : Pass<"loom-fuse-swiglu", "mlir::ModuleOp"> {
     A Llama MLP multiplies silu of the gate projection with the up
     projection, `h = silu(g) * u`, keeping `s = silu(g)` for the backward,
     which computes `du = dy * s` and `dg = silu_grad(g, dy * u)`: five kernels
-    and nine passes over `[tokens, ffn]` tensors. `nn.silu` followed by the
+    and 14 passes over `[tokens, ffn]` tensors. `nn.silu` followed by the
     `nn.mul` of its result becomes one `nn.swiglu` (g, u -> s, h), run where
     the product ran; the two products and the silu gradient become one
     `nn.swiglu_grad` (g, u, s, dy -> dg, du), run where the first product
