@@ -133,17 +133,7 @@ llvm::Error runCrossEntropyGrad(const KernelCall &call) {
                         checkCrossEntropyGrad(logits, labels, lossGrad, out, call.attrs));
   const int64_t rows = s.rows, classes = s.classes, ignoreIndex = s.ignoreIndex;
   const std::string reduction = lossReductionName(s.reduction);
-  int64_t counted = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t label = loadInt(labels.data, labels.dtype, r);
-    if (label == ignoreIndex)
-      continue;
-    if (label < 0 || label >= classes)
-      return kernelError("label " + llvm::Twine(label) + " of row " + llvm::Twine(r) +
-                         " is outside [0, " + llvm::Twine(classes) +
-                         ") and is not ignore_index " + llvm::Twine(ignoreIndex));
-    ++counted;
-  }
+  LOOM_ASSIGN_OR_RETURN(int64_t counted, countLabels(labels, rows, classes, ignoreIndex));
   const LossRowWeight rowWeight{static_cast<const float *>(lossGrad.data), reduction, counted};
   return dispatchFloat(logits.dtype, "logits", [&](auto tag) {
     using T = decltype(tag);

@@ -249,6 +249,24 @@ template <typename T> RowLogSumExp rowLogSumExp(const T *row, int64_t n) {
   return out;
 }
 
+/// The rows of `labels` that are not `ignoreIndex`, or an error naming the
+/// first label outside [0, classes) that is not.
+inline llvm::Expected<int64_t> countLabels(const Tensor &labels, int64_t rows, int64_t classes,
+                                           int64_t ignoreIndex) {
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t label = loadInt(labels.data, labels.dtype, r);
+    if (label == ignoreIndex)
+      continue;
+    if (label < 0 || label >= classes)
+      return kernelError("label " + llvm::Twine(label) + " of row " + llvm::Twine(r) +
+                         " is outside [0, " + llvm::Twine(classes) +
+                         ") and is not ignore_index " + llvm::Twine(ignoreIndex));
+    ++counted;
+  }
+  return counted;
+}
+
 /// The weight of row r in a cross-entropy's gradient: the loss gradient
 /// over the counted rows (mean), the loss gradient (sum), or row r's own
 /// (none).

@@ -79,17 +79,7 @@ llvm::Error runLinearCrossEntropy(const KernelCall &call) {
   const Tensor &loss = call.outputs[0], &dx = call.outputs[1], &dw = call.outputs[2];
   const int64_t rows = s.ce.rows, classes = s.ce.classes, features = s.features;
   const int64_t ignoreIndex = s.ce.ignoreIndex;
-  int64_t counted = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t label = loadInt(labels.data, labels.dtype, r);
-    if (label == ignoreIndex)
-      continue;
-    if (label < 0 || label >= classes)
-      return kernelError("label " + llvm::Twine(label) + " of row " + llvm::Twine(r) +
-                         " is outside [0, " + llvm::Twine(classes) +
-                         ") and is not ignore_index " + llvm::Twine(ignoreIndex));
-    ++counted;
-  }
+  LOOM_ASSIGN_OR_RETURN(int64_t counted, countLabels(labels, rows, classes, ignoreIndex));
   const std::string reduction = lossReductionName(s.ce.reduction);
   const LossRowWeight rowWeight{static_cast<const float *>(lossGrad.data), reduction, counted};
   const double weight = rowWeight(0);
