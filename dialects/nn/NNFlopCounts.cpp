@@ -39,29 +39,33 @@ int64_t MatmulOp::getFlops() {
   return 2 * elements(getType()) * k;
 }
 
+/// The key length of an attention op: dim 2 of its key, or dim 1 when the
+/// key is stored sequence-major (seq_major bit 1).
+static int64_t attentionKeys(Operation *op) {
+  auto key = cast<RankedTensorType>(op->getOperand(1).getType());
+  int64_t mask = cast<IntegerAttr>(op->getAttr("seq_major")).getInt();
+  return key.getDimSize(mask & 2 ? 1 : 2);
+}
+
 int64_t AttentionOp::getFlops() {
   // Two GEMMs (q k^T and p v) over every key.
-  auto key = getKey().getType();
-  return 4 * elements(getType()) * key.getDimSize(key.getRank() - 2);
+  return 4 * elements(getType()) * attentionKeys(*this);
 }
 
 int64_t AttentionWithStatsOp::getFlops() {
   // nn.attention's GEMMs; the statistics are a by-product of its softmax.
-  auto key = getKey().getType();
-  return 4 * elements(getResult().getType()) * key.getDimSize(key.getRank() - 2);
+  return 4 * elements(getResult().getType()) * attentionKeys(*this);
 }
 
 int64_t AttentionGradWithStatsOp::getFlops() {
   // As nn.attention_grad: the saved statistics spare a forward's softmax
   // pass, not the scores (q k^T is formed again), so the count is the same.
-  auto key = getKey().getType();
-  return 10 * elements(getQueryGrad().getType()) * key.getDimSize(key.getRank() - 2);
+  return 10 * elements(getQueryGrad().getType()) * attentionKeys(*this);
 }
 
 int64_t AttentionGradOp::getFlops() {
   // The backward recomputes the scores and forms four products: about 2.5
   // forwards (as FlashAttention counts it), of the forward's output
   // (shaped like dq).
-  auto key = getKey().getType();
-  return 10 * elements(getQueryGrad().getType()) * key.getDimSize(key.getRank() - 2);
+  return 10 * elements(getQueryGrad().getType()) * attentionKeys(*this);
 }

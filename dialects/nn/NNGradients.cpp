@@ -712,9 +712,13 @@ AttentionOp::buildOperandGradient(OpBuilder &b, unsigned index,
   FailureOr<Value> dy = incomingGradient(*this, index, resultGradients);
   if (failed(dy) || !*dy)
     return dy;
+  // The gradient keeps the forward's layouts: dy is laid out as the result,
+  // dq, dk and dv as q, k and v.
+  const int64_t mask = getSeqMajor();
   auto grads = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(),
                                          getValue(), *dy, getCausalAttr(),
-                                         getScaleAttr());
+                                         getScaleAttr(),
+                                         b.getI64IntegerAttr((mask & 0b1111) | (mask & 0b111) << 4));
   return grads->getResult(index);
 }
 

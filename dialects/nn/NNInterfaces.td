@@ -80,20 +80,22 @@ def NN_TransposeAbsorbingOpInterface : OpInterface<"TransposeAbsorbingOpInterfac
     layout itself, so the `nn.transpose` before or after it never has to
     run as a pass over memory (`--loom-fold-transposes`). Rope reads
     `[B, S, H, D]` projections and writes `[B, H, S, D]` for attention, and
-    the reverse for the gradients.
+    the reverse for the gradients; attention reads and writes any of its
+    tensors `[B, S, H, D]` (`seq_major`).
   }];
   let methods = [
     InterfaceMethod<[{
-        Whether the op can take operand `index` (or, with `index` = -1,
-        write its result) permuted by `permutation` (result dim i is input
-        dim permutation[i]).
+        Whether the op can take operand `index` (or, with `index` < 0,
+        write result `-1 - index`) permuted by `permutation` (result dim i
+        is input dim permutation[i]).
       }],
       "bool", "canAbsorbTranspose", (ins "int":$index, "::llvm::ArrayRef<int64_t>":$permutation)>,
     InterfaceMethod<[{
         Builds, at the builder's insertion point, the op reading `source`
         (the transpose's input) as operand `index`, or writing `resultType`
-        (the transpose's result type) with `index` = -1; the caller replaces
-        the uses. Only called after canAbsorbTranspose said yes.
+        (the transpose's result type) as result `-1 - index`; its other
+        operands and results are the op's. The caller replaces the uses.
+        Only called after canAbsorbTranspose said yes.
       }],
       "::mlir::Operation *", "absorbTranspose",
       (ins "::mlir::OpBuilder &":$builder, "int":$index, "::mlir::Value":$source,

@@ -536,6 +536,71 @@ Operation *RopeOp::absorbTranspose(OpBuilder &b, int index, Value source, Type r
   return rope;
 }
 
+//===----------------------------------------------------------------------===//
+// Attention layouts: `seq_major` bit i stores the op's tensor i (operands,
+// then results) as [B, S, H, D] instead of [B, H, S, D].
+//===----------------------------------------------------------------------===//
+
+/// `t` with dims 1 and 2 swapped when bit `position` of `mask` is set.
+static RankedTensorType seqMajorSwap(RankedTensorType t, int64_t mask, unsigned position) {
+  if (!(mask >> position & 1) || t.getRank() != 4)
+    return t;
+  SmallVector<int64_t> shape(t.getShape());
+  std::swap(shape[1], shape[2]);
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+/// The mask names only tensors of the op, and never the statistics (at
+/// `statsPosition`, if the op has them).
+static LogicalResult verifySeqMajor(std::optional<Location> loc, int64_t mask,
+                                    unsigned numTensors, std::optional<unsigned> statsPosition) {
+  if (mask < 0 || (numTensors < 63 && mask >> numTensors != 0))
+    return emitOptionalError(loc, "seq_major ", mask, " names a tensor past the op's ",
+                             numTensors);
+  if (statsPosition && mask >> *statsPosition & 1)
+    return emitOptionalError(loc, "seq_major marks the statistics (tensor ", *statsPosition,
+                             "), which have one layout only");
+  return success();
+}
+
+/// Whether the tensor at `index` (an operand, or result -1 - index) of an
+/// attention op can take the transpose `permutation`: a swap of heads and
+/// sequence of a rank-4 tensor (the statistics, rank 3, cannot).
+static bool attentionCanAbsorb(Operation *op, int index, ArrayRef<int64_t> permutation) {
+  Value v = index >= 0 ? op->getOperand(index) : op->getResult(-1 - index);
+  static const int64_t swap[] = {0, 2, 1, 3};
+  return cast<RankedTensorType>(v.getType()).getRank() == 4 &&
+         permutation == ArrayRef<int64_t>(swap);
+}
+
+/// The op with the tensor at `index` in the other layout: reading `source`,
+/// or writing `resultType`.
+static Operation *attentionAbsorb(Operation *op, OpBuilder &b, int index, Value source,
+                                  Type resultType) {
+  Operation *now = b.clone(*op);
+  unsigned position = index >= 0 ? unsigned(index) : op->getNumOperands() + unsigned(-1 - index);
+  int64_t mask = cast<IntegerAttr>(op->getAttr("seq_major")).getInt();
+  now->setAttr("seq_major", b.getI64IntegerAttr(mask ^ (int64_t(1) << position)));
+  if (index >= 0)
+    now->setOperand(index, source);
+  else
+    now->getResult(-1 - index).setType(resultType);
+  return now;
+}
+
+#define LOOM_ATTENTION_ABSORBS_TRANSPOSES(Op)                                                  \
+  bool Op::canAbsorbTranspose(int index, ArrayRef<int64_t> permutation) {                      \
+    return attentionCanAbsorb(*this, index, permutation);                                      \
+  }                                                                                            \
+  Operation *Op::absorbTranspose(OpBuilder &b, int index, Value source, Type resultType) {     \
+    return attentionAbsorb(*this, b, index, source, resultType);                               \
+  }
+LOOM_ATTENTION_ABSORBS_TRANSPOSES(AttentionOp)
+LOOM_ATTENTION_ABSORBS_TRANSPOSES(AttentionWithStatsOp)
+LOOM_ATTENTION_ABSORBS_TRANSPOSES(AttentionGradOp)
+LOOM_ATTENTION_ABSORBS_TRANSPOSES(AttentionGradWithStatsOp)
+#undef LOOM_ATTENTION_ABSORBS_TRANSPOSES
+
 /// The result type of attention over q, k, v: shared by nn.attention and
 /// nn.attention_grad, which must accept exactly the same operands.
 static LogicalResult inferAttention(std::optional<Location> loc,
@@ -582,9 +647,15 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &results) {
-  return inferAttention(loc, tensorOf(adaptor.getQuery()),
-                        tensorOf(adaptor.getKey()), tensorOf(adaptor.getValue()),
-                        adaptor.getCausal(), adaptor.getScale(), results);
+  const int64_t mask = adaptor.getSeqMajor();
+  if (failed(verifySeqMajor(loc, mask, 4, std::nullopt)) ||
+      failed(inferAttention(loc, seqMajorSwap(tensorOf(adaptor.getQuery()), mask, 0),
+                            seqMajorSwap(tensorOf(adaptor.getKey()), mask, 1),
+                            seqMajorSwap(tensorOf(adaptor.getValue()), mask, 2),
+                            adaptor.getCausal(), adaptor.getScale(), results)))
+    return failure();
+  results[0] = seqMajorSwap(cast<RankedTensorType>(results[0]), mask, 3);
+  return success();
 }
 
 /// `scale`, or 1/sqrt(head dim) of `query`: the scale every attention op applies.
@@ -609,11 +680,15 @@ LogicalResult AttentionWithStatsOp::inferReturnTypes(MLIRContext *,
                                                      std::optional<Location> loc,
                                                      Adaptor adaptor,
                                                      SmallVectorImpl<Type> &results) {
-  if (failed(inferAttention(loc, tensorOf(adaptor.getQuery()),
-                            tensorOf(adaptor.getKey()), tensorOf(adaptor.getValue()),
+  const int64_t mask = adaptor.getSeqMajor();
+  if (failed(verifySeqMajor(loc, mask, 5, 4)) ||
+      failed(inferAttention(loc, seqMajorSwap(tensorOf(adaptor.getQuery()), mask, 0),
+                            seqMajorSwap(tensorOf(adaptor.getKey()), mask, 1),
+                            seqMajorSwap(tensorOf(adaptor.getValue()), mask, 2),
                             adaptor.getCausal(), adaptor.getScale(), results)))
     return failure();
   results.push_back(attentionStatsType(results.front()));
+  results[0] = seqMajorSwap(cast<RankedTensorType>(results[0]), mask, 3);
   return success();
 }
 
@@ -958,19 +1033,22 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
   // The forward op's rules decide which q, k, v are valid, and its result
   // type is the type the gradient must have.
   SmallVector<Type> forward;
-  auto q = tensorOf(adaptor.getQuery());
-  auto k = tensorOf(adaptor.getKey());
-  auto v = tensorOf(adaptor.getValue());
+  const int64_t mask = adaptor.getSeqMajor();
+  if (failed(verifySeqMajor(loc, mask, 7, std::nullopt)))
+    return failure();
+  auto q = seqMajorSwap(tensorOf(adaptor.getQuery()), mask, 0);
+  auto k = seqMajorSwap(tensorOf(adaptor.getKey()), mask, 1);
+  auto v = seqMajorSwap(tensorOf(adaptor.getValue()), mask, 2);
   if (failed(inferAttention(loc, q, k, v, adaptor.getCausal(),
                             adaptor.getScale(), forward)))
     return failure();
-  auto grad = tensorOf(adaptor.getGrad());
+  auto grad = seqMajorSwap(tensorOf(adaptor.getGrad()), mask, 3);
   if (grad != forward.front())
     return emitOptionalError(loc, "grad has type ", grad,
                              "; the attention's result, whose gradient it is, "
                              "has type ",
                              forward.front());
-  results.append({q, k, v});
+  results.append({seqMajorSwap(q, mask, 4), seqMajorSwap(k, mask, 5), seqMajorSwap(v, mask, 6)});
   return success();
 }
 
@@ -985,9 +1063,12 @@ LogicalResult AttentionGradWithStatsOp::inferReturnTypes(MLIRContext *,
   // As nn.attention_grad, plus the forward's two results: `out` has the
   // attention's result type (as `grad` does) and `lse` its statistics type.
   SmallVector<Type> forward;
-  auto q = tensorOf(adaptor.getQuery());
-  auto k = tensorOf(adaptor.getKey());
-  auto v = tensorOf(adaptor.getValue());
+  const int64_t mask = adaptor.getSeqMajor();
+  if (failed(verifySeqMajor(loc, mask, 9, 4)))
+    return failure();
+  auto q = seqMajorSwap(tensorOf(adaptor.getQuery()), mask, 0);
+  auto k = seqMajorSwap(tensorOf(adaptor.getKey()), mask, 1);
+  auto v = seqMajorSwap(tensorOf(adaptor.getValue()), mask, 2);
   if (k.getElementType() != q.getElementType() || v.getElementType() != q.getElementType())
     return emitOptionalError(loc, "query, key and value must share an element type, got ",
                              q.getElementType(), ", ", k.getElementType(), " and ",
@@ -995,9 +1076,10 @@ LogicalResult AttentionGradWithStatsOp::inferReturnTypes(MLIRContext *,
   if (failed(inferAttention(loc, q, k, v, adaptor.getCausal(), adaptor.getScale(),
                             forward)))
     return failure();
-  for (auto [name, value] : {std::pair<StringRef, Value>{"out", adaptor.getOut()},
-                             std::pair<StringRef, Value>{"grad", adaptor.getGrad()}}) {
-    auto t = tensorOf(value);
+  for (auto [name, value, position] :
+       {std::tuple<StringRef, Value, unsigned>{"out", adaptor.getOut(), 3},
+        std::tuple<StringRef, Value, unsigned>{"grad", adaptor.getGrad(), 5}}) {
+    auto t = seqMajorSwap(tensorOf(value), mask, position);
     if (t != forward.front())
       return emitOptionalError(loc, name, " has type ", t,
                                "; the attention's result has type ", forward.front());
@@ -1008,7 +1090,7 @@ LogicalResult AttentionGradWithStatsOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(loc, "lse has type ", lse,
                              "; the attention's statistics (f32, [batch, heads, seq]) have type ",
                              stats);
-  results.append({q, k, v});
+  results.append({seqMajorSwap(q, mask, 6), seqMajorSwap(k, mask, 7), seqMajorSwap(v, mask, 8)});
   return success();
 }
 

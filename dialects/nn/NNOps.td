@@ -493,10 +493,13 @@ def NN_RopeOp : NN_KernelOp<"rope", [Pure, DeclareOpInterfaceMethods<NN_Gradient
 
 def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElementType,
                                          InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+    DeclareOpInterfaceMethods<NN_TransposeAbsorbingOpInterface>,
                                          DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     q [B, Hq, S, D], k/v [B, Hkv, Skv, D], Hq % Hkv == 0; attrs causal (0/1),
-    scale (f64, the effective one). out [B, Hq, S, Dv].
+    scale (f64, the effective one), seq_major (bit i: tensor i of the call,
+    inputs then outputs, is [B, S, H, D]; on all four attention kernels, never
+    the lse). out [B, Hq, S, Dv].
   }];
   let kernelExtraAttrs = [NN_KernelAttr<"scale", "F64", "$_op.getEffectiveScale()">];
   let summary = "scaled dot-product attention, optionally causal, with grouped KV heads";
@@ -507,13 +510,22 @@ def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElemen
     `h / (Hq / Hkv)`). `causal` lets query `i` see keys `j <= i + Skv - S`.
     `scale` defaults to `1/sqrt(D)`.
 
+    `seq_major` (a bit mask, default 0) stores some tensors sequence-major:
+    bit `i` set means the op's tensor `i` (operands, then results) is
+    `[B, S, H, D]` rather than `[B, H, S, D]`, as a projection's reshape
+    gives it. The same bits mean the same on `nn.attention_with_stats`,
+    `nn.attention_grad` and `nn.attention_grad_with_stats`; the statistics
+    `lse` have one layout only. `--loom-fold-transposes` sets them in place
+    of the transposes around attention.
+
     ```mlir
     %o = nn.attention %q, %k, %v causal : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> tensor<1x8x16x32xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                    NN_FloatTensor:$value, UnitAttr:$causal,
-                   OptionalAttr<F64Attr>:$scale);
+                   OptionalAttr<F64Attr>:$scale,
+                   DefaultValuedAttr<I64Attr, "0">:$seq_major);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`causal` $causal^)? (`scale` `=` $scale^)?
@@ -526,7 +538,8 @@ def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElemen
 }
 
 def NN_AttentionWithStatsOp : NN_KernelOp<"attention_with_stats", [Pure,
-    SameOperandsElementType, InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
+    SameOperandsElementType, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<NN_TransposeAbsorbingOpInterface>, DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     q, k, v and attrs causal, scale as nn.attention -> out (nn.attention's
     output) and lse [B, Hq, S] f32: per query row, the natural logsumexp of
@@ -555,7 +568,8 @@ def NN_AttentionWithStatsOp : NN_KernelOp<"attention_with_stats", [Pure,
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                    NN_FloatTensor:$value, UnitAttr:$causal,
-                   OptionalAttr<F64Attr>:$scale);
+                   OptionalAttr<F64Attr>:$scale,
+                   DefaultValuedAttr<I64Attr, "0">:$seq_major);
   let results = (outs NN_FloatTensor:$result, StaticShapeTensorOf<[F32]>:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`causal` $causal^)? (`scale` `=` $scale^)?
@@ -900,7 +914,8 @@ def NN_RmsNormGradOp : NN_KernelOp<"rms_norm_grad", [Pure,
 }
 
 def NN_AttentionGradOp : NN_KernelOp<"attention_grad", [Pure,
-    SameOperandsAndResultElementType, InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
+    SameOperandsAndResultElementType, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<NN_TransposeAbsorbingOpInterface>, DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     q, k, v, dOut (the nn.attention operands and its result's gradient) ->
     dq, dk, dv; attrs causal (0/1), scale (f64). dk/dv of a KV head sum over
@@ -921,7 +936,8 @@ def NN_AttentionGradOp : NN_KernelOp<"attention_grad", [Pure,
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                    NN_FloatTensor:$value, NN_FloatTensor:$grad,
-                   UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+                   UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
+                   DefaultValuedAttr<I64Attr, "0">:$seq_major);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
                  NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
@@ -935,7 +951,8 @@ def NN_AttentionGradOp : NN_KernelOp<"attention_grad", [Pure,
 }
 
 def NN_AttentionGradWithStatsOp : NN_KernelOp<"attention_grad_with_stats", [Pure,
-    InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
+    InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<NN_TransposeAbsorbingOpInterface>, DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     q, k, v, out, lse, dOut -> dq, dk, dv; out and lse [B, Hq, S] (f32) are
     nn.attention_with_stats' results for q, k, v; attrs causal (0/1), scale
@@ -960,7 +977,8 @@ def NN_AttentionGradWithStatsOp : NN_KernelOp<"attention_grad_with_stats", [Pure
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                    NN_FloatTensor:$value, NN_FloatTensor:$out,
                    StaticShapeTensorOf<[F32]>:$lse, NN_FloatTensor:$grad,
-                   UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+                   UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
+                   DefaultValuedAttr<I64Attr, "0">:$seq_major);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
                  NN_FloatTensor:$value_grad);
   let assemblyFormat = [{

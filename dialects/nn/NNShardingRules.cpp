@@ -258,9 +258,12 @@ ShardingRule MatmulOp::getShardingRule() {
 /// sequence and head dims are whole (softmax over keys, causal offsets).
 static ShardingRule attentionRule(Operation *op, unsigned numInputs) {
   RuleBuilder b(op);
+  // seq_major bit i: the op's tensor i (operands, then results) is stored
+  // [B, S, H, D], its heads in dim 2.
+  const int64_t mask = cast<IntegerAttr>(op->getAttr("seq_major")).getInt();
   ArrayRef<int64_t> q = shapeOf(op->getOperand(0)), k = shapeOf(op->getOperand(1));
   int batch = b.factor(FactorKind::Parallel, q[0]);
-  int heads = b.factor(FactorKind::Parallel, k[1]);
+  int heads = b.factor(FactorKind::Parallel, k[mask & 2 ? 2 : 1]);
   auto each = [&](auto &&fn) {
     for (unsigned i = 0; i < numInputs; ++i)
       fn(true, i);
@@ -271,12 +274,15 @@ static ShardingRule attentionRule(Operation *op, unsigned numInputs) {
     Value v = isOperand ? op->getOperand(i) : op->getResult(i);
     ArrayRef<int64_t> s = shapeOf(v);
     auto add = [&](int64_t d, int f) { isOperand ? b.operand(i, d, f) : b.result(i, d, f); };
+    const unsigned position = isOperand ? i : op->getNumOperands() + i;
+    const bool seqMajor = mask >> position & 1;
     if (s[0] == q[0])
       add(0, batch);
-    add(1, heads);
+    add(seqMajor ? 2 : 1, heads);
     // Sequence and head dims; the statistics [B, H, S] have no head dim.
-    for (int64_t d = 2; d < int64_t(s.size()); ++d)
-      add(d, b.factor(FactorKind::Blocked, s[d]));
+    for (int64_t d = 1; d < int64_t(s.size()); ++d)
+      if (d != (seqMajor ? 2 : 1))
+        add(d, b.factor(FactorKind::Blocked, s[d]));
   });
   return b.rule;
 }

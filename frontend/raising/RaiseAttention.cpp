@@ -244,7 +244,7 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
       return failure();
     auto attention = rewriter.create<nn::AttentionOp>(
         out.getLoc(), out.getType(), q, k, v, mask == MaskKind::Causal,
-        rewriter.getF64FloatAttr(scale));
+        rewriter.getF64FloatAttr(scale), /*seq_major=*/0);
     rewriter.replaceOp(out, attention.getResult());
     return success();
   }
@@ -255,6 +255,9 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
 struct AttentionOfRepeatedHeads : OpRewritePattern<nn::AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(nn::AttentionOp op, PatternRewriter &rewriter) const override {
+    // A repeat of heads is along dim 1 of a head-major key and value.
+    if (op.getSeqMajor() & 0b110)
+      return failure();
     Value k = stripHeadRepeat(op.getKey()), v = stripHeadRepeat(op.getValue());
     if (k == op.getKey() || v == op.getValue() || k.getType() != v.getType())
       return failure();

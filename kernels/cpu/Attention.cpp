@@ -65,6 +65,8 @@ llvm::Error attentionForward(const KernelCall &call, const AttentionShape &s, co
   const double scale = s.scale;
   const int64_t groupSize = qHeads / kvHeads;
   float *lseData = lse ? static_cast<float *>(lse->data) : nullptr;
+  const AttentionLayout lq = s.layout(AttentionRole::Q), lk = s.layout(AttentionRole::K);
+  const AttentionLayout lv = s.layout(AttentionRole::V), lo = s.layout(AttentionRole::Out);
 
   return dispatchFloat(q.dtype, "query", [&](auto tag) {
     using T = decltype(tag);
@@ -81,15 +83,13 @@ llvm::Error attentionForward(const KernelCall &call, const AttentionShape &s, co
         // Causal: query i sees keys j <= i + (kvSeq - seq), the end aligned.
         const int64_t visible =
             causal ? std::clamp<int64_t>(i + (kvSeq - seq) + 1, 0, kvSeq) : kvSeq;
-        const T *qRow = qs.data() + row * headDim;
-        const T *kBase = ks.data() + (b * kvHeads + kvHead) * kvSeq * headDim;
-        const T *vBase = vs.data() + (b * kvHeads + kvHead) * kvSeq * valueDim;
+        const T *qRow = qs.data() + lq.at(b, head, i);
         std::fill(acc.begin(), acc.end(), 0.0);
         double rowLse = -std::numeric_limits<double>::infinity();
         if (visible > 0) {
           double maxScore = -std::numeric_limits<double>::infinity();
           for (int64_t j = 0; j < visible; ++j) {
-            const T *kRow = kBase + j * headDim;
+            const T *kRow = ks.data() + lk.at(b, kvHead, j);
             double dot = 0.0;
             for (int64_t d = 0; d < headDim; ++d)
               dot += static_cast<double>(qRow[d]) * kRow[d];
@@ -100,7 +100,7 @@ llvm::Error attentionForward(const KernelCall &call, const AttentionShape &s, co
           for (int64_t j = 0; j < visible; ++j) {
             const double weight = std::exp(scores[j] - maxScore);
             sum += weight;
-            const T *vRow = vBase + j * valueDim;
+            const T *vRow = vs.data() + lv.at(b, kvHead, j);
             for (int64_t d = 0; d < valueDim; ++d)
               acc[d] += weight * vRow[d];
           }
@@ -109,8 +109,9 @@ llvm::Error attentionForward(const KernelCall &call, const AttentionShape &s, co
           rowLse = maxScore + std::log(sum);
         }
         // A query that sees no key (kvSeq < seq, causal) outputs zeros.
+        const int64_t outRow = lo.at(b, head, i);
         for (int64_t d = 0; d < valueDim; ++d)
-          storeFromDouble(out.data, out.dtype, row * valueDim + d, acc[d]);
+          storeFromDouble(out.data, out.dtype, outRow + d, acc[d]);
         if (lseData)
           lseData[row] = static_cast<float>(rowLse);
       }

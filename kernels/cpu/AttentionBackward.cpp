@@ -29,6 +29,10 @@ llvm::Error attentionBackward(const KernelCall &call, const AttentionShape &s, c
   const bool causal = s.causal;
   const double scale = s.scale;
   const int64_t groupSize = qHeads / kvHeads;
+  using R = AttentionRole;
+  const AttentionLayout lq = s.layout(R::Q), lk = s.layout(R::K), lv = s.layout(R::V);
+  const AttentionLayout lg = s.layout(R::Grad), ldq = s.layout(R::DQ), ldk = s.layout(R::DK);
+  const AttentionLayout ldv = s.layout(R::DV);
 
   return dispatchFloat(q.dtype, "query", [&](auto tag) {
     using T = decltype(tag);
@@ -40,25 +44,21 @@ llvm::Error attentionBackward(const KernelCall &call, const AttentionShape &s, c
       std::vector<double> dkAcc(kvSeq * headDim), dvAcc(kvSeq * valueDim);
       for (int64_t task = begin; task < end; ++task) {
         const int64_t b = task / kvHeads, kvHead = task % kvHeads;
-        const int64_t kvBase = b * kvHeads + kvHead;
-        const T *kBase = ks.data() + kvBase * kvSeq * headDim;
-        const T *vBase = vs.data() + kvBase * kvSeq * valueDim;
         std::fill(dkAcc.begin(), dkAcc.end(), 0.0);
         std::fill(dvAcc.begin(), dvAcc.end(), 0.0);
         for (int64_t g = 0; g < groupSize; ++g) {
           const int64_t head = kvHead * groupSize + g;
           for (int64_t i = 0; i < seq; ++i) {
-            const int64_t row = (b * qHeads + head) * seq + i;
             // Causal: query i sees keys j <= i + (kvSeq - seq), as forward.
             const int64_t visible =
                 causal ? std::clamp<int64_t>(i + (kvSeq - seq) + 1, 0, kvSeq) : kvSeq;
-            const T *qRow = qs.data() + row * headDim;
-            const T *doRow = dos.data() + row * valueDim;
+            const T *qRow = qs.data() + lq.at(b, head, i);
+            const T *doRow = dos.data() + lg.at(b, head, i);
             std::fill(dqRow.begin(), dqRow.end(), 0.0);
             if (visible > 0) {
               double maxScore = -std::numeric_limits<double>::infinity();
               for (int64_t j = 0; j < visible; ++j) {
-                const T *kRow = kBase + j * headDim;
+                const T *kRow = ks.data() + lk.at(b, kvHead, j);
                 double dot = 0.0;
                 for (int64_t d = 0; d < headDim; ++d)
                   dot += static_cast<double>(qRow[d]) * kRow[d];
@@ -73,7 +73,7 @@ llvm::Error attentionBackward(const KernelCall &call, const AttentionShape &s, c
               double weightedDProb = 0.0; // sum_j P_j dP_j = dO . O
               for (int64_t j = 0; j < visible; ++j) {
                 probs[j] /= sum;
-                const T *vRow = vBase + j * valueDim;
+                const T *vRow = vs.data() + lv.at(b, kvHead, j);
                 double dot = 0.0;
                 for (int64_t d = 0; d < valueDim; ++d)
                   dot += static_cast<double>(doRow[d]) * vRow[d];
@@ -82,7 +82,7 @@ llvm::Error attentionBackward(const KernelCall &call, const AttentionShape &s, c
               }
               for (int64_t j = 0; j < visible; ++j) {
                 const double dScore = probs[j] * (dProbs[j] - weightedDProb);
-                const T *kRow = kBase + j * headDim;
+                const T *kRow = ks.data() + lk.at(b, kvHead, j);
                 for (int64_t d = 0; d < headDim; ++d) {
                   dqRow[d] += dScore * kRow[d];
                   dkAcc[j * headDim + d] += scale * dScore * qRow[d];
@@ -92,14 +92,18 @@ llvm::Error attentionBackward(const KernelCall &call, const AttentionShape &s, c
               }
             }
             // A query that sees no key output zeros: its gradient is zero.
+            const int64_t dqRowStart = ldq.at(b, head, i);
             for (int64_t d = 0; d < headDim; ++d)
-              storeFromDouble(dq.data, dq.dtype, row * headDim + d, scale * dqRow[d]);
+              storeFromDouble(dq.data, dq.dtype, dqRowStart + d, scale * dqRow[d]);
           }
         }
-        for (int64_t e = 0; e < kvSeq * headDim; ++e)
-          storeFromDouble(dk.data, dk.dtype, kvBase * kvSeq * headDim + e, dkAcc[e]);
-        for (int64_t e = 0; e < kvSeq * valueDim; ++e)
-          storeFromDouble(dv.data, dv.dtype, kvBase * kvSeq * valueDim + e, dvAcc[e]);
+        for (int64_t j = 0; j < kvSeq; ++j) {
+          const int64_t dkRow = ldk.at(b, kvHead, j), dvRow = ldv.at(b, kvHead, j);
+          for (int64_t d = 0; d < headDim; ++d)
+            storeFromDouble(dk.data, dk.dtype, dkRow + d, dkAcc[j * headDim + d]);
+          for (int64_t d = 0; d < valueDim; ++d)
+            storeFromDouble(dv.data, dv.dtype, dvRow + d, dvAcc[j * valueDim + d]);
+        }
       }
     });
     return llvm::Error::success();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <system_error>
 
 namespace loom::cpu {
@@ -627,11 +628,44 @@ llvm::Error readAttentionAttrs(AttentionShape &s, const KernelAttrs &attrs) {
   return llvm::Error::success();
 }
 
-} // namespace
+using Role = AttentionRole;
+/// The call's tensors (inputs, then outputs) by role; nullopt for the
+/// statistics, which have one layout only.
+using RoleTable = llvm::ArrayRef<std::optional<Role>>;
 
-llvm::Expected<AttentionShape> checkAttention(const Tensor &q, const Tensor &k,
-                                              const Tensor &v, const Tensor &out,
-                                              const KernelAttrs &attrs) {
+/// `seq_major` (bit i: the call's tensor i is [B, S, H, D]) as role bits.
+llvm::Expected<unsigned> readSeqMajor(const KernelAttrs &attrs, RoleTable roles) {
+  LOOM_ASSIGN_OR_RETURN(int64_t mask, attrs.getInt("seq_major", 0));
+  if (mask < 0 || mask >> roles.size() != 0)
+    return kernelError("seq_major " + llvm::Twine(mask) + " names a tensor past the call's " +
+                       llvm::Twine(roles.size()));
+  unsigned bits = 0;
+  for (size_t i = 0; i < roles.size(); ++i) {
+    if (!(mask >> i & 1))
+      continue;
+    if (!roles[i])
+      return kernelError("seq_major marks tensor " + llvm::Twine(i) +
+                         ", the statistics, which have no sequence-major layout");
+    bits |= 1u << int(*roles[i]);
+  }
+  return bits;
+}
+
+/// `t` as its logical [B, H, S, D] shape: dims 1 and 2 swapped when the
+/// tensor of role `r` is stored sequence-major.
+Tensor logical(const Tensor &t, unsigned seqMajorRoles, Role r) {
+  Tensor view = t;
+  if (seqMajorRoles >> int(r) & 1 && view.shape.size() == 4)
+    std::swap(view.shape[1], view.shape[2]);
+  return view;
+}
+
+llvm::Expected<AttentionShape> checkAttentionImpl(const Tensor &qIn, const Tensor &kIn,
+                                                  const Tensor &vIn, const Tensor &outIn,
+                                                  const KernelAttrs &attrs, RoleTable roles) {
+  LOOM_ASSIGN_OR_RETURN(unsigned seqMajor, readSeqMajor(attrs, roles));
+  const Tensor q = logical(qIn, seqMajor, Role::Q), k = logical(kIn, seqMajor, Role::K);
+  const Tensor v = logical(vIn, seqMajor, Role::V), out = logical(outIn, seqMajor, Role::Out);
   LOOM_RETURN_IF_ERROR(checkSameDType(q, "query", out, "output"));
   LOOM_RETURN_IF_ERROR(checkSameDType(k, "key", out, "output"));
   LOOM_RETURN_IF_ERROR(checkSameDType(v, "value", out, "output"));
@@ -644,14 +678,18 @@ llvm::Expected<AttentionShape> checkAttention(const Tensor &q, const Tensor &k,
     return kernelError("output shape " + shapeToString(out.shape) + " should be " +
                        shapeToString(expected));
   LOOM_RETURN_IF_ERROR(readAttentionAttrs(s, attrs));
+  s.seqMajorRoles = seqMajor;
   return s;
 }
 
-llvm::Expected<AttentionShape> checkAttentionGrad(llvm::ArrayRef<Tensor> inputs,
-                                                  llvm::ArrayRef<Tensor> outputs,
-                                                  const KernelAttrs &attrs) {
-  const Tensor &q = inputs[0], &k = inputs[1], &v = inputs[2], &dOut = inputs[3];
-  const Tensor &dq = outputs[0], &dk = outputs[1], &dv = outputs[2];
+llvm::Expected<AttentionShape> checkAttentionGradImpl(const Tensor *in[4], const Tensor *res[3],
+                                                      const KernelAttrs &attrs, RoleTable roles) {
+  LOOM_ASSIGN_OR_RETURN(unsigned seqMajor, readSeqMajor(attrs, roles));
+  const Tensor q = logical(*in[0], seqMajor, Role::Q), k = logical(*in[1], seqMajor, Role::K);
+  const Tensor v = logical(*in[2], seqMajor, Role::V);
+  const Tensor dOut = logical(*in[3], seqMajor, Role::Grad);
+  const Tensor dq = logical(*res[0], seqMajor, Role::DQ), dk = logical(*res[1], seqMajor, Role::DK);
+  const Tensor dv = logical(*res[2], seqMajor, Role::DV);
   LOOM_RETURN_IF_ERROR(checkRank(q, "query", 4));
   LOOM_RETURN_IF_ERROR(checkRank(k, "key", 4));
   LOOM_RETURN_IF_ERROR(checkRank(v, "value", 4));
@@ -668,10 +706,9 @@ llvm::Expected<AttentionShape> checkAttentionGrad(llvm::ArrayRef<Tensor> inputs,
   LOOM_RETURN_IF_ERROR(checkSameShape(dk, "key grad", k, "key"));
   LOOM_RETURN_IF_ERROR(checkSameShape(dv, "value grad", v, "value"));
   LOOM_RETURN_IF_ERROR(readAttentionAttrs(s, attrs));
+  s.seqMajorRoles = seqMajor;
   return s;
 }
-
-namespace {
 
 /// lse [B, H, S] f32: the statistics of attention of shape `s`.
 llvm::Error checkAttentionStats(const Tensor &lse, const AttentionShape &s) {
@@ -687,11 +724,30 @@ llvm::Error checkAttentionStats(const Tensor &lse, const AttentionShape &s) {
 
 } // namespace
 
+llvm::Expected<AttentionShape> checkAttention(const Tensor &q, const Tensor &k,
+                                              const Tensor &v, const Tensor &out,
+                                              const KernelAttrs &attrs) {
+  static const std::optional<Role> roles[] = {Role::Q, Role::K, Role::V, Role::Out};
+  return checkAttentionImpl(q, k, v, out, attrs, roles);
+}
+
+llvm::Expected<AttentionShape> checkAttentionGrad(llvm::ArrayRef<Tensor> inputs,
+                                                  llvm::ArrayRef<Tensor> outputs,
+                                                  const KernelAttrs &attrs) {
+  static const std::optional<Role> roles[] = {Role::Q,    Role::K,  Role::V, Role::Grad,
+                                              Role::DQ,   Role::DK, Role::DV};
+  const Tensor *in[4] = {&inputs[0], &inputs[1], &inputs[2], &inputs[3]};
+  const Tensor *res[3] = {&outputs[0], &outputs[1], &outputs[2]};
+  return checkAttentionGradImpl(in, res, attrs, roles);
+}
+
 llvm::Expected<AttentionShape> checkAttentionWithStats(llvm::ArrayRef<Tensor> inputs,
                                                        llvm::ArrayRef<Tensor> outputs,
                                                        const KernelAttrs &attrs) {
-  LOOM_ASSIGN_OR_RETURN(AttentionShape s,
-                        checkAttention(inputs[0], inputs[1], inputs[2], outputs[0], attrs));
+  static const std::optional<Role> roles[] = {Role::Q, Role::K, Role::V, Role::Out,
+                                              std::nullopt};
+  LOOM_ASSIGN_OR_RETURN(AttentionShape s, checkAttentionImpl(inputs[0], inputs[1], inputs[2],
+                                                             outputs[0], attrs, roles));
   LOOM_RETURN_IF_ERROR(checkAttentionStats(outputs[1], s));
   return s;
 }
@@ -699,9 +755,14 @@ llvm::Expected<AttentionShape> checkAttentionWithStats(llvm::ArrayRef<Tensor> in
 llvm::Expected<AttentionShape> checkAttentionGradWithStats(llvm::ArrayRef<Tensor> inputs,
                                                            llvm::ArrayRef<Tensor> outputs,
                                                            const KernelAttrs &attrs) {
-  const Tensor &out = inputs[3], &lse = inputs[4];
-  const Tensor plain[] = {inputs[0], inputs[1], inputs[2], inputs[5]};
-  LOOM_ASSIGN_OR_RETURN(AttentionShape s, checkAttentionGrad(plain, outputs, attrs));
+  static const std::optional<Role> roles[] = {Role::Q,    Role::K,  Role::V,  Role::Out,
+                                              std::nullopt, Role::Grad, Role::DQ, Role::DK,
+                                              Role::DV};
+  const Tensor *in[4] = {&inputs[0], &inputs[1], &inputs[2], &inputs[5]};
+  const Tensor *res[3] = {&outputs[0], &outputs[1], &outputs[2]};
+  LOOM_ASSIGN_OR_RETURN(AttentionShape s, checkAttentionGradImpl(in, res, attrs, roles));
+  const Tensor out = logical(inputs[3], s.seqMajorRoles, Role::Out);
+  const Tensor &lse = inputs[4];
   LOOM_RETURN_IF_ERROR(checkSameDType(out, "output", inputs[0], "query"));
   if (out.shape != s.outShape())
     return kernelError("output shape " + shapeToString(out.shape) + " should be " +

@@ -201,12 +201,42 @@ struct RopePlan {
 llvm::Expected<RopePlan> checkRope(const Tensor &x, const Tensor &cosT, const Tensor &sinT,
                                    const Tensor &out, const KernelAttrs &attrs);
 
-/// q [B, H, S, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv].
+/// The tensors of an attention kernel call, by role.
+enum class AttentionRole : int { Q, K, V, Out, Grad, DQ, DK, DV };
+
+/// Where row (b, h, s) of an attention tensor starts, in elements; a row is
+/// contiguous. Head-major [B, H, S, D] or sequence-major [B, S, H, D].
+struct AttentionLayout {
+  int64_t batchStride, headStride, rowStride;
+  int64_t at(int64_t b, int64_t h, int64_t s) const {
+    return b * batchStride + h * headStride + s * rowStride;
+  }
+};
+
+/// q [B, H, S, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv] (logically; the
+/// `seq_major` attribute stores any of them, the output, its gradient and the
+/// input gradients as [B, S, H, D] instead).
 struct AttentionShape {
   int64_t batch, qHeads, seq, headDim, kvHeads, kvSeq, valueDim;
   bool causal;
   double scale;
+  /// Bit r (AttentionRole) set: that tensor is stored [B, S, H, D].
+  unsigned seqMajorRoles = 0;
   std::vector<int64_t> outShape() const { return {batch, qHeads, seq, valueDim}; }
+  bool seqMajor(AttentionRole r) const { return seqMajorRoles >> int(r) & 1; }
+  /// The layout of the tensor of role `r`.
+  AttentionLayout layout(AttentionRole r) const {
+    const bool query = r == AttentionRole::Q || r == AttentionRole::Out ||
+                       r == AttentionRole::Grad || r == AttentionRole::DQ;
+    const int64_t heads = query ? qHeads : kvHeads, rows = query ? seq : kvSeq;
+    const int64_t dim = r == AttentionRole::V || r == AttentionRole::DV || r == AttentionRole::Out ||
+                                r == AttentionRole::Grad
+                            ? valueDim
+                            : headDim;
+    if (seqMajor(r))
+      return {rows * heads * dim, dim, heads * dim};
+    return {heads * rows * dim, rows * dim, dim};
+  }
 };
 /// nn.attention (inputs q, k, v; output [B, H, S, Dv]).
 llvm::Expected<AttentionShape> checkAttention(const Tensor &q, const Tensor &k,

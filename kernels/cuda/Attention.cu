@@ -13,6 +13,12 @@
 // tensor cores, and deterministic (no atomics, fixed order). They are not a
 // second implementation to choose between: launchAttention and
 // launchAttentionGrad take them only when the fast path does not apply.
+//
+// All three paths take each operand head-major [B, H, S, D] or
+// sequence-major [B, S, H, D], as the kernels' `seq_major` attribute says
+// (the shared checks resolve it into AttentionShape::layout per role): the
+// layouts travel as per-operand strides and nothing is transposed. The
+// statistics (lse, and the backward's workspaces) are always [B, H, S].
 
 #include "kernels/cuda/DeviceSupport.cuh"
 #include "kernels/cpu/OperandChecks.h"
@@ -148,6 +154,10 @@ struct AttnParams {
   float *lse;   // [B * Hq * S], log2 domain
   float *delta; // [B * Hq * S]
   float *lseOut; // [B * Hq * S], natural log: the forward's statistics output, or null
+  // Where each operand's rows are: head-major or sequence-major per operand
+  // (`seq_major`); lse, delta and lseOut are indexed by the head-major row
+  // number whatever the operands' layouts.
+  AttnRowLayout lq, lk, lv, lo, lg, ldq, ldk, ldv;
   int batch, qHeads, kvHeads, group, seq, kvSeq, headDim, valueDim;
   int qkStride, vStride;   // shared-memory row strides (floats)
   int qkPad, vPad;         // columns padded to 64
@@ -156,18 +166,20 @@ struct AttnParams {
   float scale, scaleLog2;
 };
 
-/// Copies rows [0, rows) of a [*, cols] matrix (row-major, T) into shared
-/// memory as f32 with row stride `stride`; rows >= rowsAvail and columns in
-/// [cols, colsPad) are zeros.
+/// Copies rows [0, rows) of a [*, cols] matrix (T, rows `srcStride`
+/// elements apart, each row contiguous) into shared memory as f32 with row
+/// stride `stride`; rows >= rowsAvail and columns in [cols, colsPad) are
+/// zeros.
 template <typename T>
-__device__ __forceinline__ void loadTile(float *dst, int stride, const T *src, int rowsAvail,
-                                         int rows, int cols, int colsPad) {
+__device__ __forceinline__ void loadTile(float *dst, int stride, const T *src,
+                                         int64_t srcStride, int rowsAvail, int rows, int cols,
+                                         int colsPad) {
   const int total = rows * colsPad;
   for (int idx = threadIdx.x; idx < total; idx += blockDim.x) {
     const int r = idx / colsPad, c = idx - r * colsPad;
     float v = 0.f;
     if (r < rowsAvail && c < cols)
-      v = toF(src[int64_t(r) * cols + c]);
+      v = toF(src[r * srcStride + c]);
     dst[r * stride + c] = v;
   }
 }
@@ -261,17 +273,22 @@ __device__ __forceinline__ float lseFromLog2(float m, float l) {
 
 /// The backward's row statistics from a forward's saved ones, one warp a row:
 /// lse2 = lse log2(e) (the kernels' log2 domain; 0 for a row with no key, as
-/// the statistics pass writes) and delta = dO . O.
+/// the statistics pass writes) and delta = dO . O. Rows are counted
+/// head-major ((b * heads + h) * seq + s, as lse); out and dout are read
+/// through their layouts.
 template <typename T>
 __global__ void __launch_bounds__(256)
-    attentionSavedStatsKernel(const T *__restrict__ out, const T *__restrict__ dout,
+    attentionSavedStatsKernel(const T *__restrict__ out, AttnRowLayout outLayout,
+                              const T *__restrict__ dout, AttnRowLayout doutLayout,
                               const float *__restrict__ lse, float *__restrict__ lse2,
-                              float *__restrict__ delta, int64_t rows, int dv) {
+                              float *__restrict__ delta, int64_t rows, int heads, int seq,
+                              int dv) {
   const int lane = threadIdx.x & 31;
   const int64_t warpsPerGrid = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows;
        row += warpsPerGrid) {
-    const T *o = out + row * dv, *d = dout + row * dv;
+    const int64_t s = row % seq, bh = row / seq, h = bh % heads, b = bh / heads;
+    const T *o = out + outLayout.at(b, h, s), *d = dout + doutLayout.at(b, h, s);
     float dot = 0.f;
     for (int c = lane; c < dv; c += 32)
       dot = fmaf(toF(d[c]), toF(o[c]), dot);
@@ -313,15 +330,14 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionForwardKernel(AttnPa
   const int b = int(blk / p.qHeads);
   const int kvHead = head / p.group;
   const int q0 = tile * BQ;
-  const int64_t qRowBase = (int64_t(b) * p.qHeads + head) * p.seq;
-  const int64_t kvRowBase = (int64_t(b) * p.kvHeads + kvHead) * p.kvSeq;
+  const int64_t qRowBase = (int64_t(b) * p.qHeads + head) * p.seq; // lse, delta
   const int D = p.headDim, Dv = p.valueDim;
-  const T *qg = static_cast<const T *>(p.q) + (qRowBase + q0) * D;
-  const T *kg = static_cast<const T *>(p.k) + kvRowBase * D;
-  const T *vg = static_cast<const T *>(p.v) + kvRowBase * Dv;
+  const T *qg = static_cast<const T *>(p.q) + p.lq.at(b, head, q0);
+  const T *kg = static_cast<const T *>(p.k) + p.lk.at(b, kvHead, 0);
+  const T *vg = static_cast<const T *>(p.v) + p.lv.at(b, kvHead, 0);
 
   const int tid = threadIdx.x, tr = tid / 16, tc = tid % 16;
-  loadTile(Qs, p.qkStride, qg, p.seq - q0, BQ, D, p.qkPad);
+  loadTile(Qs, p.qkStride, qg, p.lq.row, p.seq - q0, BQ, D, p.qkPad);
 
   int kvEnd = p.kvSeq;
   if (p.causal)
@@ -341,8 +357,8 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionForwardKernel(AttnPa
 
   for (int k0 = 0; k0 < kvEnd; k0 += BK) {
     __syncthreads(); // the previous tile's readers are done
-    loadTile(Ks, p.qkStride, kg + int64_t(k0) * D, p.kvSeq - k0, BK, D, p.qkPad);
-    loadTile(Vs, p.vStride, vg + int64_t(k0) * Dv, p.kvSeq - k0, BK, Dv, p.vPad);
+    loadTile(Ks, p.qkStride, kg + k0 * p.lk.row, p.lk.row, p.kvSeq - k0, BK, D, p.qkPad);
+    loadTile(Vs, p.vStride, vg + k0 * p.lv.row, p.lv.row, p.kvSeq - k0, BK, Dv, p.vPad);
     __syncthreads();
     float s[R][CB];
     dotTile<R, CB>(Qs, p.qkStride, Ks, p.qkStride, p.qkDepth, tr, tc, s);
@@ -389,7 +405,7 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionForwardKernel(AttnPa
     const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
     if constexpr (!STATS) {
       if (inRange) {
-        T *o = static_cast<T *>(p.out) + (qRowBase + row) * Dv;
+        T *o = static_cast<T *>(p.out) + p.lo.at(b, head, row);
 #pragma unroll
         for (int c = 0; c < NC; ++c)
 #pragma unroll
@@ -405,7 +421,7 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionForwardKernel(AttnPa
     } else {
       float dot = 0.f;
       if (inRange) {
-        const T *d = static_cast<const T *>(p.dout) + (qRowBase + row) * Dv;
+        const T *d = static_cast<const T *>(p.dout) + p.lg.at(b, head, row);
 #pragma unroll
         for (int c = 0; c < NC; ++c)
 #pragma unroll
@@ -445,17 +461,16 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionGradQKernel(AttnPara
   const int b = int(blk / p.qHeads);
   const int kvHead = head / p.group;
   const int q0 = tile * BQ;
-  const int64_t qRowBase = (int64_t(b) * p.qHeads + head) * p.seq;
-  const int64_t kvRowBase = (int64_t(b) * p.kvHeads + kvHead) * p.kvSeq;
+  const int64_t qRowBase = (int64_t(b) * p.qHeads + head) * p.seq; // lse, delta
   const int D = p.headDim, Dv = p.valueDim;
-  const T *kg = static_cast<const T *>(p.k) + kvRowBase * D;
-  const T *vg = static_cast<const T *>(p.v) + kvRowBase * Dv;
+  const T *kg = static_cast<const T *>(p.k) + p.lk.at(b, kvHead, 0);
+  const T *vg = static_cast<const T *>(p.v) + p.lv.at(b, kvHead, 0);
 
   const int tid = threadIdx.x, tr = tid / 16, tc = tid % 16;
-  loadTile(Qs, p.qkStride, static_cast<const T *>(p.q) + (qRowBase + q0) * D, p.seq - q0, BQ,
-           D, p.qkPad);
-  loadTile(dOs, p.vStride, static_cast<const T *>(p.dout) + (qRowBase + q0) * Dv, p.seq - q0,
-           BQ, Dv, p.vPad);
+  loadTile(Qs, p.qkStride, static_cast<const T *>(p.q) + p.lq.at(b, head, q0), p.lq.row,
+           p.seq - q0, BQ, D, p.qkPad);
+  loadTile(dOs, p.vStride, static_cast<const T *>(p.dout) + p.lg.at(b, head, q0), p.lg.row,
+           p.seq - q0, BQ, Dv, p.vPad);
 
   float lse[R], delta[R], acc[R][NC][4];
 #pragma unroll
@@ -476,8 +491,8 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionGradQKernel(AttnPara
 
   for (int k0 = 0; k0 < kvEnd; k0 += BK) {
     __syncthreads();
-    loadTile(Ks, p.qkStride, kg + int64_t(k0) * D, p.kvSeq - k0, BK, D, p.qkPad);
-    loadTile(Vs, p.vStride, vg + int64_t(k0) * Dv, p.kvSeq - k0, BK, Dv, p.vPad);
+    loadTile(Ks, p.qkStride, kg + k0 * p.lk.row, p.lk.row, p.kvSeq - k0, BK, D, p.qkPad);
+    loadTile(Vs, p.vStride, vg + k0 * p.lv.row, p.lv.row, p.kvSeq - k0, BK, Dv, p.vPad);
     __syncthreads();
     float s[R][CB], dp[R][CB];
     dotTile<R, CB>(Qs, p.qkStride, Ks, p.qkStride, p.qkDepth, tr, tc, s);
@@ -505,7 +520,7 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionGradQKernel(AttnPara
     const int row = q0 + tr + 16 * i;
     if (row >= p.seq)
       continue;
-    T *o = static_cast<T *>(p.dq) + (qRowBase + row) * D;
+    T *o = static_cast<T *>(p.dq) + p.ldq.at(b, head, row);
 #pragma unroll
     for (int c = 0; c < NC; ++c)
 #pragma unroll
@@ -541,15 +556,14 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionGradKVKernel(AttnPar
   const int kvHead = int(blk % p.kvHeads);
   const int b = int(blk / p.kvHeads);
   const int k0 = tile * BKEY;
-  const int64_t kvRowBase = (int64_t(b) * p.kvHeads + kvHead) * p.kvSeq;
   const int D = p.headDim, Dv = p.valueDim;
   const int off = p.kvSeq - p.seq;
 
   const int tid = threadIdx.x, tr = tid / 16, tc = tid % 16;
-  loadTile(Ks, p.qkStride, static_cast<const T *>(p.k) + (kvRowBase + k0) * D, p.kvSeq - k0,
-           BKEY, D, p.qkPad);
-  loadTile(Vs, p.vStride, static_cast<const T *>(p.v) + (kvRowBase + k0) * Dv, p.kvSeq - k0,
-           BKEY, Dv, p.vPad);
+  loadTile(Ks, p.qkStride, static_cast<const T *>(p.k) + p.lk.at(b, kvHead, k0), p.lk.row,
+           p.kvSeq - k0, BKEY, D, p.qkPad);
+  loadTile(Vs, p.vStride, static_cast<const T *>(p.v) + p.lv.at(b, kvHead, k0), p.lv.row,
+           p.kvSeq - k0, BKEY, Dv, p.vPad);
 
   float dK[R][NC][4], dV[R][NC][4];
 #pragma unroll
@@ -569,12 +583,12 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionGradKVKernel(AttnPar
 
   for (int g = 0; g < p.group; ++g) {
     const int head = kvHead * p.group + g;
-    const int64_t qRowBase = (int64_t(b) * p.qHeads + head) * p.seq;
+    const int64_t qRowBase = (int64_t(b) * p.qHeads + head) * p.seq; // lse, delta
     for (int q0 = qStart; q0 < p.seq; q0 += BQ) {
       __syncthreads(); // the previous tile's readers are done
-      loadTile(Qs, p.qkStride, static_cast<const T *>(p.q) + (qRowBase + q0) * D, p.seq - q0,
-               BQ, D, p.qkPad);
-      loadTile(dOs, p.vStride, static_cast<const T *>(p.dout) + (qRowBase + q0) * Dv,
+      loadTile(Qs, p.qkStride, static_cast<const T *>(p.q) + p.lq.at(b, head, q0), p.lq.row,
+               p.seq - q0, BQ, D, p.qkPad);
+      loadTile(dOs, p.vStride, static_cast<const T *>(p.dout) + p.lg.at(b, head, q0), p.lg.row,
                p.seq - q0, BQ, Dv, p.vPad);
       if (tid < BQ) {
         const bool inRange = q0 + tid < p.seq;
@@ -612,8 +626,8 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionGradKVKernel(AttnPar
     const int key = k0 + tr + 16 * i;
     if (key >= p.kvSeq)
       continue;
-    T *dk = static_cast<T *>(p.dk) + (kvRowBase + key) * D;
-    T *dv = static_cast<T *>(p.dv) + (kvRowBase + key) * Dv;
+    T *dk = static_cast<T *>(p.dk) + p.ldk.at(b, kvHead, key);
+    T *dv = static_cast<T *>(p.dv) + p.ldv.at(b, kvHead, key);
 #pragma unroll
     for (int c = 0; c < NC; ++c)
 #pragma unroll
@@ -685,6 +699,18 @@ llvm::Error launchRope(const KernelCall &call) {
 // --- attention -----------------------------------------------------------------
 
 using AttnShape = cpu::detail::AttentionShape;
+using AttnRole = cpu::detail::AttentionRole;
+
+/// Where the rows of the operand of role `r` are (the shared checks' layout,
+/// which `seq_major` chose), for the kernels.
+AttnRowLayout rowLayout(const AttnShape &s, AttnRole r) {
+  const cpu::detail::AttentionLayout l = s.layout(r);
+  return {l.batchStride, l.headStride, l.rowStride};
+}
+CudnnAttnLayout cudnnLayout(const AttnShape &s, AttnRole r) {
+  const cpu::detail::AttentionLayout l = s.layout(r);
+  return {l.batchStride, l.headStride, l.rowStride};
+}
 
 /// What the SIMT fallback kernels can take, beyond the shared checks.
 llvm::Error checkSimtLimits(const AttnShape &s) {
@@ -718,6 +744,14 @@ AttnParams makeAttnParams(const AttnShape &s) {
   p.causal = s.causal ? 1 : 0;
   p.scale = static_cast<float>(s.scale);
   p.scaleLog2 = static_cast<float>(s.scale * 1.4426950408889634);
+  p.lq = rowLayout(s, AttnRole::Q);
+  p.lk = rowLayout(s, AttnRole::K);
+  p.lv = rowLayout(s, AttnRole::V);
+  p.lo = rowLayout(s, AttnRole::Out);
+  p.lg = rowLayout(s, AttnRole::Grad);
+  p.ldq = rowLayout(s, AttnRole::DQ);
+  p.ldk = rowLayout(s, AttnRole::DK);
+  p.ldv = rowLayout(s, AttnRole::DV);
   return p;
 }
 
@@ -775,6 +809,14 @@ FlashAttnArgs makeFlashArgs(const AttnShape &s, const Tensor &q, const Tensor &k
   a.headDim = int(s.headDim);
   a.causal = s.causal;
   a.scale = static_cast<float>(s.scale);
+  a.qLayout = rowLayout(s, AttnRole::Q);
+  a.kLayout = rowLayout(s, AttnRole::K);
+  a.vLayout = rowLayout(s, AttnRole::V);
+  a.outLayout = rowLayout(s, AttnRole::Out);
+  a.doutLayout = rowLayout(s, AttnRole::Grad);
+  a.dqLayout = rowLayout(s, AttnRole::DQ);
+  a.dkLayout = rowLayout(s, AttnRole::DK);
+  a.dvLayout = rowLayout(s, AttnRole::DV);
   return a;
 }
 
@@ -795,6 +837,14 @@ CudnnAttnArgs makeCudnnArgs(const AttnShape &s, const Tensor &q, const Tensor &k
   a.valueDim = s.valueDim;
   a.causal = s.causal;
   a.scale = s.scale;
+  a.qLayout = cudnnLayout(s, AttnRole::Q);
+  a.kLayout = cudnnLayout(s, AttnRole::K);
+  a.vLayout = cudnnLayout(s, AttnRole::V);
+  a.outLayout = cudnnLayout(s, AttnRole::Out);
+  a.doutLayout = cudnnLayout(s, AttnRole::Grad);
+  a.dqLayout = cudnnLayout(s, AttnRole::DQ);
+  a.dkLayout = cudnnLayout(s, AttnRole::DK);
+  a.dvLayout = cudnnLayout(s, AttnRole::DV);
   return a;
 }
 
@@ -932,9 +982,9 @@ llvm::Error attentionBackward(const AttnShape &s, const Tensor &q, const Tensor 
         const int64_t blocks =
             std::min<int64_t>((rows + warpsPerBlock - 1) / warpsPerBlock, 65535);
         attentionSavedStatsKernel<T><<<unsigned(blocks), 256, 0, stream>>>(
-            static_cast<const T *>(saved.out->data), static_cast<const T *>(dOut.data),
-            static_cast<const float *>(saved.lse->data), p.lse, p.delta, rows,
-            int(s.valueDim));
+            static_cast<const T *>(saved.out->data), p.lo, static_cast<const T *>(dOut.data),
+            p.lg, static_cast<const float *>(saved.lse->data), p.lse, p.delta, rows,
+            int(s.qHeads), int(s.seq), int(s.valueDim));
         LOOM_RETURN_IF_ERROR(cudaError(cudaGetLastError(), "attention saved statistics launch"));
       }
       if (rows > 0 && flashAttentionApplies(q.dtype, s.headDim, s.valueDim, s.seq, s.kvSeq,

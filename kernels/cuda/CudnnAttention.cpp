@@ -21,8 +21,16 @@
 // These are the patterns cuDNN's fused SDPA engines match (the same shapes
 // NVIDIA's cudnn-frontend lowers its SDPA nodes to).
 //
-// Plans are built once per (device, thread, shape, causal, scale, dtype) and
-// kept for the life of the process; each call then costs one variant pack.
+// Q, K, V, O, dO, dQ, dK and dV have the strides of their layouts
+// (head-major or sequence-major, CudnnAttnLayout; K^T and V^T are the same
+// memory with the last two strides swapped). Stats, Dsum and the dQ
+// accumulator are Loom's own buffers, always contiguous [B, Hq, S, *].
+//
+// Plans are built once per (device, thread, shape, layouts, causal, scale,
+// dtype) and kept for the life of the process; each call then costs one
+// variant pack. The layouts are part of the key: strides are baked into a
+// plan's tensor descriptors, so a head-major and a sequence-major call of one
+// shape need (and get) different plans.
 
 #include "kernels/cuda/CudnnAttention.h"
 
@@ -351,6 +359,9 @@ enum Uid : int64_t {
   kDO, kDQ, kDK, kDV, kDsum, kDQAcc,
 };
 
+/// The operands with a caller-chosen layout, indexing PlanKey::layouts.
+enum Operand : int { kOpQ, kOpK, kOpV, kOpO, kOpDO, kOpDQ, kOpDK, kOpDV, kNumOperands };
+
 struct PlanKey {
   int device;
   DType dtype;
@@ -358,8 +369,25 @@ struct PlanKey {
   int64_t b, hq, hkv, s, skv, d, dv;
   bool causal;
   uint64_t scaleBits;
-  auto tie() const { return std::tie(device, dtype, backward, b, hq, hkv, s, skv, d, dv, causal, scaleBits); }
+  /// Each operand's {batch, head, row} strides (CudnnAttnLayout); zeros for
+  /// the operands a forward graph does not have.
+  std::array<std::array<int64_t, 3>, kNumOperands> layouts;
+  auto tie() const {
+    return std::tie(device, dtype, backward, b, hq, hkv, s, skv, d, dv, causal, scaleBits,
+                    layouts);
+  }
   bool operator<(const PlanKey &o) const { return tie() < o.tie(); }
+
+  /// Operand `t`'s strides for its [B, H, S, D] dims.
+  std::array<int64_t, 4> strides(Operand t) const {
+    const auto &l = layouts[t];
+    return {l[0], l[1], l[2], 1};
+  }
+  /// Operand `t`'s strides seen as [B, H, D, S] (K^T, V^T: same memory).
+  std::array<int64_t, 4> transposedStrides(Operand t) const {
+    const auto &l = layouts[t];
+    return {l[0], l[1], 1, l[2]};
+  }
 };
 
 struct Plan {
@@ -402,10 +430,10 @@ Desc causalMask(GraphBuilder &g, Desc s, std::array<int64_t, 4> dims, const Plan
 void buildForward(GraphBuilder &g, const PlanKey &k, const Plan &p) {
   const cudnnDataType_t io = cudnnType(k.dtype), f32 = CUDNN_DATA_FLOAT;
   const std::array<int64_t, 4> sDims = {k.b, k.hq, k.s, k.skv}, rowDims = {k.b, k.hq, k.s, 1};
-  Desc q = g.dense(kQ, io, {k.b, k.hq, k.s, k.d});
-  Desc kt = g.tensor(kK, io, {k.b, k.hkv, k.d, k.skv}, {k.hkv * k.skv * k.d, k.skv * k.d, 1, k.d});
-  Desc v = g.dense(kV, io, {k.b, k.hkv, k.skv, k.dv});
-  Desc o = g.dense(kO, io, {k.b, k.hq, k.s, k.dv});
+  Desc q = g.tensor(kQ, io, {k.b, k.hq, k.s, k.d}, k.strides(kOpQ));
+  Desc kt = g.tensor(kK, io, {k.b, k.hkv, k.d, k.skv}, k.transposedStrides(kOpK));
+  Desc v = g.tensor(kV, io, {k.b, k.hkv, k.skv, k.dv}, k.strides(kOpV));
+  Desc o = g.tensor(kO, io, {k.b, k.hq, k.s, k.dv}, k.strides(kOpO));
   Desc stats = g.dense(kStats, f32, rowDims);
 
   Desc s = g.dense(-1, f32, sDims);
@@ -435,15 +463,15 @@ void buildBackward(GraphBuilder &g, const PlanKey &k, const Plan &p) {
   const std::array<int64_t, 4> tDims = {k.b, k.hq, k.skv, k.s};
   const std::array<int64_t, 4> tStrides = {k.hq * k.s * k.skv, k.s * k.skv, 1, k.skv};
   const bool grouped = k.hq != k.hkv;
-  Desc q = g.dense(kQ, io, {k.b, k.hq, k.s, k.d});
-  Desc kt = g.tensor(kK, io, {k.b, k.hkv, k.d, k.skv}, {k.hkv * k.skv * k.d, k.skv * k.d, 1, k.d});
-  Desc vt = g.tensor(kV, io, {k.b, k.hkv, k.dv, k.skv}, {k.hkv * k.skv * k.dv, k.skv * k.dv, 1, k.dv});
-  Desc o = g.dense(kO, io, {k.b, k.hq, k.s, k.dv});
-  Desc dO = g.dense(kDO, io, {k.b, k.hq, k.s, k.dv});
+  Desc q = g.tensor(kQ, io, {k.b, k.hq, k.s, k.d}, k.strides(kOpQ));
+  Desc kt = g.tensor(kK, io, {k.b, k.hkv, k.d, k.skv}, k.transposedStrides(kOpK));
+  Desc vt = g.tensor(kV, io, {k.b, k.hkv, k.dv, k.skv}, k.transposedStrides(kOpV));
+  Desc o = g.tensor(kO, io, {k.b, k.hq, k.s, k.dv}, k.strides(kOpO));
+  Desc dO = g.tensor(kDO, io, {k.b, k.hq, k.s, k.dv}, k.strides(kOpDO));
   Desc stats = g.dense(kStats, f32, rowDims);
-  Desc dQ = g.dense(kDQ, io, {k.b, k.hq, k.s, k.d});
-  Desc dK = g.dense(kDK, io, {k.b, k.hkv, k.skv, k.d});
-  Desc dV = g.dense(kDV, io, {k.b, k.hkv, k.skv, k.dv});
+  Desc dQ = g.tensor(kDQ, io, {k.b, k.hq, k.s, k.d}, k.strides(kOpDQ));
+  Desc dK = g.tensor(kDK, io, {k.b, k.hkv, k.skv, k.d}, k.strides(kOpDK));
+  Desc dV = g.tensor(kDV, io, {k.b, k.hkv, k.skv, k.dv}, k.strides(kOpDV));
   Desc scale = g.scalar(kScale, f32);
 
   // Dsum = rowsum(dO * O) (times one: the dropout-free form of the pattern).
@@ -497,8 +525,10 @@ void buildBackward(GraphBuilder &g, const PlanKey &k, const Plan &p) {
     g.reduction(CUDNN_REDUCE_TENSOR_ADD, full, dK);
   }
 
-  // dQ = dS K, accumulated in f32 scratch.
-  Desc kNat = g.tensor(-1, io, {k.b, k.hkv, k.skv, k.d}, {k.hkv * k.skv * k.d, k.skv * k.d, k.d, 1});
+  // dQ = dS K, accumulated in f32 scratch (contiguous [B, Hq, S, D], whatever
+  // dQ's layout: the identity op below writes dQ through its strides). K
+  // seen untransposed: K's own memory and strides.
+  Desc kNat = g.tensor(-1, io, {k.b, k.hkv, k.skv, k.d}, k.strides(kOpK));
   g.reshape(kt, kNat);
   Desc dQAcc = g.dense(kDQAcc, f32, {k.b, k.hq, k.s, k.d});
   g.matmul(dS, kNat, dQAcc);
@@ -612,6 +642,22 @@ llvm::Expected<DeviceState *> deviceState(int device) {
   return state;
 }
 
+/// ", sequence-major q k ..." for the operands of `key` not stored as
+/// contiguous [B, H, S, D] (for messages); empty when there are none.
+std::string seqMajorOperands(const PlanKey &key) {
+  static const char *const names[kNumOperands] = {"q", "k", "v", "o", "dO", "dQ", "dK", "dV"};
+  std::string listed;
+  for (int t = 0; t < kNumOperands; ++t) {
+    // Head-major rows are one row (D elements) apart; sequence-major ones a
+    // whole position (H rows) apart. Zeros: not an operand of this graph.
+    const int64_t dim = t == kOpV || t == kOpO || t == kOpDO || t == kOpDV ? key.dv : key.d;
+    const int64_t rowStride = key.layouts[size_t(t)][2];
+    if (rowStride != 0 && rowStride != dim)
+      listed += std::string(" ") + names[t];
+  }
+  return listed.empty() ? listed : ", sequence-major" + listed;
+}
+
 llvm::Expected<const Plan *> getPlan(const PlanKey &key, cudaStream_t stream) {
   (void)stream;
   auto stateOr = deviceState(key.device);
@@ -646,7 +692,8 @@ llvm::Expected<const Plan *> getPlan(const PlanKey &key, cudaStream_t stream) {
                         std::to_string(key.b) + ", Hq=" + std::to_string(key.hq) + ", Hkv=" +
                         std::to_string(key.hkv) + ", S=" + std::to_string(key.s) + ", Skv=" +
                         std::to_string(key.skv) + ", D=" + std::to_string(key.d) + ", Dv=" +
-                        std::to_string(key.dv) + (key.causal ? ", causal" : "") + "]";
+                        std::to_string(key.dv) + (key.causal ? ", causal" : "") +
+                        seqMajorOperands(key) + "]";
     llvm::errs() << "loom: cuDNN attention cannot run the " << shape
                  << ", using Loom's kernel for it: " << plan->error << "\n";
   }
@@ -787,6 +834,19 @@ PlanKey makeKey(int device, DType dtype, bool backward, const CudnnAttnArgs &a) 
   k.dv = a.valueDim;
   k.causal = a.causal;
   std::memcpy(&k.scaleBits, &a.scale, sizeof a.scale);
+  auto strides = [](const CudnnAttnLayout &l) { return std::array<int64_t, 3>{l.batch, l.head, l.row}; };
+  k.layouts[kOpQ] = strides(a.qLayout);
+  k.layouts[kOpK] = strides(a.kLayout);
+  k.layouts[kOpV] = strides(a.vLayout);
+  k.layouts[kOpO] = strides(a.outLayout);
+  // A forward graph has no gradients: leaving their layouts out of its key
+  // lets nn.attention and a backward's recomputed forward share a plan.
+  if (backward) {
+    k.layouts[kOpDO] = strides(a.doutLayout);
+    k.layouts[kOpDQ] = strides(a.dqLayout);
+    k.layouts[kOpDK] = strides(a.dkLayout);
+    k.layouts[kOpDV] = strides(a.dvLayout);
+  }
   return k;
 }
 
@@ -852,16 +912,21 @@ llvm::Expected<bool> cudnnAttentionBackward(DType dtype, const CudnnAttnArgs &a,
   if (cudaGetDevice(&device) != cudaSuccess)
     return false;
   // With the forward's saved out and lse the backward graph runs alone;
-  // without them the forward graph recomputes both into scratch first.
+  // without them the forward graph recomputes both into scratch first. The
+  // recomputed O takes dO's layout (the backward reads the two side by side
+  // for Dsum = rowsum(dO * O)); it is as large in either layout.
   const bool saved = a.lse != nullptr && a.out != nullptr;
+  CudnnAttnArgs ba = a;
+  if (!saved)
+    ba.outLayout = a.doutLayout;
   const Plan *fwd = nullptr;
   if (!saved) {
-    auto fwdOr = getPlan(makeKey(device, dtype, false, a), stream);
+    auto fwdOr = getPlan(makeKey(device, dtype, false, ba), stream);
     if (!fwdOr)
       return fwdOr.takeError();
     fwd = *fwdOr;
   }
-  auto bwdOr = getPlan(makeKey(device, dtype, true, a), stream);
+  auto bwdOr = getPlan(makeKey(device, dtype, true, ba), stream);
   if (!bwdOr)
     return bwdOr.takeError();
   const Plan &bwd = **bwdOr;

@@ -15,6 +15,11 @@
 // kernels. LOOM_CUDNN_LIBRARY names the one library file to load (instead
 // of libcudnn.so.9 on the loader's path and the CUDA install's).
 //
+// Operands may each be head-major [B, H, S, D] or sequence-major
+// [B, S, H, D] (nn.attention's `seq_major`): cuDNN's tensors take any
+// strides, so every operand keeps its logical [B, H, S, D] dims and gets its
+// own strides (CudnnAttnLayout); nothing is transposed around the graph.
+//
 // Grouped-query attention is native: K/V keep their Hkv heads (cuDNN's
 // matmuls broadcast the head dimension) and dK/dV are reduced over the query
 // heads that share them inside the graph; repeated K/V never exist.
@@ -51,9 +56,20 @@ void setAttentionPath(AttentionPath path);
 /// it could not, or the loaded library and version when it could.
 bool cudnnAvailable(std::string *why = nullptr);
 
+/// Element strides of an operand's batch, head and sequence dims (its D
+/// elements contiguous): head-major [B, H, S, D] {H S D, S D, D} or
+/// sequence-major [B, S, H, D] {S H D, D, H D}.
+struct CudnnAttnLayout {
+  int64_t batch = 0, head = 0, row = 0;
+};
+
 struct CudnnAttnArgs {
   const void *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
   void *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  /// Each operand's layout; set for every operand the call passes (the
+  /// forward: q, k, v, out; the backward: all). The statistics (lse) are
+  /// always contiguous [B, Hq, S].
+  CudnnAttnLayout qLayout, kLayout, vLayout, outLayout, doutLayout, dqLayout, dkLayout, dvLayout;
   /// [B, Hq, S] f32 statistics (natural logsumexp per query row): the
   /// forward writes them here (null: to scratch); given to the backward with
   /// `out`, they are the saved forward's and no forward runs again.

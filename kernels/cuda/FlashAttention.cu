@@ -25,6 +25,12 @@
 // head that shares the KV head: S^T = K Q^T, dv += P^T dO, dP^T = V dO^T,
 // dk += dS^T Q). P and dS are rounded to the operand type before their
 // products, as in FlashAttention-2.
+//
+// Each operand is head-major [B, H, S, D] or sequence-major [B, S, H, D]
+// (nn.attention's `seq_major`): only where its rows are in global memory
+// differs (AttnRowLayout; cp.async and the stores address each row on its
+// own), so the tiles in shared memory and everything after them are the same
+// in both layouts.
 
 #include "kernels/cuda/FlashAttention.cuh"
 
@@ -50,6 +56,9 @@ struct FaParams {
   void *out, *dq, *dk, *dv;
   float *lse, *delta;
   float *lseOut; // the forward's natural-log statistics output, or null
+  // Where each operand's rows are (FlashAttnArgs); lse, delta and lseOut
+  // are contiguous [B, Hq, S] and indexed by the head-major row number.
+  AttnRowLayout lq, lk, lv, lo, lg, ldq, ldk, ldv;
   int qHeads, kvHeads, group, seq, kvSeq, causal;
   float scale, scaleLog2;
 };
@@ -118,11 +127,12 @@ template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t v) {
   }
 }
 
-/// Copies rows [0, ROWS) of a row-major [*, D] matrix at `src` into shared
-/// memory (row stride D + 8); rows >= rowsAvail are zero-filled.
+/// Copies rows [0, ROWS) of a [*, D] matrix at `src` whose rows are
+/// `rowStride` elements apart (D head-major, H * D sequence-major) into
+/// shared memory (row stride D + 8); rows >= rowsAvail are zero-filled.
 template <int ROWS, int D, typename T>
-__device__ __forceinline__ void loadTileAsync(T *dst, const T *src, int rowsAvail,
-                                              const void *safe) {
+__device__ __forceinline__ void loadTileAsync(T *dst, const T *src, int64_t rowStride,
+                                              int rowsAvail, const void *safe) {
   constexpr int kChunks = D / 8; // 16-byte chunks per row
   static_assert(ROWS * kChunks % kFaThreads == 0, "whole passes");
 #pragma unroll
@@ -130,7 +140,7 @@ __device__ __forceinline__ void loadTileAsync(T *dst, const T *src, int rowsAvai
     const int idx = threadIdx.x + pass * kFaThreads;
     const int r = idx / kChunks, c = idx % kChunks;
     const bool ok = r < rowsAvail;
-    const void *from = ok ? static_cast<const void *>(src + int64_t(r) * D + c * 8) : safe;
+    const void *from = ok ? static_cast<const void *>(src + r * rowStride + c * 8) : safe;
     cpAsync16(smemAddr(dst + r * (D + 8) + c * 8), from, ok);
   }
 }
@@ -202,11 +212,10 @@ __global__ void __launch_bounds__(kFaThreads, 2) faForwardKernel(FaParams p) {
   const int kvHead = head / p.group;
   const int q0 = tile * BQ;
   const int off = p.kvSeq - p.seq;
-  const int64_t qRowBase = (int64_t(b) * p.qHeads + head) * p.seq;
-  const int64_t kvRowBase = (int64_t(b) * p.kvHeads + kvHead) * p.kvSeq;
-  const T *qg = static_cast<const T *>(p.q) + (qRowBase + q0) * D;
-  const T *kg = static_cast<const T *>(p.k) + kvRowBase * D;
-  const T *vg = static_cast<const T *>(p.v) + kvRowBase * D;
+  const int64_t qRowBase = (int64_t(b) * p.qHeads + head) * p.seq; // lse, delta
+  const T *qg = static_cast<const T *>(p.q) + p.lq.at(b, head, q0);
+  const T *kg = static_cast<const T *>(p.k) + p.lk.at(b, kvHead, 0);
+  const T *vg = static_cast<const T *>(p.v) + p.lv.at(b, kvHead, 0);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -217,10 +226,10 @@ __global__ void __launch_bounds__(kFaThreads, 2) faForwardKernel(FaParams p) {
     kvEnd = max(0, min(p.kvSeq, q0 + BQ + off));
   const int nTiles = (kvEnd + BK - 1) / BK;
 
-  loadTileAsync<BQ, D>(Qs, qg, p.seq - q0, p.q);
+  loadTileAsync<BQ, D>(Qs, qg, p.lq.row, p.seq - q0, p.q);
   if (nTiles > 0) {
-    loadTileAsync<BK, D>(Ks, kg, p.kvSeq, p.k);
-    loadTileAsync<BK, D>(Vs, vg, p.kvSeq, p.v);
+    loadTileAsync<BK, D>(Ks, kg, p.lk.row, p.kvSeq, p.k);
+    loadTileAsync<BK, D>(Vs, vg, p.lv.row, p.kvSeq, p.v);
   }
   cpAsyncCommit();
 
@@ -237,8 +246,8 @@ __global__ void __launch_bounds__(kFaThreads, 2) faForwardKernel(FaParams p) {
     const int k0 = j * BK;
     if (j + 1 < nTiles) {
       const int n0 = k0 + BK, nb = (j + 1) & 1;
-      loadTileAsync<BK, D>(Ks + nb * BK * S, kg + int64_t(n0) * D, p.kvSeq - n0, p.k);
-      loadTileAsync<BK, D>(Vs + nb * BK * S, vg + int64_t(n0) * D, p.kvSeq - n0, p.v);
+      loadTileAsync<BK, D>(Ks + nb * BK * S, kg + n0 * p.lk.row, p.lk.row, p.kvSeq - n0, p.k);
+      loadTileAsync<BK, D>(Vs + nb * BK * S, vg + n0 * p.lv.row, p.lv.row, p.kvSeq - n0, p.v);
       cpAsyncCommit();
       cpAsyncWait<1>();
     } else {
@@ -333,7 +342,7 @@ __global__ void __launch_bounds__(kFaThreads, 2) faForwardKernel(FaParams p) {
     const float inv = l > 0.f ? 1.f / l : 0.f;
     if constexpr (!STATS) {
       if (row < p.seq) {
-        T *out = static_cast<T *>(p.out) + (qRowBase + row) * D + 2 * t;
+        T *out = static_cast<T *>(p.out) + p.lo.at(b, head, row) + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < DT; ++dt)
           *reinterpret_cast<uint32_t *>(out + dt * 8) =
@@ -346,7 +355,7 @@ __global__ void __launch_bounds__(kFaThreads, 2) faForwardKernel(FaParams p) {
     } else {
       float dot = 0.f;
       if (row < p.seq) {
-        const T *dO = static_cast<const T *>(p.dout) + (qRowBase + row) * D + 2 * t;
+        const T *dO = static_cast<const T *>(p.dout) + p.lg.at(b, head, row) + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < DT; ++dt) {
           const float2 d = unpack2<T>(*reinterpret_cast<const uint32_t *>(dO + dt * 8));
@@ -382,10 +391,9 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradQKernel(FaParams p) {
   const int kvHead = head / p.group;
   const int q0 = tile * BQ;
   const int off = p.kvSeq - p.seq;
-  const int64_t qRowBase = (int64_t(b) * p.qHeads + head) * p.seq;
-  const int64_t kvRowBase = (int64_t(b) * p.kvHeads + kvHead) * p.kvSeq;
-  const T *kg = static_cast<const T *>(p.k) + kvRowBase * D;
-  const T *vg = static_cast<const T *>(p.v) + kvRowBase * D;
+  const int64_t qRowBase = (int64_t(b) * p.qHeads + head) * p.seq; // lse, delta
+  const T *kg = static_cast<const T *>(p.k) + p.lk.at(b, kvHead, 0);
+  const T *vg = static_cast<const T *>(p.v) + p.lv.at(b, kvHead, 0);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -396,12 +404,13 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradQKernel(FaParams p) {
     kvEnd = max(0, min(p.kvSeq, q0 + BQ + off));
   const int nTiles = (kvEnd + BK - 1) / BK;
 
-  loadTileAsync<BQ, D>(Qs, static_cast<const T *>(p.q) + (qRowBase + q0) * D, p.seq - q0, p.q);
-  loadTileAsync<BQ, D>(dOs, static_cast<const T *>(p.dout) + (qRowBase + q0) * D, p.seq - q0,
-                       p.dout);
+  loadTileAsync<BQ, D>(Qs, static_cast<const T *>(p.q) + p.lq.at(b, head, q0), p.lq.row,
+                       p.seq - q0, p.q);
+  loadTileAsync<BQ, D>(dOs, static_cast<const T *>(p.dout) + p.lg.at(b, head, q0), p.lg.row,
+                       p.seq - q0, p.dout);
   if (nTiles > 0) {
-    loadTileAsync<BK, D>(Ks, kg, p.kvSeq, p.k);
-    loadTileAsync<BK, D>(Vs, vg, p.kvSeq, p.v);
+    loadTileAsync<BK, D>(Ks, kg, p.lk.row, p.kvSeq, p.k);
+    loadTileAsync<BK, D>(Vs, vg, p.lv.row, p.kvSeq, p.v);
   }
   cpAsyncCommit();
 
@@ -425,8 +434,8 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradQKernel(FaParams p) {
     const int k0 = j * BK;
     if (j + 1 < nTiles) {
       const int n0 = k0 + BK, nb = (j + 1) & 1;
-      loadTileAsync<BK, D>(Ks + nb * BK * S, kg + int64_t(n0) * D, p.kvSeq - n0, p.k);
-      loadTileAsync<BK, D>(Vs + nb * BK * S, vg + int64_t(n0) * D, p.kvSeq - n0, p.v);
+      loadTileAsync<BK, D>(Ks + nb * BK * S, kg + n0 * p.lk.row, p.lk.row, p.kvSeq - n0, p.k);
+      loadTileAsync<BK, D>(Vs + nb * BK * S, vg + n0 * p.lv.row, p.lv.row, p.kvSeq - n0, p.v);
       cpAsyncCommit();
       cpAsyncWait<1>();
     } else {
@@ -507,7 +516,7 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradQKernel(FaParams p) {
     const int row = row0 + 8 * i;
     if (row >= p.seq)
       continue;
-    T *dq = static_cast<T *>(p.dq) + (qRowBase + row) * D + 2 * t;
+    T *dq = static_cast<T *>(p.dq) + p.ldq.at(b, head, row) + 2 * t;
 #pragma unroll
     for (int dt = 0; dt < DT; ++dt)
       *reinterpret_cast<uint32_t *>(dq + dt * 8) =
@@ -538,7 +547,6 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradKVKernel(FaParams p) {
   const int b = int(blk / p.kvHeads);
   const int k0 = tile * BKEY;
   const int off = p.kvSeq - p.seq;
-  const int64_t kvRowBase = (int64_t(b) * p.kvHeads + kvHead) * p.kvSeq;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -556,10 +564,13 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradKVKernel(FaParams p) {
   auto issue = [&](int it) {
     const int gi = it / nQ;
     const int q0 = qStart + (it - gi * nQ) * BQ;
-    const int64_t qRowBase = (int64_t(b) * p.qHeads + kvHead * p.group + gi) * p.seq;
+    const int head = kvHead * p.group + gi;
+    const int64_t qRowBase = (int64_t(b) * p.qHeads + head) * p.seq; // lse, delta
     const int nb = it & 1;
-    loadTileAsync<BQ, D>(Qs + nb * BQ * S, qAll + (qRowBase + q0) * D, p.seq - q0, p.q);
-    loadTileAsync<BQ, D>(dOs + nb * BQ * S, dOAll + (qRowBase + q0) * D, p.seq - q0, p.dout);
+    loadTileAsync<BQ, D>(Qs + nb * BQ * S, qAll + p.lq.at(b, head, q0), p.lq.row, p.seq - q0,
+                         p.q);
+    loadTileAsync<BQ, D>(dOs + nb * BQ * S, dOAll + p.lg.at(b, head, q0), p.lg.row, p.seq - q0,
+                         p.dout);
     if (threadIdx.x < BQ) {
       const int r = q0 + threadIdx.x;
       lseS[nb * BQ + threadIdx.x] = r < p.seq ? p.lse[qRowBase + r] : 0.f;
@@ -569,10 +580,10 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradKVKernel(FaParams p) {
     }
   };
 
-  loadTileAsync<BKEY, D>(Ks, static_cast<const T *>(p.k) + (kvRowBase + k0) * D, p.kvSeq - k0,
-                         p.k);
-  loadTileAsync<BKEY, D>(Vs, static_cast<const T *>(p.v) + (kvRowBase + k0) * D, p.kvSeq - k0,
-                         p.v);
+  loadTileAsync<BKEY, D>(Ks, static_cast<const T *>(p.k) + p.lk.at(b, kvHead, k0), p.lk.row,
+                         p.kvSeq - k0, p.k);
+  loadTileAsync<BKEY, D>(Vs, static_cast<const T *>(p.v) + p.lv.at(b, kvHead, k0), p.lv.row,
+                         p.kvSeq - k0, p.v);
   if (iters > 0)
     issue(0);
   cpAsyncCommit();
@@ -703,8 +714,8 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradKVKernel(FaParams p) {
     const int key = key0 + 8 * i;
     if (key >= p.kvSeq)
       continue;
-    T *dk = static_cast<T *>(p.dk) + (kvRowBase + key) * D + 2 * t;
-    T *dv = static_cast<T *>(p.dv) + (kvRowBase + key) * D + 2 * t;
+    T *dk = static_cast<T *>(p.dk) + p.ldk.at(b, kvHead, key) + 2 * t;
+    T *dv = static_cast<T *>(p.dv) + p.ldv.at(b, kvHead, key) + 2 * t;
 #pragma unroll
     for (int dt = 0; dt < DT; ++dt) {
       *reinterpret_cast<uint32_t *>(dk + dt * 8) =
@@ -731,6 +742,14 @@ FaParams makeParams(const FlashAttnArgs &a) {
   p.lse = a.lse;
   p.delta = a.delta;
   p.lseOut = a.lseOut;
+  p.lq = a.qLayout;
+  p.lk = a.kLayout;
+  p.lv = a.vLayout;
+  p.lo = a.outLayout;
+  p.lg = a.doutLayout;
+  p.ldq = a.dqLayout;
+  p.ldk = a.dkLayout;
+  p.ldv = a.dvLayout;
   p.qHeads = a.qHeads;
   p.kvHeads = a.kvHeads;
   p.group = a.qHeads / a.kvHeads;

@@ -19,9 +19,25 @@
 
 namespace loom::cuda {
 
+/// Where row (b, h, s) of an attention operand starts, in elements; the
+/// row's D elements are contiguous. Head-major [B, H, S, D] and
+/// sequence-major [B, S, H, D] (nn.attention's `seq_major`) differ only in
+/// these strides. cpu::detail::AttentionLayout, callable on the device (the
+/// SIMT kernels of Attention.cu use it too).
+struct AttnRowLayout {
+  int64_t batch = 0, head = 0, row = 0;
+  __host__ __device__ int64_t at(int64_t b, int64_t h, int64_t s) const {
+    return b * batch + h * head + s * row;
+  }
+};
+
 struct FlashAttnArgs {
   const void *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
   void *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  /// Each operand's layout (the forward reads q, k, v, out; the backward q,
+  /// k, v, dout, dq, dk, dv). The workspaces lse and delta are always
+  /// contiguous [B, Hq, S].
+  AttnRowLayout qLayout, kLayout, vLayout, outLayout, doutLayout, dqLayout, dkLayout, dvLayout;
   float *lse = nullptr;   // [batch * qHeads * seq] workspace (backward), log2 domain
   float *delta = nullptr; // [batch * qHeads * seq] workspace (backward)
   /// Forward: where to write each query row's natural logsumexp (null: nowhere).
@@ -35,7 +51,8 @@ struct FlashAttnArgs {
 };
 
 /// bf16 or f16, headDim == valueDim in {64, 128}, every pointer 16-byte
-/// aligned, nonempty problem.
+/// aligned, nonempty problem. Rows are then 16-byte aligned in either layout:
+/// every stride is a multiple of D elements (128 or 256 bytes).
 bool flashAttentionApplies(DType dtype, int64_t headDim, int64_t valueDim, int64_t seq,
                            int64_t kvSeq, std::initializer_list<const void *> pointers);
 

@@ -73,9 +73,13 @@ void setStatsShardings(nn::AttentionOp forward, nn::AttentionWithStatsOp stats) 
   if (!shardings || shardings.size() != 1)
     return;
   Attribute out = shardings[0], lse = out; // a unit entry: undecided, for both
-  if (auto sharding = dyn_cast<dist::ShardingAttr>(out))
-    lse = dist::ShardingAttr::get(forward.getContext(), sharding.getDims().drop_back(),
-                                  sharding.getPartial());
+  if (auto sharding = dyn_cast<dist::ShardingAttr>(out)) {
+    // The output's [B, H, S] dims, wherever its layout (seq_major bit 3) has them.
+    SmallVector<ArrayAttr> dims(sharding.getDims().drop_back());
+    if (forward.getSeqMajor() & 0b1000 && dims.size() == 3)
+      std::swap(dims[1], dims[2]);
+    lse = dist::ShardingAttr::get(forward.getContext(), dims, sharding.getPartial());
+  }
   dist::setResultShardings(stats, {out, lse});
 }
 
@@ -90,7 +94,7 @@ struct AttentionStatsPass : public loom::impl::AttentionStatsBase<AttentionStats
       b.setInsertionPoint(forward);
       auto stats = b.create<nn::AttentionWithStatsOp>(
           forward.getLoc(), forward.getQuery(), forward.getKey(), forward.getValue(),
-          forward.getCausalAttr(), forward.getScaleAttr());
+          forward.getCausalAttr(), forward.getScaleAttr(), forward.getSeqMajorAttr());
       // Stage, microbatch and stream tags stay with the op; the result
       // shardings gain lse's.
       stats->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
@@ -100,9 +104,14 @@ struct AttentionStatsPass : public loom::impl::AttentionStatsBase<AttentionStats
       forward.erase();
       for (nn::AttentionGradOp grad : grads) {
         b.setInsertionPoint(grad);
+        // seq_major: q, k, v keep their bits; out takes the forward's
+        // result's; grad and dq, dk, dv move past out and lse.
+        const int64_t g = grad.getSeqMajor();
+        const int64_t mask = (g & 0b111) | (forward.getSeqMajor() & 0b1000) | (g & 0b1111000) << 2;
         auto backward = b.create<nn::AttentionGradWithStatsOp>(
             grad.getLoc(), grad.getQuery(), grad.getKey(), grad.getValue(), stats.getResult(),
-            stats.getLse(), grad.getGrad(), grad.getCausalAttr(), grad.getScaleAttr());
+            stats.getLse(), grad.getGrad(), grad.getCausalAttr(), grad.getScaleAttr(),
+            b.getI64IntegerAttr(mask));
         backward->setDiscardableAttrs(grad->getDiscardableAttrDictionary());
         grad->replaceAllUsesWith(backward->getResults());
         grad.erase();

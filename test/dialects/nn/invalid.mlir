@@ -1153,3 +1153,33 @@ func.func @attention_with_stats_causal(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x4
   %0:2 = nn.attention_with_stats %q, %k, %k causal : (tensor<1x4x6x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x4x6xf32>)
   return
 }
+
+// -----
+
+// seq_major marks tensors of the op only: attention has four.
+func.func @attention_seq_major_range(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x6x8xf32>) {
+  // expected-error @+2 {{seq_major 16 names a tensor past the op's 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.attention %q, %k, %k {seq_major = 16 : i64} : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) -> tensor<1x4x6x8xf32>
+  return
+}
+
+// -----
+
+// The statistics have one layout.
+func.func @attention_seq_major_lse(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x6x8xf32>) {
+  // expected-error @+2 {{seq_major marks the statistics (tensor 4), which have one layout only}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = nn.attention_with_stats %q, %k, %k {seq_major = 16 : i64} : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x4x6xf32>)
+  return
+}
+
+// -----
+
+// A sequence-major value is [B, S, H, D]: here it is head-major.
+func.func @attention_seq_major_shape(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x6x8xf32>) {
+  // expected-error @+2 {{key [1x2x6x8] and value [1x6x2x8] must agree in heads and sequence length}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.attention %q, %k, %k {seq_major = 4 : i64} : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) -> tensor<1x4x6x8xf32>
+  return
+}

@@ -37,3 +37,40 @@ func.func @not_folded(%x: tensor<1x8x4x16xf32>, %cos: tensor<8x16xf32>, %sin: te
   %w = nn.rope %q, %cos, %st : (tensor<1x4x8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<1x4x8x16xf32>
   return %t, %r, %g, %v, %w, %q : tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x8x4x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>
 }
+
+// -----
+
+// Attention reads the value and writes its output in the projections'
+// [B, S, H, D] layout; the backward, which reads the same value and output,
+// reads them so too, and takes the output's gradient and writes the value's
+// gradient in that layout.
+// CHECK-LABEL: func.func @attention_layouts
+// CHECK-NOT: nn.transpose
+// CHECK: %[[O:.*]], %[[L:.*]] = nn.attention_with_stats %arg0, %arg1, %arg2 causal {seq_major = 12 : i64} : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x8x2x16xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x4x8xf32>)
+// CHECK: nn.attention_grad_with_stats %arg0, %arg1, %arg2, %[[O]], %[[L]], %arg3 causal {seq_major = 300 : i64} : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x4x16xf32>, tensor<1x4x8xf32>, tensor<1x8x4x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x8x2x16xf32>)
+// CHECK-NOT: nn.transpose
+func.func @attention_layouts(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>, %vp: tensor<1x8x2x16xf32>, %dyp: tensor<1x8x4x16xf32>)
+    -> (tensor<1x8x4x16xf32>, tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x8x2x16xf32>) {
+  %v = nn.transpose %vp permutation = [0, 2, 1, 3] : tensor<1x8x2x16xf32> -> tensor<1x2x8x16xf32>
+  %o, %lse = nn.attention_with_stats %q, %k, %v causal : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8xf32>)
+  %y = nn.transpose %o permutation = [0, 2, 1, 3] : tensor<1x4x8x16xf32> -> tensor<1x8x4x16xf32>
+  %dy = nn.transpose %dyp permutation = [0, 2, 1, 3] : tensor<1x8x4x16xf32> -> tensor<1x4x8x16xf32>
+  %dq, %dk, %dv = nn.attention_grad_with_stats %q, %k, %v, %o, %lse, %dy causal : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8xf32>, tensor<1x4x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>)
+  %dvp = nn.transpose %dv permutation = [0, 2, 1, 3] : tensor<1x2x8x16xf32> -> tensor<1x8x2x16xf32>
+  return %y, %dq, %dk, %dvp : tensor<1x8x4x16xf32>, tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x8x2x16xf32>
+}
+
+// -----
+
+// Left alone: an output also returned as it is (the return cannot take the
+// other layout), and the statistics.
+// CHECK-LABEL: func.func @attention_kept
+// CHECK: nn.attention_with_stats %arg0, %arg1, %arg1 causal :
+// CHECK-COUNT-2: nn.transpose
+func.func @attention_kept(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>)
+    -> (tensor<1x4x8x16xf32>, tensor<1x8x4x16xf32>, tensor<1x8x4xf32>) {
+  %o, %lse = nn.attention_with_stats %q, %k, %k causal : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8xf32>)
+  %y = nn.transpose %o permutation = [0, 2, 1, 3] : tensor<1x4x8x16xf32> -> tensor<1x8x4x16xf32>
+  %l = nn.transpose %lse permutation = [0, 2, 1] : tensor<1x4x8xf32> -> tensor<1x8x4xf32>
+  return %o, %y, %l : tensor<1x4x8x16xf32>, tensor<1x8x4x16xf32>, tensor<1x8x4xf32>
+}

@@ -146,8 +146,8 @@ func.func @main(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
 // attention: scale defaults to 1/sqrt(head dim) (D = 16: 0.25), causal is
 // 0/1; an explicit scale is kept.
 // CHECK-LABEL: rt.program @main
-// CHECK:       rt.kernel "nn.attention"({{.*}}) attrs {causal = 0 : i64, scale = 2.500000e-01 : f64}
-// CHECK:       rt.kernel "nn.attention"({{.*}}) attrs {causal = 1 : i64, scale = 5.000000e-01 : f64}
+// CHECK:       rt.kernel "nn.attention"({{.*}}) attrs {causal = 0 : i64, scale = 2.500000e-01 : f64, seq_major = 0 : i64}
+// CHECK:       rt.kernel "nn.attention"({{.*}}) attrs {causal = 1 : i64, scale = 5.000000e-01 : f64, seq_major = 0 : i64}
 func.func @main(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>) -> (tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>) {
   %0 = nn.attention %q, %k, %k : (tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32>
   %1 = nn.attention %q, %k, %k causal scale = 0.5 : (tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32>

@@ -1535,6 +1535,53 @@ def gen_swiglu():
         add("nn.swiglu_grad", name, [g, u, T(dtype, s), dy], [T(dtype, dg), T(dtype, du)])
 
 
+def gen_attention_seq_major():
+    """The four attention kernels with `seq_major`: bit i stores the call's
+    tensor i (inputs, then outputs) as [B, S, H, D] instead of [B, H, S, D];
+    the statistics keep theirs. The references are the head-major ones with
+    those tensors transposed. Shapes cover the tensor-core and cuDNN paths
+    (bf16, head dims 64 and 128) and the fallback (f32, odd sizes)."""
+    def sm(t, on):
+        return T(t.dtype, np.transpose(t.values, (0, 2, 1, 3))) if on else t
+
+    specs = [
+        # name, dtype, B, Hq, Hkv, S, Skv, D, causal, forward mask, grad-with-stats mask, grad mask, cuda atol of the grads
+        ("f32_gqa_v_out", "f32", 2, 4, 2, 5, 7, 8, 1, 0b1100, 0b100101100, 0b1001100, None),
+        ("f32_all_seq_major", "f32", 1, 2, 1, 6, 6, 16, 1, 0b1111, 0b111101111, 0b1111111, None),
+        ("bf16_d64_v_out_odd", "bf16", 1, 4, 2, 37, 37, 64, 1, 0b1100, 0b100101100, 0b1001100, 0.08),
+        ("bf16_d128_all", "bf16", 2, 2, 2, 19, 19, 128, 1, 0b1111, 0b111101111, 0b1111111, 0.08),
+        # The same problem head-major, after it: a cached cuDNN plan must
+        # not be shared across layouts.
+        ("bf16_d128_none", "bf16", 2, 2, 2, 19, 19, 128, 1, 0, 0, 0, 0.08),
+    ]
+    for name, dtype, B, Hq, Hkv, S, Skv, D, causal, fwd, gws, gr, grad_atol in specs:
+        name = "seq_major_" + name
+        q = randt(dtype, [B, Hq, S, D])
+        k = randt(dtype, [B, Hkv, Skv, D])
+        v = randt(dtype, [B, Hkv, Skv, D])
+        dout = randt(dtype, [B, Hq, S, D])
+        eff = 1 / math.sqrt(D)
+        out, backward, lse = attention_ref(q.values, k.values, v.values, causal, eff)
+        dq, dk, dv = backward(dout.values)
+        o, dqT, dkT, dvT = T(dtype, out), T(dtype, dq), T(dtype, dk), T(dtype, dv)
+        bit = lambda mask, i: bool(mask >> i & 1)
+        fin = [sm(t, bit(fwd, i)) for i, t in enumerate([q, k, v])]
+        add("nn.attention", name, fin, [sm(o, bit(fwd, 3))],
+            attrs={"causal": causal, "seq_major": fwd})
+        add("nn.attention_with_stats", name, fin, [sm(o, bit(fwd, 3)), T("f32", lse)],
+            attrs={"causal": causal, "seq_major": fwd})
+        atol = {"cuda": grad_atol} if grad_atol else None
+        ins = [sm(t, bit(gr, i)) for i, t in enumerate([q, k, v, dout])]
+        outs = [sm(t, bit(gr, 4 + i)) for i, t in enumerate([dqT, dkT, dvT])]
+        add("nn.attention_grad", name, ins, outs, attrs={"causal": causal, "seq_major": gr},
+            backend_atol=atol)
+        ins = [sm(t, bit(gws, i)) for i, t in enumerate([q, k, v, o])] + [T("f32", lse),
+                                                                          sm(dout, bit(gws, 5))]
+        outs = [sm(t, bit(gws, 6 + i)) for i, t in enumerate([dqT, dkT, dvT])]
+        add("nn.attention_grad_with_stats", name, ins, outs,
+            attrs={"causal": causal, "seq_major": gws}, backend_atol=atol)
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -1562,6 +1609,7 @@ def main():
     gen_matmul_addend()
     gen_norm_grad_addend()
     gen_swiglu()
+    gen_attention_seq_major()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]

@@ -78,7 +78,8 @@ TEST(AttentionGradientTest, PlainCausalAndGrouped) {
     Value v = g.random({2, c.kvHeads, c.kvSeq, 3});
     g.check(b.create<AttentionOp>(g.loc(), q, k, v,
                                   c.causal ? b.getUnitAttr() : UnitAttr(),
-                                  c.scale ? b.getF64FloatAttr(*c.scale) : FloatAttr()));
+                                  c.scale ? b.getF64FloatAttr(*c.scale) : FloatAttr(),
+                                  b.getI64IntegerAttr(0)));
   }
 }
 
