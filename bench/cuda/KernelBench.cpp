@@ -5,6 +5,7 @@
 //   loom-kernel-bench [--iterations N]
 
 #include "kernels/cuda/CudaKernels.h"
+#include "runtime/abi/NormWeightGrad.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
@@ -175,6 +176,53 @@ int main(int argc, char **argv) {
     Case gs{"attn_grad saved lse [4,16,2048,128]", "nn.attention_grad_with_stats",
             {q, k, v, out, lse, bf16({B, H, S, D})},
             {bf16({B, H, S, D}), bf16({B, H, S, D}), bf16({B, H, S, D})}, a};
+    gs.flops = 2.5 * 4.0 * B * H * S * S * D / 2;
+    cases.push_back(std::move(gs));
+  }
+
+  // The kernels the 0.95B training step runs since the fourth round, at its
+  // shapes: SwiGLU and its gradient as one kernel each, a norm gradient that
+  // adds the residual's gradient, the norm weight gradient (x and dy read
+  // once), rope writing attention's layout, and attention reading the value
+  // and writing its output sequence-major (seq_major; no transposes).
+  cases.push_back({"swiglu [8192, 5632] bf16 (2 outputs)", "nn.swiglu",
+                   {bf16({M, F}), bf16({M, F})}, {bf16({M, F}), bf16({M, F})}, {}});
+  cases.push_back({"swiglu_grad [8192, 5632] bf16", "nn.swiglu_grad",
+                   {bf16({M, F}), bf16({M, F}), bf16({M, F}), bf16({M, F})},
+                   {bf16({M, F}), bf16({M, F})}, {}});
+  {
+    cpu::KernelAttrs a;
+    a.set("epsilon", 1e-5).set("has_weight", int64_t(1)).set("has_addend", int64_t(1));
+    cases.push_back({"rms_norm_grad + addend [8192, 2048] bf16", "nn.rms_norm_grad",
+                     {bf16({M, Hid}), bf16({M, Hid}), bf16({Hid}), bf16({M, Hid})},
+                     {bf16({M, Hid})}, a});
+    cpu::KernelAttrs w;
+    w.set("epsilon", 1e-5);
+    cases.push_back({"norm_weight_grad [8192, 2048] bf16 -> f32", "nn.norm_weight_grad",
+                     {bf16({M, Hid}), bf16({M, Hid})},
+                     {f32({Hid}), f32({normWeightGradScratch(M, Hid)})}, w});
+  }
+  {
+    cpu::KernelAttrs a;
+    a.set("transpose", std::string("input")).set("interleaved", int64_t(0));
+    cases.push_back({"rope [4,2048,16,128] -> [4,16,2048,128] bf16", "nn.rope",
+                     {bf16({B, S, H, D}), bf16({S, D}), bf16({S, D})}, {bf16({B, H, S, D})}, a});
+  }
+  {
+    cpu::KernelAttrs a;
+    a.set("causal", int64_t(1)).set("scale", 1.0 / std::sqrt(double(D)));
+    Buffer q = bf16({B, H, S, D}), k = bf16({B, H, S, D}), v = bf16({B, S, H, D});
+    Buffer out = bf16({B, S, H, D}), lse = f32({B, H, S});
+    cpu::KernelAttrs fa = a;
+    fa.set("seq_major", int64_t(0b1100)); // v and out
+    Case fs{"attention+lse, v/out [B,S,H,D]", "nn.attention_with_stats", {q, k, v}, {out, lse}, fa};
+    fs.flops = 4.0 * B * H * S * S * D / 2;
+    cases.push_back(std::move(fs));
+    cpu::KernelAttrs ga = a;
+    ga.set("seq_major", int64_t(0b100101100)); // v, out, dOut, dv
+    Case gs{"attn_grad saved lse, v/out/dO/dv [B,S,H,D]", "nn.attention_grad_with_stats",
+            {q, k, v, out, lse, bf16({B, S, H, D})},
+            {bf16({B, H, S, D}), bf16({B, H, S, D}), bf16({B, S, H, D})}, ga};
     gs.flops = 2.5 * 4.0 * B * H * S * S * D / 2;
     cases.push_back(std::move(gs));
   }
