@@ -215,6 +215,9 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
       pm.addPass(createFuseNormWeightGrad());
     pm.addPass(createFuseSwiglu());
     pm.addPass(createFuseCasts());
+    // After the casts are one call and the updates one: it splits the first.
+    if (options.optimizerWritesCopies)
+      pm.addPass(createOptimizerWritesCopies());
     pm.addPass(createPlanMemory());
     pm.addPass(createAssignStreams());
     return;
@@ -397,6 +400,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                                   llvm::cl::desc("each norm's weight gradient as one kernel "
                                                  "(default on)"),
                                   llvm::cl::init(true)};
+  Option<bool> optimizerWritesCopies{
+      *this, "optimizer-writes-copies",
+      llvm::cl::desc("the optimizer writes each weight's compute-precision copy; the step's "
+                     "weight casts run only after the parameters are set (default on)"),
+      llvm::cl::init(true)};
   Option<bool> fuseLinearCrossEntropy{
       *this, "fuse-linear-cross-entropy",
       llvm::cl::desc("the LM head's GEMM, the loss and their gradients as one kernel chunked "
@@ -455,6 +463,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.attentionStats = attentionStats;
     o.fuseSumSquares = fuseSumSquares;
     o.fuseNormWeightGrad = fuseNormWeightGrad;
+    o.optimizerWritesCopies = optimizerWritesCopies;
     o.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
     o.linearCrossEntropyChunk = linearCrossEntropyChunk;
     o.microbatches = microbatches;

@@ -71,6 +71,10 @@ struct PipelineOptions {
   bool fuseSumSquares = true;
   /// Each norm's weight gradient runs as one kernel (--loom-fuse-norm-weight-grad).
   bool fuseNormWeightGrad = true;
+  /// The optimizer writes each weight's compute-precision copy, and the
+  /// step's weight casts run only after the parameters are set
+  /// (--loom-optimizer-writes-copies).
+  bool optimizerWritesCopies = true;
   /// The LM head's GEMM, the loss and their gradients run as one chunked
   /// kernel (--loom-fuse-linear-cross-entropy), chunks of this many rows
   /// (0: automatic).

@@ -114,12 +114,20 @@ def NN_LinearCrossEntropyOp : NN_KernelOp<"linear_cross_entropy", [Pure,
 def NN_AdamWMultiKernel : NN_RuntimeKernel<"nn.adamw_multi", 6, -1, -1,
     [NN_KernelAttr<"has_scale", "Int">, NN_KernelRequiredAttr<"beta1", "F64">,
      NN_KernelRequiredAttr<"beta2", "F64">, NN_KernelRequiredAttr<"epsilon", "F64">,
-     NN_KernelRequiredAttr<"weight_decays", "F64s">], [{
+     NN_KernelRequiredAttr<"weight_decays", "F64s">, NN_KernelAttr<"copies", "Ints">], [{
   nn.adamw over many parameters in one call (--loom-fuse-adamw): lr, step,
   [scale when attr has_scale = 1: every gradient is first multiplied by it,
   as gradient clipping does], then param, grad, exp_avg, exp_avg_sq per
-  parameter -> new param, exp_avg, exp_avg_sq per parameter. Attrs beta1,
-  beta2, epsilon (f64) and weight_decays (f64 list, one per parameter).
+  parameter -> new param, exp_avg, exp_avg_sq per parameter, then one
+  compute copy per entry of attr copies. Attrs beta1, beta2, epsilon (f64)
+  and weight_decays (f64 list, one per parameter). Attr copies (int list,
+  default empty: ascending, no repeats, each below the number of
+  parameters) names the parameters whose compute copy the kernel also
+  writes, in the same pass: after the 3n results, in the order listed, a
+  tensor of the parameter's shape (f32, bf16 or f16) that receives the new
+  parameter rounded to its type, the bits nn.cast of the new f32 parameter
+  would write (to nearest even; NaN and overflow as the cast). So a bf16
+  step needs no cast of its f32 master weights at the start of the next.
 }]>;
 
 def NN_SumSquaresMultiKernel : NN_RuntimeKernel<"nn.sum_squares_multi", 1, -1, -1,

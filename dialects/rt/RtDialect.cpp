@@ -51,6 +51,8 @@ Value loom::rt::rootBuffer(Value buffer) {
 }
 
 bool loom::rt::isPersistent(Value root) {
+  if (auto alloc = root.getDefiningOp<AllocOp>())
+    return alloc.getPersistent();
   return root.getDefiningOp<ParamOp>() != nullptr;
 }
 

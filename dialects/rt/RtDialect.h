@@ -42,7 +42,8 @@ std::optional<KernelArity> lookupKernel(llvm::StringRef name);
 
 /// The buffer whose bytes `buffer` shows: itself, or what its aliases alias.
 mlir::Value rootBuffer(mlir::Value buffer);
-/// Whether a root buffer lives in the persistent arena (parameters).
+/// Whether a root buffer lives in the persistent arena (parameters and
+/// persistent rt.alloc buffers).
 bool isPersistent(mlir::Value root);
 /// The planned offset of a root buffer, if the planner has run.
 std::optional<int64_t> plannedOffset(mlir::Value root);

@@ -99,10 +99,20 @@ def Rt_ProgramOp : Rt_Op<"program", [Symbol, SingleBlock, NoTerminator,
 
 // Buffers. `offset` is absent until the memory planner assigns it.
 def Rt_AllocOp : Rt_Op<"alloc"> {
-  let summary = "a scratch buffer";
-  let arguments = (ins OptionalAttr<I64Attr>:$offset, OptionalAttr<StrAttr>:$name);
+  let summary = "a scratch buffer, or with `persistent` one kept across steps";
+  let description = [{
+    A `persistent` buffer lives in the persistent arena beside the
+    parameters and keeps its bytes from one step to the next, but it is no
+    parameter: it is not initialized, saved in checkpoints or loaded from
+    weights. It holds state the program derives from its parameters (a
+    compute-precision copy of a weight that the optimizer rewrites each step),
+    which `refresh` kernels (see `rt.kernel`) recompute whenever the
+    parameters were set from outside.
+  }];
+  let arguments = (ins OptionalAttr<I64Attr>:$offset, OptionalAttr<StrAttr>:$name,
+                   UnitAttr:$persistent);
   let results = (outs Rt_Buffer:$result);
-  let assemblyFormat = "(`offset` `=` $offset^)? attr-dict `:` type($result)";
+  let assemblyFormat = "(`persistent` $persistent^)? (`offset` `=` $offset^)? attr-dict `:` type($result)";
 }
 
 def Rt_InputOp : Rt_Op<"input"> {
@@ -184,6 +194,10 @@ def Rt_KernelOp : Rt_Op<"kernel", [AttrSizedOperandSegments]> {
   let description = [{
     Destination-passing: the kernel reads `inputs` and writes `outputs`.
     `attrs` are the kernel's attributes (integers, floats, strings, arrays).
+    A `refresh` kernel runs only in the first step after the parameters were
+    set from outside the program (initialized, loaded from weights or a
+    checkpoint): it recomputes `persistent` buffers that the program itself
+    keeps up to date in every other step.
 
     ```mlir
     rt.kernel "nn.matmul(%a, %b) -> (%c) attrs {transpose_lhs = 0, transpose_rhs = 1} : (memref<4x8xf32>, memref<16x8xf32>) -> memref<4x16xf32>
@@ -192,10 +206,10 @@ def Rt_KernelOp : Rt_Op<"kernel", [AttrSizedOperandSegments]> {
   let arguments = (ins StrAttr:$kernel, Variadic<Rt_Buffer>:$inputs,
                    Variadic<Rt_Buffer>:$outputs,
                    DefaultValuedAttr<DictionaryAttr, "{}">:$attrs,
-                   OptionalAttr<StrAttr>:$stream);
+                   OptionalAttr<StrAttr>:$stream, UnitAttr:$refresh);
   let assemblyFormat = [{
     $kernel `(` $inputs `)` `->` `(` $outputs `)` (`attrs` $attrs^)?
-    (`on` $stream^)? attr-dict `:` functional-type($inputs, $outputs)
+    (`on` $stream^)? (`refresh` $refresh^)? attr-dict `:` functional-type($inputs, $outputs)
   }];
   let extraClassDeclaration = [{
     /// The kernel's id in the contract (runtime/abi/KernelList.h); none for

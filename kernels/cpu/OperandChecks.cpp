@@ -1322,14 +1322,51 @@ llvm::Error checkAdamWGroup(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> ou
 }
 
 llvm::Expected<size_t> adamwMultiFirstGroup(size_t numInputs, size_t numOutputs,
-                                            bool hasScale) {
+                                            bool hasScale, size_t numCopies) {
   const size_t first = hasScale ? 3 : 2;
-  if (numInputs < first || numOutputs % 3 != 0 || numInputs - first != 4 * (numOutputs / 3))
+  if (numInputs < first || (numInputs - first) % 4 != 0 ||
+      numOutputs != 3 * ((numInputs - first) / 4) + numCopies)
     return kernelError("expected lr, step" + std::string(hasScale ? ", scale" : "") +
-                       " and 4 inputs (param, grad, exp_avg, exp_avg_sq) per 3 outputs; got " +
-                       std::to_string(numInputs) + " inputs and " +
+                       " and 4 inputs (param, grad, exp_avg, exp_avg_sq) per 3 outputs" +
+                       (numCopies ? ", then one output per entry of copies (" +
+                                        std::to_string(numCopies) + ")"
+                                  : std::string()) +
+                       "; got " + std::to_string(numInputs) + " inputs and " +
                        std::to_string(numOutputs) + " outputs");
   return first;
+}
+
+llvm::Expected<AdamWMultiLayout> checkAdamWMultiLayout(llvm::ArrayRef<Tensor> in,
+                                                       llvm::ArrayRef<Tensor> out,
+                                                       const KernelAttrs &attrs) {
+  AdamWMultiLayout layout;
+  LOOM_ASSIGN_OR_RETURN(layout.hasScale, attrs.getBool("has_scale"));
+  LOOM_ASSIGN_OR_RETURN(layout.copies, attrs.getInts("copies", std::vector<int64_t>{}));
+  LOOM_ASSIGN_OR_RETURN(layout.first, adamwMultiFirstGroup(in.size(), out.size(),
+                                                           layout.hasScale,
+                                                           layout.copies.size()));
+  layout.groups = (in.size() - layout.first) / 4;
+  for (size_t j = 0; j < layout.copies.size(); ++j) {
+    const int64_t index = layout.copies[j];
+    if (index < 0 || static_cast<uint64_t>(index) >= layout.groups)
+      return kernelError("copies entry " + std::to_string(index) + " is out of range for " +
+                         std::to_string(layout.groups) + " parameters");
+    if (j > 0 && index <= layout.copies[j - 1])
+      return kernelError("copies must be ascending with no repeats; got " +
+                         shapeToString(layout.copies));
+  }
+  for (size_t j = 0; j < layout.copies.size(); ++j) {
+    const size_t index = static_cast<size_t>(layout.copies[j]);
+    const Tensor &copy = out[3 * layout.groups + j];
+    const Tensor &param = in[layout.first + 4 * index];
+    const std::string role = "copy of parameter " + std::to_string(index);
+    LOOM_RETURN_IF_ERROR(checkTensor(copy, role.c_str()));
+    LOOM_RETURN_IF_ERROR(checkSameShape(copy, role.c_str(), param, "param"));
+    if (copy.dtype != DType::F32 && copy.dtype != DType::BF16 && copy.dtype != DType::F16)
+      return kernelError(role + " must be f32, bf16 or f16, got " +
+                         std::string(dtypeName(copy.dtype)));
+  }
+  return layout;
 }
 
 llvm::Error checkCastMulti(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out) {

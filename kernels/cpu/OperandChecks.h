@@ -401,9 +401,26 @@ llvm::Error checkScaledMatmul(const Tensor &a, const Tensor &b, const Tensor &sc
 /// all of the parameter's shape.
 llvm::Error checkAdamWGroup(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out);
 /// nn.adamw_multi's operand layout: returns the input index of the first
-/// parameter group (after lr, step and the optional scale).
+/// parameter group (after lr, step and the optional scale), given
+/// `numCopies` outputs (attr copies) after the 3 per parameter.
 llvm::Expected<size_t> adamwMultiFirstGroup(size_t numInputs, size_t numOutputs,
-                                            bool hasScale);
+                                            bool hasScale, size_t numCopies = 0);
+/// nn.adamw_multi's layout, from its operands and attrs has_scale and copies.
+struct AdamWMultiLayout {
+  bool hasScale = false;
+  size_t first = 0;  ///< input index of the first parameter group
+  size_t groups = 0; ///< parameters: inputs first + 4i .. first + 4i + 3, outputs 3i .. 3i + 2
+  /// Attr copies (checked: ascending, no repeats, each < groups): the
+  /// parameters with a compute copy; entry j's is output 3 * groups + j, a
+  /// float tensor of the parameter's shape.
+  std::vector<int64_t> copies;
+};
+/// Checks the operand counts, copies and the copy outputs (shape the
+/// parameter's, dtype f32, bf16 or f16); the groups themselves are
+/// checkAdamWGroup's.
+llvm::Expected<AdamWMultiLayout> checkAdamWMultiLayout(llvm::ArrayRef<Tensor> in,
+                                                       llvm::ArrayRef<Tensor> out,
+                                                       const KernelAttrs &attrs);
 /// nn.cast_multi: n tensors of one dtype -> n of another, shapes pairwise equal.
 llvm::Error checkCastMulti(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out);
 /// nn.sum_squares_multi: n float tensors -> n f32 scalars (or one, the

@@ -1,6 +1,8 @@
 // nn.adamw: one AdamW update of an f32 parameter and its moments. Each
 // element reads its own p, g, m, v and writes its own p', m', v', so the
 // outputs may alias the inputs (the runtime updates parameters in place).
+// nn.adamw_multi also writes the compute copies that attr copies names (the
+// new parameter as nn.cast rounds it, e.g. to bf16) in the same pass.
 
 #include "kernels/cpu/KernelSupport.h"
 
@@ -38,10 +40,22 @@ llvm::Expected<AdamWHyper> readHyper(const KernelCall &call, const Tensor &lrT,
   return h;
 }
 
+/// Element i of a compute copy: the bits nn.cast of the new f32 parameter
+/// writes (runCast: the f32 widens exactly to f64 and storeFromDouble rounds
+/// it once, to nearest even, NaN and overflow as FloatTypes.h says; to f32,
+/// a plain copy).
+inline void storeCopy(const Tensor &copy, int64_t i, float value) {
+  if (copy.dtype == DType::F32)
+    static_cast<float *>(copy.data)[i] = value;
+  else
+    storeFromDouble(copy.data, copy.dtype, i, static_cast<double>(value));
+}
+
 /// The update of one parameter. With `scale`, the gradient is first
-/// multiplied by it in f32, exactly as a separate nn.mul would.
+/// multiplied by it in f32, exactly as a separate nn.mul would. With `copy`,
+/// the new parameter is also written there, rounded as nn.cast rounds it.
 void update(const KernelContext &ctx, AdamWHyper h, llvm::ArrayRef<Tensor> in,
-            llvm::ArrayRef<Tensor> out, const float *scale) {
+            llvm::ArrayRef<Tensor> out, const float *scale, const Tensor *copy = nullptr) {
   const float *p = static_cast<const float *>(in[0].data);
   const float *g = static_cast<const float *>(in[1].data);
   const float *m = static_cast<const float *>(in[2].data);
@@ -56,9 +70,12 @@ void update(const KernelContext &ctx, AdamWHyper h, llvm::ArrayRef<Tensor> in,
       double v1 = h.beta2 * v[i] + (1 - h.beta2) * grad * grad;
       double step = (m1 / h.correction1) / (std::sqrt(v1 / h.correction2) + h.epsilon);
       double p0 = p[i];
-      pOut[i] = static_cast<float>(p0 - h.lr * (h.decay * p0 + step));
+      const float p1 = static_cast<float>(p0 - h.lr * (h.decay * p0 + step));
+      pOut[i] = p1;
       mOut[i] = static_cast<float>(m1);
       vOut[i] = static_cast<float>(v1);
+      if (copy)
+        storeCopy(*copy, i, p1);
     }
   });
 }
@@ -73,12 +90,11 @@ llvm::Error runAdamW(const KernelCall &call) {
 }
 
 llvm::Error runAdamWMulti(const KernelCall &call) {
-  LOOM_ASSIGN_OR_RETURN(bool hasScale, call.attrs.getBool("has_scale"));
-  LOOM_ASSIGN_OR_RETURN(size_t first,
-                        adamwMultiFirstGroup(call.inputs.size(), call.outputs.size(), hasScale));
-  const size_t groups = call.outputs.size() / 3;
+  LOOM_ASSIGN_OR_RETURN(AdamWMultiLayout layout,
+                        checkAdamWMultiLayout(call.inputs, call.outputs, call.attrs));
+  const size_t first = layout.first, groups = layout.groups;
   const float *scale = nullptr;
-  if (hasScale) {
+  if (layout.hasScale) {
     const Tensor &s = call.inputs[2];
     if (s.dtype != DType::F32 || product(s.shape) != 1)
       return kernelError("the gradient scale must be an f32 scalar");
@@ -92,10 +108,14 @@ llvm::Error runAdamWMulti(const KernelCall &call) {
   for (size_t i = 0; i < groups; ++i)
     LOOM_RETURN_IF_ERROR(checkAdamWGroup(call.inputs.slice(first + 4 * i, 4),
                                     call.outputs.slice(3 * i, 3)));
+  // copyOf[i]: parameter i's compute copy (attr copies), if any.
+  std::vector<const Tensor *> copyOf(groups, nullptr);
+  for (size_t j = 0; j < layout.copies.size(); ++j)
+    copyOf[static_cast<size_t>(layout.copies[j])] = &call.outputs[3 * groups + j];
   for (size_t i = 0; i < groups; ++i) {
     h.decay = decays[i];
     update(call.ctx, h, call.inputs.slice(first + 4 * i, 4), call.outputs.slice(3 * i, 3),
-           scale);
+           scale, copyOf[i]);
   }
   return llvm::Error::success();
 }

@@ -1,9 +1,12 @@
 // CUDA AdamW (as kernels/cpu/Optimizer.cpp): nn.adamw and the multi-tensor
-// nn.adamw_multi, each element updated in double and rounded to f32 on store.
+// nn.adamw_multi, each element updated in double and rounded to f32 on store
+// (nn.adamw_multi also writes the compute copies of attr copies from the new
+// values in registers, rounded as nn.cast rounds them).
 //
 // Where the GPU cannot do what the CPU does: lr and step are read on the
 // device, so a step below 1 (an error on the CPU) leaves parameter and
-// moments unchanged (copied to the outputs).
+// moments unchanged (copied to the outputs; a compute copy is then the
+// unchanged parameter, cast).
 
 #include "kernels/cuda/DeviceSupport.cuh"
 #include "kernels/cpu/OperandChecks.h"
@@ -123,6 +126,9 @@ llvm::Error launchAdamW(const KernelCall &call) {
 constexpr int kMultiTensors = 36;
 constexpr int64_t kMultiChunk = 16384; // elements per block
 
+/// A parameter's compute copy (attr copies): none, or its element type.
+enum CopyType : int8_t { kNoCopy, kCopyF32, kCopyBF16, kCopyF16 };
+
 struct AdamWMultiArgs {
   int count;
   int64_t n[kMultiTensors];
@@ -130,30 +136,97 @@ struct AdamWMultiArgs {
   double decay[kMultiTensors];
   const float *g[kMultiTensors];
   float *p[kMultiTensors], *m[kMultiTensors], *v[kMultiTensors];
+  void *copy[kMultiTensors];
+  int8_t copyType[kMultiTensors];
 };
 
+/// nn.cast's rounding of one f32 value to a 16-bit copy: CastFn<F32, To> of
+/// Elementwise.cu (bf16: floatToBf16, the single RNE rounding of
+/// FloatTypes.cpp; f16: widened exactly to f64, then narrowed once).
+template <CopyType C> __device__ __forceinline__ uint16_t castCopy(float x) {
+  if constexpr (C == kCopyBF16)
+    return dev::floatToBf16(x);
+  else
+    return dev::Elem<DType::F16>::storeDouble(dev::Elem<DType::F32>::loadDouble(x));
+}
+
+/// Elements [i, i + V) of a 16-bit compute copy (C: bf16 or f16).
+template <int V, CopyType C>
+__device__ __forceinline__ void writeCopy16(void *copy, int64_t i, const float (&values)[V],
+                                            bool vec) {
+  dev::Vec<uint16_t, V> out;
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    out.v[k] = castCopy<C>(values[k]);
+  uint16_t *c = static_cast<uint16_t *>(copy) + i;
+  if (vec) {
+    *reinterpret_cast<dev::Vec<uint16_t, V> *>(c) = out;
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      c[k] = out.v[k];
+  }
+}
+
+/// Elements [i, i + V) of a compute copy from the new parameter values
+/// (still in registers): one vector store where `vec` (the copy's chunk is
+/// aligned), else V scalar ones. `type` is the same for a whole block.
+template <int V>
+__device__ __forceinline__ void writeCopy(int8_t type, void *copy, int64_t i,
+                                          const float (&values)[V], bool vec) {
+  if (type == kCopyBF16) {
+    writeCopy16<V, kCopyBF16>(copy, i, values, vec);
+  } else if (type == kCopyF16) {
+    writeCopy16<V, kCopyF16>(copy, i, values, vec);
+  } else if (type == kCopyF32) { // nn.cast to the same type copies the bits
+    float *c = static_cast<float *>(copy) + i;
+    if (vec) {
+      dev::Vec<float, V> out;
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        out.v[k] = values[k];
+      *reinterpret_cast<dev::Vec<float, V> *>(c) = out;
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        c[k] = values[k];
+    }
+  }
+}
+
 /// Each block updates one chunk of one parameter, in place (the fused kernel
-/// writes p, m, v back where it read them, as --loom-fuse-adamw arranges).
+/// writes p, m, v back where it read them, as --loom-fuse-adamw arranges),
+/// and writes the chunk of its compute copy, if it has one, from the new
+/// values in registers (no second pass).
 __global__ void __launch_bounds__(kBlockSize)
 adamwMultiKernel(const __grid_constant__ AdamWMultiArgs a, AdamWParams hyper, const float *lrPtr,
                  const float *stepPtr, const float *scalePtr) {
   __shared__ double corrections[2];
   const double lr = *lrPtr, step = *stepPtr;
   const bool valid = step >= 1;
-  if (!valid)
-    return;
-  if (threadIdx.x < 2)
-    corrections[threadIdx.x] = 1.0 - pow(threadIdx.x == 0 ? hyper.beta1 : hyper.beta2, step);
-  __syncthreads();
-  const double c1 = corrections[0], c2 = corrections[1];
   int t = 0;
   while (t + 1 < a.count && a.firstBlock[t + 1] <= blockIdx.x)
     ++t;
   const int64_t n = a.n[t];
   const int64_t begin = (blockIdx.x - a.firstBlock[t]) * kMultiChunk;
   const int64_t end = begin + kMultiChunk < n ? begin + kMultiChunk : n;
-  const float scale = scalePtr ? *scalePtr : 1.0f;
   float *p = a.p[t], *m = a.m[t], *v = a.v[t];
+  const int8_t copyType = a.copyType[t];
+  void *copy = a.copy[t];
+  if (!valid) {
+    // The parameter stays as it is; its copy is still what nn.cast writes.
+    if (copyType != kNoCopy)
+      for (int64_t j = begin + threadIdx.x; j < end; j += kBlockSize) {
+        const float values[1] = {p[j]};
+        writeCopy<1>(copyType, copy, j, values, false);
+      }
+    return;
+  }
+  if (threadIdx.x < 2)
+    corrections[threadIdx.x] = 1.0 - pow(threadIdx.x == 0 ? hyper.beta1 : hyper.beta2, step);
+  __syncthreads();
+  const double c1 = corrections[0], c2 = corrections[1];
+  const float scale = scalePtr ? *scalePtr : 1.0f;
   const float *g = a.g[t];
   AdamWParams h = hyper;
   h.decay = a.decay[t];
@@ -164,6 +237,8 @@ adamwMultiKernel(const __grid_constant__ AdamWMultiArgs a, AdamWParams hyper, co
   // Chunks start at multiples of kMultiChunk, so an aligned tensor's chunks
   // are aligned too.
   const int64_t vecEnd = aligned ? begin + (end - begin) / 4 * 4 : begin;
+  const uintptr_t copyAlign = copyType == kCopyF32 ? 15 : 7; // 4 elements
+  const bool copyVec = (reinterpret_cast<uintptr_t>(copy) & copyAlign) == 0;
   for (int64_t i = begin + 4 * threadIdx.x; i < vecEnd; i += 4 * kBlockSize) {
     const F vp = *reinterpret_cast<const F *>(p + i), vg = *reinterpret_cast<const F *>(g + i);
     const F vm = *reinterpret_cast<const F *>(m + i), vv = *reinterpret_cast<const F *>(v + i);
@@ -176,6 +251,8 @@ adamwMultiKernel(const __grid_constant__ AdamWMultiArgs a, AdamWParams hyper, co
     *reinterpret_cast<F *>(p + i) = op;
     *reinterpret_cast<F *>(m + i) = om;
     *reinterpret_cast<F *>(v + i) = ov;
+    if (copyType != kNoCopy)
+      writeCopy<4>(copyType, copy, i, op.v, copyVec);
   }
   for (int64_t j = vecEnd + threadIdx.x; j < end; j += kBlockSize) {
     const float grad = scalePtr ? g[j] * scale : g[j];
@@ -184,14 +261,17 @@ adamwMultiKernel(const __grid_constant__ AdamWMultiArgs a, AdamWParams hyper, co
     p[j] = op;
     m[j] = om;
     v[j] = ov;
+    if (copyType != kNoCopy) {
+      const float values[1] = {op};
+      writeCopy<1>(copyType, copy, j, values, false);
+    }
   }
 }
 
 llvm::Error launchAdamWMulti(const KernelCall &call) {
-  LOOM_ASSIGN_OR_RETURN(bool hasScale, call.attrs.getBool("has_scale"));
-  LOOM_ASSIGN_OR_RETURN(size_t first, cpu::detail::adamwMultiFirstGroup(
-                                           call.inputs.size(), call.outputs.size(), hasScale));
-  const size_t groups = call.outputs.size() / 3;
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::AdamWMultiLayout layout,
+                        cpu::detail::checkAdamWMultiLayout(call.inputs, call.outputs, call.attrs));
+  const size_t first = layout.first, groups = layout.groups;
   for (size_t i = 0; i < first; ++i)
     if (call.inputs[i].dtype != DType::F32 || call.inputs[i].numElements() != 1)
       return kernelError("learning rate, step and scale must be f32 scalars");
@@ -213,8 +293,17 @@ llvm::Error launchAdamWMulti(const KernelCall &call) {
                          ": the CUDA kernel updates in place; results must be the "
                          "parameter's and moments' own buffers");
   }
+  // Parameter i's compute copy (attr copies), if any.
+  std::vector<const Tensor *> copyOf(groups, nullptr);
+  for (size_t j = 0; j < layout.copies.size(); ++j)
+    copyOf[static_cast<size_t>(layout.copies[j])] = &call.outputs[3 * groups + j];
+  auto copyTypeOf = [](const Tensor *copy) -> int8_t {
+    if (!copy)
+      return kNoCopy;
+    return copy->dtype == DType::F32 ? kCopyF32 : copy->dtype == DType::BF16 ? kCopyBF16 : kCopyF16;
+  };
   auto f = [](const Tensor &t) { return static_cast<float *>(t.data); };
-  const float *scale = hasScale ? f(call.inputs[2]) : nullptr;
+  const float *scale = layout.hasScale ? f(call.inputs[2]) : nullptr;
   for (size_t start = 0; start < groups;) {
     AdamWMultiArgs a{};
     int64_t blocks = 0;
@@ -231,6 +320,8 @@ llvm::Error launchAdamWMulti(const KernelCall &call) {
       a.g[a.count] = f(in[1]);
       a.m[a.count] = f(in[2]);
       a.v[a.count] = f(in[3]);
+      a.copy[a.count] = copyOf[i] ? copyOf[i]->data : nullptr;
+      a.copyType[a.count] = copyTypeOf(copyOf[i]);
       blocks += (n + kMultiChunk - 1) / kMultiChunk;
       ++a.count;
     }

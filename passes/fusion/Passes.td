@@ -358,4 +358,30 @@ def FuseCasts : Pass<"loom-fuse-casts", "mlir::ModuleOp"> {
   }];
 }
 
+def OptimizerWritesCopies : Pass<"loom-optimizer-writes-copies", "mlir::ModuleOp"> {
+  let summary = "the optimizer writes each weight's compute-precision copy";
+  let description = [{
+    A bf16 training step casts every f32 master weight to bf16 before its
+    forward (`nn.cast_multi`), although the weights changed only in the
+    previous step's optimizer update, which had each new value in registers.
+    This pass lets the update write the copy: the weight's
+    `nn.adamw_multi` gains one output per kept copy (attribute `copies`,
+    the groups', in order) holding the new weight rounded to the copy's type
+    (the bits the cast would write), the copy becomes a persistent buffer
+    (`rt.alloc persistent`: not a parameter, never saved or loaded), and the
+    cast becomes a `refresh` call, which the runtime runs only in the first
+    step after the parameters are set (initialized, loaded from weights or
+    restored from a checkpoint). Megatron's distributed optimizer keeps its
+    bf16 parameters the same way.
+
+    A copy is kept only when its weight is a parameter that one
+    `nn.adamw_multi` writes and nothing else does (a ZeRO-1 all-gather does:
+    such weights keep their casts), the copy is scratch that only the cast
+    writes, and every read of it comes before the update (it is the copy of
+    the weight the step began with). Runs on `rt` programs after
+    `--loom-fuse-adamw` and `--loom-fuse-casts`, before
+    `--loom-plan-memory`.
+  }];
+}
+
 #endif

@@ -181,6 +181,7 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
         for (NamedAttribute attr : kernel.getAttrs())
           instr.attrs.push_back(toNamedAttr(attr));
         instr.location = locationString(op.getLoc());
+        instr.refresh = kernel.getRefresh();
         FailureOr<SmallVector<dist::RankOffset>> offsets = dist::getRankOffsets(&op);
         if (failed(offsets))
           return failure();

@@ -48,17 +48,24 @@ struct PlanMemoryPass : public loom::impl::PlanMemoryBase<PlanMemoryPass> {
     int64_t persistentBytes = 0;
     llvm::MapVector<Value, Lifetime> scratch;
 
-    // Persistent buffers: one after another, in program order.
+    // Persistent buffers (parameters, then state kept across steps): one
+    // after another, in program order.
     for (Operation &op : block)
       if (auto param = dyn_cast<rt::ParamOp>(op)) {
         rt::setPlannedOffset(param.getResult(), persistentBytes);
         persistentBytes += alignUp(
             std::max<int64_t>(rt::bufferBytes(param.getType()), 1), alignment);
       }
+    for (Operation &op : block)
+      if (auto alloc = dyn_cast<rt::AllocOp>(op); alloc && alloc.getPersistent()) {
+        rt::setPlannedOffset(alloc.getResult(), persistentBytes);
+        persistentBytes += alignUp(
+            std::max<int64_t>(rt::bufferBytes(alloc.getType()), 1), alignment);
+      }
 
     int64_t position = 0;
     for (Operation &op : block) {
-      if (isa<rt::InputOp, rt::AllocOp>(op)) {
+      if (isa<rt::InputOp, rt::AllocOp>(op) && !rt::isPersistent(op.getResult(0))) {
         Lifetime &life = scratch[op.getResult(0)];
         life.bytes = alignUp(
             std::max<int64_t>(rt::bufferBytes(cast<MemRefType>(op.getResult(0).getType())), 1),

@@ -101,13 +101,14 @@ struct AttentionStatsPass : public loom::impl::AttentionStatsBase<AttentionStats
       stats->removeAttr(dist::kShardingAttrName);
       setStatsShardings(forward, stats);
       forward.getResult().replaceAllUsesWith(stats.getResult());
+      const int64_t forwardMask = forward.getSeqMajor();
       forward.erase();
       for (nn::AttentionGradOp grad : grads) {
         b.setInsertionPoint(grad);
         // seq_major: q, k, v keep their bits; out takes the forward's
         // result's; grad and dq, dk, dv move past out and lse.
         const int64_t g = grad.getSeqMajor();
-        const int64_t mask = (g & 0b111) | (forward.getSeqMajor() & 0b1000) | (g & 0b1111000) << 2;
+        const int64_t mask = (g & 0b111) | (forwardMask & 0b1000) | (g & 0b1111000) << 2;
         auto backward = b.create<nn::AttentionGradWithStatsOp>(
             grad.getLoc(), grad.getQuery(), grad.getKey(), grad.getValue(), stats.getResult(),
             stats.getLse(), grad.getGrad(), grad.getCausalAttr(), grad.getScaleAttr(),

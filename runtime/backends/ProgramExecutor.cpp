@@ -258,6 +258,15 @@ std::string ProgramExecutor::describeInstruction(int64_t i) const {
 
 llvm::Error ProgramExecutor::run() {
   ++progress_.runs;
+  // The first step after the parameters were set runs the refresh
+  // instructions too, eagerly (never captured: the later steps skip them).
+  if (refreshPending_) {
+    ++eagerRuns_;
+    if (auto err = issueAndWait())
+      return err;
+    refreshPending_ = false;
+    return llvm::Error::success();
+  }
   // A profiled step can be captured too where the backend stamps times on
   // the device: the stamps are recorded in the graph, and each replay is
   // timed as it really runs.
@@ -349,6 +358,8 @@ llvm::Error ProgramExecutor::issue() {
   for (size_t i = 0; i < program_.instructions.size(); ++i) {
     progress_.instruction.store(int64_t(i), std::memory_order_relaxed);
     const Instruction &instr = program_.instructions[i];
+    if (instr.refresh && !refreshPending_)
+      continue;
     auto started = std::chrono::steady_clock::now();
     llvm::Error err = llvm::Error::success();
     const bool timed =
@@ -480,6 +491,8 @@ llvm::Error ProgramExecutor::writeBuffer(uint32_t index, const HostTensor &value
     return error("buffer " + llvm::Twine(index) + " (" + buffer.name + ") is " +
                  std::string(dtypeName(buffer.dtype)) + " " + shapeString(buffer.shape) +
                  ", got " + std::string(dtypeName(value.dtype)) + " " + shapeString(value.shape));
+  if (buffer.arena == ArenaKind::Persistent)
+    refreshPending_ = true; // state derived from the parameters is stale
   return backend_.copyToDevice(address(buffer), value.data.data(), value.data.size());
 }
 

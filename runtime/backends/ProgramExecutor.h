@@ -79,7 +79,8 @@ public:
   /// Reads any buffer (parameters included), for tests and checkpoints.
   llvm::Expected<HostTensor> readBuffer(uint32_t buffer) const;
   /// Overwrites a buffer (a parameter restored from a checkpoint); dtype and
-  /// shape must match.
+  /// shape must match. The next run() then runs the program's refresh
+  /// instructions, which recompute what it derives from the parameters.
   llvm::Error writeBuffer(uint32_t buffer, const HostTensor &value);
 
 private:
@@ -100,6 +101,9 @@ private:
   void *arenas_[kNumArenas] = {nullptr, nullptr};
   bool profiling_ = false;
   bool stepCapture_ = false, captured_ = false;
+  /// The parameters were set from outside (created, writeBuffer) since the
+  /// last run: the next run also runs the refresh instructions.
+  bool refreshPending_ = true;
   Progress progress_;
   bool deviceTiming_ = false;
   struct PendingTime {

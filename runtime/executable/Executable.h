@@ -77,6 +77,11 @@ struct Instruction {
   /// For Kind::Collective: inputs/outputs hold 0 or 1 buffers, or, for an
   /// exchange, one per send / receive peer.
   CollectiveDesc collective;
+  /// Runs only in the first step after the parameters were set from outside
+  /// the program (initialized, loaded, restored): it recomputes persistent
+  /// state that the other steps keep up to date themselves (rt.kernel
+  /// `refresh`). Running it in every step would give the same results.
+  bool refresh = false;
 };
 
 /// How a parameter's initial value is made when no weights are supplied.

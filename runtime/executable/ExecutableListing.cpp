@@ -230,6 +230,8 @@ int64_t fusedNumber(const FusedIndex &index, const Instruction &instr, const Nam
 std::string formatInstruction(const Executable &exe, const RankProgram &program,
                               const Instruction &instr, const FusedIndex &fused) {
   std::string text = "[" + streamLabel(program, instr.stream) + "] ";
+  if (instr.refresh)
+    text += "refresh ";
   switch (instr.kind) {
   case InstrKind::Kernel:
     text += instr.kernel;
@@ -434,6 +436,8 @@ llvm::json::Object jsonRank(const Executable &exe, const RankProgram &program,
         object["fusedKernel"] = number;
     if (!instr.location.empty())
       object["location"] = jsonString(instr.location);
+    if (instr.refresh)
+      object["refresh"] = true;
     instructions.push_back(std::move(object));
   }
 
@@ -446,14 +450,19 @@ llvm::json::Object jsonRank(const Executable &exe, const RankProgram &program,
       {"memoryPlan", std::move(memoryPlan)},
       {"streams", std::move(streams)},
       {"numEvents", program.numEvents},
-      // Each instruction runs once per step: what a step launches.
+      // Each instruction runs once per step: what a step launches. A
+      // refresh instruction runs only after the parameters are set.
       {"callsPerStep", int64_t(program.instructions.size() -
                                std::count_if(program.instructions.begin(),
                                              program.instructions.end(),
                                              [](const Instruction &i) {
                                                return i.kind == InstrKind::RecordEvent ||
-                                                      i.kind == InstrKind::WaitEvent;
+                                                      i.kind == InstrKind::WaitEvent ||
+                                                      i.refresh;
                                              }))},
+      {"refreshCalls", int64_t(std::count_if(program.instructions.begin(),
+                                             program.instructions.end(),
+                                             [](const Instruction &i) { return i.refresh; }))},
       {"instructions", std::move(instructions)},
   };
 }
@@ -593,10 +602,12 @@ void printRank(const Executable &exe, const RankProgram &program, const FusedInd
 
   // What a step launches: each instruction runs once per step.
   {
-    size_t kernels = 0, copies = 0, collectives = 0;
+    size_t kernels = 0, copies = 0, collectives = 0, refreshes = 0;
     std::map<std::string, size_t> byKernel;
     for (const Instruction &instr : program.instructions) {
-      if (instr.kind == InstrKind::Kernel) {
+      if (instr.refresh) {
+        ++refreshes;
+      } else if (instr.kind == InstrKind::Kernel) {
         ++kernels;
         ++byKernel[instr.kernel];
       } else if (instr.kind == InstrKind::Copy) {
@@ -613,6 +624,9 @@ void printRank(const Executable &exe, const RankProgram &program, const FusedInd
     for (size_t i = 0; i < most.size() && i < 6; ++i)
       os << (i ? ", " : "; most: ") << most[i].first << " " << most[i].second;
     os << "\n";
+    if (refreshes)
+      os << "  refresh calls: " << refreshes
+         << " (only in the first step after the parameters are set)\n";
   }
 
   os << "  instructions (" << program.instructions.size() << "):\n";

@@ -192,6 +192,7 @@ private:
     result.inputs = vector(instr->inputs());
     result.outputs = vector(instr->outputs());
     result.location = string(instr->location());
+    result.refresh = instr->refresh();
     if (const fb::Collective *c = instr->collective()) {
       CollectiveDesc &desc = result.collective;
       desc.kind = static_cast<CollectiveKind>(c->kind());

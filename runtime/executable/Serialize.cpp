@@ -173,7 +173,7 @@ private:
     }
     return fb::CreateInstruction(builder, static_cast<fb::InstrKind>(instr.kind),
                                  kernel, instr.stream, instr.event, inputs,
-                                 outputs, attrVector, location, collective);
+                                 outputs, attrVector, location, collective, instr.refresh);
   }
 
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::IOBinding>>>

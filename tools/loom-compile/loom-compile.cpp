@@ -159,6 +159,13 @@ cl::opt<bool> fuseSumSquares(
              "gradient read once (default on; --fuse-sum-squares=false: a square, a row sum "
              "and a sum per gradient)"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> optimizerWritesCopies(
+    "optimizer-writes-copies",
+    cl::desc("the optimizer writes each weight's compute-precision (bf16) copy in the same "
+             "kernel, so a step casts no master weight; the casts run only in the first step "
+             "after the weights are set (default on; --optimizer-writes-copies=false: a cast "
+             "of every weight each step)"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> fuseNormWeightGrad(
     "fuse-norm-weight-grad",
     cl::desc("compute each norm's weight gradient with one kernel reading x and dy once "
@@ -471,6 +478,7 @@ int main(int argc, char **argv) {
   pipelineOptions.fuse = fuse || compileTo == Phase::Fused;
   pipelineOptions.widenResults = widenResults;
   pipelineOptions.fuseSumSquares = fuseSumSquares;
+  pipelineOptions.optimizerWritesCopies = optimizerWritesCopies;
   pipelineOptions.fuseNormWeightGrad = fuseNormWeightGrad;
   pipelineOptions.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
   pipelineOptions.linearCrossEntropyChunk = linearCrossEntropyChunk;

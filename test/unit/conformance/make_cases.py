@@ -1582,6 +1582,102 @@ def gen_attention_seq_major():
             attrs={"causal": causal, "seq_major": gws}, backend_atol=atol)
 
 
+def gen_adamw_multi_copies():
+    """nn.adamw_multi with attr copies: after the 3 results per parameter, the
+    listed parameters' compute copies, the new f32 parameter rounded to the
+    copy's type as nn.cast rounds it (once, to nearest even)."""
+    def group(shape):
+        return (randt("f32", shape), T("f32", uniform(shape, -1, 1)),
+                randt("f32", shape, -0.1, 0.1), T("f32", uniform(shape, 0, 0.05)))
+
+    def case(name, params, lr, step, scale, copies, exact=False):
+        """params: (p, g, m, v, decay) per parameter; copies: {index: dtype}."""
+        lr_t, step_t = T("f32", np.array(lr)), T("f32", np.array(step))
+        inputs = [lr_t, step_t]
+        if scale is not None:
+            inputs.append(T("f32", np.array(scale)))
+        outs, aliases, new_params = [], [], []
+        for p, g, m, v, wd in params:
+            base = len(inputs)
+            inputs += [p, g, m, v]
+            gv = g.values
+            if scale is not None:
+                gv = (np.float32(g.values) * np.float32(scale)).astype(np.float64)
+            with np.errstate(invalid="ignore", over="ignore"):
+                res = adamw_ref(p.values, gv, m.values, v.values, float(lr_t.values),
+                                float(step_t.values), 0.9, 0.95, 1e-8, wd)
+            outs += [T("f32", r) for r in res]
+            aliases += [base, base + 2, base + 3]
+            new_params.append(outs[-3])
+        for i in sorted(copies):
+            # nn.cast of the new f32 parameter (already rounded to f32).
+            outs.append(T(copies[i], new_params[i].values))
+            aliases.append(None)
+        attrs = {"beta1": 0.9, "beta2": 0.95, "epsilon": 1e-8,
+                 "has_scale": int(scale is not None),
+                 "weight_decays": ("f64s", [q[4] for q in params]),
+                 "copies": sorted(copies)}
+        add("nn.adamw_multi", name, inputs, outs, attrs=attrs, aliases=aliases, exact=exact)
+
+    # (a) Three parameters of odd shapes (one past a CUDA chunk of 16384
+    # elements, with a tail past its vectors), bf16 copies of the first and
+    # the last, with a gradient scale. Compared at the default tolerances,
+    # as the other adamw_multi cases (the bias corrections' pow may differ
+    # by an ulp between backends).
+    params = [group(s) + (wd,) for s, wd in [([5, 7], 0.1), ([13], 0.0), ([16387], 0.02)]]
+    case("copies_bf16_first_and_last_scaled", params, 2e-3, 5.0, 0.37, {0: "bf16", 2: "bf16"})
+    # (b) Copies to f16 and to f32 (a plain copy of the new parameter), one
+    # parameter each, the first parameter without a copy; no scale.
+    params = [group(s) + (wd,) for s, wd in [([3, 3], 0.01), ([2, 1, 9], 0.05), ([11], 0.0)]]
+    case("copies_f16_and_f32_unscaled", params, 1e-3, 2.0, None, {1: "f16", 2: "f32"})
+
+    # (c) New parameters exactly halfway between two bf16 (and f16) values,
+    # so the rounding mode decides the copy's bits. With zero gradient and
+    # moments, lr = 1 and weight decay 1/2, the update is exact in any
+    # backend: p' = p - (p / 2 + 0 / (sqrt(0) + eps)) = p / 2, whatever the
+    # bias corrections. So the whole case is compared bit for bit.
+    def bits_f32(b):
+        return np.asarray(b, dtype=np.uint32).view(np.float32).astype(np.float64)
+
+    def zero_moments(values, wd):
+        z = np.zeros_like(values)
+        return (T("f32", values), T("f32", z), T("f32", z), T("f32", z), wd)
+
+    # bf16 ties: a bf16 pattern, then exactly half an ulp (the f32's low 16
+    # bits 0x8000), odd and even mantissas (ties round up and down), both
+    # signs, normal and subnormal; then just below and above a tie.
+    hi = _rng.integers(0x0000, 0x7F00, size=36, dtype=np.uint32)  # finite bf16
+    hi[:4] = [0x3F80, 0x3F81, 0x0000, 0x0001]  # 1 and its odd neighbour, subnormals
+    sign = np.where(_rng.random(36) < 0.5, 0x80000000, 0).astype(np.uint32)
+    low = np.full(36, 0x8000, dtype=np.uint32)
+    low[-4:] = [0x7FFF, 0x8001, 0x7FFF, 0x8001]
+    bf16_ties = bits_f32(sign | (hi << 16) | low)
+    # f16 ties: an f16 value plus half its ulp (normal, subnormal, and the
+    # overflow tie 65520, which rounds to infinity).
+    f16_vals = np.abs(_rng.uniform(-1000, 1000, size=20)).astype(np.float16).astype(np.float64)
+    f16_vals[:3] = [1.0, 2.0**-24, 65504.0]
+    _, e = np.frexp(f16_vals)
+    ulp = np.ldexp(1.0, np.maximum(e - 1, -14) - 10)
+    f16_ties = (f16_vals + ulp / 2) * np.where(_rng.random(20) < 0.5, -1.0, 1.0)
+    below = float(np.nextafter(np.float32(65520), np.float32(0)))  # just below: 65504
+    f16_ties = np.append(f16_ties, [below, 2049.0, 2051.0, 2.0**-25, 3 * 2.0**-25])
+    # Special values, updated as p' = p (zero decay): the largest f32 and the
+    # bf16 overflow tie become infinities in bf16, NaN and infinities give
+    # NaN (0 * inf), signed zeros stay.
+    fmax = float(np.finfo(np.float32).max)
+    specials = np.concatenate([
+        [fmax, -fmax, np.nan, np.inf, -np.inf, 0.0, -0.0],
+        bits_f32([0x7F7F8000, 0x7F7F7FFF, 0xFF7F8000, 0x00008000, 0x80018000, 0x00017FFF])])
+    params = [zero_moments(2 * bf16_ties.reshape(6, 6), 0.5),
+              zero_moments(specials, 0.0),
+              zero_moments(2 * f16_ties.reshape(5, 5), 0.5)]
+    assert all(np.array_equal(q[0].values, v, equal_nan=True) for q, v in
+               zip(params, [2 * bf16_ties.reshape(6, 6), specials, 2 * f16_ties.reshape(5, 5)])), \
+        "the tie inputs must be exact f32 values"
+    case("copies_rounding_ties_exact", params, 1.0, 3.0, None,
+         {0: "bf16", 1: "bf16", 2: "f16"}, exact=True)
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -1610,6 +1706,7 @@ def main():
     gen_norm_grad_addend()
     gen_swiglu()
     gen_attention_seq_major()
+    gen_adamw_multi_copies()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
