@@ -1436,5 +1436,68 @@ llvm::Expected<loom::FusedBody> FusedOp::kernelBody() {
   return body;
 }
 
+//===----------------------------------------------------------------------===//
+// FP8 (NNFp8Ops.td)
+//===----------------------------------------------------------------------===//
+
+/// A tiling of `tensor` by `scale`'s shape: rank 0 (one scale), or the
+/// tensor's rank with each dim a nonzero divisor of the tensor's.
+static LogicalResult verifyFp8Tiling(Operation *op, RankedTensorType tensor,
+                                     RankedTensorType scale, StringRef what) {
+  if (scale.getRank() == 0)
+    return success();
+  if (scale.getRank() != tensor.getRank())
+    return op->emitOpError() << what << " " << shapeString(scale.getShape())
+                             << " must be a scalar or have the tensor's rank "
+                             << tensor.getRank() << " (tensor "
+                             << shapeString(tensor.getShape()) << ")";
+  for (int64_t d = 0; d < tensor.getRank(); ++d) {
+    int64_t x = tensor.getDimSize(d), t = scale.getDimSize(d);
+    if (t <= 0 || x % t != 0)
+      return op->emitOpError() << what << " " << shapeString(scale.getShape())
+                               << " does not tile the tensor "
+                               << shapeString(tensor.getShape()) << ": dim " << d
+                               << " has " << x << " elements, not a multiple of " << t
+                               << " tiles";
+  }
+  return success();
+}
+
+LogicalResult QuantizeOp::verify() {
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError("result shape ") << shapeString(getType().getShape())
+                                        << " differs from the input's "
+                                        << shapeString(getInput().getType().getShape());
+  if (!isa<Float32Type, BFloat16Type, Float16Type>(getInput().getType().getElementType()))
+    return emitOpError("input must be f32, bf16 or f16, got ")
+           << getInput().getType().getElementType();
+  return verifyFp8Tiling(*this, getInput().getType(), getScale().getType(), "scale");
+}
+
+LogicalResult DequantizeOp::verify() {
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError("result shape ") << shapeString(getType().getShape())
+                                        << " differs from the input's "
+                                        << shapeString(getInput().getType().getShape());
+  if (!isa<Float32Type, BFloat16Type, Float16Type>(getType().getElementType()))
+    return emitOpError("result must be f32, bf16 or f16, got ") << getType().getElementType();
+  return verifyFp8Tiling(*this, getInput().getType(), getScale().getType(), "scale");
+}
+
+LogicalResult AmaxOp::verify() {
+  if (!isa<Float32Type, BFloat16Type, Float16Type>(getInput().getType().getElementType()))
+    return emitOpError("input must be f32, bf16 or f16, got ")
+           << getInput().getType().getElementType();
+  return verifyFp8Tiling(*this, getInput().getType(), getType(), "result");
+}
+
+LogicalResult Fp8ScaleOp::verify() {
+  if (getFormat() != "e4m3" && getFormat() != "e5m2")
+    return emitOpError("format must be \"e4m3\" or \"e5m2\", got \"") << getFormat() << "\"";
+  if (getMargin() < 0 || getMargin() > 64)
+    return emitOpError("margin must be in [0, 64], got ") << getMargin();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/nn/NNOps.cpp.inc"

@@ -291,6 +291,38 @@ ShardingRule AttentionGradOp::getShardingRule() { return attentionRule(*this, 4)
 ShardingRule AttentionWithStatsOp::getShardingRule() { return attentionRule(*this, 3); }
 ShardingRule AttentionGradWithStatsOp::getShardingRule() { return attentionRule(*this, 6); }
 
+/// FP8: a tensor and its tiling (a scale or an amax, `tiling` the operand or
+/// result index it is at; `tilingIsResult` for nn.amax). A dim the tiling
+/// matches element for element splits both; a dim with one tile splits the
+/// tensor (never for amax: its max over the dim would be partial); any other
+/// dim stays whole. A rank-0 tiling is one value: replicated.
+static ShardingRule fp8Rule(Operation *op, unsigned tiling, bool tilingIsResult) {
+  RuleBuilder b(op);
+  Value x = op->getOperand(0);
+  Value t = tilingIsResult ? op->getResult(tiling) : op->getOperand(tiling);
+  ArrayRef<int64_t> xs = shapeOf(x), ts = shapeOf(t);
+  const bool reduces = tilingIsResult;
+  for (int64_t d = 0; d < int64_t(xs.size()); ++d) {
+    if (xs[d] == 1)
+      continue;
+    const bool scalar = ts.empty();
+    const bool matches = !scalar && ts[d] == xs[d];
+    const bool oneTile = scalar || ts[d] == 1;
+    FactorKind kind = matches || (oneTile && !reduces) ? FactorKind::Parallel : FactorKind::Blocked;
+    int f = b.factor(kind, xs[d]);
+    b.operand(0, d, f);
+    if (!tilingIsResult)
+      b.result(0, d, f);
+    if (matches)
+      tilingIsResult ? b.result(tiling, d, f) : b.operand(tiling, d, f);
+  }
+  return b.rule;
+}
+ShardingRule QuantizeOp::getShardingRule() { return fp8Rule(*this, 1, false); }
+ShardingRule DequantizeOp::getShardingRule() { return fp8Rule(*this, 1, false); }
+ShardingRule AmaxOp::getShardingRule() { return fp8Rule(*this, 0, true); }
+ShardingRule Fp8ScaleOp::getShardingRule() { return elementwise(*this); }
+
 ShardingRule EmbeddingOp::getShardingRule() {
   // table [V, D], ids [...] -> [..., D]: onehot(ids) @ table, so the
   // vocabulary is contracted. A block of rows (vocab_start, set by the

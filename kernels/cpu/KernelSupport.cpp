@@ -48,6 +48,8 @@ constexpr KernelImpl kImplementations[] = {
     {KernelId::AdamwMulti, runAdamWMulti}, {KernelId::SumSquaresMulti, runSumSquaresMulti},
     {KernelId::NormWeightGrad, runNormWeightGrad}, {KernelId::CastMulti, runCastMulti},
     {KernelId::Swiglu, runSwiglu}, {KernelId::SwigluGrad, runSwigluGrad},
+    {KernelId::Quantize, runQuantize}, {KernelId::Dequantize, runDequantize},
+    {KernelId::Amax, runAmax}, {KernelId::Fp8Scale, runFp8Scale},
     {KernelId::GeluGrad, runActivationGrad}, {KernelId::SiluGrad, runActivationGrad},
     {KernelId::LayerNormGrad, runNormGrad}, {KernelId::RmsNormGrad, runNormGrad},
     {KernelId::AttentionGrad, runAttentionGrad},

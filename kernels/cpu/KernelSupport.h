@@ -79,6 +79,10 @@ llvm::Error runSumSquaresMulti(const KernelCall &call); // Reduction.cpp
 llvm::Error runCastMulti(const KernelCall &call);       // Elementwise.cpp
 llvm::Error runSwiglu(const KernelCall &call);          // Elementwise.cpp
 llvm::Error runSwigluGrad(const KernelCall &call);      // Elementwise.cpp
+llvm::Error runQuantize(const KernelCall &call);        // Fp8.cpp
+llvm::Error runDequantize(const KernelCall &call);      // Fp8.cpp
+llvm::Error runAmax(const KernelCall &call);            // Fp8.cpp
+llvm::Error runFp8Scale(const KernelCall &call);        // Fp8.cpp
 llvm::Error runNormWeightGrad(const KernelCall &call);  // Normalization.cpp
 // nn.fused: the body's members one by one (Fused.cpp).
 llvm::Error runFused(const KernelCall &call);

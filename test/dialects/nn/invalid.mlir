@@ -1183,3 +1183,48 @@ func.func @attention_seq_major_shape(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x6x8
   %0 = nn.attention %q, %k, %k {seq_major = 4 : i64} : (tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) -> tensor<1x4x6x8xf32>
   return
 }
+
+// -----
+
+// A scale's shape must tile the tensor: 200 columns do not split into 3 tiles.
+func.func @quantize_tiling(%x: tensor<4x200xbf16>, %s: tensor<4x3xf32>) {
+  // expected-error @+1 {{'nn.quantize' op scale [4x3] does not tile the tensor [4x200]: dim 1 has 200 elements, not a multiple of 3 tiles}}
+  %q = nn.quantize %x, %s : (tensor<4x200xbf16>, tensor<4x3xf32>) -> tensor<4x200xf8E4M3FN>
+  return
+}
+
+// -----
+
+// A scale is a scalar or has the tensor's rank.
+func.func @dequantize_scale_rank(%q: tensor<4x128xf8E4M3FN>, %s: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.dequantize' op scale [4] must be a scalar or have the tensor's rank 2 (tensor [4x128])}}
+  %x = nn.dequantize %q, %s : (tensor<4x128xf8E4M3FN>, tensor<4xf32>) -> tensor<4x128xbf16>
+  return
+}
+
+// -----
+
+// Quantize writes an FP8 type.
+func.func @quantize_to_bf16(%x: tensor<4x128xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'nn.quantize' op result #0 must be ranked tensor of f8E4M3FN type or f8E5M2 type values, but got 'tensor<4x128xbf16>'}}
+  %q = nn.quantize %x, %s : (tensor<4x128xf32>, tensor<f32>) -> tensor<4x128xbf16>
+  return
+}
+
+// -----
+
+// The amax's tiling divides the tensor too.
+func.func @amax_tiling(%x: tensor<6x128xbf16>) {
+  // expected-error @+1 {{'nn.amax' op result [4x1] does not tile the tensor [6x128]: dim 0 has 6 elements, not a multiple of 4 tiles}}
+  %a = nn.amax %x : (tensor<6x128xbf16>) -> tensor<4x1xf32>
+  return
+}
+
+// -----
+
+// Only the two FP8 formats have scales.
+func.func @fp8_scale_format(%a: tensor<f32>) {
+  // expected-error @+1 {{'nn.fp8_scale' op format must be "e4m3" or "e5m2", got "e3m4"}}
+  %s = nn.fp8_scale %a format = "e3m4" : tensor<f32>
+  return
+}

@@ -1678,6 +1678,100 @@ def gen_adamw_multi_copies():
          {0: "bf16", 1: "bf16", 2: "f16"}, exact=True)
 
 
+def gen_fp8():
+    """nn.quantize, nn.dequantize, nn.amax and nn.fp8_scale (NNFp8Ops.td):
+    tensorwise, rowwise, 1x128 and 128x128 tilings, both formats,
+    saturation past the format's largest value, NaN and zeros. Quantize is
+    x / scale in f32, clamped, then rounded once; dequantize q * scale in
+    f32, then rounded once to the result type. The CUDA backend has no FP8
+    quantization kernels yet (issue 20)."""
+    cuda_gap = {"cuda": "no CUDA FP8 quantization kernels yet"}
+    fmax = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+
+    def tile_index(shape, tiles):
+        if not tiles:
+            return np.zeros(shape, dtype=np.int64)
+        idx = np.zeros(shape, dtype=np.int64)
+        for d, (n, t) in enumerate(zip(shape, tiles)):
+            c = np.arange(n) // (n // t)
+            view = [1] * len(shape)
+            view[d] = n
+            idx = idx * t + c.reshape(view)
+        return idx
+
+    def amax_ref(x, tiles):
+        idx = tile_index(x.shape, tiles).ravel()
+        n = int(np.prod(tiles)) if tiles else 1
+        out = np.zeros(n)
+        v = np.abs(x.ravel())
+        for i in range(n):
+            sel = v[idx == i]
+            out[i] = np.nan if np.isnan(sel).any() else (sel.max() if sel.size else 0.0)
+        return out.reshape(tiles if tiles else ())
+
+    def scale_ref(amax, fmt, margin):
+        a = amax.astype(np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            s = (a * np.float32(2.0 ** margin)) / np.float32(fmax[fmt])
+        s = np.where(a == 0, np.float32(1.0), s)
+        s = np.where(np.isfinite(a), s, np.nan)
+        return s.astype(np.float64)
+
+    def quantize_ref(x, scale, tiles, fmt):
+        idx = tile_index(x.shape, tiles)
+        s = np.asarray(scale, dtype=np.float32).ravel()[idx]
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            v = x.astype(np.float32) / s
+        v = np.where(np.isnan(v), v, np.clip(v, -fmax[fmt], fmax[fmt]))
+        return round_to(v.astype(np.float64), fmt)
+
+    def dequantize_ref(q, scale, tiles, out_dtype):
+        idx = tile_index(q.shape, tiles)
+        s = np.asarray(scale, dtype=np.float32).ravel()[idx]
+        v = q.astype(np.float32) * s
+        return round_to(v.astype(np.float64), out_dtype)
+
+    specs = [
+        # name, input dtype, shape, tiling, format, out dtype of dequantize, margin
+        ("tensorwise_bf16_e4m3", "bf16", [6, 40], [], "f8E4M3FN", "bf16", 0),
+        ("rowwise_f32_e4m3", "f32", [5, 33], [5, 1], "f8E4M3FN", "f32", 1),
+        ("tile1x128_bf16_e4m3", "bf16", [3, 256], [3, 2], "f8E4M3FN", "bf16", 0),
+        ("block128_bf16_e4m3", "bf16", [256, 128], [2, 1], "f8E4M3FN", "f32", 0),
+        ("tensorwise_f16_e5m2", "f16", [7, 9], [], "f8E5M2", "f16", 2),
+    ]
+    for name, dtype, shape, tiles, fmt, out_dtype, margin in specs:
+        x = randt(dtype, shape, -3.0, 3.0)
+        amax = amax_ref(x.values, tiles)
+        add("nn.amax", name, [x], [T("f32", amax)], exact=True, unsupported=cuda_gap)
+        fname = "e4m3" if fmt == "f8E4M3FN" else "e5m2"
+        scale = scale_ref(np.asarray(amax), fmt, margin)
+        add("nn.fp8_scale", name, [T("f32", amax)], [T("f32", scale)],
+            attrs={"format": fname, "margin": margin}, exact=True, unsupported=cuda_gap)
+        q = quantize_ref(x.values, scale, tiles, fmt)
+        add("nn.quantize", name, [x, T("f32", scale)], [T(fmt, q)], exact=True,
+            unsupported=cuda_gap)
+        add("nn.dequantize", name, [T(fmt, q), T("f32", scale)],
+            [T(out_dtype, dequantize_ref(q, scale, tiles, out_dtype))], exact=True,
+            unsupported=cuda_gap)
+
+    # Saturation: a scale that puts values past the largest finite value,
+    # NaN passing through, zeros; amax of a tile with a NaN, scale of zero
+    # and non-finite amax.
+    special = np.array([[0.0, -0.0, 1.0, -1.0, 1000.0, -1000.0, np.nan, 3.5]])
+    xs = T("f32", special)
+    for fmt in ("f8E4M3FN", "f8E5M2"):
+        s = np.array(0.5 if fmt == "f8E4M3FN" else 0.01)
+        q = quantize_ref(xs.values, s, [], fmt)
+        add("nn.quantize", "saturates_nan_" + fmt, [xs, T("f32", s)], [T(fmt, q)],
+            exact=True, unsupported=cuda_gap)
+    add("nn.amax", "nan_tile", [xs], [T("f32", amax_ref(xs.values, [1, 2]))], exact=True,
+        unsupported=cuda_gap)
+    a = np.array([0.0, np.inf, np.nan, 448.0, 1e-30])
+    add("nn.fp8_scale", "zero_nonfinite_tiny", [T("f32", a)],
+        [T("f32", scale_ref(a, "f8E4M3FN", 0))], attrs={"format": "e4m3"}, exact=True,
+        unsupported=cuda_gap)
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -1707,6 +1801,7 @@ def main():
     gen_swiglu()
     gen_attention_seq_major()
     gen_adamw_multi_copies()
+    gen_fp8()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]

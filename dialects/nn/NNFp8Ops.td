@@ -1,0 +1,107 @@
+#ifndef LOOM_NN_FP8_OPS_TD
+#define LOOM_NN_FP8_OPS_TD
+
+// FP8 quantization as typed IR (issue 20): values carry MLIR's f8E4M3FN and
+// f8E5M2 element types, and every scale is an explicit operand whose shape
+// is the quantization's tiling. A scale of rank 0 is one scale for the
+// tensor (tensorwise); otherwise it has the tensor's rank and each of its
+// dims divides the tensor's: element i uses scale[i_d / (X_d / S_d)]. So
+// [M, 1] is one scale per row (rowwise), [M, K/128] one per 1x128 tile and
+// [M/128, K/128] one per 128x128 block (DeepSeek-V3's blockwise scheme).
+// Scales are dequantization scales: x ~ q * scale.
+
+def NN_F32ScaleTensor : StaticShapeTensorOf<[F32]>;
+def NN_Fp8Tensor : RankedTensorOf<[F8E4M3FN, F8E5M2]>;
+
+def NN_QuantizeOp : NN_KernelOp<"quantize", [Pure]> {
+  let kernelDoc = [{
+    x (f32, bf16 or f16) and scale (f32: [] or x's rank, each dim dividing
+    x's) -> q (f8E4M3FN or f8E5M2, x's shape) = x / scale in f32, saturated
+    to the format's largest finite value, rounded to nearest even; NaN stays
+    NaN.
+  }];
+  let summary = "casts to FP8 with explicit scales, saturating";
+  let description = [{
+    `q = saturate(x / scale)` rounded to nearest even in the result's FP8
+    format, with `x / scale` an f32 division and the scale of each element
+    taken from the tiling `scale`'s shape gives (see the FP8 section of
+    NNFp8Ops.td). Values past the format's largest finite value (448 for
+    e4m3, 57344 for e5m2) become it, with their sign; NaN stays NaN.
+
+    ```mlir
+    %q = nn.quantize %x, %s : (tensor<4x256xbf16>, tensor<4x2xf32>) -> tensor<4x256xf8E4M3FN>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_F32ScaleTensor:$scale);
+  let results = (outs NN_Fp8Tensor:$result);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_DequantizeOp : NN_KernelOp<"dequantize", [Pure]> {
+  let kernelDoc = [{
+    q (f8E4M3FN or f8E5M2) and scale (f32, tiled as nn.quantize's) -> x
+    (f32, bf16 or f16, q's shape) = q * scale in f32, rounded once to x's
+    type.
+  }];
+  let summary = "FP8 values times their scales";
+  let description = [{
+    ```mlir
+    %x = nn.dequantize %q, %s : (tensor<4x256xf8E4M3FN>, tensor<4x2xf32>) -> tensor<4x256xbf16>
+    ```
+  }];
+  let arguments = (ins NN_Fp8Tensor:$input, NN_F32ScaleTensor:$scale);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_AmaxOp : NN_KernelOp<"amax", [Pure]> {
+  let kernelDoc = [{
+    x (f32, bf16 or f16) -> amax (f32, the tiling's shape: [] or x's rank,
+    each dim dividing x's) = the largest |x| of each tile; NaN if the tile
+    holds a NaN.
+  }];
+  let summary = "the largest magnitude of each tile, for FP8 scales";
+  let description = [{
+    The result's shape is the tiling, as a scale's shape is for
+    `nn.quantize`. A tile holding a NaN has amax NaN, so an overflow in the
+    step shows in its scales rather than being clipped away.
+
+    ```mlir
+    %a = nn.amax %x : (tensor<4x256xbf16>) -> tensor<4x2xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_F32ScaleTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_Fp8ScaleOp : NN_KernelOp<"fp8_scale", [Pure, AllTypesMatch<["amax", "result"]>]> {
+  let kernelDoc = [{
+    amax (f32) -> scale (f32, amax's shape) = amax * 2^margin / the format's
+    largest finite value (attr format "e4m3" | "e5m2", margin int >= 0) in
+    f32; 1 where amax is 0; NaN where amax is NaN or infinite.
+  }];
+  let summary = "dequantization scales from amax: amax maps to the format's largest value";
+  let description = [{
+    The scale that maps each tile's amax onto the FP8 format's largest
+    finite value, less `margin` binades of headroom (TransformerEngine's
+    margin). An all-zero tile gets scale 1; a tile whose amax is not finite
+    gets NaN, which every value quantized with it then carries.
+
+    ```mlir
+    %s = nn.fp8_scale %a format = "e4m3" : tensor<4x2xf32>
+    ```
+  }];
+  let arguments = (ins NN_F32ScaleTensor:$amax, StrAttr:$format,
+                   DefaultValuedAttr<I64Attr, "0">:$margin);
+  let results = (outs NN_F32ScaleTensor:$result);
+  let assemblyFormat = [{
+    $amax `format` `=` $format (`margin` `=` $margin^)? attr-dict `:` type($amax)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // LOOM_NN_FP8_OPS_TD

@@ -1,0 +1,162 @@
+// FP8 quantization (dialects/nn/NNFp8Ops.td): nn.quantize, nn.dequantize,
+// nn.amax and nn.fp8_scale, the CPU reference every FP8 recipe's emulation
+// runs on. A scale (or amax) tensor tiles its tensor: rank 0 is one value,
+// otherwise each of its dims divides the tensor's and element i uses
+// tile i_d / (X_d / S_d).
+
+#include "kernels/cpu/KernelSupport.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace loom::cpu::detail {
+
+namespace {
+
+bool isFp8(DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; }
+bool isWideFloat(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+/// The largest finite value of an FP8 format.
+float fp8Max(DType t) { return t == DType::F8E4M3FN ? 448.0f : 57344.0f; }
+
+/// For each element of a tensor of `shape`, the index of its tile in a
+/// tiling of `tiles` (rank 0, or the tensor's rank dividing it).
+struct Tiling {
+  std::vector<int64_t> shape, tiles;
+
+  static llvm::Expected<Tiling> of(const Tensor &tensor, const Tensor &tiling,
+                                   const char *what) {
+    Tiling t{tensor.shape, tiling.shape};
+    if (t.tiles.empty())
+      return t;
+    if (t.tiles.size() != t.shape.size())
+      return kernelError(llvm::Twine(what) + " shape " + shapeToString(t.tiles) +
+                         " must be a scalar or have the tensor's rank " +
+                         llvm::Twine(t.shape.size()) + " (tensor " + shapeToString(t.shape) +
+                         ")");
+    for (size_t d = 0; d < t.shape.size(); ++d)
+      if (t.tiles[d] <= 0 || t.shape[d] % t.tiles[d] != 0)
+        return kernelError(llvm::Twine(what) + " shape " + shapeToString(t.tiles) +
+                           " does not tile the tensor " + shapeToString(t.shape) + " in dim " +
+                           llvm::Twine(d));
+    return t;
+  }
+
+  /// The tile of each element, row-major.
+  std::vector<int64_t> indices() const {
+    int64_t n = 1;
+    for (int64_t s : shape)
+      n *= s;
+    std::vector<int64_t> out(size_t(n), 0);
+    if (tiles.empty() || n == 0)
+      return out;
+    const size_t rank = shape.size();
+    std::vector<int64_t> coord(rank, 0);
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t tile = 0;
+      for (size_t d = 0; d < rank; ++d)
+        tile = tile * tiles[d] + coord[d] / (shape[d] / tiles[d]);
+      out[size_t(e)] = tile;
+      for (size_t d = rank; d-- > 0;) {
+        if (++coord[d] < shape[d])
+          break;
+        coord[d] = 0;
+      }
+    }
+    return out;
+  }
+};
+
+llvm::Error checkDType(const Tensor &t, const char *role, bool (*ok)(DType), const char *want) {
+  if (!ok(t.dtype))
+    return kernelError(llvm::Twine(role) + " dtype is " + dtypeName(t.dtype) + ", expected " +
+                       want);
+  return llvm::Error::success();
+}
+
+float loadF32(const Tensor &t, int64_t i) { return float(loadAsDouble(t.data, t.dtype, i)); }
+
+} // namespace
+
+llvm::Error runQuantize(const KernelCall &call) {
+  const Tensor &x = call.inputs[0], &scale = call.inputs[1], &q = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkDType(x, "input", isWideFloat, "f32, bf16 or f16"));
+  LOOM_RETURN_IF_ERROR(checkDType(scale, "scale", [](DType t) { return t == DType::F32; }, "f32"));
+  LOOM_RETURN_IF_ERROR(checkDType(q, "result", isFp8, "f8E4M3FN or f8E5M2"));
+  LOOM_RETURN_IF_ERROR(checkSameShape(q, "result", x, "input"));
+  LOOM_ASSIGN_OR_RETURN(Tiling tiling, Tiling::of(x, scale, "scale"));
+  const std::vector<int64_t> tile = tiling.indices();
+  const float *s = static_cast<const float *>(scale.data);
+  const float limit = fp8Max(q.dtype);
+  for (size_t i = 0; i < tile.size(); ++i) {
+    float v = loadF32(x, int64_t(i)) / s[tile[i]];
+    if (!std::isnan(v))
+      v = std::clamp(v, -limit, limit);
+    storeFromDouble(q.data, q.dtype, int64_t(i), double(v));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error runDequantize(const KernelCall &call) {
+  const Tensor &q = call.inputs[0], &scale = call.inputs[1], &x = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkDType(q, "input", isFp8, "f8E4M3FN or f8E5M2"));
+  LOOM_RETURN_IF_ERROR(checkDType(scale, "scale", [](DType t) { return t == DType::F32; }, "f32"));
+  LOOM_RETURN_IF_ERROR(checkDType(x, "result", isWideFloat, "f32, bf16 or f16"));
+  LOOM_RETURN_IF_ERROR(checkSameShape(x, "result", q, "input"));
+  LOOM_ASSIGN_OR_RETURN(Tiling tiling, Tiling::of(q, scale, "scale"));
+  const std::vector<int64_t> tile = tiling.indices();
+  const float *s = static_cast<const float *>(scale.data);
+  for (size_t i = 0; i < tile.size(); ++i) {
+    const float v = loadF32(q, int64_t(i)) * s[tile[i]]; // f32, then one rounding
+    storeFromDouble(x.data, x.dtype, int64_t(i), double(v));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error runAmax(const KernelCall &call) {
+  const Tensor &x = call.inputs[0], &amax = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkDType(x, "input", isWideFloat, "f32, bf16 or f16"));
+  LOOM_RETURN_IF_ERROR(checkDType(amax, "result", [](DType t) { return t == DType::F32; }, "f32"));
+  LOOM_ASSIGN_OR_RETURN(Tiling tiling, Tiling::of(x, amax, "result"));
+  const std::vector<int64_t> tile = tiling.indices();
+  float *out = static_cast<float *>(amax.data);
+  std::fill(out, out + amax.numElements(), 0.0f);
+  for (size_t i = 0; i < tile.size(); ++i) {
+    const float v = std::fabs(loadF32(x, int64_t(i)));
+    float &m = out[tile[i]];
+    if (std::isnan(v) || std::isnan(m))
+      m = std::numeric_limits<float>::quiet_NaN();
+    else
+      m = std::max(m, v);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error runFp8Scale(const KernelCall &call) {
+  const Tensor &amax = call.inputs[0], &scale = call.outputs[0];
+  LOOM_RETURN_IF_ERROR(checkDType(amax, "amax", [](DType t) { return t == DType::F32; }, "f32"));
+  LOOM_RETURN_IF_ERROR(checkDType(scale, "result", [](DType t) { return t == DType::F32; }, "f32"));
+  LOOM_RETURN_IF_ERROR(checkSameShape(scale, "result", amax, "amax"));
+  LOOM_ASSIGN_OR_RETURN(std::string format, call.attrs.getStr("format"));
+  LOOM_ASSIGN_OR_RETURN(int64_t margin, call.attrs.getInt("margin", 0));
+  if (format != "e4m3" && format != "e5m2")
+    return kernelError("format must be \"e4m3\" or \"e5m2\", got \"" + format + "\"");
+  if (margin < 0 || margin > 64)
+    return kernelError("margin must be in [0, 64], got " + llvm::Twine(margin));
+  const float limit = fp8Max(format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2);
+  const float headroom = std::ldexp(1.0f, int(margin));
+  const float *a = static_cast<const float *>(amax.data);
+  float *s = static_cast<float *>(scale.data);
+  for (int64_t i = 0, n = amax.numElements(); i < n; ++i) {
+    if (!std::isfinite(a[i]))
+      s[i] = std::numeric_limits<float>::quiet_NaN();
+    else if (a[i] == 0.0f)
+      s[i] = 1.0f;
+    else
+      s[i] = a[i] * headroom / limit;
+  }
+  return llvm::Error::success();
+}
+
+} // namespace loom::cpu::detail

@@ -1,0 +1,33 @@
+// RUN: loom-opt %s | FileCheck %s
+// RUN: loom-opt %s | loom-opt | FileCheck %s
+
+// FP8 quantization as typed IR: f8 element types, scales as operands whose
+// shapes are the tilings (tensorwise, rowwise, 1x128, 128x128).
+// CHECK-LABEL: func.func @recipes
+func.func @recipes(%x: tensor<256x256xbf16>) -> (tensor<256x256xbf16>, tensor<256x256xf8E5M2>, tensor<256x256xf8E4M3FN>, tensor<256x256xf32>) {
+  // CHECK: %[[A:.*]] = nn.amax %arg0 : (tensor<256x256xbf16>) -> tensor<f32>
+  // CHECK: %[[S:.*]] = nn.fp8_scale %[[A]] format = "e4m3" margin = 1 : tensor<f32>
+  // CHECK: %[[Q:.*]] = nn.quantize %arg0, %[[S]] : (tensor<256x256xbf16>, tensor<f32>) -> tensor<256x256xf8E4M3FN>
+  // CHECK: nn.dequantize %[[Q]], %[[S]] : (tensor<256x256xf8E4M3FN>, tensor<f32>) -> tensor<256x256xbf16>
+  %a = nn.amax %x : (tensor<256x256xbf16>) -> tensor<f32>
+  %s = nn.fp8_scale %a format = "e4m3" margin = 1 : tensor<f32>
+  %q = nn.quantize %x, %s : (tensor<256x256xbf16>, tensor<f32>) -> tensor<256x256xf8E4M3FN>
+  %d = nn.dequantize %q, %s : (tensor<256x256xf8E4M3FN>, tensor<f32>) -> tensor<256x256xbf16>
+  // Rowwise, in e5m2.
+  // CHECK: nn.amax %arg0 : (tensor<256x256xbf16>) -> tensor<256x1xf32>
+  // CHECK: nn.fp8_scale %{{.*}} format = "e5m2" : tensor<256x1xf32>
+  %ra = nn.amax %x : (tensor<256x256xbf16>) -> tensor<256x1xf32>
+  %rs = nn.fp8_scale %ra format = "e5m2" : tensor<256x1xf32>
+  %rq = nn.quantize %x, %rs : (tensor<256x256xbf16>, tensor<256x1xf32>) -> tensor<256x256xf8E5M2>
+  // 1x128 tiles and 128x128 blocks.
+  // CHECK: nn.quantize %arg0, %{{.*}} : (tensor<256x256xbf16>, tensor<256x2xf32>) -> tensor<256x256xf8E4M3FN>
+  // CHECK: nn.dequantize %{{.*}}, %{{.*}} : (tensor<256x256xf8E4M3FN>, tensor<2x2xf32>) -> tensor<256x256xf32>
+  %ta = nn.amax %x : (tensor<256x256xbf16>) -> tensor<256x2xf32>
+  %ts = nn.fp8_scale %ta format = "e4m3" : tensor<256x2xf32>
+  %tq = nn.quantize %x, %ts : (tensor<256x256xbf16>, tensor<256x2xf32>) -> tensor<256x256xf8E4M3FN>
+  %ba = nn.amax %x : (tensor<256x256xbf16>) -> tensor<2x2xf32>
+  %bs = nn.fp8_scale %ba format = "e4m3" : tensor<2x2xf32>
+  %bq = nn.quantize %x, %bs : (tensor<256x256xbf16>, tensor<2x2xf32>) -> tensor<256x256xf8E4M3FN>
+  %bd = nn.dequantize %bq, %bs : (tensor<256x256xf8E4M3FN>, tensor<2x2xf32>) -> tensor<256x256xf32>
+  return %d, %rq, %tq, %bd : tensor<256x256xbf16>, tensor<256x256xf8E5M2>, tensor<256x256xf8E4M3FN>, tensor<256x256xf32>
+}
