@@ -14,9 +14,6 @@ namespace loom::cpu::detail {
 
 namespace {
 
-bool isFp8(DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; }
-bool isWideFloat(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
-
 /// The largest finite value of an FP8 format.
 float fp8Max(DType t) { return t == DType::F8E4M3FN ? 448.0f : 57344.0f; }
 
@@ -24,24 +21,6 @@ float fp8Max(DType t) { return t == DType::F8E4M3FN ? 448.0f : 57344.0f; }
 /// tiling of `tiles` (rank 0, or the tensor's rank dividing it).
 struct Tiling {
   std::vector<int64_t> shape, tiles;
-
-  static llvm::Expected<Tiling> of(const Tensor &tensor, const Tensor &tiling,
-                                   const char *what) {
-    Tiling t{tensor.shape, tiling.shape};
-    if (t.tiles.empty())
-      return t;
-    if (t.tiles.size() != t.shape.size())
-      return kernelError(llvm::Twine(what) + " shape " + shapeToString(t.tiles) +
-                         " must be a scalar or have the tensor's rank " +
-                         llvm::Twine(t.shape.size()) + " (tensor " + shapeToString(t.shape) +
-                         ")");
-    for (size_t d = 0; d < t.shape.size(); ++d)
-      if (t.tiles[d] <= 0 || t.shape[d] % t.tiles[d] != 0)
-        return kernelError(llvm::Twine(what) + " shape " + shapeToString(t.tiles) +
-                           " does not tile the tensor " + shapeToString(t.shape) + " in dim " +
-                           llvm::Twine(d));
-    return t;
-  }
 
   /// The tile of each element, row-major.
   std::vector<int64_t> indices() const {
@@ -68,24 +47,14 @@ struct Tiling {
   }
 };
 
-llvm::Error checkDType(const Tensor &t, const char *role, bool (*ok)(DType), const char *want) {
-  if (!ok(t.dtype))
-    return kernelError(llvm::Twine(role) + " dtype is " + dtypeName(t.dtype) + ", expected " +
-                       want);
-  return llvm::Error::success();
-}
-
 float loadF32(const Tensor &t, int64_t i) { return float(loadAsDouble(t.data, t.dtype, i)); }
 
 } // namespace
 
 llvm::Error runQuantize(const KernelCall &call) {
   const Tensor &x = call.inputs[0], &scale = call.inputs[1], &q = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkDType(x, "input", isWideFloat, "f32, bf16 or f16"));
-  LOOM_RETURN_IF_ERROR(checkDType(scale, "scale", [](DType t) { return t == DType::F32; }, "f32"));
-  LOOM_RETURN_IF_ERROR(checkDType(q, "result", isFp8, "f8E4M3FN or f8E5M2"));
-  LOOM_RETURN_IF_ERROR(checkSameShape(q, "result", x, "input"));
-  LOOM_ASSIGN_OR_RETURN(Tiling tiling, Tiling::of(x, scale, "scale"));
+  LOOM_RETURN_IF_ERROR(checkFp8(Fp8Kernel::Quantize, call.inputs, call.outputs, call.attrs));
+  const Tiling tiling{x.shape, scale.shape};
   const std::vector<int64_t> tile = tiling.indices();
   const float *s = static_cast<const float *>(scale.data);
   const float limit = fp8Max(q.dtype);
@@ -100,11 +69,8 @@ llvm::Error runQuantize(const KernelCall &call) {
 
 llvm::Error runDequantize(const KernelCall &call) {
   const Tensor &q = call.inputs[0], &scale = call.inputs[1], &x = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkDType(q, "input", isFp8, "f8E4M3FN or f8E5M2"));
-  LOOM_RETURN_IF_ERROR(checkDType(scale, "scale", [](DType t) { return t == DType::F32; }, "f32"));
-  LOOM_RETURN_IF_ERROR(checkDType(x, "result", isWideFloat, "f32, bf16 or f16"));
-  LOOM_RETURN_IF_ERROR(checkSameShape(x, "result", q, "input"));
-  LOOM_ASSIGN_OR_RETURN(Tiling tiling, Tiling::of(q, scale, "scale"));
+  LOOM_RETURN_IF_ERROR(checkFp8(Fp8Kernel::Dequantize, call.inputs, call.outputs, call.attrs));
+  const Tiling tiling{q.shape, scale.shape};
   const std::vector<int64_t> tile = tiling.indices();
   const float *s = static_cast<const float *>(scale.data);
   for (size_t i = 0; i < tile.size(); ++i) {
@@ -116,9 +82,8 @@ llvm::Error runDequantize(const KernelCall &call) {
 
 llvm::Error runAmax(const KernelCall &call) {
   const Tensor &x = call.inputs[0], &amax = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkDType(x, "input", isWideFloat, "f32, bf16 or f16"));
-  LOOM_RETURN_IF_ERROR(checkDType(amax, "result", [](DType t) { return t == DType::F32; }, "f32"));
-  LOOM_ASSIGN_OR_RETURN(Tiling tiling, Tiling::of(x, amax, "result"));
+  LOOM_RETURN_IF_ERROR(checkFp8(Fp8Kernel::Amax, call.inputs, call.outputs, call.attrs));
+  const Tiling tiling{x.shape, amax.shape};
   const std::vector<int64_t> tile = tiling.indices();
   float *out = static_cast<float *>(amax.data);
   std::fill(out, out + amax.numElements(), 0.0f);
@@ -135,15 +100,9 @@ llvm::Error runAmax(const KernelCall &call) {
 
 llvm::Error runFp8Scale(const KernelCall &call) {
   const Tensor &amax = call.inputs[0], &scale = call.outputs[0];
-  LOOM_RETURN_IF_ERROR(checkDType(amax, "amax", [](DType t) { return t == DType::F32; }, "f32"));
-  LOOM_RETURN_IF_ERROR(checkDType(scale, "result", [](DType t) { return t == DType::F32; }, "f32"));
-  LOOM_RETURN_IF_ERROR(checkSameShape(scale, "result", amax, "amax"));
-  LOOM_ASSIGN_OR_RETURN(std::string format, call.attrs.getStr("format"));
-  LOOM_ASSIGN_OR_RETURN(int64_t margin, call.attrs.getInt("margin", 0));
-  if (format != "e4m3" && format != "e5m2")
-    return kernelError("format must be \"e4m3\" or \"e5m2\", got \"" + format + "\"");
-  if (margin < 0 || margin > 64)
-    return kernelError("margin must be in [0, 64], got " + llvm::Twine(margin));
+  LOOM_RETURN_IF_ERROR(checkFp8(Fp8Kernel::Scale, call.inputs, call.outputs, call.attrs));
+  const std::string format = cantFail(call.attrs.getStr("format"));
+  const int64_t margin = cantFail(call.attrs.getInt("margin", 0));
   const float limit = fp8Max(format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2);
   const float headroom = std::ldexp(1.0f, int(margin));
   const float *a = static_cast<const float *>(amax.data);

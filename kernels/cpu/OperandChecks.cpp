@@ -1449,5 +1449,82 @@ llvm::Error checkSumSquaresMulti(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tenso
                        std::to_string(scratch.numElements()));
   return llvm::Error::success();
 }
+
+//===----------------------------------------------------------------------===//
+// FP8 quantization
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+bool isFp8Type(DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; }
+bool isWideFloatType(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+llvm::Error checkFp8DType(const Tensor &t, const char *role, bool ok, const char *want) {
+  if (!ok)
+    return kernelError(llvm::Twine(role) + " dtype is " + dtypeName(t.dtype) + ", expected " +
+                       want);
+  return llvm::Error::success();
+}
+
+llvm::Error checkFp8Tiling(const Tensor &tensor, const Tensor &tiling, const char *what) {
+  if (tiling.shape.empty())
+    return llvm::Error::success();
+  if (tiling.shape.size() != tensor.shape.size())
+    return kernelError(llvm::Twine(what) + " shape " + shapeToString(tiling.shape) +
+                       " must be a scalar or have the tensor's rank " +
+                       llvm::Twine(tensor.shape.size()) + " (tensor " +
+                       shapeToString(tensor.shape) + ")");
+  for (size_t d = 0; d < tensor.shape.size(); ++d)
+    if (tiling.shape[d] <= 0 || tensor.shape[d] % tiling.shape[d] != 0)
+      return kernelError(llvm::Twine(what) + " shape " + shapeToString(tiling.shape) +
+                         " does not tile the tensor " + shapeToString(tensor.shape) +
+                         " in dim " + llvm::Twine(d));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error checkFp8(Fp8Kernel kernel, llvm::ArrayRef<Tensor> inputs,
+                     llvm::ArrayRef<Tensor> outputs, const KernelAttrs &attrs) {
+  const size_t wantIn = kernel == Fp8Kernel::Quantize || kernel == Fp8Kernel::Dequantize ? 2 : 1;
+  if (inputs.size() != wantIn || outputs.size() != 1)
+    return kernelError("takes " + llvm::Twine(wantIn) + " inputs and 1 output, got " +
+                       llvm::Twine(inputs.size()) + " and " + llvm::Twine(outputs.size()));
+  const Tensor &in = inputs[0], &out = outputs[0];
+  const char *wide = "f32, bf16 or f16", *fp8 = "f8E4M3FN or f8E5M2";
+  switch (kernel) {
+  case Fp8Kernel::Quantize:
+  case Fp8Kernel::Dequantize: {
+    const bool quantize = kernel == Fp8Kernel::Quantize;
+    LOOM_RETURN_IF_ERROR(checkFp8DType(in, "input", quantize ? isWideFloatType(in.dtype)
+                                                             : isFp8Type(in.dtype),
+                                       quantize ? wide : fp8));
+    LOOM_RETURN_IF_ERROR(checkFp8DType(inputs[1], "scale", inputs[1].dtype == DType::F32, "f32"));
+    LOOM_RETURN_IF_ERROR(checkFp8DType(out, "result", quantize ? isFp8Type(out.dtype)
+                                                               : isWideFloatType(out.dtype),
+                                       quantize ? fp8 : wide));
+    LOOM_RETURN_IF_ERROR(checkSameShape(out, "result", in, "input"));
+    return checkFp8Tiling(in, inputs[1], "scale");
+  }
+  case Fp8Kernel::Amax:
+    LOOM_RETURN_IF_ERROR(checkFp8DType(in, "input", isWideFloatType(in.dtype), wide));
+    LOOM_RETURN_IF_ERROR(checkFp8DType(out, "result", out.dtype == DType::F32, "f32"));
+    return checkFp8Tiling(in, out, "result");
+  case Fp8Kernel::Scale: {
+    LOOM_RETURN_IF_ERROR(checkFp8DType(in, "amax", in.dtype == DType::F32, "f32"));
+    LOOM_RETURN_IF_ERROR(checkFp8DType(out, "result", out.dtype == DType::F32, "f32"));
+    LOOM_RETURN_IF_ERROR(checkSameShape(out, "result", in, "amax"));
+    LOOM_ASSIGN_OR_RETURN(std::string format, attrs.getStr("format"));
+    LOOM_ASSIGN_OR_RETURN(int64_t margin, attrs.getInt("margin", 0));
+    if (format != "e4m3" && format != "e5m2")
+      return kernelError("format must be \"e4m3\" or \"e5m2\", got \"" + format + "\"");
+    if (margin < 0 || margin > 64)
+      return kernelError("margin must be in [0, 64], got " + llvm::Twine(margin));
+    return llvm::Error::success();
+  }
+  }
+  return llvm::Error::success();
+}
+
 } // namespace detail
 } // namespace loom::cpu

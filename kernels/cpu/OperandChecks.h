@@ -428,6 +428,18 @@ llvm::Error checkCastMulti(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out
 llvm::Error checkSumSquaresMulti(llvm::ArrayRef<Tensor> in, llvm::ArrayRef<Tensor> out,
                                  bool total);
 
+//===----------------------------------------------------------------------===//
+// FP8 quantization (NNFp8Ops.td)
+//===----------------------------------------------------------------------===//
+
+enum class Fp8Kernel { Quantize, Dequantize, Amax, Scale };
+/// The operands of nn.quantize (x, scale -> q), nn.dequantize (q, scale ->
+/// x), nn.amax (x -> amax) or nn.fp8_scale (amax -> scale; attrs format,
+/// margin): dtypes, shapes, and the tiling (a scale or amax of rank 0, or of
+/// the tensor's rank with each dim a nonzero divisor of the tensor's).
+llvm::Error checkFp8(Fp8Kernel kernel, llvm::ArrayRef<Tensor> inputs,
+                     llvm::ArrayRef<Tensor> outputs, const KernelAttrs &attrs);
+
 } // namespace loom::cpu::detail
 
 #endif

@@ -16,6 +16,7 @@ const KernelRegistry &registry() {
     registerOptimizerKernels(r);
     registerMatmulKernels(r);
     registerFusedKernels(r);
+    registerFp8Kernels(r);
     return r;
   }();
   return kernels;

@@ -78,6 +78,7 @@ void registerLossKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
 void registerMatmulKernels(KernelRegistry &registry);
 void registerFusedKernels(KernelRegistry &registry);
+void registerFp8Kernels(KernelRegistry &registry);
 
 //===----------------------------------------------------------------------===//
 // Generated kernels (FusedKernels.cpp): nn.fused

@@ -1,0 +1,216 @@
+// FP8 quantization on CUDA (dialects/nn/NNFp8Ops.td): nn.quantize,
+// nn.dequantize, nn.amax and nn.fp8_scale, bit for bit the CPU reference
+// (kernels/cpu/Fp8.cpp): the same f32 division, clamp and rounding. A
+// thread maps its element to its tile from the tensor's shape and the
+// tiling's (one scale, or a divisor per dim).
+//
+// amax takes each tile's maximum with integer atomicMax on the bits of |x|
+// (non-negative floats order as their bits; a NaN's bits exceed infinity's,
+// so a NaN wins), which is exact and independent of order; a last pass
+// writes the canonical quiet NaN the CPU writes.
+
+#include "kernels/cuda/DeviceSupport.cuh"
+#include "kernels/cpu/OperandChecks.h"
+
+#include <cstdint>
+
+namespace loom::cuda {
+namespace {
+
+constexpr int kMaxFp8Rank = 8;
+
+/// A tensor's shape and its tiling (rank 0: one tile).
+struct TileMap {
+  int rank = 0;
+  int64_t shape[kMaxFp8Rank] = {};
+  int64_t tileSize[kMaxFp8Rank] = {}; // elements a tile spans in each dim
+  int64_t tiles[kMaxFp8Rank] = {};    // tiles in each dim
+
+  __device__ int64_t tileOf(int64_t e) const {
+    if (rank == 0)
+      return 0;
+    int64_t tile = 0, stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      const int64_t c = e % shape[d];
+      e /= shape[d];
+      tile += (c / tileSize[d]) * stride;
+      stride *= tiles[d];
+    }
+    return tile;
+  }
+};
+
+llvm::Expected<TileMap> tileMap(const Tensor &tensor, const Tensor &tiling) {
+  TileMap m;
+  if (tiling.shape.empty())
+    return m;
+  if (tensor.shape.size() > size_t(kMaxFp8Rank))
+    return kernelError("FP8 tilings of rank above " + llvm::Twine(kMaxFp8Rank) +
+                       " are not supported on CUDA, got rank " +
+                       llvm::Twine(tensor.shape.size()));
+  m.rank = int(tensor.shape.size());
+  for (int d = 0; d < m.rank; ++d) {
+    m.shape[d] = tensor.shape[d];
+    m.tiles[d] = tiling.shape[d];
+    m.tileSize[d] = tensor.shape[d] / tiling.shape[d];
+  }
+  return m;
+}
+
+template <DType In, DType Out>
+__global__ void quantizeKernel(const StorageOf<In> *x, const float *scale, StorageOf<Out> *q,
+                               int64_t n, TileMap map, float limit) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v = dev::Elem<In>::load(x[i]) / scale[map.tileOf(i)];
+    if (!isnan(v))
+      v = fminf(fmaxf(v, -limit), limit);
+    q[i] = dev::Elem<Out>::store(v);
+  }
+}
+
+template <DType In, DType Out>
+__global__ void dequantizeKernel(const StorageOf<In> *q, const float *scale, StorageOf<Out> *x,
+                                 int64_t n, TileMap map) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = __fmul_rn(dev::Elem<In>::load(q[i]), scale[map.tileOf(i)]);
+    x[i] = dev::Elem<Out>::store(v);
+  }
+}
+
+template <DType In>
+__global__ void amaxKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t n, TileMap map) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = fabsf(dev::Elem<In>::load(x[i]));
+    atomicMax(&amaxBits[map.tileOf(i)], __float_as_uint(v));
+  }
+}
+
+__global__ void canonicalNanKernel(float *values, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    if (isnan(values[i]))
+      values[i] = __uint_as_float(0x7fc00000u);
+}
+
+__global__ void fp8ScaleKernel(const float *amax, float *scale, int64_t n, float headroom,
+                               float limit) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float a = amax[i];
+    scale[i] = !isfinite(a)  ? __uint_as_float(0x7fc00000u)
+               : a == 0.0f   ? 1.0f
+                             : __fdiv_rn(__fmul_rn(a, headroom), limit);
+  }
+}
+
+float fp8Limit(DType t) { return t == DType::F8E4M3FN ? 448.0f : 57344.0f; }
+
+/// Calls fn(DTypeTag<D>{}) for f32, bf16 or f16.
+template <typename Fn> llvm::Error dispatchWide(DType t, Fn &&fn) {
+  switch (t) {
+  case DType::F32:
+    return fn(DTypeTag<DType::F32>{});
+  case DType::BF16:
+    return fn(DTypeTag<DType::BF16>{});
+  case DType::F16:
+    return fn(DTypeTag<DType::F16>{});
+  default:
+    return kernelError(llvm::Twine("unsupported dtype ") + dtypeName(t));
+  }
+}
+template <typename Fn> llvm::Error dispatchFp8(DType t, Fn &&fn) {
+  if (t == DType::F8E4M3FN)
+    return fn(DTypeTag<DType::F8E4M3FN>{});
+  if (t == DType::F8E5M2)
+    return fn(DTypeTag<DType::F8E5M2>{});
+  return kernelError(llvm::Twine("unsupported dtype ") + dtypeName(t));
+}
+
+llvm::Error launchQuantize(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(
+      cpu::detail::checkFp8(cpu::detail::Fp8Kernel::Quantize, call.inputs, call.outputs, call.attrs));
+  const Tensor &x = call.inputs[0], &scale = call.inputs[1], &q = call.outputs[0];
+  LOOM_ASSIGN_OR_RETURN(TileMap map, tileMap(x, scale));
+  const int64_t n = x.numElements();
+  if (n == 0)
+    return llvm::Error::success();
+  return dispatchWide(x.dtype, [&](auto in) {
+    return dispatchFp8(q.dtype, [&](auto out) {
+      constexpr DType I = decltype(in)::value, O = decltype(out)::value;
+      quantizeKernel<I, O><<<gridFor(n, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+          static_cast<const StorageOf<I> *>(x.data), static_cast<const float *>(scale.data),
+          static_cast<StorageOf<O> *>(q.data), n, map, fp8Limit(O));
+      return llvm::Error::success();
+    });
+  });
+}
+
+llvm::Error launchDequantize(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(cpu::detail::checkFp8(cpu::detail::Fp8Kernel::Dequantize, call.inputs,
+                                             call.outputs, call.attrs));
+  const Tensor &q = call.inputs[0], &scale = call.inputs[1], &x = call.outputs[0];
+  LOOM_ASSIGN_OR_RETURN(TileMap map, tileMap(q, scale));
+  const int64_t n = q.numElements();
+  if (n == 0)
+    return llvm::Error::success();
+  return dispatchFp8(q.dtype, [&](auto in) {
+    return dispatchWide(x.dtype, [&](auto out) {
+      constexpr DType I = decltype(in)::value, O = decltype(out)::value;
+      dequantizeKernel<I, O><<<gridFor(n, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+          static_cast<const StorageOf<I> *>(q.data), static_cast<const float *>(scale.data),
+          static_cast<StorageOf<O> *>(x.data), n, map);
+      return llvm::Error::success();
+    });
+  });
+}
+
+llvm::Error launchAmax(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(
+      cpu::detail::checkFp8(cpu::detail::Fp8Kernel::Amax, call.inputs, call.outputs, call.attrs));
+  const Tensor &x = call.inputs[0], &amax = call.outputs[0];
+  LOOM_ASSIGN_OR_RETURN(TileMap map, tileMap(x, amax));
+  const int64_t n = x.numElements(), tiles = amax.numElements();
+  LOOM_RETURN_IF_ERROR(cudaError(cudaMemsetAsync(amax.data, 0, size_t(tiles) * sizeof(float),
+                                                 call.ctx.stream),
+                                 "cudaMemsetAsync"));
+  if (n == 0)
+    return llvm::Error::success();
+  LOOM_RETURN_IF_ERROR(dispatchWide(x.dtype, [&](auto in) {
+    constexpr DType I = decltype(in)::value;
+    amaxKernel<I><<<gridFor(n, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+        static_cast<const StorageOf<I> *>(x.data), static_cast<unsigned *>(amax.data), n, map);
+    return llvm::Error::success();
+  }));
+  canonicalNanKernel<<<gridFor(tiles, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+      static_cast<float *>(amax.data), tiles);
+  return llvm::Error::success();
+}
+
+llvm::Error launchFp8Scale(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(
+      cpu::detail::checkFp8(cpu::detail::Fp8Kernel::Scale, call.inputs, call.outputs, call.attrs));
+  const Tensor &amax = call.inputs[0], &scale = call.outputs[0];
+  const std::string format = cantFail(call.attrs.getStr("format"));
+  const int64_t margin = cantFail(call.attrs.getInt("margin", 0));
+  const int64_t n = amax.numElements();
+  if (n == 0)
+    return llvm::Error::success();
+  fp8ScaleKernel<<<gridFor(n, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+      static_cast<const float *>(amax.data), static_cast<float *>(scale.data), n,
+      std::ldexp(1.0f, int(margin)), fp8Limit(format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void registerFp8Kernels(KernelRegistry &registry) {
+  registry.add(KernelId::Quantize, launchQuantize);
+  registry.add(KernelId::Dequantize, launchDequantize);
+  registry.add(KernelId::Amax, launchAmax);
+  registry.add(KernelId::Fp8Scale, launchFp8Scale);
+}
+
+} // namespace loom::cuda
