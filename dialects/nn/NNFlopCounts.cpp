@@ -47,6 +47,11 @@ static int64_t attentionKeys(Operation *op) {
   return key.getDimSize(mask & 2 ? 1 : 2);
 }
 
+int64_t ScaledMatmulOp::getFlops() {
+  // A multiply and an add per output element and contracted index.
+  return 2 * elements(getType()) * getLhs().getType().getDimSize(1);
+}
+
 int64_t AttentionOp::getFlops() {
   // Two GEMMs (q k^T and p v) over every key.
   return 4 * elements(getType()) * attentionKeys(*this);

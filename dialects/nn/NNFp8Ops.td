@@ -104,4 +104,35 @@ def NN_Fp8ScaleOp : NN_KernelOp<"fp8_scale", [Pure, AllTypesMatch<["amax", "resu
   let hasVerifier = 1;
 }
 
+def NN_ScaledMatmulOp : NN_KernelOp<"scaled_matmul", [Pure,
+    DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
+  let kernelDoc = [{
+    FP8 GEMM with per-tensor scales: a [M, K] and b [N, K] (f8E4M3FN or
+    f8E5M2, not both f8E5M2), scale_a and scale_b (f32 scalars) -> out [M, N]
+    (f32, bf16 or f16) = (a * scale_a) @ (b * scale_b)^T, accumulated in f32.
+    b is always [N, K] (a weight as stored), the layout FP8 tensor cores take.
+  }];
+  let summary = "an FP8 GEMM: (lhs * lhs_scale) @ (rhs * rhs_scale)^T, accumulated in f32";
+  let description = [{
+    `lhs` is `[M, K]` and `rhs` `[N, K]` (a weight as stored: the layout FP8
+    tensor cores read), in `f8E4M3FN` or `f8E5M2` (not both `f8E5M2`, which
+    no FP8 GEMM takes); the scales are the dequantization scales of
+    `nn.quantize`, one per tensor. The products of the FP8 values are
+    summed in f32, multiplied by both scales, and rounded once to the
+    result's type (f32, bf16 or f16). cuBLASLt runs it on CUDA with its
+    scalar scale mode.
+
+    ```mlir
+    %y = nn.scaled_matmul %qx, %qw, %sx, %sw : (tensor<8x256xf8E4M3FN>, tensor<64x256xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<8x64xbf16>
+    ```
+  }];
+  let arguments = (ins NN_Fp8Tensor:$lhs, NN_Fp8Tensor:$rhs,
+                   TensorRankOf<[F32], [0]>:$lhs_scale, TensorRankOf<[F32], [0]>:$rhs_scale);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $lhs_scale `,` $rhs_scale attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // LOOM_NN_FP8_OPS_TD

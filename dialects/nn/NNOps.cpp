@@ -1491,6 +1491,24 @@ LogicalResult AmaxOp::verify() {
   return verifyFp8Tiling(*this, getInput().getType(), getType(), "result");
 }
 
+LogicalResult ScaledMatmulOp::verify() {
+  RankedTensorType a = getLhs().getType(), b = getRhs().getType(), out = getType();
+  if (a.getRank() != 2 || b.getRank() != 2 || out.getRank() != 2)
+    return emitOpError("takes [M, K] and [N, K] operands and an [M, N] result, got ranks ")
+           << a.getRank() << ", " << b.getRank() << " and " << out.getRank();
+  if (a.getDimSize(1) != b.getDimSize(1))
+    return emitOpError("contracted dims differ: lhs ") << shapeString(a.getShape()) << ", rhs "
+                                                       << shapeString(b.getShape());
+  if (out.getDimSize(0) != a.getDimSize(0) || out.getDimSize(1) != b.getDimSize(0))
+    return emitOpError("result ") << shapeString(out.getShape()) << " should be ["
+                                  << a.getDimSize(0) << ", " << b.getDimSize(0) << "]";
+  if (!isa<Float32Type, BFloat16Type, Float16Type>(out.getElementType()))
+    return emitOpError("result must be f32, bf16 or f16, got ") << out.getElementType();
+  if (isa<Float8E5M2Type>(a.getElementType()) && isa<Float8E5M2Type>(b.getElementType()))
+    return emitOpError("takes at most one f8E5M2 operand (FP8 GEMMs do not multiply two)");
+  return success();
+}
+
 LogicalResult Fp8ScaleOp::verify() {
   if (getFormat() != "e4m3" && getFormat() != "e5m2")
     return emitOpError("format must be \"e4m3\" or \"e5m2\", got \"") << getFormat() << "\"";

@@ -322,6 +322,24 @@ ShardingRule QuantizeOp::getShardingRule() { return fp8Rule(*this, 1, false); }
 ShardingRule DequantizeOp::getShardingRule() { return fp8Rule(*this, 1, false); }
 ShardingRule AmaxOp::getShardingRule() { return fp8Rule(*this, 0, true); }
 ShardingRule Fp8ScaleOp::getShardingRule() { return elementwise(*this); }
+ShardingRule ScaledMatmulOp::getShardingRule() {
+  // [M, K] x [N, K] -> [M, N]: rows and columns split; K is contracted (a
+  // split leaves partial sums, which per-tensor scales keep linear).
+  RuleBuilder b(*this);
+  ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
+  int m = b.factor(FactorKind::Parallel, lhs[0]);
+  int n = b.factor(FactorKind::Parallel, rhs[0]);
+  int k = b.factor(FactorKind::Reduction, lhs[1]);
+  b.operand(0, 0, m);
+  b.operand(0, 1, k);
+  b.operand(1, 0, n);
+  b.operand(1, 1, k);
+  b.result(0, 0, m);
+  b.result(0, 1, n);
+  ShardingRule rule = b.rule;
+  rule.linear = true;
+  return rule;
+}
 
 ShardingRule EmbeddingOp::getShardingRule() {
   // table [V, D], ids [...] -> [..., D]: onehot(ids) @ table, so the

@@ -174,11 +174,4 @@ def NN_SwigluGradKernel : NN_RuntimeKernel<"nn.swiglu_grad", 4, 4, 2, [], [{
   the type before the silu gradient).
 }]>;
 
-def NN_ScaledMatmulKernel : NN_RuntimeKernel<"nn.scaled_matmul", 4, 4, 1, [], [{
-  FP8 GEMM with per-tensor scales: a [M, K] and b [N, K] (f8E4M3FN or
-  f8E5M2, not both f8E5M2), scale_a and scale_b (f32 scalars) -> out [M, N]
-  (f32, bf16 or f16) = (a * scale_a) @ (b * scale_b)^T, accumulated in f32.
-  b is always [N, K] (a weight as stored), the layout FP8 tensor cores take.
-}]>;
-
 #endif

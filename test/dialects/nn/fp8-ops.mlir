@@ -31,3 +31,14 @@ func.func @recipes(%x: tensor<256x256xbf16>) -> (tensor<256x256xbf16>, tensor<25
   %bd = nn.dequantize %bq, %bs : (tensor<256x256xf8E4M3FN>, tensor<2x2xf32>) -> tensor<256x256xf32>
   return %d, %rq, %tq, %bd : tensor<256x256xbf16>, tensor<256x256xf8E5M2>, tensor<256x256xf8E4M3FN>, tensor<256x256xf32>
 }
+
+// The FP8 GEMM: e4m3 activations and weights (or one e5m2 side), per-tensor
+// scales, a bf16 or f32 result.
+// CHECK-LABEL: func.func @gemm
+// CHECK: nn.scaled_matmul %arg0, %arg1, %arg2, %arg3 : (tensor<8x256xf8E4M3FN>, tensor<64x256xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<8x64xbf16>
+// CHECK: nn.scaled_matmul %arg4, %arg1, %arg2, %arg3 : (tensor<8x256xf8E5M2>, tensor<64x256xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<8x64xf32>
+func.func @gemm(%qx: tensor<8x256xf8E4M3FN>, %qw: tensor<64x256xf8E4M3FN>, %sx: tensor<f32>, %sw: tensor<f32>, %g: tensor<8x256xf8E5M2>) -> (tensor<8x64xbf16>, tensor<8x64xf32>) {
+  %y = nn.scaled_matmul %qx, %qw, %sx, %sw : (tensor<8x256xf8E4M3FN>, tensor<64x256xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<8x64xbf16>
+  %z = nn.scaled_matmul %g, %qw, %sx, %sw : (tensor<8x256xf8E5M2>, tensor<64x256xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<8x64xf32>
+  return %y, %z : tensor<8x64xbf16>, tensor<8x64xf32>
+}

@@ -1228,3 +1228,21 @@ func.func @fp8_scale_format(%a: tensor<f32>) {
   %s = nn.fp8_scale %a format = "e3m4" : tensor<f32>
   return
 }
+
+// -----
+
+// No FP8 GEMM multiplies two e5m2 operands.
+func.func @scaled_matmul_two_e5m2(%a: tensor<8x32xf8E5M2>, %b: tensor<4x32xf8E5M2>, %s: tensor<f32>) {
+  // expected-error @+1 {{'nn.scaled_matmul' op takes at most one f8E5M2 operand (FP8 GEMMs do not multiply two)}}
+  %y = nn.scaled_matmul %a, %b, %s, %s : (tensor<8x32xf8E5M2>, tensor<4x32xf8E5M2>, tensor<f32>, tensor<f32>) -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
+// The contracted dims agree.
+func.func @scaled_matmul_k(%a: tensor<8x32xf8E4M3FN>, %b: tensor<4x16xf8E4M3FN>, %s: tensor<f32>) {
+  // expected-error @+1 {{'nn.scaled_matmul' op contracted dims differ: lhs [8x32], rhs [4x16]}}
+  %y = nn.scaled_matmul %a, %b, %s, %s : (tensor<8x32xf8E4M3FN>, tensor<4x16xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<8x4xbf16>
+  return
+}
