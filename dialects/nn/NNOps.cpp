@@ -1463,14 +1463,20 @@ static LogicalResult verifyFp8Tiling(Operation *op, RankedTensorType tensor,
   return success();
 }
 
+/// FP8 quantization reads or writes f32, bf16 or f16 beside its FP8 values.
+static LogicalResult verifyWideFloat(Operation *op, Type element, StringRef what) {
+  if (isa<Float32Type, BFloat16Type, Float16Type>(element))
+    return success();
+  return op->emitOpError() << what << " must be f32, bf16 or f16, got " << element;
+}
+
 LogicalResult QuantizeOp::verify() {
   if (getInput().getType().getShape() != getType().getShape())
     return emitOpError("result shape ") << shapeString(getType().getShape())
                                         << " differs from the input's "
                                         << shapeString(getInput().getType().getShape());
-  if (!isa<Float32Type, BFloat16Type, Float16Type>(getInput().getType().getElementType()))
-    return emitOpError("input must be f32, bf16 or f16, got ")
-           << getInput().getType().getElementType();
+  if (failed(verifyWideFloat(*this, getInput().getType().getElementType(), "input")))
+    return failure();
   return verifyFp8Tiling(*this, getInput().getType(), getScale().getType(), "scale");
 }
 
@@ -1479,15 +1485,14 @@ LogicalResult DequantizeOp::verify() {
     return emitOpError("result shape ") << shapeString(getType().getShape())
                                         << " differs from the input's "
                                         << shapeString(getInput().getType().getShape());
-  if (!isa<Float32Type, BFloat16Type, Float16Type>(getType().getElementType()))
-    return emitOpError("result must be f32, bf16 or f16, got ") << getType().getElementType();
+  if (failed(verifyWideFloat(*this, getType().getElementType(), "result")))
+    return failure();
   return verifyFp8Tiling(*this, getInput().getType(), getScale().getType(), "scale");
 }
 
 LogicalResult AmaxOp::verify() {
-  if (!isa<Float32Type, BFloat16Type, Float16Type>(getInput().getType().getElementType()))
-    return emitOpError("input must be f32, bf16 or f16, got ")
-           << getInput().getType().getElementType();
+  if (failed(verifyWideFloat(*this, getInput().getType().getElementType(), "input")))
+    return failure();
   return verifyFp8Tiling(*this, getInput().getType(), getType(), "result");
 }
 
@@ -1502,8 +1507,8 @@ LogicalResult ScaledMatmulOp::verify() {
   if (out.getDimSize(0) != a.getDimSize(0) || out.getDimSize(1) != b.getDimSize(0))
     return emitOpError("result ") << shapeString(out.getShape()) << " should be ["
                                   << a.getDimSize(0) << ", " << b.getDimSize(0) << "]";
-  if (!isa<Float32Type, BFloat16Type, Float16Type>(out.getElementType()))
-    return emitOpError("result must be f32, bf16 or f16, got ") << out.getElementType();
+  if (failed(verifyWideFloat(*this, out.getElementType(), "result")))
+    return failure();
   if (isa<Float8E5M2Type>(a.getElementType()) && isa<Float8E5M2Type>(b.getElementType()))
     return emitOpError("takes at most one f8E5M2 operand (FP8 GEMMs do not multiply two)");
   return success();

@@ -14,9 +14,6 @@ namespace loom::cpu::detail {
 
 namespace {
 
-/// The largest finite value of an FP8 format.
-float fp8Max(DType t) { return t == DType::F8E4M3FN ? 448.0f : 57344.0f; }
-
 /// For each element of a tensor of `shape`, the index of its tile in a
 /// tiling of `tiles` (rank 0, or the tensor's rank dividing it).
 struct Tiling {
@@ -57,7 +54,7 @@ llvm::Error runQuantize(const KernelCall &call) {
   const Tiling tiling{x.shape, scale.shape};
   const std::vector<int64_t> tile = tiling.indices();
   const float *s = static_cast<const float *>(scale.data);
-  const float limit = fp8Max(q.dtype);
+  const float limit = fp8MaxFinite(q.dtype);
   for (size_t i = 0; i < tile.size(); ++i) {
     float v = loadF32(x, int64_t(i)) / s[tile[i]];
     if (!std::isnan(v))
@@ -103,7 +100,7 @@ llvm::Error runFp8Scale(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkFp8(Fp8Kernel::Scale, call.inputs, call.outputs, call.attrs));
   const std::string format = cantFail(call.attrs.getStr("format"));
   const int64_t margin = cantFail(call.attrs.getInt("margin", 0));
-  const float limit = fp8Max(format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2);
+  const float limit = fp8MaxFinite(format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2);
   const float headroom = std::ldexp(1.0f, int(margin));
   const float *a = static_cast<const float *>(amax.data);
   float *s = static_cast<float *>(scale.data);

@@ -106,8 +106,6 @@ __global__ void fp8ScaleKernel(const float *amax, float *scale, int64_t n, float
   }
 }
 
-float fp8Limit(DType t) { return t == DType::F8E4M3FN ? 448.0f : 57344.0f; }
-
 /// Calls fn(DTypeTag<D>{}) for f32, bf16 or f16.
 template <typename Fn> llvm::Error dispatchWide(DType t, Fn &&fn) {
   switch (t) {
@@ -142,7 +140,7 @@ llvm::Error launchQuantize(const KernelCall &call) {
       constexpr DType I = decltype(in)::value, O = decltype(out)::value;
       quantizeKernel<I, O><<<gridFor(n, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
           static_cast<const StorageOf<I> *>(x.data), static_cast<const float *>(scale.data),
-          static_cast<StorageOf<O> *>(q.data), n, map, fp8Limit(O));
+          static_cast<StorageOf<O> *>(q.data), n, map, fp8MaxFinite(O));
       return llvm::Error::success();
     });
   });
@@ -200,7 +198,7 @@ llvm::Error launchFp8Scale(const KernelCall &call) {
     return llvm::Error::success();
   fp8ScaleKernel<<<gridFor(n, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
       static_cast<const float *>(amax.data), static_cast<float *>(scale.data), n,
-      std::ldexp(1.0f, int(margin)), fp8Limit(format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2));
+      std::ldexp(1.0f, int(margin)), fp8MaxFinite(format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2));
   return llvm::Error::success();
 }
 

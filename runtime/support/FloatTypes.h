@@ -38,6 +38,12 @@ uint16_t floatToF16(float value);
 uint16_t doubleToF16(double value);
 float f16ToFloat(uint16_t bits);
 
+/// The largest finite value of an FP8 format (f8E4M3FN: 448, f8E5M2:
+/// 57344), to which FP8 quantization saturates.
+constexpr float fp8MaxFinite(DType type) {
+  return type == DType::F8E4M3FN ? 448.0f : 57344.0f;
+}
+
 uint8_t floatToF8E4M3FN(float value);
 uint8_t doubleToF8E4M3FN(double value);
 float f8E4M3FNToFloat(uint8_t bits);
