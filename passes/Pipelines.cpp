@@ -3,6 +3,7 @@
 
 #include "passes/Pipelines.h"
 
+#include "passes/fp8/Passes.h"
 #include "passes/fusion/Passes.h"
 #include "passes/lowering/Passes.h"
 #include "passes/memory/Passes.h"
@@ -36,6 +37,8 @@ llvm::StringRef stepName(PipelineStep step) {
     return "partition";
   case PipelineStep::TrainingStep:
     return "train";
+  case PipelineStep::Fp8:
+    return "fp8";
   case PipelineStep::Schedule:
     return "pipe";
   case PipelineStep::PipeSplit:
@@ -68,6 +71,8 @@ bool stepRuns(PipelineStep step, const PipelineOptions &options) {
     return options.pp > 1;
   case PipelineStep::TrainingStep:
     return options.training();
+  case PipelineStep::Fp8:
+    return options.fp8();
   case PipelineStep::Shard:
     return options.distributed();
   case PipelineStep::AttentionStats:
@@ -86,6 +91,8 @@ std::optional<PipelineStep> lastStepOf(Phase phase) {
     return PipelineStep::Rebatch;
   case Phase::Train:
     return PipelineStep::TrainingStep;
+  case Phase::Fp8:
+    return PipelineStep::Fp8;
   case Phase::Pipe:
     return PipelineStep::Schedule;
   case Phase::Dist:
@@ -99,6 +106,16 @@ std::optional<PipelineStep> lastStepOf(Phase phase) {
 }
 
 namespace {
+
+Fp8MarkOptions fp8MarkOptions(const PipelineOptions &options) {
+  Fp8MarkOptions mark;
+  mark.recipe = options.fp8Recipe;
+  mark.format = options.fp8Format;
+  mark.margin = options.fp8Margin;
+  mark.history = options.fp8AmaxHistory;
+  mark.exclude = options.fp8Exclude;
+  return mark;
+}
 
 PipelinePartitionOptions partitionOptions(const PipelineOptions &options) {
   PipelinePartitionOptions partition;
@@ -134,6 +151,9 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
   case PipelineStep::TrainingStep: {
     if (options.precision == ComputePrecision::BF16)
       pm.addPass(createCastCompute(CastComputeOptions{"bf16"}));
+    // On the forward: autodiff carries the policy onto the gradient GEMMs.
+    if (options.fp8())
+      pm.addPass(createFp8Mark(fp8MarkOptions(options)));
     BuildTrainingStepOptions step;
     step.batch = options.globalBatch;
     step.maxGradNorm = options.maxGradNorm;
@@ -151,6 +171,13 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
       pm.addPass(createPipelinePartition(partitionOptions(options)));
     return;
   }
+  case PipelineStep::Fp8:
+    if (!options.training())
+      pm.addPass(createFp8Mark(fp8MarkOptions(options)));
+    pm.addPass(createFp8Expand());
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    return;
   case PipelineStep::Schedule: {
     PipelineScheduleOptions schedule;
     schedule.pp = options.pp;
@@ -244,6 +271,33 @@ void buildRtInputPipeline(OpPassManager &pm, bool planMemory) {
   pm.addPass(createAssignStreams());
 }
 
+llvm::Error verifyFp8Options(const PipelineOptions &o) {
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  auto n = [](int64_t v) { return std::to_string(v); };
+  if (!o.fp8()) {
+    if (o.fp8Format != "e4m3" || o.fp8Margin != 0 || o.fp8AmaxHistory != 1 ||
+        !o.fp8Exclude.empty())
+      return error("fp8-format, fp8-margin, fp8-amax-history and fp8-exclude need fp8=RECIPE");
+    return llvm::Error::success();
+  }
+  const std::string &recipe = o.fp8Recipe;
+  if (recipe != "tensorwise" && recipe != "tensorwise-delayed" && recipe != "rowwise" &&
+      recipe != "blockwise")
+    return error("fp8=" + recipe +
+                 ": unknown recipe (expected tensorwise, tensorwise-delayed, rowwise or blockwise)");
+  if (o.fp8Format != "e4m3" && o.fp8Format != "hybrid")
+    return error("fp8-format=" + o.fp8Format + ": unknown format (expected e4m3 or hybrid)");
+  if (o.fp8Margin < 0 || o.fp8Margin > 64)
+    return error("fp8-margin must be in [0, 64], got " + n(o.fp8Margin));
+  if (o.fp8AmaxHistory < 1)
+    return error("fp8-amax-history must be at least 1, got " + n(o.fp8AmaxHistory));
+  if (o.fp8AmaxHistory > 1 && recipe != "tensorwise-delayed")
+    return error("fp8-amax-history=" + n(o.fp8AmaxHistory) + " needs fp8=tensorwise-delayed");
+  return llvm::Error::success();
+}
+
 llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
   auto error = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -314,6 +368,10 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
     return error("compile-to=train needs mode=train");
   if (stopAfter == Phase::Pipe && o.pp == 1)
     return error("compile-to=pipe needs pp=2 or more");
+  if (llvm::Error err = verifyFp8Options(o))
+    return err;
+  if (stopAfter == Phase::Fp8 && !o.fp8())
+    return error("compile-to=fp8 needs fp8=RECIPE");
   if (stopAfter == Phase::Fused && !o.fuse)
     return error("compile-to=fused needs fuse");
   return llvm::Error::success();
@@ -330,6 +388,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::values(clEnumValN(Phase::Input, "input", "as given, no pass"),
                        clEnumValN(Phase::NN, "nn", "nn after folding, raising and rebatching"),
                        clEnumValN(Phase::Train, "train", "the training step (mode=train)"),
+                       clEnumValN(Phase::Fp8, "fp8", "FP8 GEMMs, quantization explicit (fp8)"),
                        clEnumValN(Phase::Pipe, "pipe", "stages and the pipe.schedule (pp > 1)"),
                        clEnumValN(Phase::Dist, "dist", "each rank's program (tp/dp > 1)"),
                        clEnumValN(Phase::Fused, "fused", "nn.fused groups (implies fuse)"),
@@ -422,6 +481,19 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::desc("a training step's attention saves its softmax statistics for its "
                      "backward, which then does not recompute the forward (default on)"),
       llvm::cl::init(true)};
+  Option<std::string> fp8{*this, "fp8",
+                          llvm::cl::desc("FP8 GEMMs for the linear layers: tensorwise, "
+                                         "tensorwise-delayed, rowwise or blockwise")};
+  Option<std::string> fp8Format{*this, "fp8-format",
+                                llvm::cl::desc("e4m3, or hybrid (e5m2 gradients)"),
+                                llvm::cl::init("e4m3")};
+  Option<int64_t> fp8Margin{*this, "fp8-margin",
+                            llvm::cl::desc("binades of headroom in FP8 scales"), llvm::cl::init(0)};
+  Option<int64_t> fp8AmaxHistory{*this, "fp8-amax-history",
+                                 llvm::cl::desc("steps of amax history (tensorwise-delayed)"),
+                                 llvm::cl::init(1)};
+  ListOption<std::string> fp8Exclude{*this, "fp8-exclude",
+                                     llvm::cl::desc("parameter name globs kept out of FP8")};
   Option<double> dpBucketMb{*this, "dp-bucket-mb",
                             llvm::cl::desc("MiB per data-parallel gradient bucket (0: none)"),
                             llvm::cl::init(25.0)};
@@ -467,6 +539,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
     o.linearCrossEntropyChunk = linearCrossEntropyChunk;
     o.microbatches = microbatches;
+    o.fp8Recipe = fp8;
+    o.fp8Format = fp8Format;
+    o.fp8Margin = fp8Margin;
+    o.fp8AmaxHistory = fp8AmaxHistory;
+    o.fp8Exclude.assign(fp8Exclude.begin(), fp8Exclude.end());
     if (pp == 1 && schedule.hasValue())
       return error("schedule needs pp=2 or more");
     if (attentionStats.hasValue() && mode == PipelineMode::Infer)

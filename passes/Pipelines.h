@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace loom {
 
@@ -81,13 +82,23 @@ struct PipelineOptions {
   bool fuseLinearCrossEntropy = true;
   int64_t linearCrossEntropyChunk = 0;
 
+  /// FP8 GEMMs for the linear layers (--loom-fp8-mark, --loom-fp8-expand):
+  /// a recipe (tensorwise, tensorwise-delayed, rowwise, blockwise), or empty
+  /// for none.
+  std::string fp8Recipe;
+  std::string fp8Format = "e4m3";
+  int64_t fp8Margin = 0;
+  int64_t fp8AmaxHistory = 1;
+  std::vector<std::string> fp8Exclude;
+
   bool training() const { return mode != PipelineMode::Infer; }
+  bool fp8() const { return !fp8Recipe.empty(); }
   bool distributed() const { return tp > 1 || dp > 1; }
 };
 
 /// The IR phases, in order: each names the IR you see when you stop after it
 /// (loom-compile --compile-to, loom-opt --loom-compile-pipeline='compile-to=...').
-enum class Phase { Input, NN, Train, Pipe, Dist, Fused, RT };
+enum class Phase { Input, NN, Train, Fp8, Pipe, Dist, Fused, RT };
 
 /// The pipeline's steps, in order. loom-compile runs each in its own pass
 /// manager (reporting progress by step name) and stops or acts between them;
@@ -98,6 +109,7 @@ enum class PipelineStep {
   Rebatch,      // "rebatch": the forward's shapes for the step's batch
   Partition,    // "partition": forward ops onto pipeline stages
   TrainingStep, // "train": loss, backward, optimizer (stages re-assigned)
+  Fp8,          // "fp8": FP8 GEMMs with explicit quantization (fp8 recipe given)
   Schedule,     // "pipe": the verified pipe.schedule
   PipeSplit,    // "pipe-split": one function per pipeline rank
   Shard,        // "dist": sharding, SPMD partition, gradient buckets
@@ -107,11 +119,12 @@ enum class PipelineStep {
 };
 constexpr PipelineStep kPipelineSteps[] = {
     PipelineStep::Raise,        PipelineStep::Precision, PipelineStep::Rebatch,
-    PipelineStep::Partition,    PipelineStep::TrainingStep, PipelineStep::Schedule,
+    PipelineStep::Partition,    PipelineStep::TrainingStep, PipelineStep::Fp8,
+    PipelineStep::Schedule,
     PipelineStep::PipeSplit,    PipelineStep::Shard,     PipelineStep::AttentionStats,
     PipelineStep::Fuse,         PipelineStep::LowerToRt};
 
-/// "nn", "precision", "rebatch", "partition", "train", "pipe", "pipe-split",
+/// "nn", "precision", "rebatch", "partition", "train", "fp8", "pipe", "pipe-split",
 /// "dist", "attention-stats", "fused", "rt".
 llvm::StringRef stepName(PipelineStep step);
 
@@ -151,6 +164,9 @@ void buildRtInputPipeline(mlir::OpPassManager &pm, bool planMemory);
 /// (impossible layouts, an ungeneratable schedule, parallelism without
 /// training), and a `stopAfter` phase the options do not produce: one line,
 /// naming the options as loom-opt's --loom-compile-pipeline spells them.
+/// The FP8 options alone (fp8, fp8-format, ...), each error naming its
+/// option.
+llvm::Error verifyFp8Options(const PipelineOptions &options);
 llvm::Error verifyPipelineOptions(const PipelineOptions &options, Phase stopAfter = Phase::RT);
 
 /// Registers `--loom-compile-pipeline` (options named as loom-compile's flags; see

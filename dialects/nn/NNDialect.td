@@ -83,4 +83,49 @@ def NN_InitKind : NN_I32Enum<"InitKind",
   I32EnumAttrCase<"normal", 2>, I32EnumAttrCase<"uniform", 3>]>;
 def NN_InitKindAttr : NN_EnumAttr<NN_InitKind, "init">;
 
+
+//===----------------------------------------------------------------------===//
+// FP8 precision policy (passes/fp8)
+//===----------------------------------------------------------------------===//
+
+def NN_Fp8Recipe : NN_I32Enum<"Fp8Recipe", "how an FP8 GEMM's operands are scaled", [
+  // One scale per tensor from this step's amax (current scaling).
+  I32EnumAttrCase<"tensorwise", 0>,
+  // One scale per tensor from the largest amax of the last `history` steps.
+  I32EnumAttrCase<"tensorwise_delayed", 1>,
+  // One scale per row of the GEMM's operands (per token, per output feature).
+  I32EnumAttrCase<"rowwise", 2>,
+  // Activations in 1x128 tiles, weights in 128x128 blocks (DeepSeek-V3).
+  I32EnumAttrCase<"blockwise", 3>]>;
+
+def NN_Fp8Format : NN_I32Enum<"Fp8Format", "which FP8 formats a recipe uses", [
+  // e4m3 for every operand.
+  I32EnumAttrCase<"e4m3", 0>,
+  // e4m3 for activations and weights, e5m2 for gradients.
+  I32EnumAttrCase<"hybrid", 1>]>;
+
+def NN_Fp8PolicyAttr : AttrDef<NN_Dialect, "Fp8Policy"> {
+  let mnemonic = "fp8";
+  let summary = "the FP8 recipe that governs a GEMM";
+  let description = [{
+    Set by `--loom-fp8-mark` as `nn.fp8` on the `nn.matmul` ops of linear
+    layers, carried by autodiff onto their data- and weight-gradient GEMMs
+    (with `gradient`: which operand is the result's gradient, the one that
+    `hybrid` quantizes to e5m2), and expanded by `--loom-fp8-expand` into
+    `nn.amax`, `nn.fp8_scale`, `nn.quantize` and `nn.scaled_matmul`.
+
+    ```mlir
+    %y = nn.matmul %x, %w {transpose_rhs, nn.fp8 = #nn.fp8<recipe = tensorwise, format = hybrid>} ...
+    %dx = nn.matmul %dy, %w {nn.fp8 = #nn.fp8<recipe = tensorwise, format = hybrid, gradient = 0>} ...
+    ```
+  }];
+  let parameters = (ins EnumParameter<NN_Fp8Recipe>:$recipe,
+                        EnumParameter<NN_Fp8Format>:$format,
+                        DefaultValuedParameter<"int64_t", "0">:$margin,
+                        DefaultValuedParameter<"int64_t", "1">:$history,
+                        DefaultValuedParameter<"int64_t", "-1">:$gradient);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // LOOM_NN_DIALECT_TD

@@ -18,7 +18,9 @@ def NN_QuantizeOp : NN_KernelOp<"quantize", [Pure]> {
     x (f32, bf16 or f16) and scale (f32: [] or x's rank, each dim dividing
     x's) -> q (f8E4M3FN or f8E5M2, x's shape) = x / scale in f32, saturated
     to the format's largest finite value, rounded to nearest even; NaN stays
-    NaN.
+    NaN. An optional second output (a scalar scale only) is q with its last
+    two dims swapped, written in the same pass: the copy a weight-gradient
+    GEMM reads.
   }];
   let summary = "casts to FP8 with explicit scales, saturating";
   let description = [{
@@ -28,12 +30,18 @@ def NN_QuantizeOp : NN_KernelOp<"quantize", [Pure]> {
     NNFp8Ops.td). Values past the format's largest finite value (448 for
     e4m3, 57344 for e5m2) become it, with their sign; NaN stays NaN.
 
+    With a second result (one scale for the tensor only), the op also
+    writes `q` with its last two dims swapped, in the same pass over `x`:
+    the transposed copy a weight-gradient GEMM reads, since FP8 tensor cores
+    take both operands with the contracted dim innermost.
+
     ```mlir
     %q = nn.quantize %x, %s : (tensor<4x256xbf16>, tensor<4x2xf32>) -> tensor<4x256xf8E4M3FN>
+    %q2, %qt = nn.quantize %x, %t : (tensor<4x256xbf16>, tensor<f32>) -> (tensor<4x256xf8E4M3FN>, tensor<256x4xf8E4M3FN>)
     ```
   }];
   let arguments = (ins NN_FloatTensor:$input, NN_F32ScaleTensor:$scale);
-  let results = (outs NN_Fp8Tensor:$result);
+  let results = (outs NN_Fp8Tensor:$result, Optional<NN_Fp8Tensor>:$transposed);
   let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

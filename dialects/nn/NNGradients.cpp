@@ -469,11 +469,25 @@ FailureOr<Value> MatmulOp::buildOperandGradient(OpBuilder &b, unsigned index,
   Location loc = getLoc();
   Value lhs = getLhs(), rhs = getRhs();
   bool tl = getTransposeLhs(), tr = getTransposeRhs();
+  // An FP8 GEMM's gradient GEMMs are FP8 under the same recipe, told which
+  // operand is the incoming gradient (the one `hybrid` keeps in e5m2).
+  auto fp8 = (*this)->getAttrOfType<Fp8PolicyAttr>(kFp8PolicyAttrName);
   auto matmul = [&](Value x, Value y, bool transposeX, bool transposeY) {
-    return b
-        .create<MatmulOp>(loc, x, y, transposeX ? b.getUnitAttr() : UnitAttr(),
-                          transposeY ? b.getUnitAttr() : UnitAttr())
-        .getResult();
+    auto product = b.create<MatmulOp>(loc, x, y, transposeX ? b.getUnitAttr() : UnitAttr(),
+                                      transposeY ? b.getUnitAttr() : UnitAttr());
+    if (fp8) {
+      Value g = *dy;
+      auto rootOf = [](Value v) {
+        while (auto r = v.getDefiningOp<ReshapeOp>())
+          v = r.getInput();
+        return v;
+      };
+      int64_t gradient = rootOf(x) == rootOf(g) ? 0 : rootOf(y) == rootOf(g) ? 1 : -1;
+      product->setAttr(kFp8PolicyAttrName,
+                       Fp8PolicyAttr::get(b.getContext(), fp8.getRecipe(), fp8.getFormat(),
+                                          fp8.getMargin(), fp8.getHistory(), gradient));
+    }
+    return product.getResult();
   };
   // A weight shared by every batch (x @ W with x [..., M, K], W 2-D): the
   // batch is more rows of one product, so dW is a single matmul over the

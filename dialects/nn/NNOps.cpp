@@ -1471,13 +1471,31 @@ static LogicalResult verifyWideFloat(Operation *op, Type element, StringRef what
 }
 
 LogicalResult QuantizeOp::verify() {
-  if (getInput().getType().getShape() != getType().getShape())
-    return emitOpError("result shape ") << shapeString(getType().getShape())
+  RankedTensorType x = getInput().getType(), q = getResult().getType();
+  if (x.getShape() != q.getShape())
+    return emitOpError("result shape ") << shapeString(q.getShape())
                                         << " differs from the input's "
-                                        << shapeString(getInput().getType().getShape());
-  if (failed(verifyWideFloat(*this, getInput().getType().getElementType(), "input")))
+                                        << shapeString(x.getShape());
+  if (failed(verifyWideFloat(*this, x.getElementType(), "input")))
     return failure();
-  return verifyFp8Tiling(*this, getInput().getType(), getScale().getType(), "scale");
+  if (Value t = getTransposed()) {
+    auto tt = cast<RankedTensorType>(t.getType());
+    if (x.getRank() < 2)
+      return emitOpError("a transposed copy needs an input of rank 2 or more, got ")
+             << shapeString(x.getShape());
+    SmallVector<int64_t> swapped(x.getShape());
+    std::swap(swapped[swapped.size() - 1], swapped[swapped.size() - 2]);
+    if (tt.getShape() != ArrayRef<int64_t>(swapped))
+      return emitOpError("transposed copy ") << shapeString(tt.getShape()) << " should be "
+                                             << shapeString(swapped);
+    if (tt.getElementType() != q.getElementType())
+      return emitOpError("transposed copy is ") << tt.getElementType() << ", the result "
+                                                << q.getElementType();
+    if (getScale().getType().getRank() != 0)
+      return emitOpError("a transposed copy needs one scale for the tensor, got scale ")
+             << shapeString(getScale().getType().getShape());
+  }
+  return verifyFp8Tiling(*this, x, getScale().getType(), "scale");
 }
 
 LogicalResult DequantizeOp::verify() {
@@ -1519,6 +1537,20 @@ LogicalResult Fp8ScaleOp::verify() {
     return emitOpError("format must be \"e4m3\" or \"e5m2\", got \"") << getFormat() << "\"";
   if (getMargin() < 0 || getMargin() > 64)
     return emitOpError("margin must be in [0, 64], got ") << getMargin();
+  return success();
+}
+
+LogicalResult Fp8PolicyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    Fp8Recipe recipe, Fp8Format, int64_t margin,
+                                    int64_t history, int64_t gradient) {
+  if (margin < 0 || margin > 64)
+    return emitError() << "fp8 margin must be in [0, 64], got " << margin;
+  if (history < 1)
+    return emitError() << "fp8 amax history must be at least 1, got " << history;
+  if (history > 1 && recipe != Fp8Recipe::tensorwise_delayed)
+    return emitError() << "fp8 amax history " << history << " needs recipe tensorwise_delayed";
+  if (gradient < -1 || gradient > 1)
+    return emitError() << "fp8 gradient operand must be -1, 0 or 1, got " << gradient;
   return success();
 }
 

@@ -54,6 +54,10 @@ broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
 /// Whether `from` broadcasts to exactly `to`.
 bool isBroadcastableTo(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to);
 
+/// The discardable attribute (an Fp8PolicyAttr) that puts an nn.matmul
+/// under an FP8 recipe (passes/fp8).
+inline constexpr llvm::StringLiteral kFp8PolicyAttrName = "nn.fp8";
+
 } // namespace loom::nn
 
 #endif

@@ -294,29 +294,39 @@ ShardingRule AttentionGradWithStatsOp::getShardingRule() { return attentionRule(
 /// FP8: a tensor and its tiling (a scale or an amax, `tiling` the operand or
 /// result index it is at; `tilingIsResult` for nn.amax). A dim the tiling
 /// matches element for element splits both; a dim with one tile splits the
-/// tensor (never for amax: its max over the dim would be partial); any other
-/// dim stays whole. A rank-0 tiling is one value: replicated.
+/// tensor (for amax, a max over it: each rank's amax is partial, settled by
+/// an all-reduce max); any other dim stays whole. A rank-0 tiling is one
+/// value: replicated. nn.quantize's transposed copy has the input's dims
+/// with the last two swapped.
 static ShardingRule fp8Rule(Operation *op, unsigned tiling, bool tilingIsResult) {
   RuleBuilder b(op);
   Value x = op->getOperand(0);
   Value t = tilingIsResult ? op->getResult(tiling) : op->getOperand(tiling);
   ArrayRef<int64_t> xs = shapeOf(x), ts = shapeOf(t);
   const bool reduces = tilingIsResult;
-  for (int64_t d = 0; d < int64_t(xs.size()); ++d) {
+  const bool transposedCopy = !tilingIsResult && op->getNumResults() == 2;
+  const int64_t rank = xs.size();
+  for (int64_t d = 0; d < rank; ++d) {
     if (xs[d] == 1)
       continue;
     const bool scalar = ts.empty();
     const bool matches = !scalar && ts[d] == xs[d];
     const bool oneTile = scalar || ts[d] == 1;
-    FactorKind kind = matches || (oneTile && !reduces) ? FactorKind::Parallel : FactorKind::Blocked;
+    FactorKind kind = matches || (oneTile && !reduces) ? FactorKind::Parallel
+                      : oneTile                        ? FactorKind::Reduction
+                                                       : FactorKind::Blocked;
     int f = b.factor(kind, xs[d]);
     b.operand(0, d, f);
     if (!tilingIsResult)
       b.result(0, d, f);
+    if (transposedCopy)
+      b.result(1, d == rank - 1 ? rank - 2 : d == rank - 2 ? rank - 1 : d, f);
     if (matches)
       tilingIsResult ? b.result(tiling, d, f) : b.operand(tiling, d, f);
   }
-  return b.rule;
+  ShardingRule rule = b.rule;
+  rule.reducesByMax = reduces;
+  return rule;
 }
 ShardingRule QuantizeOp::getShardingRule() { return fp8Rule(*this, 1, false); }
 ShardingRule DequantizeOp::getShardingRule() { return fp8Rule(*this, 1, false); }

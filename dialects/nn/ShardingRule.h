@@ -46,6 +46,10 @@ struct ShardingRule {
   /// An elementwise update of optimizer state (AdamW): its operands may be
   /// split further than the values they came from (ZeRO).
   bool optimizerUpdate = false;
+  /// Its reduction factors take a maximum, not a sum (nn.amax): a split one
+  /// leaves each rank a partial maximum, settled at once by an all-reduce
+  /// max; it never passes on as a partial sum.
+  bool reducesByMax = false;
 
   int addFactor(FactorKind kind, int64_t size, bool meanScaled = false) {
     factors.push_back({kind, size, meanScaled});

@@ -55,11 +55,19 @@ llvm::Error runQuantize(const KernelCall &call) {
   const std::vector<int64_t> tile = tiling.indices();
   const float *s = static_cast<const float *>(scale.data);
   const float limit = fp8MaxFinite(q.dtype);
+  // The transposed copy: element (.., r, c) of q is element (.., c, r) of it.
+  const Tensor *qT = call.outputs.size() == 2 ? &call.outputs[1] : nullptr;
+  const int64_t cols = x.shape.empty() ? 1 : x.shape.back();
+  const int64_t rows = x.shape.size() < 2 ? 1 : x.shape[x.shape.size() - 2];
   for (size_t i = 0; i < tile.size(); ++i) {
     float v = loadF32(x, int64_t(i)) / s[tile[i]];
     if (!std::isnan(v))
       v = std::clamp(v, -limit, limit);
     storeFromDouble(q.data, q.dtype, int64_t(i), double(v));
+    if (qT) {
+      const int64_t e = int64_t(i), matrix = e / (rows * cols), r = e / cols % rows, c = e % cols;
+      storeFromDouble(qT->data, qT->dtype, (matrix * cols + c) * rows + r, double(v));
+    }
   }
   return llvm::Error::success();
 }

@@ -1487,9 +1487,27 @@ llvm::Error checkFp8Tiling(const Tensor &tensor, const Tensor &tiling, const cha
 llvm::Error checkFp8(Fp8Kernel kernel, llvm::ArrayRef<Tensor> inputs,
                      llvm::ArrayRef<Tensor> outputs, const KernelAttrs &attrs) {
   const size_t wantIn = kernel == Fp8Kernel::Quantize || kernel == Fp8Kernel::Dequantize ? 2 : 1;
-  if (inputs.size() != wantIn || outputs.size() != 1)
-    return kernelError("takes " + llvm::Twine(wantIn) + " inputs and 1 output, got " +
+  // nn.quantize may also write the transposed copy.
+  const size_t maxOut = kernel == Fp8Kernel::Quantize ? 2 : 1;
+  if (inputs.size() != wantIn || outputs.empty() || outputs.size() > maxOut)
+    return kernelError("takes " + llvm::Twine(wantIn) + " inputs and " +
+                       (maxOut == 2 ? "1 or 2 outputs" : "1 output") + ", got " +
                        llvm::Twine(inputs.size()) + " and " + llvm::Twine(outputs.size()));
+  if (outputs.size() == 2) {
+    const Tensor &x = inputs[0], &t = outputs[1];
+    std::vector<int64_t> swapped = x.shape;
+    if (swapped.size() >= 2)
+      std::swap(swapped[swapped.size() - 1], swapped[swapped.size() - 2]);
+    if (x.shape.size() < 2 || t.shape != swapped)
+      return kernelError("transposed copy shape " + shapeToString(t.shape) + " should be " +
+                         shapeToString(swapped) + " (input " + shapeToString(x.shape) + ")");
+    if (t.dtype != outputs[0].dtype)
+      return kernelError(llvm::Twine("transposed copy dtype is ") + dtypeName(t.dtype) +
+                         ", the result's " + dtypeName(outputs[0].dtype));
+    if (!inputs[1].shape.empty())
+      return kernelError("a transposed copy needs one scale for the tensor, got scale " +
+                         shapeToString(inputs[1].shape));
+  }
   const Tensor &in = inputs[0], &out = outputs[0];
   const char *wide = "f32, bf16 or f16", *fp8 = "f8E4M3FN or f8E5M2";
   switch (kernel) {

@@ -69,6 +69,51 @@ __global__ void quantizeKernel(const StorageOf<In> *x, const float *scale, Stora
   }
 }
 
+/// One scale for the tensor, and the transposed copy beside q: 32 x 32
+/// tiles through shared memory, so both writes are coalesced. Per matrix
+/// (blockIdx.z) x is [rows, cols]; qT is [cols, rows].
+constexpr int kTile = 32, kTileRows = 8;
+template <DType In, DType Out>
+__global__ void quantizeTransposeKernel(const StorageOf<In> *x, const float *scale,
+                                        StorageOf<Out> *q, StorageOf<Out> *qT, int64_t rows,
+                                        int64_t cols, float limit) {
+  __shared__ StorageOf<Out> tile[kTile][kTile + 1];
+  const int64_t matrix = blockIdx.z, base = matrix * rows * cols;
+  const int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
+  const float s = *scale;
+  for (int dy = threadIdx.y; dy < kTile; dy += kTileRows) {
+    const int64_t r = r0 + dy, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) {
+      float v = dev::Elem<In>::load(x[base + r * cols + c]) / s;
+      if (!isnan(v))
+        v = fminf(fmaxf(v, -limit), limit);
+      const StorageOf<Out> stored = dev::Elem<Out>::store(v);
+      q[base + r * cols + c] = stored;
+      tile[dy][threadIdx.x] = stored;
+    }
+  }
+  __syncthreads();
+  for (int dy = threadIdx.y; dy < kTile; dy += kTileRows) {
+    const int64_t c = c0 + dy, r = r0 + threadIdx.x;
+    if (r < rows && c < cols)
+      qT[base + c * rows + r] = tile[threadIdx.x][dy];
+  }
+}
+
+/// One amax for the whole tensor: each thread's maximum of |x| bits, then
+/// the warp's, then one atomicMax per warp.
+template <DType In>
+__global__ void amaxWholeKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t n) {
+  unsigned m = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    m = max(m, __float_as_uint(fabsf(dev::Elem<In>::load(x[i]))));
+  for (int offset = 16; offset > 0; offset /= 2)
+    m = max(m, __shfl_down_sync(0xffffffffu, m, offset));
+  if ((threadIdx.x & 31) == 0 && m != 0)
+    atomicMax(amaxBits, m);
+}
+
 template <DType In, DType Out>
 __global__ void dequantizeKernel(const StorageOf<In> *q, const float *scale, StorageOf<Out> *x,
                                  int64_t n, TileMap map) {
@@ -135,6 +180,28 @@ llvm::Error launchQuantize(const KernelCall &call) {
   const int64_t n = x.numElements();
   if (n == 0)
     return llvm::Error::success();
+  if (call.outputs.size() == 2) {
+    const int64_t cols = x.shape.back(), rows = x.shape[x.shape.size() - 2];
+    const int64_t matrices = n / (rows * cols);
+    if (matrices > 65535)
+      return kernelError("a transposed copy of more than 65535 matrices is not supported, got " +
+                         llvm::Twine(matrices));
+    const dim3 grid(unsigned((cols + kTile - 1) / kTile), unsigned((rows + kTile - 1) / kTile),
+                    unsigned(matrices));
+    if (grid.y > 65535)
+      return kernelError("a transposed copy of more than " + llvm::Twine(65535 * kTile) +
+                         " rows is not supported, got " + llvm::Twine(rows));
+    return dispatchWide(x.dtype, [&](auto in) {
+      return dispatchFp8(q.dtype, [&](auto out) {
+        constexpr DType I = decltype(in)::value, O = decltype(out)::value;
+        quantizeTransposeKernel<I, O><<<grid, dim3(kTile, kTileRows), 0, call.ctx.stream>>>(
+            static_cast<const StorageOf<I> *>(x.data), static_cast<const float *>(scale.data),
+            static_cast<StorageOf<O> *>(q.data),
+            static_cast<StorageOf<O> *>(call.outputs[1].data), rows, cols, fp8MaxFinite(O));
+        return llvm::Error::success();
+      });
+    });
+  }
   return dispatchWide(x.dtype, [&](auto in) {
     return dispatchFp8(q.dtype, [&](auto out) {
       constexpr DType I = decltype(in)::value, O = decltype(out)::value;
@@ -178,6 +245,11 @@ llvm::Error launchAmax(const KernelCall &call) {
     return llvm::Error::success();
   LOOM_RETURN_IF_ERROR(dispatchWide(x.dtype, [&](auto in) {
     constexpr DType I = decltype(in)::value;
+    if (tiles == 1) { // one tile: a reduction, not an atomic per element
+      amaxWholeKernel<I><<<gridFor(n, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+          static_cast<const StorageOf<I> *>(x.data), static_cast<unsigned *>(amax.data), n);
+      return llvm::Error::success();
+    }
     amaxKernel<I><<<gridFor(n, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
         static_cast<const StorageOf<I> *>(x.data), static_cast<unsigned *>(amax.data), n, map);
     return llvm::Error::success();

@@ -431,6 +431,21 @@ struct Partitioner {
       if (failed(bindResult(op, clone, i, l)))
         return failure();
     }
+    // A partial maximum (nn.amax over a split dim) is settled here, by an
+    // all-reduce max: no rule passes a maximum on as a sum.
+    if (rule.reducesByMax && !reduced.empty()) {
+      builder.setInsertionPointAfter(clone);
+      for (Value r : op->getResults()) {
+        Layout l = actual[r];
+        auto settled = builder.create<dist::AllReduceOp>(
+            op->getLoc(), ValueRange{local[r]}, axesAttr(inMeshOrder(mesh, reduced)),
+            dist::ReduceKindAttr::get(builder.getContext(), dist::ReduceKind::Max));
+        l.partial.clear();
+        actual[r] = l;
+        local[r] = settled.getResult(0);
+      }
+      builder.setInsertionPoint(op);
+    }
     if (failed(localizeAttributes(op, clone, shard)))
       return failure();
     SmallVector<Attribute> layouts;

@@ -57,12 +57,13 @@ cl::opt<std::string> outputPath("o", cl::desc("output file (.loomx, or IR with -
                                 cl::value_desc("path"), cl::cat(category));
 
 /// The phases, in order. Each names the IR you see when you stop after it.
-enum class Phase { Input, NN, Train, Pipe, Dist, Fused, RT, Executable };
+enum class Phase { Input, NN, Train, Fp8, Pipe, Dist, Fused, RT, Executable };
 cl::opt<Phase> compileTo(
     "compile-to", cl::desc("stop after a phase and print its IR"),
     cl::values(clEnumValN(Phase::Input, "input", "as imported, before any pass"),
                clEnumValN(Phase::NN, "nn", "nn after folding and raising (the model, one device)"),
                clEnumValN(Phase::Train, "train", "the training step: loss, backward, optimizer (--mode=train)"),
+               clEnumValN(Phase::Fp8, "fp8", "the program with its FP8 GEMMs and their quantization explicit (--fp8)"),
                clEnumValN(Phase::Pipe, "pipe", "the training step with every op on a pipeline stage, and the verified pipe.schedule (--pp)"),
                clEnumValN(Phase::Dist, "dist", "the program each rank runs: local shards and dist collectives (--tp/--dp)"),
                clEnumValN(Phase::Fused, "fused", "the program with its fusion groups as nn.fused ops, after the training step (implies --fuse)"),
@@ -201,6 +202,34 @@ cl::opt<bool> attentionStats(
              "logsumexp) for its backward, which then does not run the forward again "
              "(default on; --attention-stats=false recomputes)"),
     cl::init(true), cl::cat(category));
+cl::opt<std::string> fp8(
+    "fp8",
+    cl::desc("run the linear layers' GEMMs (forward, data and weight gradients) in FP8: "
+             "tensorwise (one scale per tensor from this step's amax), tensorwise-delayed "
+             "(from an amax history), rowwise, or blockwise (1x128 activation tiles, 128x128 "
+             "weight blocks); --compile-to=fp8 shows the casts and scales"),
+    cl::value_desc("RECIPE"), cl::cat(category));
+cl::opt<std::string> fp8Format("fp8-format",
+                               cl::desc("e4m3 for every FP8 operand (default), or hybrid: e5m2 "
+                                        "for gradients"),
+                               cl::init("e4m3"), cl::cat(category));
+cl::opt<int64_t> fp8Margin("fp8-margin",
+                           cl::desc("binades of headroom below the FP8 format's largest value "
+                                    "in each scale (default 0)"),
+                           cl::init(0), cl::cat(category));
+cl::opt<int64_t> fp8AmaxHistory("fp8-amax-history",
+                                cl::desc("steps of amax history a tensorwise-delayed scale "
+                                         "takes the maximum of (default 1)"),
+                                cl::init(1), cl::cat(category));
+cl::list<std::string> fp8Exclude(
+    "fp8-exclude",
+    cl::desc("keep the GEMMs of parameters whose names match these globs (comma-separated, "
+             "* and ?) in the compute type; the embedding and the LM head always are"),
+    cl::value_desc("PATTERN,..."), cl::CommaSeparated, cl::cat(category));
+cl::opt<bool> fp8Emulate("fp8-emulate",
+                         cl::desc("allow --fp8 for --target=cpu: the CPU backend emulates FP8 "
+                                  "exactly (values on the FP8 grid, f32 accumulation), slowly"),
+                         cl::init(false), cl::cat(category));
 cl::list<std::string> dims("dim", cl::desc("fixes the symbolic dimension NAME to VALUE"),
                            cl::value_desc("NAME=VALUE"), cl::cat(category));
 
@@ -318,6 +347,17 @@ int main(int argc, char **argv) {
     fail("--compile-to=pipe needs --pp 2 or more");
   if (compileTo == Phase::Train && !training)
     fail("--compile-to=train needs --mode=train");
+  if (fp8.getNumOccurrences() == 0 &&
+      (fp8Format.getNumOccurrences() || fp8Margin.getNumOccurrences() ||
+       fp8AmaxHistory.getNumOccurrences() || fp8Exclude.getNumOccurrences() ||
+       fp8Emulate.getNumOccurrences()))
+    fail("--fp8-format, --fp8-margin, --fp8-amax-history, --fp8-exclude and --fp8-emulate "
+         "need --fp8=RECIPE");
+  if (compileTo == Phase::Fp8 && fp8.empty())
+    fail("--compile-to=fp8 needs --fp8=RECIPE");
+  if (!fp8.empty() && target == "cpu" && !fp8Emulate)
+    fail("--fp8=" + fp8 + ": the cpu target has no FP8 GEMM; pass --target=cuda (Hopper or "
+         "newer), or --fp8-emulate to emulate FP8 on the CPU");
   if (tensorParallel < 1 || dataParallel < 1)
     fail("--tp and --dp must be at least 1, got --tp " + llvm::Twine(int64_t(tensorParallel)) +
          " --dp " + llvm::Twine(int64_t(dataParallel)));
@@ -484,6 +524,13 @@ int main(int argc, char **argv) {
   pipelineOptions.linearCrossEntropyChunk = linearCrossEntropyChunk;
   pipelineOptions.foldTransposes = foldTransposes;
   pipelineOptions.attentionStats = attentionStats;
+  pipelineOptions.fp8Recipe = fp8;
+  pipelineOptions.fp8Format = fp8Format;
+  pipelineOptions.fp8Margin = fp8Margin;
+  pipelineOptions.fp8AmaxHistory = fp8AmaxHistory;
+  pipelineOptions.fp8Exclude.assign(fp8Exclude.begin(), fp8Exclude.end());
+  if (llvm::Error err = loom::verifyFp8Options(pipelineOptions))
+    fail("--" + llvm::toString(std::move(err)));
   loom::PipelineHooks hooks;
   hooks.buildRaising = loom::buildRaisingPipeline;
 
@@ -491,6 +538,8 @@ int main(int argc, char **argv) {
   // model phases do not apply; plan what is unplanned and emit.
   bool rtInput = !module->getOps<loom::rt::ProgramOp>().empty();
   if (rtInput) {
+    if (!fp8.empty())
+      fail("'" + inputPath + "' is already rt; --fp8 does not apply");
     if (compileTo == Phase::NN || compileTo == Phase::Train || compileTo == Phase::Fused)
       fail("'" + inputPath + "' is already rt; --compile-to=" +
            (compileTo == Phase::NN ? "nn" : compileTo == Phase::Train ? "train" : "fused") +
@@ -610,6 +659,11 @@ int main(int argc, char **argv) {
   if (!rtInput && loom::stepRuns(loom::PipelineStep::TrainingStep, pipelineOptions))
     runStep(loom::PipelineStep::TrainingStep);
   if (compileTo == Phase::Train)
+    emitIR();
+
+  if (!rtInput && loom::stepRuns(loom::PipelineStep::Fp8, pipelineOptions))
+    runStep(loom::PipelineStep::Fp8);
+  if (compileTo == Phase::Fp8)
     emitIR();
 
   if (loom::stepRuns(loom::PipelineStep::Schedule, pipelineOptions)) {

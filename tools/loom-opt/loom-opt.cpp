@@ -15,6 +15,7 @@
 #include "passes/memory/Passes.h"
 #include "passes/pipeline/Passes.h"
 #include "passes/sharding/Passes.h"
+#include "passes/fp8/Passes.h"
 #include "passes/training/Passes.h"
 #include "runtime/support/UserFile.h"
 
@@ -72,6 +73,7 @@ int main(int argc, char **argv) {
   loom::registerFusionPasses();
   loom::registerPipelinePasses();
   loom::registerTrainingPasses();
+  loom::registerFp8Passes();
   loom::registerShardingPasses();
   // loom-compile's pipeline, as --loom-compile-pipeline='OPTIONS' (passes/Pipelines.h).
   loom::PipelineHooks hooks;

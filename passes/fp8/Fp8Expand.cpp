@@ -1,0 +1,193 @@
+// --loom-fp8-expand: each GEMM under an FP8 recipe becomes an FP8 GEMM on
+// explicitly quantized operands (see Passes.td).
+
+#include "passes/fp8/Passes.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <map>
+#include <tuple>
+
+namespace loom {
+#define GEN_PASS_DEF_FP8EXPAND
+#include "passes/fp8/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// A tensor seen as rows: [product of all dims but the last, last].
+SmallVector<int64_t, 2> rowsOf(RankedTensorType t) {
+  int64_t rows = 1;
+  for (int64_t d : t.getShape().drop_back())
+    rows *= d;
+  return {rows, t.getShape().back()};
+}
+
+/// The value `v` is a reshape of: reshapes keep the order of elements, so
+/// every view of a tensor with the same rows reads one quantization.
+Value reshapeRoot(Value v) {
+  while (auto r = v.getDefiningOp<nn::ReshapeOp>())
+    v = r.getInput();
+  return v;
+}
+
+/// One tensor quantized to one format, and which layouts the GEMMs read.
+struct Quantized {
+  bool direct = false, transposed = false;
+  Operation *firstReader = nullptr; // its attributes tag the new ops
+  Value q, qT, scale;
+};
+
+/// A tensor as rows [R, C] of one format: what one nn.quantize makes.
+struct QuantKey {
+  Value root;
+  int64_t rows, cols;
+  Type format;
+  auto tie() const {
+    return std::make_tuple(root.getAsOpaquePointer(), rows, cols, format.getAsOpaquePointer());
+  }
+  bool operator<(const QuantKey &o) const { return tie() < o.tie(); }
+};
+
+struct GemmPlan {
+  nn::MatmulOp gemm;
+  QuantKey lhs, rhs;
+  bool lhsTransposed, rhsTransposed; // read from the transposed copy
+};
+
+/// The original op's discardable attributes (stage, microbatch), less the
+/// policy and any layout.
+void tagLike(Operation *made, Operation *from) {
+  for (NamedAttribute a : from->getDiscardableAttrs())
+    if (a.getName() != nn::kFp8PolicyAttrName)
+      made->setAttr(a.getName(), a.getValue());
+}
+
+struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    Type e4m3 = Float8E4M3FNType::get(ctx), e5m2 = Float8E5M2Type::get(ctx);
+
+    SmallVector<GemmPlan> plans;
+    std::map<QuantKey, Quantized> quantized;
+    SmallVector<QuantKey> order; // in first-use order
+    bool failedAny = false;
+    module.walk([&](nn::MatmulOp gemm) {
+      auto policy = gemm->getAttrOfType<nn::Fp8PolicyAttr>(nn::kFp8PolicyAttrName);
+      if (!policy)
+        return;
+      if (policy.getRecipe() != nn::Fp8Recipe::tensorwise) {
+        gemm.emitError() << "FP8 recipe " << nn::stringifyFp8Recipe(policy.getRecipe())
+                         << " is not expanded yet (tensorwise is)";
+        failedAny = true;
+        return;
+      }
+      auto lhs = tensorType(gemm.getLhs()), rhs = tensorType(gemm.getRhs());
+      if (rhs.getRank() != 2 || lhs.getRank() < 2 || (gemm.getTransposeLhs() && lhs.getRank() != 2)) {
+        gemm.emitRemark("stays in ") << lhs.getElementType()
+                                     << ": an FP8 GEMM takes a 2-D weight and unbatched rows";
+        gemm->removeAttr(nn::kFp8PolicyAttrName);
+        return;
+      }
+      auto formatOf = [&](int64_t operand) {
+        return policy.getFormat() == nn::Fp8Format::hybrid && policy.getGradient() == operand ? e5m2
+                                                                                              : e4m3;
+      };
+      // Every view of a tensor with the same rows reads one quantization:
+      // an operand is [M, K] or [N, K] from its rows, or from their
+      // transposed copy.
+      auto keyOf = [&](Value operand, int64_t index) {
+        SmallVector<int64_t, 2> rc = rowsOf(tensorType(operand));
+        return QuantKey{reshapeRoot(operand), rc[0], rc[1], formatOf(index)};
+      };
+      GemmPlan plan{gemm, keyOf(gemm.getLhs(), 0), keyOf(gemm.getRhs(), 1),
+                    /*lhsTransposed=*/gemm.getTransposeLhs(),
+                    /*rhsTransposed=*/!gemm.getTransposeRhs()};
+      for (auto [key, transposed] : {std::pair{plan.lhs, plan.lhsTransposed},
+                                     std::pair{plan.rhs, plan.rhsTransposed}}) {
+        auto [it, inserted] = quantized.try_emplace(key);
+        if (inserted) {
+          it->second.firstReader = gemm;
+          order.push_back(key);
+        }
+        (transposed ? it->second.transposed : it->second.direct) = true;
+      }
+      plans.push_back(plan);
+    });
+    if (failedAny)
+      return signalPassFailure();
+
+    // Quantize each tensor once per format, right after it is made.
+    OpBuilder b(ctx);
+    auto f32Scalar = RankedTensorType::get({}, Float32Type::get(ctx));
+    for (const QuantKey &key : order) {
+      Quantized &qz = quantized[key];
+      Value root = key.root;
+      Type format = key.format;
+      if (Operation *def = root.getDefiningOp())
+        b.setInsertionPointAfter(def);
+      else
+        b.setInsertionPointToStart(cast<BlockArgument>(root).getOwner());
+      Location loc = root.getLoc();
+      auto type = tensorType(root);
+      Value rows = root;
+      SmallVector<int64_t, 2> shape{key.rows, key.cols};
+      auto tag = [&](Operation *op) {
+        tagLike(op, qz.firstReader);
+        return op;
+      };
+      if (type.getShape() != ArrayRef<int64_t>(shape))
+        rows = tag(b.create<nn::ReshapeOp>(loc, RankedTensorType::get(shape, type.getElementType()),
+                                           root))
+                   ->getResult(0);
+      Value amax = tag(b.create<nn::AmaxOp>(loc, f32Scalar, rows))->getResult(0);
+      auto policy = qz.firstReader->getAttrOfType<nn::Fp8PolicyAttr>(nn::kFp8PolicyAttrName);
+      qz.scale = tag(b.create<nn::Fp8ScaleOp>(loc, f32Scalar, amax,
+                                              b.getStringAttr(format == e5m2 ? "e5m2" : "e4m3"),
+                                              b.getI64IntegerAttr(policy.getMargin())))
+                     ->getResult(0);
+      SmallVector<Type, 2> results{RankedTensorType::get(shape, format)};
+      if (qz.transposed)
+        results.push_back(RankedTensorType::get({shape[1], shape[0]}, format));
+      Operation *q = tag(b.create<nn::QuantizeOp>(loc, results, ValueRange{rows, qz.scale}));
+      qz.q = q->getResult(0);
+      if (qz.transposed)
+        qz.qT = q->getResult(1);
+    }
+
+    // Each GEMM reads its operands' FP8 values: [M, K] and [N, K].
+    for (GemmPlan &plan : plans) {
+      nn::MatmulOp gemm = plan.gemm;
+      Quantized &a = quantized[plan.lhs];
+      Quantized &w = quantized[plan.rhs];
+      Value lhs = plan.lhsTransposed ? a.qT : a.q;
+      Value rhs = plan.rhsTransposed ? w.qT : w.q;
+      b.setInsertionPoint(gemm);
+      Location loc = gemm.getLoc();
+      auto out = tensorType(gemm.getResult());
+      auto product = RankedTensorType::get({tensorType(lhs).getDimSize(0), tensorType(rhs).getDimSize(0)},
+                                           out.getElementType());
+      Operation *mm = b.create<nn::ScaledMatmulOp>(loc, product, lhs, rhs, a.scale, w.scale);
+      tagLike(mm, gemm);
+      Value result = mm->getResult(0);
+      if (product != out) {
+        Operation *back = b.create<nn::ReshapeOp>(loc, out, result);
+        tagLike(back, gemm);
+        result = back->getResult(0);
+      }
+      gemm.getResult().replaceAllUsesWith(result);
+      gemm.erase();
+    }
+  }
+};
+
+} // namespace
