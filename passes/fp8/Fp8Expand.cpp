@@ -129,14 +129,23 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
     // Quantize each tensor once per format, right after it is made.
     OpBuilder b(ctx);
     auto f32Scalar = RankedTensorType::get({}, Float32Type::get(ctx));
+    llvm::DenseMap<Block *, Operation *> argumentOps;
     for (const QuantKey &key : order) {
       Quantized &qz = quantized[key];
       Value root = key.root;
       Type format = key.format;
-      if (Operation *def = root.getDefiningOp())
+      // After its producer; an argument's at the top of its block, after
+      // those of earlier arguments.
+      Block *argBlock = nullptr;
+      if (Operation *def = root.getDefiningOp()) {
         b.setInsertionPointAfter(def);
-      else
-        b.setInsertionPointToStart(cast<BlockArgument>(root).getOwner());
+      } else {
+        argBlock = cast<BlockArgument>(root).getOwner();
+        if (Operation *last = argumentOps.lookup(argBlock))
+          b.setInsertionPointAfter(last);
+        else
+          b.setInsertionPointToStart(argBlock);
+      }
       Location loc = root.getLoc();
       auto type = tensorType(root);
       Value rows = root;
@@ -162,6 +171,8 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
       qz.q = q->getResult(0);
       if (qz.transposed)
         qz.qT = q->getResult(1);
+      if (argBlock)
+        argumentOps[argBlock] = q;
     }
 
     // Each GEMM reads its operands' FP8 values: [M, K] and [N, K].

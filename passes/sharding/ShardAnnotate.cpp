@@ -18,13 +18,16 @@ using namespace loom::sharding;
 
 namespace {
 
-/// The trainable parameter `v` reads, through casts and reshapes.
+/// The trainable parameter `v` reads, through casts, reshapes and FP8
+/// quantization (its values as stored, not its transposed copy).
 nn::ParameterOp weightOf(Value v) {
   while (true) {
     if (auto cast = v.getDefiningOp<nn::CastOp>())
       v = cast.getInput();
     else if (auto reshape = v.getDefiningOp<nn::ReshapeOp>())
       v = reshape.getInput();
+    else if (auto q = v.getDefiningOp<nn::QuantizeOp>(); q && q.getResult() == v)
+      v = q.getInput();
     else
       break;
   }
@@ -34,10 +37,19 @@ nn::ParameterOp weightOf(Value v) {
 
 bool isBackward(Operation *op) { return loom::isBackward(op); }
 
-/// A forward matmul by a weight (the weight is its right operand).
+/// A forward GEMM by a weight (the weight is its right operand): an
+/// nn.matmul, or an FP8 nn.scaled_matmul (the weight [N, K] as stored).
 bool isWeightMatmul(Operation *op) {
+  if (!isa<nn::MatmulOp, nn::ScaledMatmulOp>(op) || isBackward(op))
+    return false;
+  return bool(weightOf(op->getOperand(1)));
+}
+
+/// Whether a weight GEMM reads its weight as [N, K] (output features
+/// first): `x W^T`, and every FP8 GEMM.
+bool readsWeightTransposed(Operation *op) {
   auto mm = dyn_cast<nn::MatmulOp>(op);
-  return mm && !isBackward(op) && weightOf(mm.getRhs());
+  return !mm || mm.getTransposeRhs();
 }
 
 /// Whether the matmul's result reaches the attention, the activation input
@@ -47,9 +59,9 @@ bool isWeightMatmul(Operation *op) {
 /// of them at once (a norm over the features). Such a matmul's output
 /// features can be split (column parallel); head-wise ops such as rotary
 /// embeddings, whose whole dims are smaller than the features, pass.
-bool feedsSplittableConsumer(nn::MatmulOp mm) {
-  int64_t features = mm.getType().getShape().back();
-  SmallVector<Value> work{mm.getResult()};
+bool feedsSplittableConsumer(Operation *mm) {
+  int64_t features = cast<RankedTensorType>(mm->getResult(0).getType()).getShape().back();
+  SmallVector<Value> work{mm->getResult(0)};
   llvm::DenseSet<Value> seen;
   while (!work.empty()) {
     Value v = work.pop_back_val();
@@ -68,7 +80,7 @@ bool feedsSplittableConsumer(nn::MatmulOp mm) {
       if (isa<nn::CrossEntropyOp>(user) && use.getOperandNumber() == 0)
         return true;
       auto rule = dyn_cast<nn::ShardingRuleOpInterface>(user);
-      if (!rule || isa<nn::MatmulOp>(user))
+      if (!rule || isa<nn::MatmulOp, nn::ScaledMatmulOp>(user))
         continue;
       nn::ShardingRule r = rule.getShardingRule();
       ArrayRef<int64_t> shape = cast<RankedTensorType>(v.getType()).getShape();
@@ -186,27 +198,26 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
 
     // Column-parallel weights: split their output features over tp.
     llvm::SetVector<Operation *> columnParallel;
-    func.walk([&](nn::MatmulOp mm) {
+    func.walk([&](Operation *mm) {
       if (isWeightMatmul(mm) && feedsSplittableConsumer(mm))
         columnParallel.insert(mm);
     });
     if (columnParallel.empty())
       return func.emitError("--tp ") << int64_t(tp)
              << ": found no weight matmul feeding attention or another weight matmul to split";
-    for (Operation *op : columnParallel) {
-      auto mm = cast<nn::MatmulOp>(op);
-      nn::ParameterOp w = weightOf(mm.getRhs());
+    for (Operation *mm : columnParallel) {
+      nn::ParameterOp w = weightOf(mm->getOperand(1));
       auto wType = cast<RankedTensorType>(w.getType());
       if (wType.getRank() != 2)
-        return mm.emitOpError("column-parallel weight '") << w.getName() << "' must be 2-D, got "
-                                                          << wType;
-      auto rhsType = cast<RankedTensorType>(mm.getRhs().getType());
+        return mm->emitOpError("column-parallel weight '") << w.getName() << "' must be 2-D, got "
+                                                           << wType;
+      auto rhsType = cast<RankedTensorType>(mm->getOperand(1).getType());
       if (rhsType.getShape() != wType.getShape())
-        return mm.emitOpError("column-parallel weight '")
+        return mm->emitOpError("column-parallel weight '")
                << w.getName() << "' is reshaped before the matmul; cannot split it";
-      int64_t outDim = mm.getTransposeRhs() ? 0 : 1;
+      int64_t outDim = readsWeightTransposed(mm) ? 0 : 1;
       if (wType.getDimSize(outDim) % tp != 0)
-        return mm.emitOpError("cannot split weight '")
+        return mm->emitOpError("cannot split weight '")
                << w.getName() << "' " << wType << ": its " << wType.getDimSize(outDim)
                << " output features are not divisible by tp=" << int64_t(tp);
       Layout l = Layout::replicated(2);
@@ -214,12 +225,12 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       setAnnotation(w.getResult(), l);
       // The matmul's output features too, so that a sequence split of its
       // input (sp) gives way to the weight's split.
-      auto outType = mm.getType();
+      auto outType = cast<RankedTensorType>(mm->getResult(0).getType());
       Layout out = Layout::replicated(outType.getRank());
       out.dims.back().push_back("tp");
       if (dp > 1 && outType.getRank() >= 3)
         out.dims.front().push_back("dp");
-      setAnnotation(mm.getResult(), out);
+      setAnnotation(mm->getResult(0), out);
     }
     annotateVocabulary(func);
     if (sp)

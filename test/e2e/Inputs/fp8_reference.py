@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""The FP8 training recipe (loom-compile --fp8=tensorwise) against NumPy.
+
+usage:
+  fp8_reference.py generate OUTDIR
+      writes OUTDIR/model.mlir (embedding -> fc1 -> gelu(tanh) -> fc2 ->
+      + residual -> head, weights inline), OUTDIR/tokens.npy, and the first
+      step's loss and parameter gradients as NumPy computes them with
+      tensorwise FP8 emulated, in the layout compare_gradients.py reads
+      (REF/loss.npy, REF/grads/<name>.npy), for:
+        OUTDIR/e4m3          every FP8 operand e4m3
+        OUTDIR/hybrid        the incoming gradient e5m2, the rest e4m3
+        OUTDIR/e4m3-no-<g>   e4m3 with GEMM <g> left in f32, one for each of
+                             the six FP8 GEMMs (fc1, fc2 forward; .dgrad,
+                             .wgrad): references the test must tell apart
+  fp8_reference.py compare LOOM_DIR REF_DIR... --rtol R [--expect-mismatch]
+      Loom's loss.npy and grad.<name>.npy (loom-run --output-dir of a
+      --mode=gradients executable) against each reference: the error of a
+      tensor is max |loom - ref| / max |ref|. Without --expect-mismatch every
+      reference must agree within R; with it, every reference must disagree
+      (some tensor's error above R): the test could fail.
+
+The FP8 GEMM emulated, as Loom defines it (passes/fp8/Passes.td,
+kernels/cpu/Fp8.cpp, Matmul.cpp): each operand tensor T, seen as rows, is
+quantized once for every GEMM that reads it: amax = max |T| (f32), scale =
+amax / fmax in f32 (1 if amax is 0; fmax 448 for e4m3, 57344 for e5m2),
+q = round_to_nearest_even(clamp(T / scale in f32, -fmax, fmax)) on the
+format's grid; the GEMM sums q_a * q_b in f32 in k order (exact products)
+and multiplies by scale_a * scale_b (f32), rounded once to f32. That part
+is bit-exact f32 here; everything else runs in float64.
+"""
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nn_cases import Program, dense, gelu_tanh_ref, ttype  # noqa: E402,F401
+
+B, S, V, D, F = 2, 8, 32, 32, 64
+FORMATS = {  # mantissa bits, smallest normal exponent, largest finite value
+    "e4m3": (3, -6, 448.0),
+    "e5m2": (2, -14, 57344.0),
+}
+GEMMS = ["fc1", "fc2", "fc1.dgrad", "fc2.dgrad", "fc1.wgrad", "fc2.wgrad"]
+
+
+def round_fp8(x, fmt):
+    """x (float32, already within +-fmax) rounded to nearest even on the grid."""
+    man, emin, _ = FORMATS[fmt]
+    x = x.astype(np.float64)
+    _, e = np.frexp(x)  # |x| = m * 2^e, m in [0.5, 1)
+    ulp = np.ldexp(1.0, np.maximum(e - 1, emin) - man)
+    return (np.round(x / ulp) * ulp).astype(np.float32)  # np.round: half to even
+
+
+def quantize(t, fmt):
+    """(q, scale): t's FP8 values (as f32) and its dequantization scale."""
+    t = np.asarray(t, np.float32)
+    fmax = np.float32(FORMATS[fmt][2])
+    amax = np.abs(t).max()
+    scale = np.float32(1) if amax == 0 else np.float32(amax / fmax)
+    q = np.clip(t / scale, -fmax, fmax)
+    return round_fp8(q, fmt), scale
+
+
+def scaled_matmul(a, b):
+    """(q_a [M, K], s_a) and (q_b [N, K], s_b) -> [M, N]: f32 sum in k order."""
+    (qa, sa), (qb, sb) = a, b
+    acc = np.zeros((qa.shape[0], qb.shape[0]), np.float32)
+    for k in range(qa.shape[1]):
+        acc = acc + np.outer(qa[:, k], qb[:, k])  # products of FP8 values: exact
+    return (acc * np.float32(sa * sb)).astype(np.float64)
+
+
+def gelu_tanh_grad(x):
+    c = math.sqrt(2 / math.pi)
+    u = c * (x + 0.044715 * x ** 3)
+    t = np.tanh(u)
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)
+
+
+class Gemms:
+    """The six FP8 GEMMs: each operand tensor quantized once per format;
+    `exact` names GEMMs left in f32 (the ablated references)."""
+
+    def __init__(self, grad_fmt, exact=()):
+        self.grad_fmt, self.exact, self.cache = grad_fmt, set(exact), {}
+
+    def q(self, name, t, fmt):
+        key = (name, fmt)
+        if key not in self.cache:
+            self.cache[key] = quantize(t, fmt)
+        return self.cache[key]
+
+    def __call__(self, gemm, lhs, rhs):
+        """lhs = (name, [M, K] f32 tensor, is_gradient), rhs likewise [N, K];
+        a transposed operand is the transpose of its tensor's quantization."""
+        if gemm in self.exact:
+            a, b = (t.T if tr else t for _, t, _, tr in (lhs, rhs))
+            return a.astype(np.float64) @ b.astype(np.float64).T
+        ops = []
+        for name, t, is_grad, transposed in (lhs, rhs):
+            qv, s = self.q(name, t, self.grad_fmt if is_grad else "e4m3")
+            ops.append((qv.T if transposed else qv, s))
+        return scaled_matmul(*ops)
+
+
+def f32(x):
+    """A value as Loom holds it between ops (f32), for the FP8 GEMMs' inputs."""
+    return np.asarray(x, np.float32)
+
+
+def reference(params, tokens, grad_fmt, exact=()):
+    wte, w1, w2, wh = (params[n] for n in ("embed.weight", "fc1.weight", "fc2.weight", "head.weight"))
+    ids, labels = tokens[:, :-1].reshape(-1), tokens[:, 1:].reshape(-1)
+    n = ids.size
+    g = Gemms(grad_fmt, exact)
+    # Operands: (tensor name, value as stored [rows, cols], is the incoming
+    # gradient, read transposed).
+    X = f32(wte[ids])
+    H = g("fc1", ("x", X, False, False), ("w1", f32(w1), False, False))
+    G = gelu_tanh_ref(H)
+    Y = g("fc2", ("g", f32(G), False, False), ("w2", f32(w2), False, False))
+    R = X.astype(np.float64) + Y
+    L = R @ wh.T
+    m = L.max(1, keepdims=True)
+    lse = np.log(np.exp(L - m).sum(1, keepdims=True)) + m
+    loss = float((lse[:, 0] - L[np.arange(n), labels]).mean())
+    dL = np.exp(L - lse)
+    dL[np.arange(n), labels] -= 1
+    dL /= n
+    grads = {"head.weight": dL.T @ R}
+    dR = dL @ wh
+    dY = f32(dR)
+    # dgrad dX = dY @ W: [M, N] x ([K, N] = W^T); wgrad dW = dY^T @ X:
+    # ([N, M] = dY^T) x ([K, M] = X^T).
+    grads["fc2.weight"] = g("fc2.wgrad", ("dy2", dY, True, True), ("g", f32(G), False, True))
+    dG = g("fc2.dgrad", ("dy2", dY, True, False), ("w2", f32(w2), False, True))
+    dH = f32(dG * gelu_tanh_grad(H))
+    grads["fc1.weight"] = g("fc1.wgrad", ("dy1", dH, True, True), ("x", X, False, True))
+    dX = g("fc1.dgrad", ("dy1", dH, True, False), ("w1", f32(w1), False, True))
+    dE = dR + dX
+    grads["embed.weight"] = np.zeros_like(wte)
+    np.add.at(grads["embed.weight"], ids, dE)  # rows of repeated ids add up
+    return loss, grads
+
+
+def generate(out):
+    rng = np.random.RandomState(20)
+    p = Program()
+    wte, wte_ref = p.param("embed.weight", rng.randn(V, D))
+    w1, w1_ref = p.param("fc1.weight", rng.randn(F, D) / math.sqrt(D))
+    w2, w2_ref = p.param("fc2.weight", rng.randn(D, F) / math.sqrt(F))
+    wh, wh_ref = p.param("head.weight", rng.randn(V, D) / math.sqrt(D))
+    xs, hs, ls = [B, S, D], [B, S, F], [B, S, V]
+    e = p.op("nn.embedding %s, %%ids : (%s, %s) -> %s" % (wte, ttype([V, D]), ttype([B, S], "i64"), ttype(xs)))
+
+    def linear(x, x_shape, w, w_shape, y_shape):
+        return p.op("nn.matmul %s, %s {transpose_rhs} : (%s, %s) -> %s" % (
+            x, w, ttype(x_shape), ttype(w_shape), ttype(y_shape)))
+
+    h = linear(e, xs, w1, [F, D], hs)
+    gl = p.op("nn.gelu %s approximate = tanh : %s" % (h, ttype(hs)))
+    y = linear(gl, hs, w2, [D, F], xs)
+    r = p.op("nn.add %s, %s : (%s, %s) -> %s" % (e, y, ttype(xs), ttype(xs), ttype(xs)))
+    logits = linear(r, xs, wh, [V, D], ls)
+    text = p.func([("%ids", ttype([B, S], "i64"), "ids")], [(logits, ttype(ls), "logits")])
+    tokens = rng.randint(0, V, size=(B, S + 1)).astype(np.int64)
+
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "model.mlir"), "w") as f:
+        f.write(text)
+    np.save(os.path.join(out, "tokens.npy"), tokens)
+    params = {"embed.weight": wte_ref, "fc1.weight": w1_ref, "fc2.weight": w2_ref, "head.weight": wh_ref}
+    refs = {"e4m3": ("e4m3", ()), "hybrid": ("e5m2", ()), "f32": ("e4m3", GEMMS)}
+    for gemm in GEMMS:
+        refs["e4m3-no-" + gemm] = ("e4m3", (gemm,))
+    for name, (grad_fmt, exact) in refs.items():
+        loss, grads = reference(params, tokens, grad_fmt, exact)
+        os.makedirs(os.path.join(out, name, "grads"), exist_ok=True)
+        np.save(os.path.join(out, name, "loss.npy"), np.array(loss))
+        for k, v in grads.items():
+            np.save(os.path.join(out, name, "grads", k + ".npy"), v)
+
+
+def load_loss(d):
+    return float(np.load(os.path.join(d, "loss.npy")))
+
+
+def errors(loom, ref):
+    """{tensor: relative error} of Loom's run against one reference."""
+    out = {"loss": abs(load_loss(loom) - load_loss(ref)) / abs(load_loss(ref))}
+    for f in sorted(os.listdir(os.path.join(ref, "grads"))):
+        name = f[:-4]
+        r = np.load(os.path.join(ref, "grads", f)).astype(np.float64)
+        path = os.path.join(loom, "grad." + name + ".npy")
+        got = np.load(path).astype(np.float64) if os.path.exists(path) else None
+        if got is None or got.shape != r.shape:
+            out[name] = float("inf")
+        else:
+            out[name] = np.abs(got - r).max() / max(np.abs(r).max(), 1e-30)
+    return out
+
+
+def compare(args):
+    failures = []
+    for ref in args.refs:
+        err = errors(args.loom, ref)
+        worst = max(err, key=err.get)
+        label = os.path.basename(os.path.normpath(ref))
+        print("%s: loss loom %.6f ref %.6f, %d tensors, worst rel err %.2e (%s), tolerance %.0e: %s" % (
+            label, load_loss(args.loom), load_loss(ref), len(err), err[worst], worst, args.rtol,
+            "match" if err[worst] <= args.rtol else "differ"))
+        if args.verbose:
+            for k in sorted(err):
+                print("  %-14s %.3e" % (k, err[k]))
+        if args.expect_mismatch and not err[worst] > args.rtol:
+            failures.append("%s matches (worst %.2e): the test cannot tell it apart" % (label, err[worst]))
+        if not args.expect_mismatch and not err[worst] <= args.rtol:
+            failures.append("%s: %s" % (label, ", ".join("%s %.2e" % (k, v) for k, v in sorted(err.items())
+                                                         if not v <= args.rtol)))
+    if failures:
+        sys.exit("FAIL: " + "; ".join(failures))
+    print("OK")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate")
+    g.add_argument("out")
+    c = sub.add_parser("compare")
+    c.add_argument("loom")
+    c.add_argument("refs", nargs="+")
+    c.add_argument("--rtol", type=float, required=True)
+    c.add_argument("--expect-mismatch", action="store_true")
+    c.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    if args.cmd == "generate":
+        generate(args.out)
+    else:
+        compare(args)
