@@ -126,8 +126,9 @@ def NN_ScaledMatmulOp : NN_KernelOp<"scaled_matmul", [Pure,
     tensor cores read), in `f8E4M3FN` or `f8E5M2` (not both `f8E5M2`, which
     no FP8 GEMM takes); the scales are the dequantization scales of
     `nn.quantize`, one per tensor. The products of the FP8 values are
-    summed in f32, multiplied by both scales, and rounded once to the
-    result's type (f32, bf16 or f16). cuBLASLt runs it on CUDA with its
+    summed in f32 and multiplied, in f32, by the product of the two scales
+    (itself rounded to f32); that f32 value is then rounded to the result's
+    type (f32, bf16 or f16). cuBLASLt runs it on CUDA with its
     scalar scale mode.
 
     ```mlir

@@ -100,6 +100,73 @@ __global__ void quantizeTransposeKernel(const StorageOf<In> *x, const float *sca
   }
 }
 
+/// The same, 64 x 64 tiles, four consecutive elements a thread: one 8- or
+/// 16-byte load, one 4-byte store of q, one 4-byte store of qT (rows and
+/// cols multiples of 4, pointers aligned).
+constexpr int kWideTile = 64;
+template <DType In> struct Vec4Of;
+template <> struct Vec4Of<DType::F32> { using type = float4; };
+template <> struct Vec4Of<DType::BF16> { using type = uint2; };
+template <> struct Vec4Of<DType::F16> { using type = uint2; };
+
+template <DType In, DType Out>
+__global__ void __launch_bounds__(256)
+    quantizeTransposeWideKernel(const StorageOf<In> *x, const float *scale, StorageOf<Out> *q,
+                                StorageOf<Out> *qT, int64_t rows, int64_t cols, float limit) {
+  using Vec = typename Vec4Of<In>::type;
+  __shared__ uint8_t tile[kWideTile][kWideTile + 4];
+  const int64_t base = int64_t(blockIdx.z) * rows * cols;
+  const int64_t r0 = int64_t(blockIdx.y) * kWideTile, c0 = int64_t(blockIdx.x) * kWideTile;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16; // 16 x 16 threads
+  const float s = *scale;
+  for (int dy = ty; dy < kWideTile; dy += 16) {
+    const int64_t r = r0 + dy, c = c0 + 4 * tx;
+    if (r < rows && c < cols) {
+      const Vec v = *reinterpret_cast<const Vec *>(x + base + r * cols + c);
+      const StorageOf<In> *e = reinterpret_cast<const StorageOf<In> *>(&v);
+      uint32_t packed = 0;
+      for (int j = 0; j < 4; ++j) {
+        float f = dev::Elem<In>::load(e[j]) / s;
+        if (!isnan(f))
+          f = fminf(fmaxf(f, -limit), limit);
+        const uint8_t b = dev::Elem<Out>::store(f);
+        tile[dy][4 * tx + j] = b;
+        packed |= uint32_t(b) << (8 * j);
+      }
+      *reinterpret_cast<uint32_t *>(q + base + r * cols + c) = packed;
+    }
+  }
+  __syncthreads();
+  for (int dy = ty; dy < kWideTile; dy += 16) {
+    const int64_t c = c0 + dy, r = r0 + 4 * tx;
+    if (r < rows && c < cols) {
+      uint32_t packed = 0;
+      for (int j = 0; j < 4; ++j)
+        packed |= uint32_t(tile[4 * tx + j][dy]) << (8 * j);
+      *reinterpret_cast<uint32_t *>(qT + base + c * rows + r) = packed;
+    }
+  }
+}
+
+/// One amax for the whole tensor, four elements a load.
+template <DType In>
+__global__ void amaxWholeWideKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t n4) {
+  using Vec = typename Vec4Of<In>::type;
+  const Vec *xv = reinterpret_cast<const Vec *>(x);
+  unsigned m = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const Vec v = xv[i];
+    const StorageOf<In> *e = reinterpret_cast<const StorageOf<In> *>(&v);
+    for (int j = 0; j < 4; ++j)
+      m = max(m, __float_as_uint(fabsf(dev::Elem<In>::load(e[j]))));
+  }
+  for (int offset = 16; offset > 0; offset /= 2)
+    m = max(m, __shfl_down_sync(0xffffffffu, m, offset));
+  if ((threadIdx.x & 31) == 0 && m != 0)
+    atomicMax(amaxBits, m);
+}
+
 /// One amax for the whole tensor: each thread's maximum of |x| bits, then
 /// the warp's, then one atomicMax per warp.
 template <DType In>
@@ -191,6 +258,23 @@ llvm::Error launchQuantize(const KernelCall &call) {
     if (grid.y > 65535)
       return kernelError("a transposed copy of more than " + llvm::Twine(65535 * kTile) +
                          " rows is not supported, got " + llvm::Twine(rows));
+    const bool wide = rows % 4 == 0 && cols % 4 == 0 && isAligned(x.data, 16) &&
+                      isAligned(q.data, 4) && isAligned(call.outputs[1].data, 4) &&
+                      (rows + kWideTile - 1) / kWideTile <= 65535;
+    if (wide) {
+      const dim3 wideGrid(unsigned((cols + kWideTile - 1) / kWideTile),
+                          unsigned((rows + kWideTile - 1) / kWideTile), unsigned(matrices));
+      return dispatchWide(x.dtype, [&](auto in) {
+        return dispatchFp8(q.dtype, [&](auto out) {
+          constexpr DType I = decltype(in)::value, O = decltype(out)::value;
+          quantizeTransposeWideKernel<I, O><<<wideGrid, 256, 0, call.ctx.stream>>>(
+              static_cast<const StorageOf<I> *>(x.data), static_cast<const float *>(scale.data),
+              static_cast<StorageOf<O> *>(q.data),
+              static_cast<StorageOf<O> *>(call.outputs[1].data), rows, cols, fp8MaxFinite(O));
+          return llvm::Error::success();
+        });
+      });
+    }
     return dispatchWide(x.dtype, [&](auto in) {
       return dispatchFp8(q.dtype, [&](auto out) {
         constexpr DType I = decltype(in)::value, O = decltype(out)::value;
@@ -245,6 +329,11 @@ llvm::Error launchAmax(const KernelCall &call) {
     return llvm::Error::success();
   LOOM_RETURN_IF_ERROR(dispatchWide(x.dtype, [&](auto in) {
     constexpr DType I = decltype(in)::value;
+    if (tiles == 1 && n % 4 == 0 && isAligned(x.data, 16)) {
+      amaxWholeWideKernel<I><<<gridFor(n / 4, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+          static_cast<const StorageOf<I> *>(x.data), static_cast<unsigned *>(amax.data), n / 4);
+      return llvm::Error::success();
+    }
     if (tiles == 1) { // one tile: a reduction, not an atomic per element
       amaxWholeKernel<I><<<gridFor(n, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
           static_cast<const StorageOf<I> *>(x.data), static_cast<unsigned *>(amax.data), n);

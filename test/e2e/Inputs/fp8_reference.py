@@ -10,9 +10,13 @@ usage:
       (REF/loss.npy, REF/grads/<name>.npy), for:
         OUTDIR/e4m3          every FP8 operand e4m3
         OUTDIR/hybrid        the incoming gradient e5m2, the rest e4m3
-        OUTDIR/e4m3-no-<g>   e4m3 with GEMM <g> left in f32, one for each of
-                             the six FP8 GEMMs (fc1, fc2 forward; .dgrad,
-                             .wgrad): references the test must tell apart
+        OUTDIR/f32           no FP8 at all
+      and references the test must tell apart from e4m3:
+        OUTDIR/e4m3-no-<g>   GEMM <g> left in f32, one for each of the six
+                             FP8 GEMMs (fc1, fc2 forward; .dgrad, .wgrad)
+        OUTDIR/e4m3-ties-away          ties rounded away from zero
+        OUTDIR/e4m3-flush-subnormals   FP8 subnormals flushed to zero
+      The weights carry planted ties and subnormals (see plant()).
   fp8_reference.py compare LOOM_DIR REF_DIR... --rtol R [--expect-mismatch]
       Loom's loss.npy and grad.<name>.npy (loom-run --output-dir of a
       --mode=gradients executable) against each reference: the error of a
@@ -26,8 +30,8 @@ quantized once for every GEMM that reads it: amax = max |T| (f32), scale =
 amax / fmax in f32 (1 if amax is 0; fmax 448 for e4m3, 57344 for e5m2),
 q = round_to_nearest_even(clamp(T / scale in f32, -fmax, fmax)) on the
 format's grid; the GEMM sums q_a * q_b in f32 in k order (exact products)
-and multiplies by scale_a * scale_b (f32), rounded once to f32. That part
-is bit-exact f32 here; everything else runs in float64.
+and multiplies by scale_a * scale_b (that product rounded to f32 first), in
+f32. That part is bit-exact here; everything else runs in float64.
 """
 import argparse
 import math
@@ -37,7 +41,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nn_cases import Program, dense, gelu_tanh_ref, ttype  # noqa: E402,F401
+from nn_cases import Program, gelu_tanh_ref, ttype  # noqa: E402
 
 B, S, V, D, F = 2, 8, 32, 32, 64
 FORMATS = {  # mantissa bits, smallest normal exponent, largest finite value
@@ -47,13 +51,24 @@ FORMATS = {  # mantissa bits, smallest normal exponent, largest finite value
 GEMMS = ["fc1", "fc2", "fc1.dgrad", "fc2.dgrad", "fc1.wgrad", "fc2.wgrad"]
 
 
+# How round_fp8 rounds: "even" is the recipe's; the others are references
+# the test must tell apart (ties away from zero; FP8 subnormals flushed).
+ROUNDING = "even"
+
+
 def round_fp8(x, fmt):
-    """x (float32, already within +-fmax) rounded to nearest even on the grid."""
+    """x (float32, already within +-fmax) rounded to the format's grid: to
+    nearest, ties to even (or as ROUNDING says)."""
     man, emin, _ = FORMATS[fmt]
     x = x.astype(np.float64)
     _, e = np.frexp(x)  # |x| = m * 2^e, m in [0.5, 1)
     ulp = np.ldexp(1.0, np.maximum(e - 1, emin) - man)
-    return (np.round(x / ulp) * ulp).astype(np.float32)  # np.round: half to even
+    if ROUNDING == "away":
+        return (np.sign(x) * np.floor(np.abs(x) / ulp + 0.5) * ulp).astype(np.float32)
+    q = np.round(x / ulp) * ulp  # np.round: half to even
+    if ROUNDING == "flush":
+        q[np.abs(q) < 2.0 ** emin] = 0
+    return q.astype(np.float32)
 
 
 def quantize(t, fmt):
@@ -96,8 +111,9 @@ class Gemms:
         return self.cache[key]
 
     def __call__(self, gemm, lhs, rhs):
-        """lhs = (name, [M, K] f32 tensor, is_gradient), rhs likewise [N, K];
-        a transposed operand is the transpose of its tensor's quantization."""
+        """lhs = (tensor name, value, is the incoming gradient, read
+        transposed), rhs likewise: [M, K] and [N, K] once transposed; a
+        transposed operand is the transpose of its tensor's quantization."""
         if gemm in self.exact:
             a, b = (t.T if tr else t for _, t, _, tr in (lhs, rhs))
             return a.astype(np.float64) @ b.astype(np.float64).T
@@ -148,12 +164,34 @@ def reference(params, tokens, grad_fmt, exact=()):
     return loss, grads
 
 
+def plant(w, rng, region):
+    """w with FP8's corner cases planted where it is quantized (w[region]):
+    its amax made 448 * 2^k, so that its scale is exactly 2^k and w / scale
+    exact; an eighth of the elements exactly halfway between two e4m3
+    values (ties: nearest even, not away from zero), a sixteenth on or
+    halfway between e4m3 subnormals (0 to 7.5 quanta of 2^-9)."""
+    w = w.astype(np.float32).astype(np.float64)
+    block = w[region]
+    scale = 2.0 ** np.ceil(np.log2(np.abs(block).max() / 448))
+    flat = block.reshape(-1)
+    idx = rng.permutation(flat.size)
+    ties, subs = idx[: flat.size // 8], idx[flat.size // 8: flat.size // 8 + flat.size // 16]
+    sign = lambda n: np.where(rng.rand(n) < 0.5, -1.0, 1.0)  # noqa: E731
+    flat[ties] = sign(ties.size) * (1 + (rng.randint(0, 8, ties.size) + 0.5) / 8) * 2.0 ** rng.randint(1, 7, ties.size) * scale
+    flat[subs] = sign(subs.size) * rng.randint(0, 16, subs.size) * 2.0 ** -10 * scale
+    flat[idx[-1]] = 448 * scale * np.sign(flat[idx[-1]])
+    w[region] = flat.reshape(block.shape)
+    return w
+
+
 def generate(out):
     rng = np.random.RandomState(20)
+    tokens = rng.randint(0, V, size=(B, S + 1)).astype(np.int64)
+    used = np.unique(tokens[:, :-1])  # the embedding rows fc1 reads
     p = Program()
-    wte, wte_ref = p.param("embed.weight", rng.randn(V, D))
-    w1, w1_ref = p.param("fc1.weight", rng.randn(F, D) / math.sqrt(D))
-    w2, w2_ref = p.param("fc2.weight", rng.randn(D, F) / math.sqrt(F))
+    wte, wte_ref = p.param("embed.weight", plant(rng.randn(V, D), rng, used))
+    w1, w1_ref = p.param("fc1.weight", plant(rng.randn(F, D) / math.sqrt(D), rng, slice(None)))
+    w2, w2_ref = p.param("fc2.weight", plant(rng.randn(D, F) / math.sqrt(F), rng, slice(None)))
     wh, wh_ref = p.param("head.weight", rng.randn(V, D) / math.sqrt(D))
     xs, hs, ls = [B, S, D], [B, S, F], [B, S, V]
     e = p.op("nn.embedding %s, %%ids : (%s, %s) -> %s" % (wte, ttype([V, D]), ttype([B, S], "i64"), ttype(xs)))
@@ -168,22 +206,25 @@ def generate(out):
     r = p.op("nn.add %s, %s : (%s, %s) -> %s" % (e, y, ttype(xs), ttype(xs), ttype(xs)))
     logits = linear(r, xs, wh, [V, D], ls)
     text = p.func([("%ids", ttype([B, S], "i64"), "ids")], [(logits, ttype(ls), "logits")])
-    tokens = rng.randint(0, V, size=(B, S + 1)).astype(np.int64)
 
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "model.mlir"), "w") as f:
         f.write(text)
     np.save(os.path.join(out, "tokens.npy"), tokens)
     params = {"embed.weight": wte_ref, "fc1.weight": w1_ref, "fc2.weight": w2_ref, "head.weight": wh_ref}
-    refs = {"e4m3": ("e4m3", ()), "hybrid": ("e5m2", ()), "f32": ("e4m3", GEMMS)}
+    refs = {"e4m3": ("e4m3", (), "even"), "hybrid": ("e5m2", (), "even"), "f32": ("e4m3", GEMMS, "even"),
+            "e4m3-ties-away": ("e4m3", (), "away"), "e4m3-flush-subnormals": ("e4m3", (), "flush")}
     for gemm in GEMMS:
-        refs["e4m3-no-" + gemm] = ("e4m3", (gemm,))
-    for name, (grad_fmt, exact) in refs.items():
+        refs["e4m3-no-" + gemm] = ("e4m3", (gemm,), "even")
+    global ROUNDING
+    for name, (grad_fmt, exact, rounding) in refs.items():
+        ROUNDING = rounding
         loss, grads = reference(params, tokens, grad_fmt, exact)
         os.makedirs(os.path.join(out, name, "grads"), exist_ok=True)
         np.save(os.path.join(out, name, "loss.npy"), np.array(loss))
         for k, v in grads.items():
             np.save(os.path.join(out, name, "grads", k + ".npy"), v)
+    ROUNDING = "even"
 
 
 def load_loss(d):

@@ -1771,6 +1771,31 @@ def gen_fp8():
         unsupported=cuda_gap)
 
 
+def gen_fp8_transposed():
+    """nn.quantize with its transposed copy (one scale for the tensor), as
+    the FP8 pass emits it for the weight-gradient GEMMs: shapes that are and
+    are not multiples of the CUDA kernel's 32 x 32 tiles, a batch of
+    matrices; and the amax of whole tensors large enough that many thread
+    blocks reduce them."""
+    fmax = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+    for name, dtype, shape, fmt in [
+        ("transposed_bf16_e4m3", "bf16", [64, 96], "f8E4M3FN"),
+        ("transposed_odd_f32_e5m2", "f32", [37, 70], "f8E5M2"),
+        ("transposed_batched_bf16_e4m3", "bf16", [3, 33, 65], "f8E4M3FN"),
+    ]:
+        x = randt(dtype, shape, -3.0, 3.0)
+        amax = np.max(np.abs(x.values))
+        scale = np.float32(amax) / np.float32(fmax[fmt])
+        add("nn.amax", "whole_" + name, [x], [T("f32", np.array(amax))], exact=True)
+        v = (x.values.astype(np.float32) / scale).astype(np.float64)
+        q = round_to(np.clip(v, -fmax[fmt], fmax[fmt]), fmt)
+        add("nn.quantize", name, [x, T("f32", np.array(scale))],
+            [T(fmt, q), T(fmt, np.swapaxes(q, -1, -2))], exact=True)
+    big = randt("bf16", [512, 1024], -2.0, 2.0)
+    add("nn.amax", "whole_bf16_512x1024", [big], [T("f32", np.array(np.max(np.abs(big.values))))],
+        exact=True)
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -1801,6 +1826,7 @@ def main():
     gen_attention_seq_major()
     gen_adamw_multi_copies()
     gen_fp8()
+    gen_fp8_transposed()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
