@@ -261,24 +261,14 @@ llvm::Error launchQuantize(const KernelCall &call) {
     const bool wide = rows % 4 == 0 && cols % 4 == 0 && isAligned(x.data, 16) &&
                       isAligned(q.data, 4) && isAligned(call.outputs[1].data, 4) &&
                       (rows + kWideTile - 1) / kWideTile <= 65535;
-    if (wide) {
-      const dim3 wideGrid(unsigned((cols + kWideTile - 1) / kWideTile),
-                          unsigned((rows + kWideTile - 1) / kWideTile), unsigned(matrices));
-      return dispatchWide(x.dtype, [&](auto in) {
-        return dispatchFp8(q.dtype, [&](auto out) {
-          constexpr DType I = decltype(in)::value, O = decltype(out)::value;
-          quantizeTransposeWideKernel<I, O><<<wideGrid, 256, 0, call.ctx.stream>>>(
-              static_cast<const StorageOf<I> *>(x.data), static_cast<const float *>(scale.data),
-              static_cast<StorageOf<O> *>(q.data),
-              static_cast<StorageOf<O> *>(call.outputs[1].data), rows, cols, fp8MaxFinite(O));
-          return llvm::Error::success();
-        });
-      });
-    }
+    const dim3 wideGrid(unsigned((cols + kWideTile - 1) / kWideTile),
+                        unsigned((rows + kWideTile - 1) / kWideTile), unsigned(matrices));
     return dispatchWide(x.dtype, [&](auto in) {
       return dispatchFp8(q.dtype, [&](auto out) {
         constexpr DType I = decltype(in)::value, O = decltype(out)::value;
-        quantizeTransposeKernel<I, O><<<grid, dim3(kTile, kTileRows), 0, call.ctx.stream>>>(
+        auto kernel = wide ? quantizeTransposeWideKernel<I, O> : quantizeTransposeKernel<I, O>;
+        kernel<<<wide ? wideGrid : grid, wide ? dim3(256) : dim3(kTile, kTileRows), 0,
+                 call.ctx.stream>>>(
             static_cast<const StorageOf<I> *>(x.data), static_cast<const float *>(scale.data),
             static_cast<StorageOf<O> *>(q.data),
             static_cast<StorageOf<O> *>(call.outputs[1].data), rows, cols, fp8MaxFinite(O));
