@@ -1,6 +1,7 @@
 #include "dialects/nn/NNOps.h"
 
 #include "dialects/nn/KernelAttributes.h"
+#include "runtime/abi/Fp8Tiling.h"
 #include "runtime/abi/LinearCrossEntropy.h"
 
 #include "mlir/IR/Builders.h"
@@ -1441,7 +1442,8 @@ llvm::Expected<loom::FusedBody> FusedOp::kernelBody() {
 //===----------------------------------------------------------------------===//
 
 /// A tiling of `tensor` by `scale`'s shape: rank 0 (one scale), or the
-/// tensor's rank with each dim a nonzero divisor of the tensor's.
+/// tensor's rank with each dim cut into power-of-two tiles, the last
+/// holding what is left (runtime/abi/Fp8Tiling.h).
 static LogicalResult verifyFp8Tiling(Operation *op, RankedTensorType tensor,
                                      RankedTensorType scale, StringRef what) {
   if (scale.getRank() == 0)
@@ -1453,12 +1455,12 @@ static LogicalResult verifyFp8Tiling(Operation *op, RankedTensorType tensor,
                              << shapeString(tensor.getShape()) << ")";
   for (int64_t d = 0; d < tensor.getRank(); ++d) {
     int64_t x = tensor.getDimSize(d), t = scale.getDimSize(d);
-    if (t <= 0 || x % t != 0)
+    if (loom::fp8TileSize(x, t) == 0)
       return op->emitOpError() << what << " " << shapeString(scale.getShape())
                                << " does not tile the tensor "
                                << shapeString(tensor.getShape()) << ": dim " << d
-                               << " has " << x << " elements, not a multiple of " << t
-                               << " tiles";
+                               << " has " << x << " elements, which " << t
+                               << " tiles of a power-of-two size do not cover exactly";
   }
   return success();
 }
@@ -1491,9 +1493,15 @@ LogicalResult QuantizeOp::verify() {
     if (tt.getElementType() != q.getElementType())
       return emitOpError("transposed copy is ") << tt.getElementType() << ", the result "
                                                 << q.getElementType();
-    if (getScale().getType().getRank() != 0)
-      return emitOpError("a transposed copy needs one scale for the tensor, got scale ")
-             << shapeString(getScale().getType().getShape());
+    // One scale for the tensor serves both copies; tiles have their own.
+    Value ts = getTransposedScale();
+    if (getScale().getType().getRank() != 0 && !ts)
+      return emitOpError("a transposed copy of a tiled quantization needs a transposed_scale");
+    if (ts && failed(verifyFp8Tiling(*this, tt, cast<RankedTensorType>(ts.getType()),
+                                     "transposed_scale")))
+      return failure();
+  } else if (getTransposedScale()) {
+    return emitOpError("a transposed_scale needs the transposed copy as a second result");
   }
   return verifyFp8Tiling(*this, x, getScale().getType(), "scale");
 }
@@ -1529,6 +1537,17 @@ LogicalResult ScaledMatmulOp::verify() {
     return failure();
   if (isa<Float8E5M2Type>(a.getElementType()) && isa<Float8E5M2Type>(b.getElementType()))
     return emitOpError("takes at most one f8E5M2 operand (FP8 GEMMs do not multiply two)");
+  RankedTensorType sa = getLhsScale().getType(), sb = getRhsScale().getType();
+  if (failed(verifyFp8Tiling(*this, a, sa, "lhs_scale")) ||
+      failed(verifyFp8Tiling(*this, b, sb, "rhs_scale")))
+    return failure();
+  // The contracted dim's tiles: one, or the same size in both operands.
+  const int64_t k = a.getDimSize(1);
+  const int64_t ka = sa.getRank() ? sa.getDimSize(1) : 1, kb = sb.getRank() ? sb.getDimSize(1) : 1;
+  if (ka != 1 && kb != 1 && ka != kb)
+    return emitOpError("lhs_scale has ") << ka << " tiles along the contracted dim (" << k
+                                         << "), rhs_scale " << kb
+                                         << ": they must match, or one be a single tile";
   return success();
 }
 

@@ -297,7 +297,7 @@ ShardingRule AttentionGradWithStatsOp::getShardingRule() { return attentionRule(
 /// tensor (for amax, a max over it: each rank's amax is partial, settled by
 /// an all-reduce max); any other dim stays whole. A rank-0 tiling is one
 /// value: replicated. nn.quantize's transposed copy has the input's dims
-/// with the last two swapped.
+/// with the last two swapped, and its own tiling where it has one.
 static ShardingRule fp8Rule(Operation *op, unsigned tiling, bool tilingIsResult) {
   RuleBuilder b(op);
   Value x = op->getOperand(0);
@@ -305,24 +305,33 @@ static ShardingRule fp8Rule(Operation *op, unsigned tiling, bool tilingIsResult)
   ArrayRef<int64_t> xs = shapeOf(x), ts = shapeOf(t);
   const bool reduces = tilingIsResult;
   const bool transposedCopy = !tilingIsResult && op->getNumResults() == 2;
+  const bool copyTiling = transposedCopy && op->getNumOperands() == 3;
+  ArrayRef<int64_t> cs = copyTiling ? shapeOf(op->getOperand(2)) : ArrayRef<int64_t>();
   const int64_t rank = xs.size();
+  auto swapped = [&](int64_t d) { return d == rank - 1 ? rank - 2 : d == rank - 2 ? rank - 1 : d; };
   for (int64_t d = 0; d < rank; ++d) {
     if (xs[d] == 1)
       continue;
     const bool scalar = ts.empty();
     const bool matches = !scalar && ts[d] == xs[d];
-    const bool oneTile = scalar || ts[d] == 1;
-    FactorKind kind = matches || (oneTile && !reduces) ? FactorKind::Parallel
-                      : oneTile                        ? FactorKind::Reduction
-                                                       : FactorKind::Blocked;
+    bool oneTile = scalar || ts[d] == 1;
+    // The copy's tiling: matching or one tile, or the dim stays whole.
+    const bool copyMatches = copyTiling && !cs.empty() && cs[swapped(d)] == xs[d];
+    const bool copyWhole = copyTiling && !cs.empty() && !copyMatches && cs[swapped(d)] != 1;
+    FactorKind kind = copyWhole                                  ? FactorKind::Blocked
+                      : matches || (oneTile && !reduces)         ? FactorKind::Parallel
+                      : oneTile                                  ? FactorKind::Reduction
+                                                                 : FactorKind::Blocked;
     int f = b.factor(kind, xs[d]);
     b.operand(0, d, f);
     if (!tilingIsResult)
       b.result(0, d, f);
     if (transposedCopy)
-      b.result(1, d == rank - 1 ? rank - 2 : d == rank - 2 ? rank - 1 : d, f);
-    if (matches)
+      b.result(1, swapped(d), f);
+    if (matches && kind != FactorKind::Blocked)
       tilingIsResult ? b.result(tiling, d, f) : b.operand(tiling, d, f);
+    if (copyMatches && kind != FactorKind::Blocked)
+      b.operand(2, swapped(d), f);
   }
   ShardingRule rule = b.rule;
   rule.reducesByMax = reduces;
@@ -333,21 +342,33 @@ ShardingRule DequantizeOp::getShardingRule() { return fp8Rule(*this, 1, false); 
 ShardingRule AmaxOp::getShardingRule() { return fp8Rule(*this, 0, true); }
 ShardingRule Fp8ScaleOp::getShardingRule() { return elementwise(*this); }
 ShardingRule ScaledMatmulOp::getShardingRule() {
-  // [M, K] x [N, K] -> [M, N]: rows and columns split; K is contracted (a
-  // split leaves partial sums, which per-tensor scales keep linear).
+  // [M, K] x [N, K] -> [M, N]: rows and columns split, with the scales of
+  // one per row; K is contracted (a split leaves partial sums, which scales
+  // of one tile along K keep linear). A dim the scales cut into tiles of
+  // more than one element stays whole.
   RuleBuilder b(*this);
   ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
-  int m = b.factor(FactorKind::Parallel, lhs[0]);
-  int n = b.factor(FactorKind::Parallel, rhs[0]);
-  int k = b.factor(FactorKind::Reduction, lhs[1]);
+  ArrayRef<int64_t> sa = shapeOf(getLhsScale()), sb = shapeOf(getRhsScale());
+  auto rowKind = [](ArrayRef<int64_t> scale, int64_t rows) {
+    return scale.empty() || scale[0] == 1 || scale[0] == rows ? FactorKind::Parallel
+                                                               : FactorKind::Blocked;
+  };
+  const bool kTiled = (!sa.empty() && sa[1] != 1) || (!sb.empty() && sb[1] != 1);
+  int m = b.factor(rowKind(sa, lhs[0]), lhs[0]);
+  int n = b.factor(rowKind(sb, rhs[0]), rhs[0]);
+  int k = b.factor(kTiled ? FactorKind::Blocked : FactorKind::Reduction, lhs[1]);
   b.operand(0, 0, m);
   b.operand(0, 1, k);
   b.operand(1, 0, n);
   b.operand(1, 1, k);
+  if (!sa.empty() && sa[0] == lhs[0] && lhs[0] != 1)
+    b.operand(2, 0, m);
+  if (!sb.empty() && sb[0] == rhs[0] && rhs[0] != 1)
+    b.operand(3, 0, n);
   b.result(0, 0, m);
   b.result(0, 1, n);
   ShardingRule rule = b.rule;
-  rule.linear = true;
+  rule.linear = !kTiled;
   return rule;
 }
 

@@ -1,10 +1,11 @@
 // FP8 quantization (dialects/nn/NNFp8Ops.td): nn.quantize, nn.dequantize,
 // nn.amax and nn.fp8_scale, the CPU reference every FP8 recipe's emulation
 // runs on. A scale (or amax) tensor tiles its tensor: rank 0 is one value,
-// otherwise each of its dims divides the tensor's and element i uses
-// tile i_d / (X_d / S_d).
+// otherwise element i uses tile i_d / T_d in each dim, T_d the tile size of
+// runtime/abi/Fp8Tiling.h (a power of two, the last tile ragged).
 
 #include "kernels/cpu/KernelSupport.h"
+#include "runtime/abi/Fp8Tiling.h"
 
 #include <algorithm>
 #include <cmath>
@@ -28,11 +29,13 @@ struct Tiling {
     if (tiles.empty() || n == 0)
       return out;
     const size_t rank = shape.size();
-    std::vector<int64_t> coord(rank, 0);
+    std::vector<int64_t> coord(rank, 0), size(rank);
+    for (size_t d = 0; d < rank; ++d)
+      size[d] = fp8TileSize(shape[d], tiles[d]);
     for (int64_t e = 0; e < n; ++e) {
       int64_t tile = 0;
       for (size_t d = 0; d < rank; ++d)
-        tile = tile * tiles[d] + coord[d] / (shape[d] / tiles[d]);
+        tile = tile * tiles[d] + coord[d] / size[d];
       out[size_t(e)] = tile;
       for (size_t d = rank; d-- > 0;) {
         if (++coord[d] < shape[d])
@@ -51,23 +54,28 @@ float loadF32(const Tensor &t, int64_t i) { return float(loadAsDouble(t.data, t.
 llvm::Error runQuantize(const KernelCall &call) {
   const Tensor &x = call.inputs[0], &scale = call.inputs[1], &q = call.outputs[0];
   LOOM_RETURN_IF_ERROR(checkFp8(Fp8Kernel::Quantize, call.inputs, call.outputs, call.attrs));
-  const Tiling tiling{x.shape, scale.shape};
-  const std::vector<int64_t> tile = tiling.indices();
+  const std::vector<int64_t> tile = Tiling{x.shape, scale.shape}.indices();
   const float *s = static_cast<const float *>(scale.data);
   const float limit = fp8MaxFinite(q.dtype);
-  // The transposed copy: element (.., r, c) of q is element (.., c, r) of it.
-  const Tensor *qT = call.outputs.size() == 2 ? &call.outputs[1] : nullptr;
-  const int64_t cols = x.shape.empty() ? 1 : x.shape.back();
-  const int64_t rows = x.shape.size() < 2 ? 1 : x.shape[x.shape.size() - 2];
-  for (size_t i = 0; i < tile.size(); ++i) {
-    float v = loadF32(x, int64_t(i)) / s[tile[i]];
-    if (!std::isnan(v))
-      v = std::clamp(v, -limit, limit);
-    storeFromDouble(q.data, q.dtype, int64_t(i), double(v));
-    if (qT) {
-      const int64_t e = int64_t(i), matrix = e / (rows * cols), r = e / cols % rows, c = e % cols;
-      storeFromDouble(qT->data, qT->dtype, (matrix * cols + c) * rows + r, double(v));
-    }
+  auto quantize = [&](float v, float by) {
+    v /= by;
+    return std::isnan(v) ? v : std::clamp(v, -limit, limit);
+  };
+  for (size_t i = 0; i < tile.size(); ++i)
+    storeFromDouble(q.data, q.dtype, int64_t(i), double(quantize(loadF32(x, int64_t(i)), s[tile[i]])));
+  if (call.outputs.size() < 2)
+    return llvm::Error::success();
+  // The transposed copy: element (.., c, r) of it is element (.., r, c) of
+  // x, scaled by its own tile of the transposed scale (or the one scale).
+  const Tensor &qT = call.outputs[1];
+  const Tensor &scaleT = call.inputs.size() == 3 ? call.inputs[2] : scale;
+  const std::vector<int64_t> tileT = Tiling{qT.shape, scaleT.shape}.indices();
+  const float *sT = static_cast<const float *>(scaleT.data);
+  const int64_t cols = x.shape.back(), rows = x.shape[x.shape.size() - 2];
+  for (size_t i = 0; i < tileT.size(); ++i) {
+    const int64_t e = int64_t(i), matrix = e / (rows * cols), c = e / rows % cols, r = e % rows;
+    const float v = loadF32(x, (matrix * rows + r) * cols + c);
+    storeFromDouble(qT.data, qT.dtype, e, double(quantize(v, sT[tileT[i]])));
   }
   return llvm::Error::success();
 }

@@ -7,6 +7,7 @@
 // thread count.
 
 #include "kernels/cpu/KernelSupport.h"
+#include "runtime/abi/Fp8Tiling.h"
 
 #include <algorithm>
 
@@ -247,21 +248,43 @@ llvm::Error runScaledMatmul(const KernelCall &call) {
   const Tensor &scaleA = call.inputs[2], &scaleB = call.inputs[3], &out = call.outputs[0];
   LOOM_RETURN_IF_ERROR(checkScaledMatmul(a, b, scaleA, scaleB, out));
   const int64_t m = a.shape[0], n = b.shape[0], k = a.shape[1];
-  // f8 values and their products are exact in f32; the sum runs in k order.
+  // f8 values and their products are exact in f32; each K tile's sum runs
+  // in k order, then the tiles' scaled sums in tile order.
   std::vector<float> av(m * k), bv(n * k);
   for (int64_t i = 0; i < m * k; ++i)
     av[i] = static_cast<float>(loadAsDouble(a.data, a.dtype, i));
   for (int64_t i = 0; i < n * k; ++i)
     bv[i] = static_cast<float>(loadAsDouble(b.data, b.dtype, i));
-  const float scale = *static_cast<const float *>(scaleA.data) *
-                      *static_cast<const float *>(scaleB.data);
+  // A scale's tile of row `row` and K tile `t` (a tiling of [rows, K]).
+  struct Scales {
+    const float *data;
+    int64_t rowTiles = 1, kTiles = 1, rowSize;
+    Scales(const Tensor &s, int64_t rows)
+        : data(static_cast<const float *>(s.data)), rowSize(std::max<int64_t>(rows, 1)) {
+      if (s.shape.empty())
+        return;
+      rowTiles = s.shape[0];
+      kTiles = s.shape[1];
+      rowSize = fp8TileSize(rows, rowTiles);
+    }
+    float at(int64_t row, int64_t t) const {
+      return data[(row / rowSize) * kTiles + (kTiles == 1 ? 0 : t)];
+    }
+  };
+  const Scales sa(scaleA, m), sb(scaleB, n);
+  const int64_t tiles = std::max(sa.kTiles, sb.kTiles);
+  const int64_t tileK = fp8TileSize(k, tiles);
   parallelFor(call.ctx, m, n * k, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
       for (int64_t j = 0; j < n; ++j) {
         float acc = 0;
-        for (int64_t t = 0; t < k; ++t)
-          acc += av[i * k + t] * bv[j * k + t];
-        storeFromDouble(out.data, out.dtype, i * n + j, acc * scale);
+        for (int64_t t = 0; t < tiles; ++t) {
+          float part = 0;
+          for (int64_t c = t * tileK, e = std::min(k, c + tileK); c < e; ++c)
+            part += av[i * k + c] * bv[j * k + c];
+          acc += part * (sa.at(i, t) * sb.at(j, t));
+        }
+        storeFromDouble(out.data, out.dtype, i * n + j, acc);
       }
   });
   return llvm::Error::success();

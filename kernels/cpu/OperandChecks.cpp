@@ -3,6 +3,7 @@
 // these before they compute; the messages are the ones the tests assert.
 
 #include "kernels/cpu/OperandChecks.h"
+#include "runtime/abi/Fp8Tiling.h"
 #include "runtime/abi/NormWeightGrad.h"
 #include "runtime/abi/SumSquares.h"
 
@@ -1284,6 +1285,10 @@ llvm::Error checkMatmulDTypes(const Tensor &a, const Tensor &b, const Tensor &ou
                      (a.dtype == DType::BF16 || a.dtype == DType::F16 ? " or f32" : ""));
 }
 
+namespace {
+llvm::Error checkFp8Tiling(const Tensor &tensor, const Tensor &tiling, const char *what);
+} // namespace
+
 llvm::Error checkScaledMatmul(const Tensor &a, const Tensor &b, const Tensor &scaleA,
                               const Tensor &scaleB, const Tensor &out) {
   auto isF8 = [](DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; };
@@ -1294,14 +1299,21 @@ llvm::Error checkScaledMatmul(const Tensor &a, const Tensor &b, const Tensor &sc
     return kernelError("at most one operand may be f8E5M2");
   if (out.dtype != DType::F32 && out.dtype != DType::BF16 && out.dtype != DType::F16)
     return kernelError("result must be f32, bf16 or f16, got " + std::string(dtypeName(out.dtype)));
-  for (const Tensor *s : {&scaleA, &scaleB})
-    if (s->dtype != DType::F32 || product(s->shape) != 1)
-      return kernelError("scales must be f32 scalars");
   if (a.shape.size() != 2 || b.shape.size() != 2 || out.shape.size() != 2 ||
       a.shape[1] != b.shape[1] || out.shape[0] != a.shape[0] || out.shape[1] != b.shape[0])
     return kernelError("expected a [M, K], b [N, K] and result [M, N]; got " +
                        shapeToString(a.shape) + ", " + shapeToString(b.shape) + " and " +
                        shapeToString(out.shape));
+  for (const Tensor *s : {&scaleA, &scaleB})
+    if (s->dtype != DType::F32)
+      return kernelError("scales must be f32, got " + std::string(dtypeName(s->dtype)));
+  LOOM_RETURN_IF_ERROR(checkFp8Tiling(a, scaleA, "scale_a"));
+  LOOM_RETURN_IF_ERROR(checkFp8Tiling(b, scaleB, "scale_b"));
+  const int64_t ka = scaleA.shape.empty() ? 1 : scaleA.shape[1];
+  const int64_t kb = scaleB.shape.empty() ? 1 : scaleB.shape[1];
+  if (ka != 1 && kb != 1 && ka != kb)
+    return kernelError("scale_a has " + llvm::Twine(ka) + " tiles along K, scale_b " +
+                       llvm::Twine(kb) + ": they must match, or one be a single tile");
   return llvm::Error::success();
 }
 
@@ -1475,7 +1487,7 @@ llvm::Error checkFp8Tiling(const Tensor &tensor, const Tensor &tiling, const cha
                        llvm::Twine(tensor.shape.size()) + " (tensor " +
                        shapeToString(tensor.shape) + ")");
   for (size_t d = 0; d < tensor.shape.size(); ++d)
-    if (tiling.shape[d] <= 0 || tensor.shape[d] % tiling.shape[d] != 0)
+    if (fp8TileSize(tensor.shape[d], tiling.shape[d]) == 0)
       return kernelError(llvm::Twine(what) + " shape " + shapeToString(tiling.shape) +
                          " does not tile the tensor " + shapeToString(tensor.shape) +
                          " in dim " + llvm::Twine(d));
@@ -1487,12 +1499,17 @@ llvm::Error checkFp8Tiling(const Tensor &tensor, const Tensor &tiling, const cha
 llvm::Error checkFp8(Fp8Kernel kernel, llvm::ArrayRef<Tensor> inputs,
                      llvm::ArrayRef<Tensor> outputs, const KernelAttrs &attrs) {
   const size_t wantIn = kernel == Fp8Kernel::Quantize || kernel == Fp8Kernel::Dequantize ? 2 : 1;
-  // nn.quantize may also write the transposed copy.
+  // nn.quantize may also write the transposed copy, with its own scale.
   const size_t maxOut = kernel == Fp8Kernel::Quantize ? 2 : 1;
-  if (inputs.size() != wantIn || outputs.empty() || outputs.size() > maxOut)
-    return kernelError("takes " + llvm::Twine(wantIn) + " inputs and " +
-                       (maxOut == 2 ? "1 or 2 outputs" : "1 output") + ", got " +
-                       llvm::Twine(inputs.size()) + " and " + llvm::Twine(outputs.size()));
+  const size_t maxIn = kernel == Fp8Kernel::Quantize ? 3 : wantIn;
+  if (inputs.size() < wantIn || inputs.size() > maxIn || outputs.empty() ||
+      outputs.size() > maxOut)
+    return kernelError("takes " + llvm::Twine(wantIn) + (maxIn > wantIn ? " or 3" : "") +
+                       " inputs and " + (maxOut == 2 ? "1 or 2 outputs" : "1 output") +
+                       ", got " + llvm::Twine(inputs.size()) + " and " +
+                       llvm::Twine(outputs.size()));
+  if (inputs.size() == 3 && outputs.size() != 2)
+    return kernelError("a transposed scale needs the transposed copy as a second output");
   if (outputs.size() == 2) {
     const Tensor &x = inputs[0], &t = outputs[1];
     std::vector<int64_t> swapped = x.shape;
@@ -1504,9 +1521,14 @@ llvm::Error checkFp8(Fp8Kernel kernel, llvm::ArrayRef<Tensor> inputs,
     if (t.dtype != outputs[0].dtype)
       return kernelError(llvm::Twine("transposed copy dtype is ") + dtypeName(t.dtype) +
                          ", the result's " + dtypeName(outputs[0].dtype));
-    if (!inputs[1].shape.empty())
-      return kernelError("a transposed copy needs one scale for the tensor, got scale " +
-                         shapeToString(inputs[1].shape));
+    if (inputs.size() == 3) {
+      LOOM_RETURN_IF_ERROR(checkFp8DType(inputs[2], "transposed scale",
+                                         inputs[2].dtype == DType::F32, "f32"));
+      LOOM_RETURN_IF_ERROR(checkFp8Tiling(t, inputs[2], "transposed scale"));
+    } else if (!inputs[1].shape.empty()) {
+      return kernelError("a transposed copy of a tiled quantization needs a transposed scale; "
+                         "got scale " + shapeToString(inputs[1].shape) + " alone");
+    }
   }
   const Tensor &in = inputs[0], &out = outputs[0];
   const char *wide = "f32, bf16 or f16", *fp8 = "f8E4M3FN or f8E5M2";

@@ -4,6 +4,7 @@
 #include "passes/fp8/Passes.h"
 
 #include "dialects/nn/NNOps.h"
+#include "runtime/abi/Fp8Tiling.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -43,8 +44,23 @@ Value reshapeRoot(Value v) {
 struct Quantized {
   bool direct = false, transposed = false;
   Operation *firstReader = nullptr; // its attributes tag the new ops
-  Value q, qT, scale;
+  Value q, qT, scale, scaleT;       // scaleT: the transposed copy's (tiled recipes)
 };
+
+/// The tiles a recipe scales a [rows, cols] tensor by, cols being the dim
+/// its GEMMs contract: one scale (tensorwise), one per row (rowwise), or
+/// DeepSeek-V3's 128 x 128 blocks of weights and 1 x 128 tiles of anything
+/// else (blockwise). Empty: one scale.
+SmallVector<int64_t, 2> tilesFor(nn::Fp8Recipe recipe, bool weight, int64_t rows, int64_t cols) {
+  switch (recipe) {
+  case nn::Fp8Recipe::rowwise:
+    return {rows, 1};
+  case nn::Fp8Recipe::blockwise:
+    return {weight ? fp8Tiles(rows, kFp8Block) : rows, fp8Tiles(cols, kFp8Block)};
+  default:
+    return {};
+  }
+}
 
 /// A tensor as rows [R, C] of one format: what one nn.quantize makes.
 struct QuantKey {
@@ -80,14 +96,15 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
     SmallVector<GemmPlan> plans;
     std::map<QuantKey, Quantized> quantized;
     SmallVector<QuantKey> order; // in first-use order
+    llvm::DenseSet<Value> weights;
     bool failedAny = false;
     module.walk([&](nn::MatmulOp gemm) {
       auto policy = gemm->getAttrOfType<nn::Fp8PolicyAttr>(nn::kFp8PolicyAttrName);
       if (!policy)
         return;
-      if (policy.getRecipe() != nn::Fp8Recipe::tensorwise) {
+      if (policy.getRecipe() == nn::Fp8Recipe::tensorwise_delayed) {
         gemm.emitError() << "FP8 recipe " << nn::stringifyFp8Recipe(policy.getRecipe())
-                         << " is not expanded yet (tensorwise is)";
+                         << " is not expanded yet (tensorwise, rowwise and blockwise are)";
         failedAny = true;
         return;
       }
@@ -121,6 +138,10 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
         }
         (transposed ? it->second.transposed : it->second.direct) = true;
       }
+      // A forward GEMM's right operand is a weight (blockwise scales it by
+      // 128 x 128 blocks, whichever GEMM reads it).
+      if (policy.getGradient() < 0)
+        weights.insert(plan.rhs.root);
       plans.push_back(plan);
     });
     if (failedAny)
@@ -128,7 +149,6 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
 
     // Quantize each tensor once per format, right after it is made.
     OpBuilder b(ctx);
-    auto f32Scalar = RankedTensorType::get({}, Float32Type::get(ctx));
     llvm::DenseMap<Block *, Operation *> argumentOps;
     for (const QuantKey &key : order) {
       Quantized &qz = quantized[key];
@@ -158,16 +178,47 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
         rows = tag(b.create<nn::ReshapeOp>(loc, RankedTensorType::get(shape, type.getElementType()),
                                            root))
                    ->getResult(0);
-      Value amax = tag(b.create<nn::AmaxOp>(loc, f32Scalar, rows))->getResult(0);
       auto policy = qz.firstReader->getAttrOfType<nn::Fp8PolicyAttr>(nn::kFp8PolicyAttrName);
-      qz.scale = tag(b.create<nn::Fp8ScaleOp>(loc, f32Scalar, amax,
-                                              b.getStringAttr(format == e5m2 ? "e5m2" : "e4m3"),
-                                              b.getI64IntegerAttr(policy.getMargin())))
-                     ->getResult(0);
+      const nn::Fp8Recipe recipe = policy.getRecipe();
+      const bool weight = weights.contains(root);
+      StringAttr formatName = b.getStringAttr(format == e5m2 ? "e5m2" : "e4m3");
+      auto f32 = Float32Type::get(ctx);
+      // The scales of `rows` tiled by `tiles` (of [R, C], or of [C, R] for
+      // the transposed copy: its amax runs over x's tiles, then the scales
+      // are laid out as the copy's).
+      auto scalesOf = [&](ArrayRef<int64_t> tiles, bool forCopy) -> Value {
+        SmallVector<int64_t, 2> ofX(tiles);
+        if (forCopy && !tiles.empty())
+          ofX = {tiles[1], tiles[0]};
+        Value amax = tag(b.create<nn::AmaxOp>(loc, RankedTensorType::get(ofX, f32), rows))
+                         ->getResult(0);
+        Value scale = tag(b.create<nn::Fp8ScaleOp>(loc, amax.getType(), amax, formatName,
+                                                   b.getI64IntegerAttr(policy.getMargin())))
+                          ->getResult(0);
+        if (!forCopy || tiles.empty() || ofX == SmallVector<int64_t, 2>(tiles))
+          return scale;
+        auto type = RankedTensorType::get(tiles, f32);
+        if (ofX[0] == 1 || ofX[1] == 1) // one row or column of scales: the same order
+          return tag(b.create<nn::ReshapeOp>(loc, type, scale))->getResult(0);
+        return tag(b.create<nn::TransposeOp>(loc, type, scale, b.getDenseI64ArrayAttr({1, 0})))
+            ->getResult(0);
+      };
+      qz.scale = scalesOf(tilesFor(recipe, weight, key.rows, key.cols), false);
+      SmallVector<Value, 3> operands{rows, qz.scale};
+      if (qz.transposed && recipe != nn::Fp8Recipe::tensorwise) {
+        SmallVector<int64_t, 2> tilesT = tilesFor(recipe, weight, key.cols, key.rows);
+        // A weight's 128 x 128 blocks are the same blocks transposed.
+        qz.scaleT = weight && recipe == nn::Fp8Recipe::blockwise
+                        ? tag(b.create<nn::TransposeOp>(loc, RankedTensorType::get(tilesT, f32),
+                                                        qz.scale, b.getDenseI64ArrayAttr({1, 0})))
+                              ->getResult(0)
+                        : scalesOf(tilesT, true);
+        operands.push_back(qz.scaleT);
+      }
       SmallVector<Type, 2> results{RankedTensorType::get(shape, format)};
       if (qz.transposed)
         results.push_back(RankedTensorType::get({shape[1], shape[0]}, format));
-      Operation *q = tag(b.create<nn::QuantizeOp>(loc, results, ValueRange{rows, qz.scale}));
+      Operation *q = tag(b.create<nn::QuantizeOp>(loc, results, operands));
       qz.q = q->getResult(0);
       if (qz.transposed)
         qz.qT = q->getResult(1);
@@ -182,12 +233,14 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
       Quantized &w = quantized[plan.rhs];
       Value lhs = plan.lhsTransposed ? a.qT : a.q;
       Value rhs = plan.rhsTransposed ? w.qT : w.q;
+      Value lhsScale = plan.lhsTransposed && a.scaleT ? a.scaleT : a.scale;
+      Value rhsScale = plan.rhsTransposed && w.scaleT ? w.scaleT : w.scale;
       b.setInsertionPoint(gemm);
       Location loc = gemm.getLoc();
       auto out = tensorType(gemm.getResult());
       auto product = RankedTensorType::get({tensorType(lhs).getDimSize(0), tensorType(rhs).getDimSize(0)},
                                            out.getElementType());
-      Operation *mm = b.create<nn::ScaledMatmulOp>(loc, product, lhs, rhs, a.scale, w.scale);
+      Operation *mm = b.create<nn::ScaledMatmulOp>(loc, product, lhs, rhs, lhsScale, rhsScale);
       tagLike(mm, gemm);
       Value result = mm->getResult(0);
       if (product != out) {

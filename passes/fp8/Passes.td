@@ -65,7 +65,17 @@ def Fp8Expand : Pass<"loom-fp8-expand", "mlir::ModuleOp"> {
 
     Formats: `e4m3` quantizes every operand to f8E4M3FN; `hybrid` quantizes
     the incoming gradient (the operand the policy's `gradient` names) to
-    f8E5M2. Scales are one per tensor, from this step's amax (`tensorwise`).
+    f8E5M2. Scales come from this step's amax, tiled by the recipe as each
+    GEMM reads the operand ([rows, K]):
+    - `tensorwise`: one per tensor, serving the transposed copy too;
+    - `rowwise`: one per row, the transposed copy with one per row of its
+      own (the amax over the tensor's columns);
+    - `blockwise` (DeepSeek-V3): a weight (the right operand of a forward
+      GEMM) in 128 x 128 blocks, its transposed copy the same blocks
+      transposed; every other operand in 1 x 128 tiles along K, its
+      transposed copy in 1 x 128 tiles along the other dim. The last tile of
+      a dim that is not a multiple of 128 is ragged.
+    `tensorwise_delayed` is an error here for now.
 
     Before (a linear layer's forward):
     ```mlir

@@ -42,3 +42,17 @@ func.func @gemm(%qx: tensor<8x256xf8E4M3FN>, %qw: tensor<64x256xf8E4M3FN>, %sx: 
   %z = nn.scaled_matmul %g, %qw, %sx, %sw : (tensor<8x256xf8E5M2>, tensor<64x256xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<8x64xf32>
   return %y, %z : tensor<8x64xbf16>, tensor<8x64xf32>
 }
+
+// Tiled scales: rowwise, and blockwise (1 x 128 tiles of the activation,
+// 128 x 128 blocks of the weight; K = 320 in tiles of 128, 128 and 64);
+// the transposed copy of a tiled quantization with its own scales.
+// CHECK-LABEL: func.func @tiled
+// CHECK: nn.scaled_matmul {{.*}} : (tensor<8x320xf8E4M3FN>, tensor<64x320xf8E4M3FN>, tensor<8x1xf32>, tensor<64x1xf32>) -> tensor<8x64xbf16>
+// CHECK: nn.scaled_matmul {{.*}} : (tensor<8x320xf8E4M3FN>, tensor<64x320xf8E4M3FN>, tensor<8x3xf32>, tensor<1x3xf32>) -> tensor<8x64xbf16>
+// CHECK: nn.quantize %arg6, %arg7, %arg8 : (tensor<8x320xbf16>, tensor<8x3xf32>, tensor<320x1xf32>) -> (tensor<8x320xf8E4M3FN>, tensor<320x8xf8E4M3FN>)
+func.func @tiled(%qx: tensor<8x320xf8E4M3FN>, %qw: tensor<64x320xf8E4M3FN>, %rx: tensor<8x1xf32>, %rw: tensor<64x1xf32>, %bx: tensor<8x3xf32>, %bw: tensor<1x3xf32>, %x: tensor<8x320xbf16>, %s: tensor<8x3xf32>, %st: tensor<320x1xf32>) -> (tensor<8x64xbf16>, tensor<8x64xbf16>, tensor<320x8xf8E4M3FN>) {
+  %y = nn.scaled_matmul %qx, %qw, %rx, %rw : (tensor<8x320xf8E4M3FN>, tensor<64x320xf8E4M3FN>, tensor<8x1xf32>, tensor<64x1xf32>) -> tensor<8x64xbf16>
+  %z = nn.scaled_matmul %qx, %qw, %bx, %bw : (tensor<8x320xf8E4M3FN>, tensor<64x320xf8E4M3FN>, tensor<8x3xf32>, tensor<1x3xf32>) -> tensor<8x64xbf16>
+  %q, %qt = nn.quantize %x, %s, %st : (tensor<8x320xbf16>, tensor<8x3xf32>, tensor<320x1xf32>) -> (tensor<8x320xf8E4M3FN>, tensor<320x8xf8E4M3FN>)
+  return %y, %z, %qt : tensor<8x64xbf16>, tensor<8x64xbf16>, tensor<320x8xf8E4M3FN>
+}

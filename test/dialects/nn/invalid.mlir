@@ -1186,9 +1186,10 @@ func.func @attention_seq_major_shape(%q: tensor<1x4x6x8xf32>, %k: tensor<1x2x6x8
 
 // -----
 
-// A scale's shape must tile the tensor: 200 columns do not split into 3 tiles.
+// A scale's shape must tile the tensor: 3 tiles of a power-of-two size
+// cannot cover 200 columns exactly (128-element tiles make 2).
 func.func @quantize_tiling(%x: tensor<4x200xbf16>, %s: tensor<4x3xf32>) {
-  // expected-error @+1 {{'nn.quantize' op scale [4x3] does not tile the tensor [4x200]: dim 1 has 200 elements, not a multiple of 3 tiles}}
+  // expected-error @+1 {{'nn.quantize' op scale [4x3] does not tile the tensor [4x200]: dim 1 has 200 elements, which 3 tiles of a power-of-two size do not cover exactly}}
   %q = nn.quantize %x, %s : (tensor<4x200xbf16>, tensor<4x3xf32>) -> tensor<4x200xf8E4M3FN>
   return
 }
@@ -1213,9 +1214,9 @@ func.func @quantize_to_bf16(%x: tensor<4x128xf32>, %s: tensor<f32>) {
 
 // -----
 
-// The amax's tiling divides the tensor too.
+// The amax's tiling tiles the tensor too.
 func.func @amax_tiling(%x: tensor<6x128xbf16>) {
-  // expected-error @+1 {{'nn.amax' op result [4x1] does not tile the tensor [6x128]: dim 0 has 6 elements, not a multiple of 4 tiles}}
+  // expected-error @+1 {{'nn.amax' op result [4x1] does not tile the tensor [6x128]: dim 0 has 6 elements, which 4 tiles of a power-of-two size do not cover exactly}}
   %a = nn.amax %x : (tensor<6x128xbf16>) -> tensor<4x1xf32>
   return
 }
@@ -1244,5 +1245,32 @@ func.func @scaled_matmul_two_e5m2(%a: tensor<8x32xf8E5M2>, %b: tensor<4x32xf8E5M
 func.func @scaled_matmul_k(%a: tensor<8x32xf8E4M3FN>, %b: tensor<4x16xf8E4M3FN>, %s: tensor<f32>) {
   // expected-error @+1 {{'nn.scaled_matmul' op contracted dims differ: lhs [8x32], rhs [4x16]}}
   %y = nn.scaled_matmul %a, %b, %s, %s : (tensor<8x32xf8E4M3FN>, tensor<4x16xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
+// Along K the two scales have one tile, or tiles of one size.
+func.func @scaled_matmul_k_tiles(%a: tensor<8x512xf8E4M3FN>, %b: tensor<4x512xf8E4M3FN>, %sa: tensor<8x4xf32>, %sb: tensor<4x2xf32>) {
+  // expected-error @+1 {{'nn.scaled_matmul' op lhs_scale has 4 tiles along the contracted dim (512), rhs_scale 2: they must match, or one be a single tile}}
+  %y = nn.scaled_matmul %a, %b, %sa, %sb : (tensor<8x512xf8E4M3FN>, tensor<4x512xf8E4M3FN>, tensor<8x4xf32>, tensor<4x2xf32>) -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
+// A tiled quantization's transposed copy has its own scales.
+func.func @quantize_transposed_tiles(%x: tensor<8x256xbf16>, %s: tensor<8x1xf32>) {
+  // expected-error @+1 {{'nn.quantize' op a transposed copy of a tiled quantization needs a transposed_scale}}
+  %q, %qt = nn.quantize %x, %s : (tensor<8x256xbf16>, tensor<8x1xf32>) -> (tensor<8x256xf8E4M3FN>, tensor<256x8xf8E4M3FN>)
+  return
+}
+
+// -----
+
+// The transposed scale tiles the copy, not the input.
+func.func @quantize_transposed_scale_shape(%x: tensor<8x256xbf16>, %s: tensor<8x1xf32>, %t: tensor<3x1xf32>) {
+  // expected-error @+1 {{'nn.quantize' op transposed_scale [3x1] does not tile the tensor [256x8]: dim 0 has 256 elements, which 3 tiles of a power-of-two size do not cover exactly}}
+  %q, %qt = nn.quantize %x, %s, %t : (tensor<8x256xbf16>, tensor<8x1xf32>, tensor<3x1xf32>) -> (tensor<8x256xf8E4M3FN>, tensor<256x8xf8E4M3FN>)
   return
 }

@@ -45,9 +45,55 @@ func.func @step(%x: tensor<2x8x32xbf16>, %w: tensor<64x32xbf16>, %dy: tensor<2x8
 
 // -----
 
-// A recipe the expansion does not take yet is an error naming it.
-func.func @rowwise(%x: tensor<16x32xbf16>, %w: tensor<64x32xbf16>) -> tensor<16x64xbf16> {
-  // expected-error @+1 {{FP8 recipe rowwise is not expanded yet (tensorwise is)}}
+// rowwise: one scale per row of each operand as its GEMM reads it. The
+// transposed copy (read by the weight gradient) gets its own, one per row
+// of the copy: the amax over x's columns, laid out as a column.
+// CHECK-LABEL: func.func @rowwise
+// CHECK-DAG: %[[SX:[0-9]+]] = nn.fp8_scale {{.*}} : tensor<16x1xf32>
+// CHECK-DAG: %[[AXT:[0-9]+]] = nn.amax %{{.*}} : (tensor<16x32xbf16>) -> tensor<1x32xf32>
+// CHECK-DAG: %[[SXT1:[0-9]+]] = nn.fp8_scale %[[AXT]] format = "e4m3" : tensor<1x32xf32>
+// CHECK-DAG: %[[SXT:[0-9]+]] = nn.reshape %[[SXT1]] : tensor<1x32xf32> -> tensor<32x1xf32>
+// CHECK-DAG: %[[QX:[a-z0-9_]+]], %[[QXT:[a-z0-9_]+]] = nn.quantize %{{.*}}, %[[SX]], %[[SXT]] : (tensor<16x32xbf16>, tensor<16x1xf32>, tensor<32x1xf32>) -> (tensor<16x32xf8E4M3FN>, tensor<32x16xf8E4M3FN>)
+// CHECK-DAG: %[[SW:[0-9]+]] = nn.fp8_scale {{.*}} : tensor<64x1xf32>
+// CHECK-DAG: %[[QW:[a-z0-9_]+]], %[[QWT:[a-z0-9_]+]] = nn.quantize {{.*}} : (tensor<64x32xbf16>, tensor<64x1xf32>, tensor<32x1xf32>) -> (tensor<64x32xf8E4M3FN>, tensor<32x64xf8E4M3FN>)
+// CHECK-DAG: nn.scaled_matmul %[[QX]], %[[QW]], %[[SX]], %[[SW]] : (tensor<16x32xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<16x1xf32>, tensor<64x1xf32>) -> tensor<16x64xbf16>
+// CHECK-DAG: nn.scaled_matmul %[[QGT:[a-z0-9_]+]], %[[QXT]], %{{.*}}, %[[SXT]] : (tensor<64x16xf8E4M3FN>, tensor<32x16xf8E4M3FN>, tensor<64x1xf32>, tensor<32x1xf32>) -> tensor<64x32xbf16>
+func.func @rowwise(%x: tensor<16x32xbf16>, %w: tensor<64x32xbf16>, %dy: tensor<16x64xbf16>) -> (tensor<16x64xbf16>, tensor<16x32xbf16>, tensor<64x32xbf16>) {
   %y = nn.matmul %x, %w {transpose_rhs, nn.fp8 = #nn.fp8<recipe = rowwise, format = e4m3>} : (tensor<16x32xbf16>, tensor<64x32xbf16>) -> tensor<16x64xbf16>
+  %dx = nn.matmul %dy, %w {nn.fp8 = #nn.fp8<recipe = rowwise, format = e4m3, gradient = 0>} : (tensor<16x64xbf16>, tensor<64x32xbf16>) -> tensor<16x32xbf16>
+  %dw = nn.matmul %dy, %x {transpose_lhs, nn.fp8 = #nn.fp8<recipe = rowwise, format = e4m3, gradient = 0>} : (tensor<16x64xbf16>, tensor<16x32xbf16>) -> tensor<64x32xbf16>
+  return %y, %dx, %dw : tensor<16x64xbf16>, tensor<16x32xbf16>, tensor<64x32xbf16>
+}
+
+// -----
+
+// blockwise (DeepSeek-V3): the weight in 128 x 128 blocks, its transposed
+// copy the same blocks transposed; activations and gradients in 1 x 128
+// tiles along each GEMM's K, the last tile ragged (K 320 = 128 + 128 + 64;
+// 200 tokens in 2 tiles of 128 for the weight gradient's K).
+// CHECK-LABEL: func.func @blockwise
+// CHECK-DAG: %[[AW:[0-9]+]] = nn.amax %arg1 : (tensor<256x320xbf16>) -> tensor<2x3xf32>
+// CHECK-DAG: %[[SW:[0-9]+]] = nn.fp8_scale %[[AW]] format = "e4m3" : tensor<2x3xf32>
+// CHECK-DAG: %[[SWT:[0-9]+]] = nn.transpose %[[SW]] permutation = [1, 0] : tensor<2x3xf32> -> tensor<3x2xf32>
+// CHECK-DAG: %[[QW:[a-z0-9_]+]], %[[QWT:[a-z0-9_]+]] = nn.quantize %arg1, %[[SW]], %[[SWT]] : (tensor<256x320xbf16>, tensor<2x3xf32>, tensor<3x2xf32>) -> (tensor<256x320xf8E4M3FN>, tensor<320x256xf8E4M3FN>)
+// CHECK-DAG: %[[AX:[0-9]+]] = nn.amax %arg0 : (tensor<200x320xbf16>) -> tensor<200x3xf32>
+// CHECK-DAG: %[[AXT:[0-9]+]] = nn.amax %arg0 : (tensor<200x320xbf16>) -> tensor<2x320xf32>
+// CHECK-DAG: %[[QX:[a-z0-9_]+]], %[[QXT:[a-z0-9_]+]] = nn.quantize %arg0, %{{.*}}, %{{.*}} : (tensor<200x320xbf16>, tensor<200x3xf32>, tensor<320x2xf32>) -> (tensor<200x320xf8E4M3FN>, tensor<320x200xf8E4M3FN>)
+// CHECK-DAG: nn.scaled_matmul %[[QX]], %[[QW]], %{{.*}}, %[[SW]] : (tensor<200x320xf8E4M3FN>, tensor<256x320xf8E4M3FN>, tensor<200x3xf32>, tensor<2x3xf32>) -> tensor<200x256xbf16>
+// CHECK-DAG: nn.scaled_matmul %{{.*}}, %[[QWT]], %{{.*}}, %[[SWT]] : (tensor<200x256xf8E4M3FN>, tensor<320x256xf8E4M3FN>, tensor<200x2xf32>, tensor<3x2xf32>) -> tensor<200x320xbf16>
+// CHECK-DAG: nn.scaled_matmul %{{.*}}, %[[QXT]], %{{.*}}, %{{.*}} : (tensor<256x200xf8E4M3FN>, tensor<320x200xf8E4M3FN>, tensor<256x2xf32>, tensor<320x2xf32>) -> tensor<256x320xbf16>
+func.func @blockwise(%x: tensor<200x320xbf16>, %w: tensor<256x320xbf16>, %dy: tensor<200x256xbf16>) -> (tensor<200x256xbf16>, tensor<200x320xbf16>, tensor<256x320xbf16>) {
+  %y = nn.matmul %x, %w {transpose_rhs, nn.fp8 = #nn.fp8<recipe = blockwise, format = e4m3>} : (tensor<200x320xbf16>, tensor<256x320xbf16>) -> tensor<200x256xbf16>
+  %dx = nn.matmul %dy, %w {nn.fp8 = #nn.fp8<recipe = blockwise, format = e4m3, gradient = 0>} : (tensor<200x256xbf16>, tensor<256x320xbf16>) -> tensor<200x320xbf16>
+  %dw = nn.matmul %dy, %x {transpose_lhs, nn.fp8 = #nn.fp8<recipe = blockwise, format = e4m3, gradient = 0>} : (tensor<200x256xbf16>, tensor<200x320xbf16>) -> tensor<256x320xbf16>
+  return %y, %dx, %dw : tensor<200x256xbf16>, tensor<200x320xbf16>, tensor<256x320xbf16>
+}
+
+// -----
+
+// A recipe the expansion does not take yet is an error naming it.
+func.func @delayed(%x: tensor<16x32xbf16>, %w: tensor<64x32xbf16>) -> tensor<16x64xbf16> {
+  // expected-error @+1 {{FP8 recipe tensorwise_delayed is not expanded yet (tensorwise, rowwise and blockwise are)}}
+  %y = nn.matmul %x, %w {transpose_rhs, nn.fp8 = #nn.fp8<recipe = tensorwise_delayed, format = e4m3>} : (tensor<16x32xbf16>, tensor<64x32xbf16>) -> tensor<16x64xbf16>
   return %y : tensor<16x64xbf16>
 }
