@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/DeviceSupport.cuh"
 #include "kernels/cpu/OperandChecks.h"
+#include "runtime/abi/Fp8Tiling.h"
 
 #include <cstdint>
 
@@ -52,7 +53,7 @@ llvm::Expected<TileMap> tileMap(const Tensor &tensor, const Tensor &tiling) {
   for (int d = 0; d < m.rank; ++d) {
     m.shape[d] = tensor.shape[d];
     m.tiles[d] = tiling.shape[d];
-    m.tileSize[d] = tensor.shape[d] / tiling.shape[d];
+    m.tileSize[d] = fp8TileSize(tensor.shape[d], tiling.shape[d]);
   }
   return m;
 }
@@ -97,6 +98,42 @@ __global__ void quantizeTransposeKernel(const StorageOf<In> *x, const float *sca
     const int64_t c = c0 + dy, r = r0 + threadIdx.x;
     if (r < rows && c < cols)
       qT[base + c * rows + r] = tile[threadIdx.x][dy];
+  }
+}
+
+/// A tiled quantization with its transposed copy: q's scale from `map` (a
+/// tiling of x), qT's from `mapT` (a tiling of the copy), through 32 x 32
+/// tiles of x in shared memory so both writes are coalesced.
+template <DType In, DType Out>
+__global__ void quantizeTransposeTiledKernel(const StorageOf<In> *x, const float *scale,
+                                             const float *scaleT, StorageOf<Out> *q,
+                                             StorageOf<Out> *qT, int64_t rows, int64_t cols,
+                                             TileMap map, TileMap mapT, float limit) {
+  __shared__ float tile[kTile][kTile + 1];
+  const int64_t matrix = blockIdx.z, base = matrix * rows * cols;
+  const int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
+  for (int dy = threadIdx.y; dy < kTile; dy += kTileRows) {
+    const int64_t r = r0 + dy, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) {
+      const int64_t e = base + r * cols + c;
+      const float x0 = dev::Elem<In>::load(x[e]);
+      float v = x0 / scale[map.tileOf(e)];
+      if (!isnan(v))
+        v = fminf(fmaxf(v, -limit), limit);
+      q[e] = dev::Elem<Out>::store(v);
+      tile[dy][threadIdx.x] = x0;
+    }
+  }
+  __syncthreads();
+  for (int dy = threadIdx.y; dy < kTile; dy += kTileRows) {
+    const int64_t c = c0 + dy, r = r0 + threadIdx.x;
+    if (r < rows && c < cols) {
+      const int64_t e = base + c * rows + r;
+      float v = tile[threadIdx.x][dy] / scaleT[mapT.tileOf(e)];
+      if (!isnan(v))
+        v = fminf(fmaxf(v, -limit), limit);
+      qT[e] = dev::Elem<Out>::store(v);
+    }
   }
 }
 
@@ -200,6 +237,88 @@ __global__ void amaxKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t n
   }
 }
 
+/// amax over tiles of one row and `tileCols` columns of x [rows, cols]
+/// (rank-2 tilings whose tiles are row segments): a warp per (row, tile);
+/// tiles spanning several rows take the max over their rows' warps.
+template <DType In>
+__global__ void amaxRowSegmentsKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t rows,
+                                      int64_t cols, int64_t tileRows, int64_t tileCols,
+                                      int64_t colTiles) {
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  const int lane = threadIdx.x % 32;
+  for (int64_t w = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; w < rows * colTiles;
+       w += warps) {
+    const int64_t r = w / colTiles, t = w % colTiles;
+    const int64_t c0 = t * tileCols, c1 = min(cols, c0 + tileCols);
+    unsigned m = 0;
+    for (int64_t c = c0 + lane; c < c1; c += 32)
+      m = max(m, __float_as_uint(fabsf(dev::Elem<In>::load(x[r * cols + c]))));
+    for (int off = 16; off > 0; off /= 2)
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if (lane == 0) {
+      unsigned *slot = &amaxBits[(r / tileRows) * colTiles + t];
+      if (tileRows == 1)
+        *slot = m;
+      else if (m != 0)
+        atomicMax(slot, m);
+    }
+  }
+}
+
+/// amax over tiles one column wide and `tileRows` rows tall of x [rows,
+/// cols]: a thread per column and run of up to kColumnRun rows of a tile,
+/// neighbouring threads reading neighbouring columns; a tile of several
+/// runs takes their max by atomicMax (the result zeroed first).
+constexpr int64_t kColumnRun = 64;
+template <DType In>
+__global__ void amaxColumnTilesKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t rows,
+                                      int64_t cols, int64_t tileRows) {
+  const int64_t runsPerTile = (tileRows + kColumnRun - 1) / kColumnRun;
+  const int64_t rowTiles = (rows + tileRows - 1) / tileRows;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rowTiles * runsPerTile * cols;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = i % cols, run = i / cols, t = run / runsPerTile;
+    const int64_t r0 = t * tileRows + (run % runsPerTile) * kColumnRun;
+    const int64_t r1 = min(min(rows, (t + 1) * tileRows), r0 + kColumnRun);
+    unsigned m = 0;
+    for (int64_t r = r0; r < r1; ++r)
+      m = max(m, __float_as_uint(fabsf(dev::Elem<In>::load(x[r * cols + c]))));
+    if (runsPerTile == 1)
+      amaxBits[t * cols + c] = m;
+    else if (m != 0)
+      atomicMax(&amaxBits[t * cols + c], m);
+  }
+}
+
+/// cuBLASLt's scale layouts (writeFp8Scales).
+__global__ void writeScalesKernel(const float *scale, int64_t scaleCols, int64_t rowTile,
+                                  int64_t rows, int64_t kTiles, int layout, float *dst,
+                                  int64_t ld) {
+  // OuterVec: dst[r]; Vec128: dst[kt * ld + r]; Blk128: dst[rb * ld + kt].
+  const int64_t outer = layout == 0 ? 1 : layout == 1 ? kTiles : (rows + 127) / 128;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < outer * ld;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = i / ld, j = i % ld;
+    int64_t row, kt;
+    if (layout == 2) {
+      row = o * 128;
+      kt = j;
+      if (kt >= kTiles) {
+        dst[i] = 1.0f;
+        continue;
+      }
+    } else {
+      row = j;
+      kt = o;
+      if (row >= rows) {
+        dst[i] = 1.0f;
+        continue;
+      }
+    }
+    dst[i] = scale[(row / rowTile) * scaleCols + (scaleCols == 1 ? 0 : kt)];
+  }
+}
+
 __global__ void canonicalNanKernel(float *values, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
@@ -247,6 +366,27 @@ llvm::Error launchQuantize(const KernelCall &call) {
   const int64_t n = x.numElements();
   if (n == 0)
     return llvm::Error::success();
+  if (call.outputs.size() == 2 && !scale.shape.empty()) {
+    const Tensor &qT = call.outputs[1], &scaleT = call.inputs[2];
+    LOOM_ASSIGN_OR_RETURN(TileMap mapT, tileMap(qT, scaleT));
+    const int64_t cols = x.shape.back(), rows = x.shape[x.shape.size() - 2];
+    const int64_t matrices = n / (rows * cols);
+    const dim3 grid(unsigned((cols + kTile - 1) / kTile), unsigned((rows + kTile - 1) / kTile),
+                    unsigned(matrices));
+    if (matrices > 65535 || grid.y > 65535)
+      return kernelError("a transposed copy of " + llvm::Twine(matrices) + " matrices of " +
+                         llvm::Twine(rows) + " rows is not supported");
+    return dispatchWide(x.dtype, [&](auto in) {
+      return dispatchFp8(q.dtype, [&](auto out) {
+        constexpr DType I = decltype(in)::value, O = decltype(out)::value;
+        quantizeTransposeTiledKernel<I, O><<<grid, dim3(kTile, kTileRows), 0, call.ctx.stream>>>(
+            static_cast<const StorageOf<I> *>(x.data), static_cast<const float *>(scale.data),
+            static_cast<const float *>(scaleT.data), static_cast<StorageOf<O> *>(q.data),
+            static_cast<StorageOf<O> *>(qT.data), rows, cols, map, mapT, fp8MaxFinite(O));
+        return llvm::Error::success();
+      });
+    });
+  }
   if (call.outputs.size() == 2) {
     const int64_t cols = x.shape.back(), rows = x.shape[x.shape.size() - 2];
     const int64_t matrices = n / (rows * cols);
@@ -329,6 +469,24 @@ llvm::Error launchAmax(const KernelCall &call) {
           static_cast<const StorageOf<I> *>(x.data), static_cast<unsigned *>(amax.data), n);
       return llvm::Error::success();
     }
+    if (x.shape.size() == 2 && amax.shape.size() == 2) {
+      const int64_t rows = x.shape[0], cols = x.shape[1];
+      const int64_t tileRows = map.tileSize[0], tileCols = map.tileSize[1];
+      if (tileCols == 1) { // columns: a thread per column and row tile
+        const int64_t runs = amax.shape[0] * ((tileRows + kColumnRun - 1) / kColumnRun);
+        amaxColumnTilesKernel<I><<<gridFor(runs * cols, call.ctx), kBlockSize, 0,
+                                   call.ctx.stream>>>(static_cast<const StorageOf<I> *>(x.data),
+                                                      static_cast<unsigned *>(amax.data), rows,
+                                                      cols, tileRows);
+        return llvm::Error::success();
+      }
+      // Row segments: a warp each.
+      amaxRowSegmentsKernel<I><<<gridFor(rows * amax.shape[1] * 32, call.ctx), kBlockSize, 0,
+                                 call.ctx.stream>>>(static_cast<const StorageOf<I> *>(x.data),
+                                                    static_cast<unsigned *>(amax.data), rows, cols,
+                                                    tileRows, tileCols, amax.shape[1]);
+      return llvm::Error::success();
+    }
     amaxKernel<I><<<gridFor(n, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
         static_cast<const StorageOf<I> *>(x.data), static_cast<unsigned *>(amax.data), n, map);
     return llvm::Error::success();
@@ -354,6 +512,18 @@ llvm::Error launchFp8Scale(const KernelCall &call) {
 }
 
 } // namespace
+
+llvm::Error writeFp8Scales(const LaunchContext &ctx, const float *scale, int64_t scaleRows,
+                           int64_t scaleCols, int64_t rowTile, int64_t rows, int64_t k,
+                           Fp8ScaleLayout layout, float *dst, int64_t ld) {
+  (void)scaleRows;
+  const int64_t kTiles = fp8Tiles(k, kFp8Block);
+  const int code = layout == Fp8ScaleLayout::OuterVec ? 0 : layout == Fp8ScaleLayout::Vec128 ? 1 : 2;
+  const int64_t outer = code == 0 ? 1 : code == 1 ? kTiles : fp8Tiles(rows, kFp8Block);
+  writeScalesKernel<<<gridFor(outer * ld, ctx), kBlockSize, 0, ctx.stream>>>(
+      scale, scaleCols, rowTile, rows, kTiles, code, dst, ld);
+  return cudaError(cudaGetLastError(), "writeScalesKernel");
+}
 
 void registerFp8Kernels(KernelRegistry &registry) {
   registry.add(KernelId::Quantize, launchQuantize);

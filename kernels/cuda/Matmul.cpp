@@ -2,13 +2,15 @@
 // and broadcast batch dims, f32/bf16/f16 with f32 accumulation (no TF32, so
 // f32 results stay within f32 rounding of the CPU reference), with the bias
 // and GELU epilogues fused by cuBLASLt. nn.scaled_matmul: FP8 operands with
-// per-tensor scales (cuBLASLt's A/B scale pointers). Algorithms are chosen
+// their scales (cuBLASLt's A/B scale pointers and modes: scalar, outer
+// vector, VEC128, BLK128x128). Algorithms are chosen
 // by cuBLASLt's heuristic once per shape and cached.
 
 #include "kernels/cuda/CudaKernels.h"
 
 #include "kernels/cpu/KernelSupport.h"
 #include "kernels/cpu/OperandChecks.h"
+#include "runtime/abi/Fp8Tiling.h"
 
 #include <map>
 #include <mutex>
@@ -42,16 +44,27 @@ struct GemmShape {
   cudaDataType_t type;                 // C's; A's and B's unless given below
   std::optional<cudaDataType_t> typeA, typeB;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  bool scaled = false;                 // per-tensor A/B scale pointers
+  bool scaled = false;                 // A/B scale pointers (FP8)
+  int scaleModeA = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+  int scaleModeB = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
   bool transA, transB;
   int64_t n, m, k, lda, ldb, ldc;
   int64_t batch, strideA, strideB, strideC;
   auto key() const {
-    return std::tie(type, typeA, typeB, epilogue, scaled, transA, transB, n, m, k, lda, ldb,
-                    ldc, batch, strideA, strideB, strideC);
+    return std::tie(type, typeA, typeB, epilogue, scaled, scaleModeA, scaleModeB, transA, transB,
+                    n, m, k, lda, ldb, ldc, batch, strideA, strideB, strideC);
   }
   bool operator<(const GemmShape &o) const { return key() < o.key(); }
 };
+
+/// The workspace cuBLASLt may use for a GEMM: all of it, or for an FP8 GEMM
+/// with tiled scales the first half (the second holds the scales as
+/// cuBLASLt reads them).
+size_t gemmWorkspace(const GemmShape &s, const LaunchContext &ctx) {
+  const bool tiled = s.scaled && (s.scaleModeA != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F ||
+                                  s.scaleModeB != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);
+  return tiled ? ctx.workspaceBytes / 2 / 256 * 256 : ctx.workspaceBytes;
+}
 
 /// Descriptors and the chosen algorithm for one shape.
 struct GemmPlan {
@@ -83,6 +96,19 @@ llvm::Expected<const GemmPlan *> planFor(const GemmShape &s, const LaunchContext
     cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
                                    sizeof(biasType));
   }
+  if (s.scaled) {
+    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &s.scaleModeA,
+                                   sizeof(s.scaleModeA));
+    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &s.scaleModeB,
+                                   sizeof(s.scaleModeB));
+    // The heuristic wants scale pointers for the non-scalar modes; each
+    // launch sets the real ones.
+    const void *placeholder = ctx.workspace;
+    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder,
+                                   sizeof(placeholder));
+    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder,
+                                   sizeof(placeholder));
+  }
   // Stored shapes (column-major rows x cols) of A, B and C.
   int64_t aRows = s.transA ? s.k : s.n, aCols = s.transA ? s.n : s.k;
   int64_t bRows = s.transB ? s.m : s.k, bCols = s.transB ? s.k : s.m;
@@ -108,7 +134,7 @@ llvm::Expected<const GemmPlan *> planFor(const GemmShape &s, const LaunchContext
     return std::move(err);
   cublasLtMatmulPreference_t preference;
   cublasLtMatmulPreferenceCreate(&preference);
-  size_t workspace = ctx.workspaceBytes;
+  size_t workspace = gemmWorkspace(s, ctx);
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                        &workspace, sizeof(workspace));
   cublasLtMatmulHeuristicResult_t result{};
@@ -294,6 +320,26 @@ llvm::Error gemmRowMajor(const LaunchContext &ctx, DType in, DType out, const vo
 
 namespace {
 
+/// An FP8 operand [rows, k]'s scales as cuBLASLt will read them.
+struct OperandScales {
+  int64_t scaleRows = 1, scaleCols = 1, rowTile; // the tiling (rank 0: one tile)
+  bool scalar = true, kTiled = false;
+  bool blockRows = true; // constant over every 128 rows: BLK128x128 can hold it
+  Fp8ScaleLayout layout = Fp8ScaleLayout::OuterVec;
+  int64_t ld = 0, floats = 0;
+
+  OperandScales(const Tensor &scale, int64_t rows) : rowTile(std::max<int64_t>(rows, 1)) {
+    if (scale.shape.empty())
+      return;
+    scaleRows = scale.shape[0];
+    scaleCols = scale.shape[1];
+    scalar = scaleRows == 1 && scaleCols == 1;
+    kTiled = scaleCols > 1;
+    rowTile = fp8TileSize(rows, scaleRows);
+    blockRows = scaleRows == 1 || rowTile >= kFp8Block;
+  }
+};
+
 llvm::Error launchScaledMatmul(const KernelCall &call) {
   const Tensor &a = call.inputs[0], &b = call.inputs[1];
   const Tensor &scaleA = call.inputs[2], &scaleB = call.inputs[3], &out = call.outputs[0];
@@ -305,11 +351,64 @@ llvm::Error launchScaledMatmul(const KernelCall &call) {
                                     llvm::Twine(k) + ", N = " + llvm::Twine(n));
   // Column-major: C^T [n x m] = B' [n x k] A' [k x m], with B (our b, [N, K]
   // row-major) transposed and A (our a) not: the TN layout FP8 requires.
+  // cuBLASLt's A is our b, its B our a.
+  OperandScales sa(scaleA, m), sb(scaleB, n);
+  const bool tiled = !(sa.scalar && sb.scalar);
+  if (tiled) {
+    if (sa.kTiled || sb.kTiled) {
+      // Tiles along K are 128 elements (the last ragged): cuBLASLt's
+      // VEC128 for a tile per row, BLK128x128 for a tile per 128 rows (at
+      // most one operand; the other, our a, per row).
+      const int64_t kt = std::max(sa.scaleCols, sb.scaleCols);
+      if (fp8TileSize(k, kt) != kFp8Block)
+        return cpu::detail::kernelError(
+            "an FP8 GEMM's scales along K must be 1 x 128 tiles or 128 x 128 blocks on CUDA; got " +
+            llvm::Twine(kt) + " tiles of K = " + llvm::Twine(k));
+      sb.layout = sb.blockRows ? Fp8ScaleLayout::Blk128 : Fp8ScaleLayout::Vec128;
+      sa.layout = sa.blockRows && sb.layout != Fp8ScaleLayout::Blk128 ? Fp8ScaleLayout::Blk128
+                                                                      : Fp8ScaleLayout::Vec128;
+      if (sa.layout == Fp8ScaleLayout::Blk128 && sb.layout == Fp8ScaleLayout::Blk128)
+        sa.layout = Fp8ScaleLayout::Vec128;
+    }
+    auto size = [&](OperandScales &o, int64_t rows) {
+      switch (o.layout) {
+      case Fp8ScaleLayout::OuterVec:
+        o.ld = rows;
+        o.floats = rows;
+        break;
+      case Fp8ScaleLayout::Vec128:
+        o.ld = (rows + 3) / 4 * 4;
+        o.floats = o.ld * fp8Tiles(k, kFp8Block);
+        break;
+      case Fp8ScaleLayout::Blk128:
+        o.ld = (fp8Tiles(k, kFp8Block) + 3) / 4 * 4;
+        o.floats = o.ld * fp8Tiles(rows, kFp8Block);
+        break;
+      }
+    };
+    size(sa, m);
+    size(sb, n);
+    if (sa.layout == Fp8ScaleLayout::Vec128 && m % 4 != 0)
+      return cpu::detail::kernelError("a 1 x 128-tiled FP8 operand needs a multiple of 4 rows on "
+                                      "CUDA, got " + llvm::Twine(m));
+  }
+  auto modeOf = [&](const OperandScales &o) -> int {
+    if (!tiled)
+      return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    switch (o.layout) {
+    case Fp8ScaleLayout::OuterVec: return CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    case Fp8ScaleLayout::Vec128: return CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    case Fp8ScaleLayout::Blk128: return CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    }
+    return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+  };
   GemmShape s;
   s.type = *cudaTypeOf(out.dtype);
   s.typeA = *cudaTypeOf(b.dtype);
   s.typeB = *cudaTypeOf(a.dtype);
   s.scaled = true;
+  s.scaleModeA = modeOf(sb);
+  s.scaleModeB = modeOf(sa);
   s.transA = true;
   s.transB = false;
   s.n = n;
@@ -323,8 +422,25 @@ llvm::Error launchScaledMatmul(const KernelCall &call) {
   auto plan = planFor(s, call.ctx);
   if (!plan)
     return plan.takeError();
-  // cuBLASLt's A is our b: its scale is scale_b.
   const void *aScale = scaleB.data, *bScale = scaleA.data;
+  const size_t workspace = gemmWorkspace(s, call.ctx);
+  if (tiled) {
+    // The scales as cuBLASLt reads them, in the workspace's second half.
+    float *dst = reinterpret_cast<float *>(static_cast<char *>(call.ctx.workspace) + workspace);
+    const size_t floats = size_t((sa.floats + 63) / 64 * 64 + sb.floats);
+    if (floats * sizeof(float) > call.ctx.workspaceBytes - workspace)
+      return cpu::detail::kernelError("an FP8 GEMM's scales (" + llvm::Twine(floats) +
+                                      " floats) exceed the GEMM workspace");
+    float *dstA = dst, *dstB = dst + (sa.floats + 63) / 64 * 64;
+    LOOM_RETURN_IF_ERROR(writeFp8Scales(call.ctx, static_cast<const float *>(scaleA.data),
+                                        sa.scaleRows, sa.scaleCols, sa.rowTile, m, k, sa.layout,
+                                        dstA, sa.ld));
+    LOOM_RETURN_IF_ERROR(writeFp8Scales(call.ctx, static_cast<const float *>(scaleB.data),
+                                        sb.scaleRows, sb.scaleCols, sb.rowTile, n, k, sb.layout,
+                                        dstB, sb.ld));
+    aScale = dstB;
+    bScale = dstA;
+  }
   cublasLtMatmulDescSetAttribute((*plan)->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &aScale,
                                  sizeof(aScale));
   cublasLtMatmulDescSetAttribute((*plan)->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &bScale,
@@ -332,8 +448,8 @@ llvm::Error launchScaledMatmul(const KernelCall &call) {
   float alpha = 1.0f, beta = 0.0f;
   return lastError(cublasLtMatmul(call.ctx.cublasLt, (*plan)->desc, &alpha, b.data, (*plan)->a,
                                   a.data, (*plan)->b, &beta, out.data, (*plan)->c, out.data,
-                                  (*plan)->c, &(*plan)->algo, call.ctx.workspace,
-                                  call.ctx.workspaceBytes, call.ctx.stream),
+                                  (*plan)->c, &(*plan)->algo, call.ctx.workspace, workspace,
+                                  call.ctx.stream),
                    "cublasLtMatmul (FP8)");
 }
 

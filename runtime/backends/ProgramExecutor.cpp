@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 namespace loom {
 
@@ -39,32 +40,75 @@ double unitUniform(uint64_t key, uint64_t index) {
 
 } // namespace
 
+namespace {
+
+/// Element i of a seeded initializer: normal uses Box-Muller over a
+/// counter-based hash, so a value depends only on (key, index).
+double initialValue(InitKind init, double scale, uint64_t key, int64_t i) {
+  switch (init) {
+  case InitKind::Ones:
+    return 1.0;
+  case InitKind::Uniform:
+    return scale * (2.0 * unitUniform(key, i) - 1.0);
+  case InitKind::Normal: {
+    double u1 = unitUniform(key, 2 * i), u2 = unitUniform(key, 2 * i + 1);
+    return scale * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+  default:
+    return 0.0;
+  }
+}
+
+/// Calls fn(begin, end) over [0, n) in chunks on up to the machine's cores
+/// (a billion-parameter model's initialization is seconds, not minutes).
+template <typename Fn> void parallelChunks(int64_t n, Fn &&fn) {
+  const int64_t minChunk = int64_t(1) << 20;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t workers = std::min<int64_t>(cores, std::max<int64_t>(1, n / minChunk));
+  if (workers <= 1) {
+    fn(int64_t(0), n);
+    return;
+  }
+  std::vector<std::thread> threads;
+  const int64_t chunk = (n + workers - 1) / workers;
+  for (int64_t w = 0; w < workers; ++w)
+    threads.emplace_back([&, w] { fn(w * chunk, std::min(n, (w + 1) * chunk)); });
+  for (std::thread &t : threads)
+    t.join();
+}
+
+uint64_t initKey(const ParameterDesc &param, uint64_t seed) {
+  return cpu::splitMix64(seed ^ fnv1a(param.name));
+}
+
+} // namespace
+
 std::vector<double> initialValues(const ParameterDesc &param, uint64_t seed) {
   int64_t n = 1;
   for (int64_t d : param.shape)
     n *= d;
   std::vector<double> values(n, 0.0);
-  uint64_t key = cpu::splitMix64(seed ^ fnv1a(param.name));
-  switch (param.init) {
-  case InitKind::Zeros:
-  case InitKind::Data:
-    break;
-  case InitKind::Ones:
-    std::fill(values.begin(), values.end(), 1.0);
-    break;
-  case InitKind::Uniform:
-    for (int64_t i = 0; i < n; ++i)
-      values[i] = param.initScale * (2.0 * unitUniform(key, i) - 1.0);
-    break;
-  case InitKind::Normal:
-    for (int64_t i = 0; i < n; ++i) {
-      double u1 = unitUniform(key, 2 * i), u2 = unitUniform(key, 2 * i + 1);
-      values[i] = param.initScale * std::sqrt(-2.0 * std::log(u1)) *
-                  std::cos(6.283185307179586 * u2);
-    }
-    break;
-  }
+  const uint64_t key = initKey(param, seed);
+  parallelChunks(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      values[i] = initialValue(param.init, param.initScale, key, i);
+  });
   return values;
+}
+
+/// The same values, stored in the parameter's dtype as they are made.
+static std::vector<uint8_t> initialData(const ParameterDesc &param, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t d : param.shape)
+    n *= d;
+  std::vector<uint8_t> data(size_t(n) * dtypeSize(param.dtype), 0);
+  const uint64_t key = initKey(param, seed);
+  parallelChunks(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      storeFromDouble(data.data(), param.dtype, i,
+                      initialValue(param.init, param.initScale, key, i));
+  });
+  return data;
 }
 
 llvm::Expected<HostTensor> takeBlock(const Mesh &mesh, int64_t rank,
@@ -121,10 +165,7 @@ llvm::Error ProgramExecutor::initialize(uint64_t seed) {
     if (param.init == InitKind::Data) {
       global.data = param.data;
     } else {
-      std::vector<double> values = initialValues(param, seed);
-      global.data.resize(values.size() * dtypeSize(param.dtype));
-      for (size_t i = 0; i < values.size(); ++i)
-        storeFromDouble(global.data.data(), param.dtype, i, values[i]);
+      global.data = initialData(param, seed);
     }
     auto local = takeBlock(exe_.mesh, program_.rank, param.sharding, global);
     if (!local)

@@ -1796,6 +1796,81 @@ def gen_fp8_transposed():
         exact=True)
 
 
+def gen_fp8_tiled():
+    """The tiled FP8 recipes on CUDA's layouts: tiles of a power-of-two size
+    with a ragged last tile (runtime/abi/Fp8Tiling.h). nn.scaled_matmul with
+    one scale per row (cuBLASLt's outer vectors), 1 x 128 tiles against
+    128 x 128 blocks (VEC128 x BLK128x128: the forward and data gradient of
+    DeepSeek-V3's blockwise), 1 x 128 tiles on both sides (the weight
+    gradient), K and N cut with a ragged last tile; nn.quantize's transposed
+    copy with its own tiles; nn.amax over row segments, column tiles and
+    blocks."""
+    fmax = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+
+    def tile_size(n, t):
+        s = 1
+        while s * t < n:
+            s *= 2
+        return s
+
+    def expand(scale, rows, cols):
+        """Each element's scale of a tiling of [rows, cols]."""
+        scale = np.asarray(scale, dtype=np.float32)
+        if scale.ndim == 0:
+            return np.full((rows, cols), scale, np.float32)
+        r = np.arange(rows) // tile_size(rows, scale.shape[0])
+        c = np.arange(cols) // tile_size(cols, scale.shape[1])
+        return scale[r[:, None], c[None, :]]
+
+    def scales(shape, rng_lo=0.02, rng_hi=4.0):
+        return np.exp2(np.round(uniform(shape, np.log2(rng_lo), np.log2(rng_hi)) * 4) / 4).astype(np.float32)
+
+    def smm(name, adt, bdt, odt, m, n, k, sa_shape, sb_shape):
+        a = T(adt, uniform([m, k], -3, 3))
+        b = T(bdt, uniform([n, k], -3, 3))
+        sa, sb = scales(sa_shape), scales(sb_shape)
+        ea, eb = expand(sa, m, k).astype(np.float64), expand(sb, n, k).astype(np.float64)
+        y = (a.values * ea) @ (b.values * eb).T
+        bound = float(np.max(np.abs(a.values * ea) @ np.abs(b.values * eb).T)) * 2.0 ** -13
+        add("nn.scaled_matmul", name, [a, b, T("f32", sa), T("f32", sb)], [T(odt, y)],
+            backend_atol={"cuda": bound})
+    smm("rowwise_e4m3_to_bf16", "f8E4M3FN", "f8E4M3FN", "bf16", 32, 48, 64, [32, 1], [48, 1])
+    smm("rowwise_e5m2_to_f32", "f8E5M2", "f8E4M3FN", "f32", 40, 32, 96, [40, 1], [32, 1])
+    smm("blockwise_fwd_ragged_k_to_bf16", "f8E4M3FN", "f8E4M3FN", "bf16", 64, 256, 320,
+        [64, 3], [2, 3])
+    smm("blockwise_dgrad_ragged_n_to_f32", "f8E5M2", "f8E4M3FN", "f32", 32, 192, 256,
+        [32, 2], [2, 2])
+    smm("blockwise_wgrad_to_bf16", "f8E4M3FN", "f8E4M3FN", "bf16", 64, 96, 384, [64, 3], [96, 3])
+
+    def q(x, s, fmt):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            v = x.astype(np.float32) / s
+        return round_to(np.clip(v, -fmax[fmt], fmax[fmt]).astype(np.float64), fmt)
+
+    for name, dtype, shape, st, stt, fmt in [
+        ("tiled_transposed_bf16_e4m3", "bf16", [40, 320], [40, 3], [320, 1], "f8E4M3FN"),
+        ("rowwise_transposed_f32_e5m2", "f32", [33, 70], [33, 1], [70, 1], "f8E5M2"),
+        ("blocks_transposed_bf16_e4m3", "bf16", [256, 192], [2, 2], [2, 2], "f8E4M3FN"),
+    ]:
+        x = randt(dtype, shape, -3.0, 3.0)
+        s, t = scales(st, 0.004, 0.02), scales(stt, 0.004, 0.02)
+        rows, cols = shape
+        qd = q(x.values, expand(s, rows, cols), fmt)
+        qt = q(x.values.T, expand(t, cols, rows), fmt)
+        add("nn.quantize", name, [x, T("f32", s), T("f32", t)], [T(fmt, qd), T(fmt, qt)],
+            attrs={"has_transposed_scale": 1}, exact=True)
+
+    x = randt("bf16", [200, 320], -3.0, 3.0)
+    for tiles in ([200, 3], [2, 320], [2, 3], [1, 320], [200, 1]):
+        tr, tc = tile_size(200, tiles[0]), tile_size(320, tiles[1])
+        v = np.abs(x.values)
+        out = np.zeros(tiles)
+        for i in range(tiles[0]):
+            for j in range(tiles[1]):
+                out[i, j] = v[i * tr:(i + 1) * tr, j * tc:(j + 1) * tc].max()
+        add("nn.amax", "tiles_%dx%d_of_200x320" % tuple(tiles), [x], [T("f32", out)], exact=True)
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -1827,6 +1902,7 @@ def main():
     gen_adamw_multi_copies()
     gen_fp8()
     gen_fp8_transposed()
+    gen_fp8_tiled()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
