@@ -185,6 +185,76 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+/// A rank-2 tiling's tiles as shifts (tile sizes are powers of two): the
+/// scale of element (r, c) is scale[(r >> rowShift) * cols + (c >> colShift)].
+struct TileShifts {
+  int rowShift = 0, colShift = 0;
+  int64_t cols = 1;
+};
+
+TileShifts tileShifts(const TileMap &map) {
+  TileShifts t;
+  if (map.rank == 0) { // one scale: every element's index is 0
+    t.rowShift = t.colShift = 62;
+    return t;
+  }
+  while ((int64_t(1) << t.rowShift) < map.tileSize[map.rank - 2])
+    ++t.rowShift;
+  while ((int64_t(1) << t.colShift) < map.tileSize[map.rank - 1])
+    ++t.colShift;
+  t.cols = map.tiles[map.rank - 1];
+  return t;
+}
+
+/// The tiled quantization with its transposed copy, 64 x 64 tiles of x
+/// through shared memory (as f32, so the copy divides the value itself by
+/// its own scale), four consecutive elements a thread: rank 2, rows and
+/// cols multiples of 4.
+template <DType In, DType Out>
+__global__ void __launch_bounds__(256)
+    quantizeTransposeTiledWideKernel(const StorageOf<In> *x, const float *scale,
+                                     const float *scaleT, StorageOf<Out> *q, StorageOf<Out> *qT,
+                                     int64_t rows, int64_t cols, TileShifts d, TileShifts t,
+                                     float limit) {
+  using Vec = typename Vec4Of<In>::type;
+  __shared__ float tile[kWideTile][kWideTile + 1];
+  const int64_t r0 = int64_t(blockIdx.y) * kWideTile, c0 = int64_t(blockIdx.x) * kWideTile;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16; // 16 x 16 threads
+  for (int dy = ty; dy < kWideTile; dy += 16) {
+    const int64_t r = r0 + dy, c = c0 + 4 * tx;
+    if (r < rows && c < cols) {
+      const Vec v = *reinterpret_cast<const Vec *>(x + r * cols + c);
+      const StorageOf<In> *e = reinterpret_cast<const StorageOf<In> *>(&v);
+      const float *srow = scale + (r >> d.rowShift) * d.cols;
+      uint32_t packed = 0;
+      for (int j = 0; j < 4; ++j) {
+        const float x0 = dev::Elem<In>::load(e[j]);
+        tile[dy][4 * tx + j] = x0;
+        float f = x0 / srow[(c + j) >> d.colShift];
+        if (!isnan(f))
+          f = fminf(fmaxf(f, -limit), limit);
+        packed |= uint32_t(dev::Elem<Out>::store(f)) << (8 * j);
+      }
+      *reinterpret_cast<uint32_t *>(q + r * cols + c) = packed;
+    }
+  }
+  __syncthreads();
+  for (int dy = ty; dy < kWideTile; dy += 16) {
+    const int64_t c = c0 + dy, r = r0 + 4 * tx;
+    if (r < rows && c < cols) {
+      const float *srow = scaleT + (c >> t.rowShift) * t.cols;
+      uint32_t packed = 0;
+      for (int j = 0; j < 4; ++j) {
+        float f = tile[4 * tx + j][dy] / srow[(r + j) >> t.colShift];
+        if (!isnan(f))
+          f = fminf(fmaxf(f, -limit), limit);
+        packed |= uint32_t(dev::Elem<Out>::store(f)) << (8 * j);
+      }
+      *reinterpret_cast<uint32_t *>(qT + c * rows + r) = packed;
+    }
+  }
+}
+
 /// One amax for the whole tensor, four elements a load.
 template <DType In>
 __global__ void amaxWholeWideKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t n4) {
@@ -376,6 +446,24 @@ llvm::Error launchQuantize(const KernelCall &call) {
     if (matrices > 65535 || grid.y > 65535)
       return kernelError("a transposed copy of " + llvm::Twine(matrices) + " matrices of " +
                          llvm::Twine(rows) + " rows is not supported");
+    const bool wide = x.shape.size() == 2 && rows % 4 == 0 && cols % 4 == 0 &&
+                      isAligned(x.data, 16) && isAligned(q.data, 4) && isAligned(qT.data, 4) &&
+                      (rows + kWideTile - 1) / kWideTile <= 65535;
+    if (wide) {
+      const dim3 wideGrid(unsigned((cols + kWideTile - 1) / kWideTile),
+                          unsigned((rows + kWideTile - 1) / kWideTile));
+      return dispatchWide(x.dtype, [&](auto in) {
+        return dispatchFp8(q.dtype, [&](auto out) {
+          constexpr DType I = decltype(in)::value, O = decltype(out)::value;
+          quantizeTransposeTiledWideKernel<I, O><<<wideGrid, 256, 0, call.ctx.stream>>>(
+              static_cast<const StorageOf<I> *>(x.data), static_cast<const float *>(scale.data),
+              static_cast<const float *>(scaleT.data), static_cast<StorageOf<O> *>(q.data),
+              static_cast<StorageOf<O> *>(qT.data), rows, cols, tileShifts(map),
+              tileShifts(mapT), fp8MaxFinite(O));
+          return llvm::Error::success();
+        });
+      });
+    }
     return dispatchWide(x.dtype, [&](auto in) {
       return dispatchFp8(q.dtype, [&](auto out) {
         constexpr DType I = decltype(in)::value, O = decltype(out)::value;
