@@ -4,6 +4,7 @@
 #include "passes/fp8/Passes.h"
 
 #include "dialects/nn/NNOps.h"
+#include "dialects/pipe/PipeDialect.h"
 #include "runtime/abi/Fp8Tiling.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -87,6 +88,68 @@ void tagLike(Operation *made, Operation *from) {
       made->setAttr(a.getName(), a.getValue());
 }
 
+/// tensorwise-delayed (TransformerEngine's delayed scaling): the scale of
+/// `rows` from the largest amax of the last `history` steps, kept in a
+/// program-state parameter ("fp8.amax_history.<index>", checkpointed like
+/// the optimizer's moments), which this step's amax then enters (the
+/// newest first, the oldest dropping out). Before any step has recorded
+/// one (the history all zero), this step's amax serves. Under TP and DP
+/// the amax of a split tensor is all-reduced (max) like any nn.amax, so
+/// every rank keeps the same history.
+template <typename Tag>
+Value delayedScale(OpBuilder &b, Location loc, Value rows, StringAttr format,
+                   nn::Fp8PolicyAttr policy, int64_t index, Tag &&tag) {
+  MLIRContext *ctx = b.getContext();
+  auto f32 = Float32Type::get(ctx);
+  auto scalar = RankedTensorType::get({}, f32);
+  const int64_t n = policy.getHistory();
+  auto historyType = RankedTensorType::get({n}, f32);
+  Value history;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    auto fn = rows.getParentRegion()->getParentOfType<func::FuncOp>();
+    b.setInsertionPointToStart(&fn.getBody().front());
+    history = b.create<nn::ParameterOp>(
+                   loc, historyType,
+                   b.getStringAttr("fp8.amax_history." + std::to_string(index)), b.getUnitAttr(),
+                   nn::InitKindAttr::get(ctx, nn::InitKind::zeros), b.getF64FloatAttr(0.0),
+                   ElementsAttr())
+                  .getResult();
+  }
+  // The history lives on the pipeline stage of the GEMMs that read it.
+  Operation *probe = tag(b.create<nn::AmaxOp>(loc, scalar, rows));
+  if (Attribute stage = probe->getAttr(pipe::kStageAttr))
+    history.getDefiningOp()->setAttr(pipe::kStageAttr, stage);
+  Value amax = probe->getResult(0);
+  Value past = tag(b.create<nn::ReduceMaxOp>(loc, scalar, history, b.getDenseI64ArrayAttr({0}),
+                                             /*keepdim=*/false))
+                   ->getResult(0);
+  Value zero = tag(b.create<nn::ConstantOp>(loc, DenseElementsAttr::get(scalar, 0.0f)))
+                   ->getResult(0);
+  Value none = tag(b.create<nn::CompareOp>(loc, RankedTensorType::get({}, b.getI1Type()),
+                                           nn::ComparePredicate::eq, past, zero))
+                   ->getResult(0);
+  Value used = tag(b.create<nn::WhereOp>(loc, scalar, none, amax, past))->getResult(0);
+  Value scale = tag(b.create<nn::Fp8ScaleOp>(loc, scalar, used, format,
+                                             b.getI64IntegerAttr(policy.getMargin())))
+                    ->getResult(0);
+  // The history, this step's amax first.
+  Value next = tag(b.create<nn::ReshapeOp>(loc, RankedTensorType::get({1}, f32), amax))
+                   ->getResult(0);
+  if (n > 1) {
+    Value kept = tag(b.create<nn::SliceOp>(loc, RankedTensorType::get({n - 1}, f32), history,
+                                           b.getDenseI64ArrayAttr({0}),
+                                           b.getDenseI64ArrayAttr({n - 1}),
+                                           b.getDenseI64ArrayAttr({1})))
+                     ->getResult(0);
+    next = tag(b.create<nn::ConcatOp>(loc, historyType, ValueRange{next, kept},
+                                      b.getI64IntegerAttr(0)))
+               ->getResult(0);
+  }
+  tag(b.create<nn::AssignOp>(loc, history, next));
+  return scale;
+}
+
 struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -102,12 +165,6 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
       auto policy = gemm->getAttrOfType<nn::Fp8PolicyAttr>(nn::kFp8PolicyAttrName);
       if (!policy)
         return;
-      if (policy.getRecipe() == nn::Fp8Recipe::tensorwise_delayed) {
-        gemm.emitError() << "FP8 recipe " << nn::stringifyFp8Recipe(policy.getRecipe())
-                         << " is not expanded yet (tensorwise, rowwise and blockwise are)";
-        failedAny = true;
-        return;
-      }
       auto lhs = tensorType(gemm.getLhs()), rhs = tensorType(gemm.getRhs());
       if (rhs.getRank() != 2 || lhs.getRank() < 2 || (gemm.getTransposeLhs() && lhs.getRank() != 2)) {
         gemm.emitRemark("stays in ") << lhs.getElementType()
@@ -150,6 +207,7 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
     // Quantize each tensor once per format, right after it is made.
     OpBuilder b(ctx);
     llvm::DenseMap<Block *, Operation *> argumentOps;
+    int64_t historyIndex = 0;
     for (const QuantKey &key : order) {
       Quantized &qz = quantized[key];
       Value root = key.root;
@@ -203,7 +261,10 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
         return tag(b.create<nn::TransposeOp>(loc, type, scale, b.getDenseI64ArrayAttr({1, 0})))
             ->getResult(0);
       };
-      qz.scale = scalesOf(tilesFor(recipe, weight, key.rows, key.cols), false);
+      if (recipe == nn::Fp8Recipe::tensorwise_delayed)
+        qz.scale = delayedScale(b, loc, rows, formatName, policy, historyIndex++, tag);
+      else
+        qz.scale = scalesOf(tilesFor(recipe, weight, key.rows, key.cols), false);
       SmallVector<Value, 3> operands{rows, qz.scale};
       if (qz.transposed && recipe != nn::Fp8Recipe::tensorwise) {
         SmallVector<int64_t, 2> tilesT = tilesFor(recipe, weight, key.cols, key.rows);

@@ -75,7 +75,12 @@ def Fp8Expand : Pass<"loom-fp8-expand", "mlir::ModuleOp"> {
       transposed; every other operand in 1 x 128 tiles along K, its
       transposed copy in 1 x 128 tiles along the other dim. The last tile of
       a dim that is not a multiple of 128 is ragged.
-    `tensorwise_delayed` is an error here for now.
+    - `tensorwise_delayed` (TransformerEngine's delayed scaling): one per
+      tensor from the largest amax of the last `history` steps, kept in a
+      program-state parameter `fp8.amax_history.<i>` (frozen, zeros,
+      checkpointed with the optimizer's state) that this step's amax then
+      enters through `nn.assign`; while the history is all zero (the first
+      step) this step's amax serves.
 
     Before (a linear layer's forward):
     ```mlir

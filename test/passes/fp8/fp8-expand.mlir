@@ -91,9 +91,24 @@ func.func @blockwise(%x: tensor<200x320xbf16>, %w: tensor<256x320xbf16>, %dy: te
 
 // -----
 
-// A recipe the expansion does not take yet is an error naming it.
+// tensorwise-delayed: the scale comes from the largest amax of the last 3
+// steps, kept in a program-state parameter (frozen, zero-initialized,
+// checkpointed); this step's amax serves while the history is all zero,
+// then enters the history (newest first) through nn.assign.
+// CHECK-LABEL: func.func @delayed
+// CHECK: %[[H:[0-9]+]] = nn.parameter "fp8.amax_history.1" frozen : tensor<3xf32>
+// CHECK: %[[H0:[0-9]+]] = nn.parameter "fp8.amax_history.0" frozen : tensor<3xf32>
+// CHECK: %[[A:[0-9]+]] = nn.amax %arg0 : (tensor<16x32xbf16>) -> tensor<f32>
+// CHECK: %[[PAST:[0-9]+]] = nn.reduce_max %[[H0]] dims = [0] : tensor<3xf32> -> tensor<f32>
+// CHECK: %[[NONE:[0-9]+]] = nn.compare eq, %[[PAST]], %{{[0-9]+}}
+// CHECK: %[[USED:[0-9]+]] = nn.where %[[NONE]], %[[A]], %[[PAST]]
+// CHECK: %[[S:[0-9]+]] = nn.fp8_scale %[[USED]] format = "e4m3" margin = 2 : tensor<f32>
+// CHECK: %[[NEW:[0-9]+]] = nn.reshape %[[A]] : tensor<f32> -> tensor<1xf32>
+// CHECK: %[[KEPT:[0-9]+]] = nn.slice %[[H0]] starts = [0] limits = [2] strides = [1] : tensor<3xf32> -> tensor<2xf32>
+// CHECK: %[[NEXT:[0-9]+]] = nn.concat %[[NEW]], %[[KEPT]] dim = 0
+// CHECK: nn.assign %[[H0]], %[[NEXT]]
+// CHECK: nn.quantize %arg0, %[[S]] : (tensor<16x32xbf16>, tensor<f32>) -> tensor<16x32xf8E4M3FN>
 func.func @delayed(%x: tensor<16x32xbf16>, %w: tensor<64x32xbf16>) -> tensor<16x64xbf16> {
-  // expected-error @+1 {{FP8 recipe tensorwise_delayed is not expanded yet (tensorwise, rowwise and blockwise are)}}
-  %y = nn.matmul %x, %w {transpose_rhs, nn.fp8 = #nn.fp8<recipe = tensorwise_delayed, format = e4m3>} : (tensor<16x32xbf16>, tensor<64x32xbf16>) -> tensor<16x64xbf16>
+  %y = nn.matmul %x, %w {transpose_rhs, nn.fp8 = #nn.fp8<recipe = tensorwise_delayed, format = e4m3, margin = 2, history = 3>} : (tensor<16x32xbf16>, tensor<64x32xbf16>) -> tensor<16x64xbf16>
   return %y : tensor<16x64xbf16>
 }
