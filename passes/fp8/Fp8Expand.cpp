@@ -3,6 +3,7 @@
 
 #include "passes/fp8/Passes.h"
 
+#include "dialects/loom/LoomDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "runtime/abi/Fp8Tiling.h"
@@ -98,7 +99,7 @@ void tagLike(Operation *made, Operation *from) {
 /// every rank keeps the same history.
 template <typename Tag>
 Value delayedScale(OpBuilder &b, Location loc, Value rows, StringAttr format,
-                   nn::Fp8PolicyAttr policy, int64_t index, Tag &&tag) {
+                   nn::Fp8PolicyAttr policy, int64_t index, Tag &&tag, Value &current) {
   MLIRContext *ctx = b.getContext();
   auto f32 = Float32Type::get(ctx);
   auto scalar = RankedTensorType::get({}, f32);
@@ -121,6 +122,7 @@ Value delayedScale(OpBuilder &b, Location loc, Value rows, StringAttr format,
   if (Attribute stage = probe->getAttr(pipe::kStageAttr))
     history.getDefiningOp()->setAttr(pipe::kStageAttr, stage);
   Value amax = probe->getResult(0);
+  current = amax;
   Value past = tag(b.create<nn::ReduceMaxOp>(loc, scalar, history, b.getDenseI64ArrayAttr({0}),
                                              /*keepdim=*/false))
                    ->getResult(0);
@@ -148,6 +150,72 @@ Value delayedScale(OpBuilder &b, Location loc, Value rows, StringAttr format,
   }
   tag(b.create<nn::AssignOp>(loc, history, next));
   return scale;
+}
+
+/// 1 if quantizing a tensor of these tiles' `amax` with `scale` clips it
+/// (some tile's amax / scale, in f32 as nn.quantize divides, past the
+/// point where it would round beyond the format's largest value: 464 for
+/// e4m3, whose largest is 448, and 59392 for e5m2's 57344; or not a
+/// number: an overflow), else 0: an f32 scalar.
+template <typename Tag>
+Value clipFlag(OpBuilder &b, Location loc, Value amax, Value scale, bool e5m2, Tag &&tag) {
+  auto f32 = b.getF32Type();
+  auto scalar = RankedTensorType::get({}, f32);
+  auto type = cast<RankedTensorType>(amax.getType());
+  auto constant = [&](float v) {
+    return tag(b.create<nn::ConstantOp>(loc, DenseElementsAttr::get(scalar, v)))->getResult(0);
+  };
+  Value ratio = tag(b.create<nn::DivOp>(loc, type, amax, scale))->getResult(0);
+  Value within = tag(b.create<nn::CompareOp>(loc, RankedTensorType::get(type.getShape(), b.getI1Type()),
+                                             nn::ComparePredicate::le, ratio,
+                                             constant(e5m2 ? 59392.0f : 464.0f)))
+                     ->getResult(0);
+  Value flag = tag(b.create<nn::WhereOp>(loc, type, within, constant(0.0f), constant(1.0f)))
+                   ->getResult(0);
+  if (type.getRank() == 0)
+    return flag;
+  SmallVector<int64_t> dims;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    dims.push_back(d);
+  return tag(b.create<nn::ReduceMaxOp>(loc, scalar, flag, b.getDenseI64ArrayAttr(dims),
+                                       /*keepdim=*/false))
+      ->getResult(0);
+}
+
+/// Returns, beside a training step's loss and grad_norm, `fp8_overflows`:
+/// how many quantizations this step clipped (their flags summed).
+void addOverflowResult(ArrayRef<Value> flags) {
+  if (flags.empty())
+    return;
+  auto fn = Value(flags.front()).getParentRegion()->getParentOfType<func::FuncOp>();
+  bool step = false;
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (StringAttr name = loom::getResultName(fn, i); name && name.getValue() == "grad_norm")
+      step = true;
+  if (!step)
+    return;
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  OpBuilder b(ret);
+  // A pipelined step's flags live on several stages, and no transfer of
+  // its schedule carries them to one: it reports no count (yet).
+  for (Value flag : flags)
+    if (flag.getDefiningOp()->hasAttr(pipe::kStageAttr)) {
+      mlir::emitRemark(ret.getLoc(),
+                       "FP8 clipping is not counted (fp8_overflows) in a pipelined step");
+      return;
+    }
+  Value total = flags.front();
+  for (Value flag : flags.drop_front())
+    total = b.create<nn::AddOp>(ret.getLoc(), total, flag);
+  ret->insertOperands(ret->getNumOperands(), total);
+  SmallVector<Type> results(fn.getResultTypes());
+  SmallVector<DictionaryAttr> resultAttrs;
+  fn.getAllResultAttrs(resultAttrs);
+  results.push_back(total.getType());
+  resultAttrs.resize(results.size(), b.getDictionaryAttr({}));
+  fn.setFunctionType(b.getFunctionType(fn.getArgumentTypes(), results));
+  fn.setAllResultAttrs(resultAttrs);
+  loom::setResultName(fn, results.size() - 1, "fp8_overflows");
 }
 
 struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
@@ -208,6 +276,7 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
     OpBuilder b(ctx);
     llvm::DenseMap<Block *, Operation *> argumentOps;
     int64_t historyIndex = 0;
+    SmallVector<Value> clipFlags; // one per scale tensor
     for (const QuantKey &key : order) {
       Quantized &qz = quantized[key];
       Value root = key.root;
@@ -253,6 +322,7 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
         Value scale = tag(b.create<nn::Fp8ScaleOp>(loc, amax.getType(), amax, formatName,
                                                    b.getI64IntegerAttr(policy.getMargin())))
                           ->getResult(0);
+        clipFlags.push_back(clipFlag(b, loc, amax, scale, format == e5m2, tag));
         if (!forCopy || tiles.empty() || ofX == SmallVector<int64_t, 2>(tiles))
           return scale;
         auto type = RankedTensorType::get(tiles, f32);
@@ -261,9 +331,11 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
         return tag(b.create<nn::TransposeOp>(loc, type, scale, b.getDenseI64ArrayAttr({1, 0})))
             ->getResult(0);
       };
-      if (recipe == nn::Fp8Recipe::tensorwise_delayed)
-        qz.scale = delayedScale(b, loc, rows, formatName, policy, historyIndex++, tag);
-      else
+      if (recipe == nn::Fp8Recipe::tensorwise_delayed) {
+        Value current;
+        qz.scale = delayedScale(b, loc, rows, formatName, policy, historyIndex++, tag, current);
+        clipFlags.push_back(clipFlag(b, loc, current, qz.scale, format == e5m2, tag));
+      } else
         qz.scale = scalesOf(tilesFor(recipe, weight, key.rows, key.cols), false);
       SmallVector<Value, 3> operands{rows, qz.scale};
       if (qz.transposed && recipe != nn::Fp8Recipe::tensorwise) {
@@ -312,6 +384,7 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
       gemm.getResult().replaceAllUsesWith(result);
       gemm.erase();
     }
+    addOverflowResult(clipFlags);
   }
 };
 

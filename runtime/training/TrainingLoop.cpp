@@ -193,6 +193,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
       !findIO(program, program.outputs, "grad_norm"))
     return error("not a Loom training step: expected inputs tokens [batch, seq+1] i64, lr, "
                  "step and outputs loss, grad_norm");
+  const bool hasFp8Overflows = findIO(program, program.outputs, "fp8_overflows") != nullptr;
   if (options.steps <= 0)
     return error("--steps must be positive");
   if (options.schedule != "constant" && options.schedule != "cosine")
@@ -414,6 +415,15 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     auto norm = executor.getOutput("grad_norm");
     if (!norm)
       return norm.takeError();
+    // FP8: how many quantizations this step clipped (an amax beyond its
+    // scale's range, or not finite), never clipped silently.
+    double overflows = 0;
+    if (hasFp8Overflows) {
+      auto count = executor.getOutput("fp8_overflows");
+      if (!count)
+        return count.takeError();
+      overflows = double(scalarValue(*count));
+    }
     double stepSeconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - stepStart).count();
     ++stepsRun;
@@ -432,9 +442,15 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
                               {"grad_norm", double(normValue)},
                               {"tokens_per_s", tokensPerSecond},
                               {"step_time_s", stepSeconds}};
+      if (hasFp8Overflows)
+        line["fp8_overflows"] = overflows;
       *metrics << llvm::json::Value(std::move(line)) << "\n";
       metrics->flush();
     }
+    if (overflows != 0)
+      log << "step " << (step + 1) << ": FP8: " << llvm::format("%.0f", overflows)
+          << " quantization(s) clipped: an amax beyond its scale's range (see fp8_overflows "
+             "in --metrics)\n";
     bool last = step + 1 == options.steps;
     if ((step + 1) % std::max<int64_t>(1, options.logEvery) == 0 || last) {
       double eta = elapsed / stepsRun * double(options.steps - step - 1);
