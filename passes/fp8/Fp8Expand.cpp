@@ -276,7 +276,11 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
     OpBuilder b(ctx);
     llvm::DenseMap<Block *, Operation *> argumentOps;
     int64_t historyIndex = 0;
-    SmallVector<Value> clipFlags; // one per scale tensor
+    // Delayed scaling's clips, one flag per quantization. Current scaling
+    // maps each amax onto the format's largest value, so it can only clip
+    // a non-finite amax, whose NaN scale makes the step's loss NaN (an
+    // error of the training loop, after the step's metrics are written).
+    SmallVector<Value> clipFlags;
     for (const QuantKey &key : order) {
       Quantized &qz = quantized[key];
       Value root = key.root;
@@ -322,7 +326,6 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
         Value scale = tag(b.create<nn::Fp8ScaleOp>(loc, amax.getType(), amax, formatName,
                                                    b.getI64IntegerAttr(policy.getMargin())))
                           ->getResult(0);
-        clipFlags.push_back(clipFlag(b, loc, amax, scale, format == e5m2, tag));
         if (!forCopy || tiles.empty() || ofX == SmallVector<int64_t, 2>(tiles))
           return scale;
         auto type = RankedTensorType::get(tiles, f32);

@@ -431,9 +431,6 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
     double tokensPerSecond = double(batch * seq) / std::max(stepSeconds, 1e-9);
     float lossValue = scalarValue(*loss), normValue = scalarValue(*norm);
-    if (!std::isfinite(lossValue))
-      return error("step " + llvm::Twine(step + 1) + ": the loss is not finite (" +
-                   llvm::Twine(std::to_string(lossValue)) + "); lower --lr or check the data");
     if (metrics) {
       // The same JSONL as a one-rank run, so the files compare line by line.
       llvm::json::Object line{{"step", step + 1},
@@ -444,9 +441,15 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
                               {"step_time_s", stepSeconds}};
       if (hasFp8Overflows)
         line["fp8_overflows"] = overflows;
+      if (!std::isfinite(lossValue)) // JSON has no NaN
+        line["loss"] = nullptr;
       *metrics << llvm::json::Value(std::move(line)) << "\n";
       metrics->flush();
     }
+    // After the step's metrics, so the step that went wrong is on record.
+    if (!std::isfinite(lossValue))
+      return error("step " + llvm::Twine(step + 1) + ": the loss is not finite (" +
+                   llvm::Twine(std::to_string(lossValue)) + "); lower --lr or check the data");
     if (overflows != 0)
       log << "step " << (step + 1) << ": FP8: " << llvm::format("%.0f", overflows)
           << " quantization(s) clipped: an amax beyond its scale's range (see fp8_overflows "
