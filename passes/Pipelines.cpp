@@ -174,7 +174,7 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
   case PipelineStep::Fp8:
     if (!options.training())
       pm.addPass(createFp8Mark(fp8MarkOptions(options)));
-    pm.addPass(createFp8Expand());
+    pm.addPass(createFp8Expand({options.fp8GemmAlignment}));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
     return;

@@ -90,6 +90,9 @@ struct PipelineOptions {
   int64_t fp8Margin = 0;
   int64_t fp8AmaxHistory = 1;
   std::vector<std::string> fp8Exclude;
+  /// What the target's FP8 GEMM needs of K and N (16 on CUDA: rows of 16
+  /// bytes); a GEMM that falls short stays in the compute type.
+  int64_t fp8GemmAlignment = 1;
 
   bool training() const { return mode != PipelineMode::Infer; }
   bool fp8() const { return !fp8Recipe.empty(); }

@@ -219,6 +219,8 @@ void addOverflowResult(ArrayRef<Value> flags) {
 }
 
 struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
+  using Fp8ExpandBase::Fp8ExpandBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
@@ -237,6 +239,22 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
       if (rhs.getRank() != 2 || lhs.getRank() < 2 || (gemm.getTransposeLhs() && lhs.getRank() != 2)) {
         gemm.emitRemark("stays in ") << lhs.getElementType()
                                      << ": an FP8 GEMM takes a 2-D weight and unbatched rows";
+        gemm->removeAttr(nn::kFp8PolicyAttrName);
+        return;
+      }
+      // The target's FP8 GEMM: K and N multiples of the alignment, and for
+      // 1 x 128 tiles (blockwise) rows in fours.
+      const int64_t k = gemm.getTransposeRhs() ? rhs.getDimSize(1) : rhs.getDimSize(0);
+      const int64_t n = gemm.getTransposeRhs() ? rhs.getDimSize(0) : rhs.getDimSize(1);
+      const int64_t mt = gemm.getTransposeLhs() ? lhs.getDimSize(1) : rowsOf(lhs)[0];
+      const int64_t align = gemmAlignment;
+      if (align > 1 && (k % align || n % align ||
+           (policy.getRecipe() == nn::Fp8Recipe::blockwise && mt % 4))) {
+        gemm.emitRemark("stays in ")
+            << lhs.getElementType() << ": the target's FP8 GEMM needs K and N to be multiples of "
+            << align
+            << (policy.getRecipe() == nn::Fp8Recipe::blockwise ? " and M of 4" : "")
+            << ", got M = " << mt << ", N = " << n << ", K = " << k;
         gemm->removeAttr(nn::kFp8PolicyAttrName);
         return;
       }

@@ -98,6 +98,11 @@ def Fp8Expand : Pass<"loom-fp8-expand", "mlir::ModuleOp"> {
     %y = nn.reshape %y2 : (tensor<16x64xbf16>) -> tensor<2x8x64xbf16>
     ```
   }];
+  let options = [
+    Option<"gemmAlignment", "gemm-alignment", "int64_t", /*default=*/"1",
+           "what the target's FP8 GEMM needs K and N to be multiples of (16 on "
+           "CUDA); a GEMM that falls short stays in the compute type, with a remark">,
+  ];
   let dependentDialects = ["loom::nn::NNDialect"];
 }
 

@@ -529,6 +529,8 @@ int main(int argc, char **argv) {
   pipelineOptions.fp8Margin = fp8Margin;
   pipelineOptions.fp8AmaxHistory = fp8AmaxHistory;
   pipelineOptions.fp8Exclude.assign(fp8Exclude.begin(), fp8Exclude.end());
+  // cuBLASLt's FP8 GEMMs read rows of 16 bytes.
+  pipelineOptions.fp8GemmAlignment = target == "cuda" ? 16 : 1;
   if (llvm::Error err = loom::verifyFp8Options(pipelineOptions))
     fail("--" + llvm::toString(std::move(err)));
   loom::PipelineHooks hooks;
