@@ -40,7 +40,12 @@ bool isBucketable(CollectiveKind kind) {
 
 bool isCollectiveDType(DType dtype) {
   return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16 ||
-         dtype == DType::I64 || dtype == DType::I32;
+         dtype == DType::I64 || dtype == DType::I32 || dtype == DType::F8E4M3FN ||
+         dtype == DType::F8E5M2;
+}
+
+bool isReducedDType(DType dtype) {
+  return isCollectiveDType(dtype) && dtype != DType::F8E4M3FN && dtype != DType::F8E5M2;
 }
 
 namespace {
@@ -73,10 +78,17 @@ std::string checkCollectiveTypes(const CollectiveDesc &desc, int64_t groupSize,
   if (bool(inShape) != wantsIn || bool(outShape) != wantsOut)
     return name + " takes " + (wantsIn ? "one input" : "no input") + " and " +
            (wantsOut ? "one output" : "no output");
-  for (const DType *type : {inType, outType})
+  const bool reduces =
+      desc.kind == CollectiveKind::AllReduce || desc.kind == CollectiveKind::ReduceScatter;
+  for (const DType *type : {inType, outType}) {
     if (type && !isCollectiveDType(*type))
       return name + ": element type " + std::string(dtypeName(*type)) +
-             " is not one collectives move (f32, bf16, f16, i64, i32)";
+             " is not one collectives move (f32, bf16, f16, i64, i32, f8E4M3FN, f8E5M2)";
+    // FP8 values (each with its scale) are moved as they are, never summed.
+    if (type && reduces && !isReducedDType(*type))
+      return name + ": element type " + std::string(dtypeName(*type)) +
+             " is moved but not reduced (f32, bf16, f16, i64, i32)";
+  }
   if (inType && outType && *inType != *outType)
     return name + ": input is " + std::string(dtypeName(*inType)) +
            " but output is " + std::string(dtypeName(*outType));
@@ -177,7 +189,7 @@ std::string checkExchange(const CollectiveDesc &desc, int64_t groupSize,
                (groupSize > 0 ? " of " + std::to_string(groupSize) : std::string());
       if (!isCollectiveDType(types[i]))
         return which + ": element type " + std::string(dtypeName(types[i])) +
-               " is not one collectives move (f32, bf16, f16, i64, i32)";
+               " is not one collectives move (f32, bf16, f16, i64, i32, f8E4M3FN, f8E5M2)";
     }
   }
   return "";

@@ -70,8 +70,12 @@ struct CollectiveDesc {
 /// reduce_scatter, which bucket data-parallel gradients.
 bool isBucketable(CollectiveKind kind);
 
-/// Whether collectives move this element type (f32, bf16, f16, i64, i32).
+/// Whether collectives move this element type (f32, bf16, f16, i64, i32,
+/// and the FP8 types, moved as bytes).
 bool isCollectiveDType(DType dtype);
+/// Whether collectives reduce it (all but the FP8 types: each FP8 tensor
+/// has its own scale, so their values do not add).
+bool isReducedDType(DType dtype);
 
 /// Checks a collective's operands: `in`/`out` are null when absent. For a
 /// group of `groupSize` ranks (0: unknown, check only what does not depend

@@ -52,6 +52,9 @@ ncclDataType_t ncclType(DType dtype) {
     return ncclFloat16;
   case DType::I64:
     return ncclInt64;
+  case DType::F8E4M3FN:
+  case DType::F8E5M2: // moved as bytes, never reduced
+    return ncclUint8;
   default:
     return ncclInt32;
   }

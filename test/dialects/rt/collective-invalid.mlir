@@ -99,8 +99,19 @@ rt.program @p rank = 0 streams = ["compute"] {
 rt.program @p rank = 0 streams = ["compute"] {
   %x = rt.input "x" : memref<8xf64>
   %y = rt.alloc : memref<8xf64>
-  // expected-error @+1 {{all_reduce: element type f64 is not one collectives move (f32, bf16, f16, i64, i32)}}
+  // expected-error @+1 {{all_reduce: element type f64 is not one collectives move (f32, bf16, f16, i64, i32, f8E4M3FN, f8E5M2)}}
   rt.collective all_reduce (%x) -> (%y) {axes = ["dp"], reduce = #rt.reduce<sum>} : (memref<8xf64>) -> memref<8xf64>
+}
+
+// -----
+
+// FP8 values are gathered and moved, never summed (each tensor has its own
+// scale).
+rt.program @p rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<8xf8E4M3FN>
+  %y = rt.alloc : memref<8xf8E4M3FN>
+  // expected-error @+1 {{all_reduce: element type f8E4M3FN is moved but not reduced (f32, bf16, f16, i64, i32)}}
+  rt.collective all_reduce (%x) -> (%y) {axes = ["dp"], reduce = #rt.reduce<sum>} : (memref<8xf8E4M3FN>) -> memref<8xf8E4M3FN>
 }
 
 // -----

@@ -148,6 +148,29 @@ TEST(ThreadCommunicator, AllGatherAlongADim) {
   }
 }
 
+TEST(ThreadCommunicator, AllGatherMovesFp8Bytes) {
+  // FP8 values (here every byte pattern, NaNs included) are gathered as
+  // they are: [2, 3] per rank along dim 0 over tp.
+  std::vector<std::vector<uint8_t>> outs(4);
+  auto bytesOf = [](int64_t r) {
+    std::vector<uint8_t> v(6);
+    for (int i = 0; i < 6; ++i)
+      v[i] = uint8_t(r * 61 + i * 43 + 127);
+    return v;
+  };
+  expectAllSucceeded(onRanks(kMesh, [&](int64_t r, Communicator &c) {
+    std::vector<uint8_t> in = bytesOf(r);
+    outs[r].assign(12, 0);
+    return c.allGather(in.data(), {2, 3}, outs[r].data(), DType::F8E4M3FN, 0, {"tp"});
+  }));
+  for (int64_t r = 0; r < 4; ++r) {
+    Group tp = *groupOf(kMesh, r, {"tp"});
+    for (int64_t m = 0; m < 2; ++m)
+      for (int i = 0; i < 6; ++i)
+        EXPECT_EQ(outs[r][m * 6 + i], bytesOf(tp.members[m])[i]);
+  }
+}
+
 TEST(ThreadCommunicator, ReduceScatterAlongADim) {
   // [2, 4] per rank, summed over dp, member i keeps columns [2i, 2i+2).
   std::vector<std::vector<float>> outs(4);
@@ -368,8 +391,8 @@ TEST(ThreadCommunicator, MismatchedCallsAndShapesAreErrors) {
   });
   EXPECT_EQ(errors[0], "all_gather on rank 0: all_gather: input [4] and output [6] differ along "
                        "dim 0: output must be 8 (the group has 2 ranks)");
-  EXPECT_EQ(errors[2], "all_reduce on rank 2: all_reduce: element type f8E4M3FN is not one "
-                       "collectives move (f32, bf16, f16, i64, i32)");
+  EXPECT_EQ(errors[2], "all_reduce on rank 2: all_reduce: element type f8E4M3FN is moved but "
+                       "not reduced (f32, bf16, f16, i64, i32)");
 }
 
 } // namespace
@@ -565,7 +588,7 @@ TEST(ThreadCommunicator, ExchangeErrorsNameTheTransfer) {
       },
       std::chrono::milliseconds(500));
   EXPECT_EQ(errors[0], "exchange on rank 0: exchange: send 0: element type f64 is not one "
-                       "collectives move (f32, bf16, f16, i64, i32)");
+                       "collectives move (f32, bf16, f16, i64, i32, f8E4M3FN, f8E5M2)");
   EXPECT_EQ(errors[1],
             "exchange on rank 1: exchange transfers nothing (no send and no receive)");
 
