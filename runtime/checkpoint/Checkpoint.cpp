@@ -5,6 +5,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -553,9 +554,23 @@ CheckpointWriter::begin(const std::string &dir, int64_t step,
   if (llvm::Error err = makeDirectories(dir))
     return std::move(err);
   const std::string stepDir = dir + "/" + checkpointStepDirectoryName(step);
-  if (checkpoint_io::pathExists(stepDir))
-    return contentError(stepDir, "already exists: step " + llvm::Twine(step) +
-                                     " was checkpointed before");
+  if (checkpoint_io::pathExists(stepDir)) {
+    // A step past the one `latest` names was never published: a run killed
+    // between moving its directory into place and updating `latest`. The
+    // run resumed from `latest` writes it again.
+    std::optional<int64_t> published;
+    if (llvm::Expected<std::string> latest = latestCheckpoint(dir))
+      published = parseStepDirectoryName(llvm::sys::path::filename(*latest));
+    else
+      llvm::consumeError(latest.takeError());
+    if (published && step > *published) {
+      if (llvm::Error err = checkpoint_io::removeTree(stepDir))
+        return std::move(err);
+    } else {
+      return contentError(stepDir, "already exists: step " + llvm::Twine(step) +
+                                       " was checkpointed before");
+    }
+  }
   removeAbandonedTemporaryDirectories(dir);
   const std::string tempDir = dir + "/." + checkpointStepDirectoryName(step) +
                               kTempMarker.str() + hostName() + "-" +

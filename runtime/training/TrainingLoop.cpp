@@ -12,7 +12,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 
 namespace loom {
@@ -304,18 +307,30 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     }
     return owned;
   };
-  auto saveCheckpoint = [&](int64_t step) -> llvm::Error {
+  // A checkpoint in two parts: the state copied to host memory at the step
+  // boundary (every rank sends the leader its blocks), then the files
+  // written, inline or, with checkpointAsync, on a writer thread while the
+  // training goes on. The copy a writer works from is its own: the next
+  // checkpoint waits for it before copying again.
+  struct HostCheckpoint {
+    CheckpointState state;
+    std::vector<uint32_t> ranks;
+    std::vector<std::vector<CheckpointTensor>> tensors;
+    std::vector<std::vector<ShardPlacement>> placements;
+  };
+  auto copyCheckpoint = [&](int64_t step) -> llvm::Expected<std::optional<HostCheckpoint>> {
     if (!leader) {
       for (auto [param, buffer] : ownedBlocks(rankIndex(exe, rank))) {
         auto value = executor.readBuffer(buffer);
         if (!value)
           return value.takeError();
         if (auto err = communicator->sendBytes(value->data.data(), value->data.size(), 0))
-          return err;
+          return std::move(err);
       }
-      return llvm::Error::success();
+      return std::nullopt;
     }
-    CheckpointState state;
+    HostCheckpoint copy;
+    CheckpointState &state = copy.state;
     state.step = step;
     state.modelName = exe.modelName;
     state.compileFlags = exe.compileFlags;
@@ -340,12 +355,6 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
         if (!isReplicated(param.sharding))
           state.strings["sharding:" + param.name] = formatSharding(param.sharding);
     }
-    CheckpointWriteOptions writeOptions;
-    writeOptions.keepLast = options.keepCheckpoints;
-    auto start = std::chrono::steady_clock::now();
-    auto writer = CheckpointWriter::begin(options.checkpointDir, step, writeOptions);
-    if (!writer)
-      return writer.takeError();
     for (uint32_t r = 0; r < exe.ranks.size(); ++r) {
       std::vector<CheckpointTensor> tensors;
       std::vector<ShardPlacement> placements;
@@ -363,23 +372,83 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
           value.data.resize(exe.ranks[r].buffers[buffer].sizeInBytes());
           if (auto err = communicator->recvBytes(value.data.data(), value.data.size(),
                                                  exe.ranks[r].rank))
-            return err;
+            return std::move(err);
         }
         tensors.push_back(std::move(value));
         placements.push_back({param->shape, block->offsets});
       }
       if (tensors.empty())
         continue;
-      if (auto err = (*writer)->writeRankFile(exe.ranks[r].rank, tensors, placements))
-        return err;
+      copy.ranks.push_back(exe.ranks[r].rank);
+      copy.tensors.push_back(std::move(tensors));
+      copy.placements.push_back(std::move(placements));
     }
-    if (auto err = (*writer)->commit(state))
-      return err;
+    return std::optional<HostCheckpoint>(std::move(copy));
+  };
+  // Writes a copy; returns the line to log ("checkpoint: ...").
+  CheckpointWriteOptions writeOptions;
+  writeOptions.keepLast = options.keepCheckpoints;
+  const std::string checkpointDir = options.checkpointDir;
+  auto writeCheckpoint = [writeOptions, checkpointDir](const HostCheckpoint &copy,
+                                                       bool background) -> llvm::Expected<std::string> {
+    auto start = std::chrono::steady_clock::now();
+    auto writer = CheckpointWriter::begin(checkpointDir, copy.state.step, writeOptions);
+    if (!writer)
+      return writer.takeError();
+    for (size_t i = 0; i < copy.ranks.size(); ++i)
+      if (auto err = (*writer)->writeRankFile(copy.ranks[i], copy.tensors[i], copy.placements[i]))
+        return std::move(err);
+    if (auto err = (*writer)->commit(copy.state))
+      return std::move(err);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    log << "checkpoint: step " << step << " written to " << options.checkpointDir << " in "
-        << llvm::format("%.2f", seconds) << " s\n";
+    std::string line;
+    llvm::raw_string_ostream out(line);
+    out << "checkpoint: step " << copy.state.step << " written to " << checkpointDir << " in "
+        << llvm::format("%.2f", seconds) << " s" << (background ? " (in the background)" : "")
+        << "\n";
+    return line;
+  };
+  // The write in flight, if any: its copy and its outcome.
+  std::shared_ptr<HostCheckpoint> inFlightCopy;
+  std::future<std::pair<std::string, std::string>> inFlight; // (log line, error)
+  auto finishWrite = [&]() -> llvm::Error {
+    if (!inFlight.valid())
+      return llvm::Error::success();
+    auto [line, failure] = inFlight.get();
+    inFlightCopy.reset();
+    if (!failure.empty())
+      return error("checkpoint: writing in the background failed: " + failure);
+    log << line;
+    log.flush();
     return llvm::Error::success();
+  };
+  // Saves step `step`'s checkpoint; returns the stall (seconds the training
+  // loop waited).
+  auto saveCheckpoint = [&](int64_t step) -> llvm::Expected<double> {
+    auto start = std::chrono::steady_clock::now();
+    // The previous write must be done before its memory is reused.
+    if (auto err = finishWrite())
+      return std::move(err);
+    auto copy = copyCheckpoint(step);
+    if (!copy)
+      return copy.takeError();
+    if (*copy && !options.checkpointAsync) {
+      auto line = writeCheckpoint(**copy, false);
+      if (!line)
+        return line.takeError();
+      log << *line;
+    } else if (*copy) {
+      inFlightCopy = std::make_shared<HostCheckpoint>(std::move(**copy));
+      std::shared_ptr<HostCheckpoint> held = inFlightCopy;
+      inFlight = std::async(std::launch::async, [writeCheckpoint, held]() {
+        auto line = writeCheckpoint(*held, true);
+        if (!line)
+          return std::make_pair(std::string(), llvm::toString(line.takeError()));
+        return std::make_pair(std::move(*line), std::string());
+      });
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
 
   log << "training " << exe.modelName << " on " << executor.backendName();
@@ -431,6 +500,18 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
     double tokensPerSecond = double(batch * seq) / std::max(stepSeconds, 1e-9);
     float lossValue = scalarValue(*loss), normValue = scalarValue(*norm);
+    bool last = step + 1 == options.steps;
+    bool stopping = options.stopAfter > 0 && stepsRun >= options.stopAfter;
+    // A checkpoint of a good step, before its metrics line (which records
+    // the stall); never one of a step whose loss is not finite.
+    std::optional<double> checkpointStall;
+    if (!options.checkpointDir.empty() && std::isfinite(lossValue) &&
+        ((options.checkpointEvery > 0 && (step + 1) % options.checkpointEvery == 0) || last)) {
+      auto stall = saveCheckpoint(step + 1);
+      if (!stall)
+        return stall.takeError();
+      checkpointStall = *stall;
+    }
     if (metrics) {
       // The same JSONL as a one-rank run, so the files compare line by line.
       llvm::json::Object line{{"step", step + 1},
@@ -443,6 +524,8 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
         line["fp8_overflows"] = overflows;
       if (!std::isfinite(lossValue)) // JSON has no NaN
         line["loss"] = nullptr;
+      if (checkpointStall)
+        line["checkpoint_stall_s"] = *checkpointStall;
       *metrics << llvm::json::Value(std::move(line)) << "\n";
       metrics->flush();
     }
@@ -454,7 +537,6 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
       log << "step " << (step + 1) << ": FP8: " << llvm::format("%.0f", overflows)
           << " quantization(s) clipped: an amax beyond its scale's range (see fp8_overflows "
              "in --metrics)\n";
-    bool last = step + 1 == options.steps;
     if ((step + 1) % std::max<int64_t>(1, options.logEvery) == 0 || last) {
       double eta = elapsed / stepsRun * double(options.steps - step - 1);
       log << llvm::format("step %6lld/%lld  loss %.4f  lr %.2e  grad_norm %.3f  %.0f tok/s  eta %s\n",
@@ -462,15 +544,11 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
                           normValue, tokensPerSecond, formatDuration(eta).c_str());
       log.flush();
     }
-    bool stopping = options.stopAfter > 0 && stepsRun >= options.stopAfter;
-    if (!options.checkpointDir.empty() &&
-        ((options.checkpointEvery > 0 && (step + 1) % options.checkpointEvery == 0) || last))
-      if (auto err = saveCheckpoint(step + 1))
-        return err;
     if (stopping)
       break;
   }
-  return llvm::Error::success();
+  // The last write in the background, before the run reports success.
+  return finishWrite();
 }
 
 } // namespace loom

@@ -30,6 +30,11 @@ struct TrainingOptions {
   std::string checkpointDir;
   int64_t checkpointEvery = 0; // 0: only at the end (when a dir is given)
   unsigned keepCheckpoints = 3;
+  /// Checkpoints written in the background: at the step boundary the state
+  /// is copied to host memory (the stall, measured as checkpoint_stall_s in
+  /// the metrics) and a writer thread persists it while training goes on;
+  /// the next checkpoint first waits for the previous write.
+  bool checkpointAsync = false;
   bool resume = false;
   /// Settings a resumed run may change from the checkpoint's (names as
   /// loom-run's --override-resumed takes them); any other difference is an

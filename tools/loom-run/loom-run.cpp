@@ -130,6 +130,13 @@ cl::opt<std::string> checkpointDir("checkpoint-dir", cl::desc("where checkpoints
 cl::opt<int64_t> checkpointEvery("checkpoint-every",
                                  cl::desc("checkpoint every K steps and at the end (default 0: only at the end)"),
                                  cl::init(0), cl::cat(trainCategory));
+cl::opt<bool> checkpointAsync(
+    "checkpoint-async",
+    cl::desc("write checkpoints in the background: the step boundary copies the state to host "
+             "memory (its stall is checkpoint_stall_s in --metrics) and a writer thread "
+             "persists it while training goes on (default: on with the CUDA backend, off on "
+             "the CPU)"),
+    cl::cat(trainCategory));
 cl::opt<bool> resume("resume", cl::desc("continue from the latest checkpoint in --checkpoint-dir (default off)"),
                      cl::cat(trainCategory));
 cl::list<std::string> overrideResumed(
@@ -509,6 +516,10 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
     options.checkpointDir = checkpointDir;
     options.checkpointEvery = checkpointEvery;
     options.keepCheckpoints = keepCheckpoints;
+    options.checkpointAsync =
+        checkpointAsync.getNumOccurrences()
+            ? bool(checkpointAsync)
+            : llvm::StringRef(executor->backendName()).starts_with("cuda");
     options.resume = resume;
     options.overrideResumed.insert(overrideResumed.begin(), overrideResumed.end());
     options.logEvery = logEvery;
@@ -683,8 +694,8 @@ void validateFlags(const Executable &exe) {
   if (checkpointEvery < 0)
     fail("--checkpoint-every must be at least 0, got " + llvm::Twine(int64_t(checkpointEvery)));
   if (checkpointDir.empty())
-    for (cl::Option *option : std::initializer_list<cl::Option *>{&checkpointEvery,
-                                                                   &keepCheckpoints, &resume})
+    for (cl::Option *option : std::initializer_list<cl::Option *>{
+             &checkpointEvery, &keepCheckpoints, &checkpointAsync, &resume})
       if (option->getNumOccurrences())
         fail("--" + option->ArgStr + " needs --checkpoint-dir");
   if (!overrideResumed.empty() && !resume)

@@ -423,6 +423,23 @@ TEST_F(CheckpointTest, WithoutKeepLastAllCheckpointsStay) {
   EXPECT_EQ(*steps, (std::vector<int64_t>{1, 2, 3}));
 }
 
+// A run killed after moving a step's directory into place but before
+// `latest` names it leaves an unpublished step; the resumed run (from
+// `latest`) writes that step again over it. A published step is never
+// overwritten.
+TEST_F(CheckpointTest, RewritesAStepThatWasNeverPublished) {
+  writeStep(1);
+  writeStep(2);
+  const std::string published = readText(dir() + "/latest");
+  // Step 2 as a killed commit leaves it: its directory, `latest` at step 1.
+  writeText(dir() + "/latest", checkpointStepDirectoryName(1) + "\n");
+  writeStep(2);
+  expectStep(load(dir()), 2);
+  EXPECT_EQ(readText(dir() + "/latest"), published);
+  EXPECT_EQ(oneLineMessage(writeCheckpoint(dir(), 0, sampleTensors(1), sampleState(1))),
+            "'" + stepDir(1) + "': already exists: step 1 was checkpointed before");
+}
+
 TEST_F(CheckpointTest, RefusesToOverwriteAStepOrMixSteps) {
   writeStep(1);
   EXPECT_EQ(oneLineMessage(writeCheckpoint(dir(), 0, sampleTensors(9), sampleState(1))),
