@@ -555,15 +555,17 @@ CheckpointWriter::begin(const std::string &dir, int64_t step,
     return std::move(err);
   const std::string stepDir = dir + "/" + checkpointStepDirectoryName(step);
   if (checkpoint_io::pathExists(stepDir)) {
-    // A step past the one `latest` names was never published: a run killed
-    // between moving its directory into place and updating `latest`. The
-    // run resumed from `latest` writes it again.
+    // A step past the one `latest` names (or any step, where no `latest`
+    // was ever written) was never published: a run killed between moving
+    // its directory into place and updating `latest`. The run restarted
+    // from `latest` (or from scratch) writes it again.
     std::optional<int64_t> published;
+    const bool hasLatest = checkpoint_io::pathExists(dir + "/" + kLatestFileName.str());
     if (llvm::Expected<std::string> latest = latestCheckpoint(dir))
       published = parseStepDirectoryName(llvm::sys::path::filename(*latest));
     else
       llvm::consumeError(latest.takeError());
-    if (published && step > *published) {
+    if (!hasLatest || (published && step > *published)) {
       if (llvm::Error err = checkpoint_io::removeTree(stepDir))
         return std::move(err);
     } else {

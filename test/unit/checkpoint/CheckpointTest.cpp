@@ -438,6 +438,10 @@ TEST_F(CheckpointTest, RewritesAStepThatWasNeverPublished) {
   EXPECT_EQ(readText(dir() + "/latest"), published);
   EXPECT_EQ(oneLineMessage(writeCheckpoint(dir(), 0, sampleTensors(1), sampleState(1))),
             "'" + stepDir(1) + "': already exists: step 1 was checkpointed before");
+  // Killed before the first `latest`: nothing was published.
+  ASSERT_EQ(::unlink((dir() + "/latest").c_str()), 0);
+  writeStep(1);
+  expectStep(load(dir()), 1);
 }
 
 TEST_F(CheckpointTest, RefusesToOverwriteAStepOrMixSteps) {
