@@ -388,6 +388,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
   // Writes a copy; returns the line to log ("checkpoint: ...").
   CheckpointWriteOptions writeOptions;
   writeOptions.keepLast = options.keepCheckpoints;
+  writeOptions.simulateFullDiskAfterBytes = options.simulateFullDiskAfterBytes;
   const std::string checkpointDir = options.checkpointDir;
   auto writeCheckpoint = [writeOptions, checkpointDir](const HostCheckpoint &copy,
                                                        bool background) -> llvm::Expected<std::string> {
@@ -412,13 +413,24 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
   // The write in flight, if any: its copy and its outcome.
   std::shared_ptr<HostCheckpoint> inFlightCopy;
   std::future<std::pair<std::string, std::string>> inFlight; // (log line, error)
+  // A checkpoint that could not be written: the run's error, or with
+  // continueAfterCheckpointFailure a line on the log (the previous
+  // checkpoint is still the latest).
+  auto checkpointFailed = [&](std::string message) -> llvm::Error {
+    if (!options.continueAfterCheckpointFailure)
+      return error(message);
+    log << "warning: " << message << "; training goes on (the latest checkpoint is the one "
+        << "before)\n";
+    log.flush();
+    return llvm::Error::success();
+  };
   auto finishWrite = [&]() -> llvm::Error {
     if (!inFlight.valid())
       return llvm::Error::success();
     auto [line, failure] = inFlight.get();
     inFlightCopy.reset();
     if (!failure.empty())
-      return error("checkpoint: writing in the background failed: " + failure);
+      return checkpointFailed("checkpoint: writing in the background failed: " + failure);
     log << line;
     log.flush();
     return llvm::Error::success();
@@ -435,9 +447,12 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
       return copy.takeError();
     if (*copy && !options.checkpointAsync) {
       auto line = writeCheckpoint(**copy, false);
-      if (!line)
-        return line.takeError();
-      log << *line;
+      if (!line) {
+        if (auto err = checkpointFailed(llvm::toString(line.takeError())))
+          return std::move(err);
+      } else {
+        log << *line;
+      }
     } else if (*copy) {
       inFlightCopy = std::make_shared<HostCheckpoint>(std::move(**copy));
       std::shared_ptr<HostCheckpoint> held = inFlightCopy;

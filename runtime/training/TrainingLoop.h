@@ -11,6 +11,7 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
 #include <set>
 #include <vector>
 #include <string>
@@ -35,6 +36,13 @@ struct TrainingOptions {
   /// the metrics) and a writer thread persists it while training goes on;
   /// the next checkpoint first waits for the previous write.
   bool checkpointAsync = false;
+  /// A checkpoint that cannot be written (a full disk): stop the run with
+  /// the error (false), or report it and go on training (true). Either
+  /// way the previous checkpoint survives.
+  bool continueAfterCheckpointFailure = false;
+  /// Tests: each checkpoint's writer finds the disk full after this many
+  /// bytes.
+  std::optional<uint64_t> simulateFullDiskAfterBytes;
   bool resume = false;
   /// Settings a resumed run may change from the checkpoint's (names as
   /// loom-run's --override-resumed takes them); any other difference is an

@@ -137,6 +137,15 @@ cl::opt<bool> checkpointAsync(
              "persists it while training goes on (default: on with the CUDA backend, off on "
              "the CPU)"),
     cl::cat(trainCategory));
+cl::opt<std::string> onCheckpointFailure(
+    "on-checkpoint-failure",
+    cl::desc("when a checkpoint cannot be written (a full disk): stop (default), or continue "
+             "training and report it; the previous checkpoint survives either way"),
+    cl::init("stop"), cl::cat(trainCategory));
+cl::opt<uint64_t> simulateFullDisk(
+    "simulate-full-disk-after-bytes",
+    cl::desc("tests: each checkpoint finds the disk full after this many bytes"),
+    cl::cat(trainCategory), cl::Hidden);
 cl::opt<bool> resume("resume", cl::desc("continue from the latest checkpoint in --checkpoint-dir (default off)"),
                      cl::cat(trainCategory));
 cl::list<std::string> overrideResumed(
@@ -520,6 +529,9 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
         checkpointAsync.getNumOccurrences()
             ? bool(checkpointAsync)
             : llvm::StringRef(executor->backendName()).starts_with("cuda");
+    options.continueAfterCheckpointFailure = onCheckpointFailure == "continue";
+    if (simulateFullDisk.getNumOccurrences())
+      options.simulateFullDiskAfterBytes = uint64_t(simulateFullDisk);
     options.resume = resume;
     options.overrideResumed.insert(overrideResumed.begin(), overrideResumed.end());
     options.logEvery = logEvery;
@@ -691,11 +703,14 @@ void validateFlags(const Executable &exe) {
     fail("--log-every must be at least 1, got " + llvm::Twine(int64_t(logEvery)));
   if (stopAfter < 0)
     fail("--stop-after must be at least 0, got " + llvm::Twine(int64_t(stopAfter)));
+  if (onCheckpointFailure != "stop" && onCheckpointFailure != "continue")
+    fail("--on-checkpoint-failure must be stop or continue, got '" + onCheckpointFailure + "'");
   if (checkpointEvery < 0)
     fail("--checkpoint-every must be at least 0, got " + llvm::Twine(int64_t(checkpointEvery)));
   if (checkpointDir.empty())
     for (cl::Option *option : std::initializer_list<cl::Option *>{
-             &checkpointEvery, &keepCheckpoints, &checkpointAsync, &resume})
+             &checkpointEvery, &keepCheckpoints, &checkpointAsync, &onCheckpointFailure,
+             &simulateFullDisk, &resume})
       if (option->getNumOccurrences())
         fail("--" + option->ArgStr + " needs --checkpoint-dir");
   if (!overrideResumed.empty() && !resume)
