@@ -258,14 +258,13 @@ llvm::Error runScaledMatmul(const KernelCall &call) {
   // A scale's tile of row `row` and K tile `t` (a tiling of [rows, K]).
   struct Scales {
     const float *data;
-    int64_t rowTiles = 1, kTiles = 1, rowSize;
+    int64_t kTiles = 1, rowSize;
     Scales(const Tensor &s, int64_t rows)
         : data(static_cast<const float *>(s.data)), rowSize(std::max<int64_t>(rows, 1)) {
       if (s.shape.empty())
         return;
-      rowTiles = s.shape[0];
       kTiles = s.shape[1];
-      rowSize = fp8TileSize(rows, rowTiles);
+      rowSize = fp8TileSize(rows, s.shape[0]);
     }
     float at(int64_t row, int64_t t) const {
       return data[(row / rowSize) * kTiles + (kTiles == 1 ? 0 : t)];

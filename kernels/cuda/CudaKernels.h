@@ -68,12 +68,12 @@ llvm::Error gemmRowMajor(const LaunchContext &ctx, DType in, DType out, const vo
 /// >= rows]), or one per 128 x 128 block (BLK128x128, [row blocks][ld >= K
 /// tiles]).
 enum class Fp8ScaleLayout { OuterVec, Vec128, Blk128 };
-/// Writes `scale` (f32, [] or [scaleRows, scaleCols], a tiling of an
+/// Writes `scale` (f32, [] or [rows tiles, scaleCols], a tiling of an
 /// operand [rows, k] whose row tiles span `rowTile` rows) into `dst` as
 /// cuBLASLt's `layout` reads it, on ctx.stream; `ld` is the layout's
 /// leading dimension. The tiling must be one the layout can express.
-llvm::Error writeFp8Scales(const LaunchContext &ctx, const float *scale, int64_t scaleRows,
-                           int64_t scaleCols, int64_t rowTile, int64_t rows, int64_t k,
+llvm::Error writeFp8Scales(const LaunchContext &ctx, const float *scale, int64_t scaleCols,
+                           int64_t rowTile, int64_t rows, int64_t k,
                            Fp8ScaleLayout layout, float *dst, int64_t ld);
 /// Whether the kernel loads its code at first use (cuBLASLt's GEMMs; a fusion
 /// group's generated kernel, compiled and loaded at its first call), so the

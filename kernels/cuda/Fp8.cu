@@ -601,10 +601,9 @@ llvm::Error launchFp8Scale(const KernelCall &call) {
 
 } // namespace
 
-llvm::Error writeFp8Scales(const LaunchContext &ctx, const float *scale, int64_t scaleRows,
-                           int64_t scaleCols, int64_t rowTile, int64_t rows, int64_t k,
+llvm::Error writeFp8Scales(const LaunchContext &ctx, const float *scale, int64_t scaleCols,
+                           int64_t rowTile, int64_t rows, int64_t k,
                            Fp8ScaleLayout layout, float *dst, int64_t ld) {
-  (void)scaleRows;
   const int64_t kTiles = fp8Tiles(k, kFp8Block);
   const int code = layout == Fp8ScaleLayout::OuterVec ? 0 : layout == Fp8ScaleLayout::Vec128 ? 1 : 2;
   const int64_t outer = code == 0 ? 1 : code == 1 ? kTiles : fp8Tiles(rows, kFp8Block);

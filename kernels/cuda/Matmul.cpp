@@ -367,8 +367,6 @@ llvm::Error launchScaledMatmul(const KernelCall &call) {
       sb.layout = sb.blockRows ? Fp8ScaleLayout::Blk128 : Fp8ScaleLayout::Vec128;
       sa.layout = sa.blockRows && sb.layout != Fp8ScaleLayout::Blk128 ? Fp8ScaleLayout::Blk128
                                                                       : Fp8ScaleLayout::Vec128;
-      if (sa.layout == Fp8ScaleLayout::Blk128 && sb.layout == Fp8ScaleLayout::Blk128)
-        sa.layout = Fp8ScaleLayout::Vec128;
     }
     auto size = [&](OperandScales &o, int64_t rows) {
       switch (o.layout) {
@@ -433,10 +431,10 @@ llvm::Error launchScaledMatmul(const KernelCall &call) {
                                       " floats) exceed the GEMM workspace");
     float *dstA = dst, *dstB = dst + (sa.floats + 63) / 64 * 64;
     LOOM_RETURN_IF_ERROR(writeFp8Scales(call.ctx, static_cast<const float *>(scaleA.data),
-                                        sa.scaleRows, sa.scaleCols, sa.rowTile, m, k, sa.layout,
+                                        sa.scaleCols, sa.rowTile, m, k, sa.layout,
                                         dstA, sa.ld));
     LOOM_RETURN_IF_ERROR(writeFp8Scales(call.ctx, static_cast<const float *>(scaleB.data),
-                                        sb.scaleRows, sb.scaleCols, sb.rowTile, n, k, sb.layout,
+                                        sb.scaleCols, sb.rowTile, n, k, sb.layout,
                                         dstB, sb.ld));
     aScale = dstB;
     bScale = dstA;

@@ -410,8 +410,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
         << "\n";
     return line;
   };
-  // The write in flight, if any: its copy and its outcome.
-  std::shared_ptr<HostCheckpoint> inFlightCopy;
+  // The write in flight, if any (its thread holds its copy).
   std::future<std::pair<std::string, std::string>> inFlight; // (log line, error)
   // A checkpoint that could not be written: the run's error, or with
   // continueAfterCheckpointFailure a line on the log (the previous
@@ -428,7 +427,6 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     if (!inFlight.valid())
       return llvm::Error::success();
     auto [line, failure] = inFlight.get();
-    inFlightCopy.reset();
     if (!failure.empty())
       return checkpointFailed("checkpoint: writing in the background failed: " + failure);
     log << line;
@@ -454,8 +452,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
         log << *line;
       }
     } else if (*copy) {
-      inFlightCopy = std::make_shared<HostCheckpoint>(std::move(**copy));
-      std::shared_ptr<HostCheckpoint> held = inFlightCopy;
+      auto held = std::make_shared<HostCheckpoint>(std::move(**copy));
       inFlight = std::async(std::launch::async, [writeCheckpoint, held]() {
         auto line = writeCheckpoint(*held, true);
         if (!line)
