@@ -21,6 +21,16 @@ namespace loom {
 using DeviceTensor = cpu::Tensor;
 using KernelAttrs = cpu::KernelAttrs;
 
+/// Device memory on its way to host memory (Backend::copyToHostAsync).
+class PendingHostCopy {
+public:
+  virtual ~PendingHostCopy() = default;
+  /// Waits until every region is in host memory.
+  virtual llvm::Error wait() = 0;
+  /// Region i's bytes, once wait() has returned.
+  virtual const uint8_t *region(size_t i) const = 0;
+};
+
 class Backend {
 public:
   virtual ~Backend() = default;
@@ -91,11 +101,22 @@ public:
   /// The communicator of this backend's rank; collectives fail without one.
   void attachCommunicator(Communicator *communicator) { communicator_ = communicator; }
   Communicator *communicator() const { return communicator_; }
+  /// Multi-rank runs: synchronize() gives up after this many seconds
+  /// (--comm-timeout), as a collective waiting for a peer that never comes
+  /// would otherwise hold it forever (0: wait forever).
+  void setWaitTimeout(double seconds) { waitTimeoutSeconds_ = seconds; }
 
   virtual llvm::Error recordEvent(unsigned event, unsigned stream) = 0;
   virtual llvm::Error waitEvent(unsigned event, unsigned stream) = 0;
   /// Returns once all issued work is done.
   virtual llvm::Error synchronize() = 0;
+  /// Starts copying `regions` (device address, bytes) to host memory and
+  /// returns without waiting for the transfer: work issued afterwards on
+  /// the backend's streams waits only until the regions have been read
+  /// (into spare device memory where there is room), not for the host. The
+  /// default copies at once (copyToHost).
+  virtual llvm::Expected<std::unique_ptr<PendingHostCopy>>
+  copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> regions);
 
   /// Whole-step capture (CUDA Graphs). Between beginCapture() and
   /// endCapture() the work issued on the backend's streams is recorded, not
@@ -123,6 +144,7 @@ public:
   virtual void resetTimestamps() {}
 
 protected:
+  double waitTimeoutSeconds_ = 0;
   /// The exchange on the tensors' own memory, no staging: host memory (the
   /// CPU backend), or device memory that the communicator reads itself
   /// (NCCL, on `commStream`).

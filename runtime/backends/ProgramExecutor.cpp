@@ -523,6 +523,18 @@ llvm::Expected<HostTensor> ProgramExecutor::readBuffer(uint32_t index) const {
   return out;
 }
 
+llvm::Expected<std::unique_ptr<PendingHostCopy>>
+ProgramExecutor::copyBuffersToHostAsync(llvm::ArrayRef<uint32_t> buffers) const {
+  std::vector<std::pair<const void *, size_t>> regions;
+  for (uint32_t index : buffers) {
+    if (index >= program_.buffers.size())
+      return error("buffer " + llvm::Twine(index) + " out of range");
+    const BufferDesc &buffer = program_.buffers[index];
+    regions.push_back({address(buffer), buffer.sizeInBytes()});
+  }
+  return backend_.copyToHostAsync(regions);
+}
+
 llvm::Error ProgramExecutor::writeBuffer(uint32_t index, const HostTensor &value) {
   if (index >= program_.buffers.size())
     return error("buffer " + llvm::Twine(index) + " out of range");

@@ -78,6 +78,10 @@ public:
 
   /// Reads any buffer (parameters included), for tests and checkpoints.
   llvm::Expected<HostTensor> readBuffer(uint32_t buffer) const;
+  /// Starts copying `buffers` to host memory (Backend::copyToHostAsync):
+  /// region i of the result is buffers[i]. The next run() may start at once.
+  llvm::Expected<std::unique_ptr<PendingHostCopy>>
+  copyBuffersToHostAsync(llvm::ArrayRef<uint32_t> buffers) const;
   /// Overwrites a buffer (a parameter restored from a checkpoint); dtype and
   /// shape must match. The next run() then runs the program's refresh
   /// instructions, which recompute what it derives from the parameters.

@@ -169,8 +169,23 @@ const Group &Communicator::groupFor(const std::vector<std::string> &axes,
   return groups_.emplace(axes, std::move(*group)).first->second;
 }
 
+class Communicator::CollectiveClock {
+public:
+  explicit CollectiveClock(Communicator &c) : c_(c), start_(std::chrono::steady_clock::now()) {}
+  ~CollectiveClock() {
+    c_.collectiveNanos_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now() - start_)
+                               .count();
+  }
+
+private:
+  Communicator &c_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 llvm::Error Communicator::run(const CollectiveDesc &desc,
                               const CollectiveOperands &operands) {
+  CollectiveClock clock(*this);
   std::string label = collectiveKindName(desc.kind) + " on rank " + std::to_string(rank_);
   auto failure = [&](const std::string &problem) {
     return llvm::createStringError(std::errc::invalid_argument, "%s: %s",
@@ -203,6 +218,7 @@ llvm::Error Communicator::runBucket(const CollectiveDesc &desc,
                                     llvm::ArrayRef<CollectiveOperands> operands) {
   if (operands.size() == 1)
     return run(desc, operands[0]);
+  CollectiveClock clock(*this);
   std::string label = collectiveKindName(desc.kind) + " bucket of " +
                       std::to_string(operands.size()) + " on rank " + std::to_string(rank_);
   auto failure = [&](const std::string &problem) {
@@ -249,6 +265,7 @@ llvm::Error Communicator::runPointToPoint(const CollectiveDesc &desc,
 llvm::Error Communicator::exchange(const CollectiveDesc &desc,
                                    llvm::ArrayRef<ExchangeBuffer> sends,
                                    llvm::ArrayRef<ExchangeBuffer> recvs, void *stream) {
+  CollectiveClock clock(*this);
   std::string label = "exchange on rank " + std::to_string(rank_);
   auto failure = [&](const std::string &problem) {
     return llvm::createStringError(std::errc::invalid_argument, "%s: %s", label.c_str(),

@@ -17,6 +17,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -103,6 +104,11 @@ public:
   llvm::Error exchange(const CollectiveDesc &desc, llvm::ArrayRef<ExchangeBuffer> sends,
                        llvm::ArrayRef<ExchangeBuffer> recvs, void *stream = nullptr);
 
+  /// Seconds this rank has spent inside run, runBucket and exchange since it
+  /// was created: waiting for its peers and moving data on threads and MPI;
+  /// only enqueueing on NCCL, whose transfers run on the GPU.
+  double collectiveSeconds() const { return double(collectiveNanos_.load()) * 1e-9; }
+
   /// Raw bytes between two ranks (checkpoint gathering); sizes must match.
   virtual llvm::Error sendBytes(const void *data, size_t bytes, int64_t peer) = 0;
   virtual llvm::Error recvBytes(void *data, size_t bytes, int64_t peer) = 0;
@@ -143,6 +149,9 @@ private:
   Mesh mesh_;
   int64_t rank_;
   std::map<std::vector<std::string>, Group> groups_;
+  std::atomic<int64_t> collectiveNanos_{0};
+  /// Adds the time from its creation to its end to collectiveNanos_.
+  class CollectiveClock;
 };
 
 /// This rank's output of `desc` from every member's input, in group order:
@@ -163,8 +172,11 @@ bool launchedUnderMpi();
 /// Whether this build has the MPI communicator.
 bool haveMpi();
 /// This process's communicator under mpirun: initializes MPI and checks that
-/// the job has as many processes as the mesh has ranks.
-llvm::Expected<std::unique_ptr<Communicator>> createMpiCommunicator(const Mesh &mesh);
+/// the job has as many processes as the mesh has ranks. A wait longer than
+/// `timeout` fails, naming the ranks that never came.
+llvm::Expected<std::unique_ptr<Communicator>>
+createMpiCommunicator(const Mesh &mesh,
+                      std::chrono::milliseconds timeout = std::chrono::minutes(10));
 
 /// Whether this build has the NCCL communicator (CUDA builds).
 bool haveNccl();

@@ -82,7 +82,8 @@ public:
       cudaFree(scratch.first);
     for (auto &[members, comm] : groups_)
       ncclCommDestroy(comm);
-    ncclCommDestroy(world_);
+    if (world_)
+      ncclCommDestroy(world_);
   }
 
   std::string name() const override { return "nccl"; }
@@ -127,7 +128,14 @@ public:
   }
   llvm::Error barrier() override { return host_ ? host_->barrier() : noHost(); }
   void abort(const std::string &reason) override {
-    ncclCommAbort(world_);
+    // Kernels spinning on a peer that never comes end with their
+    // communicators.
+    for (auto &[members, comm] : groups_)
+      ncclCommAbort(comm);
+    groups_.clear();
+    if (world_)
+      ncclCommAbort(world_);
+    world_ = nullptr;
     if (host_)
       host_->abort(reason);
   }

@@ -6,7 +6,7 @@ namespace loom {
 
 bool haveMpi() { return false; }
 
-llvm::Expected<std::unique_ptr<Communicator>> createMpiCommunicator(const Mesh &) {
+llvm::Expected<std::unique_ptr<Communicator>> createMpiCommunicator(const Mesh &, std::chrono::milliseconds) {
   return llvm::createStringError(
       std::errc::not_supported,
       "this build of Loom has no MPI (libopenmpi-dev was missing at build time: "

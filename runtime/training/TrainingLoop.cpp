@@ -12,11 +12,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <thread>
 
 namespace loom {
 
@@ -144,6 +146,19 @@ std::vector<std::string> resumeChanges(const CheckpointState &state,
   return refused;
 }
 
+/// Batch numbers as --skip-batches takes them: "6-7,12".
+std::string formatBatches(const std::set<int64_t> &batches) {
+  std::string text;
+  for (auto it = batches.begin(); it != batches.end();) {
+    int64_t first = *it, last = first;
+    while (++it != batches.end() && *it == last + 1)
+      last = *it;
+    text += (text.empty() ? "" : ",") + std::to_string(first) +
+            (last > first ? "-" + std::to_string(last) : "");
+  }
+  return text;
+}
+
 std::string formatDuration(double seconds) {
   int64_t s = static_cast<int64_t>(seconds + 0.5);
   return llvm::formatv("{0}:{1:2}:{2:2}", s / 3600, (s / 60) % 60, s % 60).str();
@@ -227,6 +242,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
       checkpointed.push_back({&exe.parameters[binding.parameter], binding.buffer});
 
   int64_t startStep = 0;
+  int64_t batchesRead = 0; // batches taken from the source, skipped ones included
   if (options.resume && !options.checkpointDir.empty() &&
       llvm::sys::fs::exists(options.checkpointDir + "/latest")) {
     auto loaded = loadCheckpoint(options.checkpointDir);
@@ -259,6 +275,8 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     if (auto err = (*source)->restore(position))
       return err;
     startStep = loaded->state.step;
+    auto read = loaded->state.integers.find("batches_read");
+    batchesRead = read != loaded->state.integers.end() ? read->second : startStep;
     log << "resumed from " << loaded->directory << " at step " << startStep << "\n";
   } else if (options.resume) {
     log << "no checkpoint in '" << options.checkpointDir << "' yet: starting from step 0\n";
@@ -317,6 +335,10 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     std::vector<uint32_t> ranks;
     std::vector<std::vector<CheckpointTensor>> tensors;
     std::vector<std::vector<ShardPlacement>> placements;
+    /// Asynchronous checkpoints: the leader's own blocks, still on their
+    /// way to host memory; region j fills tensors[slot.first][slot.second].
+    std::unique_ptr<PendingHostCopy> pending;
+    std::vector<std::pair<size_t, size_t>> pendingSlots;
   };
   auto copyCheckpoint = [&](int64_t step) -> llvm::Expected<std::optional<HostCheckpoint>> {
     if (!leader) {
@@ -344,6 +366,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
                                            {"total_steps", double(options.steps)}};
     state.integers["batch"] = batch;
     state.integers["seq"] = seq;
+    state.integers["batches_read"] = batchesRead;
     for (const auto &[name, value] : compiledSettings(exe.compileFlags))
       state.strings["setting:" + name] = value;
     if (!exe.mesh.axes.empty()) {
@@ -355,6 +378,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
         if (!isReplicated(param.sharding))
           state.strings["sharding:" + param.name] = formatSharding(param.sharding);
     }
+    std::vector<uint32_t> pendingBuffers;
     for (uint32_t r = 0; r < exe.ranks.size(); ++r) {
       std::vector<CheckpointTensor> tensors;
       std::vector<ShardPlacement> placements;
@@ -363,7 +387,11 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
         if (!block)
           return block.takeError();
         HostTensor value{param->name, param->dtype, block->shape, {}};
-        if (exe.ranks[r].rank == uint32_t(rank)) {
+        if (exe.ranks[r].rank == uint32_t(rank) && options.checkpointAsync) {
+          // Filled by the writer once the asynchronous copy is in.
+          pendingBuffers.push_back(buffer);
+          copy.pendingSlots.push_back({copy.ranks.size(), tensors.size()});
+        } else if (exe.ranks[r].rank == uint32_t(rank)) {
           auto local = executor.readBuffer(buffer);
           if (!local)
             return local.takeError();
@@ -383,6 +411,12 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
       copy.tensors.push_back(std::move(tensors));
       copy.placements.push_back(std::move(placements));
     }
+    if (!pendingBuffers.empty()) {
+      auto pending = executor.copyBuffersToHostAsync(pendingBuffers);
+      if (!pending)
+        return pending.takeError();
+      copy.pending = std::move(*pending);
+    }
     return std::optional<HostCheckpoint>(std::move(copy));
   };
   // Writes a copy; returns the line to log ("checkpoint: ...").
@@ -390,9 +424,23 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
   writeOptions.keepLast = options.keepCheckpoints;
   writeOptions.simulateFullDiskAfterBytes = options.simulateFullDiskAfterBytes;
   const std::string checkpointDir = options.checkpointDir;
-  auto writeCheckpoint = [writeOptions, checkpointDir](const HostCheckpoint &copy,
+  auto writeCheckpoint = [writeOptions, checkpointDir](HostCheckpoint &copy,
                                                        bool background) -> llvm::Expected<std::string> {
     auto start = std::chrono::steady_clock::now();
+    if (copy.pending) {
+      if (auto err = copy.pending->wait())
+        return std::move(err);
+      for (size_t j = 0; j < copy.pendingSlots.size(); ++j) {
+        auto [r, t] = copy.pendingSlots[j];
+        CheckpointTensor &tensor = copy.tensors[r][t];
+        size_t bytes = dtypeSize(tensor.dtype);
+        for (int64_t d : tensor.shape)
+          bytes *= size_t(d);
+        const uint8_t *data = copy.pending->region(j);
+        tensor.data.assign(data, data + bytes);
+      }
+      copy.pending.reset(); // its host memory serves the next checkpoint
+    }
     auto writer = CheckpointWriter::begin(checkpointDir, copy.state.step, writeOptions);
     if (!writer)
       return writer.takeError();
@@ -463,19 +511,108 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
 
+  // In-memory snapshots for --on-anomaly=skip|rewind: every checkpointed
+  // buffer of this rank, in host memory, with the data position.
+  using AnomalyAction = TrainingOptions::AnomalyAction;
+  struct Snapshot {
+    int64_t step = 0; // the state after this many steps
+    std::vector<HostTensor> buffers; // parallel to `checkpointed`
+    DataPosition position;
+    int64_t batchesRead = 0;
+    std::deque<double> losses;
+  };
+  std::optional<Snapshot> snapshot;
+  std::deque<double> losses; // the last good steps' losses (spike test)
+  int64_t retries = 0;       // anomalies handled since the snapshot
+  auto takeSnapshot = [&](int64_t step) -> llvm::Expected<double> {
+    auto start = std::chrono::steady_clock::now();
+    Snapshot taken;
+    taken.step = step;
+    taken.position = (*source)->state();
+    taken.batchesRead = batchesRead;
+    taken.losses = losses;
+    for (auto [param, buffer] : checkpointed) {
+      auto value = executor.readBuffer(buffer);
+      if (!value)
+        return value.takeError();
+      taken.buffers.push_back(std::move(*value));
+    }
+    snapshot = std::move(taken);
+    retries = 0;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  if (options.onAnomaly != AnomalyAction::Stop) {
+    if (auto taken = takeSnapshot(startStep); !taken)
+      return taken.takeError();
+  }
+  // The batch a step trains on: the next one not in skipBatches.
+  std::set<int64_t> skipBatches = options.skipBatches;
+  std::vector<int64_t> batchTokens(batch * (seq + 1));
+  auto readBatch = [&]() -> llvm::Error {
+    while (true) {
+      if (auto err = (*source)->nextBatch(batchTokens))
+        return err;
+      if (!skipBatches.count(++batchesRead))
+        return llvm::Error::success();
+    }
+  };
+  // Multi-rank: each step every rank sends the leader its times and what
+  // it saw; the leader answers with the verdict all ranks act on.
+  struct StepReport {
+    double stepSeconds = 0, waitSeconds = 0, anomaly = 0;
+  };
+  std::vector<std::deque<double>> rankCompute(numRanks), rankWait(numRanks);
+  std::set<int64_t> stragglers; // named, not yet recovered
+  int64_t lastStragglerReport = 0;
+
   log << "training " << exe.modelName << " on " << executor.backendName();
   if (numRanks > 1)
     log << " x " << numRanks << " ranks (" << communicator->name() << ")";
   log << ": steps " << startStep + 1 << ".." << options.steps << ", batch " << batch << " x "
       << seq << " tokens, data " << (*source)->describe() << "\n";
-  std::vector<int64_t> batchTokens(batch * (seq + 1));
   HostTensor tokensIn{"tokens", DType::I64, {batch, seq + 1}, {}};
   auto runStart = std::chrono::steady_clock::now();
   int64_t stepsRun = 0;
+  bool nanInjected = false;
   for (int64_t step = startStep; step < options.steps; ++step) {
+    if (rank == options.injectHangRank && step + 1 == options.injectHangStep) {
+      rankLog << "rank " << rank << ": stopping for good before step " << step + 1
+              << " (injected hang)\n";
+      rankLog.flush();
+      while (true)
+        std::this_thread::sleep_for(std::chrono::hours(1));
+    }
     auto stepStart = std::chrono::steady_clock::now();
-    if (auto err = (*source)->nextBatch(batchTokens))
+    double waitBefore = communicator ? communicator->collectiveSeconds() : 0;
+    if (rank == options.injectDelayRank && options.injectDelaySeconds > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(options.injectDelaySeconds));
+    if (step + 1 == options.injectNanAtStep && !nanInjected) {
+      nanInjected = true;
+      for (const ParamBinding &binding : program.params) {
+        const ParameterDesc &param = exe.parameters[binding.parameter];
+        if (!param.trainable)
+          continue;
+        auto value = executor.readBuffer(binding.buffer);
+        if (!value)
+          return value.takeError();
+        if (value->dtype == DType::F32) {
+          float nan = std::nanf("");
+          for (size_t i = 0; i + 4 <= value->data.size(); i += 4)
+            std::memcpy(value->data.data() + i, &nan, 4);
+        } else {
+          // bf16/f16 NaN: every exponent bit and a mantissa bit set.
+          for (size_t i = 0; i + 2 <= value->data.size(); i += 2) {
+            value->data[i] = 0xff;
+            value->data[i + 1] = 0x7f;
+          }
+        }
+        if (auto err = executor.writeBuffer(binding.buffer, *value))
+          return err;
+      }
+    }
+    if (auto err = readBatch())
       return err;
+    const int64_t batchIndex = batchesRead;
     tokensIn.data.assign(reinterpret_cast<const uint8_t *>(batchTokens.data()),
                          reinterpret_cast<const uint8_t *>(batchTokens.data() + batchTokens.size()));
     double lr = learningRateAt(options, step);
@@ -489,7 +626,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     if (auto err = executor.setInput("step", scalar("step", float(step + 1))))
       return err;
     if (auto err = executor.run())
-      return err;
+      return error("step " + llvm::Twine(step + 1) + ": " + llvm::toString(std::move(err)));
     auto loss = executor.getOutput("loss");
     if (!loss)
       return loss.takeError();
@@ -507,6 +644,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     }
     double stepSeconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - stepStart).count();
+    double waitSeconds = communicator ? communicator->collectiveSeconds() - waitBefore : 0;
     ++stepsRun;
     double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
@@ -514,15 +652,152 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     float lossValue = scalarValue(*loss), normValue = scalarValue(*norm);
     bool last = step + 1 == options.steps;
     bool stopping = options.stopAfter > 0 && stepsRun >= options.stopAfter;
-    // A checkpoint of a good step, before its metrics line (which records
-    // the stall); never one of a step whose loss is not finite.
-    std::optional<double> checkpointStall;
-    if (!options.checkpointDir.empty() && std::isfinite(lossValue) &&
-        ((options.checkpointEvery > 0 && (step + 1) % options.checkpointEvery == 0) || last)) {
-      auto stall = saveCheckpoint(step + 1);
-      if (!stall)
-        return stall.takeError();
-      checkpointStall = *stall;
+
+    // Anomalies: 1 the loss, 2 the gradient norm not finite, 3 a spike.
+    int anomalyKind = 0;
+    std::string anomaly;
+    if (!std::isfinite(lossValue)) {
+      anomalyKind = 1;
+      anomaly = "the loss is not finite (" + std::to_string(lossValue) + ")";
+    } else if (!std::isfinite(normValue)) {
+      anomalyKind = 2;
+      anomaly = "the gradient norm is not finite (" + std::to_string(normValue) + ")";
+    } else if (options.lossSpikeZScore > 0 &&
+               int64_t(losses.size()) >= std::min<int64_t>(options.lossSpikeWindow, 20)) {
+      double mean = 0, var = 0;
+      for (double l : losses)
+        mean += l;
+      mean /= double(losses.size());
+      for (double l : losses)
+        var += (l - mean) * (l - mean);
+      double deviation = std::max(std::sqrt(var / double(losses.size())), 1e-6 * std::abs(mean));
+      double z = (double(lossValue) - mean) / std::max(deviation, 1e-12);
+      if (z > options.lossSpikeZScore) {
+        anomalyKind = 3;
+        anomaly = llvm::formatv("a loss spike: {0:F4} is {1:F1} standard deviations above the "
+                                "mean {2:F4} of the last {3} steps",
+                                lossValue, z, mean, losses.size())
+                      .str();
+      }
+    }
+    // Every rank acts on the same verdict: the leader's, from all reports.
+    std::vector<StepReport> reports(numRanks);
+    reports[rank] = {stepSeconds, waitSeconds, double(anomalyKind)};
+    if (numRanks > 1) {
+      if (!leader) {
+        if (auto err = communicator->sendBytes(&reports[rank], sizeof(StepReport), 0))
+          return err;
+        double verdict = 0;
+        if (auto err = communicator->recvBytes(&verdict, sizeof(verdict), 0))
+          return err;
+        if (verdict != 0 && anomalyKind == 0)
+          anomaly = "rank 0 reports an anomaly";
+        anomalyKind = int(verdict);
+      } else {
+        for (int64_t r = 1; r < numRanks; ++r) {
+          if (auto err = communicator->recvBytes(&reports[r], sizeof(StepReport), r))
+            return err;
+          if (anomalyKind == 0 && reports[r].anomaly != 0) {
+            anomalyKind = int(reports[r].anomaly);
+            anomaly = "rank " + std::to_string(r) + " saw " +
+                      (anomalyKind == 1   ? "a loss that is not finite"
+                       : anomalyKind == 2 ? "a gradient norm that is not finite"
+                                          : "a loss spike");
+          }
+        }
+        double verdict = anomalyKind;
+        for (int64_t r = 1; r < numRanks; ++r)
+          if (auto err = communicator->sendBytes(&verdict, sizeof(verdict), r))
+            return err;
+      }
+    }
+
+    // Stragglers (the leader): compute time is the step less the time in
+    // collectives, averaged over the window; a rank above the median
+    // rank's by the threshold is named.
+    llvm::json::Array stragglerEntries;
+    if (leader && numRanks > 1 && options.stragglerThreshold > 0) {
+      for (int64_t r = 0; r < numRanks; ++r) {
+        rankCompute[r].push_back(std::max(0.0, reports[r].stepSeconds - reports[r].waitSeconds));
+        rankWait[r].push_back(reports[r].waitSeconds);
+        if (int64_t(rankCompute[r].size()) > options.stragglerWindow) {
+          rankCompute[r].pop_front();
+          rankWait[r].pop_front();
+        }
+      }
+      if (int64_t(rankCompute[0].size()) >= options.stragglerWindow) {
+        auto mean = [](const std::deque<double> &d) {
+          double sum = 0;
+          for (double x : d)
+            sum += x;
+          return sum / double(std::max<size_t>(d.size(), 1));
+        };
+        std::vector<double> compute(numRanks), wait(numRanks);
+        for (int64_t r = 0; r < numRanks; ++r) {
+          compute[r] = mean(rankCompute[r]);
+          wait[r] = mean(rankWait[r]);
+        }
+        std::vector<double> sorted = compute;
+        std::sort(sorted.begin(), sorted.end());
+        // The lower median: with two ranks, the faster one.
+        double median = sorted[(sorted.size() - 1) / 2];
+        std::set<int64_t> now;
+        for (int64_t r = 0; r < numRanks; ++r)
+          if (compute[r] > median * (1 + options.stragglerThreshold) &&
+              compute[r] - median > 0.005)
+            now.insert(r);
+        bool report = now != stragglers ||
+                      (!now.empty() && step + 1 - lastStragglerReport >= options.stragglerWindow);
+        for (int64_t r : now) {
+          std::string others;
+          for (int64_t o = 0; o < numRanks; ++o)
+            if (!now.count(o))
+              others += llvm::formatv("{0}rank {1} {2:F3} s", others.empty() ? "" : ", ", o,
+                                      wait[o])
+                            .str();
+          stragglerEntries.push_back(llvm::json::Object{{"rank", r},
+                                                        {"compute_s", compute[r]},
+                                                        {"median_compute_s", median},
+                                                        {"comm_wait_s", wait[r]}});
+          if (report)
+            log << llvm::formatv("straggler: rank {0} computes {1:F3} s a step over the last {2} "
+                                 "steps, {3:F2}x the median rank's {4:F3} s; it waits {5:F3} s "
+                                 "a step in collectives, the others {6}\n",
+                                 r, compute[r], options.stragglerWindow,
+                                 compute[r] / std::max(median, 1e-12), median, wait[r], others);
+        }
+        for (int64_t r : stragglers)
+          if (!now.count(r))
+            log << "straggler: rank " << r << " has caught up\n";
+        if (report)
+          lastStragglerReport = step + 1;
+        stragglers = std::move(now);
+      }
+    }
+
+    // A checkpoint and a snapshot of a good step, before its metrics line
+    // (which records their stalls); never of an anomalous one.
+    std::optional<double> checkpointStall, snapshotStall;
+    if (anomalyKind == 0) {
+      losses.push_back(lossValue);
+      if (int64_t(losses.size()) > options.lossSpikeWindow)
+        losses.pop_front();
+      if (!options.checkpointDir.empty() &&
+          ((options.checkpointEvery > 0 && (step + 1) % options.checkpointEvery == 0) || last)) {
+        auto stall = saveCheckpoint(step + 1);
+        if (!stall)
+          return stall.takeError();
+        checkpointStall = *stall;
+      }
+      // A checkpoint is a snapshot too: a rollback never goes behind the
+      // latest checkpoint (whose step would otherwise be written twice).
+      if (options.onAnomaly != AnomalyAction::Stop && !last &&
+          ((step + 1) % std::max<int64_t>(1, options.snapshotEvery) == 0 || checkpointStall)) {
+        auto stall = takeSnapshot(step + 1);
+        if (!stall)
+          return stall.takeError();
+        snapshotStall = *stall;
+      }
     }
     if (metrics) {
       // The same JSONL as a one-rank run, so the files compare line by line.
@@ -536,15 +811,82 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
         line["fp8_overflows"] = overflows;
       if (!std::isfinite(lossValue)) // JSON has no NaN
         line["loss"] = nullptr;
+      if (!std::isfinite(normValue))
+        line["grad_norm"] = nullptr;
       if (checkpointStall)
         line["checkpoint_stall_s"] = *checkpointStall;
+      if (snapshotStall)
+        line["snapshot_stall_s"] = *snapshotStall;
+      if (numRanks > 1) {
+        llvm::json::Array stepTimes, compute, wait;
+        for (const StepReport &r : reports) {
+          stepTimes.push_back(r.stepSeconds);
+          compute.push_back(std::max(0.0, r.stepSeconds - r.waitSeconds));
+          wait.push_back(r.waitSeconds);
+        }
+        line["rank_step_time_s"] = std::move(stepTimes);
+        line["rank_compute_s"] = std::move(compute);
+        line["rank_comm_wait_s"] = std::move(wait);
+        if (!stragglerEntries.empty())
+          line["stragglers"] = std::move(stragglerEntries);
+      }
       *metrics << llvm::json::Value(std::move(line)) << "\n";
       metrics->flush();
     }
     // After the step's metrics, so the step that went wrong is on record.
-    if (!std::isfinite(lossValue))
-      return error("step " + llvm::Twine(step + 1) + ": the loss is not finite (" +
-                   llvm::Twine(std::to_string(lossValue)) + "); lower --lr or check the data");
+    if (anomalyKind != 0) {
+      std::string where = "step " + std::to_string(step + 1) + ": " + anomaly;
+      if (options.onAnomaly == AnomalyAction::Stop)
+        return error(where + (anomalyKind == 3
+                                  ? "; --on-anomaly=rewind rolls back past it"
+                                  : "; lower --lr, check the data, or let --on-anomaly=rewind "
+                                    "roll back past it"));
+      if (retries >= options.anomalyRetries)
+        return error(where + "; " +
+                     (retries == 0 ? std::string("--anomaly-retries=0")
+                                   : std::to_string(retries) +
+                                         " rollback(s) to the snapshot of step " +
+                                         std::to_string(snapshot->step) +
+                                         " did not get past it (--anomaly-retries)") +
+                     ": stopping");
+      ++retries;
+      bool rewind = options.onAnomaly == AnomalyAction::Rewind;
+      // The batches no step will train on: for skip this step's; for
+      // rewind every one read since the snapshot.
+      std::set<int64_t> leftOut;
+      for (int64_t b = rewind ? snapshot->batchesRead + 1 : batchIndex; b <= batchIndex; ++b)
+        if (skipBatches.insert(b).second)
+          leftOut.insert(b);
+      for (size_t i = 0; i < checkpointed.size(); ++i)
+        if (auto err = executor.writeBuffer(checkpointed[i].second, snapshot->buffers[i]))
+          return err;
+      losses = snapshot->losses;
+      if (!rewind) {
+        // Replay from the snapshot's batch; the skip list leaves this one out.
+        if (auto err = (*source)->restore(snapshot->position))
+          return err;
+        batchesRead = snapshot->batchesRead;
+      }
+      log << where << "; " << (rewind ? "rewinding" : "skipping its batch: back")
+          << " to the snapshot of step " << snapshot->step << ", batch(es) "
+          << formatBatches(leftOut) << " left out (--skip-batches=" << formatBatches(skipBatches)
+          << " reproduces the run), retry " << retries << " of " << options.anomalyRetries
+          << "\n";
+      log.flush();
+      if (metrics) {
+        llvm::json::Object event{{"step", step + 1},
+                                 {"event", "anomaly"},
+                                 {"reason", anomaly},
+                                 {"action", rewind ? "rewind" : "skip"},
+                                 {"restored_step", snapshot->step},
+                                 {"skipped_batches", formatBatches(leftOut)},
+                                 {"retry", retries}};
+        *metrics << llvm::json::Value(std::move(event)) << "\n";
+        metrics->flush();
+      }
+      step = snapshot->step - 1; // the loop goes on from the snapshot
+      continue;
+    }
     if (overflows != 0)
       log << "step " << (step + 1) << ": FP8: " << llvm::format("%.0f", overflows)
           << " quantization(s) clipped: an amax beyond its scale's range (see fp8_overflows "

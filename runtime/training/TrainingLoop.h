@@ -11,6 +11,7 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdint>
 #include <optional>
 #include <set>
 #include <vector>
@@ -52,6 +53,44 @@ struct TrainingOptions {
   /// Stops after this many steps of this run (tests simulate an interrupted
   /// run with it); 0: no limit.
   int64_t stopAfter = 0;
+
+  /// What an anomalous step does. An anomaly is a loss or gradient norm
+  /// that is not finite or, with lossSpikeZScore > 0, a loss that many
+  /// standard deviations above the mean of the last lossSpikeWindow good
+  /// steps. Stop: the run ends with the reason. Skip: the state returns to
+  /// the last in-memory snapshot, the steps since are run again and the
+  /// anomalous step's batch is left out. Rewind: the state returns to the
+  /// snapshot and every batch since it is left out.
+  enum class AnomalyAction { Stop, Skip, Rewind };
+  AnomalyAction onAnomaly = AnomalyAction::Stop;
+  double lossSpikeZScore = 0;
+  int64_t lossSpikeWindow = 100;
+  /// Skip and rewind: an in-memory snapshot of every rank's state (host
+  /// memory, never the disk) after every this many good steps.
+  int64_t snapshotEvery = 100;
+  /// Anomalies handled without a new snapshot in between; one more stops
+  /// the run.
+  int64_t anomalyRetries = 3;
+  /// Batches (1-based, in the order the data would give them) no step
+  /// trains on: a run that never sees them.
+  std::set<int64_t> skipBatches;
+
+  /// Multi-rank runs: a rank whose compute time (its step time less its
+  /// time in collectives), averaged over the last stragglerWindow steps, is
+  /// above the median rank's by more than this fraction is named as a
+  /// straggler. 0: no detection.
+  double stragglerThreshold = 0.5;
+  int64_t stragglerWindow = 20;
+
+  /// Fault injection for tests: before step injectNanAtStep (1-based, the
+  /// first time it runs) every rank's trainable parameters become NaN;
+  /// rank injectDelayRank sleeps injectDelaySeconds before each step; rank
+  /// injectHangRank stops for good before step injectHangStep.
+  int64_t injectNanAtStep = 0;
+  int64_t injectDelayRank = -1;
+  double injectDelaySeconds = 0;
+  int64_t injectHangRank = -1;
+  int64_t injectHangStep = 0;
 };
 
 /// The names --override-resumed takes.

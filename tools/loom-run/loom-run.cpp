@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -74,8 +75,9 @@ cl::opt<std::string> devices(
     cl::value_desc("ID,ID,..."), cl::cat(category));
 cl::opt<unsigned> commTimeout(
     "comm-timeout",
-    cl::desc("seconds a rank waits for its peers in a collective before it fails "
-             "(multi-rank runs in one process; default: 600)"),
+    cl::desc("seconds a rank waits for its peers in a collective before it fails, naming "
+             "the ranks that never came; the run then ends on every rank (threads, mpirun, "
+             "NCCL; default: 600)"),
     cl::init(600), cl::cat(category));
 cl::opt<bool> noVerifyChecksum("no-verify-checksum",
                                cl::desc("load the executable without checking its checksums"),
@@ -164,10 +166,95 @@ cl::opt<int64_t> stopAfter("stop-after",
                            cl::desc("stop after this many steps of this run (as if interrupted)"),
                            cl::init(0), cl::cat(trainCategory), cl::Hidden);
 
+cl::opt<std::string> onAnomaly(
+    "on-anomaly",
+    cl::desc("when a step's loss or gradient norm is not finite, or its loss spikes "
+             "(--loss-spike-zscore): stop (default); skip: return to the last in-memory "
+             "snapshot, run the steps since again and leave that step's batch out; rewind: "
+             "return to the snapshot and leave out every batch since it"),
+    cl::init("stop"), cl::cat(trainCategory));
+cl::opt<double> lossSpikeZScore(
+    "loss-spike-zscore",
+    cl::desc("a loss this many standard deviations above the mean of the last "
+             "--loss-spike-window good steps is an anomaly (default 0: spikes are not "
+             "anomalies; 6 is a common choice)"),
+    cl::init(0), cl::cat(trainCategory));
+cl::opt<int64_t> lossSpikeWindow("loss-spike-window",
+                                 cl::desc("good steps the spike test averages over (default: "
+                                          "100; it starts after min(20, this) steps)"),
+                                 cl::init(100), cl::cat(trainCategory));
+cl::opt<int64_t> snapshotEvery(
+    "snapshot-every",
+    cl::desc("--on-anomaly=skip|rewind: copy the state to host memory every K good steps, "
+             "and at every checkpoint (default: 100)"),
+    cl::init(100), cl::cat(trainCategory));
+cl::opt<int64_t> anomalyRetries(
+    "anomaly-retries",
+    cl::desc("--on-anomaly=skip|rewind: rollbacks allowed without a new snapshot in between; "
+             "the next anomaly stops the run (default: 3)"),
+    cl::init(3), cl::cat(trainCategory));
+cl::opt<std::string> skipBatchesList(
+    "skip-batches",
+    cl::desc("batches no step trains on, 1-based in the order the data gives them, e.g. "
+             "6-7,12 (a run that never sees them)"),
+    cl::value_desc("N|A-B,..."), cl::cat(trainCategory));
+cl::opt<double> stragglerThreshold(
+    "straggler-threshold",
+    cl::desc("multi-rank runs: name a rank whose compute time (its step less its time in "
+             "collectives), over the last --straggler-window steps, exceeds the median "
+             "rank's by this fraction (default: 0.5; 0: off)"),
+    cl::init(0.5), cl::cat(trainCategory));
+cl::opt<int64_t> stragglerWindow("straggler-window",
+                                 cl::desc("steps the straggler test averages over (default: 20)"),
+                                 cl::init(20), cl::cat(trainCategory));
+cl::opt<int64_t> injectNanAtStep(
+    "inject-nan-at-step",
+    cl::desc("tests: every trainable parameter becomes NaN before this step (once)"),
+    cl::init(0), cl::cat(trainCategory), cl::Hidden);
+cl::opt<std::string> injectDelay(
+    "inject-delay", cl::desc("tests: RANK:SECONDS, that rank sleeps before every step"),
+    cl::cat(trainCategory), cl::Hidden);
+cl::opt<std::string> injectHang(
+    "inject-hang", cl::desc("tests: RANK:STEP, that rank stops for good before that step"),
+    cl::cat(trainCategory), cl::Hidden);
+
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "loom-run") << message << "\n";
   std::exit(1);
 }
+
+/// --skip-batches: "N" or "A-B" items, comma-separated, each at least 1.
+std::set<int64_t> parseSkipBatches() {
+  std::set<int64_t> batches;
+  llvm::SmallVector<llvm::StringRef> items;
+  llvm::StringRef(skipBatchesList).split(items, ',', -1, false);
+  for (llvm::StringRef item : items) {
+    auto [first, last] = item.trim().split('-');
+    int64_t a = 0, b = 0;
+    bool bad = first.trim().getAsInteger(10, a) ||
+               (item.contains('-') ? last.trim().getAsInteger(10, b) : (b = a, false));
+    if (bad || a < 1 || b < a || b - a > 100000000)
+      fail("--skip-batches: '" + item + "' is not a batch number or a range A-B of them "
+           "(1-based, A <= B)");
+    for (int64_t i = a; i <= b; ++i)
+      batches.insert(i);
+  }
+  return batches;
+}
+
+/// --inject-delay RANK:SECONDS, --inject-hang RANK:STEP.
+std::pair<int64_t, double> parseRankPair(const std::string &text, const char *option) {
+  if (text.empty())
+    return {-1, 0};
+  auto [rankText, valueText] = llvm::StringRef(text).split(':');
+  int64_t rank = 0;
+  double value = 0;
+  if (rankText.getAsInteger(10, rank) || valueText.getAsDouble(value) || rank < 0 ||
+      !std::isfinite(value) || value < 0)
+    fail(llvm::Twine(option) + " takes RANK:NUMBER, got '" + text + "'");
+  return {rank, value};
+}
+
 
 template <typename T> T check(llvm::Expected<T> value) {
   if (!value)
@@ -536,6 +623,22 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
     options.overrideResumed.insert(overrideResumed.begin(), overrideResumed.end());
     options.logEvery = logEvery;
     options.stopAfter = stopAfter;
+    options.onAnomaly = onAnomaly == "skip"     ? TrainingOptions::AnomalyAction::Skip
+                        : onAnomaly == "rewind" ? TrainingOptions::AnomalyAction::Rewind
+                                                : TrainingOptions::AnomalyAction::Stop;
+    options.lossSpikeZScore = lossSpikeZScore;
+    options.lossSpikeWindow = lossSpikeWindow;
+    options.snapshotEvery = snapshotEvery;
+    options.anomalyRetries = anomalyRetries;
+    options.skipBatches = parseSkipBatches();
+    options.stragglerThreshold = stragglerThreshold;
+    options.stragglerWindow = stragglerWindow;
+    options.injectNanAtStep = injectNanAtStep;
+    std::tie(options.injectDelayRank, options.injectDelaySeconds) =
+        parseRankPair(injectDelay, "--inject-delay");
+    auto hang = parseRankPair(injectHang, "--inject-hang");
+    options.injectHangRank = hang.first;
+    options.injectHangStep = int64_t(hang.second);
     if (auto err = runTraining(exe, *executor, options, llvm::outs(), communicator))
       return err;
     if (leader && stepGraph && backend.canCapture())
@@ -707,6 +810,27 @@ void validateFlags(const Executable &exe) {
     fail("--on-checkpoint-failure must be stop or continue, got '" + onCheckpointFailure + "'");
   if (checkpointEvery < 0)
     fail("--checkpoint-every must be at least 0, got " + llvm::Twine(int64_t(checkpointEvery)));
+  if (onAnomaly != "stop" && onAnomaly != "skip" && onAnomaly != "rewind")
+    fail("--on-anomaly must be stop, skip or rewind, got '" + onAnomaly + "'");
+  if (!std::isfinite(double(lossSpikeZScore)) || lossSpikeZScore < 0)
+    fail("--loss-spike-zscore must be at least 0, got " + formatNumber(lossSpikeZScore));
+  if (lossSpikeWindow < 2)
+    fail("--loss-spike-window must be at least 2, got " + llvm::Twine(int64_t(lossSpikeWindow)));
+  if (snapshotEvery < 1)
+    fail("--snapshot-every must be at least 1, got " + llvm::Twine(int64_t(snapshotEvery)));
+  if (anomalyRetries < 0)
+    fail("--anomaly-retries must be at least 0, got " + llvm::Twine(int64_t(anomalyRetries)));
+  if (onAnomaly == "stop")
+    for (cl::Option *option : std::initializer_list<cl::Option *>{&snapshotEvery, &anomalyRetries})
+      if (option->getNumOccurrences())
+        fail("--" + option->ArgStr + " applies to --on-anomaly=skip or rewind");
+  if (!std::isfinite(double(stragglerThreshold)) || stragglerThreshold < 0)
+    fail("--straggler-threshold must be at least 0, got " + formatNumber(stragglerThreshold));
+  if (stragglerWindow < 1)
+    fail("--straggler-window must be at least 1, got " + llvm::Twine(int64_t(stragglerWindow)));
+  (void)parseSkipBatches();
+  (void)parseRankPair(injectDelay, "--inject-delay");
+  (void)parseRankPair(injectHang, "--inject-hang");
   if (checkpointDir.empty())
     for (cl::Option *option : std::initializer_list<cl::Option *>{
              &checkpointEvery, &keepCheckpoints, &checkpointAsync, &onCheckpointFailure,
@@ -777,7 +901,7 @@ int main(int argc, char **argv) {
 
   if (launchedUnderMpi() && haveMpi()) {
     // One rank per process; MPI carries the collectives.
-    std::unique_ptr<Communicator> communicator = check(createMpiCommunicator(exe.mesh));
+    std::unique_ptr<Communicator> communicator = check(createMpiCommunicator(exe.mesh, std::chrono::seconds(commTimeout.getValue())));
     int64_t rank = communicator->rank();
     uint32_t rankIndex = 0;
     while (rankIndex < exe.ranks.size() && exe.ranks[rankIndex].rank != rank)
@@ -810,6 +934,7 @@ int main(int argc, char **argv) {
         deviceComm = nccl.get();
       }
       (*backend)->attachCommunicator(deviceComm);
+      (*backend)->setWaitTimeout(double(commTimeout.getValue()));
       if (auto err = runRank(exe, rankIndex, **backend, communicator.get()))
         return err;
       // Each process writes its rank's trace; rank 0 the file named.
@@ -859,6 +984,15 @@ int main(int argc, char **argv) {
   }
   std::vector<std::string> errors(numRanks);
   std::vector<std::thread> workers;
+  // A rank that hangs outside a collective (stuck in a kernel) never
+  // returns: once a rank has failed, the others get a grace period to
+  // finish (peers waiting in collectives are aborted at once), then the
+  // process ends without them.
+  std::mutex doneMutex;
+  std::condition_variable doneChanged;
+  std::vector<bool> finished(numRanks, false);
+  int64_t numFinished = 0;
+  bool anyFailed = false;
   for (int64_t r = 0; r < numRanks; ++r)
     workers.emplace_back([&, r] {
       uint32_t rankIndex = 0;
@@ -870,13 +1004,58 @@ int main(int argc, char **argv) {
           return backend.takeError();
         (*backend)->attachCommunicator(ncclComms.empty() ? communicators[r].get()
                                                          : ncclComms[r].get());
+        (*backend)->setWaitTimeout(double(commTimeout.getValue()));
         return runRank(exe, rankIndex, **backend, communicators[r].get());
       }();
-      if (err) {
-        errors[r] = llvm::toString(std::move(err));
-        communicators[r]->abort(errors[r]);
-      }
+      std::string message = err ? llvm::toString(std::move(err)) : std::string();
+      if (!message.empty())
+        (ncclComms.empty() ? communicators[r] : ncclComms[r])->abort(message);
+      std::lock_guard<std::mutex> lock(doneMutex);
+      errors[r] = std::move(message);
+      finished[r] = true;
+      ++numFinished;
+      anyFailed |= !errors[r].empty();
+      doneChanged.notify_all();
     });
+  bool allFinished;
+  {
+    std::unique_lock<std::mutex> lock(doneMutex);
+    doneChanged.wait(lock, [&] { return numFinished == numRanks || anyFailed; });
+    doneChanged.wait_for(lock, std::chrono::seconds(5), [&] { return numFinished == numRanks; });
+    allFinished = numFinished == numRanks;
+  }
+  if (!allFinished) {
+    for (std::thread &worker : workers)
+      worker.detach();
+    std::lock_guard<std::mutex> lock(doneMutex);
+    std::vector<std::string> lines;
+    for (int64_t r = 0; r < numRanks; ++r)
+      if (finished[r] && !errors[r].empty())
+        lines.push_back("rank " + std::to_string(r) + ": " + errors[r]);
+    {
+      std::lock_guard<std::mutex> watch(watched().mutex);
+      for (int64_t r = 0; r < numRanks; ++r) {
+        if (finished[r])
+          continue;
+        std::string where = "starting";
+        if (auto it = watched().ranks.find(r); it != watched().ranks.end()) {
+          where = it->second.phase;
+          if (it->second.executor)
+            where += ", run " + std::to_string(it->second.executor->progress().runs.load()) +
+                     ", " + it->second.executor->describeInstruction(
+                                it->second.executor->progress().instruction.load());
+        }
+        lines.push_back("rank " + std::to_string(r) + ": did not finish 5 s after the failure (" +
+                        where + ")");
+      }
+    }
+    llvm::WithColor::error(llvm::errs(), "loom-run") << lines.front() << "\n";
+    for (size_t i = 1; i < lines.size(); ++i)
+      llvm::errs() << "loom-run: " << lines[i] << "\n";
+    llvm::errs().flush();
+    llvm::outs().flush();
+    std::_Exit(1);
+  }
   for (std::thread &worker : workers)
     worker.join();
   // The first rank that failed on its own, not because a peer aborted.

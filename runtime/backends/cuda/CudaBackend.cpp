@@ -11,12 +11,87 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 namespace loom {
 namespace {
 
 llvm::Error check(cudaError_t status, const char *what) { return cuda::cudaError(status, what); }
+
+/// What one asynchronous copy to host memory uses: spare device memory
+/// (when there is room), pinned host memory, a stream and two events. Kept
+/// for the next copy once the previous one is done with.
+struct HostCopyBuffers {
+  int device = 0;
+  void *spare = nullptr; // device; null: read the regions directly
+  size_t spareBytes = 0;
+  uint8_t *host = nullptr; // pinned
+  size_t hostBytes = 0;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t read = nullptr, done = nullptr;
+  bool valid() const { return stream != nullptr; }
+  void release() {
+    cudaSetDevice(device);
+    if (stream)
+      cudaStreamSynchronize(stream);
+    if (spare)
+      cudaFree(spare);
+    if (host)
+      cudaFreeHost(host);
+    if (read)
+      cudaEventDestroy(read);
+    if (done)
+      cudaEventDestroy(done);
+    if (stream)
+      cudaStreamDestroy(stream);
+    *this = HostCopyBuffers();
+  }
+};
+
+struct HostCopyPool {
+  std::mutex mutex;
+  HostCopyBuffers idle; // at most one set waits here
+  ~HostCopyPool() { idle.release(); }
+  HostCopyBuffers take() {
+    std::lock_guard<std::mutex> lock(mutex);
+    HostCopyBuffers taken = idle;
+    idle = HostCopyBuffers();
+    return taken;
+  }
+  void give(HostCopyBuffers buffers) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (idle.valid())
+      buffers.release();
+    else
+      idle = buffers;
+  }
+};
+
+class CudaPendingHostCopy final : public PendingHostCopy {
+public:
+  CudaPendingHostCopy(std::shared_ptr<HostCopyPool> pool, HostCopyBuffers buffers,
+                      std::vector<size_t> offsets)
+      : pool_(std::move(pool)), buffers_(buffers), offsets_(std::move(offsets)) {}
+  ~CudaPendingHostCopy() override {
+    cudaSetDevice(buffers_.device);
+    cudaEventSynchronize(buffers_.done);
+    pool_->give(buffers_);
+  }
+  llvm::Error wait() override {
+    cudaSetDevice(buffers_.device);
+    return check(cudaEventSynchronize(buffers_.done), "cudaEventSynchronize (copy to host)");
+  }
+  const uint8_t *region(size_t i) const override { return buffers_.host + offsets_[i]; }
+
+private:
+  std::shared_ptr<HostCopyPool> pool_;
+  HostCopyBuffers buffers_;
+  std::vector<size_t> offsets_;
+};
 
 class CudaBackend final : public Backend {
 public:
@@ -267,9 +342,45 @@ public:
       return llvm::createStringError(std::errc::invalid_argument, "event %u out of range", event);
     return check(cudaStreamWaitEvent(streams_[stream], events_[event], 0), "cudaStreamWaitEvent");
   }
-  llvm::Error synchronize() override {
-    return check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (a kernel failed)");
+  /// Waits for the program's streams, not the whole device: a copy to host
+  /// memory in flight on its own stream (copyToHostAsync) goes on.
+  llvm::Error syncStreams(const char *what) {
+    for (unsigned s = 0; s < numStreams_; ++s)
+      if (auto err = check(cudaStreamSynchronize(streams_[s]), what))
+        return err;
+    return check(cudaGetLastError(), what);
   }
+
+  llvm::Error synchronize() override {
+    if (waitTimeoutSeconds_ <= 0 || !communicator())
+      return syncStreams("cudaStreamSynchronize (a kernel failed)");
+    // A collective whose peer never comes spins on the GPU forever: poll
+    // the streams until the deadline instead, and fail (the caller aborts
+    // the communicator, which ends the spinning kernels).
+    auto start = std::chrono::steady_clock::now();
+    for (unsigned s = 0; s < numStreams_;) {
+      cudaError_t state = cudaStreamQuery(streams_[s]);
+      if (state == cudaSuccess) {
+        ++s;
+        continue;
+      }
+      if (state != cudaErrorNotReady)
+        return check(state, "cudaStreamQuery (a kernel failed)");
+      double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > waitTimeoutSeconds_)
+        return llvm::createStringError(
+            std::errc::timed_out,
+            "the GPU's work (stream %u) did not finish within %.0f s (--comm-timeout): a "
+            "collective on it waits for a peer that never came",
+            s, waitTimeoutSeconds_);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return syncStreams("cudaStreamSynchronize (a kernel failed)");
+  }
+
+  llvm::Expected<std::unique_ptr<PendingHostCopy>>
+  copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> regions) override;
 
   bool canCapture() const override { return numStreams_ > 0; }
 
@@ -381,8 +492,10 @@ private:
   static constexpr size_t kStagingBytes = size_t(64) << 20;
 
   llvm::Error stagedCopy(void *dst, const void *src, size_t bytes, bool toDevice) {
-    // Work already issued on the program's streams may read or write these bytes.
-    if (auto err = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
+    // Work already issued on the program's streams may read or write these
+    // bytes (or, before the streams exist, on the default stream, which the
+    // copies below follow).
+    if (auto err = syncStreams("cudaStreamSynchronize"))
       return err;
     if (!staging_) {
       if (auto err = check(cudaHostAlloc(&staging_, kStagingBytes, cudaHostAllocDefault),
@@ -462,6 +575,7 @@ private:
   std::vector<cudaEvent_t> events_;
   unsigned numStreams_ = 0, numEvents_ = 0;
   void *staging_ = nullptr;
+  std::shared_ptr<HostCopyPool> hostCopies_ = std::make_shared<HostCopyPool>();
   std::vector<cudaEvent_t> captureEvents_; // [0] forks, [s] joins stream s
   cudaGraphExec_t graphExec_ = nullptr;
   std::vector<cudaEvent_t> timingEvents_;
@@ -474,6 +588,92 @@ private:
   uint64_t launched_ = 0, paceNext_ = 0;
   std::vector<cudaEvent_t> paceMarks_[kPaceMarks];
 };
+
+llvm::Expected<std::unique_ptr<PendingHostCopy>>
+CudaBackend::copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> regions) {
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (auto [address, bytes] : regions) {
+    offsets.push_back(total);
+    total += (bytes + 255) / 256 * 256;
+  }
+  int device = 0;
+  if (auto err = check(cudaGetDevice(&device), "cudaGetDevice"))
+    return std::move(err);
+  HostCopyBuffers b = hostCopies_->take();
+  auto fail = [&](llvm::Error err) -> llvm::Error {
+    b.release();
+    return err;
+  };
+  b.device = device;
+  if (!b.valid()) {
+    if (auto err = check(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking),
+                         "cudaStreamCreate (copy to host)"))
+      return fail(std::move(err));
+    if (auto err = check(cudaEventCreateWithFlags(&b.read, cudaEventDisableTiming),
+                         "cudaEventCreate (copy to host)"))
+      return fail(std::move(err));
+    if (auto err = check(cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming),
+                         "cudaEventCreate (copy to host)"))
+      return fail(std::move(err));
+  }
+  if (b.hostBytes < total) {
+    if (b.host)
+      cudaFreeHost(b.host);
+    b.host = nullptr;
+    b.hostBytes = 0;
+    void *host = nullptr;
+    if (auto err = check(cudaHostAlloc(&host, total, cudaHostAllocDefault),
+                         "cudaHostAlloc (copy to host)"))
+      return fail(std::move(err));
+    b.host = static_cast<uint8_t *>(host);
+    b.hostBytes = total;
+  }
+  if (b.spareBytes < total) {
+    if (b.spare)
+      cudaFree(b.spare);
+    b.spare = nullptr;
+    b.spareBytes = 0;
+    // No room on the device is no error: the regions are then read over
+    // PCIe directly, and the next step waits for that instead.
+    if (cudaMalloc(&b.spare, total) == cudaSuccess)
+      b.spareBytes = total;
+    else
+      b.spare = nullptr;
+    cudaGetLastError();
+  }
+  // The copy reads what the work issued so far wrote.
+  for (unsigned s = 0; s < numStreams_; ++s) {
+    if (auto err = check(cudaEventRecord(b.read, streams_[s]), "cudaEventRecord"))
+      return fail(std::move(err));
+    if (auto err = check(cudaStreamWaitEvent(b.stream, b.read, 0), "cudaStreamWaitEvent"))
+      return fail(std::move(err));
+  }
+  for (size_t i = 0; i < regions.size(); ++i) {
+    auto [address, bytes] = regions[i];
+    cudaError_t status =
+        b.spare ? cudaMemcpyAsync(static_cast<uint8_t *>(b.spare) + offsets[i], address, bytes,
+                                  cudaMemcpyDeviceToDevice, b.stream)
+                : cudaMemcpyAsync(b.host + offsets[i], address, bytes, cudaMemcpyDeviceToHost,
+                                  b.stream);
+    if (auto err = check(status, "cudaMemcpyAsync (copy to host)"))
+      return fail(std::move(err));
+  }
+  if (auto err = check(cudaEventRecord(b.read, b.stream), "cudaEventRecord"))
+    return fail(std::move(err));
+  // Work issued from here on waits until the regions have been read.
+  for (unsigned s = 0; s < numStreams_; ++s)
+    if (auto err = check(cudaStreamWaitEvent(streams_[s], b.read, 0), "cudaStreamWaitEvent"))
+      return fail(std::move(err));
+  if (b.spare)
+    if (auto err = check(cudaMemcpyAsync(b.host, b.spare, total, cudaMemcpyDeviceToHost, b.stream),
+                         "cudaMemcpyAsync (copy to host)"))
+      return fail(std::move(err));
+  if (auto err = check(cudaEventRecord(b.done, b.stream), "cudaEventRecord"))
+    return fail(std::move(err));
+  return std::unique_ptr<PendingHostCopy>(
+      std::make_unique<CudaPendingHostCopy>(hostCopies_, b, std::move(offsets)));
+}
 
 } // namespace
 
