@@ -32,7 +32,7 @@ struct HostCopyBuffers {
   uint8_t *host = nullptr; // pinned
   size_t hostBytes = 0;
   cudaStream_t stream = nullptr;
-  cudaEvent_t read = nullptr, done = nullptr;
+  cudaEvent_t read = nullptr;
   bool valid() const { return stream != nullptr; }
   void release() {
     cudaSetDevice(device);
@@ -44,8 +44,6 @@ struct HostCopyBuffers {
       cudaFreeHost(host);
     if (read)
       cudaEventDestroy(read);
-    if (done)
-      cudaEventDestroy(done);
     if (stream)
       cudaStreamDestroy(stream);
     *this = HostCopyBuffers();
@@ -74,16 +72,44 @@ struct HostCopyPool {
 class CudaPendingHostCopy final : public PendingHostCopy {
 public:
   CudaPendingHostCopy(std::shared_ptr<HostCopyPool> pool, HostCopyBuffers buffers,
-                      std::vector<size_t> offsets)
-      : pool_(std::move(pool)), buffers_(buffers), offsets_(std::move(offsets)) {}
+                      std::vector<size_t> offsets, size_t total)
+      : pool_(std::move(pool)), buffers_(buffers), offsets_(std::move(offsets)), total_(total) {}
   ~CudaPendingHostCopy() override {
     cudaSetDevice(buffers_.device);
-    cudaEventSynchronize(buffers_.done);
+    cudaStreamSynchronize(buffers_.stream);
     pool_->give(buffers_);
   }
+  /// With a spare, the regions are in device memory by now (or will be, in
+  /// stream order): pinned memory is allocated here, off the training loop,
+  /// and filled in chunks, so small transfers of the training loop (a loss
+  /// read back) are not queued behind gigabytes.
   llvm::Error wait() override {
-    cudaSetDevice(buffers_.device);
-    return check(cudaEventSynchronize(buffers_.done), "cudaEventSynchronize (copy to host)");
+    HostCopyBuffers &b = buffers_;
+    if (auto err = check(cudaSetDevice(b.device), "cudaSetDevice"))
+      return err;
+    if (b.spare && !issued_) {
+      issued_ = true;
+      if (b.hostBytes < total_) {
+        if (b.host)
+          cudaFreeHost(b.host);
+        b.host = nullptr;
+        b.hostBytes = 0;
+        void *host = nullptr;
+        if (auto err = check(cudaHostAlloc(&host, total_, cudaHostAllocDefault),
+                             "cudaHostAlloc (copy to host)"))
+          return err;
+        b.host = static_cast<uint8_t *>(host);
+        b.hostBytes = total_;
+      }
+      constexpr size_t kChunk = size_t(32) << 20;
+      for (size_t done = 0; done < total_; done += kChunk)
+        if (auto err = check(cudaMemcpyAsync(b.host + done, static_cast<uint8_t *>(b.spare) + done,
+                                             std::min(kChunk, total_ - done),
+                                             cudaMemcpyDeviceToHost, b.stream),
+                             "cudaMemcpyAsync (copy to host)"))
+          return err;
+    }
+    return check(cudaStreamSynchronize(b.stream), "cudaStreamSynchronize (copy to host)");
   }
   const uint8_t *region(size_t i) const override { return buffers_.host + offsets_[i]; }
 
@@ -91,6 +117,8 @@ private:
   std::shared_ptr<HostCopyPool> pool_;
   HostCopyBuffers buffers_;
   std::vector<size_t> offsets_;
+  size_t total_;
+  bool issued_ = false;
 };
 
 class CudaBackend final : public Backend {
@@ -343,20 +371,18 @@ public:
     return check(cudaStreamWaitEvent(streams_[stream], events_[event], 0), "cudaStreamWaitEvent");
   }
   /// Waits for the program's streams, not the whole device: a copy to host
-  /// memory in flight on its own stream (copyToHostAsync) goes on.
+  /// memory in flight on its own stream (copyToHostAsync) goes on. In a
+  /// multi-rank run a collective whose peer never comes spins on the GPU
+  /// forever, so the streams are polled until the deadline (--comm-timeout)
+  /// instead; the caller then aborts the communicator, which ends the
+  /// spinning kernels.
   llvm::Error syncStreams(const char *what) {
-    for (unsigned s = 0; s < numStreams_; ++s)
-      if (auto err = check(cudaStreamSynchronize(streams_[s]), what))
-        return err;
-    return check(cudaGetLastError(), what);
-  }
-
-  llvm::Error synchronize() override {
-    if (waitTimeoutSeconds_ <= 0 || !communicator())
-      return syncStreams("cudaStreamSynchronize (a kernel failed)");
-    // A collective whose peer never comes spins on the GPU forever: poll
-    // the streams until the deadline instead, and fail (the caller aborts
-    // the communicator, which ends the spinning kernels).
+    if (waitTimeoutSeconds_ <= 0 || !communicator()) {
+      for (unsigned s = 0; s < numStreams_; ++s)
+        if (auto err = check(cudaStreamSynchronize(streams_[s]), what))
+          return err;
+      return check(cudaGetLastError(), what);
+    }
     auto start = std::chrono::steady_clock::now();
     for (unsigned s = 0; s < numStreams_;) {
       cudaError_t state = cudaStreamQuery(streams_[s]);
@@ -365,7 +391,7 @@ public:
         continue;
       }
       if (state != cudaErrorNotReady)
-        return check(state, "cudaStreamQuery (a kernel failed)");
+        return check(state, what);
       double waited =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (waited > waitTimeoutSeconds_)
@@ -376,6 +402,10 @@ public:
             s, waitTimeoutSeconds_);
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+    return check(cudaGetLastError(), what);
+  }
+
+  llvm::Error synchronize() override {
     return syncStreams("cudaStreamSynchronize (a kernel failed)");
   }
 
@@ -613,21 +643,6 @@ CudaBackend::copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> reg
     if (auto err = check(cudaEventCreateWithFlags(&b.read, cudaEventDisableTiming),
                          "cudaEventCreate (copy to host)"))
       return fail(std::move(err));
-    if (auto err = check(cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming),
-                         "cudaEventCreate (copy to host)"))
-      return fail(std::move(err));
-  }
-  if (b.hostBytes < total) {
-    if (b.host)
-      cudaFreeHost(b.host);
-    b.host = nullptr;
-    b.hostBytes = 0;
-    void *host = nullptr;
-    if (auto err = check(cudaHostAlloc(&host, total, cudaHostAllocDefault),
-                         "cudaHostAlloc (copy to host)"))
-      return fail(std::move(err));
-    b.host = static_cast<uint8_t *>(host);
-    b.hostBytes = total;
   }
   if (b.spareBytes < total) {
     if (b.spare)
@@ -641,6 +656,18 @@ CudaBackend::copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> reg
     else
       b.spare = nullptr;
     cudaGetLastError();
+  }
+  if (!b.spare && b.hostBytes < total) {
+    if (b.host)
+      cudaFreeHost(b.host);
+    b.host = nullptr;
+    b.hostBytes = 0;
+    void *host = nullptr;
+    if (auto err = check(cudaHostAlloc(&host, total, cudaHostAllocDefault),
+                         "cudaHostAlloc (copy to host)"))
+      return fail(std::move(err));
+    b.host = static_cast<uint8_t *>(host);
+    b.hostBytes = total;
   }
   // The copy reads what the work issued so far wrote.
   for (unsigned s = 0; s < numStreams_; ++s) {
@@ -665,14 +692,9 @@ CudaBackend::copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> reg
   for (unsigned s = 0; s < numStreams_; ++s)
     if (auto err = check(cudaStreamWaitEvent(streams_[s], b.read, 0), "cudaStreamWaitEvent"))
       return fail(std::move(err));
-  if (b.spare)
-    if (auto err = check(cudaMemcpyAsync(b.host, b.spare, total, cudaMemcpyDeviceToHost, b.stream),
-                         "cudaMemcpyAsync (copy to host)"))
-      return fail(std::move(err));
-  if (auto err = check(cudaEventRecord(b.done, b.stream), "cudaEventRecord"))
-    return fail(std::move(err));
+  // With a spare, the transfer to the host is the writer's (wait()).
   return std::unique_ptr<PendingHostCopy>(
-      std::make_unique<CudaPendingHostCopy>(hostCopies_, b, std::move(offsets)));
+      std::make_unique<CudaPendingHostCopy>(hostCopies_, b, std::move(offsets), total));
 }
 
 } // namespace
