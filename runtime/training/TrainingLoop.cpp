@@ -565,6 +565,21 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
   std::set<int64_t> stragglers; // named, not yet recovered
   int64_t lastStragglerReport = 0;
 
+  // Asynchronous checkpoints: the first copy to host memory allocates
+  // what every later one reuses (spare device memory, pinned host memory,
+  // whose allocation holds up the GPU's other work for seconds): done once
+  // here, before the first step, rather than in the middle of training.
+  if (options.checkpointAsync && leader && !options.checkpointDir.empty()) {
+    std::vector<uint32_t> own;
+    for (auto [param, buffer] : ownedBlocks(rankIndex(exe, rank)))
+      own.push_back(buffer);
+    auto warm = executor.copyBuffersToHostAsync(own);
+    if (!warm)
+      return warm.takeError();
+    if (auto err = (*warm)->wait())
+      return err;
+  }
+
   log << "training " << exe.modelName << " on " << executor.backendName();
   if (numRanks > 1)
     log << " x " << numRanks << " ranks (" << communicator->name() << ")";

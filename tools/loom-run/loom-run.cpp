@@ -1008,13 +1008,19 @@ int main(int argc, char **argv) {
         return runRank(exe, rankIndex, **backend, communicators[r].get());
       }();
       std::string message = err ? llvm::toString(std::move(err)) : std::string();
-      if (!message.empty())
+      if (!message.empty()) {
+        // On record before the abort, which may itself wait (NCCL).
+        {
+          std::lock_guard<std::mutex> lock(doneMutex);
+          errors[r] = message;
+          anyFailed = true;
+          doneChanged.notify_all();
+        }
         (ncclComms.empty() ? communicators[r] : ncclComms[r])->abort(message);
+      }
       std::lock_guard<std::mutex> lock(doneMutex);
-      errors[r] = std::move(message);
       finished[r] = true;
       ++numFinished;
-      anyFailed |= !errors[r].empty();
       doneChanged.notify_all();
     });
   bool allFinished;
@@ -1030,12 +1036,12 @@ int main(int argc, char **argv) {
     std::lock_guard<std::mutex> lock(doneMutex);
     std::vector<std::string> lines;
     for (int64_t r = 0; r < numRanks; ++r)
-      if (finished[r] && !errors[r].empty())
+      if (!errors[r].empty())
         lines.push_back("rank " + std::to_string(r) + ": " + errors[r]);
     {
       std::lock_guard<std::mutex> watch(watched().mutex);
       for (int64_t r = 0; r < numRanks; ++r) {
-        if (finished[r])
+        if (finished[r] || !errors[r].empty())
           continue;
         std::string where = "starting";
         if (auto it = watched().ranks.find(r); it != watched().ranks.end()) {

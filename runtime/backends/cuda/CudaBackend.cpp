@@ -409,6 +409,26 @@ public:
     return syncStreams("cudaStreamSynchronize (a kernel failed)");
   }
 
+  /// Waits for `e`, within --comm-timeout in a multi-rank run (syncStreams).
+  llvm::Error waitEvent(cudaEvent_t e, const char *what) {
+    if (waitTimeoutSeconds_ <= 0 || !communicator())
+      return check(cudaEventSynchronize(e), what);
+    auto start = std::chrono::steady_clock::now();
+    while (true) {
+      cudaError_t state = cudaEventQuery(e);
+      if (state != cudaErrorNotReady)
+        return check(state, what);
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+          waitTimeoutSeconds_)
+        return llvm::createStringError(
+            std::errc::timed_out,
+            "the GPU's work did not finish within %.0f s (--comm-timeout): a collective on it "
+            "waits for a peer that never came",
+            waitTimeoutSeconds_);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
   llvm::Expected<std::unique_ptr<PendingHostCopy>>
   copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> regions) override;
 
@@ -570,7 +590,7 @@ private:
       return llvm::Error::success();
     std::vector<cudaEvent_t> &marks = paceMarks_[paceNext_ % kPaceMarks];
     for (cudaEvent_t e : marks)
-      if (auto err = check(cudaEventSynchronize(e), "cudaEventSynchronize (launch pacing)"))
+      if (auto err = waitEvent(e, "cudaEventSynchronize (launch pacing)"))
         return err;
     while (marks.size() < numStreams_) {
       cudaEvent_t e;
