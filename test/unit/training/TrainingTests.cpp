@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <thread>
 
 using namespace loom;
 
@@ -155,8 +156,20 @@ TEST(TrainingLoop, OtherRanksLogToNoStreamSharedAcrossThreads) {
   StreamBufferAccess::setBuffer(llvm::nulls(), shared.data(), shared.size());
   std::string log;
   llvm::raw_string_ostream rankLog(log);
+  // Rank 0 runs beside it: the ranks step in lockstep (each step rank 0
+  // gathers every rank's report and answers with one verdict).
+  std::unique_ptr<Backend> leaderBackend = createCpuBackend(1);
+  auto leader = cantFail(ProgramExecutor::create(exe, 0, *leaderBackend, /*seed=*/0));
+  std::string leaderLog;
+  llvm::raw_string_ostream leaderStream(leaderLog);
+  llvm::Error leaderErr = llvm::Error::success();
+  std::thread rank0([&] {
+    leaderErr = runTraining(exe, *leader, options, leaderStream, communicators[0].get());
+  });
   llvm::Error err = runTraining(exe, *executor, options, rankLog, communicators[1].get());
+  rank0.join();
   llvm::nulls().SetUnbuffered(); // lets go of `shared`
+  ASSERT_FALSE(static_cast<bool>(leaderErr)) << llvm::toString(std::move(leaderErr));
   ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
   EXPECT_EQ(log, ""); // rank 0 alone speaks for the run
   EXPECT_EQ(std::count(shared.begin(), shared.end(), 0), int64_t(shared.size()))
