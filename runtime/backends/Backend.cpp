@@ -33,7 +33,8 @@ public:
 } // namespace
 
 llvm::Expected<std::unique_ptr<PendingHostCopy>>
-Backend::copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> regions) {
+Backend::copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> regions,
+                         llvm::ArrayRef<size_t>) {
   auto copy = std::make_unique<ReadyHostCopy>();
   for (auto [address, bytes] : regions) {
     copy->regions.emplace_back(bytes);

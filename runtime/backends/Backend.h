@@ -110,13 +110,35 @@ public:
   virtual llvm::Error waitEvent(unsigned event, unsigned stream) = 0;
   /// Returns once all issued work is done.
   virtual llvm::Error synchronize() = 0;
-  /// Starts copying `regions` (device address, bytes) to host memory and
-  /// returns without waiting for the transfer: work issued afterwards on
-  /// the backend's streams waits only until the regions have been read
-  /// (into spare device memory where there is room), not for the host. The
-  /// default copies at once (copyToHost).
+  /// Starts copying `regions` (device address, bytes) to host memory, after
+  /// the work issued so far, in the order given, and returns without
+  /// waiting: the regions are first read into spare device memory where
+  /// there is room. Work issued afterwards runs beside the copy. What
+  /// overwrites a region must first call waitForHostCopyReads on its stream
+  /// with a read mark k whose readMarks[k] (ascending region counts) covers
+  /// the region; copyToDevice waits by itself. The default copies at once
+  /// (copyToHost).
   virtual llvm::Expected<std::unique_ptr<PendingHostCopy>>
-  copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> regions);
+  copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> regions,
+                  llvm::ArrayRef<size_t> readMarks = {});
+  /// Work issued on `stream` from here on waits until the latest
+  /// copyToHostAsync has read the regions before its read mark `mark` (all
+  /// of them, for a mark it did not have). In a captured step the wait is
+  /// part of the recording and waits, at each replay, on the copy issued
+  /// last. The default has nothing to wait for.
+  virtual llvm::Error waitForHostCopyReads(unsigned /*stream*/, unsigned /*mark*/) {
+    return llvm::Error::success();
+  }
+
+  /// Progress marks, for naming what hangs: mark(id, stream) is passed
+  /// once the work issued on `stream` so far is done (in a captured step,
+  /// at each replay). unpassedMarks() lists the marks whose latest record
+  /// the device has not reached. The default runs everything at once and
+  /// has none.
+  virtual llvm::Error mark(unsigned /*id*/, unsigned /*stream*/) {
+    return llvm::Error::success();
+  }
+  virtual std::vector<unsigned> unpassedMarks() { return {}; }
 
   /// Whole-step capture (CUDA Graphs). Between beginCapture() and
   /// endCapture() the work issued on the backend's streams is recorded, not

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <numeric>
 #include <thread>
 
 namespace loom {
@@ -281,6 +283,8 @@ std::string ProgramExecutor::describeInstruction(int64_t i) const {
     break;
   case InstrKind::Collective:
     what = collectiveKindName(instr.collective.kind);
+    if (!instr.collective.axes.empty())
+      what += " over mesh axes " + llvm::join(instr.collective.axes, ",");
     break;
   case InstrKind::RecordEvent:
     what = "record event " + std::to_string(instr.event);
@@ -350,7 +354,7 @@ llvm::Error ProgramExecutor::replayAndWait() {
     return error("rank " + llvm::Twine(program_.rank) +
                  ": replaying the captured step: " + llvm::toString(std::move(err)));
   if (auto err = backend_.synchronize())
-    return err;
+    return nameUnfinishedCollective(std::move(err));
   return deviceTiming_ ? collectTimes(runStarted, /*replayed=*/true) : llvm::Error::success();
 }
 
@@ -363,8 +367,23 @@ llvm::Error ProgramExecutor::issueAndWait() {
   if (auto err = issue())
     return err;
   if (auto err = backend_.synchronize())
-    return err;
+    return nameUnfinishedCollective(std::move(err));
   return deviceTiming_ ? collectTimes(runStarted, /*replayed=*/false) : llvm::Error::success();
+}
+
+llvm::Error ProgramExecutor::nameUnfinishedCollective(llvm::Error err) const {
+  return llvm::handleErrors(std::move(err), [&](const llvm::StringError &e) -> llvm::Error {
+    std::string message = e.getMessage();
+    if (e.convertToErrorCode() == std::errc::timed_out) {
+      // The first collective in program order whose mark the device has
+      // not passed is the one the step waits in.
+      std::vector<unsigned> unpassed = backend_.unpassedMarks();
+      if (!unpassed.empty())
+        message += "; the first unfinished collective is instruction " +
+                   describeInstruction(*std::min_element(unpassed.begin(), unpassed.end()));
+    }
+    return llvm::createStringError(e.convertToErrorCode(), message);
+  });
 }
 
 // Device timestamps: what each kernel took on its stream, overlaps between
@@ -401,6 +420,9 @@ llvm::Error ProgramExecutor::issue() {
     const Instruction &instr = program_.instructions[i];
     if (instr.refresh && !refreshPending_)
       continue;
+    if (!copyPlan_.waitMark.empty() && copyPlan_.waitMark[i] >= 0)
+      if (auto err = backend_.waitForHostCopyReads(instr.stream, unsigned(copyPlan_.waitMark[i])))
+        return err;
     auto started = std::chrono::steady_clock::now();
     llvm::Error err = llvm::Error::success();
     const bool timed =
@@ -463,6 +485,9 @@ llvm::Error ProgramExecutor::issue() {
       err = backend_.waitEvent(instr.event, instr.stream);
       break;
     }
+    // A mark after each collective: a hung step says which one waits.
+    if (!err && instr.kind == InstrKind::Collective)
+      err = backend_.mark(unsigned(i), instr.stream);
     if (!err && timed && deviceTiming_) {
       llvm::Expected<unsigned> mark = backend_.timestamp(instr.stream);
       if (!mark)
@@ -523,16 +548,87 @@ llvm::Expected<HostTensor> ProgramExecutor::readBuffer(uint32_t index) const {
   return out;
 }
 
+namespace {
+/// A copy made in another order than its caller's: region i is the inner
+/// copy's region position[i].
+class ReorderedHostCopy final : public PendingHostCopy {
+public:
+  ReorderedHostCopy(std::unique_ptr<PendingHostCopy> inner, std::vector<size_t> position)
+      : inner_(std::move(inner)), position_(std::move(position)) {}
+  llvm::Error wait() override { return inner_->wait(); }
+  const uint8_t *region(size_t i) const override { return inner_->region(position_[i]); }
+
+private:
+  std::unique_ptr<PendingHostCopy> inner_;
+  std::vector<size_t> position_;
+};
+} // namespace
+
+void ProgramExecutor::planCopy(llvm::ArrayRef<uint32_t> buffers) {
+  const size_t n = buffers.size(), never = SIZE_MAX;
+  const size_t count = program_.instructions.size();
+  copyPlan_ = CopyPlan();
+  copyPlan_.buffers.assign(buffers.begin(), buffers.end());
+  copyPlan_.waitMark.assign(count, -1);
+  // The first instruction that writes each buffer. Refresh instructions
+  // (the first step after a load) wait for the whole copy.
+  std::vector<size_t> firstWriter(n, never);
+  for (size_t i = 0; i < count; ++i) {
+    const Instruction &instr = program_.instructions[i];
+    if (instr.kind == InstrKind::RecordEvent || instr.kind == InstrKind::WaitEvent)
+      continue;
+    for (uint32_t o : instr.outputs) {
+      const BufferDesc &out = program_.buffers[o];
+      for (size_t j = 0; j < n; ++j) {
+        const BufferDesc &copied = program_.buffers[buffers[j]];
+        if (out.arena != copied.arena || out.offset >= copied.offset + copied.sizeInBytes() ||
+            copied.offset >= out.offset + out.sizeInBytes())
+          continue;
+        if (instr.refresh)
+          copyPlan_.waitMark[i] = std::numeric_limits<int32_t>::max(); // all
+        else if (firstWriter[j] == never)
+          firstWriter[j] = i;
+      }
+    }
+  }
+  // Copied in the order the step overwrites them; mark k follows the
+  // buffers of the k-th first writer.
+  copyPlan_.order.resize(n);
+  std::iota(copyPlan_.order.begin(), copyPlan_.order.end(), size_t(0));
+  std::stable_sort(copyPlan_.order.begin(), copyPlan_.order.end(),
+                   [&](size_t a, size_t b) { return firstWriter[a] < firstWriter[b]; });
+  for (size_t k = 0; k < n; ++k) {
+    size_t writer = firstWriter[copyPlan_.order[k]];
+    if (writer == never)
+      break;
+    if (k + 1 < n && firstWriter[copyPlan_.order[k + 1]] == writer)
+      continue;
+    copyPlan_.waitMark[writer] = int32_t(copyPlan_.readMarks.size());
+    copyPlan_.readMarks.push_back(k + 1);
+  }
+  // The captured step has no waits for these buffers yet.
+  captured_ = false;
+}
+
 llvm::Expected<std::unique_ptr<PendingHostCopy>>
-ProgramExecutor::copyBuffersToHostAsync(llvm::ArrayRef<uint32_t> buffers) const {
-  std::vector<std::pair<const void *, size_t>> regions;
-  for (uint32_t index : buffers) {
+ProgramExecutor::copyBuffersToHostAsync(llvm::ArrayRef<uint32_t> buffers) {
+  for (uint32_t index : buffers)
     if (index >= program_.buffers.size())
       return error("buffer " + llvm::Twine(index) + " out of range");
-    const BufferDesc &buffer = program_.buffers[index];
+  if (llvm::ArrayRef<uint32_t>(copyPlan_.buffers) != buffers)
+    planCopy(buffers);
+  std::vector<std::pair<const void *, size_t>> regions;
+  std::vector<size_t> position(buffers.size());
+  for (size_t k = 0; k < copyPlan_.order.size(); ++k) {
+    const BufferDesc &buffer = program_.buffers[buffers[copyPlan_.order[k]]];
     regions.push_back({address(buffer), buffer.sizeInBytes()});
+    position[copyPlan_.order[k]] = k;
   }
-  return backend_.copyToHostAsync(regions);
+  auto copy = backend_.copyToHostAsync(regions, copyPlan_.readMarks);
+  if (!copy)
+    return copy.takeError();
+  return std::unique_ptr<PendingHostCopy>(
+      std::make_unique<ReorderedHostCopy>(std::move(*copy), std::move(position)));
 }
 
 llvm::Error ProgramExecutor::writeBuffer(uint32_t index, const HostTensor &value) {

@@ -79,9 +79,14 @@ public:
   /// Reads any buffer (parameters included), for tests and checkpoints.
   llvm::Expected<HostTensor> readBuffer(uint32_t buffer) const;
   /// Starts copying `buffers` to host memory (Backend::copyToHostAsync):
-  /// region i of the result is buffers[i]. The next run() may start at once.
+  /// region i of the result is buffers[i]. The next run() may start at once:
+  /// the buffers are copied in the order the step first writes them, and
+  /// each first writer (the optimizer's update of a parameter, in a
+  /// training step) waits only until its buffers have been read, so the
+  /// step runs beside the copy. A step captured before a copy of other
+  /// buffers is captured again.
   llvm::Expected<std::unique_ptr<PendingHostCopy>>
-  copyBuffersToHostAsync(llvm::ArrayRef<uint32_t> buffers) const;
+  copyBuffersToHostAsync(llvm::ArrayRef<uint32_t> buffers);
   /// Overwrites a buffer (a parameter restored from a checkpoint); dtype and
   /// shape must match. The next run() then runs the program's refresh
   /// instructions, which recompute what it derives from the parameters.
@@ -95,6 +100,8 @@ private:
   llvm::Error issue();
   llvm::Error issueAndWait();
   llvm::Error replayAndWait();
+  /// Adds to a timed-out wait which collective has not finished.
+  llvm::Error nameUnfinishedCollective(llvm::Error err) const;
   llvm::Error collectTimes(std::chrono::steady_clock::time_point runStarted, bool replayed);
   void *address(const BufferDesc &buffer) const;
   DeviceTensor tensor(uint32_t buffer) const;
@@ -116,6 +123,17 @@ private:
   };
   std::vector<PendingTime> pendingTimes_;
   int eagerRuns_ = 0;
+  /// How copyBuffersToHostAsync copies `buffers`: in `order`, the order
+  /// in which the step first writes them, with read mark k after the first
+  /// readMarks[k] of them. waitMark[i] >= 0: instruction i first writes
+  /// some of them and waits for that mark first.
+  struct CopyPlan {
+    std::vector<uint32_t> buffers;
+    std::vector<size_t> order, readMarks;
+    std::vector<int32_t> waitMark;
+  };
+  CopyPlan copyPlan_;
+  void planCopy(llvm::ArrayRef<uint32_t> buffers);
   std::string captureStatus_ = "not captured";
   std::map<std::string, std::pair<double, int64_t>> kernelTimes_;
   std::vector<TraceEvent> trace_;

@@ -23,6 +23,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/WithColor.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -31,6 +32,12 @@
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+
+#include <dirent.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace cl = llvm::cl;
 using namespace loom;
@@ -396,6 +403,45 @@ void setPhase(int64_t rank, const std::string &phase, const ProgramExecutor *exe
   watched().ranks[rank] = {phase, executor};
 }
 
+/// The stack of every thread of this process, on stderr: what a hang is
+/// waiting in. Each thread is sent a signal whose handler writes its own
+/// frames (module+offset, for `addr2line -f -C -e loom-run OFFSET`).
+std::atomic<int> stacksWritten{0};
+void writeOwnStack(int) {
+  void *frames[40];
+  int n = backtrace(frames, 40);
+  char head[48];
+  int len = std::snprintf(head, sizeof head, "-- thread %ld:\n", long(syscall(SYS_gettid)));
+  if (len > 0 && ::write(2, head, size_t(len)) < 0)
+    return;
+  backtrace_symbols_fd(frames, n, 2);
+  stacksWritten.fetch_add(1);
+}
+void writeAllStacks() {
+  void *warm[1];
+  backtrace(warm, 1); // loads the unwinder outside a signal handler
+  const int signal = SIGRTMIN + 5;
+  struct sigaction action = {};
+  action.sa_handler = writeOwnStack;
+  sigemptyset(&action.sa_mask);
+  sigaction(signal, &action, nullptr);
+  DIR *tasks = opendir("/proc/self/task");
+  if (!tasks)
+    return;
+  long self = long(syscall(SYS_gettid));
+  while (dirent *entry = readdir(tasks)) {
+    long tid = std::strtol(entry->d_name, nullptr, 10);
+    if (tid <= 0 || tid == self)
+      continue;
+    int before = stacksWritten.load();
+    if (syscall(SYS_tgkill, long(getpid()), tid, signal) != 0)
+      continue;
+    for (int i = 0; i < 50 && stacksWritten.load() == before; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  closedir(tasks);
+}
+
 /// Prints where every rank is once nothing has moved for --stall-timeout
 /// seconds, then ends the process: a hang becomes an error that says which
 /// rank waits where.
@@ -435,8 +481,9 @@ void startWatchdog() {
         continue;
       llvm::errs() << "loom-run: error: no progress for " << stallTimeout.getValue()
                    << " s (--stall-timeout); where each rank is:\n"
-                   << report;
+                   << report << "loom-run: the stack of each thread:\n";
       llvm::errs().flush();
+      writeAllStacks();
       std::_Exit(1);
     }
   }).detach();

@@ -9,10 +9,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <chrono>
 #include <cstring>
+#include <string_view>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -33,11 +36,19 @@ struct HostCopyBuffers {
   size_t hostBytes = 0;
   cudaStream_t stream = nullptr;
   cudaEvent_t read = nullptr;
+  /// The copies of the last regions (and read marks), recorded once as a
+  /// graph: a later copy of the same regions is one launch.
+  cudaGraphExec_t copies = nullptr;
+  std::vector<std::pair<const void *, size_t>> copiedRegions;
+  std::vector<size_t> copiedMarks;
+  void *copiedTo = nullptr;
   bool valid() const { return stream != nullptr; }
   void release() {
     cudaSetDevice(device);
     if (stream)
       cudaStreamSynchronize(stream);
+    if (copies)
+      cudaGraphExecDestroy(copies);
     if (spare)
       cudaFree(spare);
     if (host)
@@ -52,8 +63,13 @@ struct HostCopyBuffers {
 
 struct HostCopyPool {
   std::mutex mutex;
+  std::atomic<bool> stuck{false}; // the device hangs: release nothing
+
   HostCopyBuffers idle; // at most one set waits here
-  ~HostCopyPool() { idle.release(); }
+  ~HostCopyPool() {
+    if (!stuck)
+      idle.release();
+  }
   HostCopyBuffers take() {
     std::lock_guard<std::mutex> lock(mutex);
     HostCopyBuffers taken = idle;
@@ -75,6 +91,8 @@ public:
                       std::vector<size_t> offsets, size_t total)
       : pool_(std::move(pool)), buffers_(buffers), offsets_(std::move(offsets)), total_(total) {}
   ~CudaPendingHostCopy() override {
+    if (pool_->stuck)
+      return;
     cudaSetDevice(buffers_.device);
     cudaStreamSynchronize(buffers_.stream);
     pool_->give(buffers_);
@@ -101,13 +119,19 @@ public:
         b.host = static_cast<uint8_t *>(host);
         b.hostBytes = total_;
       }
+      // One chunk at a time: the copy engine takes transfers in order, and
+      // gigabytes queued at once would hold the training loop's own reads
+      // (its loss, every step) for as long as they take to cross PCIe.
       constexpr size_t kChunk = size_t(32) << 20;
-      for (size_t done = 0; done < total_; done += kChunk)
+      for (size_t done = 0; done < total_; done += kChunk) {
         if (auto err = check(cudaMemcpyAsync(b.host + done, static_cast<uint8_t *>(b.spare) + done,
                                              std::min(kChunk, total_ - done),
                                              cudaMemcpyDeviceToHost, b.stream),
                              "cudaMemcpyAsync (copy to host)"))
           return err;
+        if (auto err = check(cudaStreamSynchronize(b.stream), "cudaStreamSynchronize (copy to host)"))
+          return err;
+      }
     }
     return check(cudaStreamSynchronize(b.stream), "cudaStreamSynchronize (copy to host)");
   }
@@ -124,6 +148,13 @@ private:
 class CudaBackend final : public Backend {
 public:
   ~CudaBackend() override {
+    if (stuck_) {
+      // A kernel still spins on a peer that never came (a collective timed
+      // out), and freeing device or pinned memory waits for the device: the
+      // memory is left to the process's exit. Nothing synchronizes here.
+      new std::shared_ptr<HostCopyPool>(std::move(hostCopies_));
+      return;
+    }
     cudaDeviceSynchronize();
     if (graphExec_)
       cudaGraphExecDestroy(graphExec_);
@@ -134,7 +165,13 @@ public:
         cudaEventDestroy(e);
     for (cudaEvent_t e : timingEvents_)
       cudaEventDestroy(e);
+    for (auto [id, e] : marks_)
+      cudaEventDestroy(e);
     for (cudaEvent_t e : events_)
+      cudaEventDestroy(e);
+    if (hostCopyRead_)
+      cudaEventDestroy(hostCopyRead_);
+    for (cudaEvent_t e : readMarks_)
       cudaEventDestroy(e);
     for (cudaStream_t s : streams_)
       cudaStreamDestroy(s);
@@ -182,11 +219,18 @@ public:
     }
     return ptr;
   }
-  void deallocate(void *ptr) override { cudaFree(ptr); }
+  void deallocate(void *ptr) override {
+    if (!stuck_) // see ~CudaBackend
+      cudaFree(ptr);
+  }
 
   // Host memory the caller owns is pageable; the copies go through a pinned
   // staging buffer, in chunks, so the DMA engines run at full speed.
   llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) override {
+    // A snapshot may still be reading what this overwrites (a restore).
+    if (hostCopyRead_)
+      if (auto err = check(cudaEventSynchronize(hostCopyRead_), "cudaEventSynchronize"))
+        return err;
     return stagedCopy(dst, src, bytes, /*toDevice=*/true);
   }
   llvm::Error copyToHost(void *dst, const void *src, size_t bytes) override {
@@ -210,6 +254,15 @@ public:
     }
     numStreams_ = numStreams;
     numEvents_ = numEvents;
+    if (!hostCopyRead_ && !streams_.empty()) {
+      // Recorded once here, so that a step captured before any snapshot
+      // waits on a completed event.
+      if (auto err = check(cudaEventCreateWithFlags(&hostCopyRead_, cudaEventDisableTiming),
+                           "cudaEventCreate"))
+        return err;
+      if (auto err = check(cudaEventRecord(hostCopyRead_, streams_[0]), "cudaEventRecord"))
+        return err;
+    }
     return llvm::Error::success();
   }
 
@@ -394,12 +447,14 @@ public:
         return check(state, what);
       double waited =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (waited > waitTimeoutSeconds_)
+      if (waited > waitTimeoutSeconds_) {
+        markStuck();
         return llvm::createStringError(
             std::errc::timed_out,
             "the GPU's work (stream %u) did not finish within %.0f s (--comm-timeout): a "
             "collective on it waits for a peer that never came",
             s, waitTimeoutSeconds_);
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     return check(cudaGetLastError(), what);
@@ -419,18 +474,33 @@ public:
       if (state != cudaErrorNotReady)
         return check(state, what);
       if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-          waitTimeoutSeconds_)
+          waitTimeoutSeconds_) {
+        markStuck();
         return llvm::createStringError(
             std::errc::timed_out,
             "the GPU's work did not finish within %.0f s (--comm-timeout): a collective on it "
             "waits for a peer that never came",
             waitTimeoutSeconds_);
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 
+  llvm::Error waitForHostCopyReads(unsigned stream, unsigned mark) override {
+    if (auto err = checkStream(stream))
+      return err;
+    // Marks are made by copies, all before the step is captured; one that
+    // no copy has made yet waits for the latest copy as a whole.
+    cudaEvent_t e = mark < readMarks_.size() ? readMarks_[mark] : hostCopyRead_;
+    // In a captured step, an external wait: each replay waits on the
+    // event's latest record, the latest copy's.
+    return check(cudaStreamWaitEvent(streams_[stream], e, capturing_ ? cudaEventWaitExternal : 0),
+                 "cudaStreamWaitEvent (snapshot reads)");
+  }
+
   llvm::Expected<std::unique_ptr<PendingHostCopy>>
-  copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> regions) override;
+  copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> regions,
+                  llvm::ArrayRef<size_t> readMarks) override;
 
   bool canCapture() const override { return numStreams_ > 0; }
 
@@ -493,6 +563,27 @@ public:
     if (!graphExec_)
       return llvm::createStringError(std::errc::invalid_argument, "no captured step to replay");
     return check(cudaGraphLaunch(graphExec_, streams_[0]), "cudaGraphLaunch");
+  }
+
+  llvm::Error mark(unsigned id, unsigned stream) override {
+    if (auto err = checkStream(stream))
+      return err;
+    cudaEvent_t &e = marks_[id];
+    if (!e)
+      if (auto err = check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                           "cudaEventCreate (mark)"))
+        return err;
+    return check(capturing_ ? cudaEventRecordWithFlags(e, streams_[stream], cudaEventRecordExternal)
+                            : cudaEventRecord(e, streams_[stream]),
+                 "cudaEventRecord (mark)");
+  }
+  std::vector<unsigned> unpassedMarks() override {
+    std::vector<unsigned> out;
+    for (auto [id, e] : marks_)
+      if (cudaEventQuery(e) == cudaErrorNotReady)
+        out.push_back(id);
+    cudaGetLastError();
+    return out;
   }
 
   bool canTimestamp() const override { return true; }
@@ -626,9 +717,21 @@ private:
   unsigned numStreams_ = 0, numEvents_ = 0;
   void *staging_ = nullptr;
   std::shared_ptr<HostCopyPool> hostCopies_ = std::make_shared<HostCopyPool>();
+  /// The device's work did not finish within the wait timeout: nothing may
+  /// wait for the device again (~CudaBackend).
+  bool stuck_ = false;
+  void markStuck() {
+    stuck_ = true;
+    hostCopies_->stuck = true;
+  }
+  /// Recorded once the latest copyToHostAsync has read its regions, and
+  /// once it has read the regions before each of its read marks.
+  cudaEvent_t hostCopyRead_ = nullptr;
+  std::vector<cudaEvent_t> readMarks_;
   std::vector<cudaEvent_t> captureEvents_; // [0] forks, [s] joins stream s
   cudaGraphExec_t graphExec_ = nullptr;
   std::vector<cudaEvent_t> timingEvents_;
+  std::map<unsigned, cudaEvent_t> marks_;
   unsigned nextTimestamp_ = 0;
   bool capturing_ = false;
   void *prepareScratch_ = nullptr;
@@ -640,7 +743,8 @@ private:
 };
 
 llvm::Expected<std::unique_ptr<PendingHostCopy>>
-CudaBackend::copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> regions) {
+CudaBackend::copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> regions,
+                             llvm::ArrayRef<size_t> readMarks) {
   std::vector<size_t> offsets;
   size_t total = 0;
   for (auto [address, bytes] : regions) {
@@ -696,21 +800,73 @@ CudaBackend::copyToHostAsync(llvm::ArrayRef<std::pair<const void *, size_t>> reg
     if (auto err = check(cudaStreamWaitEvent(b.stream, b.read, 0), "cudaStreamWaitEvent"))
       return fail(std::move(err));
   }
-  for (size_t i = 0; i < regions.size(); ++i) {
-    auto [address, bytes] = regions[i];
-    cudaError_t status =
-        b.spare ? cudaMemcpyAsync(static_cast<uint8_t *>(b.spare) + offsets[i], address, bytes,
-                                  cudaMemcpyDeviceToDevice, b.stream)
-                : cudaMemcpyAsync(b.host + offsets[i], address, bytes, cudaMemcpyDeviceToHost,
-                                  b.stream);
-    if (auto err = check(status, "cudaMemcpyAsync (copy to host)"))
+  // In the order given: read mark k is recorded once the first
+  // readMarks[k] regions are read, so that the step that runs beside the
+  // copy waits, before each write, only for the regions it overwrites
+  // (waitForHostCopyReads). A device-to-device copy beside compute runs on
+  // the copy engines (about 250 GB/s on an H100), leaving the SMs to the
+  // step: 0.7% slower compute where a copy kernel costs 8%
+  // (docs/performance.md). The copies are recorded once as a graph, so
+  // that each later snapshot of the same buffers is a single launch.
+  void *target = b.spare ? b.spare : static_cast<void *>(b.host);
+  const bool same = b.copies && b.copiedTo == target &&
+                    llvm::ArrayRef<size_t>(b.copiedMarks) == readMarks &&
+                    llvm::ArrayRef<std::pair<const void *, size_t>>(b.copiedRegions) == regions;
+  if (!same) {
+    if (b.copies)
+      cudaGraphExecDestroy(b.copies);
+    b.copies = nullptr;
+    b.copiedTo = target;
+    b.copiedRegions.assign(regions.begin(), regions.end());
+    b.copiedMarks.assign(readMarks.begin(), readMarks.end());
+    while (readMarks_.size() < readMarks.size()) {
+      cudaEvent_t e;
+      if (auto err = check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                           "cudaEventCreate (read mark)"))
+        return fail(std::move(err));
+      readMarks_.push_back(e);
+    }
+    if (auto err = check(cudaStreamBeginCapture(b.stream, cudaStreamCaptureModeThreadLocal),
+                         "cudaStreamBeginCapture (copy to host)"))
       return fail(std::move(err));
+    size_t mark = 0;
+    llvm::Error recorded = llvm::Error::success();
+    for (size_t i = 0; i <= regions.size() && !recorded; ++i) {
+      for (; mark < readMarks.size() && readMarks[mark] <= i && !recorded; ++mark)
+        recorded = check(
+            cudaEventRecordWithFlags(readMarks_[mark], b.stream, cudaEventRecordExternal),
+            "cudaEventRecord (read mark)");
+      if (i == regions.size() || regions[i].second == 0 || recorded)
+        continue;
+      void *dst = b.spare ? static_cast<uint8_t *>(b.spare) + offsets[i]
+                          : static_cast<void *>(b.host + offsets[i]);
+      recorded = check(cudaMemcpyAsync(dst, regions[i].first, regions[i].second, cudaMemcpyDefault,
+                                       b.stream),
+                       "cudaMemcpyAsync (copy to host)");
+    }
+    cudaGraph_t graph = nullptr;
+    llvm::Error ended = check(cudaStreamEndCapture(b.stream, &graph), "cudaStreamEndCapture");
+    if (!recorded && !ended)
+      ended = check(cudaGraphInstantiate(&b.copies, graph, 0), "cudaGraphInstantiate (copies)");
+    if (graph)
+      cudaGraphDestroy(graph);
+    if (recorded || ended) {
+      b.copies = nullptr;
+      llvm::Error err = recorded ? std::move(recorded) : std::move(ended);
+      llvm::consumeError(std::move(recorded));
+      llvm::consumeError(std::move(ended));
+      return fail(std::move(err));
+    }
   }
+  if (auto err = check(cudaGraphLaunch(b.copies, b.stream), "cudaGraphLaunch (copy to host)"))
+    return fail(std::move(err));
   if (auto err = check(cudaEventRecord(b.read, b.stream), "cudaEventRecord"))
     return fail(std::move(err));
-  // Work issued from here on waits until the regions have been read.
-  for (unsigned s = 0; s < numStreams_; ++s)
-    if (auto err = check(cudaStreamWaitEvent(streams_[s], b.read, 0), "cudaStreamWaitEvent"))
+  // Marks this copy did not name wait for all of it.
+  if (auto err = check(cudaEventRecord(hostCopyRead_, b.stream), "cudaEventRecord"))
+    return fail(std::move(err));
+  for (size_t k = readMarks.size(); k < readMarks_.size(); ++k)
+    if (auto err = check(cudaEventRecord(readMarks_[k], b.stream), "cudaEventRecord"))
       return fail(std::move(err));
   // With a spare, the transfer to the host is the writer's (wait()).
   return std::unique_ptr<PendingHostCopy>(

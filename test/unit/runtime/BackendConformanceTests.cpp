@@ -674,6 +674,67 @@ TYPED_TEST(BackendConformance, CapturedStepsReplayWithNewInputs) {
     EXPECT_EQ(executor->captureStatus(), "not captured");
 }
 
+// An asynchronous snapshot holds the buffers as they were when it was
+// taken, although the next steps run at once and overwrite them: the
+// buffers are copied in the order the step first writes them, and each
+// first writer waits until its buffers have been read, eagerly and in a
+// captured step. Here the step writes w1 (on one stream) before w0 (on
+// another), while the snapshot is asked for w0 then w1. The buffers are
+// large, so that a copy still running when the step writes would be caught.
+TYPED_TEST(BackendConformance, SnapshotsHoldTheValuesOfTheirStepBoundary) {
+  constexpr int64_t n = 16 << 20; // 64 MB of f32
+  constexpr uint64_t bytes = uint64_t(n) * 4;
+  Executable exe;
+  exe.modelName = "snapshot";
+  exe.mode = "infer";
+  exe.parameters = {{"w0", DType::F32, {n}, true, InitKind::Zeros, 0, {}},
+                    {"w1", DType::F32, {n}, true, InitKind::Zeros, 0, {}}};
+  RankProgram r;
+  r.arenaSize[0] = 2 * bytes; // persistent
+  r.arenaSize[1] = bytes;     // scratch
+  r.streams = {"compute", "other"};
+  r.numEvents = 1;
+  r.buffers = {{"x", ArenaKind::Scratch, 0, DType::F32, {n}},
+               {"w0", ArenaKind::Persistent, 0, DType::F32, {n}},
+               {"w1", ArenaKind::Persistent, bytes, DType::F32, {n}}};
+  r.params = {{0, 1}, {1, 2}};
+  r.inputs = {{"x", 0}};
+  // w1 += x on the second stream, then w0 += 2x on the first.
+  r.instructions = {{InstrKind::Kernel, "nn.add", 1, 0, {2, 0}, {2}, {}, ""},
+                    {InstrKind::RecordEvent, "", 1, 0, {}, {}, {}, ""},
+                    {InstrKind::WaitEvent, "", 0, 0, {}, {}, {}, ""},
+                    {InstrKind::Kernel, "nn.add", 0, 0, {1, 0}, {1}, {}, ""},
+                    {InstrKind::Kernel, "nn.add", 0, 0, {1, 0}, {1}, {}, ""}};
+  exe.ranks = {r};
+  if (llvm::Error err = verifyExecutable(exe))
+    FAIL() << llvm::toString(std::move(err));
+  auto executor = cantFail(ProgramExecutor::create(exe, 0, *this->backend, 0));
+  executor->setStepCapture(true);
+  HostTensor ones{"x", DType::F32, {n}, std::vector<uint8_t>(size_t(bytes))};
+  for (int64_t i = 0; i < n; ++i)
+    reinterpret_cast<float *>(ones.data.data())[i] = 1.0f;
+  for (int step = 1; step <= 5; ++step) {
+    // w0 holds 2 (step - 1) and w1 step - 1 here; the snapshot must say so.
+    auto pending = executor->copyBuffersToHostAsync({1, 2});
+    ASSERT_TRUE(static_cast<bool>(pending)) << llvm::toString(pending.takeError());
+    ASSERT_FALSE(static_cast<bool>(executor->setInput("x", ones)));
+    ASSERT_FALSE(static_cast<bool>(executor->run()));
+    ASSERT_FALSE(static_cast<bool>((*pending)->wait()));
+    for (int w = 0; w < 2; ++w) {
+      const float *snapshot = reinterpret_cast<const float *>((*pending)->region(w));
+      const float expected = float((w == 0 ? 2 : 1) * (step - 1));
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < n; ++i)
+        wrong += snapshot[i] != expected;
+      EXPECT_EQ(wrong, 0) << "w" << w << ", step " << step;
+    }
+    HostTensor w0 = cantFail(executor->readBuffer(1));
+    EXPECT_EQ(reinterpret_cast<const float *>(w0.data.data())[n - 1], float(2 * step));
+  }
+  if (this->backend->canCapture())
+    EXPECT_EQ(executor->captureStatus(), "captured as one graph");
+}
+
 // Profiles from device timestamps (where the backend has them) name every
 // kernel with a non-negative duration, in issue order on the one stream.
 TYPED_TEST(BackendConformance, ProfilesTimeEveryKernel) {
