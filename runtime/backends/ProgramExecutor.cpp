@@ -330,7 +330,7 @@ llvm::Error ProgramExecutor::run() {
     stepCapture_ = false;
     return issueAndWait();
   }
-  deviceTiming_ = profiling_;
+  deviceTiming_ = profiling_ || (collectiveTiming_ && backend_.canTimestamp());
   pendingTimes_.clear();
   if (deviceTiming_)
     backend_.resetTimestamps();
@@ -359,7 +359,7 @@ llvm::Error ProgramExecutor::replayAndWait() {
 }
 
 llvm::Error ProgramExecutor::issueAndWait() {
-  deviceTiming_ = profiling_ && backend_.canTimestamp();
+  deviceTiming_ = (profiling_ || collectiveTiming_) && backend_.canTimestamp();
   pendingTimes_.clear();
   auto runStarted = std::chrono::steady_clock::now();
   if (deviceTiming_)
@@ -393,6 +393,7 @@ llvm::Error ProgramExecutor::collectTimes(std::chrono::steady_clock::time_point 
   if (!traceOrigin_)
     traceOrigin_ = runStarted;
   const double runOffset = std::chrono::duration<double>(runStarted - *traceOrigin_).count();
+  double collectives = 0;
   for (const PendingTime &p : pendingTimes_) {
     llvm::Expected<double> begin = backend_.timestampSeconds(p.begin);
     if (!begin)
@@ -401,6 +402,10 @@ llvm::Error ProgramExecutor::collectTimes(std::chrono::steady_clock::time_point 
     if (!end)
       return end.takeError();
     const Instruction &instr = program_.instructions[p.instruction];
+    if (instr.kind == InstrKind::Collective)
+      collectives += *end - *begin;
+    if (!profiling_)
+      continue;
     std::string name = instr.kind == InstrKind::Kernel ? kernels_[p.instruction].label
                        : instr.kind == InstrKind::Copy
                            ? std::string("copy")
@@ -411,6 +416,8 @@ llvm::Error ProgramExecutor::collectTimes(std::chrono::steady_clock::time_point 
     trace_.push_back({std::move(name), instr.stream, runOffset + *begin, *end - *begin,
                       p.instruction, progress_.runs.load(std::memory_order_relaxed), replayed});
   }
+  if (collectiveTiming_)
+    lastCollectiveSeconds_ = collectives;
   return llvm::Error::success();
 }
 
@@ -425,9 +432,12 @@ llvm::Error ProgramExecutor::issue() {
         return err;
     auto started = std::chrono::steady_clock::now();
     llvm::Error err = llvm::Error::success();
+    // Profiling times every kernel, copy and collective; collective timing
+    // (device timestamps only) the collectives.
     const bool timed =
-        profiling_ && (instr.kind == InstrKind::Kernel || instr.kind == InstrKind::Copy ||
-                       instr.kind == InstrKind::Collective);
+        (profiling_ && (instr.kind == InstrKind::Kernel || instr.kind == InstrKind::Copy ||
+                        instr.kind == InstrKind::Collective)) ||
+        (collectiveTiming_ && deviceTiming_ && instr.kind == InstrKind::Collective);
     unsigned beginMark = 0;
     if (timed && deviceTiming_) {
       llvm::Expected<unsigned> mark = backend_.timestamp(instr.stream);

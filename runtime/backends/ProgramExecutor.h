@@ -47,6 +47,13 @@ public:
   /// Profiling keeps capture where the backend has device timestamps (they
   /// are recorded in the graph); elsewhere a profiled run is eager.
   void setStepCapture(bool on) { stepCapture_ = on; }
+  /// With collective timing on, a backend with device timestamps (cuda)
+  /// stamps each collective on its stream, in captured steps too, and
+  /// lastCollectiveSeconds() is the time the last run's collectives took on
+  /// the device: waiting for peers included, which the host, which only
+  /// enqueues them (NCCL), cannot see. Empty elsewhere.
+  void setCollectiveTiming(bool on) { collectiveTiming_ = on; }
+  std::optional<double> lastCollectiveSeconds() const { return lastCollectiveSeconds_; }
   /// Where the host thread is, for a watchdog on another thread: the runs
   /// begun, and the instruction being issued (the instruction count once a
   /// run's instructions are all issued and it waits for the device).
@@ -111,6 +118,8 @@ private:
   Backend &backend_;
   void *arenas_[kNumArenas] = {nullptr, nullptr};
   bool profiling_ = false;
+  bool collectiveTiming_ = false;
+  std::optional<double> lastCollectiveSeconds_;
   bool stepCapture_ = false, captured_ = false;
   /// The parameters were set from outside (created, writeBuffer) since the
   /// last run: the next run also runs the refresh instructions.

@@ -191,6 +191,8 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
   const RankProgram &program = executor.program();
   int64_t rank = program.rank;
   int64_t numRanks = exe.mesh.numRanks();
+  // Each rank's time in collectives, for the straggler report.
+  executor.setCollectiveTiming(numRanks > 1);
   if (numRanks > 1 && (!communicator || communicator->numRanks() != numRanks))
     return error("a run of " + llvm::Twine(numRanks) + " ranks needs a communicator of as many");
   bool leader = rank == 0;
@@ -659,7 +661,11 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     }
     double stepSeconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - stepStart).count();
-    double waitSeconds = communicator ? communicator->collectiveSeconds() - waitBefore : 0;
+    // On GPUs the collectives' device time (NCCL waits on the device, the
+    // host only enqueues); elsewhere the host's time in them.
+    double waitSeconds = executor.lastCollectiveSeconds()
+                             ? *executor.lastCollectiveSeconds()
+                             : communicator ? communicator->collectiveSeconds() - waitBefore : 0;
     ++stepsRun;
     double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();

@@ -26,6 +26,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -861,6 +862,7 @@ TYPED_TEST(BackendConformance, RunsAnExchangeBetweenTwoRanks) {
   std::vector<std::vector<float>> gotX(2);
   std::vector<std::vector<int64_t>> gotK(2);
   std::vector<std::vector<std::string>> traced(2);
+  std::vector<std::optional<double>> collectiveSeconds(2);
   std::vector<std::thread> threads;
   for (uint32_t rank = 0; rank < 2; ++rank)
     threads.emplace_back([&, rank] {
@@ -876,6 +878,8 @@ TYPED_TEST(BackendConformance, RunsAnExchangeBetweenTwoRanks) {
         auto *kb = reinterpret_cast<uint8_t *>(k.data());
         xt.data.assign(xb, xb + 24);
         kt.data.assign(kb, kb + 16);
+        // Collective timing (device timestamps) adds nothing to the trace.
+        (*executor)->setCollectiveTiming(true);
         for (bool profiling : {false, true}) {
           (*executor)->setProfiling(profiling);
           if (auto err = (*executor)->setInput("x", xt))
@@ -887,6 +891,7 @@ TYPED_TEST(BackendConformance, RunsAnExchangeBetweenTwoRanks) {
         }
         for (const auto &event : (*executor)->traceEvents())
           traced[rank].push_back(event.name);
+        collectiveSeconds[rank] = (*executor)->lastCollectiveSeconds();
         auto gx = (*executor)->getOutput("got_x");
         if (!gx)
           return gx.takeError();
@@ -911,6 +916,11 @@ TYPED_TEST(BackendConformance, RunsAnExchangeBetweenTwoRanks) {
     EXPECT_EQ(gotX[rank], xOf(1 - rank)) << "rank " << rank;
     EXPECT_EQ(gotK[rank], kOf(1 - rank)) << "rank " << rank;
     EXPECT_EQ(traced[rank], std::vector<std::string>{"exchange"}) << "rank " << rank;
+    // Timed on the device where there are device timestamps; elsewhere
+    // the host's communicator times its collectives.
+    EXPECT_EQ(collectiveSeconds[rank].has_value(), backends[rank]->canTimestamp());
+    if (collectiveSeconds[rank])
+      EXPECT_GE(*collectiveSeconds[rank], 0.0);
   }
 }
 
