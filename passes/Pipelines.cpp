@@ -169,6 +169,11 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     // The backward's ops join their forward's stages.
     if (options.pp > 1)
       pm.addPass(createPipelinePartition(partitionOptions(options)));
+    // After CSE, which would merge a clone back into its forward op were
+    // they alike (their loom.backward tags tell them apart afterwards), and
+    // after the stages are known: a clone serves its own stage only.
+    if (options.recompute != "none")
+      pm.addPass(createRecompute(RecomputeOptions{options.recompute}));
     return;
   }
   case PipelineStep::Fp8:

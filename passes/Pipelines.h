@@ -81,6 +81,9 @@ struct PipelineOptions {
   /// (0: automatic).
   bool fuseLinearCrossEntropy = true;
   int64_t linearCrossEntropyChunk = 0;
+  /// Forward values recomputed in the backward (--loom-recompute): none,
+  /// selective or full.
+  std::string recompute = "none";
 
   /// FP8 GEMMs for the linear layers (--loom-fp8-mark, --loom-fp8-expand):
   /// a recipe (tensorwise, tensorwise-delayed, rowwise, blockwise), or empty

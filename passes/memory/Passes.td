@@ -37,4 +37,57 @@ def PlanMemory : Pass<"loom-plan-memory", "mlir::ModuleOp"> {
   ];
 }
 
+def Recompute : Pass<"loom-recompute", "mlir::ModuleOp"> {
+  let summary = "recompute forward values in the backward instead of keeping them";
+  let description = [{
+    Runs on a training step (after `--loom-build-training-step`). A forward
+    value the backward reads is kept alive from the forward to the
+    backward. This pass clones chosen forward ops into the backward, just
+    before their first backward use, and points the backward's uses at the
+    clones, so the forward's values die at their last forward use. The
+    clones compute exactly what the forward did: losses and gradients are
+    unchanged. They carry the forward op's stage and microbatch and are
+    tagged `loom.backward` (weight when all their users are weight
+    gradients, else input), so pipeline schedules and the dX/dW split place
+    them with the backward.
+
+    `mode`:
+    - `selective`: ops that are cheap to redo and whose inputs the backward
+      keeps anyway: at most 16 FLOPs per result element
+      (FlopCountOpInterface; activation functions, norms, elementwise
+      products, casts, softmax; never a GEMM or attention), free of memory
+      effects, and each operand a parameter or constant, a value the
+      backward reads itself, or another recomputed value. What is dropped
+      are the activations' and norms' outputs (Megatron's selective
+      recompute).
+    - `full`: every memory-effect-free forward op of a transformer layer
+      (passes/training/Layers.h) except those whose values a later layer
+      reads: only each layer's input is kept, and the backward recomputes
+      the layer.
+    - `none`: nothing.
+
+    Before (`%1` kept from the forward to the backward):
+    ```mlir
+    %1 = nn.silu %0
+    %2 = nn.matmul %1, %w
+    ...
+    %g = nn.silu_grad %0, %d {loom.backward = #loom.backward<input>}
+    %gw = nn.matmul %1, %e {loom.backward = #loom.backward<weight>}
+    ```
+    After (selective: `%0` is kept anyway, `%1` dies after the forward):
+    ```mlir
+    %1 = nn.silu %0
+    %2 = nn.matmul %1, %w
+    ...
+    %g = nn.silu_grad %0, %d {loom.backward = #loom.backward<input>}
+    %r = nn.silu %0 {loom.backward = #loom.backward<weight>}
+    %gw = nn.matmul %r, %e {loom.backward = #loom.backward<weight>}
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"selective\"",
+           "none, selective or full">
+  ];
+}
+
 #endif

@@ -202,6 +202,13 @@ cl::opt<bool> attentionStats(
              "logsumexp) for its backward, which then does not run the forward again "
              "(default on; --attention-stats=false recomputes)"),
     cl::init(true), cl::cat(category));
+cl::opt<std::string> recompute(
+    "recompute",
+    cl::desc("in a training step, recompute forward values in the backward instead of keeping "
+             "them: none (default); selective (activations, norms and other cheap ops whose "
+             "inputs are kept anyway); full (keep only each layer's input, recompute the "
+             "layer). Losses and gradients are unchanged"),
+    cl::value_desc("none|selective|full"), cl::init("none"), cl::cat(category));
 cl::opt<std::string> fp8(
     "fp8",
     cl::desc("run the linear layers' GEMMs (forward, data and weight gradients) in FP8: "
@@ -298,6 +305,11 @@ int main(int argc, char **argv) {
   if (linearCrossEntropyChunk < 0)
     fail("--linear-cross-entropy-chunk must be 0 (automatic) or a positive number of rows, got " +
          llvm::Twine(int64_t(linearCrossEntropyChunk)));
+  if (recompute != "none" && recompute != "selective" && recompute != "full")
+    fail("--recompute must be none, selective or full, got '" + recompute + "'");
+  if (recompute.getNumOccurrences() && recompute != "none" && !training)
+    fail("--recompute=" + recompute + " recomputes forward values in the backward: it applies "
+         "to --mode=train or --mode=gradients");
   if (attentionStats.getNumOccurrences() && !training)
     fail("--attention-stats pairs a forward attention with its gradient: it applies to "
          "--mode=train or --mode=gradients");
@@ -521,6 +533,7 @@ int main(int argc, char **argv) {
   pipelineOptions.optimizerWritesCopies = optimizerWritesCopies;
   pipelineOptions.fuseNormWeightGrad = fuseNormWeightGrad;
   pipelineOptions.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
+  pipelineOptions.recompute = recompute;
   pipelineOptions.linearCrossEntropyChunk = linearCrossEntropyChunk;
   pipelineOptions.foldTransposes = foldTransposes;
   pipelineOptions.attentionStats = attentionStats;
