@@ -173,7 +173,8 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     // they alike (their loom.backward tags tell them apart afterwards), and
     // after the stages are known: a clone serves its own stage only.
     if (options.recompute != "none")
-      pm.addPass(createRecompute(RecomputeOptions{options.recompute}));
+      pm.addPass(
+          createRecompute(RecomputeOptions{options.recompute, options.recomputeFullLayers}));
     return;
   }
   case PipelineStep::Fp8:

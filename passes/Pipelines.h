@@ -84,6 +84,8 @@ struct PipelineOptions {
   /// Forward values recomputed in the backward (--loom-recompute): none,
   /// selective or full.
   std::string recompute = "none";
+  /// With recompute = selective: the first this many layers fully.
+  int64_t recomputeFullLayers = 0;
 
   /// FP8 GEMMs for the linear layers (--loom-fp8-mark, --loom-fp8-expand):
   /// a recipe (tensorwise, tensorwise-delayed, rowwise, blockwise), or empty

@@ -66,6 +66,10 @@ def Recompute : Pass<"loom-recompute", "mlir::ModuleOp"> {
       the layer.
     - `none`: nothing.
 
+    `full-layers=K` with `selective` recomputes the first K layers fully and
+    the rest selectively: what `loom-compile --recompute=auto` picks to fit
+    a memory budget.
+
     Before (`%1` kept from the forward to the backward):
     ```mlir
     %1 = nn.silu %0
@@ -86,7 +90,9 @@ def Recompute : Pass<"loom-recompute", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"selective\"",
-           "none, selective or full">
+           "none, selective or full">,
+    Option<"fullLayers", "full-layers", "int64_t", /*default=*/"0",
+           "with selective: the first this many layers are recomputed fully">
   ];
 }
 

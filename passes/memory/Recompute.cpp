@@ -72,19 +72,32 @@ struct RecomputePass : public loom::impl::RecomputeBase<RecomputePass> {
       return signalPassFailure();
     }
     Block &body = func.getBody().front();
-    llvm::SetVector<Operation *> chosen;
-    if (mode == "selective")
-      chooseSelective(body, chosen);
-    else if (failed(chooseFull(func, chosen)))
+    if (fullLayers < 0 || (fullLayers > 0 && mode != "selective")) {
+      getOperation().emitError("full-layers=")
+          << fullLayers << " needs mode=selective and a count of layers";
       return signalPassFailure();
-    rematerialize(chosen);
+    }
+    llvm::SetVector<Operation *> chosen;
+    // Ops of the fully recomputed layers, the kept layer outputs included:
+    // selective recompute leaves them as full recompute decided.
+    llvm::DenseSet<Operation *> decided;
+    if (mode == "full" || fullLayers > 0)
+      if (failed(chooseFull(func, mode == "full" ? -1 : int64_t(fullLayers), chosen, decided)))
+        return signalPassFailure();
+    if (mode == "selective")
+      chooseSelective(body, decided, chosen);
+    // In program order: a clone's recomputed operands come before it.
+    llvm::SmallVector<Operation *> ordered(chosen.begin(), chosen.end());
+    llvm::sort(ordered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    rematerialize(llvm::SetVector<Operation *>(ordered.begin(), ordered.end()));
   }
 
   /// Cheap forward ops whose operands the backward keeps anyway, in
   /// program order (an operand may be another chosen op).
-  static void chooseSelective(Block &body, llvm::SetVector<Operation *> &chosen) {
+  static void chooseSelective(Block &body, const llvm::DenseSet<Operation *> &decided,
+                              llvm::SetVector<Operation *> &chosen) {
     for (Operation &op : body) {
-      if (!isForward(&op) || !canRecompute(&op) || !isCheap(&op))
+      if (decided.contains(&op) || !isForward(&op) || !canRecompute(&op) || !isCheap(&op))
         continue;
       if (!llvm::any_of(op.getResults(), readByBackward))
         continue;
@@ -98,8 +111,11 @@ struct RecomputePass : public loom::impl::RecomputeBase<RecomputePass> {
     }
   }
 
-  /// Every recomputable forward op of a layer but the layer's outputs.
-  LogicalResult chooseFull(func::FuncOp func, llvm::SetVector<Operation *> &chosen) {
+  /// Every recomputable forward op of a layer but the layer's outputs, in
+  /// the first `firstLayers` layers (all for -1).
+  LogicalResult chooseFull(func::FuncOp func, int64_t firstLayers,
+                           llvm::SetVector<Operation *> &chosen,
+                           llvm::DenseSet<Operation *> &decided) {
     FailureOr<LayerAssignment> layers = assignLayers(func, "recompute");
     if (failed(layers))
       return failure();
@@ -109,8 +125,10 @@ struct RecomputePass : public loom::impl::RecomputeBase<RecomputePass> {
     };
     for (Operation &op : func.getBody().front()) {
       int64_t l = layerOf(&op);
-      if (!isForward(&op) || !canRecompute(&op) || l < 0 || l >= layers->numLayers)
+      if (!isForward(&op) || !canRecompute(&op) || l < 0 || l >= layers->numLayers ||
+          (firstLayers >= 0 && l >= firstLayers))
         continue;
+      decided.insert(&op);
       bool layerOutput = llvm::any_of(op.getUsers(), [&](Operation *user) {
         return isForward(user) && layerOf(user) > l;
       });

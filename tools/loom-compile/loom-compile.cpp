@@ -16,6 +16,7 @@
 #include "frontend/torch_export/TorchExportImporter.h"
 #endif
 #include "passes/Pipelines.h"
+#include "passes/training/Layers.h"
 #include "passes/lowering/ExecutableEmitter.h"
 #include "runtime/support/AtomicFile.h"
 #include "runtime/support/UserFile.h"
@@ -33,6 +34,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -207,8 +209,17 @@ cl::opt<std::string> recompute(
     cl::desc("in a training step, recompute forward values in the backward instead of keeping "
              "them: none (default); selective (activations, norms and other cheap ops whose "
              "inputs are kept anyway); full (keep only each layer's input, recompute the "
-             "layer). Losses and gradients are unchanged"),
-    cl::value_desc("none|selective|full"), cl::init("none"), cl::cat(category));
+             "layer); auto (the least that fits --memory-budget: none, selective, then full "
+             "recompute of more and more layers, the choice printed). Losses and gradients "
+             "are unchanged"),
+    cl::value_desc("none|selective|full|auto"), cl::init("none"), cl::cat(category));
+cl::opt<double> memoryBudget(
+    "memory-budget",
+    cl::desc("GiB one rank may use, for --recompute=auto: its arenas (weights, optimizer "
+             "state, activations, gradients) plus a reserve for the runtime (1 GiB on cuda: "
+             "context, library workspaces, NCCL). Default on cuda: 72 (an 80 GB H100 less "
+             "10%); needed on cpu"),
+    cl::value_desc("GiB"), cl::init(0), cl::cat(category));
 cl::opt<std::string> fp8(
     "fp8",
     cl::desc("run the linear layers' GEMMs (forward, data and weight gradients) in FP8: "
@@ -268,6 +279,112 @@ std::string commandLine(int argc, char **argv) {
 
 } // namespace
 
+/// Bytes for messages: GiB, MiB or KiB.
+std::string gib(double bytes) {
+  if (bytes >= double(1 << 30))
+    return llvm::formatv("{0:f2} GiB", bytes / double(1 << 30)).str();
+  if (bytes >= double(1 << 20))
+    return llvm::formatv("{0:f1} MiB", bytes / double(1 << 20)).str();
+  return llvm::formatv("{0:f1} KiB", bytes / 1024.0).str();
+}
+
+/// --recompute=auto: compiles the rest of the step (a copy of `module`,
+/// from the training step to rt) for each candidate, least recompute
+/// first, and keeps the first whose largest rank fits --memory-budget:
+/// none, selective, then selective with the first K layers recomputed
+/// fully (the least K, found by bisection). Prints the choice.
+void chooseRecompute(ModuleOp module, loom::PipelineOptions &options,
+                     const loom::PipelineHooks &hooks) {
+  const bool cuda = target == "cuda";
+  if (!cuda && !memoryBudget.getNumOccurrences())
+    fail("--recompute=auto needs --memory-budget=GiB on --target=cpu");
+  const double budget = (memoryBudget > 0 ? double(memoryBudget) : 72.0) * double(1 << 30);
+  const double reserve = cuda ? double(1 << 30) : 0.0;
+  auto forward = module.lookupSymbol<func::FuncOp>(options.entry);
+  if (!forward)
+    fail("--recompute=auto: no function @" + options.entry);
+  FailureOr<loom::LayerAssignment> layers = loom::assignLayers(forward, "recompute");
+  if (failed(layers))
+    failDiagnosed();
+  const int64_t numLayers = layers->numLayers;
+  // The largest rank's arenas with this recompute.
+  auto peak = [&](llvm::StringRef mode, int64_t fullLayers) -> double {
+    loom::PipelineOptions candidate = options;
+    candidate.recompute = mode.str();
+    candidate.recomputeFullLayers = fullLayers;
+    OwningOpRef<ModuleOp> copy = module.clone();
+    for (loom::PipelineStep step : loom::kPipelineSteps) {
+      if (int(step) < int(loom::PipelineStep::TrainingStep))
+        continue;
+      if (step != loom::PipelineStep::LowerToRt && !loom::stepRuns(step, candidate))
+        continue;
+      PassManager pm(module.getContext());
+      loom::buildPipelineStep(pm, candidate, hooks, step);
+      if (failed(pm.run(*copy)))
+        failDiagnosed();
+    }
+    double bytes = 0;
+    for (auto program : copy->getOps<loom::rt::ProgramOp>())
+      if (std::optional<llvm::ArrayRef<int64_t>> sizes = program.getArenaSizes())
+        bytes = std::max(bytes, double((*sizes)[0] + (*sizes)[1]));
+    return bytes + reserve;
+  };
+  auto choose = [&](llvm::StringRef mode, int64_t fullLayers, double bytes,
+                    llvm::StringRef what) {
+    options.recompute = mode.str();
+    options.recomputeFullLayers = fullLayers;
+    llvm::errs() << "loom-compile: --recompute=auto: " << what << ": " << gib(bytes)
+                 << " per rank (arenas" << (reserve > 0 ? " and a 1 GiB runtime reserve" : "")
+                 << ") within the budget of " << gib(budget) << "\n";
+  };
+  double none = peak("none", 0);
+  if (none <= budget)
+    return choose("none", 0, none, "no recompute");
+  double selective = peak("selective", 0);
+  if (selective <= budget)
+    return choose("selective", 0, selective,
+                  llvm::formatv("selective (none would need {0})", gib(none)).str());
+  // Selective with the first K layers fully recomputed: the least K that
+  // fits, by bisection when recomputing all of them fits. More recompute is
+  // not always less memory (the clones' buffers in the backward), so
+  // otherwise the first few K are tried one by one.
+  int64_t hi = numLayers;
+  double fits = peak("selective", numLayers);
+  if (fits <= budget) {
+    int64_t lo = 1; // the least K that fits lies in [lo, hi]
+    while (lo < hi) {
+      int64_t mid = (lo + hi) / 2;
+      double bytes = peak("selective", mid);
+      if (bytes <= budget) {
+        hi = mid;
+        fits = bytes;
+      } else {
+        lo = mid + 1;
+      }
+    }
+  } else {
+    double least = std::min(selective, fits);
+    hi = 0;
+    for (int64_t k = 1; k < numLayers && k <= 8 && hi == 0; ++k) {
+      double bytes = peak("selective", k);
+      least = std::min(least, bytes);
+      if (bytes <= budget) {
+        hi = k;
+        fits = bytes;
+      }
+    }
+    if (hi == 0)
+      fail("--recompute=auto: no recompute fits the --memory-budget of " + gib(budget) +
+           ": the least a rank needs is " + gib(least) + " (none: " + gib(none) +
+           "); a smaller --batch, more --microbatches or more --pp ranks need less");
+  }
+  choose("selective", hi, fits,
+         llvm::formatv("full recompute of the first {0} of {1} layers, selective in the rest "
+                       "(selective alone would need {2})",
+                       hi, numLayers, gib(selective))
+             .str());
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   loom::setVersionPrinter();
@@ -305,8 +422,13 @@ int main(int argc, char **argv) {
   if (linearCrossEntropyChunk < 0)
     fail("--linear-cross-entropy-chunk must be 0 (automatic) or a positive number of rows, got " +
          llvm::Twine(int64_t(linearCrossEntropyChunk)));
-  if (recompute != "none" && recompute != "selective" && recompute != "full")
-    fail("--recompute must be none, selective or full, got '" + recompute + "'");
+  if (recompute != "none" && recompute != "selective" && recompute != "full" &&
+      recompute != "auto")
+    fail("--recompute must be none, selective, full or auto, got '" + recompute + "'");
+  if (memoryBudget.getNumOccurrences() && recompute != "auto")
+    fail("--memory-budget is the budget of --recompute=auto");
+  if (memoryBudget.getNumOccurrences() && !(memoryBudget > 0))
+    fail("--memory-budget must be a positive number of GiB");
   if (recompute.getNumOccurrences() && recompute != "none" && !training)
     fail("--recompute=" + recompute + " recomputes forward values in the backward: it applies "
          "to --mode=train or --mode=gradients");
@@ -671,6 +793,8 @@ int main(int argc, char **argv) {
     }
   }
 
+  if (recompute == "auto" && !rtInput)
+    chooseRecompute(*module, pipelineOptions, hooks);
   if (!rtInput && loom::stepRuns(loom::PipelineStep::TrainingStep, pipelineOptions))
     runStep(loom::PipelineStep::TrainingStep);
   if (compileTo == Phase::Train)
