@@ -59,6 +59,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
       return op->emitOpError("'") << name << "' must be a unit attribute, got " << value;
     return success();
   }
+  if (name == kMemoryAttr) {
+    auto text = dyn_cast<StringAttr>(value);
+    if (!text || !llvm::is_contained(kMemoryCategories, text.getValue()))
+      return op->emitOpError("'") << name << "' must name a memory category (activation, "
+                                  << "activation_grad, weight_grad, workspace, communication, "
+                                  << "step), got " << value;
+    return success();
+  }
   if (name == kNameAttr || name == kUpdatesAttr)
     return op->emitOpError("'") << name
                                 << "' belongs on a function's arguments or results, not on an op";

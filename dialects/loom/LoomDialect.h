@@ -22,6 +22,7 @@ inline constexpr llvm::StringLiteral kMicrobatchAttr = "loom.microbatch";
 inline constexpr llvm::StringLiteral kBackwardAttr = "loom.backward";
 inline constexpr llvm::StringLiteral kStreamAttr = "loom.stream";
 inline constexpr llvm::StringLiteral kHostCopyAttr = "loom.host_copy";
+inline constexpr llvm::StringLiteral kMemoryAttr = "loom.memory";
 
 /// `loom.name`: the name a step input or output has in the executable.
 mlir::StringAttr getArgName(mlir::FunctionOpInterface fn, unsigned i);
@@ -48,6 +49,14 @@ void setStream(mlir::Operation *op, llvm::StringRef stream);
 
 /// `loom.host_copy`: an rt.copy that goes on the host-copy stream.
 bool isHostCopy(mlir::Operation *op);
+
+/// `loom.memory`: what an rt.alloc holds, by the op that writes it:
+/// "activation" (a forward value), "activation_grad", "weight_grad",
+/// "workspace" (a kernel's scratch), "communication" (a collective's
+/// result) or "step" (the rest: loss, norms, the optimizer's work). For the
+/// memory breakdown in loom-inspect.
+inline constexpr llvm::StringLiteral kMemoryCategories[] = {
+    "activation", "activation_grad", "weight_grad", "workspace", "communication", "step"};
 
 } // namespace loom
 

@@ -1,6 +1,7 @@
 #include "passes/lowering/ExecutableEmitter.h"
 
 #include "dialects/dist/DistDialect.h"
+#include "dialects/loom/LoomDialect.h"
 #include "dialects/rt/RtDialect.h"
 #include "dialects/nn/KernelAttributes.h"
 #include "runtime/abi/Mesh.h"
@@ -111,6 +112,18 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
       desc.shape.assign(type.getShape().begin(), type.getShape().end());
       if (root != v)
         desc.aliasOf = bufferIndex.lookup(root);
+      if (isa<rt::InputOp>(op))
+        desc.category = MemoryCategory::Input;
+      if (auto category = op->getAttrOfType<StringAttr>(kMemoryAttr))
+        desc.category = llvm::StringSwitch<MemoryCategory>(category.getValue())
+                            .Case("activation", MemoryCategory::Activation)
+                            .Case("activation_grad", MemoryCategory::ActivationGrad)
+                            .Case("weight_grad", MemoryCategory::WeightGrad)
+                            .Case("workspace", MemoryCategory::Workspace)
+                            .Case("communication", MemoryCategory::Communication)
+                            .Default(MemoryCategory::Step);
+      if (std::optional<int64_t> mb = loom::getMicrobatch(op))
+        desc.microbatch = int32_t(*mb);
       bufferIndex[v] = rank.buffers.size();
       rank.buffers.push_back(std::move(desc));
       return success();

@@ -191,6 +191,26 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
                 b.getDenseI64ArrayAttr(cast<RankedTensorType>(global.getValue()).getShape()));
   }
 
+  /// Tags a buffer with what it holds (loom.memory) and the microbatch
+  /// whose value it is, from the op that writes it.
+  static void tagMemory(Value buffer, Operation *writer, llvm::StringRef category = "") {
+    auto alloc = buffer.getDefiningOp<rt::AllocOp>();
+    if (!alloc)
+      return;
+    if (category.empty()) {
+      std::optional<BackwardKind> backward = loom::getBackwardKind(writer);
+      if (backward)
+        category = *backward == BackwardKind::Weight ? "weight_grad" : "activation_grad";
+      else if (loom::getMicrobatch(writer))
+        category = "activation";
+      else
+        category = "step";
+    }
+    alloc->setAttr(kMemoryAttr, StringAttr::get(alloc.getContext(), category));
+    if (std::optional<int64_t> mb = loom::getMicrobatch(writer))
+      loom::setMicrobatch(alloc, *mb);
+  }
+
   /// A dist collective becomes rt.collective writing a new buffer per
   /// result (an exchange has any number, one per receive).
   LogicalResult lowerCollective(OpBuilder &b, Operation *op, IRMapping &buffers) {
@@ -201,6 +221,7 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     for (Value result : op->getResults()) {
       Value out = b.create<rt::AllocOp>(loc, bufferTypeOf(result.getType()), IntegerAttr(),
                                         StringAttr());
+      tagMemory(out, op, "communication");
       outputs.push_back(out);
       buffers.map(result, out);
     }
@@ -319,17 +340,21 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
       inputs.push_back(buffers.lookup(operand));
     for (Value result : op->getResults()) {
       Value out = inPlaceTarget(op, result, buffers);
-      if (!out)
+      if (!out) {
         out = b.create<rt::AllocOp>(loc, bufferTypeOf(result.getType()),
                                     IntegerAttr(), StringAttr());
+        tagMemory(out, op);
+      }
       outputs.push_back(out);
       buffers.map(result, out);
     }
     // Working memory for the call (a chunk's logits): one more output, which
     // the memory planner places like any buffer.
-    if (auto scratch = dyn_cast<nn::KernelScratchOpInterface>(op))
+    if (auto scratch = dyn_cast<nn::KernelScratchOpInterface>(op)) {
       outputs.push_back(b.create<rt::AllocOp>(loc, bufferTypeOf(scratch.getKernelScratchType()),
                                               IntegerAttr(), StringAttr()));
+      tagMemory(outputs.back(), op, "workspace");
+    }
     // A stream chosen upstream (the backward half of a pipeline's
     // overlapped F&B pair) is kept; --loom-assign-streams adds the events.
     auto call = b.create<rt::KernelOp>(loc, b.getStringAttr(kernel), inputs, outputs,
@@ -356,6 +381,7 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     for (Value result : fused.getResults()) {
       Value out = b.create<rt::AllocOp>(loc, bufferTypeOf(result.getType()), IntegerAttr(),
                                         StringAttr());
+      tagMemory(out, fused);
       outputs.push_back(out);
       buffers.map(result, out);
     }

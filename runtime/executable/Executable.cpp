@@ -25,4 +25,26 @@ uint64_t BufferDesc::sizeInBytes() const {
   return bytes;
 }
 
+const char *memoryCategoryName(MemoryCategory category) {
+  switch (category) {
+  case MemoryCategory::Unknown:
+    return "unknown";
+  case MemoryCategory::Input:
+    return "inputs";
+  case MemoryCategory::Activation:
+    return "activations";
+  case MemoryCategory::ActivationGrad:
+    return "activation gradients and recomputed values";
+  case MemoryCategory::WeightGrad:
+    return "weight gradients";
+  case MemoryCategory::Workspace:
+    return "kernel workspace";
+  case MemoryCategory::Communication:
+    return "collective results";
+  case MemoryCategory::Step:
+    return "loss, norms, optimizer";
+  }
+  return "invalid";
+}
+
 } // namespace loom

@@ -37,6 +37,20 @@ constexpr uint32_t kOldestReadableFormatVersion = 1;
 enum class ArenaKind : uint8_t { Persistent = 0, Scratch = 1 };
 constexpr int kNumArenas = 2;
 
+/// What a buffer holds, by the op that writes it (for memory reports).
+enum class MemoryCategory : uint8_t {
+  Unknown = 0, // not recorded (older files, hand-written rt)
+  Input = 1,   // a step input
+  Activation = 2,
+  ActivationGrad = 3,
+  WeightGrad = 4,
+  Workspace = 5,     // a kernel's scratch
+  Communication = 6, // a collective's result
+  Step = 7,          // the rest: loss, norms, the optimizer's work
+};
+inline constexpr uint8_t kMaxMemoryCategory = 7;
+const char *memoryCategoryName(MemoryCategory category);
+
 struct BufferDesc {
   std::string name; // for listings and errors only; may be empty
   ArenaKind arena = ArenaKind::Scratch;
@@ -47,6 +61,9 @@ struct BufferDesc {
   /// which is not itself a view and holds at least as many bytes at the same
   /// arena and offset. -1 for a buffer of its own.
   int64_t aliasOf = -1;
+  MemoryCategory category = MemoryCategory::Unknown;
+  /// The microbatch whose value the buffer holds; -1: none.
+  int32_t microbatch = -1;
 
   /// Product of the shape; -1 when a dimension is negative or the product
   /// overflows int64 (verifyExecutable rejects both).

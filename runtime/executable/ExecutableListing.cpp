@@ -365,7 +365,10 @@ llvm::json::Object jsonRank(const Executable &exe, const RankProgram &program,
         {"offset", buffer.offset},
         {"dtype", dtypeSpelling(buffer.dtype)},
         {"shape", jsonShape(buffer.shape)},
+        {"category", memoryCategoryName(buffer.category)},
     };
+    if (buffer.microbatch >= 0)
+      object["microbatch"] = int64_t(buffer.microbatch);
     uint64_t bytes = buffer.sizeInBytes();
     object["bytes"] = bytes == kInvalidSize ? llvm::json::Value(nullptr)
                                             : llvm::json::Value(bytes);
@@ -379,6 +382,20 @@ llvm::json::Object jsonRank(const Executable &exe, const RankProgram &program,
       {"scratchWithoutReuseBytes", plan.scratchWithoutReuseBytes},
       {"scratchAllocations", static_cast<uint64_t>(plan.scratchAllocations)},
   };
+  MemoryBreakdown memory = summarizeMemory(exe, program);
+  llvm::json::Object atPeak;
+  for (const auto &[category, bytes] : memory.byCategory)
+    atPeak[memoryCategoryName(category)] = bytes;
+  llvm::json::Object activations;
+  for (const auto &[mb, bytes] : memory.activationsByMicrobatch)
+    activations[mb < 0 ? std::string("shared") : std::to_string(mb)] = bytes;
+  memoryPlan["trainableParameterBytes"] = memory.trainableBytes;
+  memoryPlan["updatedStateBytes"] = memory.updatedBytes;
+  memoryPlan["constantBytes"] = memory.constantBytes;
+  memoryPlan["scratchPeakInstruction"] = memory.peakInstruction;
+  memoryPlan["scratchLiveAtPeakBytes"] = memory.liveAtPeak;
+  memoryPlan["scratchAtPeakByCategory"] = std::move(atPeak);
+  memoryPlan["activationsAtPeakByMicrobatch"] = std::move(activations);
 
   llvm::json::Array streams;
   for (const std::string &stream : program.streams)
@@ -594,6 +611,32 @@ void printRank(const Executable &exe, const RankProgram &program, const FusedInd
     os << llvm::format(" (reuse saves %.1f%%)", saved);
   }
   os << "\n";
+  MemoryBreakdown memory = summarizeMemory(exe, program);
+  os << "  memory by what it holds:\n"
+     << "    persistent: trainable parameters " << formatBytes(memory.trainableBytes)
+     << ", state the step updates (optimizer moments, weight copies) "
+     << formatBytes(memory.updatedBytes) << ", constants " << formatBytes(memory.constantBytes)
+     << "\n";
+  if (memory.peakInstruction >= 0) {
+    os << "    scratch at its peak (instruction #" << memory.peakInstruction << " of "
+       << program.instructions.size() << "): " << formatBytes(memory.liveAtPeak)
+       << " live\n";
+    for (const auto &[category, bytes] : memory.byCategory) {
+      os << "      " << memoryCategoryName(category) << ": " << formatBytes(bytes);
+      if (category == MemoryCategory::Activation && memory.activationsByMicrobatch.size() > 1) {
+        os << " (";
+        bool firstEntry = true;
+        for (const auto &[mb, mbBytes] : memory.activationsByMicrobatch) {
+          os << (firstEntry ? "" : ", ")
+             << (mb < 0 ? std::string("shared") : "microbatch " + std::to_string(mb)) << " "
+             << formatBytes(mbBytes);
+          firstEntry = false;
+        }
+        os << ")";
+      }
+      os << "\n";
+    }
+  }
 
   os << "  streams (" << program.streams.size() << "):";
   for (size_t s = 0; s < program.streams.size(); ++s)
@@ -710,6 +753,87 @@ MemoryPlanSummary summarizeMemoryPlan(const RankProgram &program) {
     ++plan.scratchAllocations;
   }
   return plan;
+}
+
+MemoryBreakdown summarizeMemory(const Executable &exe, const RankProgram &program) {
+  MemoryBreakdown out;
+  const size_t numBuffers = program.buffers.size();
+  auto rootOf = [&](uint32_t b) -> uint32_t {
+    int64_t alias = program.buffers[b].aliasOf;
+    return alias >= 0 && uint64_t(alias) < numBuffers ? uint32_t(alias) : b;
+  };
+  // Persistent: parameters by role.
+  std::vector<bool> written(numBuffers, false);
+  for (const Instruction &instr : program.instructions)
+    for (uint32_t b : instr.outputs)
+      if (b < numBuffers)
+        written[rootOf(b)] = true;
+  for (const ParamBinding &binding : program.params) {
+    if (binding.buffer >= numBuffers || binding.parameter >= exe.parameters.size())
+      continue;
+    uint64_t bytes = program.buffers[binding.buffer].sizeInBytes();
+    if (bytes == kInvalidSize)
+      continue;
+    if (exe.parameters[binding.parameter].trainable)
+      out.trainableBytes += bytes;
+    else if (written[rootOf(binding.buffer)])
+      out.updatedBytes += bytes;
+    else
+      out.constantBytes += bytes;
+  }
+  // Scratch: each buffer of its own, live from its first to its last use.
+  const int64_t n = int64_t(program.instructions.size());
+  std::vector<int64_t> first(numBuffers, -1), last(numBuffers, -1);
+  auto use = [&](uint32_t b, int64_t i) {
+    if (b >= numBuffers)
+      return;
+    uint32_t root = rootOf(b);
+    if (first[root] < 0)
+      first[root] = i;
+    last[root] = std::max(last[root], i);
+  };
+  for (const IOBinding &input : program.inputs)
+    use(input.buffer, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (uint32_t b : program.instructions[i].inputs)
+      use(b, i);
+    for (uint32_t b : program.instructions[i].outputs)
+      use(b, i);
+  }
+  for (const IOBinding &output : program.outputs)
+    use(output.buffer, std::max<int64_t>(n - 1, 0));
+  std::vector<int64_t> delta(size_t(n) + 1, 0);
+  for (size_t b = 0; b < numBuffers; ++b) {
+    const BufferDesc &buffer = program.buffers[b];
+    uint64_t bytes = buffer.sizeInBytes();
+    if (buffer.arena != ArenaKind::Scratch || buffer.aliasOf != -1 || first[b] < 0 ||
+        bytes == kInvalidSize)
+      continue;
+    delta[first[b]] += int64_t(bytes);
+    delta[last[b] + 1] -= int64_t(bytes);
+  }
+  int64_t live = 0, best = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    live += delta[i];
+    if (best < 0 || uint64_t(live) > out.liveAtPeak) {
+      best = i;
+      out.liveAtPeak = uint64_t(live);
+    }
+  }
+  out.peakInstruction = best;
+  if (best < 0)
+    return out;
+  for (size_t b = 0; b < numBuffers; ++b) {
+    const BufferDesc &buffer = program.buffers[b];
+    if (buffer.arena != ArenaKind::Scratch || buffer.aliasOf != -1 || first[b] < 0 ||
+        first[b] > best || last[b] < best)
+      continue;
+    uint64_t bytes = buffer.sizeInBytes();
+    out.byCategory[buffer.category] += bytes;
+    if (buffer.category == MemoryCategory::Activation)
+      out.activationsByMicrobatch[buffer.microbatch] += bytes;
+  }
+  return out;
 }
 
 void printExecutable(const Executable &exe, llvm::raw_ostream &os,

@@ -9,6 +9,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <string>
 
 namespace loom {
@@ -45,6 +46,22 @@ struct MemoryPlanSummary {
   size_t scratchAllocations = 0;
 };
 MemoryPlanSummary summarizeMemoryPlan(const RankProgram &program);
+
+/// What a rank's memory holds. Persistent: the parameters by role. Scratch:
+/// the buffers live at the instruction where the most bytes are (liveness
+/// as the memory planner counts it: first to last use in program order,
+/// inputs from the start, outputs to the end), by what they hold
+/// (BufferDesc::category), activations by microbatch.
+struct MemoryBreakdown {
+  uint64_t trainableBytes = 0; // trainable parameters (f32 master weights)
+  uint64_t updatedBytes = 0;   // other state the step writes (optimizer moments, copies)
+  uint64_t constantBytes = 0;  // never written
+  int64_t peakInstruction = -1;
+  uint64_t liveAtPeak = 0;
+  std::map<MemoryCategory, uint64_t> byCategory;
+  std::map<int32_t, uint64_t> activationsByMicrobatch;
+};
+MemoryBreakdown summarizeMemory(const Executable &exe, const RankProgram &program);
 
 /// "f32[4, 8]", "i1[]"; an out-of-range dtype prints as "dtype(N)".
 std::string formatTensorType(DType dtype, const std::vector<int64_t> &shape);

@@ -146,6 +146,8 @@ private:
     desc.dtype = static_cast<DType>(buffer->dtype());
     desc.shape = vector(buffer->shape());
     desc.aliasOf = buffer->alias_of();
+    desc.category = static_cast<MemoryCategory>(buffer->category());
+    desc.microbatch = buffer->microbatch();
     return desc;
   }
 

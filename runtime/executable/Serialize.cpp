@@ -120,7 +120,8 @@ private:
     return fb::CreateBuffer(builder, builder.CreateString(desc.name),
                             static_cast<fb::ArenaKind>(desc.arena), desc.offset,
                             static_cast<fb::DType>(desc.dtype),
-                            builder.CreateVector(desc.shape), desc.aliasOf);
+                            builder.CreateVector(desc.shape), desc.aliasOf,
+                            static_cast<fb::MemoryCategory>(desc.category), desc.microbatch);
   }
 
   flatbuffers::Offset<fb::NamedAttr> namedAttr(const NamedAttr &attr) {

@@ -252,6 +252,11 @@ private:
     if (!isValidArena(buffer.arena))
       return failure(context + "invalid arena kind " +
                      std::to_string(static_cast<int>(buffer.arena)));
+    if (static_cast<uint8_t>(buffer.category) > kMaxMemoryCategory)
+      return failure(context + "invalid memory category " +
+                     std::to_string(static_cast<int>(buffer.category)));
+    if (buffer.microbatch < -1)
+      return failure(context + "invalid microbatch " + std::to_string(buffer.microbatch));
     std::string problem;
     if (!checkTensor(buffer.dtype, buffer.shape, bufferBytes[index], problem))
       return failure(context + problem);

@@ -25,9 +25,9 @@ func.func @main(%g: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<f32>) {
 // of the old value.
 // CHECK-LABEL: rt.program @main
 // CHECK: %[[P:.*]] = rt.param "counter" frozen : memref<1xf32>
-// CHECK: %[[N:.*]] = rt.alloc : memref<1xf32>
+// CHECK: %[[N:.*]] = rt.alloc {{.*}}: memref<1xf32>
 // CHECK: rt.kernel "nn.add"(%[[P]], %{{.*}}) -> (%[[N]])
-// CHECK: %[[O:.*]] = rt.alloc : memref<1xf32>
+// CHECK: %[[O:.*]] = rt.alloc {{.*}}: memref<1xf32>
 // CHECK: rt.kernel "nn.mul"(%[[P]], %{{.*}}) -> (%[[O]])
 // CHECK: rt.copy %[[N]] -> %[[P]]
 // CHECK: rt.output "output0" %[[O]]

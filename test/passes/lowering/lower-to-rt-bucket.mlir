@@ -5,8 +5,8 @@
 // output buffer per input, in order.
 // CHECK: rt.kernel "nn.relu"({{.*}}) -> (%[[A:[0-9]+]])
 // CHECK: rt.kernel "nn.relu"({{.*}}) -> (%[[B:[0-9]+]])
-// CHECK: %[[GA:.*]] = rt.alloc : memref<16xf32>
-// CHECK: %[[GB:.*]] = rt.alloc : memref<4x4xf32>
+// CHECK: %[[GA:.*]] = rt.alloc {{.*}}: memref<16xf32>
+// CHECK: %[[GB:.*]] = rt.alloc {{.*}}: memref<4x4xf32>
 // CHECK: rt.collective all_reduce(%[[A]], %[[B]]) -> (%[[GA]], %[[GB]]) {axes = ["dp"], reduce = #rt.reduce<sum>} : (memref<16xf32>, memref<4x4xf32>) -> (memref<16xf32>, memref<4x4xf32>)
 // CHECK: rt.kernel "nn.neg"(%[[GA]])
 // CHECK: rt.kernel "nn.neg"(%[[GB]])

@@ -6,7 +6,7 @@
 // CHECK:       module {
 // CHECK-NEXT:    rt.program @forward rank = 0 streams = ["compute"] {
 // CHECK-NEXT:      %[[X:.*]] = rt.input "input0" : memref<4xf32>
-// CHECK-NEXT:      %[[Y:.*]] = rt.alloc : memref<4xf32>
+// CHECK-NEXT:      %[[Y:.*]] = rt.alloc {{.*}}: memref<4xf32>
 // CHECK-NEXT:      rt.kernel "nn.exp"(%[[X]]) -> (%[[Y]])
 // CHECK-NEXT:      rt.output "output0" %[[Y]]
 // CHECK-NEXT:    }

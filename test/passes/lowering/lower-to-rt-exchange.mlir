@@ -6,8 +6,8 @@
 // CHECK: module attributes {rt.mesh_axes = ["pp", "tp"], rt.mesh_shape = array<i64: 2, 2>}
 // CHECK: %[[ACT:.*]] = rt.input "act" : memref<2x12x32xf32>
 // CHECK: %[[IDS:.*]] = rt.input "ids" : memref<4xi64>
-// CHECK: %[[GRAD:.*]] = rt.alloc : memref<2x12x32xf32>
-// CHECK: %[[MASK:.*]] = rt.alloc : memref<3xbf16>
+// CHECK: %[[GRAD:.*]] = rt.alloc {{.*}}: memref<2x12x32xf32>
+// CHECK: %[[MASK:.*]] = rt.alloc {{.*}}: memref<3xbf16>
 // CHECK: rt.collective exchange(%[[ACT]], %[[IDS]]) -> (%[[GRAD]], %[[MASK]]) {axes = ["pp"], recv_peers = array<i64: 1, 0>, send_peers = array<i64: 1, 1>} : (memref<2x12x32xf32>, memref<4xi64>) -> (memref<2x12x32xf32>, memref<3xbf16>)
 // CHECK: rt.kernel "nn.neg"(%[[GRAD]]) -> (%[[NEG:[0-9]+]])
 // CHECK: rt.collective exchange(%[[NEG]]) -> () {axes = ["pp"], recv_peers = array<i64>, send_peers = array<i64: 0>} : (memref<2x12x32xf32>) -> ()

@@ -7,7 +7,7 @@
 // CHECK:      %[[X:.*]] = rt.input "x" : memref<3x37xbf16>
 // CHECK-NEXT: %[[G:.*]] = rt.input "g" : memref<3x37xbf16>
 // CHECK-NEXT: %[[U:.*]] = rt.input "u" : memref<3x37xbf16>
-// CHECK-NEXT: %[[D:.*]] = rt.alloc : memref<3x37xbf16>
+// CHECK-NEXT: %[[D:.*]] = rt.alloc {{.*}}: memref<3x37xbf16>
 // CHECK-NEXT: rt.kernel "nn.fused"(%[[G]], %[[U]], %[[X]]) -> (%[[D]]) attrs {body = "(bf16[3,37], bf16[3,37], bf16[3,37]) { %0 = nn.mul(%i0, %i1) : bf16[3,37]; %1 = nn.silu_grad(%i2, %0) : bf16[3,37]; yield %1 }"} : (memref<3x37xbf16>, memref<3x37xbf16>, memref<3x37xbf16>) -> memref<3x37xbf16>
 // CHECK-NEXT: rt.output "dx" %[[D]]
 // CHECK-NOT:  rt.alloc

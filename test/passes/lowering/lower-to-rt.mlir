@@ -4,7 +4,7 @@
 // with default names (input<i>, output<i>).
 // CHECK-LABEL: rt.program @main rank = 0 streams = ["compute"] {
 // CHECK-NEXT:    %[[X:.*]] = rt.input "input0" : memref<4x8xf32>
-// CHECK-NEXT:    %[[Y:.*]] = rt.alloc : memref<4x8xf32>
+// CHECK-NEXT:    %[[Y:.*]] = rt.alloc {{.*}}: memref<4x8xf32>
 // CHECK-NEXT:    rt.kernel "nn.relu"(%[[X]]) -> (%[[Y]]) : (memref<4x8xf32>) -> memref<4x8xf32>
 // CHECK-NEXT:    rt.output "output0" %[[Y]] : memref<4x8xf32>
 // CHECK-NEXT:  }
@@ -80,7 +80,7 @@ func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
 // CHECK:       %[[X:.*]] = rt.input "input0" : memref<4x8xf32>
 // CHECK-NEXT:  %[[R:.*]] = rt.alias %[[X]] : memref<4x8xf32> -> memref<32xf32>
 // CHECK-NEXT:  %[[R2:.*]] = rt.alias %[[R]] : memref<32xf32> -> memref<2x16xf32>
-// CHECK-NEXT:  %[[Y:.*]] = rt.alloc : memref<2x16xf32>
+// CHECK-NEXT:  %[[Y:.*]] = rt.alloc {{.*}}: memref<2x16xf32>
 // CHECK-NEXT:  rt.kernel "nn.exp"(%[[R2]]) -> (%[[Y]])
 // CHECK-NOT:   rt.kernel "nn.reshape"
 func.func @main(%x: tensor<4x8xf32>) -> tensor<2x16xf32> {
@@ -236,7 +236,7 @@ func.func @main(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tenso
 // output is a scratch buffer of its own, not the caller's input).
 // CHECK-LABEL: rt.program @main
 // CHECK:       %[[X:.*]] = rt.input "input0" : memref<4xf32>
-// CHECK-NEXT:  %[[C:.*]] = rt.alloc : memref<4xf32>
+// CHECK-NEXT:  %[[C:.*]] = rt.alloc {{.*}}: memref<4xf32>
 // CHECK-NEXT:  rt.copy %[[X]] -> %[[C]] : memref<4xf32> -> memref<4xf32>
 // CHECK-NEXT:  rt.output "output0" %[[C]] : memref<4xf32>
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
@@ -250,7 +250,7 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK-LABEL: rt.program @main
 // CHECK:       %[[X:.*]] = rt.input "input0" : memref<2x2xf32>
 // CHECK-NEXT:  %[[A:.*]] = rt.alias %[[X]] : memref<2x2xf32> -> memref<4xf32>
-// CHECK-NEXT:  %[[C:.*]] = rt.alloc : memref<4xf32>
+// CHECK-NEXT:  %[[C:.*]] = rt.alloc {{.*}}: memref<4xf32>
 // CHECK-NEXT:  rt.copy %[[A]] -> %[[C]] : memref<4xf32> -> memref<4xf32>
 // CHECK-NEXT:  rt.output "output0" %[[C]] : memref<4xf32>
 func.func @main(%x: tensor<2x2xf32>) -> tensor<4xf32> {
@@ -264,10 +264,10 @@ func.func @main(%x: tensor<2x2xf32>) -> tensor<4xf32> {
 // CHECK-LABEL: rt.program @main
 // CHECK:       %[[W:.*]] = rt.param "w" : memref<4xf32>
 // CHECK-NEXT:  %[[K:.*]] = rt.param "constant.0" frozen
-// CHECK-NEXT:  %[[C:.*]] = rt.alloc : memref<4xf32>
+// CHECK-NEXT:  %[[C:.*]] = rt.alloc {{.*}}: memref<4xf32>
 // CHECK-NEXT:  rt.copy %[[W]] -> %[[C]]
 // CHECK-NEXT:  rt.output "weight" %[[C]] : memref<4xf32>
-// CHECK-NEXT:  %[[D:.*]] = rt.alloc : memref<2xf32>
+// CHECK-NEXT:  %[[D:.*]] = rt.alloc {{.*}}: memref<2xf32>
 // CHECK-NEXT:  rt.copy %[[K]] -> %[[D]]
 // CHECK-NEXT:  rt.output "output1" %[[D]] : memref<2xf32>
 func.func @main() -> (tensor<4xf32> {loom.name = "weight"}, tensor<2xf32>) {
@@ -281,10 +281,10 @@ func.func @main() -> (tensor<4xf32> {loom.name = "weight"}, tensor<2xf32>) {
 // Returning one computed value twice: the first output is the kernel's
 // buffer, the second a copy of it.
 // CHECK-LABEL: rt.program @main
-// CHECK:       %[[Y:.*]] = rt.alloc : memref<4xf32>
+// CHECK:       %[[Y:.*]] = rt.alloc {{.*}}: memref<4xf32>
 // CHECK-NEXT:  rt.kernel "nn.neg"(%{{.*}}) -> (%[[Y]])
 // CHECK-NEXT:  rt.output "output0" %[[Y]] : memref<4xf32>
-// CHECK-NEXT:  %[[C:.*]] = rt.alloc : memref<4xf32>
+// CHECK-NEXT:  %[[C:.*]] = rt.alloc {{.*}}: memref<4xf32>
 // CHECK-NEXT:  rt.copy %[[Y]] -> %[[C]]
 // CHECK-NEXT:  rt.output "output1" %[[C]] : memref<4xf32>
 func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
@@ -297,11 +297,11 @@ func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
 // A computed value and a reshape of it share bytes: the reshape is
 // returned as the alias, the value itself as a copy.
 // CHECK-LABEL: rt.program @main
-// CHECK:       %[[Y:.*]] = rt.alloc : memref<2x2xf32>
+// CHECK:       %[[Y:.*]] = rt.alloc {{.*}}: memref<2x2xf32>
 // CHECK-NEXT:  rt.kernel "nn.neg"(%{{.*}}) -> (%[[Y]])
 // CHECK-NEXT:  %[[A:.*]] = rt.alias %[[Y]] : memref<2x2xf32> -> memref<4xf32>
 // CHECK-NEXT:  rt.output "output0" %[[A]] : memref<4xf32>
-// CHECK-NEXT:  %[[C:.*]] = rt.alloc : memref<2x2xf32>
+// CHECK-NEXT:  %[[C:.*]] = rt.alloc {{.*}}: memref<2x2xf32>
 // CHECK-NEXT:  rt.copy %[[Y]] -> %[[C]]
 // CHECK-NEXT:  rt.output "output1" %[[C]] : memref<2x2xf32>
 func.func @main(%x: tensor<2x2xf32>) -> (tensor<4xf32>, tensor<2x2xf32>) {
@@ -314,8 +314,8 @@ func.func @main(%x: tensor<2x2xf32>) -> (tensor<4xf32>, tensor<2x2xf32>) {
 
 // Ops with several results get one alloc per result.
 // CHECK-LABEL: rt.program @main
-// CHECK:       %[[A:.*]] = rt.alloc : memref<4x2xf32>
-// CHECK-NEXT:  %[[B:.*]] = rt.alloc : memref<4x6xf32>
+// CHECK:       %[[A:.*]] = rt.alloc {{.*}}: memref<4x2xf32>
+// CHECK-NEXT:  %[[B:.*]] = rt.alloc {{.*}}: memref<4x6xf32>
 // CHECK-NEXT:  rt.kernel "nn.split"(%{{.*}}) -> (%[[A]], %[[B]]) attrs {dim = 1 : i64}
 func.func @main(%x: tensor<4x8xf32>) -> (tensor<4x2xf32>, tensor<4x6xf32>) {
   %a, %b = nn.split %x dim = 1 : tensor<4x8xf32> -> tensor<4x2xf32>, tensor<4x6xf32>

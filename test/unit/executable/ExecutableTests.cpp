@@ -153,6 +153,12 @@ const BrokenCase kBrokenCases[] = {
     {"BufferArenaOutOfRange",
      [](Executable &e) { rank0(e).buffers[3].arena = static_cast<ArenaKind>(5); },
      "rank 0, buffer 3 (x): invalid arena kind 5"},
+    {"BufferMemoryCategoryOutOfRange",
+     [](Executable &e) { rank0(e).buffers[3].category = static_cast<MemoryCategory>(9); },
+     "rank 0, buffer 3 (x): invalid memory category 9"},
+    {"BufferMicrobatchNegative",
+     [](Executable &e) { rank0(e).buffers[3].microbatch = -2; },
+     "rank 0, buffer 3 (x): invalid microbatch -2"},
     {"UnnamedBufferIsNamedByIndex",
      [](Executable &e) {
        rank0(e).buffers[3].name.clear();

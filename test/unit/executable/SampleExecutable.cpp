@@ -88,6 +88,8 @@ Executable makeSampleExecutable() {
       buffer("y_out", ArenaKind::Scratch, 128, DType::F32, {2, 8}),
   };
   rank0.buffers[5].aliasOf = 4; // h_flat is a reshape of h
+  rank0.buffers[4].category = MemoryCategory::Activation;
+  rank0.buffers[4].microbatch = 1;
   rank0.streams = {"compute", "comm"};
   rank0.numEvents = 1;
   rank0.params = {{0, 0}, {1, 1}, {2, 2}};
@@ -175,6 +177,8 @@ void expectSameExecutable(const Executable &expected,
       EXPECT_EQ(e.buffers[b].offset, a.buffers[b].offset);
       EXPECT_EQ(e.buffers[b].dtype, a.buffers[b].dtype);
       EXPECT_EQ(e.buffers[b].shape, a.buffers[b].shape);
+      EXPECT_EQ(e.buffers[b].category, a.buffers[b].category);
+      EXPECT_EQ(e.buffers[b].microbatch, a.buffers[b].microbatch);
     }
     EXPECT_EQ(e.streams, a.streams);
     EXPECT_EQ(e.numEvents, a.numEvents);
