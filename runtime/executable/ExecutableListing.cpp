@@ -611,33 +611,7 @@ void printRank(const Executable &exe, const RankProgram &program, const FusedInd
     os << llvm::format(" (reuse saves %.1f%%)", saved);
   }
   os << "\n";
-  MemoryBreakdown memory = summarizeMemory(exe, program);
-  os << "  memory by what it holds:\n"
-     << "    persistent: trainable parameters " << formatBytes(memory.trainableBytes)
-     << ", state the step updates (optimizer moments, weight copies) "
-     << formatBytes(memory.updatedBytes) << ", constants " << formatBytes(memory.constantBytes)
-     << "\n";
-  if (memory.peakInstruction >= 0) {
-    os << "    scratch at its peak (instruction #" << memory.peakInstruction << " of "
-       << program.instructions.size() << "): " << formatBytes(memory.liveAtPeak)
-       << " live\n";
-    for (const auto &[category, bytes] : memory.byCategory) {
-      os << "      " << memoryCategoryName(category) << ": " << formatBytes(bytes);
-      if (category == MemoryCategory::Activation && memory.activationsByMicrobatch.size() > 1) {
-        os << " (";
-        bool firstEntry = true;
-        for (const auto &[mb, mbBytes] : memory.activationsByMicrobatch) {
-          os << (firstEntry ? "" : ", ")
-             << (mb < 0 ? std::string("shared") : "microbatch " + std::to_string(mb)) << " "
-             << formatBytes(mbBytes);
-          firstEntry = false;
-        }
-        os << ")";
-      }
-      os << "\n";
-    }
-  }
-
+  printMemoryBreakdown(exe, program, os);
   os << "  streams (" << program.streams.size() << "):";
   for (size_t s = 0; s < program.streams.size(); ++s)
     os << (s ? ", s" : " s") << s << " " << program.streams[s];
@@ -834,6 +808,37 @@ MemoryBreakdown summarizeMemory(const Executable &exe, const RankProgram &progra
       out.activationsByMicrobatch[buffer.microbatch] += bytes;
   }
   return out;
+}
+
+void printMemoryBreakdown(const Executable &exe, const RankProgram &program,
+                          llvm::raw_ostream &os) {
+  MemoryBreakdown memory = summarizeMemory(exe, program);
+  os << "  memory by what it holds:\n"
+     << "    persistent: trainable parameters " << formatBytes(memory.trainableBytes)
+     << ", state the step updates (optimizer moments, weight copies) "
+     << formatBytes(memory.updatedBytes) << ", constants " << formatBytes(memory.constantBytes)
+     << "\n";
+  if (memory.peakInstruction >= 0) {
+    os << "    scratch at its peak (instruction #" << memory.peakInstruction << " of "
+       << program.instructions.size() << "): " << formatBytes(memory.liveAtPeak)
+       << " live\n";
+    for (const auto &[category, bytes] : memory.byCategory) {
+      os << "      " << memoryCategoryName(category) << ": " << formatBytes(bytes);
+      if (category == MemoryCategory::Activation && memory.activationsByMicrobatch.size() > 1) {
+        os << " (";
+        bool firstEntry = true;
+        for (const auto &[mb, mbBytes] : memory.activationsByMicrobatch) {
+          os << (firstEntry ? "" : ", ")
+             << (mb < 0 ? std::string("shared") : "microbatch " + std::to_string(mb)) << " "
+             << formatBytes(mbBytes);
+          firstEntry = false;
+        }
+        os << ")";
+      }
+      os << "\n";
+    }
+  }
+
 }
 
 void printExecutable(const Executable &exe, llvm::raw_ostream &os,

@@ -62,6 +62,9 @@ struct MemoryBreakdown {
   std::map<int32_t, uint64_t> activationsByMicrobatch;
 };
 MemoryBreakdown summarizeMemory(const Executable &exe, const RankProgram &program);
+/// summarizeMemory as loom-inspect prints it ("  memory by what it holds:").
+void printMemoryBreakdown(const Executable &exe, const RankProgram &program,
+                          llvm::raw_ostream &os);
 
 /// "f32[4, 8]", "i1[]"; an out-of-range dtype prints as "dtype(N)".
 std::string formatTensorType(DType dtype, const std::vector<int64_t> &shape);

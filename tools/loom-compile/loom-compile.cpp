@@ -18,6 +18,7 @@
 #include "passes/Pipelines.h"
 #include "passes/training/Layers.h"
 #include "passes/lowering/ExecutableEmitter.h"
+#include "runtime/executable/ExecutableListing.h"
 #include "runtime/support/AtomicFile.h"
 #include "runtime/support/UserFile.h"
 #include "runtime/schedule/Schedule.h"
@@ -128,6 +129,11 @@ cl::opt<std::string> ppLayout("pp-layout",
                               cl::desc("layers per pipeline stage (4,4,4,4), or 'even' (equal "
                                        "counts, padded); default: balanced by FLOPs"),
                               cl::init(""), cl::cat(category));
+cl::opt<bool> memoryReport(
+    "memory-report",
+    cl::desc("after writing the executable, print each rank's memory by what it holds, as "
+             "loom-inspect does: parameters by role, the scratch peak by category"),
+    cl::init(false), cl::cat(category));
 cl::opt<std::string> scheduleCsv("schedule-csv",
                                  cl::desc("also write the pipeline schedule as PyTorch "
                                           "pipelining's CSV (one row per rank)"),
@@ -852,5 +858,14 @@ int main(int argc, char **argv) {
          llvm::toString(std::move(err)));
   if (llvm::Error err = loom::writeExecutableFile(*exe, outputPath))
     fail(llvm::toString(std::move(err)));
+  if (memoryReport)
+    for (const loom::RankProgram &program : exe->ranks) {
+      loom::MemoryPlanSummary plan = loom::summarizeMemoryPlan(program);
+      llvm::outs() << "rank " << program.rank << ": arenas "
+                   << gib(double(plan.persistentArenaBytes + plan.scratchArenaBytes))
+                   << " (persistent " << gib(double(plan.persistentArenaBytes))
+                   << ", scratch at its peak " << gib(double(plan.scratchArenaBytes)) << ")\n";
+      loom::printMemoryBreakdown(*exe, program, llvm::outs());
+    }
   return 0;
 }
