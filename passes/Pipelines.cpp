@@ -500,6 +500,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                                  llvm::cl::init(1)};
   ListOption<std::string> fp8Exclude{*this, "fp8-exclude",
                                      llvm::cl::desc("parameter name globs kept out of FP8")};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("forward values recomputed in the backward: none, selective or full "
+                     "(auto needs the driver's candidate compiles: loom-compile)"),
+      llvm::cl::init("none")};
   Option<double> dpBucketMb{*this, "dp-bucket-mb",
                             llvm::cl::desc("MiB per data-parallel gradient bucket (0: none)"),
                             llvm::cl::init(25.0)};
@@ -550,6 +555,12 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.fp8Margin = fp8Margin;
     o.fp8AmaxHistory = fp8AmaxHistory;
     o.fp8Exclude.assign(fp8Exclude.begin(), fp8Exclude.end());
+    o.recompute = recompute;
+    if (recompute != "none" && recompute != "selective" && recompute != "full")
+      return error("recompute must be none, selective or full (auto is loom-compile's), got '" +
+                   recompute + "'");
+    if (recompute != "none" && mode == PipelineMode::Infer)
+      return error("recompute applies to mode=train or mode=gradients");
     if (pp == 1 && schedule.hasValue())
       return error("schedule needs pp=2 or more");
     if (attentionStats.hasValue() && mode == PipelineMode::Infer)
