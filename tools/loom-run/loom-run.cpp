@@ -398,6 +398,18 @@ Watched &watched() {
   return *state;
 }
 
+/// "running, run 4, #12 of 177: all_reduce ... on tp_comm": a rank's phase
+/// and, once it runs steps, the instruction its host thread is at.
+std::string describeWhere(const RankWatch &w) {
+  std::string where = w.phase;
+  if (w.executor) {
+    const ProgramExecutor::Progress &p = w.executor->progress();
+    where += ", run " + std::to_string(p.runs.load()) + ", " +
+             w.executor->describeInstruction(p.instruction.load());
+  }
+  return where;
+}
+
 void setPhase(int64_t rank, const std::string &phase, const ProgramExecutor *executor) {
   std::lock_guard<std::mutex> lock(watched().mutex);
   watched().ranks[rank] = {phase, executor};
@@ -462,12 +474,7 @@ void startWatchdog() {
         for (auto &[rank, w] : watched().ranks) {
           loading |= w.phase == "starting" || w.phase == "loading parameters";
           unfinished |= w.phase != "finished";
-          std::string where = w.phase;
-          if (w.executor) {
-            const ProgramExecutor::Progress &p = w.executor->progress();
-            where += ", run " + std::to_string(p.runs.load()) + ", " +
-                     w.executor->describeInstruction(p.instruction.load());
-          }
+          std::string where = describeWhere(w);
           now += where + "\n";
           report += "  rank " + std::to_string(rank) + ": " + where + "\n";
         }
@@ -1090,14 +1097,8 @@ int main(int argc, char **argv) {
       for (int64_t r = 0; r < numRanks; ++r) {
         if (finished[r] || !errors[r].empty())
           continue;
-        std::string where = "starting";
-        if (auto it = watched().ranks.find(r); it != watched().ranks.end()) {
-          where = it->second.phase;
-          if (it->second.executor)
-            where += ", run " + std::to_string(it->second.executor->progress().runs.load()) +
-                     ", " + it->second.executor->describeInstruction(
-                                it->second.executor->progress().instruction.load());
-        }
+        auto it = watched().ranks.find(r);
+        std::string where = it == watched().ranks.end() ? "starting" : describeWhere(it->second);
         lines.push_back("rank " + std::to_string(r) + ": did not finish 5 s after the failure (" +
                         where + ")");
       }
