@@ -333,7 +333,15 @@ void chooseRecompute(ModuleOp module, loom::PipelineOptions &options,
     for (auto program : copy->getOps<loom::rt::ProgramOp>())
       if (std::optional<llvm::ArrayRef<int64_t>> sizes = program.getArenaSizes())
         bytes = std::max(bytes, double((*sizes)[0] + (*sizes)[1]));
-    return bytes + reserve;
+    bytes += reserve;
+    // Each candidate is a compile of the step: say what each gave.
+    llvm::errs() << "loom-compile: --recompute=auto: " << mode;
+    if (fullLayers == 1)
+      llvm::errs() << ", the first layer fully";
+    else if (fullLayers > 1)
+      llvm::errs() << ", the first " << fullLayers << " layers fully";
+    llvm::errs() << ": " << gib(bytes) << " per rank\n";
+    return bytes;
   };
   auto choose = [&](llvm::StringRef mode, int64_t fullLayers, double bytes,
                     llvm::StringRef what) {
