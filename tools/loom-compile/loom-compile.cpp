@@ -441,7 +441,7 @@ int main(int argc, char **argv) {
     fail("--recompute must be none, selective, full or auto, got '" + recompute + "'");
   if (memoryBudget.getNumOccurrences() && recompute != "auto")
     fail("--memory-budget is the budget of --recompute=auto");
-  if (memoryBudget.getNumOccurrences() && !(memoryBudget > 0))
+  if (memoryBudget.getNumOccurrences() && (!(memoryBudget > 0) || !std::isfinite(memoryBudget)))
     fail("--memory-budget must be a positive number of GiB");
   if (recompute.getNumOccurrences() && recompute != "none" && !training)
     fail("--recompute=" + recompute + " recomputes forward values in the backward: it applies "
