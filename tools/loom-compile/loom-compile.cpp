@@ -691,6 +691,8 @@ int main(int argc, char **argv) {
   if (rtInput) {
     if (!fp8.empty())
       fail("'" + inputPath + "' is already rt; --fp8 does not apply");
+    if (recompute != "none")
+      fail("'" + inputPath + "' is already rt; --recompute does not apply");
     if (compileTo == Phase::NN || compileTo == Phase::Train || compileTo == Phase::Fused)
       fail("'" + inputPath + "' is already rt; --compile-to=" +
            (compileTo == Phase::NN ? "nn" : compileTo == Phase::Train ? "train" : "fused") +
