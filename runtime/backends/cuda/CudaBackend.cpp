@@ -6,6 +6,8 @@
 
 #include "kernels/cuda/CudaKernels.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -429,6 +431,30 @@ public:
   /// forever, so the streams are polled until the deadline (--comm-timeout)
   /// instead; the caller then aborts the communicator, which ends the
   /// spinning kernels.
+  /// Polls `query` (cudaStreamQuery, cudaEventQuery) until the work is
+  /// done, within --comm-timeout of `start`. Past it, the backend never
+  /// waits for the device again (~CudaBackend), and the error says which
+  /// work (`where`) never finished.
+  llvm::Error pollUntilDone(llvm::function_ref<cudaError_t()> query,
+                            std::chrono::steady_clock::time_point start, const char *what,
+                            const std::string &where) {
+    while (true) {
+      cudaError_t state = query();
+      if (state != cudaErrorNotReady)
+        return check(state, what);
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+          waitTimeoutSeconds_) {
+        markStuck();
+        return llvm::createStringError(
+            std::errc::timed_out,
+            "the GPU's work%s did not finish within %.0f s (--comm-timeout): a collective on "
+            "it waits for a peer that never came",
+            where.c_str(), waitTimeoutSeconds_);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
   llvm::Error syncStreams(const char *what) {
     if (waitTimeoutSeconds_ <= 0 || !communicator()) {
       for (unsigned s = 0; s < numStreams_; ++s)
@@ -437,26 +463,10 @@ public:
       return check(cudaGetLastError(), what);
     }
     auto start = std::chrono::steady_clock::now();
-    for (unsigned s = 0; s < numStreams_;) {
-      cudaError_t state = cudaStreamQuery(streams_[s]);
-      if (state == cudaSuccess) {
-        ++s;
-        continue;
-      }
-      if (state != cudaErrorNotReady)
-        return check(state, what);
-      double waited =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (waited > waitTimeoutSeconds_) {
-        markStuck();
-        return llvm::createStringError(
-            std::errc::timed_out,
-            "the GPU's work (stream %u) did not finish within %.0f s (--comm-timeout): a "
-            "collective on it waits for a peer that never came",
-            s, waitTimeoutSeconds_);
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    for (unsigned s = 0; s < numStreams_; ++s)
+      if (auto err = pollUntilDone([&] { return cudaStreamQuery(streams_[s]); }, start, what,
+                                   " (stream " + std::to_string(s) + ")"))
+        return err;
     return check(cudaGetLastError(), what);
   }
 
@@ -468,22 +478,8 @@ public:
   llvm::Error waitEvent(cudaEvent_t e, const char *what) {
     if (waitTimeoutSeconds_ <= 0 || !communicator())
       return check(cudaEventSynchronize(e), what);
-    auto start = std::chrono::steady_clock::now();
-    while (true) {
-      cudaError_t state = cudaEventQuery(e);
-      if (state != cudaErrorNotReady)
-        return check(state, what);
-      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-          waitTimeoutSeconds_) {
-        markStuck();
-        return llvm::createStringError(
-            std::errc::timed_out,
-            "the GPU's work did not finish within %.0f s (--comm-timeout): a collective on it "
-            "waits for a peer that never came",
-            waitTimeoutSeconds_);
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    return pollUntilDone([&] { return cudaEventQuery(e); }, std::chrono::steady_clock::now(),
+                         what, "");
   }
 
   llvm::Error waitForHostCopyReads(unsigned stream, unsigned mark) override {
