@@ -13,6 +13,7 @@
 #include "llvm/Support/Error.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace loom {
@@ -164,6 +165,14 @@ public:
   virtual llvm::Expected<unsigned> timestamp(unsigned stream);
   virtual llvm::Expected<double> timestampSeconds(unsigned id);
   virtual void resetTimestamps() {}
+
+  /// Device memory this backend's process holds beyond what was in use when
+  /// the backend started (the CUDA context): arenas, library workspaces,
+  /// kernel images loaded since, stream-ordered pools. Backends whose
+  /// memory is the host's return nothing.
+  virtual std::optional<uint64_t> deviceMemoryInUse() const { return std::nullopt; }
+  /// What was in use on the device when the backend started (its context).
+  virtual std::optional<uint64_t> deviceMemoryAtStart() const { return std::nullopt; }
 
 protected:
   double waitTimeoutSeconds_ = 0;

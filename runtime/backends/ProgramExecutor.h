@@ -26,6 +26,7 @@ public:
 
   const RankProgram &program() const { return program_; }
   std::string backendName() const { return backend_.name(); }
+  const Backend &backend() const { return backend_; }
 
   /// Copies a host tensor into the named input; its dtype and shape must be
   /// the program's.

@@ -396,6 +396,13 @@ llvm::json::Object jsonRank(const Executable &exe, const RankProgram &program,
   memoryPlan["scratchLiveAtPeakBytes"] = memory.liveAtPeak;
   memoryPlan["scratchAtPeakByCategory"] = std::move(atPeak);
   memoryPlan["activationsAtPeakByMicrobatch"] = std::move(activations);
+  DeviceMemoryPrediction gpu = predictCudaMemory(program);
+  memoryPlan["cudaPredictedBytes"] = gpu.total();
+  memoryPlan["cudaPrediction"] = llvm::json::Object{{"arenaBytes", gpu.arenaBytes},
+                                                    {"workspaceBytes", gpu.workspaceBytes},
+                                                    {"librariesBytes", gpu.librariesBytes},
+                                                    {"poolBytes", gpu.poolBytes},
+                                                    {"contextBytes", gpu.contextBytes}};
 
   llvm::json::Array streams;
   for (const std::string &stream : program.streams)
@@ -810,6 +817,32 @@ MemoryBreakdown summarizeMemory(const Executable &exe, const RankProgram &progra
   return out;
 }
 
+DeviceMemoryPrediction predictCudaMemory(const RankProgram &program) {
+  // Measured with loom-run's "device memory" report on an H200 (CUDA 13,
+  // cuDNN 9), the 0.95B Llama at batch 4 and 8 x 2048 tokens.
+  constexpr uint64_t kPage = uint64_t(2) << 20;
+  DeviceMemoryPrediction out;
+  for (int a = 0; a < kNumArenas; ++a)
+    out.arenaBytes += (program.arenaSize[a] + kPage - 1) / kPage * kPage;
+  out.workspaceBytes = uint64_t(32) << 20;
+  out.librariesBytes = uint64_t(128) << 20;
+  out.contextBytes = uint64_t(512) << 20;
+  // cuDNN's attention takes its statistics and workspace (an f32
+  // accumulator of the query's size, in the backward) from the pool, which
+  // keeps its peak: about two f32 copies of the largest query.
+  for (const Instruction &instr : program.instructions) {
+    if (instr.kind != InstrKind::Kernel || instr.inputs.empty() ||
+        !llvm::StringRef(instr.kernel).starts_with("nn.attention"))
+      continue;
+    const BufferDesc &q = program.buffers[instr.inputs[0]];
+    uint64_t elements = 1;
+    for (int64_t d : q.shape)
+      elements *= uint64_t(std::max<int64_t>(d, 0));
+    out.poolBytes = std::max(out.poolBytes, 2 * elements * sizeof(float));
+  }
+  return out;
+}
+
 void printMemoryBreakdown(const Executable &exe, const RankProgram &program,
                           llvm::raw_ostream &os) {
   MemoryBreakdown memory = summarizeMemory(exe, program);
@@ -838,7 +871,13 @@ void printMemoryBreakdown(const Executable &exe, const RankProgram &program,
       os << "\n";
     }
   }
-
+  DeviceMemoryPrediction gpu = predictCudaMemory(program);
+  os << "    on a GPU (--backend=cuda): " << formatBytes(gpu.total())
+     << " beyond the CUDA context: arenas " << formatBytes(gpu.arenaBytes)
+     << ", cuBLASLt workspace " << formatBytes(gpu.workspaceBytes)
+     << ", kernel images and library handles " << formatBytes(gpu.librariesBytes)
+     << ", attention scratch " << formatBytes(gpu.poolBytes) << "; the context about "
+     << formatBytes(gpu.contextBytes) << "\n";
 }
 
 void printExecutable(const Executable &exe, llvm::raw_ostream &os,

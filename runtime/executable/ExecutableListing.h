@@ -66,6 +66,22 @@ MemoryBreakdown summarizeMemory(const Executable &exe, const RankProgram &progra
 void printMemoryBreakdown(const Executable &exe, const RankProgram &program,
                           llvm::raw_ostream &os);
 
+/// What a rank holds on a GPU beyond the CUDA context, predicted from its
+/// plan: the arenas (each a cudaMalloc, in 2 MiB pages), cuBLASLt's
+/// workspace, the kernel images and library handles loaded at the first step
+/// (measured), and the stream-ordered pool's peak, which cuDNN's attention
+/// draws on for its statistics and workspace. docs/memory.md has the
+/// measurements behind the constants.
+struct DeviceMemoryPrediction {
+  uint64_t arenaBytes = 0;
+  uint64_t workspaceBytes = 0;    // cuBLASLt's, fixed
+  uint64_t librariesBytes = 0;    // kernel images, cuBLASLt and cuDNN handles
+  uint64_t poolBytes = 0;         // attention scratch from the stream-ordered pool
+  uint64_t contextBytes = 0;      // the CUDA context, before any of the above
+  uint64_t total() const { return arenaBytes + workspaceBytes + librariesBytes + poolBytes; }
+};
+DeviceMemoryPrediction predictCudaMemory(const RankProgram &program);
+
 /// "f32[4, 8]", "i1[]"; an out-of-range dtype prints as "dtype(N)".
 std::string formatTensorType(DType dtype, const std::vector<int64_t> &shape);
 std::string dtypeSpelling(DType dtype);

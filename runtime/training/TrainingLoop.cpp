@@ -562,7 +562,9 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
   // it saw; the leader answers with the verdict all ranks act on.
   struct StepReport {
     double stepSeconds = 0, waitSeconds = 0, anomaly = 0;
+    double deviceMemory = -1; // bytes beyond the backend's start; -1 unknown
   };
+  double peakDeviceMemory = -1; // the most any rank held, at a step's end
   std::vector<std::deque<double>> rankCompute(numRanks), rankWait(numRanks);
   std::set<int64_t> stragglers; // named, not yet recovered
   int64_t lastStragglerReport = 0;
@@ -703,7 +705,9 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     }
     // Every rank acts on the same verdict: the leader's, from all reports.
     std::vector<StepReport> reports(numRanks);
-    reports[rank] = {stepSeconds, waitSeconds, double(anomalyKind)};
+    std::optional<uint64_t> deviceMemory = executor.backend().deviceMemoryInUse();
+    reports[rank] = {stepSeconds, waitSeconds, double(anomalyKind),
+                     deviceMemory ? double(*deviceMemory) : -1.0};
     if (numRanks > 1) {
       if (!leader) {
         if (auto err = communicator->sendBytes(&reports[rank], sizeof(StepReport), 0))
@@ -834,6 +838,11 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
         line["loss"] = nullptr;
       if (!std::isfinite(normValue))
         line["grad_norm"] = nullptr;
+      double stepMemory = -1;
+      for (const StepReport &r : reports)
+        stepMemory = std::max(stepMemory, r.deviceMemory);
+      if (stepMemory >= 0)
+        line["device_memory_bytes"] = int64_t(stepMemory);
       if (checkpointStall)
         line["checkpoint_stall_s"] = *checkpointStall;
       if (snapshotStall)
@@ -919,8 +928,18 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
                           normValue, tokensPerSecond, formatDuration(eta).c_str());
       log.flush();
     }
+    for (const StepReport &r : reports)
+      peakDeviceMemory = std::max(peakDeviceMemory, r.deviceMemory);
     if (stopping)
       break;
+  }
+  if (leader && peakDeviceMemory >= 0) {
+    std::optional<uint64_t> atStart = executor.backend().deviceMemoryAtStart();
+    log << llvm::format("device memory: %.2f GiB held at the most (at a step's end)%s beyond "
+                        "the %.2f GiB in use when the backend started (its context)\n",
+                        peakDeviceMemory / double(1ull << 30), numRanks > 1 ? " by a rank" : "",
+                        atStart ? double(*atStart) / double(1ull << 30) : 0.0);
+    log.flush();
   }
   // The last write in the background, before the run reports success.
   return finishWrite();

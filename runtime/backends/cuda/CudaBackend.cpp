@@ -194,6 +194,12 @@ public:
     if (auto err = check(cudaGetDeviceProperties(&props, device), "cudaGetDeviceProperties"))
       return err;
     name_ = std::string("cuda:") + std::to_string(device) + " (" + props.name + ")";
+    // The context exists from here on; what is in use now is not Loom's.
+    if (auto err = check(cudaFree(nullptr), "cudaFree (context)"))
+      return err;
+    size_t freeBytes = 0, totalBytes = 0;
+    if (cudaMemGetInfo(&freeBytes, &totalBytes) == cudaSuccess)
+      memoryAtStart_ = totalBytes - freeBytes;
     context_.multiprocessors = props.multiProcessorCount;
     if (cublasLtCreate(&context_.cublasLt) != CUBLAS_STATUS_SUCCESS)
       return llvm::createStringError(std::errc::io_error, "cublasLtCreate failed");
@@ -209,6 +215,15 @@ public:
   }
 
   std::string name() const override { return name_; }
+
+  std::optional<uint64_t> deviceMemoryInUse() const override {
+    size_t freeBytes = 0, totalBytes = 0;
+    if (!memoryAtStart_ || cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess)
+      return std::nullopt;
+    uint64_t used = totalBytes - freeBytes;
+    return used > *memoryAtStart_ ? used - *memoryAtStart_ : 0;
+  }
+  std::optional<uint64_t> deviceMemoryAtStart() const override { return memoryAtStart_; }
 
   llvm::Expected<void *> allocate(size_t bytes) override {
     void *ptr = nullptr;
@@ -707,6 +722,7 @@ private:
   }
 
   std::string name_;
+  std::optional<uint64_t> memoryAtStart_;
   cuda::LaunchContext context_;
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> events_;
