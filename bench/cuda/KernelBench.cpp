@@ -2,17 +2,42 @@
 // and prints each one's achieved bandwidth or FLOP rate against the ceilings
 // measured on the H200 (device copy 4.2 TB/s, bf16 GEMM 795 TFLOP/s).
 //
-//   loom-kernel-bench [--iterations N]
+//   loom-kernel-bench [--iterations N] [--calibration-out=FILE]
+//
+// With --calibration-out=FILE it prints no table: it measures this GPU's
+// rates through the same launch path (cuda::launchKernel) and writes them to
+// FILE (through FILE.tmp and a rename) for the planner:
+//
+//   {"schema": "loom-calibration/1", "device": <cudaDeviceProp.name>,
+//    "gemm_tflops": {"bf16": median of gemm_points, "f32": 4096^3},
+//    "gemm_points": [{"m", "n", "k", "dtype": "bf16", "tflops"}, ...],
+//    "attention_tflops": {"forward", "backward"},
+//    "memory_gbps": bf16 nn.add of 256M elements (inputs + output bytes),
+//    "host_copy_gbps": 1 GiB pinned host -> device cudaMemcpy,
+//    "launch_us": one nn.add of 1024 elements, back to back}
+//
+// GEMMs are nn.matmul x[m, k] w[n, k]^T at 2mnk FLOPs; attention is
+// nn.attention / nn.attention_grad, bf16 [B, S, H, D] = [4, 2048, 16, 128],
+// causal, at 4BHS^2D/2 FLOPs forward and 2.5 times that backward. Each rate
+// is the median over --iterations launches (after three warm-up launches)
+// except launch_us, the mean of max(1000, --iterations) launches. Rates are
+// 1e12 FLOP/s and 1e9 bytes/s.
 
 #include "kernels/cuda/CudaKernels.h"
 #include "runtime/abi/NormWeightGrad.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <random>
 
 using namespace loom;
@@ -21,6 +46,10 @@ namespace cl = llvm::cl;
 namespace {
 
 cl::opt<int> iterations("iterations", cl::desc("timed launches per kernel"), cl::init(20));
+cl::opt<std::string> calibrationOut(
+    "calibration-out", cl::value_desc("FILE"),
+    cl::desc("measure this GPU's rates with Loom's kernels and write them to FILE as JSON "
+             "(loom-calibration/1) instead of printing the table"));
 
 constexpr double kCopyCeiling = 4.2e12;  // bytes/s, measured device copy
 constexpr double kGemmCeiling = 795e12;  // FLOP/s, measured bf16 GEMM
@@ -73,6 +102,279 @@ struct Case {
   double flops = 0; // 0: a memory-bound kernel, judged by bytes moved
 };
 
+//===----------------------------------------------------------------------===//
+// Calibration (--calibration-out)
+//===----------------------------------------------------------------------===//
+
+/// A device buffer of `shape` whose bytes are all `fill` (contents that do not
+/// matter to the kernel's time; no host copy of a large tensor).
+Buffer alloc(DType dtype, std::vector<int64_t> shape, int fill = 0) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  size_t bytes = size_t(n) * dtypeSize(dtype);
+  void *device = nullptr;
+  if (cudaMalloc(&device, std::max<size_t>(bytes, 1)) != cudaSuccess)
+    die("cudaMalloc of " + std::to_string(bytes) + " bytes failed");
+  if (cudaMemset(device, fill, bytes) != cudaSuccess)
+    die("cudaMemset failed");
+  return {{device, dtype, shape}, bytes};
+}
+
+void release(std::vector<Buffer> &buffers) {
+  for (Buffer &b : buffers)
+    cudaFree(b.tensor.data);
+  buffers.clear();
+}
+
+double median(std::vector<double> values) {
+  if (values.empty())
+    die("no samples to take the median of");
+  std::sort(values.begin(), values.end());
+  size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+/// `amount` per second in units of `unit`; a measurement that is not a
+/// positive finite rate is an error (JSON has no infinity).
+double rate(const std::string &what, double amount, double seconds, double unit) {
+  double r = amount / seconds / unit;
+  if (!(seconds > 0) || !std::isfinite(r))
+    die(what + ": no usable time measured");
+  return r;
+}
+
+/// The median seconds of one `launch` (which enqueues on ctx.stream) over
+/// --iterations timed calls after three warm-up calls; each call is timed
+/// between its own pair of events.
+double medianSeconds(const cuda::LaunchContext &ctx, const std::string &what,
+                     llvm::function_ref<void()> launch) {
+  for (int i = 0; i < 3; ++i)
+    launch();
+  std::vector<cudaEvent_t> events(size_t(iterations) + 1);
+  for (cudaEvent_t &e : events)
+    if (cudaEventCreate(&e) != cudaSuccess)
+      die("cudaEventCreate failed");
+  cudaEventRecord(events[0], ctx.stream);
+  for (int i = 0; i < iterations; ++i) {
+    launch();
+    cudaEventRecord(events[i + 1], ctx.stream);
+  }
+  if (cudaEventSynchronize(events.back()) != cudaSuccess || cudaGetLastError() != cudaSuccess)
+    die(what + ": the kernel failed");
+  std::vector<double> seconds;
+  for (int i = 0; i < iterations; ++i) {
+    float ms = 0;
+    cudaEventElapsedTime(&ms, events[i], events[i + 1]);
+    seconds.push_back(ms / 1e3);
+  }
+  for (cudaEvent_t e : events)
+    cudaEventDestroy(e);
+  return median(std::move(seconds));
+}
+
+/// The median seconds of Loom's kernel `kernel` on these buffers.
+double timeKernel(const cuda::LaunchContext &ctx, const std::string &what, llvm::StringRef kernel,
+                  const std::vector<Buffer> &inputs, const std::vector<Buffer> &outputs,
+                  const cpu::KernelAttrs &attrs) {
+  std::vector<cpu::Tensor> in, out;
+  for (const Buffer &b : inputs)
+    in.push_back(b.tensor);
+  for (const Buffer &b : outputs)
+    out.push_back(b.tensor);
+  return medianSeconds(ctx, what, [&] {
+    if (llvm::Error err = cuda::launchKernel(kernel, in, out, attrs, ctx))
+      die(llvm::toString(std::move(err)));
+  });
+}
+
+/// TFLOP/s of nn.matmul x[m, k] w[n, k]^T (a linear layer's forward, with
+/// Loom's [out, in] weights) in `dtype`, on random operands.
+double gemmTflops(const cuda::LaunchContext &ctx, DType dtype, int64_t m, int64_t n, int64_t k) {
+  std::string what = "matmul " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                     std::to_string(k) + " " + dtypeName(dtype).data();
+  cpu::KernelAttrs a;
+  a.set("transpose_lhs", int64_t(0)).set("transpose_rhs", int64_t(1));
+  std::vector<Buffer> in{make(dtype, {m, k}), make(dtype, {n, k})}, out{alloc(dtype, {m, n})};
+  double seconds = timeKernel(ctx, what, "nn.matmul", in, out, a);
+  release(in);
+  release(out);
+  return rate(what, 2.0 * m * n * k, seconds, 1e12);
+}
+
+/// Measures the rates of loom-calibration/1 and writes them to `path`
+/// through path.tmp and a rename.
+void calibrate(cuda::LaunchContext &ctx, const std::string &path) {
+  const std::string tmp = path + ".tmp";
+  auto openTmp = [&](std::error_code &ec) {
+    return std::make_unique<llvm::raw_fd_ostream>(tmp, ec, llvm::sys::fs::OF_Text);
+  };
+  {
+    // Fail before minutes of measuring if the file cannot be written.
+    std::error_code ec;
+    openTmp(ec);
+    if (ec)
+      die("cannot write " + tmp + ": " + ec.message());
+    llvm::sys::fs::remove(tmp);
+  }
+
+  int device = 0;
+  cudaDeviceProp props{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&props, device) != cudaSuccess)
+    die("cannot read the CUDA device's properties");
+  ctx.multiprocessors = props.multiProcessorCount; // as the CUDA backend sets it
+
+  // GEMMs at the training step's shapes (0.95B Llama: hidden 2048, QKV 6144,
+  // MLP 5632 and its fused 11264, vocabulary 32000) and two squarer ones.
+  struct Point {
+    int64_t m, n, k;
+    double tflops = 0;
+  };
+  std::vector<Point> points{{8192, 2048, 2048},  {8192, 6144, 2048},  {8192, 2048, 5632},
+                            {8192, 11264, 2048}, {8192, 32000, 2048}, {4096, 4096, 4096},
+                            {16384, 2048, 2048}};
+  std::vector<double> bf16Rates;
+  for (Point &p : points) {
+    p.tflops = gemmTflops(ctx, DType::BF16, p.m, p.n, p.k);
+    bf16Rates.push_back(p.tflops);
+  }
+  const double gemmBf16 = median(bf16Rates);
+  const double gemmF32 = gemmTflops(ctx, DType::F32, 4096, 4096, 4096);
+
+  // Attention, every tensor [B, S, H, D] (seq_major: all of the call's).
+  const int64_t B = 4, S = 2048, H = 16, D = 128;
+  const double forwardFlops = 4.0 * B * H * S * S * D / 2; // causal: half the scores
+  double attnForward, attnBackward;
+  {
+    auto act = [&] { return make(DType::BF16, {B, S, H, D}); };
+    cpu::KernelAttrs a;
+    a.set("causal", int64_t(1)).set("scale", 1.0 / std::sqrt(double(D)));
+    cpu::KernelAttrs fa = a, ga = a;
+    fa.set("seq_major", int64_t(0b1111));    // q, k, v, out
+    ga.set("seq_major", int64_t(0b1111111)); // q, k, v, dOut, dq, dk, dv
+    std::vector<Buffer> qkv{act(), act(), act()}, out{alloc(DType::BF16, {B, S, H, D})};
+    attnForward = rate("attention", forwardFlops,
+                       timeKernel(ctx, "attention", "nn.attention", qkv, out, fa), 1e12);
+    std::vector<Buffer> gradIn = qkv;
+    gradIn.push_back(act());
+    std::vector<Buffer> grads{alloc(DType::BF16, {B, S, H, D}), alloc(DType::BF16, {B, S, H, D}),
+                              alloc(DType::BF16, {B, S, H, D})};
+    attnBackward =
+        rate("attention_grad", 2.5 * forwardFlops,
+             timeKernel(ctx, "attention_grad", "nn.attention_grad", gradIn, grads, ga), 1e12);
+    release(gradIn); // q, k, v and dOut
+    release(out);
+    release(grads);
+  }
+
+  // Device memory: a bf16 add over 256M elements (1.5 GiB moved).
+  double memoryGbps;
+  {
+    const std::vector<int64_t> shape{16384, 16384};
+    std::vector<Buffer> in{alloc(DType::BF16, shape, 0x3c), alloc(DType::BF16, shape, 0x3d)};
+    std::vector<Buffer> out{alloc(DType::BF16, shape)};
+    double bytes = double(in[0].bytes + in[1].bytes + out[0].bytes);
+    memoryGbps = rate("add", bytes, timeKernel(ctx, "add", "nn.add", in, out, {}), 1e9);
+    release(in);
+    release(out);
+  }
+
+  // Host to device: 1 GiB from pinned memory.
+  double hostCopyGbps;
+  {
+    const size_t bytes = size_t(1) << 30;
+    void *host = nullptr, *dev = nullptr;
+    if (cudaHostAlloc(&host, bytes, cudaHostAllocDefault) != cudaSuccess)
+      die("cudaHostAlloc of 1 GiB failed");
+    std::memset(host, 0x3c, bytes);
+    if (cudaMalloc(&dev, bytes) != cudaSuccess)
+      die("cudaMalloc of 1 GiB failed");
+    double seconds = medianSeconds(ctx, "host copy", [&] {
+      if (cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, ctx.stream) != cudaSuccess)
+        die("cudaMemcpyAsync failed");
+    });
+    hostCopyGbps = rate("host copy", double(bytes), seconds, 1e9);
+    cudaFree(dev);
+    cudaFreeHost(host);
+  }
+
+  // Launch overhead: a tiny add, back to back, between one pair of events.
+  double launchUs;
+  {
+    std::vector<Buffer> bufs{alloc(DType::BF16, {1024}), alloc(DType::BF16, {1024}),
+                             alloc(DType::BF16, {1024})};
+    std::vector<cpu::Tensor> in{bufs[0].tensor, bufs[1].tensor}, out{bufs[2].tensor};
+    auto launch = [&] {
+      if (llvm::Error err = cuda::launchKernel("nn.add", in, out, {}, ctx))
+        die(llvm::toString(std::move(err)));
+    };
+    const int launches = std::max(1000, int(iterations));
+    for (int i = 0; i < 10; ++i)
+      launch();
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    cudaEventRecord(start, ctx.stream);
+    for (int i = 0; i < launches; ++i)
+      launch();
+    cudaEventRecord(stop, ctx.stream);
+    if (cudaEventSynchronize(stop) != cudaSuccess || cudaGetLastError() != cudaSuccess)
+      die("tiny add: the kernel failed");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    launchUs = 1.0 / rate("tiny add", launches, ms / 1e3, 1e6); // microseconds a launch
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    release(bufs);
+  }
+
+  std::error_code ec;
+  std::unique_ptr<llvm::raw_fd_ostream> os = openTmp(ec);
+  if (ec)
+    die("cannot write " + tmp + ": " + ec.message());
+  {
+    llvm::json::OStream json(*os, /*IndentSize=*/2);
+    json.object([&] {
+      json.attribute("schema", "loom-calibration/1");
+      json.attribute("device", props.name);
+      json.attributeObject("gemm_tflops", [&] {
+        json.attribute("bf16", gemmBf16);
+        json.attribute("f32", gemmF32);
+      });
+      json.attributeArray("gemm_points", [&] {
+        for (const Point &p : points)
+          json.object([&] {
+            json.attribute("m", p.m);
+            json.attribute("n", p.n);
+            json.attribute("k", p.k);
+            json.attribute("dtype", "bf16");
+            json.attribute("tflops", p.tflops);
+          });
+      });
+      json.attributeObject("attention_tflops", [&] {
+        json.attribute("forward", attnForward);
+        json.attribute("backward", attnBackward);
+      });
+      json.attribute("memory_gbps", memoryGbps);
+      json.attribute("host_copy_gbps", hostCopyGbps);
+      json.attribute("launch_us", launchUs);
+    });
+  }
+  *os << "\n";
+  os->close();
+  if (os->has_error()) {
+    std::string message = os->error().message();
+    os->clear_error();
+    llvm::sys::fs::remove(tmp);
+    die("cannot write " + tmp + ": " + message);
+  }
+  if (std::error_code rc = llvm::sys::fs::rename(tmp, path)) {
+    llvm::sys::fs::remove(tmp);
+    die("cannot rename " + tmp + " to " + path + ": " + rc.message());
+  }
+  llvm::outs() << "loom-kernel-bench: wrote " << path << " (" << props.name << ")\n";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -85,6 +387,12 @@ int main(int argc, char **argv) {
   cublasLtCreate(&ctx.cublasLt);
   ctx.workspaceBytes = size_t(32) << 20;
   cudaMalloc(&ctx.workspace, ctx.workspaceBytes);
+  if (iterations < 1)
+    die("--iterations must be at least 1");
+  if (!calibrationOut.empty()) {
+    calibrate(ctx, calibrationOut);
+    return 0;
+  }
 
   const int64_t B = 4, S = 2048, H = 16, D = 128, M = B * S, Hid = 2048, F = 5632, V = 32000;
   std::vector<Case> cases;

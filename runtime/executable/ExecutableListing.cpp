@@ -783,7 +783,7 @@ MemoryBreakdown summarizeMemory(const Executable &exe, const RankProgram &progra
   }
   for (const IOBinding &output : program.outputs)
     use(output.buffer, std::max<int64_t>(n - 1, 0));
-  std::vector<int64_t> delta(size_t(n) + 1, 0);
+  std::vector<int64_t> delta(size_t(n) + 1, 0), activationDelta(size_t(n) + 1, 0);
   for (size_t b = 0; b < numBuffers; ++b) {
     const BufferDesc &buffer = program.buffers[b];
     uint64_t bytes = buffer.sizeInBytes();
@@ -792,10 +792,19 @@ MemoryBreakdown summarizeMemory(const Executable &exe, const RankProgram &progra
       continue;
     delta[first[b]] += int64_t(bytes);
     delta[last[b] + 1] -= int64_t(bytes);
+    if (buffer.category == MemoryCategory::Activation) {
+      activationDelta[first[b]] += int64_t(bytes);
+      activationDelta[last[b] + 1] -= int64_t(bytes);
+    }
   }
-  int64_t live = 0, best = -1;
+  int64_t live = 0, best = -1, liveActivations = 0;
   for (int64_t i = 0; i < n; ++i) {
     live += delta[i];
+    liveActivations += activationDelta[i];
+    if (uint64_t(liveActivations) > out.activationPeak) {
+      out.activationPeak = uint64_t(liveActivations);
+      out.liveAtActivationPeak = uint64_t(live);
+    }
     if (best < 0 || uint64_t(live) > out.liveAtPeak) {
       best = i;
       out.liveAtPeak = uint64_t(live);

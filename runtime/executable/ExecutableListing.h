@@ -58,6 +58,8 @@ struct MemoryBreakdown {
   uint64_t constantBytes = 0;  // never written
   int64_t peakInstruction = -1;
   uint64_t liveAtPeak = 0;
+  /// The most activation bytes live at once, and all scratch live then.
+  uint64_t activationPeak = 0, liveAtActivationPeak = 0;
   std::map<MemoryCategory, uint64_t> byCategory;
   std::map<int32_t, uint64_t> activationsByMicrobatch;
 };

@@ -1,0 +1,103 @@
+#ifndef LOOM_PASSES_PLANNING_PLANNER_H
+#define LOOM_PASSES_PLANNING_PLANNER_H
+
+// loom-plan's search: every layout Loom can compile for a cluster (TP with
+// sequence parallelism, PP with its schedules and virtual stages, DP with
+// ZeRO-1, microbatches, recompute), each costed from the model's profile:
+// op times from a calibration, collectives by an alpha-beta model per link,
+// pipeline bubbles from the schedule analysis, memory from the memory
+// planner's probes. docs/planning.md describes the model and the files.
+
+#include "passes/planning/Profile.h"
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::planning {
+
+struct Link {
+  double bandwidthGBps = 0; // per GPU, one direction, as a collective sees it
+  double latencyUs = 0;
+};
+
+/// A cluster of identical nodes (cluster JSON, schema "loom-cluster/1").
+struct Cluster {
+  std::string name;
+  int64_t gpusPerNode = 0;
+  int64_t nodes = 0;
+  double gpuMemoryGiB = 0;
+  double peakTflops = 0;   // the GPU's dense bf16 peak, for MFU
+  double gemmTflops = 0;   // measured GEMM rate
+  double memoryGBps = 0;   // measured elementwise-kernel bandwidth
+  double hostCopyGBps = 0; // measured pinned host <-> device copy rate
+  Link intraNode, interNode;
+  int64_t gpus() const { return gpusPerNode * nodes; }
+};
+
+/// Per-op rates measured by `loom-kernel-bench --calibration-out` (schema
+/// "loom-calibration/1"); absent ones come from the cluster.
+struct Calibration {
+  std::string device;
+  double gemmTflopsBf16 = 0, gemmTflopsF32 = 0;
+  double attentionForwardTflops = 0, attentionBackwardTflops = 0;
+  double memoryGBps = 0;
+  double launchUs = 0;
+};
+
+/// The built-in cluster: one node of eight H200s.
+Cluster defaultCluster();
+/// The built-in calibration: loom-kernel-bench on an H200.
+Calibration defaultCalibration();
+/// Each error names the file and the missing or bad field.
+llvm::Expected<Cluster> parseCluster(llvm::StringRef text, llvm::StringRef path);
+llvm::Expected<Calibration> parseCalibration(llvm::StringRef text, llvm::StringRef path);
+
+struct Layout {
+  int64_t tp = 1, pp = 1, dp = 1, vpp = 1;
+  std::string schedule; // empty without a pipeline
+  int64_t microbatches = 1;
+  int64_t microbatchSize = 1; // sequences
+  std::string recompute = "none";
+  bool sp() const { return tp > 1; }
+  bool zero1() const { return dp > 1; }
+  std::string describe() const;
+};
+
+struct PlanResult {
+  Layout layout;
+  double stepSeconds = 0;
+  double tokensPerSecond = 0;
+  double mfu = 0;
+  double peakMemoryBytes = 0; // the largest rank's predicted device memory
+  double bubble = 0;          // the largest rank's idle fraction of the step
+  double computeSeconds = 0, tpCommSeconds = 0, dpCommSeconds = 0, optimizerSeconds = 0;
+  bool fits = true;
+  std::string flags; // loom-compile's flags for it
+};
+
+struct SearchOptions {
+  int64_t globalBatch = 0;
+  std::string precision = "bf16";
+  // Fixed parts of the layout (0 / empty: searched).
+  int64_t tp = 0, pp = 0, dp = 0, vpp = 0, microbatches = 0;
+  std::string schedule, recompute;
+  int64_t maxMicrobatches = 256;
+};
+
+struct SearchResult {
+  std::vector<PlanResult> plans;    // those that fit, fastest first
+  std::vector<PlanResult> rejected; // those that do not, fastest first
+  int64_t searched = 0;
+  double seconds = 0;
+};
+
+llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &cluster,
+                                    const Calibration &calibration, const SearchOptions &options);
+
+} // namespace loom::planning
+
+#endif

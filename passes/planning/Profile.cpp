@@ -1,0 +1,268 @@
+// loom-plan's model profile: probes of the model cut to one and two layers,
+// compiled by the real pipeline, their work counted op by op and their
+// memory read off the memory planner's arenas.
+
+#include "passes/planning/Profile.h"
+
+#include "dialects/loom/LoomDialect.h"
+#include "dialects/nn/NNOps.h"
+#include "passes/lowering/ExecutableEmitter.h"
+#include "passes/training/Layers.h"
+#include "runtime/executable/ExecutableListing.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <chrono>
+
+using namespace mlir;
+
+namespace loom::planning {
+
+namespace {
+
+llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(std::errc::invalid_argument, "%s", message.str().c_str());
+}
+
+double bytesOf(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return 0;
+  unsigned bits = tensor.getElementType().getIntOrFloatBitWidth();
+  return double(tensor.getNumElements()) * double(std::max(1u, bits / 8));
+}
+
+/// An op's work: its FLOPs (a fused group's, summed over its body) and the
+/// bytes it reads and writes at its boundary.
+OpWork workOf(Operation *op) {
+  OpWork w;
+  w.name = op->getName().getStringRef().str();
+  if (op->getNumRegions() > 0) {
+    op->walk([&](Operation *inner) {
+      if (inner != op && inner->getNumRegions() == 0 && isa<nn::NNDialect>(inner->getDialect()))
+        w.flops += double(nn::FlopCountOpInterface::flopsOf(inner));
+    });
+  } else {
+    w.flops = double(nn::FlopCountOpInterface::flopsOf(op));
+  }
+  for (Value v : op->getOperands())
+    w.bytes += bytesOf(v.getType());
+  for (Value v : op->getResults())
+    w.bytes += bytesOf(v.getType());
+  return w;
+}
+
+/// Views and constants do no work of their own.
+bool doesWork(Operation *op) {
+  if (isa<nn::ParameterOp, nn::ConstantOp, nn::ReshapeOp>(op))
+    return false;
+  return isa<nn::NNDialect>(op->getDialect());
+}
+
+} // namespace
+
+double PhaseWork::flops() const {
+  double f = 0;
+  for (const OpWork &w : ops)
+    f += w.flops;
+  return f;
+}
+
+llvm::Error truncateLayers(ModuleOp module, llvm::StringRef entry, int64_t keep) {
+  auto func = module.lookupSymbol<func::FuncOp>(entry);
+  if (!func)
+    return error("no function @" + entry);
+  // Diagnostics of the layer assignment become this error.
+  std::string diagnostic;
+  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error)
+      diagnostic = d.str();
+    return success();
+  });
+  FailureOr<LayerAssignment> layers = assignLayers(func, "plan");
+  if (failed(layers))
+    return error(diagnostic.empty() ? "the model has no transformer layers" : diagnostic);
+  const int64_t n = layers->numLayers;
+  if (keep >= n)
+    return llvm::Error::success();
+  auto layerOf = [&](Operation *op) -> int64_t {
+    if (isa<func::ReturnOp>(op))
+      return n;
+    auto it = layers->layer.find(op);
+    return it == layers->layer.end() ? -1 : it->second;
+  };
+  // What leaves layer keep-1 for the next layer, and what leaves the last
+  // layer for the epilogue: one value each, of one type.
+  llvm::SetVector<Value> out, last;
+  for (Operation &op : func.getBody().front()) {
+    int64_t l = layerOf(&op);
+    if (l != keep - 1 && l != n - 1)
+      continue;
+    for (Value r : op.getResults())
+      for (Operation *user : r.getUsers()) {
+        int64_t u = layerOf(user);
+        if (l == keep - 1 && u > l && u < n)
+          out.insert(r);
+        if (l == n - 1 && u == n)
+          last.insert(r);
+      }
+  }
+  if (out.size() != 1 || last.size() != 1 || out[0].getType() != last[0].getType())
+    return error("the model's layers do not chain through one value (layer " +
+                 llvm::Twine(keep - 1) + " passes on " + llvm::Twine(out.size()) +
+                 ", the last layer " + llvm::Twine(last.size()) +
+                 "): loom-plan profiles a model by cutting it to fewer layers");
+  Value lastValue = last[0];
+  lastValue.replaceUsesWithIf(out[0], [&](OpOperand &use) { return layerOf(use.getOwner()) == n; });
+  // Erase what no longer feeds anything, last first.
+  bool erased = true;
+  while (erased) {
+    erased = false;
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(func.getBody().front()))) {
+      if (op.hasTrait<OpTrait::IsTerminator>() || !op.use_empty() || !isMemoryEffectFree(&op))
+        continue;
+      op.erase();
+      erased = true;
+    }
+  }
+  return llvm::Error::success();
+}
+
+namespace {
+
+llvm::Expected<Probe> runProbe(ModuleOp base, PipelineOptions options,
+                               const PipelineHooks &hooks, int64_t layers, int64_t batch) {
+  OwningOpRef<ModuleOp> module = base.clone();
+  if (llvm::Error err = truncateLayers(*module, options.entry, layers))
+    return std::move(err);
+  options.stepBatch = batch > 1 ? batch : 0;
+  options.globalBatch = batch;
+  std::string diagnostic;
+  ScopedDiagnosticHandler handler(base.getContext(), [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error && diagnostic.empty())
+      diagnostic = d.str();
+    return success();
+  });
+  auto run = [&](PipelineStep step) -> llvm::Error {
+    PassManager pm(base.getContext());
+    buildPipelineStep(pm, options, hooks, step);
+    if (failed(pm.run(*module)))
+      return error("compiling the " + llvm::Twine(layers) + "-layer probe (" +
+                   stepName(step) + "): " + diagnostic);
+    return llvm::Error::success();
+  };
+  Probe probe;
+  probe.layers = layers;
+  probe.batch = batch;
+  for (PipelineStep step : kPipelineSteps) {
+    if (int(step) < int(PipelineStep::TrainingStep) &&
+        !(step == PipelineStep::Rebatch && batch > 1))
+      continue;
+    if (step == PipelineStep::LowerToRt) {
+      // The step as it will run: count each op's work before lowering.
+      module->walk([&](func::FuncOp f) {
+        for (Operation &op : f.getBody().getOps()) {
+          if (!doesWork(&op))
+            continue;
+          OpWork w = workOf(&op);
+          std::optional<BackwardKind> kind = getBackwardKind(&op);
+          if (kind == BackwardKind::Weight)
+            probe.weightGrad.ops.push_back(std::move(w));
+          else if (kind == BackwardKind::Input)
+            probe.inputGrad.ops.push_back(std::move(w));
+          else if (getMicrobatch(&op))
+            probe.forward.ops.push_back(std::move(w));
+          else
+            probe.optimizer.ops.push_back(std::move(w));
+        }
+      });
+    }
+    if (step != PipelineStep::LowerToRt && !stepRuns(step, options))
+      continue;
+    if (llvm::Error err = run(step))
+      return std::move(err);
+  }
+  FailureOr<Executable> exe = emitExecutable(*module, ExecutableMetadata{});
+  if (failed(exe) || exe->ranks.empty())
+    return error("emitting the " + llvm::Twine(layers) + "-layer probe: " + diagnostic);
+  const RankProgram &program = exe->ranks[0];
+  MemoryPlanSummary plan = summarizeMemoryPlan(program);
+  MemoryBreakdown memory = summarizeMemory(*exe, program);
+  probe.persistent = double(plan.persistentArenaBytes);
+  probe.scratch = double(plan.scratchArenaBytes);
+  probe.activations = double(memory.byCategory[MemoryCategory::Activation]);
+  probe.activationPeak = double(memory.activationPeak);
+  probe.liveAtActivationPeak = double(memory.liveAtActivationPeak);
+  probe.trainableBytes = double(memory.trainableBytes);
+  probe.updatedBytes = double(memory.updatedBytes);
+  return probe;
+}
+
+} // namespace
+
+llvm::Expected<ModelProfile> profileModel(ModuleOp module, const PipelineOptions &base,
+                                          const PipelineHooks &hooks,
+                                          const std::vector<std::string> &recomputeModes) {
+  auto start = std::chrono::steady_clock::now();
+  ModelProfile profile;
+  auto func = module.lookupSymbol<func::FuncOp>(base.entry);
+  if (!func)
+    return error("no function @" + base.entry);
+  {
+    std::string diagnostic;
+    ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Error)
+        diagnostic = d.str();
+      return success();
+    });
+    FailureOr<LayerAssignment> layers = assignLayers(func, "plan");
+    if (failed(layers))
+      return error(diagnostic);
+    profile.numLayers = layers->numLayers;
+    // The residual stream: what layer 0 hands on.
+    for (Operation &op : func.getBody().front())
+      if (layers->layer.lookup(&op) == 0 && !isa<nn::ParameterOp>(op))
+        for (Value r : op.getResults())
+          for (Operation *user : r.getUsers())
+            if (layers->layer.count(user) && layers->layer.lookup(user) > 0)
+              if (auto t = dyn_cast<RankedTensorType>(r.getType()); t && t.getRank() == 3) {
+                profile.seq = t.getDimSize(1);
+                profile.hidden = t.getDimSize(2);
+                profile.residualBytes = int64_t(bytesOf(t));
+              }
+  }
+  if (profile.hidden <= 0)
+    return error("found no residual stream of shape [batch, seq, hidden] between the "
+                 "model's first two layers");
+  PipelineOptions options = base;
+  options.mode = PipelineMode::Train;
+  options.pp = options.tp = options.dp = 1;
+  options.sp = options.zero1 = false;
+  options.microbatches = 1;
+  options.globalBatch = 1;
+  options.recomputeFullLayers = 0;
+  for (const std::string &mode : recomputeModes) {
+    options.recompute = mode;
+    std::vector<Probe> &probes = profile.probes[mode];
+    for (int64_t batch : {1, 2})
+      for (int64_t layers : {1, 2}) {
+        auto probe = runProbe(module, options, hooks, std::min(layers, profile.numLayers), batch);
+        if (!probe)
+          return probe.takeError();
+        probes.push_back(std::move(*probe));
+      }
+  }
+  const Probe &one = profile.probes.begin()->second[0], &two = profile.probes.begin()->second[1];
+  profile.layerParameters = (two.trainableBytes - one.trainableBytes) / 4.0;
+  profile.parameters = one.trainableBytes / 4.0 +
+                       double(profile.numLayers - 1) * profile.layerParameters;
+  profile.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return profile;
+}
+
+} // namespace loom::planning

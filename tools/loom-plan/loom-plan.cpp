@@ -1,0 +1,386 @@
+// loom-plan: which layout to train a model with on a cluster. Profiles the
+// model by compiling it cut to one and two layers, searches every layout
+// Loom can compile, costs each, and prints the fastest that fit with the
+// loom-compile flags for each (docs/planning.md).
+
+#include "tools/LoomVersion.h"
+#include "dialects/dist/DistDialect.h"
+#include "dialects/loom/LoomDialect.h"
+#include "dialects/nn/NNDialect.h"
+#include "dialects/pipe/PipeDialect.h"
+#include "dialects/rt/RtDialect.h"
+#include "frontend/common/ImportOptions.h"
+#include "frontend/raising/Passes.h"
+#ifdef LOOM_HAVE_ONNX_IMPORTER
+#include "frontend/onnx/OnnxImporter.h"
+#endif
+#ifdef LOOM_HAVE_TORCH_EXPORT_IMPORTER
+#include "frontend/torch_export/TorchExportImporter.h"
+#endif
+#include "passes/Pipelines.h"
+#include "passes/planning/Planner.h"
+#include "runtime/support/AtomicFile.h"
+#include "runtime/support/UserFile.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+namespace planning = loom::planning;
+
+namespace {
+
+cl::OptionCategory category("loom-plan options");
+cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx|model.pt2|model.mlir>"),
+                               cl::cat(category));
+cl::opt<int64_t> batch("batch", cl::desc("the global batch, in sequences per step (required)"),
+                       cl::init(0), cl::cat(category));
+cl::opt<int64_t> seq("seq", cl::desc("the sequence length, for a model whose sequence is symbolic"),
+                     cl::init(0), cl::cat(category));
+cl::opt<std::string> clusterPath(
+    "cluster", cl::desc("the cluster, a JSON file (docs/planning.md; default: one node of 8 H200s)"),
+    cl::value_desc("path"), cl::init(""), cl::cat(category));
+cl::opt<int64_t> nodes("nodes", cl::desc("nodes of the cluster (default: the cluster file's)"),
+                       cl::init(0), cl::cat(category));
+cl::opt<int64_t> gpusPerNode("gpus-per-node",
+                              cl::desc("GPUs per node (default: the cluster file's)"), cl::init(0),
+                              cl::cat(category));
+cl::opt<std::string> calibrationPath(
+    "calibration",
+    cl::desc("per-op rates measured by loom-kernel-bench --calibration-out (default: built in, "
+             "an H200)"),
+    cl::value_desc("path"), cl::init(""), cl::cat(category));
+cl::opt<std::string> precision("precision", cl::desc("bf16 (default) or f32"), cl::init("bf16"),
+                               cl::cat(category));
+cl::opt<int64_t> top("top", cl::desc("plans to print (default: 5)"), cl::init(5), cl::cat(category));
+cl::opt<int64_t> showRejected("rejected",
+                              cl::desc("plans rejected for memory to print (default: 5)"),
+                              cl::init(5), cl::cat(category));
+cl::opt<std::string> jsonPath("json", cl::desc("also write the plans as JSON ('-': stdout only)"),
+                              cl::value_desc("path"), cl::init(""), cl::cat(category));
+cl::opt<bool> showProfile("show-profile",
+                           cl::desc("print the probes: each one's work and the memory planner's "
+                                    "figures"),
+                           cl::init(false), cl::cat(category));
+cl::opt<int64_t> fixTp("tp", cl::desc("only layouts with this many tensor-parallel ranks"),
+                       cl::init(0), cl::cat(category));
+cl::opt<int64_t> fixPp("pp", cl::desc("only layouts with this many pipeline ranks"), cl::init(0),
+                       cl::cat(category));
+cl::opt<int64_t> fixDp("dp", cl::desc("only layouts with this many data-parallel ranks"),
+                       cl::init(0), cl::cat(category));
+cl::opt<int64_t> fixVpp("vpp", cl::desc("only layouts with this many stages per pipeline rank"),
+                        cl::init(0), cl::cat(category));
+cl::opt<int64_t> fixMicrobatches("microbatches",
+                                 cl::desc("only layouts with this many microbatches per rank"),
+                                 cl::init(0), cl::cat(category));
+cl::opt<std::string> fixSchedule("schedule",
+                                 cl::desc("only this pipeline schedule (1f1b, interleaved, zb-h1, "
+                                          "dualpipe, dualpipev)"),
+                                 cl::init(""), cl::cat(category));
+cl::opt<std::string> fixRecompute("recompute",
+                                  cl::desc("only this recompute (none, selective, full)"),
+                                  cl::init(""), cl::cat(category));
+
+[[noreturn]] void fail(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "loom-plan") << message << "\n";
+  std::exit(1);
+}
+
+std::string readFile(const std::string &path, const char *what) {
+  auto file = loom::openRegularFile(path, /*requiresNullTerminator=*/false);
+  if (!file)
+    fail(llvm::Twine("cannot read the ") + what + " " + llvm::toString(file.takeError()));
+  return (*file)->getBuffer().str();
+}
+
+std::string gib(double bytes) { return llvm::formatv("{0:F2} GiB", bytes / double(1ull << 30)); }
+
+llvm::json::Object planJson(const planning::PlanResult &p, int64_t rank) {
+  const planning::Layout &l = p.layout;
+  llvm::json::Object layout{{"tp", l.tp},         {"sp", l.sp()},
+                            {"pp", l.pp},         {"vpp", l.vpp},
+                            {"dp", l.dp},         {"zero1", l.zero1()},
+                            {"schedule", l.schedule}, {"microbatches", l.microbatches},
+                            {"microbatch_size", l.microbatchSize}, {"recompute", l.recompute}};
+  llvm::json::Object o{{"layout", std::move(layout)},
+                       {"step_time_s", p.stepSeconds},
+                       {"tokens_per_s", p.tokensPerSecond},
+                       {"mfu", p.mfu},
+                       {"peak_memory_bytes", int64_t(p.peakMemoryBytes)},
+                       {"bubble", p.bubble},
+                       {"breakdown_s", llvm::json::Object{{"pipeline", p.computeSeconds},
+                                                          {"tp_collectives", p.tpCommSeconds},
+                                                          {"dp_collectives", p.dpCommSeconds},
+                                                          {"optimizer", p.optimizerSeconds}}},
+                       {"flags", p.flags}};
+  if (rank > 0)
+    o["rank"] = rank;
+  return o;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  loom::setVersionPrinter();
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "loom-plan: the layouts to train a model with on a cluster, fastest first\n\n"
+      "  loom-plan model.pt2 --batch 256 --seq 4096\n"
+      "  loom-plan model.pt2 --batch 1024 --cluster cluster.json --nodes 8 --json plans.json\n"
+      "  loom-plan model.pt2 --batch 4 --tp 1 --pp 1 --dp 1   (one layout, costed)\n\n"
+      "Each plan prints with the loom-compile flags that build it. The cost model, the\n"
+      "cluster and calibration files: docs/planning.md\n");
+  auto start = std::chrono::steady_clock::now();
+  if (inputPath.empty())
+    fail("no model: loom-plan MODEL.pt2|.onnx|.mlir --batch N");
+  if (batch < 1)
+    fail("--batch (the global batch, sequences per step) is required and must be at least 1");
+  if (precision != "bf16" && precision != "f32")
+    fail("--precision must be bf16 or f32, got '" + precision + "'");
+  if (top < 1 || showRejected < 0)
+    fail("--top must be at least 1 and --rejected at least 0");
+  for (cl::opt<int64_t> *o : {&fixTp, &fixPp, &fixDp, &fixVpp, &fixMicrobatches, &nodes, &gpusPerNode, &seq})
+    if (o->getNumOccurrences() && *o < 1)
+      fail("--" + o->ArgStr + " must be at least 1");
+  if (!fixRecompute.empty() && fixRecompute != "none" && fixRecompute != "selective" &&
+      fixRecompute != "full")
+    fail("--recompute must be none, selective or full, got '" + fixRecompute + "'");
+  if (!fixSchedule.empty()) {
+    auto kind = loom::pipeline::parseScheduleKind(fixSchedule);
+    if (!kind || *kind == loom::pipeline::ScheduleKind::Custom)
+      fail(kind ? "--schedule=custom is not generated" : llvm::toString(kind.takeError()));
+  }
+  if (!jsonPath.empty() && jsonPath != "-")
+    if (llvm::Error err = loom::checkOutputPath(jsonPath, "--json"))
+      fail(llvm::toString(std::move(err)));
+
+  planning::Cluster cluster = planning::defaultCluster();
+  if (!clusterPath.empty()) {
+    auto c = planning::parseCluster(readFile(clusterPath, "cluster file"), clusterPath);
+    if (!c)
+      fail(llvm::toString(c.takeError()));
+    cluster = *c;
+  }
+  if (nodes > 0)
+    cluster.nodes = nodes;
+  if (gpusPerNode > 0)
+    cluster.gpusPerNode = gpusPerNode;
+  if (fixTp * std::max<int64_t>(fixPp, 1) * std::max<int64_t>(fixDp, 1) > cluster.gpus() ||
+      (fixTp && fixPp && fixDp && fixTp * fixPp * fixDp != cluster.gpus()))
+    fail(llvm::formatv("--tp {0} --pp {1} --dp {2} does not use the cluster's {3} GPUs "
+                       "(tp x pp x dp must equal them; --nodes and --gpus-per-node set them)",
+                       int64_t(fixTp), int64_t(fixPp), int64_t(fixDp), cluster.gpus())
+             .str());
+  planning::Calibration calibration = planning::defaultCalibration();
+  calibration.gemmTflopsBf16 = cluster.gemmTflops;
+  calibration.memoryGBps = cluster.memoryGBps;
+  if (!calibrationPath.empty()) {
+    auto c = planning::parseCalibration(readFile(calibrationPath, "calibration file"),
+                                        calibrationPath);
+    if (!c)
+      fail(llvm::toString(c.takeError()));
+    calibration = *c;
+  }
+
+  // The model, imported at one sequence per microbatch.
+  DialectRegistry registry;
+  registry.insert<loom::LoomDialect, loom::nn::NNDialect, loom::dist::DistDialect,
+                  loom::pipe::PipeDialect, loom::rt::RtDialect, func::FuncDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  if (!llvm::sys::fs::exists(inputPath))
+    fail("cannot read '" + inputPath + "': no such file");
+  if (llvm::Error err = loom::checkRegularFile(inputPath))
+    fail("cannot read " + llvm::toString(std::move(err)));
+  loom::ImportOptions importOptions;
+  importOptions.embedWeights = false;
+  importOptions.batch = 1;
+  if (seq > 0)
+    importOptions.seq = seq;
+  std::string extension = llvm::sys::path::extension(inputPath).lower();
+  OwningOpRef<ModuleOp> module;
+  if (extension == ".mlir") {
+    auto file = loom::openRegularFile(inputPath, /*requiresNullTerminator=*/true);
+    if (!file)
+      fail("cannot read " + llvm::toString(file.takeError()));
+    sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+#ifdef LOOM_HAVE_ONNX_IMPORTER
+  } else if (extension == ".onnx") {
+    module = loom::importOnnxModel(&context, inputPath, importOptions);
+#endif
+#ifdef LOOM_HAVE_TORCH_EXPORT_IMPORTER
+  } else if (extension == ".pt2") {
+    module = loom::importTorchExportModel(&context, inputPath, importOptions);
+#endif
+  } else {
+    fail("'" + inputPath + "': unsupported model format '" + extension +
+         "' (expected .onnx, .pt2 or .mlir)");
+  }
+  if (!module)
+    std::exit(1);
+  loom::PipelineOptions options;
+  options.mode = loom::PipelineMode::Train;
+  options.precision =
+      precision == "bf16" ? loom::ComputePrecision::BF16 : loom::ComputePrecision::F32;
+  loom::PipelineHooks hooks;
+  hooks.buildRaising = loom::buildRaisingPipeline;
+  {
+    PassManager pm(&context);
+    loom::buildPipelineStep(pm, options, hooks, loom::PipelineStep::Raise);
+    if (failed(pm.run(*module)))
+      std::exit(1);
+  }
+  // A model exported at a fixed batch: its forward at one sequence.
+  if (auto forward = module->lookupSymbol<func::FuncOp>(options.entry))
+    if (forward.getNumArguments() >= 1)
+      if (auto ids = dyn_cast<RankedTensorType>(forward.getArgumentTypes()[0]);
+          ids && ids.getRank() == 2 && ids.getDimSize(0) != 1) {
+        options.stepBatch = 1;
+        PassManager pm(&context);
+        loom::buildPipelineStep(pm, options, hooks, loom::PipelineStep::Rebatch);
+        if (failed(pm.run(*module)))
+          std::exit(1);
+        options.stepBatch = 0;
+      }
+
+  std::vector<std::string> modes = {"none", "selective", "full"};
+  if (!fixRecompute.empty())
+    modes = {fixRecompute};
+  auto profile = planning::profileModel(*module, options, hooks, modes);
+  if (!profile)
+    fail(llvm::toString(profile.takeError()));
+  profile->modelName = llvm::sys::path::stem(inputPath).str();
+  if (showProfile)
+    for (const auto &[mode, probes] : profile->probes)
+      for (const planning::Probe &probe : probes)
+        llvm::errs() << llvm::formatv(
+            "loom-plan: probe {0}, {1} layer(s), {12} sequence(s): forward {2} ops {3:E2} FLOPs, "
+            "input gradients {4} ops {5:E2}, weight gradients {6} ops {7:E2}, optimizer {8} "
+            "ops; persistent {9}, scratch {10}, activations at the peak {11}\n",
+            mode, probe.layers, probe.forward.ops.size(), probe.forward.flops(),
+            probe.inputGrad.ops.size(), probe.inputGrad.flops(), probe.weightGrad.ops.size(),
+            probe.weightGrad.flops(), probe.optimizer.ops.size(), gib(probe.persistent),
+            gib(probe.scratch), gib(probe.activations), probe.batch);
+
+  planning::SearchOptions search;
+  search.globalBatch = batch;
+  search.precision = precision;
+  search.tp = fixTp;
+  search.pp = fixPp;
+  search.dp = fixDp;
+  search.vpp = fixVpp;
+  search.microbatches = fixMicrobatches;
+  search.schedule = fixSchedule;
+  search.recompute = fixRecompute;
+  auto result = planning::search(*profile, cluster, calibration, search);
+  if (!result)
+    fail(llvm::toString(result.takeError()));
+
+  const double total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  llvm::raw_ostream &os = jsonPath == "-" ? llvm::errs() : llvm::outs();
+  os << llvm::formatv("loom-plan: {0}: {1} layers, {2:F2}B parameters, hidden {3}, sequence {4}; "
+                      "global batch {5}\n",
+                      profile->modelName, profile->numLayers, profile->parameters / 1e9,
+                      profile->hidden, profile->seq, int64_t(batch));
+  os << llvm::formatv("loom-plan: cluster {0}: {1} node(s) x {2} GPUs, {3:F0} GiB each; "
+                      "calibration {4}\n",
+                      cluster.name, cluster.nodes, cluster.gpusPerNode, cluster.gpuMemoryGiB,
+                      calibration.device);
+  os << llvm::formatv("loom-plan: profiled in {0:F1} s ({1} probe compiles), searched {2} "
+                      "layouts in {3:F2} s: {4} fit, {5} rejected for memory; {6:F1} s in all\n",
+                      profile->seconds, 4 * profile->probes.size(), result->searched,
+                      result->seconds, result->plans.size(), result->rejected.size(), total);
+  if (result->plans.empty()) {
+    std::string least;
+    if (!result->rejected.empty()) {
+      const planning::PlanResult *smallest = &result->rejected.front();
+      for (const planning::PlanResult &p : result->rejected)
+        if (p.peakMemoryBytes < smallest->peakMemoryBytes)
+          smallest = &p;
+      least = "; the least any needs is " + gib(smallest->peakMemoryBytes) + " per GPU (" +
+              smallest->layout.describe() + ")";
+    }
+    fail(llvm::formatv("no layout of {0} GPUs with {1:F0} GiB each fits{2}{3}", cluster.gpus(),
+                       cluster.gpuMemoryGiB, least,
+                       result->searched == 0 ? ": none can be built (check --batch against the "
+                                               "GPUs and the fixed --tp/--pp/--dp)"
+                                             : "; more GPUs, a smaller --batch or a smaller "
+                                               "sequence would")
+             .str());
+  }
+  auto printPlan = [&](const planning::PlanResult &p, int64_t rank) {
+    os << llvm::formatv("{0,3}  {1,8:F4} s  {2,10:F0} tok/s  MFU {3,5:F1}%  {4,10}/GPU  "
+                        "bubble {5,5:F1}%  {6}\n",
+                        rank, p.stepSeconds, p.tokensPerSecond, 100 * p.mfu,
+                        gib(p.peakMemoryBytes), 100 * p.bubble, p.layout.describe());
+    os << "       loom-compile " << inputPath << " " << p.flags << "\n";
+  };
+  os << "\n  #      step           tokens/s       MFU        memory          bubble  layout\n";
+  for (int64_t i = 0; i < std::min<int64_t>(top, result->plans.size()); ++i)
+    printPlan(result->plans[i], i + 1);
+  if (showRejected > 0 && !result->rejected.empty()) {
+    os << "\nrejected for memory (the fastest " << std::min<int64_t>(showRejected, result->rejected.size())
+       << " of " << result->rejected.size() << "; " << gib(cluster.gpuMemoryGiB * double(1ull << 30))
+       << " per GPU):\n";
+    for (int64_t i = 0; i < std::min<int64_t>(showRejected, result->rejected.size()); ++i) {
+      const planning::PlanResult &p = result->rejected[i];
+      os << llvm::formatv("     {0,8:F4} s  needs {1}/GPU  {2}\n", p.stepSeconds,
+                          gib(p.peakMemoryBytes), p.layout.describe());
+    }
+  }
+  if (!jsonPath.empty()) {
+    llvm::json::Array plans, rejected;
+    for (int64_t i = 0; i < std::min<int64_t>(top, result->plans.size()); ++i)
+      plans.push_back(planJson(result->plans[i], i + 1));
+    for (int64_t i = 0; i < std::min<int64_t>(showRejected, result->rejected.size()); ++i)
+      rejected.push_back(planJson(result->rejected[i], 0));
+    llvm::json::Object root{
+        {"schema", "loom-plan/1"},
+        {"model", llvm::json::Object{{"name", profile->modelName},
+                                     {"layers", profile->numLayers},
+                                     {"parameters", profile->parameters},
+                                     {"hidden", profile->hidden},
+                                     {"seq", profile->seq}}},
+        {"global_batch", int64_t(batch)},
+        {"cluster", llvm::json::Object{{"name", cluster.name},
+                                       {"nodes", cluster.nodes},
+                                       {"gpus_per_node", cluster.gpusPerNode},
+                                       {"gpu_memory_gib", cluster.gpuMemoryGiB}}},
+        {"calibration", calibration.device},
+        {"searched", result->searched},
+        {"fit", int64_t(result->plans.size())},
+        {"rejected_count", int64_t(result->rejected.size())},
+        {"plans", std::move(plans)},
+        {"rejected", std::move(rejected)}};
+    std::string text;
+    llvm::raw_string_ostream out(text);
+    out << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+    out.flush();
+    if (jsonPath == "-")
+      llvm::outs() << text;
+    else if (llvm::Error err = loom::writeFileAtomically(jsonPath, text.data(), text.size()))
+      fail("cannot write " + llvm::toString(std::move(err)));
+  }
+  return 0;
+}
