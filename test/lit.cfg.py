@@ -24,7 +24,7 @@ config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%loom_src", config.loom_src_root))
 config.substitutions.append(("%loom_tools", config.loom_tools_dir))
 
-tools = ["loom-opt", "loom-compile", "loom-run", "loom-inspect", "loom-tokenize"]
+tools = ["loom-opt", "loom-compile", "loom-plan", "loom-run", "loom-inspect", "loom-tokenize"]
 llvm_config.add_tool_substitutions(
     [t for t in tools if os.path.exists(os.path.join(config.loom_tools_dir, t))],
     [config.loom_tools_dir])

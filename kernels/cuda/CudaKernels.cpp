@@ -36,9 +36,16 @@ bool hasKernel(std::string_view name) {
 }
 
 bool loadsAtFirstUse(KernelId kernel) {
-  // A fusion group's kernel is generated, compiled and loaded at its first call.
+  // A fusion group's kernel is generated, compiled and loaded at its first
+  // call; cuDNN builds an attention's plan and loads its kernels at the
+  // first call. Loading a module waits for the process's other GPUs: with
+  // ranks as threads, a peer already spinning in a transfer of the first
+  // step would wait for this rank forever, so these load before any rank
+  // starts (Backend::prepareKernel).
   return kernel == KernelId::Matmul || kernel == KernelId::ScaledMatmul ||
-         kernel == KernelId::Fused;
+         kernel == KernelId::Fused || kernel == KernelId::Attention ||
+         kernel == KernelId::AttentionWithStats || kernel == KernelId::AttentionGrad ||
+         kernel == KernelId::AttentionGradWithStats;
 }
 
 llvm::Error launchKernel(std::string_view name, llvm::ArrayRef<cpu::Tensor> inputs,
