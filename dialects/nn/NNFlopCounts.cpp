@@ -39,12 +39,15 @@ int64_t MatmulOp::getFlops() {
   return 2 * elements(getType()) * k;
 }
 
-/// The key length of an attention op: dim 2 of its key, or dim 1 when the
-/// key is stored sequence-major (seq_major bit 1).
+/// The keys each query sees, on average: the key length (dim 2 of the key,
+/// or dim 1 when it is stored sequence-major: seq_major bit 1), half of it
+/// under a causal mask over a square score matrix (the kernels skip the
+/// masked blocks).
 static int64_t attentionKeys(Operation *op) {
   auto key = cast<RankedTensorType>(op->getOperand(1).getType());
   int64_t mask = cast<IntegerAttr>(op->getAttr("seq_major")).getInt();
-  return key.getDimSize(mask & 2 ? 1 : 2);
+  int64_t keys = key.getDimSize(mask & 2 ? 1 : 2);
+  return op->hasAttr("causal") ? (keys + 1) / 2 : keys;
 }
 
 int64_t ScaledMatmulOp::getFlops() {

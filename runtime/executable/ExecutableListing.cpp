@@ -833,7 +833,13 @@ DeviceMemoryPrediction predictCudaMemory(const RankProgram &program) {
   DeviceMemoryPrediction out;
   for (int a = 0; a < kNumArenas; ++a)
     out.arenaBytes += (program.arenaSize[a] + kPage - 1) / kPage * kPage;
-  out.workspaceBytes = uint64_t(32) << 20;
+  // cuBLASLt's workspace: one per stream that launches kernels (GEMMs on
+  // two streams at once must not share one).
+  std::set<uint32_t> kernelStreams;
+  for (const Instruction &instr : program.instructions)
+    if (instr.kind == InstrKind::Kernel)
+      kernelStreams.insert(instr.stream);
+  out.workspaceBytes = (uint64_t(32) << 20) * std::max<uint64_t>(1, kernelStreams.size());
   out.librariesBytes = uint64_t(128) << 20;
   out.contextBytes = uint64_t(512) << 20;
   // cuDNN's attention takes its statistics and workspace (an f32

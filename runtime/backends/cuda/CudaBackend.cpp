@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/CudaKernels.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <cuda_runtime_api.h>
@@ -177,6 +178,9 @@ public:
       cudaEventDestroy(e);
     for (cudaStream_t s : streams_)
       cudaStreamDestroy(s);
+    for (void *ws : workspaces_)
+      if (ws && ws != context_.workspace)
+        cudaFree(ws);
     if (context_.workspace)
       cudaFree(context_.workspace);
     if (staging_)
@@ -297,11 +301,10 @@ public:
   llvm::Error launch(KernelId kernel, llvm::ArrayRef<DeviceTensor> inputs,
                      llvm::ArrayRef<DeviceTensor> outputs, const KernelAttrs &attrs,
                      unsigned stream) override {
-    if (auto err = checkStream(stream))
-      return err;
-    cuda::LaunchContext ctx = context_;
-    ctx.stream = streams_[stream];
-    if (auto err = cuda::launchKernel(kernel, inputs, outputs, attrs, ctx))
+    auto ctx = contextFor(stream);
+    if (!ctx)
+      return ctx.takeError();
+    if (auto err = cuda::launchKernel(kernel, inputs, outputs, attrs, *ctx))
       return err;
     return pace();
   }
@@ -309,16 +312,16 @@ public:
   llvm::Error prepareKernel(KernelId kernel, llvm::ArrayRef<DeviceTensor> inputs,
                             llvm::ArrayRef<DeviceTensor> outputs, const KernelAttrs &attrs,
                             unsigned stream, bool outputsHoldNothing) override {
+    // Every stream that launches kernels gets its cuBLASLt workspace here,
+    // before any step (no allocation mid-step or while capturing).
+    auto ctx = contextFor(stream);
+    if (!ctx)
+      return ctx.takeError();
     // cuBLASLt's GEMMs load at first use (see Backend::prepareKernel).
     if (!cuda::loadsAtFirstUse(kernel))
       return llvm::Error::success();
-    if (auto err = checkStream(stream))
-      return err;
-    if (outputsHoldNothing) {
-      cuda::LaunchContext ctx = context_;
-      ctx.stream = streams_[stream];
-      return cuda::launchKernel(kernel, inputs, outputs, attrs, ctx);
-    }
+    if (outputsHoldNothing)
+      return cuda::launchKernel(kernel, inputs, outputs, attrs, *ctx);
     size_t bytes = 0;
     for (const DeviceTensor &t : outputs)
       bytes += (t.sizeInBytes() + 255) / 256 * 256;
@@ -340,9 +343,7 @@ public:
       t.data = static_cast<char *>(prepareScratch_) + offset;
       offset += (t.sizeInBytes() + 255) / 256 * 256;
     }
-    cuda::LaunchContext ctx = context_;
-    ctx.stream = streams_[stream];
-    return cuda::launchKernel(kernel, inputs, scratch, attrs, ctx);
+    return cuda::launchKernel(kernel, inputs, scratch, attrs, *ctx);
   }
   llvm::Error finishPreparing() override {
     llvm::Error err = check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (kernel warm-up)");
@@ -724,6 +725,34 @@ private:
   std::string name_;
   std::optional<uint64_t> memoryAtStart_;
   cuda::LaunchContext context_;
+  /// cuBLASLt's workspace per stream (null: none yet). Two GEMMs on
+  /// different streams may run at once (OVERLAP_F_B puts a backward on
+  /// compute_b beside a forward on compute), and cuBLASLt's split-K and
+  /// stream-K algorithms keep partial sums in the workspace: sharing one
+  /// corrupts both results. The first stream that launches takes
+  /// context_.workspace; another gets its own, at its first launch (the
+  /// eager step before any capture, or initialize's kernel warm-up).
+  std::vector<void *> workspaces_;
+
+  llvm::Expected<cuda::LaunchContext> contextFor(unsigned stream) {
+    if (auto err = checkStream(stream))
+      return std::move(err);
+    if (workspaces_.size() < numStreams_)
+      workspaces_.resize(numStreams_, nullptr);
+    void *&ws = workspaces_[stream];
+    if (!ws) {
+      bool taken = llvm::is_contained(workspaces_, context_.workspace);
+      if (!taken)
+        ws = context_.workspace;
+      else if (auto err = check(cudaMalloc(&ws, context_.workspaceBytes),
+                                "cudaMalloc (cuBLASLt workspace of a second stream)"))
+        return std::move(err);
+    }
+    cuda::LaunchContext ctx = context_;
+    ctx.stream = streams_[stream];
+    ctx.workspace = ws;
+    return ctx;
+  }
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> events_;
   unsigned numStreams_ = 0, numEvents_ = 0;
