@@ -14,14 +14,18 @@
 //    "attention_tflops": {"forward", "backward"},
 //    "memory_gbps": bf16 nn.add of 256M elements (inputs + output bytes),
 //    "host_copy_gbps": 1 GiB pinned host -> device cudaMemcpy,
-//    "launch_us": one nn.add of 1024 elements, back to back}
+//    "launch_us": one nn.add of 1024 elements, back to back,
+//    "graph_launch_us": the same add captured N times into one CUDA graph,
+//                       per kernel of a replay}
 //
 // GEMMs are nn.matmul x[m, k] w[n, k]^T at 2mnk FLOPs; attention is
 // nn.attention / nn.attention_grad, bf16 [B, S, H, D] = [4, 2048, 16, 128],
 // causal, at 4BHS^2D/2 FLOPs forward and 2.5 times that backward. Each rate
 // is the median over --iterations launches (after three warm-up launches)
-// except launch_us, the mean of max(1000, --iterations) launches. Rates are
-// 1e12 FLOP/s and 1e9 bytes/s.
+// except launch_us, the mean of N = max(1000, --iterations) launches, and
+// graph_launch_us, the median of five timed replays (after one warm-up) of
+// the graph divided by N. Rates are 1e12 FLOP/s and 1e9 bytes/s; the two
+// launch times are microseconds.
 
 #include "kernels/cuda/CudaKernels.h"
 #include "runtime/abi/NormWeightGrad.h"
@@ -299,7 +303,7 @@ void calibrate(cuda::LaunchContext &ctx, const std::string &path) {
   }
 
   // Launch overhead: a tiny add, back to back, between one pair of events.
-  double launchUs;
+  double launchUs, graphLaunchUs;
   {
     std::vector<Buffer> bufs{alloc(DType::BF16, {1024}), alloc(DType::BF16, {1024}),
                              alloc(DType::BF16, {1024})};
@@ -325,6 +329,46 @@ void calibrate(cuda::LaunchContext &ctx, const std::string &path) {
     launchUs = 1.0 / rate("tiny add", launches, ms / 1e3, 1e6); // microseconds a launch
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
+
+    // The same launches captured into one CUDA graph: the per-kernel cost of
+    // a replay, the median of five timed replays after one warm-up.
+    auto check = [](cudaError_t status, const char *call) {
+      if (status != cudaSuccess)
+        die(std::string("tiny add graph: ") + call + " failed: " + cudaGetErrorString(status));
+    };
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    check(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal),
+          "cudaStreamBeginCapture");
+    for (int i = 0; i < launches; ++i)
+      launch();
+    check(cudaStreamEndCapture(ctx.stream, &graph), "cudaStreamEndCapture");
+    check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    check(cudaGraphLaunch(exec, ctx.stream), "cudaGraphLaunch"); // warm-up
+    check(cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize");
+    const int replays = 5;
+    std::vector<cudaEvent_t> events(replays + 1);
+    for (cudaEvent_t &e : events)
+      check(cudaEventCreate(&e), "cudaEventCreate");
+    check(cudaEventRecord(events[0], ctx.stream), "cudaEventRecord");
+    for (int i = 0; i < replays; ++i) {
+      check(cudaGraphLaunch(exec, ctx.stream), "cudaGraphLaunch");
+      check(cudaEventRecord(events[i + 1], ctx.stream), "cudaEventRecord");
+    }
+    check(cudaEventSynchronize(events.back()), "cudaEventSynchronize");
+    check(cudaGetLastError(), "graph replay");
+    std::vector<double> seconds;
+    for (int i = 0; i < replays; ++i) {
+      float replayMs = 0;
+      check(cudaEventElapsedTime(&replayMs, events[i], events[i + 1]), "cudaEventElapsedTime");
+      seconds.push_back(replayMs / 1e3);
+    }
+    for (cudaEvent_t e : events)
+      check(cudaEventDestroy(e), "cudaEventDestroy");
+    check(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+    check(cudaGraphDestroy(graph), "cudaGraphDestroy");
+    graphLaunchUs =
+        1.0 / rate("tiny add graph", launches, median(std::move(seconds)), 1e6); // per kernel
     release(bufs);
   }
 
@@ -358,6 +402,7 @@ void calibrate(cuda::LaunchContext &ctx, const std::string &path) {
       json.attribute("memory_gbps", memoryGbps);
       json.attribute("host_copy_gbps", hostCopyGbps);
       json.attribute("launch_us", launchUs);
+      json.attribute("graph_launch_us", graphLaunchUs);
     });
   }
   *os << "\n";

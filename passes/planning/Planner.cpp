@@ -65,7 +65,8 @@ Calibration defaultCalibration() {
   c.attentionForwardTflops = 450;
   c.attentionBackwardTflops = 330;
   c.memoryGBps = 3500;
-  c.launchUs = 1.0;
+  c.launchUs = 4.8;
+  c.graphLaunchUs = 1.0;
   return c;
 }
 
@@ -151,6 +152,8 @@ llvm::Expected<Calibration> parseCalibration(llvm::StringRef text, llvm::StringR
   c.memoryGBps = *bw;
   if (o->getNumber("launch_us"))
     c.launchUs = *o->getNumber("launch_us");
+  if (o->getNumber("graph_launch_us"))
+    c.graphLaunchUs = *o->getNumber("graph_launch_us");
   return c;
 }
 
@@ -194,7 +197,7 @@ double phaseSeconds(const PhaseWork &phase, const Calibration &cal, bool bf16) {
   return s;
 }
 double phaseGaps(const PhaseWork &phase, const Calibration &cal) {
-  return double(phase.ops.size()) * cal.launchUs * 1e-6;
+  return double(phase.ops.size()) * cal.graphLaunchUs * 1e-6;
 }
 
 /// A figure of the probes as a + c * layers + d * batch + e * layers *

@@ -45,7 +45,10 @@ struct Calibration {
   double gemmTflopsBf16 = 0, gemmTflopsF32 = 0;
   double attentionForwardTflops = 0, attentionBackwardTflops = 0;
   double memoryGBps = 0;
-  double launchUs = 0;
+  double launchUs = 0;      // a kernel launched on its own
+  /// A kernel of a replayed CUDA graph (loom-run captures each step); 1 us
+  /// when the calibration does not say.
+  double graphLaunchUs = 1.0;
 };
 
 /// The built-in cluster: one node of eight H200s.
