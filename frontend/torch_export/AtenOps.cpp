@@ -1661,13 +1661,19 @@ Error convertAttention(NodeContext &node) {
     if (!maskValue)
       return importError("attention masks other than causal are not supported (the mask is "
                          "not a compile-time constant)");
-    bool allOpen = false;
-    auto matches = isCausalMask(*maskValue, queries, keys, allOpen);
-    if (!matches)
-      return matches.takeError();
-    if (!*matches && !allOpen)
+    auto key = std::make_tuple(maskValue->getAsOpaquePointer(), queries, keys);
+    auto known = g.maskKinds.find(key);
+    if (known == g.maskKinds.end()) {
+      bool allOpen = false;
+      auto matches = isCausalMask(*maskValue, queries, keys, allOpen);
+      if (!matches)
+        return matches.takeError();
+      known = g.maskKinds.emplace(key, std::make_pair(*matches, allOpen)).first;
+    }
+    auto [matches, allOpen] = known->second;
+    if (!matches && !allOpen)
       return importError("attention masks other than causal are not supported");
-    causal = *matches && !allOpen;
+    causal = matches && !allOpen;
   }
   auto result = g.create<nn::AttentionOp>(*type, *query, *key, *value,
                                           causal ? g.builder().getUnitAttr() : UnitAttr(),

@@ -14,6 +14,9 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <map>
+#include <tuple>
+
 namespace loom::torch_export {
 
 class GraphImporter;
@@ -162,6 +165,10 @@ public:
   llvm::Expected<mlir::Value> broadcastTo(mlir::Value value, llvm::ArrayRef<int64_t> shape);
   /// The value of `value` if it is a compile-time constant.
   std::optional<mlir::DenseElementsAttr> constantValue(mlir::Value value) const;
+  /// Attention masks already read, by (mask, queries, keys): whether each
+  /// is causal and whether it attends everywhere. Reading one is O(S^2), and
+  /// every layer of a model passes the same constant.
+  std::map<std::tuple<const void *, int64_t, int64_t>, std::pair<bool, bool>> maskKinds;
 
 private:
   llvm::Error convertNode(const llvm::json::Object &node);

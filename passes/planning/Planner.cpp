@@ -264,7 +264,9 @@ double ringSeconds(double bytes, int64_t n, const Link &link, double passes) {
                    double(n - 1) / double(n) * bytes / (link.bandwidthGBps * 1e9));
 }
 
-std::string flagsOf(const Layout &l, const SearchOptions &options) {
+} // namespace
+
+std::string compileFlags(const Layout &l, const SearchOptions &options) {
   std::string f = llvm::formatv("--mode=train --target=cuda --precision={0} --batch {1} "
                                 "--microbatches {2}",
                                 options.precision, options.globalBatch, l.microbatches)
@@ -282,6 +284,8 @@ std::string flagsOf(const Layout &l, const SearchOptions &options) {
     f += " --recompute=" + l.recompute;
   return f;
 }
+
+namespace {
 
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> out;
@@ -318,6 +322,8 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
       {"zb-h1", pipeline::ScheduleKind::ZBH1, 1},
       {"dualpipe", pipeline::ScheduleKind::DualPipe, 1},
       {"dualpipev", pipeline::ScheduleKind::DualPipeV, 1}};
+  std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::optional<pipeline::Schedule>>
+      schedules;
   auto linkFor = [&](int64_t stride, int64_t size) {
     return stride * size <= cluster.gpusPerNode ? cluster.intraNode : cluster.interNode;
   };
@@ -348,14 +354,24 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
                 (!options.vpp || v.vpp == options.vpp) && pp * v.vpp <= layers)
               here.push_back(v);
         for (const ScheduleVariant &variant : here) {
-          std::optional<pipeline::Schedule> schedule;
+          // Generated and verified once for every tp and recompute.
+          const pipeline::Schedule *schedule = nullptr;
           if (pp > 1) {
-            auto s = pipeline::generateSchedule(variant.kind, int(pp), int(variant.vpp), int(m));
-            if (!s) {
-              llvm::consumeError(s.takeError());
-              continue;
+            auto key = std::make_tuple(int(variant.kind), pp, variant.vpp, m);
+            auto it = schedules.find(key);
+            if (it == schedules.end()) {
+              auto s = pipeline::generateSchedule(variant.kind, int(pp), int(variant.vpp), int(m),
+                                                  /*verify=*/false);
+              std::optional<pipeline::Schedule> generated;
+              if (s)
+                generated = std::move(*s);
+              else
+                llvm::consumeError(s.takeError());
+              it = schedules.emplace(key, std::move(generated)).first;
             }
-            schedule = std::move(*s);
+            if (!it->second)
+              continue;
+            schedule = &*it->second;
           }
           for (const auto &[mode, c] : costs) {
             if (!options.recompute.empty() && mode != options.recompute)
@@ -412,7 +428,7 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
               for (int s = 0; s < schedule->numStages; ++s)
                 sc.stageScale[s] =
                     meanPiece > 0 ? pieceWork[schedule->stageChunk(s)] / meanPiece : 1.0;
-              auto analysis = pipeline::analyzeSchedule(*schedule, sc);
+              auto analysis = pipeline::analyzeSchedule(*schedule, sc, /*verify=*/false);
               if (!analysis) {
                 llvm::consumeError(analysis.takeError());
                 continue;
@@ -467,7 +483,6 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
                              2.0 * bd * actBytes / elt * 4.0 / double(tp);
             plan.peakMemoryBytes = persistent + scratch + runtime;
             plan.fits = plan.peakMemoryBytes <= budget;
-            plan.flags = flagsOf(l, options);
             (plan.fits ? result.plans : result.rejected).push_back(std::move(plan));
           }
         }

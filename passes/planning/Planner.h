@@ -79,7 +79,6 @@ struct PlanResult {
   double bubble = 0;          // the largest rank's idle fraction of the step
   double computeSeconds = 0, tpCommSeconds = 0, dpCommSeconds = 0, optimizerSeconds = 0;
   bool fits = true;
-  std::string flags; // loom-compile's flags for it
 };
 
 struct SearchOptions {
@@ -97,6 +96,9 @@ struct SearchResult {
   int64_t searched = 0;
   double seconds = 0;
 };
+
+/// loom-compile's flags for a layout.
+std::string compileFlags(const Layout &layout, const SearchOptions &options);
 
 llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &cluster,
                                     const Calibration &calibration, const SearchOptions &options);

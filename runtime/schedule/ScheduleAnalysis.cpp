@@ -38,9 +38,11 @@ std::string ScheduleAnalysis::format() const {
   return text;
 }
 
-llvm::Expected<ScheduleAnalysis> analyzeSchedule(const Schedule &s, const ScheduleCosts &costs) {
-  if (llvm::Error err = verifySchedule(s))
-    return std::move(err);
+llvm::Expected<ScheduleAnalysis> analyzeSchedule(const Schedule &s, const ScheduleCosts &costs,
+                                                 bool verify) {
+  if (verify)
+    if (llvm::Error err = verifySchedule(s))
+      return std::move(err);
   int mbs = s.microbatchesPerChain();
   auto idx = [&](int stage, int mb) { return size_t(stage) * mbs + mb; };
   std::vector<double> fEnd(s.numStages * mbs, -1), bEnd(s.numStages * mbs, -1);

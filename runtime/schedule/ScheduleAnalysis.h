@@ -60,8 +60,11 @@ std::string scheduleToJson(const Schedule &schedule, const ScheduleAnalysis &ana
 /// free and its inputs are ready (the producing action's end, plus `comm`
 /// when it ran on another rank); transfers themselves take no rank time. An
 /// activation is live from its F's start until its B or I ends.
+/// `verify` false trusts the schedule (one from generateSchedule, timed
+/// under many cost models by loom-plan).
 llvm::Expected<ScheduleAnalysis> analyzeSchedule(const Schedule &schedule,
-                                                 const ScheduleCosts &costs = {});
+                                                 const ScheduleCosts &costs = {},
+                                                 bool verify = true);
 
 /// The per-rank timeline as SVG: one row per rank, one box per compute
 /// action colored by kind (F, B, I, W, and OVERLAP_F_B split in its F and B

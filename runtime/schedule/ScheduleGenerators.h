@@ -41,8 +41,11 @@ llvm::Expected<Schedule> generateDualPipeV(int pp, int microbatches);
 
 /// The named schedule with transfers inserted, verified. `vpp` matters only
 /// for `interleaved` (for the others it must be 1, or 2 for the two V-placed
-/// stages of dualpipev and the two directions of dualpipe).
-llvm::Expected<Schedule> generateSchedule(ScheduleKind kind, int pp, int vpp, int microbatches);
+/// stages of dualpipev and the two directions of dualpipe). `verify` false
+/// skips the verifier (loom-plan costs thousands of generated schedules;
+/// the generators' tests verify every shape, and compiling verifies again).
+llvm::Expected<Schedule> generateSchedule(ScheduleKind kind, int pp, int vpp, int microbatches,
+                                          bool verify = true);
 
 /// Stages per rank a schedule kind needs for a given --vpp (1f1b/zb-h1: 1,
 /// interleaved: vpp, dualpipe/dualpipev: 2).

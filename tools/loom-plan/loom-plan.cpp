@@ -72,6 +72,11 @@ cl::opt<int64_t> showRejected("rejected",
                               cl::init(5), cl::cat(category));
 cl::opt<std::string> jsonPath("json", cl::desc("also write the plans as JSON ('-': stdout only)"),
                               cl::value_desc("path"), cl::init(""), cl::cat(category));
+cl::opt<int64_t> whatIfLayers(
+    "layers",
+    cl::desc("plan as if the model had this many layers like its own (a deeper variant, "
+             "before exporting it); default: the model's"),
+    cl::init(0), cl::cat(category));
 cl::opt<bool> showProfile("show-profile",
                            cl::desc("print the probes: each one's work and the memory planner's "
                                     "figures"),
@@ -109,7 +114,8 @@ std::string readFile(const std::string &path, const char *what) {
 
 std::string gib(double bytes) { return llvm::formatv("{0:F2} GiB", bytes / double(1ull << 30)); }
 
-llvm::json::Object planJson(const planning::PlanResult &p, int64_t rank) {
+llvm::json::Object planJson(const planning::PlanResult &p, int64_t rank,
+                            const planning::SearchOptions &options) {
   const planning::Layout &l = p.layout;
   llvm::json::Object layout{{"tp", l.tp},         {"sp", l.sp()},
                             {"pp", l.pp},         {"vpp", l.vpp},
@@ -126,7 +132,7 @@ llvm::json::Object planJson(const planning::PlanResult &p, int64_t rank) {
                                                           {"tp_collectives", p.tpCommSeconds},
                                                           {"dp_collectives", p.dpCommSeconds},
                                                           {"optimizer", p.optimizerSeconds}}},
-                       {"flags", p.flags}};
+                       {"flags", planning::compileFlags(p.layout, options)}};
   if (rank > 0)
     o["rank"] = rank;
   return o;
@@ -155,7 +161,7 @@ int main(int argc, char **argv) {
     fail("--precision must be bf16 or f32, got '" + precision + "'");
   if (top < 1 || showRejected < 0)
     fail("--top must be at least 1 and --rejected at least 0");
-  for (cl::opt<int64_t> *o : {&fixTp, &fixPp, &fixDp, &fixVpp, &fixMicrobatches, &nodes, &gpusPerNode, &seq})
+  for (cl::opt<int64_t> *o : {&fixTp, &fixPp, &fixDp, &fixVpp, &fixMicrobatches, &nodes, &gpusPerNode, &seq, &whatIfLayers})
     if (o->getNumOccurrences() && *o < 1)
       fail("--" + o->ArgStr + " must be at least 1");
   if (!fixRecompute.empty() && fixRecompute != "none" && fixRecompute != "selective" &&
@@ -270,6 +276,10 @@ int main(int argc, char **argv) {
   if (!profile)
     fail(llvm::toString(profile.takeError()));
   profile->modelName = llvm::sys::path::stem(inputPath).str();
+  if (whatIfLayers > 0) {
+    profile->parameters += double(whatIfLayers - profile->numLayers) * profile->layerParameters;
+    profile->numLayers = whatIfLayers;
+  }
   if (showProfile)
     for (const auto &[mode, probes] : profile->probes)
       for (const planning::Probe &probe : probes)
@@ -334,7 +344,8 @@ int main(int argc, char **argv) {
                         "bubble {5,5:F1}%  {6}\n",
                         rank, p.stepSeconds, p.tokensPerSecond, 100 * p.mfu,
                         gib(p.peakMemoryBytes), 100 * p.bubble, p.layout.describe());
-    os << "       loom-compile " << inputPath << " " << p.flags << "\n";
+    os << "       loom-compile " << inputPath << " " << planning::compileFlags(p.layout, search)
+       << "\n";
   };
   os << "\n  #      step           tokens/s       MFU        memory          bubble  layout\n";
   for (int64_t i = 0; i < std::min<int64_t>(top, result->plans.size()); ++i)
@@ -352,9 +363,9 @@ int main(int argc, char **argv) {
   if (!jsonPath.empty()) {
     llvm::json::Array plans, rejected;
     for (int64_t i = 0; i < std::min<int64_t>(top, result->plans.size()); ++i)
-      plans.push_back(planJson(result->plans[i], i + 1));
+      plans.push_back(planJson(result->plans[i], i + 1, search));
     for (int64_t i = 0; i < std::min<int64_t>(showRejected, result->rejected.size()); ++i)
-      rejected.push_back(planJson(result->rejected[i], 0));
+      rejected.push_back(planJson(result->rejected[i], 0, search));
     llvm::json::Object root{
         {"schema", "loom-plan/1"},
         {"model", llvm::json::Object{{"name", profile->modelName},
