@@ -101,6 +101,12 @@ llvm::Expected<Cluster> parseCluster(llvm::StringRef text, llvm::StringRef path)
     return error("'" + path + "': \"gpus_per_node\" and \"nodes\" must be whole numbers");
   c.gpusPerNode = int64_t(gpus);
   c.nodes = int64_t(nodes);
+  if (o->get("runtime_gib")) {
+    auto runtime = number(*o, "runtime_gib", path, "", /*positive=*/false);
+    if (!runtime)
+      return runtime.takeError();
+    c.runtimeGiB = *runtime;
+  }
   for (auto [key, link] : {std::pair<llvm::StringRef, Link *>{"intra_node", &c.intraNode},
                            {"inter_node", &c.interNode}}) {
     const llvm::json::Object *l = o->getObject(key);
@@ -267,9 +273,10 @@ double ringSeconds(double bytes, int64_t n, const Link &link, double passes) {
 } // namespace
 
 std::string compileFlags(const Layout &l, const SearchOptions &options) {
-  std::string f = llvm::formatv("--mode=train --target=cuda --precision={0} --batch {1} "
-                                "--microbatches {2}",
-                                options.precision, options.globalBatch, l.microbatches)
+  std::string f = llvm::formatv("--mode=train --target={0} --precision={1} --batch {2} "
+                                "--microbatches {3}",
+                                options.target, options.precision, options.globalBatch,
+                                l.microbatches)
                       .str();
   if (l.tp > 1)
     f += llvm::formatv(" --tp {0} --sp", l.tp).str();
@@ -479,7 +486,7 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             double scratch = std::max(at(c.scratch), at(c.activations) +
                                                          at(c.otherAtActivationPeak)) +
                              inFlight;
-            double runtime = double(512 + 128 + 32) * double(1 << 20) +
+            double runtime = cluster.runtimeGiB * kGiB +
                              2.0 * bd * actBytes / elt * 4.0 / double(tp);
             plan.peakMemoryBytes = persistent + scratch + runtime;
             plan.fits = plan.peakMemoryBytes <= budget;

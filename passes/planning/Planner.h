@@ -34,6 +34,10 @@ struct Cluster {
   double gemmTflops = 0;   // measured GEMM rate
   double memoryGBps = 0;   // measured elementwise-kernel bandwidth
   double hostCopyGBps = 0; // measured pinned host <-> device copy rate
+  /// What the runtime holds per GPU beyond the planner's arenas: the CUDA
+  /// context, workspaces, kernel images (optional "runtime_gib"; default
+  /// predictCudaMemory's measured figures, 0.66 GiB).
+  double runtimeGiB = 0.65625;
   Link intraNode, interNode;
   int64_t gpus() const { return gpusPerNode * nodes; }
 };
@@ -84,6 +88,7 @@ struct PlanResult {
 struct SearchOptions {
   int64_t globalBatch = 0;
   std::string precision = "bf16";
+  std::string target = "cuda"; // loom-compile's --target in the flags
   // Fixed parts of the layout (0 / empty: searched).
   int64_t tp = 0, pp = 0, dp = 0, vpp = 0, microbatches = 0;
   std::string schedule, recompute;

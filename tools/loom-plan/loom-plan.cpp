@@ -66,6 +66,10 @@ cl::opt<std::string> calibrationPath(
     cl::value_desc("path"), cl::init(""), cl::cat(category));
 cl::opt<std::string> precision("precision", cl::desc("bf16 (default) or f32"), cl::init("bf16"),
                                cl::cat(category));
+cl::opt<std::string> target("target",
+                           cl::desc("the --target of the plans' loom-compile flags: cuda "
+                                    "(default), or cpu to try a plan on CPU ranks"),
+                           cl::init("cuda"), cl::cat(category));
 cl::opt<int64_t> top("top", cl::desc("plans to print (default: 5)"), cl::init(5), cl::cat(category));
 cl::opt<int64_t> showRejected("rejected",
                               cl::desc("plans rejected for memory to print (default: 5)"),
@@ -112,7 +116,24 @@ std::string readFile(const std::string &path, const char *what) {
   return (*file)->getBuffer().str();
 }
 
-std::string gib(double bytes) { return llvm::formatv("{0:F2} GiB", bytes / double(1ull << 30)); }
+/// Bytes in the largest unit that keeps them at least 1 (GiB, MiB, KiB).
+std::string gib(double bytes) {
+  const char *units[] = {"GiB", "MiB", "KiB"};
+  double scale = double(1ull << 30);
+  for (const char *unit : units) {
+    if (bytes >= scale || scale == 1024.0)
+      return llvm::formatv("{0:F2} {1}", bytes / scale, unit).str();
+    scale /= 1024.0;
+  }
+  return llvm::formatv("{0:F2} KiB", bytes / 1024.0).str();
+}
+
+/// Seconds with four significant digits.
+std::string seconds(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g s", s);
+  return text;
+}
 
 llvm::json::Object planJson(const planning::PlanResult &p, int64_t rank,
                             const planning::SearchOptions &options) {
@@ -159,6 +180,8 @@ int main(int argc, char **argv) {
     fail("--batch (the global batch, sequences per step) is required and must be at least 1");
   if (precision != "bf16" && precision != "f32")
     fail("--precision must be bf16 or f32, got '" + precision + "'");
+  if (target != "cuda" && target != "cpu")
+    fail("--target must be cuda or cpu, got '" + target + "'");
   if (top < 1 || showRejected < 0)
     fail("--top must be at least 1 and --rejected at least 0");
   for (cl::opt<int64_t> *o : {&fixTp, &fixPp, &fixDp, &fixVpp, &fixMicrobatches, &nodes, &gpusPerNode, &seq, &whatIfLayers})
@@ -295,6 +318,7 @@ int main(int argc, char **argv) {
   planning::SearchOptions search;
   search.globalBatch = batch;
   search.precision = precision;
+  search.target = target;
   search.tp = fixTp;
   search.pp = fixPp;
   search.dp = fixDp;
@@ -313,10 +337,10 @@ int main(int argc, char **argv) {
                       "global batch {5}\n",
                       profile->modelName, profile->numLayers, profile->parameters / 1e9,
                       profile->hidden, profile->seq, int64_t(batch));
-  os << llvm::formatv("loom-plan: cluster {0}: {1} node(s) x {2} GPUs, {3:F0} GiB each; "
+  os << llvm::formatv("loom-plan: cluster {0}: {1} node(s) x {2} GPUs, {3} each; "
                       "calibration {4}\n",
-                      cluster.name, cluster.nodes, cluster.gpusPerNode, cluster.gpuMemoryGiB,
-                      calibration.device);
+                      cluster.name, cluster.nodes, cluster.gpusPerNode,
+                      gib(cluster.gpuMemoryGiB * double(1ull << 30)), calibration.device);
   os << llvm::formatv("loom-plan: profiled in {0:F1} s ({1} probe compiles), searched {2} "
                       "layouts in {3:F2} s: {4} fit, {5} rejected for memory; {6:F1} s in all\n",
                       profile->seconds, 4 * profile->probes.size(), result->searched,
@@ -331,8 +355,8 @@ int main(int argc, char **argv) {
       least = "; the least any needs is " + gib(smallest->peakMemoryBytes) + " per GPU (" +
               smallest->layout.describe() + ")";
     }
-    fail(llvm::formatv("no layout of {0} GPUs with {1:F0} GiB each fits{2}{3}", cluster.gpus(),
-                       cluster.gpuMemoryGiB, least,
+    fail(llvm::formatv("no layout of {0} GPUs with {1} each fits{2}{3}", cluster.gpus(),
+                       gib(cluster.gpuMemoryGiB * double(1ull << 30)), least,
                        result->searched == 0 ? ": none can be built (check --batch against the "
                                                "GPUs and the fixed --tp/--pp/--dp)"
                                              : "; more GPUs, a smaller --batch or a smaller "
@@ -340,14 +364,14 @@ int main(int argc, char **argv) {
              .str());
   }
   auto printPlan = [&](const planning::PlanResult &p, int64_t rank) {
-    os << llvm::formatv("{0,3}  {1,8:F4} s  {2,10:F0} tok/s  MFU {3,5:F1}%  {4,10}/GPU  "
+    os << llvm::formatv("{0,3}  {1,10}  {2,10:F0} tok/s  MFU {3,5:F1}%  {4,10}/GPU  "
                         "bubble {5,5:F1}%  {6}\n",
-                        rank, p.stepSeconds, p.tokensPerSecond, 100 * p.mfu,
+                        rank, seconds(p.stepSeconds), p.tokensPerSecond, 100 * p.mfu,
                         gib(p.peakMemoryBytes), 100 * p.bubble, p.layout.describe());
     os << "       loom-compile " << inputPath << " " << planning::compileFlags(p.layout, search)
        << "\n";
   };
-  os << "\n  #      step           tokens/s       MFU        memory          bubble  layout\n";
+  os << "\n  #        step          tokens/s        MFU      memory          bubble  layout\n";
   for (int64_t i = 0; i < std::min<int64_t>(top, result->plans.size()); ++i)
     printPlan(result->plans[i], i + 1);
   if (showRejected > 0 && !result->rejected.empty()) {
@@ -356,7 +380,7 @@ int main(int argc, char **argv) {
        << " per GPU):\n";
     for (int64_t i = 0; i < std::min<int64_t>(showRejected, result->rejected.size()); ++i) {
       const planning::PlanResult &p = result->rejected[i];
-      os << llvm::formatv("     {0,8:F4} s  needs {1}/GPU  {2}\n", p.stepSeconds,
+      os << llvm::formatv("     {0,10}  needs {1}/GPU  {2}\n", seconds(p.stepSeconds),
                           gib(p.peakMemoryBytes), p.layout.describe());
     }
   }
