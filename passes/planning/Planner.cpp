@@ -49,9 +49,10 @@ Cluster defaultCluster() {
   c.nodes = 1;
   c.gpuMemoryGiB = 140;
   c.peakTflops = 989;
-  c.gemmTflops = 700;
-  c.memoryGBps = 3500;
-  c.hostCopyGBps = 50;
+  // Rates measured on an H200 (bench/calibration/h200.json).
+  c.gemmTflops = 767;
+  c.memoryGBps = 4037;
+  c.hostCopyGBps = 55;
   c.intraNode = {360, 5};  // NVLink 4 through NVSwitch, as NCCL's bus bandwidth
   c.interNode = {45, 10};  // one 400 Gb/s NIC per GPU
   return c;
@@ -59,12 +60,14 @@ Cluster defaultCluster() {
 
 Calibration defaultCalibration() {
   Calibration c;
+  // loom-kernel-bench --calibration-out on an H200, 2026-11-26
+  // (bench/calibration/h200.json).
   c.device = "built-in (an H200)";
-  c.gemmTflopsBf16 = 700;
+  c.gemmTflopsBf16 = 767;
   c.gemmTflopsF32 = 50;
-  c.attentionForwardTflops = 450;
-  c.attentionBackwardTflops = 330;
-  c.memoryGBps = 3500;
+  c.attentionForwardTflops = 468;
+  c.attentionBackwardTflops = 290;
+  c.memoryGBps = 4037;
   c.launchUs = 4.8;
   c.graphLaunchUs = 1.0;
   return c;
