@@ -56,6 +56,19 @@ OpWork workOf(Operation *op) {
   return w;
 }
 
+/// While alive, keeps the first error diagnostic's message (which becomes
+/// the planner's one-line error) and prints none.
+struct FirstError {
+  explicit FirstError(MLIRContext *context)
+      : handler(context, [this](Diagnostic &d) {
+          if (d.getSeverity() == DiagnosticSeverity::Error && message.empty())
+            message = d.str();
+          return success();
+        }) {}
+  std::string message;
+  ScopedDiagnosticHandler handler;
+};
+
 /// Views and constants do no work of their own.
 bool doesWork(Operation *op) {
   if (isa<nn::ParameterOp, nn::ConstantOp, nn::ReshapeOp>(op))
@@ -76,16 +89,11 @@ llvm::Error truncateLayers(ModuleOp module, llvm::StringRef entry, int64_t keep)
   auto func = module.lookupSymbol<func::FuncOp>(entry);
   if (!func)
     return error("no function @" + entry);
-  // Diagnostics of the layer assignment become this error.
-  std::string diagnostic;
-  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
-    if (d.getSeverity() == DiagnosticSeverity::Error)
-      diagnostic = d.str();
-    return success();
-  });
+  FirstError diagnostics(module.getContext());
   FailureOr<LayerAssignment> layers = assignLayers(func, "plan");
   if (failed(layers))
-    return error(diagnostic.empty() ? "the model has no transformer layers" : diagnostic);
+    return error(diagnostics.message.empty() ? "the model has no transformer layers"
+                                             : diagnostics.message);
   const int64_t n = layers->numLayers;
   if (keep >= n)
     return llvm::Error::success();
@@ -141,12 +149,8 @@ llvm::Expected<Probe> runProbe(ModuleOp base, PipelineOptions options,
     return std::move(err);
   options.stepBatch = batch > 1 ? batch : 0;
   options.globalBatch = batch;
-  std::string diagnostic;
-  ScopedDiagnosticHandler handler(base.getContext(), [&](Diagnostic &d) {
-    if (d.getSeverity() == DiagnosticSeverity::Error && diagnostic.empty())
-      diagnostic = d.str();
-    return success();
-  });
+  FirstError diagnostics(base.getContext());
+  const std::string &diagnostic = diagnostics.message;
   auto run = [&](PipelineStep step) -> llvm::Error {
     PassManager pm(base.getContext());
     buildPipelineStep(pm, options, hooks, step);
@@ -213,15 +217,10 @@ llvm::Expected<ModelProfile> profileModel(ModuleOp module, const PipelineOptions
   if (!func)
     return error("no function @" + base.entry);
   {
-    std::string diagnostic;
-    ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
-      if (d.getSeverity() == DiagnosticSeverity::Error)
-        diagnostic = d.str();
-      return success();
-    });
+    FirstError diagnostics(module.getContext());
     FailureOr<LayerAssignment> layers = assignLayers(func, "plan");
     if (failed(layers))
-      return error(diagnostic);
+      return error(diagnostics.message);
     profile.numLayers = layers->numLayers;
     // The residual stream: what layer 0 hands on.
     for (Operation &op : func.getBody().front())

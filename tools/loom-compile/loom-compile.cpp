@@ -7,14 +7,9 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/rt/RtDialect.h"
+#include "frontend/ModelFile.h"
 #include "frontend/common/ImportOptions.h"
 #include "frontend/raising/Passes.h"
-#ifdef LOOM_HAVE_ONNX_IMPORTER
-#include "frontend/onnx/OnnxImporter.h"
-#endif
-#ifdef LOOM_HAVE_TORCH_EXPORT_IMPORTER
-#include "frontend/torch_export/TorchExportImporter.h"
-#endif
 #include "passes/Pipelines.h"
 #include "passes/training/Layers.h"
 #include "passes/lowering/ExecutableEmitter.h"
@@ -580,33 +575,11 @@ int main(int argc, char **argv) {
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
   std::string error;
-  if (!llvm::sys::fs::exists(inputPath))
-    fail("cannot read '" + inputPath + "': no such file");
-  if (llvm::Error err = loom::checkRegularFile(inputPath))
-    fail("cannot read " + llvm::toString(std::move(err)));
   std::string extension = llvm::sys::path::extension(inputPath).lower();
-  OwningOpRef<ModuleOp> module;
-  if (extension == ".mlir") {
-    auto file = loom::openRegularFile(inputPath, /*requiresNullTerminator=*/true);
-    if (!file)
-      fail("cannot read " + llvm::toString(file.takeError()));
-    if (llvm::Error err = loom::checkNestingDepth((*file)->getBuffer(),
-                                                  loom::NestingSyntax::Mlir, inputPath))
-      fail(llvm::toString(std::move(err)));
-    sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
-    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-#ifdef LOOM_HAVE_ONNX_IMPORTER
-  } else if (extension == ".onnx") {
-    module = loom::importOnnxModel(&context, inputPath, importOptions);
-#endif
-#ifdef LOOM_HAVE_TORCH_EXPORT_IMPORTER
-  } else if (extension == ".pt2") {
-    module = loom::importTorchExportModel(&context, inputPath, importOptions);
-#endif
-  } else {
-    fail("'" + inputPath + "': unsupported model format '" + extension +
-         "' (expected .onnx, .pt2 or .mlir)");
-  }
+  OwningOpRef<ModuleOp> module =
+      loom::loadModelFile(context, sourceMgr, inputPath, importOptions, error);
+  if (!module && !error.empty())
+    fail(error);
   if (!module)
     failDiagnosed();
   // --seq and --dim fix symbolic dimensions of an imported model; one that

@@ -9,14 +9,9 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/rt/RtDialect.h"
+#include "frontend/ModelFile.h"
 #include "frontend/common/ImportOptions.h"
 #include "frontend/raising/Passes.h"
-#ifdef LOOM_HAVE_ONNX_IMPORTER
-#include "frontend/onnx/OnnxImporter.h"
-#endif
-#ifdef LOOM_HAVE_TORCH_EXPORT_IMPORTER
-#include "frontend/torch_export/TorchExportImporter.h"
-#endif
 #include "passes/Pipelines.h"
 #include "passes/planning/Planner.h"
 #include "runtime/support/AtomicFile.h"
@@ -236,35 +231,16 @@ int main(int argc, char **argv) {
   context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  if (!llvm::sys::fs::exists(inputPath))
-    fail("cannot read '" + inputPath + "': no such file");
-  if (llvm::Error err = loom::checkRegularFile(inputPath))
-    fail("cannot read " + llvm::toString(std::move(err)));
   loom::ImportOptions importOptions;
   importOptions.embedWeights = false;
   importOptions.batch = 1;
   if (seq > 0)
     importOptions.seq = seq;
-  std::string extension = llvm::sys::path::extension(inputPath).lower();
-  OwningOpRef<ModuleOp> module;
-  if (extension == ".mlir") {
-    auto file = loom::openRegularFile(inputPath, /*requiresNullTerminator=*/true);
-    if (!file)
-      fail("cannot read " + llvm::toString(file.takeError()));
-    sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
-    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-#ifdef LOOM_HAVE_ONNX_IMPORTER
-  } else if (extension == ".onnx") {
-    module = loom::importOnnxModel(&context, inputPath, importOptions);
-#endif
-#ifdef LOOM_HAVE_TORCH_EXPORT_IMPORTER
-  } else if (extension == ".pt2") {
-    module = loom::importTorchExportModel(&context, inputPath, importOptions);
-#endif
-  } else {
-    fail("'" + inputPath + "': unsupported model format '" + extension +
-         "' (expected .onnx, .pt2 or .mlir)");
-  }
+  std::string error;
+  OwningOpRef<ModuleOp> module =
+      loom::loadModelFile(context, sourceMgr, inputPath, importOptions, error);
+  if (!module && !error.empty())
+    fail(error);
   if (!module)
     std::exit(1);
   loom::PipelineOptions options;
