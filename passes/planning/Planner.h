@@ -79,7 +79,13 @@ struct PlanResult {
   double stepSeconds = 0;
   double tokensPerSecond = 0;
   double mfu = 0;
-  double peakMemoryBytes = 0; // the largest rank's predicted device memory
+  double peakMemoryBytes = 0; // the largest rank's predicted device memory (the estimate)
+  /// The same from the plan compiled through the memory planner (--verify).
+  std::optional<double> compiledMemoryBytes;
+  /// The factor loom-plan applied to the estimate after compiling a plan of
+  /// the same kind (1: none).
+  double correction = 1.0;
+  double memoryBytes() const { return compiledMemoryBytes.value_or(peakMemoryBytes); }
   double bubble = 0;          // the largest rank's idle fraction of the step
   double computeSeconds = 0, tpCommSeconds = 0, dpCommSeconds = 0, optimizerSeconds = 0;
   bool fits = true;

@@ -16,6 +16,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <algorithm>
 #include <chrono>
 
 using namespace mlir;
@@ -207,6 +208,38 @@ llvm::Expected<Probe> runProbe(ModuleOp base, PipelineOptions options,
 }
 
 } // namespace
+
+llvm::Expected<std::vector<double>> compiledMemory(ModuleOp base, const PipelineOptions &options,
+                                                   const PipelineHooks &hooks) {
+  OwningOpRef<ModuleOp> module = base.clone();
+  FirstError diagnostics(base.getContext());
+  for (PipelineStep step : kPipelineSteps) {
+    if (int(step) < int(PipelineStep::Rebatch))
+      continue;
+    if (step != PipelineStep::LowerToRt && !stepRuns(step, options))
+      continue;
+    PassManager pm(base.getContext());
+    buildPipelineStep(pm, options, hooks, step);
+    if (failed(pm.run(*module)))
+      return error(llvm::Twine("compiling the plan (") + stepName(step) +
+                   "): " + diagnostics.message);
+  }
+  FailureOr<Executable> exe = emitExecutable(*module, ExecutableMetadata{});
+  if (failed(exe))
+    return error("emitting the plan: " + diagnostics.message);
+  std::vector<double> bytes;
+  for (const RankProgram &program : exe->ranks) {
+    // The arenas as planned (a GPU rounds each up to 2 MiB, nothing at
+    // this scale), and the attention's pool scratch.
+    DeviceMemoryPrediction gpu = predictCudaMemory(program);
+    double arenas = 0;
+    for (uint64_t size : program.arenaSize)
+      arenas += double(size);
+    bytes.push_back(arenas + double(gpu.poolBytes));
+  }
+  std::sort(bytes.rbegin(), bytes.rend());
+  return bytes;
+}
 
 llvm::Expected<ModelProfile> profileModel(ModuleOp module, const PipelineOptions &base,
                                           const PipelineHooks &hooks,

@@ -80,6 +80,15 @@ llvm::Expected<ModelProfile> profileModel(mlir::ModuleOp module, const PipelineO
                                           const PipelineHooks &hooks,
                                           const std::vector<std::string> &recomputeModes);
 
+/// Compiles `module` (as profileModel takes it) with `options` (a plan's
+/// layout) through the memory planner, and returns each rank's predicted
+/// arenas and attention pool scratch on a GPU
+/// (predictCudaMemory's; the caller adds the context and workspaces),
+/// largest first.
+llvm::Expected<std::vector<double>> compiledMemory(mlir::ModuleOp module,
+                                                   const PipelineOptions &options,
+                                                   const PipelineHooks &hooks);
+
 } // namespace loom::planning
 
 #endif

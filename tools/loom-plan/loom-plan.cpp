@@ -76,6 +76,12 @@ cl::opt<int64_t> whatIfLayers(
     cl::desc("plan as if the model had this many layers like its own (a deeper variant, "
              "before exporting it); default: the model's"),
     cl::init(0), cl::cat(category));
+cl::opt<int64_t> verify(
+    "verify",
+    cl::desc("compile the best N plans through the memory planner and print each one's "
+             "exact memory (loom-inspect's prediction for a GPU); one that does not fit is "
+             "said so and the next is compiled (default 1; 0: the estimate alone)"),
+    cl::init(1), cl::cat(category));
 cl::opt<bool> showProfile("show-profile",
                            cl::desc("print the probes: each one's work and the memory planner's "
                                     "figures"),
@@ -142,7 +148,8 @@ llvm::json::Object planJson(const planning::PlanResult &p, int64_t rank,
                        {"step_time_s", p.stepSeconds},
                        {"tokens_per_s", p.tokensPerSecond},
                        {"mfu", p.mfu},
-                       {"peak_memory_bytes", int64_t(p.peakMemoryBytes)},
+                       {"peak_memory_bytes", int64_t(p.memoryBytes())},
+                       {"estimated_memory_bytes", int64_t(p.peakMemoryBytes)},
                        {"bubble", p.bubble},
                        {"breakdown_s", llvm::json::Object{{"pipeline", p.computeSeconds},
                                                           {"tp_collectives", p.tpCommSeconds},
@@ -151,6 +158,8 @@ llvm::json::Object planJson(const planning::PlanResult &p, int64_t rank,
                        {"flags", planning::compileFlags(p.layout, options)}};
   if (rank > 0)
     o["rank"] = rank;
+  if (p.compiledMemoryBytes)
+    o["compiled_memory_bytes"] = int64_t(*p.compiledMemoryBytes);
   return o;
 }
 
@@ -179,6 +188,8 @@ int main(int argc, char **argv) {
     fail("--target must be cuda or cpu, got '" + target + "'");
   if (top < 1 || showRejected < 0)
     fail("--top must be at least 1 and --rejected at least 0");
+  if (verify < 0)
+    fail("--verify must be 0 or more");
   for (cl::opt<int64_t> *o : {&fixTp, &fixPp, &fixDp, &fixVpp, &fixMicrobatches, &nodes, &gpusPerNode, &seq, &whatIfLayers})
     if (o->getNumOccurrences() && *o < 1)
       fail("--" + o->ArgStr + " must be at least 1");
@@ -321,6 +332,83 @@ int main(int argc, char **argv) {
                       "layouts in {3:F2} s: {4} fit, {5} rejected for memory; {6:F1} s in all\n",
                       profile->seconds, 4 * profile->probes.size(), result->searched,
                       result->seconds, result->plans.size(), result->rejected.size(), total);
+  // The best plans compiled through the memory planner, fastest first,
+  // until --verify of them fit: one that does not joins the rejected. Each
+  // compile also corrects the estimates of the plans of its kind (schedule
+  // and recompute) by how far off its own was, so a kind the probes
+  // underestimate stops coming back.
+  const double budget = cluster.gpuMemoryGiB * double(1ull << 30);
+  auto kindOf = [](const planning::Layout &l) {
+    return (l.pp > 1 ? l.schedule + "/" + std::to_string(l.vpp) : std::string("flat")) + "/" +
+           l.recompute;
+  };
+  std::map<std::string, double> correction;
+  auto reject = [&](size_t i) {
+    result->plans[i].fits = false;
+    result->rejected.push_back(std::move(result->plans[i]));
+    result->plans.erase(result->plans.begin() + i);
+  };
+  if (verify > 0) {
+    int64_t fitting = 0, attempts = 0;
+    for (size_t i = 0; i < result->plans.size() && fitting < verify && attempts < verify + 8;) {
+      planning::PlanResult &candidate = result->plans[i];
+      const planning::Layout &l = candidate.layout;
+      loom::PipelineOptions plan = options;
+      plan.mode = loom::PipelineMode::Train;
+      plan.stepBatch = batch / l.microbatches;
+      plan.globalBatch = batch;
+      plan.microbatches = l.microbatches;
+      plan.tp = l.tp;
+      plan.sp = l.sp();
+      plan.dp = l.dp;
+      plan.zero1 = l.zero1();
+      plan.pp = l.pp;
+      plan.vpp = l.vpp;
+      if (l.pp > 1)
+        plan.schedule = l.schedule;
+      plan.recompute = l.recompute;
+      auto compileStart = std::chrono::steady_clock::now();
+      auto bytes = planning::compiledMemory(*module, plan, hooks);
+      if (!bytes)
+        fail("compiling the plan " + l.describe() + ": " + llvm::toString(bytes.takeError()));
+      ++attempts;
+      candidate.compiledMemoryBytes = bytes->front() + cluster.runtimeGiB * double(1ull << 30);
+      double compiled = *candidate.compiledMemoryBytes, estimate = candidate.peakMemoryBytes;
+      os << llvm::formatv("loom-plan: compiled {0} in {1:F2} s: {2}/GPU on its largest rank "
+                          "(estimated {3}, {4}{5:F1}%){6}\n",
+                          l.describe(),
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                        compileStart)
+                              .count(),
+                          gib(compiled), gib(estimate), estimate >= compiled ? "+" : "",
+                          100.0 * (estimate - compiled) / compiled,
+                          compiled > budget ? ": it does not fit" : "");
+      std::string kind = kindOf(l);
+      double ratio = compiled / std::max(estimate, 1.0);
+      if (ratio > correction[kind]) {
+        correction[kind] = ratio;
+        for (size_t j = result->plans.size(); j-- > i + 1;) {
+          planning::PlanResult &other = result->plans[j];
+          if (other.compiledMemoryBytes || kindOf(other.layout) != kind)
+            continue;
+          other.peakMemoryBytes *= ratio / std::max(1e-9, other.correction);
+          other.correction = ratio;
+          if (other.peakMemoryBytes > budget)
+            reject(j);
+        }
+      }
+      if (compiled > budget) {
+        reject(i);
+        continue;
+      }
+      ++fitting;
+      ++i;
+    }
+    std::stable_sort(result->rejected.begin(), result->rejected.end(),
+                     [](const planning::PlanResult &a, const planning::PlanResult &b) {
+                       return a.stepSeconds < b.stepSeconds;
+                     });
+  }
   if (result->plans.empty()) {
     std::string least;
     if (!result->rejected.empty()) {
@@ -340,24 +428,28 @@ int main(int argc, char **argv) {
              .str());
   }
   auto printPlan = [&](const planning::PlanResult &p, int64_t rank) {
-    os << llvm::formatv("{0,3}  {1,10}  {2,10:F0} tok/s  MFU {3,5:F1}%  {4,10}/GPU  "
-                        "bubble {5,5:F1}%  {6}\n",
+    os << llvm::formatv("{0,3}  {1,10}  {2,10:F0} tok/s  MFU {3,5:F1}%  {4,10}/GPU{5} "
+                        "bubble {6,5:F1}%  {7}\n",
                         rank, seconds(p.stepSeconds), p.tokensPerSecond, 100 * p.mfu,
-                        gib(p.peakMemoryBytes), 100 * p.bubble, p.layout.describe());
+                        gib(p.memoryBytes()), p.compiledMemoryBytes ? "*" : " ", 100 * p.bubble,
+                        p.layout.describe());
     os << "       loom-compile " << inputPath << " " << planning::compileFlags(p.layout, search)
        << "\n";
   };
-  os << "\n  #        step          tokens/s        MFU      memory          bubble  layout\n";
+  os << "\n  #        step          tokens/s        MFU      memory           bubble  layout\n";
   for (int64_t i = 0; i < std::min<int64_t>(top, result->plans.size()); ++i)
     printPlan(result->plans[i], i + 1);
+  if (verify > 0)
+    os << "  (* compiled: the memory planner's figure; the others are estimates)\n";
   if (showRejected > 0 && !result->rejected.empty()) {
     os << "\nrejected for memory (the fastest " << std::min<int64_t>(showRejected, result->rejected.size())
        << " of " << result->rejected.size() << "; " << gib(cluster.gpuMemoryGiB * double(1ull << 30))
        << " per GPU):\n";
     for (int64_t i = 0; i < std::min<int64_t>(showRejected, result->rejected.size()); ++i) {
       const planning::PlanResult &p = result->rejected[i];
-      os << llvm::formatv("     {0,10}  needs {1}/GPU  {2}\n", seconds(p.stepSeconds),
-                          gib(p.peakMemoryBytes), p.layout.describe());
+      os << llvm::formatv("     {0,10}  needs {1}/GPU{2} {3}\n", seconds(p.stepSeconds),
+                          gib(p.memoryBytes()), p.compiledMemoryBytes ? "*" : " ",
+                          p.layout.describe());
     }
   }
   if (!jsonPath.empty()) {
