@@ -80,7 +80,8 @@ cl::opt<int64_t> verify(
     "verify",
     cl::desc("compile the best N plans through the memory planner and print each one's "
              "exact memory (loom-inspect's prediction for a GPU); one that does not fit is "
-             "said so and the next is compiled (default 1; 0: the estimate alone)"),
+             "said so and the next is compiled (default 1, when the plan compiles quickly; "
+             "0: the estimate alone)"),
     cl::init(1), cl::cat(category));
 cl::opt<bool> showProfile("show-profile",
                            cl::desc("print the probes: each one's work and the memory planner's "
@@ -286,6 +287,7 @@ int main(int argc, char **argv) {
   if (!profile)
     fail(llvm::toString(profile.takeError()));
   profile->modelName = llvm::sys::path::stem(inputPath).str();
+  const int64_t modelLayers = profile->numLayers;
   if (whatIfLayers > 0) {
     profile->parameters += double(whatIfLayers - profile->numLayers) * profile->layerParameters;
     profile->numLayers = whatIfLayers;
@@ -348,11 +350,26 @@ int main(int argc, char **argv) {
     result->rejected.push_back(std::move(result->plans[i]));
     result->plans.erase(result->plans.begin() + i);
   };
-  if (verify > 0) {
+  // A deeper variant (--layers) is not the model that would compile.
+  if (verify > 0 && whatIfLayers > 0 && whatIfLayers != modelLayers) {
+    os << "loom-plan: --layers: the plans are estimates (the model file has other layers, so "
+          "none is compiled)\n";
+  } else if (verify > 0) {
     int64_t fitting = 0, attempts = 0;
     for (size_t i = 0; i < result->plans.size() && fitting < verify && attempts < verify + 8;) {
       planning::PlanResult &candidate = result->plans[i];
       const planning::Layout &l = candidate.layout;
+      // By default only a plan that compiles in a few seconds: Loom unrolls
+      // microbatches, so a compile grows with layers x microbatches (16 x 32
+      // took 5 s on 2 cores). An explicit --verify compiles any.
+      constexpr int64_t kQuickCompile = 256;
+      if (!verify.getNumOccurrences() && modelLayers * l.microbatches > kQuickCompile) {
+        os << "loom-plan: not compiling " << l.describe() << " (" << modelLayers
+           << " layers x " << l.microbatches
+           << " microbatches take a while): its memory is the estimate; --verify 1 compiles "
+              "it\n";
+        break;
+      }
       loom::PipelineOptions plan = options;
       plan.mode = loom::PipelineMode::Train;
       plan.stepBatch = batch / l.microbatches;
