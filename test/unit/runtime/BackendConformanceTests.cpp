@@ -495,6 +495,59 @@ TYPED_TEST(BackendConformance, PreparingAGemmLeavesItsOutputAlone) {
     this->backend->deallocate(p);
 }
 
+TYPED_TEST(BackendConformance, GemmsOnTwoStreamsAtOnceAreEachExact) {
+  // DualPipe's overlapped F&B runs GEMMs on two streams at once. A long K
+  // and a small M x N is where a GEMM splits K and keeps partial sums in
+  // its workspace: two of them in flight must not share one (on CUDA each
+  // stream that launches kernels has its own cuBLASLt workspace).
+  const int64_t m = 32, k = 32768, n = 32;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> a[2], b[2];
+  void *da[2], *db[2], *dc[2];
+  DeviceTensor ta[2], tb[2], tc[2];
+  ASSERT_FALSE(static_cast<bool>(this->backend->createStreams(2, 0)));
+  for (int s = 0; s < 2; ++s) {
+    a[s].resize(m * k);
+    b[s].resize(k * n);
+    for (float &x : a[s])
+      x = dist(rng);
+    for (float &x : b[s])
+      x = dist(rng);
+    da[s] = cantFail(this->backend->allocate(a[s].size() * 4));
+    db[s] = cantFail(this->backend->allocate(b[s].size() * 4));
+    dc[s] = cantFail(this->backend->allocate(m * n * 4));
+    ASSERT_FALSE(static_cast<bool>(this->backend->copyToDevice(da[s], a[s].data(), a[s].size() * 4)));
+    ASSERT_FALSE(static_cast<bool>(this->backend->copyToDevice(db[s], b[s].data(), b[s].size() * 4)));
+    ta[s].data = da[s], ta[s].dtype = DType::F32, ta[s].shape = {m, k};
+    tb[s].data = db[s], tb[s].dtype = DType::F32, tb[s].shape = {k, n};
+    tc[s].data = dc[s], tc[s].dtype = DType::F32, tc[s].shape = {m, n};
+    ASSERT_EQ(llvm::toString(this->backend->prepareKernel(*findKernel("nn.matmul"), {ta[s], tb[s]},
+                                                          {tc[s]}, KernelAttrs(), s)),
+              "");
+  }
+  ASSERT_EQ(llvm::toString(this->backend->finishPreparing()), "");
+  for (int round = 0; round < 20; ++round)
+    for (int s = 0; s < 2; ++s)
+      ASSERT_EQ(llvm::toString(this->backend->launch("nn.matmul", {ta[s], tb[s]}, {tc[s]},
+                                                     KernelAttrs(), s)),
+                "");
+  ASSERT_FALSE(static_cast<bool>(this->backend->synchronize()));
+  for (int s = 0; s < 2; ++s) {
+    std::vector<float> got(m * n);
+    ASSERT_FALSE(static_cast<bool>(this->backend->copyToHost(got.data(), dc[s], got.size() * 4)));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t p = 0; p < k; ++p)
+          want += double(a[s][i * k + p]) * b[s][p * n + j];
+        ASSERT_NEAR(got[i * n + j], want, 1e-2) << "stream " << s << " at " << i << "," << j;
+      }
+    for (void *p : {da[s], db[s], dc[s]})
+      this->backend->deallocate(p);
+  }
+}
+
 TYPED_TEST(BackendConformance, RejectsUnknownKernelsAndStreams) {
   ASSERT_FALSE(static_cast<bool>(this->backend->createStreams(1, 0)));
   llvm::Error err = this->backend->launch("nn.no_such_kernel", {}, {}, KernelAttrs(), 0);
