@@ -340,7 +340,7 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
 
   for (int64_t tp : divisors(n)) {
     if ((options.tp && tp != options.tp) || tp > cluster.gpusPerNode ||
-        profile.hidden % tp != 0)
+        profile.hidden % tp != 0 || llvm::is_contained(options.excludedTp, tp))
       continue;
     for (int64_t pp : divisors(n / tp)) {
       if ((options.pp && pp != options.pp) || pp > layers)

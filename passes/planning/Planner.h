@@ -99,6 +99,8 @@ struct SearchOptions {
   int64_t tp = 0, pp = 0, dp = 0, vpp = 0, microbatches = 0;
   std::string schedule, recompute;
   int64_t maxMicrobatches = 256;
+  /// Tensor-parallel degrees the model does not shard over (probeTensorParallel).
+  std::vector<int64_t> excludedTp;
 };
 
 struct SearchResult {

@@ -120,13 +120,49 @@ llvm::Error truncateLayers(ModuleOp module, llvm::StringRef entry, int64_t keep)
           last.insert(r);
       }
   }
-  if (out.size() != 1 || last.size() != 1 || out[0].getType() != last[0].getType())
+  // The residual stream: of what layer keep-1 passes on, the value of the
+  // type the last layer hands the epilogue (others, such as a mask made in
+  // the first layer and read by all, stay as they are).
+  llvm::SmallVector<Value> residual;
+  if (last.size() == 1)
+    for (Value v : out)
+      if (v.getType() == last[0].getType())
+        residual.push_back(v);
+  // Several of that type: an op of the next layer that reads only shared
+  // parameters (a deduplicated all-ones norm weight of the first layer) is
+  // counted in this one. The residual is the one the others are computed
+  // from.
+  if (residual.size() > 1) {
+    llvm::sort(residual, [](Value a, Value b) {
+      return a.getDefiningOp()->isBeforeInBlock(b.getDefiningOp());
+    });
+    Value root = residual.front();
+    auto derives = [&](Value v) {
+      llvm::SmallVector<Value> stack{v};
+      llvm::DenseSet<Value> seen;
+      while (!stack.empty()) {
+        Value x = stack.pop_back_val();
+        if (x == root)
+          return true;
+        Operation *def = x.getDefiningOp();
+        if (!def || !seen.insert(x).second || def->isBeforeInBlock(root.getDefiningOp()))
+          continue;
+        for (Value operand : def->getOperands())
+          stack.push_back(operand);
+      }
+      return false;
+    };
+    if (llvm::all_of(llvm::drop_begin(residual), derives))
+      residual.resize(1);
+  }
+  if (last.size() != 1 || residual.size() != 1)
     return error("the model's layers do not chain through one value (layer " +
-                 llvm::Twine(keep - 1) + " passes on " + llvm::Twine(out.size()) +
-                 ", the last layer " + llvm::Twine(last.size()) +
+                 llvm::Twine(keep - 1) + " passes on " + llvm::Twine(out.size()) + ", " +
+                 llvm::Twine(residual.size()) + " of the last layer's output type; the last "
+                 "layer passes on " + llvm::Twine(last.size()) +
                  "): loom-plan profiles a model by cutting it to fewer layers");
   Value lastValue = last[0];
-  lastValue.replaceUsesWithIf(out[0], [&](OpOperand &use) { return layerOf(use.getOwner()) == n; });
+  lastValue.replaceUsesWithIf(residual[0], [&](OpOperand &use) { return layerOf(use.getOwner()) == n; });
   // Erase what no longer feeds anything, last first.
   bool erased = true;
   while (erased) {
@@ -208,6 +244,38 @@ llvm::Expected<Probe> runProbe(ModuleOp base, PipelineOptions options,
 }
 
 } // namespace
+
+llvm::Error probeTensorParallel(ModuleOp base, const PipelineOptions &baseOptions,
+                                const PipelineHooks &hooks, int64_t tp) {
+  OwningOpRef<ModuleOp> module = base.clone();
+  if (llvm::Error err = truncateLayers(*module, baseOptions.entry, 1))
+    return err;
+  PipelineOptions options = baseOptions;
+  options.mode = PipelineMode::Train;
+  options.pp = options.dp = 1;
+  options.tp = tp;
+  options.sp = true;
+  options.zero1 = false;
+  options.microbatches = 1;
+  options.globalBatch = 1;
+  options.stepBatch = 0;
+  options.recompute = "none";
+  FirstError diagnostics(base.getContext());
+  for (PipelineStep step : kPipelineSteps) {
+    if (int(step) < int(PipelineStep::TrainingStep))
+      continue;
+    if (int(step) > int(PipelineStep::Shard))
+      break;
+    if (!stepRuns(step, options))
+      continue;
+    PassManager pm(base.getContext());
+    buildPipelineStep(pm, options, hooks, step);
+    if (failed(pm.run(*module)))
+      return error(diagnostics.message.empty() ? "the sharding passes fail"
+                                               : diagnostics.message);
+  }
+  return llvm::Error::success();
+}
 
 llvm::Expected<std::vector<double>> compiledMemory(ModuleOp base, const PipelineOptions &options,
                                                    const PipelineHooks &hooks) {

@@ -80,6 +80,12 @@ llvm::Expected<ModelProfile> profileModel(mlir::ModuleOp module, const PipelineO
                                           const PipelineHooks &hooks,
                                           const std::vector<std::string> &recomputeModes);
 
+/// Whether the model shards over `tp` tensor-parallel ranks with sequence
+/// parallelism: its one-layer probe compiled through the sharding passes.
+/// The error says why not (heads or a dimension that `tp` does not divide).
+llvm::Error probeTensorParallel(mlir::ModuleOp module, const PipelineOptions &base,
+                                const PipelineHooks &hooks, int64_t tp);
+
 /// Compiles `module` (as profileModel takes it) with `options` (a plan's
 /// layout) through the memory planner, and returns each rank's predicted
 /// arenas and attention pool scratch on a GPU

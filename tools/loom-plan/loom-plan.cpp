@@ -315,6 +315,20 @@ int main(int argc, char **argv) {
   search.microbatches = fixMicrobatches;
   search.schedule = fixSchedule;
   search.recompute = fixRecompute;
+  // Which tensor-parallel degrees the model shards over: each one's
+  // one-layer probe through the sharding passes.
+  std::vector<std::string> tpNotes;
+  for (int64_t tp = 2; tp <= std::min<int64_t>(cluster.gpusPerNode, cluster.gpus()); ++tp) {
+    if (cluster.gpus() % tp != 0 || (fixTp && tp != fixTp))
+      continue;
+    if (llvm::Error err = planning::probeTensorParallel(*module, options, hooks, tp)) {
+      std::string why = llvm::toString(std::move(err));
+      why = why.substr(0, why.find('\n'));
+      tpNotes.push_back(llvm::formatv("loom-plan: tp {0} does not shard this model: {1}", tp, why)
+                            .str());
+      search.excludedTp.push_back(tp);
+    }
+  }
   auto result = planning::search(*profile, cluster, calibration, search);
   if (!result)
     fail(llvm::toString(result.takeError()));
@@ -334,6 +348,8 @@ int main(int argc, char **argv) {
                       "layouts in {3:F2} s: {4} fit, {5} rejected for memory; {6:F1} s in all\n",
                       profile->seconds, 4 * profile->probes.size(), result->searched,
                       result->seconds, result->plans.size(), result->rejected.size(), total);
+  for (const std::string &note : tpNotes)
+    os << note << "\n";
   // The best plans compiled through the memory planner, fastest first,
   // until --verify of them fit: one that does not joins the rejected. Each
   // compile also corrects the estimates of the plans of its kind (schedule
@@ -386,9 +402,14 @@ int main(int argc, char **argv) {
       plan.recompute = l.recompute;
       auto compileStart = std::chrono::steady_clock::now();
       auto bytes = planning::compiledMemory(*module, plan, hooks);
-      if (!bytes)
-        fail("compiling the plan " + l.describe() + ": " + llvm::toString(bytes.takeError()));
       ++attempts;
+      if (!bytes) {
+        std::string why = llvm::toString(bytes.takeError());
+        os << "loom-plan: " << l.describe() << " does not compile: "
+           << why.substr(0, why.find('\n')) << "\n";
+        result->plans.erase(result->plans.begin() + i);
+        continue;
+      }
       candidate.compiledMemoryBytes = bytes->front() + cluster.runtimeGiB * double(1ull << 30);
       double compiled = *candidate.compiledMemoryBytes, estimate = candidate.peakMemoryBytes;
       os << llvm::formatv("loom-plan: compiled {0} in {1:F2} s: {2}/GPU on its largest rank "
