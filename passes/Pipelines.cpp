@@ -239,6 +239,8 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     // A fusion group the CUDA code generator takes stays one nn.fused call
     // (the CPU backend runs its ops one by one); any other is inlined.
     pm.addPass(createUnfuse(UnfuseOptions{/*keepGeneratable=*/true}));
+    if (!options.offloadActivations.empty())
+      pm.addPass(createOffloadActivations(OffloadActivationsOptions{options.offloadActivations}));
     pm.addPass(createLowerToRt(LowerToRtOptions{options.entry}));
     pm.addPass(createFuseMatmulEpilogue());
     pm.addPass(createFuseAdamW());
@@ -505,6 +507,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::desc("forward values recomputed in the backward: none, selective or full "
                      "(auto needs the driver's candidate compiles: loom-compile)"),
       llvm::cl::init("none")};
+  Option<std::string> offloadActivations{
+      *this, "offload-activations",
+      llvm::cl::desc("saved activations of these layers go to host memory between forward "
+                     "and backward: all, or layer indices and ranges (0-3,6)"),
+      llvm::cl::init("")};
   Option<double> dpBucketMb{*this, "dp-bucket-mb",
                             llvm::cl::desc("MiB per data-parallel gradient bucket (0: none)"),
                             llvm::cl::init(25.0)};
@@ -556,6 +563,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.fp8AmaxHistory = fp8AmaxHistory;
     o.fp8Exclude.assign(fp8Exclude.begin(), fp8Exclude.end());
     o.recompute = recompute;
+    o.offloadActivations = offloadActivations;
+    if (!offloadActivations.empty() && mode != PipelineMode::Train &&
+        mode != PipelineMode::Gradients)
+      return error("offload-activations applies to mode=train or mode=gradients");
     if (recompute != "none" && recompute != "selective" && recompute != "full")
       return error("recompute must be none, selective or full (auto is loom-compile's), got '" +
                    recompute + "'");

@@ -86,6 +86,9 @@ struct PipelineOptions {
   std::string recompute = "none";
   /// With recompute = selective: the first this many layers fully.
   int64_t recomputeFullLayers = 0;
+  /// Saved activations of these layers go to host memory between forward
+  /// and backward (--loom-offload-activations): "all", "0-3,6", or empty.
+  std::string offloadActivations;
 
   /// FP8 GEMMs for the linear layers (--loom-fp8-mark, --loom-fp8-expand):
   /// a recipe (tensorwise, tensorwise-delayed, rowwise, blockwise), or empty

@@ -760,6 +760,12 @@ OpFoldResult DropoutOp::fold(FoldAdaptor) {
 // Data movement
 //===----------------------------------------------------------------------===//
 
+LogicalResult ReloadOp::verify() {
+  if (!getInput().getDefiningOp<OffloadOp>())
+    return emitOpError("reads an nn.offload's result (the host copy it brings back)");
+  return success();
+}
+
 LogicalResult ReshapeOp::verify() {
   if (getInput().getType().getNumElements() != getType().getNumElements())
     return emitOpError("cannot reshape ")

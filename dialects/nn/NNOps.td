@@ -678,6 +678,37 @@ def NN_ReshapeOp : NN_Op<"reshape", [Pure, SameOperandsAndResultElementType,
   let hasFolder = 1;
 }
 
+def NN_OffloadOp : NN_Op<"offload", [SameOperandsAndResultType]> {
+  let summary = "a saved activation moved to host memory until its backward";
+  let description = [{
+    The same value, held in host memory (a buffer of the host arena): the
+    forward's copy to the host, on the host-copy stream, after its last
+    forward use (`--loom-offload-activations`). Only `nn.reload` reads it.
+    Not pure: a copy that moves memory stays where it was put.
+
+    ```mlir
+    %h = nn.offload %a : tensor<4x8xbf16>
+    %b = nn.reload %h : tensor<4x8xbf16>
+    ```
+  }];
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def NN_ReloadOp : NN_Op<"reload", [SameOperandsAndResultType]> {
+  let summary = "an offloaded activation brought back to the device";
+  let description = [{
+    The value of an `nn.offload`, back in device memory for the backward
+    that reads it: a copy on the host-copy stream before its first backward
+    use.
+  }];
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def NN_TransposeOp : NN_KernelOp<"transpose", [Pure, SameOperandsAndResultElementType,
                                          InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let kernelDoc = [{

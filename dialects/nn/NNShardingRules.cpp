@@ -181,6 +181,8 @@ ShardingRule RmsNormOp::getShardingRule() { return lastDimWhole(*this); }
 ShardingRule LayerNormGradOp::getShardingRule() { return lastDimWhole(*this); }
 ShardingRule RmsNormGradOp::getShardingRule() { return lastDimWhole(*this); }
 ShardingRule AssignOp::getShardingRule() { return elementwise(*this); }
+ShardingRule OffloadOp::getShardingRule() { return elementwise(*this); }
+ShardingRule ReloadOp::getShardingRule() { return elementwise(*this); }
 
 // A fusion group is formed after sharding (--loom-fuse): conservatively,
 // no dim of its inputs or results may be split (no factors at all).

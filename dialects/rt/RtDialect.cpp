@@ -50,6 +50,12 @@ Value loom::rt::rootBuffer(Value buffer) {
   return buffer;
 }
 
+bool loom::rt::isHost(Value root) {
+  if (auto alloc = root.getDefiningOp<AllocOp>())
+    return alloc.getHost();
+  return false;
+}
+
 bool loom::rt::isPersistent(Value root) {
   if (auto alloc = root.getDefiningOp<AllocOp>())
     return alloc.getPersistent();
@@ -425,8 +431,9 @@ LogicalResult ProgramOp::verify() {
   if (getRankAttr().getInt() < 0)
     return emitOpError("rank must be non-negative");
   if (std::optional<ArrayRef<int64_t>> sizes = getArenaSizes())
-    if (sizes->size() != 2)
-      return emitOpError("arena_sizes holds [persistent, scratch], got ")
+    if (sizes->size() != 2 && sizes->size() != 3)
+      return emitOpError("arena_sizes holds [persistent, scratch] or [persistent, scratch, "
+                         "host], got ")
              << sizes->size() << " entries";
   llvm::StringSet<> streams;
   for (Attribute s : getStreams())

@@ -45,6 +45,8 @@ mlir::Value rootBuffer(mlir::Value buffer);
 /// Whether a root buffer lives in the persistent arena (parameters and
 /// persistent rt.alloc buffers).
 bool isPersistent(mlir::Value root);
+/// Whether a root buffer lives in the host arena (rt.alloc host).
+bool isHost(mlir::Value root);
 /// The planned offset of a root buffer, if the planner has run.
 std::optional<int64_t> plannedOffset(mlir::Value root);
 void setPlannedOffset(mlir::Value root, int64_t offset);

@@ -108,11 +108,14 @@ def Rt_AllocOp : Rt_Op<"alloc"> {
     compute-precision copy of a weight that the optimizer rewrites each step),
     which `refresh` kernels (see `rt.kernel`) recompute whenever the
     parameters were set from outside.
+
+    A `host` buffer lives in the host arena (pinned host memory on a GPU):
+    an offloaded activation, which only `rt.copy` reads and writes.
   }];
   let arguments = (ins OptionalAttr<I64Attr>:$offset, OptionalAttr<StrAttr>:$name,
-                   UnitAttr:$persistent);
+                   UnitAttr:$persistent, UnitAttr:$host);
   let results = (outs Rt_Buffer:$result);
-  let assemblyFormat = "(`persistent` $persistent^)? (`offset` `=` $offset^)? attr-dict `:` type($result)";
+  let assemblyFormat = "(`persistent` $persistent^)? (`host` $host^)? (`offset` `=` $offset^)? attr-dict `:` type($result)";
 }
 
 def Rt_InputOp : Rt_Op<"input"> {

@@ -1,5 +1,7 @@
 #include "passes/fusion/RtBuffers.h"
 
+#include "llvm/ADT/SetVector.h"
+
 using namespace mlir;
 
 namespace loom::fusion {
@@ -38,12 +40,15 @@ static rt::KernelOp writerThrough(Value buffer) {
 rt::KernelOp writerOf(Value buffer) { return writerThrough(rootOf(buffer)); }
 
 void eraseDeadBuffers(llvm::SmallVector<Value> &values) {
-  for (size_t i = 0; i < values.size(); ++i) {
-    Operation *def = values[i].getDefiningOp();
-    if (!def || !values[i].use_empty() || !isa<rt::AliasOp, rt::AllocOp>(def))
+  // Each value once: a buffer listed twice would be read after its erase.
+  llvm::SetVector<Value> work(values.begin(), values.end());
+  for (size_t i = 0; i < work.size(); ++i) {
+    Value value = work[i];
+    Operation *def = value.getDefiningOp();
+    if (!def || !value.use_empty() || !isa<rt::AliasOp, rt::AllocOp>(def))
       continue;
     if (isa<rt::AliasOp>(def))
-      values.push_back(def->getOperand(0));
+      work.insert(def->getOperand(0));
     def->erase();
   }
   values.clear();

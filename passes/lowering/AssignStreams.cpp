@@ -19,10 +19,10 @@ namespace {
 
 /// Bytes of one arena that an op touches.
 struct ByteRange {
-  bool persistent;
+  int arena; // 0 persistent, 1 scratch, 2 host
   int64_t begin, end;
   bool overlaps(const ByteRange &o) const {
-    return persistent == o.persistent && begin < o.end && o.begin < end;
+    return arena == o.arena && begin < o.end && o.begin < end;
   }
 };
 
@@ -87,7 +87,7 @@ struct AssignStreamsPass
       std::optional<int64_t> offset = rt::plannedOffset(root);
       if (!offset)
         return failure();
-      return ByteRange{rt::isPersistent(root), *offset,
+      return ByteRange{rt::isPersistent(root) ? 0 : rt::isHost(root) ? 2 : 1, *offset,
                        *offset + rt::bufferBytes(cast<MemRefType>(buffer.getType()))};
     };
 

@@ -84,8 +84,9 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
       return program.emitOpError("is not ready to emit: run --loom-plan-memory "
                                  "and --loom-assign-streams first"),
              failure();
-    rank.arenaSize[0] = (*program.getArenaSizes())[0];
-    rank.arenaSize[1] = (*program.getArenaSizes())[1];
+    for (auto [a, size] : llvm::enumerate(*program.getArenaSizes()))
+      if (a < size_t(kNumArenas))
+        rank.arenaSize[a] = size;
     rank.numEvents = *program.getNumEvents();
     for (Attribute s : program.getStreams())
       rank.streams.push_back(cast<StringAttr>(s).str());
@@ -106,7 +107,9 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
         return op->emitOpError("buffer has no planned offset");
       BufferDesc desc;
       desc.name = name.str();
-      desc.arena = rt::isPersistent(root) ? ArenaKind::Persistent : ArenaKind::Scratch;
+      desc.arena = rt::isPersistent(root) ? ArenaKind::Persistent
+                   : rt::isHost(root)     ? ArenaKind::Host
+                                          : ArenaKind::Scratch;
       desc.offset = *offset;
       desc.dtype = *dtype;
       desc.shape.assign(type.getShape().begin(), type.getShape().end());

@@ -327,6 +327,21 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
                       .getResult());
       return success();
     }
+    // An offloaded activation: a copy to a host buffer, and back to the
+    // device for its backward, both on the host-copy stream.
+    if (isa<nn::OffloadOp, nn::ReloadOp>(op)) {
+      Value result = op->getResult(0);
+      auto out = b.create<rt::AllocOp>(loc, bufferTypeOf(result.getType()), IntegerAttr(),
+                                       StringAttr());
+      if (isa<nn::OffloadOp>(op))
+        out.setHost(true);
+      tagMemory(out, op, isa<nn::OffloadOp>(op) ? "activation" : "");
+      auto copy = b.create<rt::CopyOp>(loc, buffers.lookup(op->getOperand(0)), out.getResult(),
+                                       StringAttr());
+      copy->setAttr(kHostCopyAttr, b.getUnitAttr());
+      buffers.map(result, out.getResult());
+      return success();
+    }
     // Unregistered ops have no dialect.
     Dialect *dialect = op->getDialect();
     if (!dialect || dialect->getNamespace() != "nn")

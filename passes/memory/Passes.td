@@ -96,4 +96,36 @@ def Recompute : Pass<"loom-recompute", "mlir::ModuleOp"> {
   ];
 }
 
+def OffloadActivations : Pass<"loom-offload-activations", "mlir::ModuleOp"> {
+  let summary = "saved activations to host memory between their forward and backward";
+  let description = [{
+    Runs on the lowered step's nn, just before `--loom-lower-to-rt`. A
+    forward value of a chosen transformer layer that the backward reads is
+    copied to host memory after its last forward use (`nn.offload`) and back
+    before its first backward use (`nn.reload`). The backward reads the copy
+    back. The two become `rt.copy` on the `host_copy` stream, the host copy
+    a buffer of the host arena that the memory planner plans like scratch,
+    so the device holds the value only around its forward and backward
+    uses. The values are unchanged: losses and gradients are those of no
+    offload.
+
+    `layers`: `all`, or a list of layer indices and ranges (`0-3,6`), as
+    passes/training/Layers.h numbers them. Values whose first backward use
+    comes before their last forward use are left alone.
+
+    ```mlir
+    %1 = nn.silu %0 {loom.microbatch = 0 : i64}
+    %2 = nn.matmul %1, %w {loom.microbatch = 0 : i64}
+    %h = nn.offload %1 {loom.microbatch = 0 : i64}
+    ...
+    %r = nn.reload %h {loom.backward = #loom.backward<input>, loom.microbatch = 0 : i64}
+    %gw = nn.matmul %r, %e {loom.backward = #loom.backward<weight>, loom.microbatch = 0 : i64}
+    ```
+  }];
+  let options = [
+    Option<"layers", "layers", "std::string", /*default=*/"\"all\"",
+           "all, or layer indices and ranges (0-3,6)">
+  ];
+}
+
 #endif

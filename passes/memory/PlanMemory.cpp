@@ -63,10 +63,13 @@ struct PlanMemoryPass : public loom::impl::PlanMemoryBase<PlanMemoryPass> {
             std::max<int64_t>(rt::bufferBytes(alloc.getType()), 1), alignment);
       }
 
+    // Host buffers (offloaded activations) get an arena of their own,
+    // planned the same way.
+    llvm::MapVector<Value, Lifetime> host;
     int64_t position = 0;
     for (Operation &op : block) {
       if (isa<rt::InputOp, rt::AllocOp>(op) && !rt::isPersistent(op.getResult(0))) {
-        Lifetime &life = scratch[op.getResult(0)];
+        Lifetime &life = (rt::isHost(op.getResult(0)) ? host : scratch)[op.getResult(0)];
         life.bytes = alignUp(
             std::max<int64_t>(rt::bufferBytes(cast<MemRefType>(op.getResult(0).getType())), 1),
             alignment);
@@ -76,8 +79,11 @@ struct PlanMemoryPass : public loom::impl::PlanMemoryBase<PlanMemoryPass> {
       for (Value operand : op.getOperands()) {
         Value root = rt::rootBuffer(operand);
         auto it = scratch.find(root);
-        if (it == scratch.end())
-          continue;
+        if (it == scratch.end()) {
+          it = host.find(root);
+          if (it == host.end())
+            continue;
+        }
         it->second.first = std::min(it->second.first, position);
         it->second.last = std::max(it->second.last, position);
         if (isa<rt::OutputOp>(op))
@@ -85,11 +91,26 @@ struct PlanMemoryPass : public loom::impl::PlanMemoryBase<PlanMemoryPass> {
       }
       ++position;
     }
+    int64_t unplanned = 0;
+    int64_t peak = place(scratch, end, unplanned);
+    int64_t hostUnplanned = 0;
+    int64_t hostPeak = place(host, end, hostUnplanned);
+
+    Builder b(program.getContext());
+    if (host.empty())
+      program.setArenaSizesAttr(b.getDenseI64ArrayAttr({persistentBytes, peak}));
+    else
+      program.setArenaSizesAttr(b.getDenseI64ArrayAttr({persistentBytes, peak, hostPeak}));
+    program.setScratchUnplannedBytesAttr(b.getI64IntegerAttr(unplanned));
+  }
+
+  /// Places `buffers` in one arena: returns its size, and adds every
+  /// buffer's bytes to `unplanned` (what they would take side by side).
+  int64_t place(llvm::MapVector<Value, Lifetime> &scratch, int64_t end, int64_t &unplanned) {
 
     // Greedy by size: the largest buffers first, each at the lowest offset
     // free of every already-placed buffer whose lifetime overlaps.
     SmallVector<Lifetime *> order;
-    int64_t unplanned = 0;
     int64_t peak = 0;
     for (auto &entry : scratch) {
       Lifetime &life = entry.second;
@@ -148,10 +169,7 @@ struct PlanMemoryPass : public loom::impl::PlanMemoryBase<PlanMemoryPass> {
     }
     for (auto &entry : scratch)
       rt::setPlannedOffset(entry.first, entry.second.offset);
-
-    Builder b(program.getContext());
-    program.setArenaSizesAttr(b.getDenseI64ArrayAttr({persistentBytes, peak}));
-    program.setScratchUnplannedBytesAttr(b.getI64IntegerAttr(unplanned));
+    return peak;
   }
 };
 

@@ -301,8 +301,8 @@ llvm::Expected<std::vector<double>> compiledMemory(ModuleOp base, const Pipeline
     // this scale), and the attention's pool scratch.
     DeviceMemoryPrediction gpu = predictCudaMemory(program);
     double arenas = 0;
-    for (uint64_t size : program.arenaSize)
-      arenas += double(size);
+    for (ArenaKind a : {ArenaKind::Persistent, ArenaKind::Scratch})
+      arenas += double(program.arenaSize[static_cast<int>(a)]);
     bytes.push_back(arenas + double(gpu.poolBytes));
   }
   std::sort(bytes.rbegin(), bytes.rend());

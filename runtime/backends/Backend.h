@@ -41,6 +41,11 @@ public:
   /// once per run; nothing is allocated inside a step.
   virtual llvm::Expected<void *> allocate(size_t bytes) = 0;
   virtual void deallocate(void *ptr) = 0;
+  /// Host memory the device copies to and from at full speed (pinned on a
+  /// GPU): the host arena of offloaded activations. Zeroed. The default is
+  /// allocate(), for backends whose memory is the host's.
+  virtual llvm::Expected<void *> allocateHost(size_t bytes) { return allocate(bytes); }
+  virtual void deallocateHost(void *ptr) { deallocate(ptr); }
 
   virtual llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) = 0;
   virtual llvm::Error copyToHost(void *dst, const void *src, size_t bytes) = 0;

@@ -144,14 +144,22 @@ ProgramExecutor::create(const Executable &exe, uint32_t rank, Backend &backend,
 }
 
 ProgramExecutor::~ProgramExecutor() {
-  for (void *arena : arenas_)
-    if (arena)
-      backend_.deallocate(arena);
+  for (int a = 0; a < kNumArenas; ++a)
+    if (arenas_[a]) {
+      if (a == static_cast<int>(ArenaKind::Host))
+        backend_.deallocateHost(arenas_[a]);
+      else
+        backend_.deallocate(arenas_[a]);
+    }
 }
 
 llvm::Error ProgramExecutor::initialize(uint64_t seed) {
   for (int a = 0; a < kNumArenas; ++a) {
-    auto arena = backend_.allocate(program_.arenaSize[a]);
+    bool host = a == static_cast<int>(ArenaKind::Host);
+    if (host && program_.arenaSize[a] == 0)
+      continue; // no offloaded activations
+    auto arena = host ? backend_.allocateHost(program_.arenaSize[a])
+                      : backend_.allocate(program_.arenaSize[a]);
     if (!arena)
       return arena.takeError();
     arenas_[a] = *arena;

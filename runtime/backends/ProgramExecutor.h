@@ -117,7 +117,7 @@ private:
   const Executable &exe_;
   const RankProgram &program_;
   Backend &backend_;
-  void *arenas_[kNumArenas] = {nullptr, nullptr};
+  void *arenas_[kNumArenas] = {nullptr, nullptr, nullptr};
   bool profiling_ = false;
   bool collectiveTiming_ = false;
   std::optional<double> lastCollectiveSeconds_;

@@ -34,8 +34,8 @@ constexpr uint32_t kOldestReadableFormatVersion = 1;
 /// Where a buffer lives. Persistent memory (parameters, constants, optimizer
 /// state) survives across steps; scratch memory is reused within a step by the
 /// memory planner.
-enum class ArenaKind : uint8_t { Persistent = 0, Scratch = 1 };
-constexpr int kNumArenas = 2;
+enum class ArenaKind : uint8_t { Persistent = 0, Scratch = 1, Host = 2 };
+constexpr int kNumArenas = 3;
 
 /// What a buffer holds, by the op that writes it (for memory reports).
 enum class MemoryCategory : uint8_t {
@@ -139,7 +139,7 @@ struct IOBinding {
 
 struct RankProgram {
   uint32_t rank = 0;
-  uint64_t arenaSize[kNumArenas] = {0, 0}; // bytes, by ArenaKind
+  uint64_t arenaSize[kNumArenas] = {0, 0, 0}; // bytes, by ArenaKind
   std::vector<BufferDesc> buffers;
   std::vector<std::string> streams; // stream names; index = stream id
   uint32_t numEvents = 0;

@@ -604,7 +604,11 @@ void printRank(const Executable &exe, const RankProgram &program, const FusedInd
      << "    persistent arena:      " << formatBytes(plan.persistentArenaBytes)
      << "\n"
      << "    scratch arena (peak):  " << formatBytes(plan.scratchArenaBytes)
-     << "\n"
+     << "\n";
+  if (uint64_t host = program.arenaSize[static_cast<int>(ArenaKind::Host)])
+    os << "    host arena:            " << formatBytes(host)
+       << " (offloaded activations, pinned host memory on a GPU)\n";
+  os
      << "    scratch without reuse: "
      << formatBytes(plan.scratchWithoutReuseBytes) << " in "
      << plan.scratchAllocations
@@ -681,6 +685,8 @@ std::string arenaKindName(ArenaKind kind) {
     return "persistent";
   case ArenaKind::Scratch:
     return "scratch";
+  case ArenaKind::Host:
+    return "host";
   }
   return "arena(" + std::to_string(static_cast<int>(kind)) + ")";
 }
@@ -831,8 +837,10 @@ DeviceMemoryPrediction predictCudaMemory(const RankProgram &program) {
   // cuDNN 9), the 0.95B Llama at batch 4 and 8 x 2048 tokens.
   constexpr uint64_t kPage = uint64_t(2) << 20;
   DeviceMemoryPrediction out;
-  for (int a = 0; a < kNumArenas; ++a)
-    out.arenaBytes += (program.arenaSize[a] + kPage - 1) / kPage * kPage;
+  for (ArenaKind a : {ArenaKind::Persistent, ArenaKind::Scratch})
+    out.arenaBytes +=
+        (program.arenaSize[static_cast<int>(a)] + kPage - 1) / kPage * kPage;
+  out.hostBytes = program.arenaSize[static_cast<int>(ArenaKind::Host)];
   // cuBLASLt's workspace: one per stream that launches kernels (GEMMs on
   // two streams at once must not share one).
   std::set<uint32_t> kernelStreams;

@@ -80,6 +80,7 @@ struct DeviceMemoryPrediction {
   uint64_t librariesBytes = 0;    // kernel images, cuBLASLt and cuDNN handles
   uint64_t poolBytes = 0;         // attention scratch from the stream-ordered pool
   uint64_t contextBytes = 0;      // the CUDA context, before any of the above
+  uint64_t hostBytes = 0;         // the host arena (offloaded activations), pinned
   uint64_t total() const { return arenaBytes + workspaceBytes + librariesBytes + poolBytes; }
 };
 DeviceMemoryPrediction predictCudaMemory(const RankProgram &program);

@@ -260,6 +260,7 @@ private:
         program->persistent_arena_size();
     result.arenaSize[static_cast<int>(ArenaKind::Scratch)] =
         program->scratch_arena_size();
+    result.arenaSize[static_cast<int>(ArenaKind::Host)] = program->host_arena_size();
     if (const auto *buffers = program->buffers()) {
       result.buffers.reserve(buffers->size());
       for (const fb::Buffer *desc : *buffers)

@@ -213,7 +213,7 @@ private:
         program.arenaSize[static_cast<int>(ArenaKind::Persistent)],
         program.arenaSize[static_cast<int>(ArenaKind::Scratch)], bufferVector,
         streams, program.numEvents, paramVector, inputs, outputs,
-        instructionVector);
+        instructionVector, program.arenaSize[static_cast<int>(ArenaKind::Host)]);
   }
 
   flatbuffers::FlatBufferBuilder builder{16 * 1024};

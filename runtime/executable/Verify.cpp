@@ -322,6 +322,13 @@ private:
             checkBufferIndices(program, instr.outputs, "output", context))
       return err;
 
+    // Host buffers (offloaded activations) are only copied to and from.
+    if (instr.kind != InstrKind::Copy)
+      for (const std::vector<uint32_t> *list : {&instr.inputs, &instr.outputs})
+        for (uint32_t b : *list)
+          if (program.buffers[b].arena == ArenaKind::Host)
+            return failure(context + "buffer " + std::to_string(b) +
+                           " lives in the host arena, which only copies may touch");
     size_t numInputs = instr.inputs.size();
     size_t numOutputs = instr.outputs.size();
     switch (instr.kind) {

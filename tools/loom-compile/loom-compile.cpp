@@ -124,6 +124,12 @@ cl::opt<std::string> ppLayout("pp-layout",
                               cl::desc("layers per pipeline stage (4,4,4,4), or 'even' (equal "
                                        "counts, padded); default: balanced by FLOPs"),
                               cl::init(""), cl::cat(category));
+cl::opt<std::string> offloadActivations(
+    "offload-activations",
+    cl::desc("saved activations of these transformer layers go to host memory after their "
+             "last forward use and come back before their first backward use, on the "
+             "host-copy stream: all, or layer indices and ranges (0-3,6)"),
+    cl::value_desc("layers"), cl::init(""), cl::cat(category));
 cl::opt<bool> memoryReport(
     "memory-report",
     cl::desc("after writing the executable, print each rank's memory by what it holds, as "
@@ -441,6 +447,11 @@ int main(int argc, char **argv) {
   if (recompute.getNumOccurrences() && recompute != "none" && !training)
     fail("--recompute=" + recompute + " recomputes forward values in the backward: it applies "
          "to --mode=train or --mode=gradients");
+  if (offloadActivations.getNumOccurrences() && !training)
+    fail("--offload-activations moves saved activations between forward and backward: it "
+         "applies to --mode=train or --mode=gradients");
+  if (offloadActivations.getNumOccurrences() && offloadActivations.empty())
+    fail("--offload-activations needs layers: all, or layer indices and ranges (0-3,6)");
   if (attentionStats.getNumOccurrences() && !training)
     fail("--attention-stats pairs a forward attention with its gradient: it applies to "
          "--mode=train or --mode=gradients");
@@ -643,6 +654,7 @@ int main(int argc, char **argv) {
   pipelineOptions.fuseNormWeightGrad = fuseNormWeightGrad;
   pipelineOptions.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
   pipelineOptions.recompute = recompute;
+  pipelineOptions.offloadActivations = offloadActivations;
   pipelineOptions.linearCrossEntropyChunk = linearCrossEntropyChunk;
   pipelineOptions.foldTransposes = foldTransposes;
   pipelineOptions.attentionStats = attentionStats;

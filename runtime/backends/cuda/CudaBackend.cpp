@@ -244,6 +244,18 @@ public:
     if (!stuck_) // see ~CudaBackend
       cudaFree(ptr);
   }
+  llvm::Expected<void *> allocateHost(size_t bytes) override {
+    void *ptr = nullptr;
+    if (auto err = check(cudaHostAlloc(&ptr, std::max<size_t>(bytes, 1), cudaHostAllocDefault),
+                         "cudaHostAlloc (host arena)"))
+      return std::move(err);
+    std::memset(ptr, 0, bytes);
+    return ptr;
+  }
+  void deallocateHost(void *ptr) override {
+    if (!stuck_)
+      cudaFreeHost(ptr);
+  }
 
   // Host memory the caller owns is pageable; the copies go through a pinned
   // staging buffer, in chunks, so the DMA engines run at full speed.
@@ -290,8 +302,9 @@ public:
   llvm::Error copy(void *dst, const void *src, size_t bytes, unsigned stream) override {
     if (auto err = checkStream(stream))
       return err;
-    if (auto err = check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
-                                         streams_[stream]),
+    // Device to device, or to and from the host arena's pinned memory
+    // (offloaded activations): the addresses say which.
+    if (auto err = check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, streams_[stream]),
                          "cudaMemcpyAsync"))
       return err;
     return pace();

@@ -168,16 +168,17 @@ rt.program @negative_rank rank = -1 streams = ["compute"] {
 
 // -----
 
-// arena_sizes holds exactly [persistent, scratch]: not one entry...
-// expected-error @+1 {{'rt.program' op arena_sizes holds [persistent, scratch], got 1 entries}}
+// arena_sizes holds [persistent, scratch], or with a host arena (offloaded
+// activations) [persistent, scratch, host]: not one entry...
+// expected-error @+1 {{'rt.program' op arena_sizes holds [persistent, scratch] or [persistent, scratch, host], got 1 entries}}
 rt.program @arena_sizes_short rank = 0 streams = ["compute"] attributes {arena_sizes = array<i64: 256>} {
 }
 
 // -----
 
-// ... nor three.
-// expected-error @+1 {{'rt.program' op arena_sizes holds [persistent, scratch], got 3 entries}}
-rt.program @arena_sizes_long rank = 0 streams = ["compute"] attributes {arena_sizes = array<i64: 256, 512, 0>} {
+// ... nor four.
+// expected-error @+1 {{'rt.program' op arena_sizes holds [persistent, scratch] or [persistent, scratch, host], got 4 entries}}
+rt.program @arena_sizes_long rank = 0 streams = ["compute"] attributes {arena_sizes = array<i64: 256, 512, 0, 8>} {
 }
 
 // -----
