@@ -128,7 +128,8 @@ cl::opt<std::string> offloadActivations(
     "offload-activations",
     cl::desc("saved activations of these transformer layers go to host memory after their "
              "last forward use and come back before their first backward use, on the "
-             "host-copy stream: all, or layer indices and ranges (0-3,6)"),
+             "host-copy stream: all, layer indices and ranges (0-3,6), or auto (the first "
+             "layers, as few as fit --memory-budget)"),
     cl::value_desc("layers"), cl::init(""), cl::cat(category));
 cl::opt<bool> memoryReport(
     "memory-report",
@@ -295,6 +296,100 @@ std::string gib(double bytes) {
   return llvm::formatv("{0:f1} KiB", bytes / 1024.0).str();
 }
 
+/// The largest rank's device arenas (persistent and scratch; a host arena
+/// is not the device's) when the rest of the step, from the training step
+/// to rt, is compiled on a copy of `module` with `candidate`.
+double deviceArenas(ModuleOp module, const loom::PipelineOptions &candidate,
+                    const loom::PipelineHooks &hooks) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  for (loom::PipelineStep step : loom::kPipelineSteps) {
+    if (int(step) < int(loom::PipelineStep::TrainingStep))
+      continue;
+    if (step != loom::PipelineStep::LowerToRt && !loom::stepRuns(step, candidate))
+      continue;
+    PassManager pm(module.getContext());
+    loom::buildPipelineStep(pm, candidate, hooks, step);
+    if (failed(pm.run(*copy)))
+      failDiagnosed();
+  }
+  double bytes = 0;
+  for (auto program : copy->getOps<loom::rt::ProgramOp>())
+    if (std::optional<llvm::ArrayRef<int64_t>> sizes = program.getArenaSizes())
+      bytes = std::max(bytes, double((*sizes)[0] + (*sizes)[1]));
+  return bytes;
+}
+
+/// The budget of --recompute=auto and --offload-activations=auto, and the
+/// runtime's reserve on a GPU (its context, workspaces, kernel images).
+std::pair<double, double> memoryBudgetFor(llvm::StringRef flag) {
+  const bool cuda = target == "cuda";
+  if (!cuda && !memoryBudget.getNumOccurrences())
+    fail(flag + " needs --memory-budget=GiB on --target=cpu");
+  return {(memoryBudget > 0 ? double(memoryBudget) : 72.0) * double(1 << 30),
+          cuda ? double(1 << 30) : 0.0};
+}
+
+/// --offload-activations=auto: the least layers offloaded (the first K,
+/// found by bisection) whose largest rank's device arenas fit
+/// --memory-budget. Prints each candidate and the choice.
+void chooseOffload(ModuleOp module, loom::PipelineOptions &options,
+                   const loom::PipelineHooks &hooks) {
+  auto [budget, reserve] = memoryBudgetFor("--offload-activations=auto");
+  auto forward = module.lookupSymbol<func::FuncOp>(options.entry);
+  if (!forward)
+    fail("--offload-activations=auto: no function @" + options.entry);
+  FailureOr<loom::LayerAssignment> layers = loom::assignLayers(forward, "offload");
+  if (failed(layers))
+    failDiagnosed();
+  const int64_t numLayers = layers->numLayers;
+  auto spec = [](int64_t k) {
+    return k == 0 ? std::string() : k == 1 ? std::string("0") : "0-" + std::to_string(k - 1);
+  };
+  auto peak = [&](int64_t k) {
+    loom::PipelineOptions candidate = options;
+    candidate.offloadActivations = spec(k);
+    double bytes = deviceArenas(module, candidate, hooks) + reserve;
+    llvm::errs() << "loom-compile: --offload-activations=auto: "
+                 << (k == 0 ? std::string("none")
+                            : "the first " + std::to_string(k) + " of " +
+                                  std::to_string(numLayers) + " layers")
+                 << ": " << gib(bytes) << " per rank\n";
+    return bytes;
+  };
+  double none = peak(0);
+  int64_t chosen = 0;
+  double fits = none;
+  if (none > budget) {
+    double all = peak(numLayers);
+    if (all > budget)
+      fail("--offload-activations=auto: offloading every layer's activations still needs " +
+           gib(all) + " per rank, beyond the --memory-budget of " + gib(budget) +
+           "; --recompute, a smaller --batch or more --microbatches need less");
+    int64_t lo = 1, hi = numLayers;
+    fits = all;
+    while (lo < hi) {
+      int64_t mid = (lo + hi) / 2;
+      double bytes = peak(mid);
+      if (bytes <= budget) {
+        hi = mid;
+        fits = bytes;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    chosen = hi;
+  }
+  options.offloadActivations = spec(chosen);
+  llvm::errs() << "loom-compile: --offload-activations=auto: "
+               << (chosen == 0 ? std::string("no offload")
+                               : "the first " + std::to_string(chosen) + " of " +
+                                     std::to_string(numLayers) + " layers' activations (" +
+                                     options.offloadActivations + ")")
+               << ": " << gib(fits) << " per rank (device arenas"
+               << (reserve > 0 ? " and a 1 GiB runtime reserve" : "") << ") within the budget of "
+               << gib(budget) << "\n";
+}
+
 /// --recompute=auto: compiles the rest of the step (a copy of `module`,
 /// from the training step to rt) for each candidate, least recompute
 /// first, and keeps the first whose largest rank fits --memory-budget:
@@ -302,11 +397,7 @@ std::string gib(double bytes) {
 /// fully (the least K, found by bisection). Prints the choice.
 void chooseRecompute(ModuleOp module, loom::PipelineOptions &options,
                      const loom::PipelineHooks &hooks) {
-  const bool cuda = target == "cuda";
-  if (!cuda && !memoryBudget.getNumOccurrences())
-    fail("--recompute=auto needs --memory-budget=GiB on --target=cpu");
-  const double budget = (memoryBudget > 0 ? double(memoryBudget) : 72.0) * double(1 << 30);
-  const double reserve = cuda ? double(1 << 30) : 0.0;
+  auto [budget, reserve] = memoryBudgetFor("--recompute=auto");
   auto forward = module.lookupSymbol<func::FuncOp>(options.entry);
   if (!forward)
     fail("--recompute=auto: no function @" + options.entry);
@@ -319,22 +410,7 @@ void chooseRecompute(ModuleOp module, loom::PipelineOptions &options,
     loom::PipelineOptions candidate = options;
     candidate.recompute = mode.str();
     candidate.recomputeFullLayers = fullLayers;
-    OwningOpRef<ModuleOp> copy = module.clone();
-    for (loom::PipelineStep step : loom::kPipelineSteps) {
-      if (int(step) < int(loom::PipelineStep::TrainingStep))
-        continue;
-      if (step != loom::PipelineStep::LowerToRt && !loom::stepRuns(step, candidate))
-        continue;
-      PassManager pm(module.getContext());
-      loom::buildPipelineStep(pm, candidate, hooks, step);
-      if (failed(pm.run(*copy)))
-        failDiagnosed();
-    }
-    double bytes = 0;
-    for (auto program : copy->getOps<loom::rt::ProgramOp>())
-      if (std::optional<llvm::ArrayRef<int64_t>> sizes = program.getArenaSizes())
-        bytes = std::max(bytes, double((*sizes)[0] + (*sizes)[1]));
-    bytes += reserve;
+    double bytes = deviceArenas(module, candidate, hooks) + reserve;
     // Each candidate is a compile of the step: say what each gave.
     llvm::errs() << "loom-compile: --recompute=auto: " << mode;
     if (fullLayers == 1)
@@ -440,8 +516,11 @@ int main(int argc, char **argv) {
   if (recompute != "none" && recompute != "selective" && recompute != "full" &&
       recompute != "auto")
     fail("--recompute must be none, selective, full or auto, got '" + recompute + "'");
-  if (memoryBudget.getNumOccurrences() && recompute != "auto")
-    fail("--memory-budget is the budget of --recompute=auto");
+  if (memoryBudget.getNumOccurrences() && recompute != "auto" && offloadActivations != "auto")
+    fail("--memory-budget is the budget of --recompute=auto and --offload-activations=auto");
+  if (recompute == "auto" && offloadActivations == "auto")
+    fail("--recompute=auto and --offload-activations=auto: give one of them auto, the other a "
+         "value");
   if (memoryBudget.getNumOccurrences() && (!(memoryBudget > 0) || !std::isfinite(memoryBudget)))
     fail("--memory-budget must be a positive number of GiB");
   if (recompute.getNumOccurrences() && recompute != "none" && !training)
@@ -796,6 +875,8 @@ int main(int argc, char **argv) {
 
   if (recompute == "auto" && !rtInput)
     chooseRecompute(*module, pipelineOptions, hooks);
+  if (offloadActivations == "auto" && !rtInput)
+    chooseOffload(*module, pipelineOptions, hooks);
   if (!rtInput && loom::stepRuns(loom::PipelineStep::TrainingStep, pipelineOptions))
     runStep(loom::PipelineStep::TrainingStep);
   if (compileTo == Phase::Train)
