@@ -174,6 +174,8 @@ std::string Layout::describe() const {
                      zero1() ? " (zero1)" : "", microbatches, microbatches == 1 ? "" : "es",
                      microbatchSize, recompute)
            .str();
+  if (offload)
+    s += ", offload";
   return s;
 }
 
@@ -292,6 +294,8 @@ std::string compileFlags(const Layout &l, const SearchOptions &options) {
   }
   if (l.recompute != "none")
     f += " --recompute=" + l.recompute;
+  if (l.offload)
+    f += " --offload-activations=all";
   return f;
 }
 
@@ -383,11 +387,14 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
               continue;
             schedule = &*it->second;
           }
-          for (const auto &[mode, c] : costs) {
+          for (const auto &[mode, c] : costs)
+          for (bool offload : {false, true}) {
             if (!options.recompute.empty() && mode != options.recompute)
               continue;
+            if (!options.offload.empty() && offload != (options.offload == "all"))
+              continue;
             ++result.searched;
-            Layout l{tp, pp, dp, variant.vpp, variant.name, m, b, mode};
+            Layout l{tp, pp, dp, variant.vpp, variant.name, m, b, mode, offload};
             PlanResult plan;
             plan.layout = l;
             // Model pieces: the schedule's chain, layers spread evenly;
@@ -424,6 +431,15 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             sc.f = fMean + layersPerPiece * tpForward;
             sc.i = iMean + layersPerPiece * tpBackward;
             sc.w = wMean;
+            // Offload: each layer's saved activations go to the host and
+            // back on the copy stream, beside the compute; only what the
+            // copies take beyond a microbatch's forward and backward shows.
+            if (offload) {
+              double bytes = layersPerPiece * c.activations.layer(bd) / double(tp);
+              double copy = 2.0 * bytes / (cluster.hostCopyGBps * 1e9);
+              double exposed = std::max(0.0, copy - (sc.f + sc.i + sc.w));
+              sc.i += exposed;
+            }
             sc.b = sc.i + sc.w;
             sc.fb = sc.f + sc.b;
             Link ppLink = linkFor(tp, pp);
@@ -489,6 +505,14 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             double scratch = std::max(at(c.scratch), at(c.activations) +
                                                          at(c.otherAtActivationPeak)) +
                              inFlight;
+            if (offload) {
+              // The device keeps about two layers' activations (the one
+              // being copied out, the one brought back); the rest is host.
+              double keep = 2.0 * c.activations.layer(bd) / double(tp);
+              scratch = std::max(at(c.scratch) - at(c.activations),
+                                 at(c.otherAtActivationPeak)) +
+                        keep;
+            }
             double runtime = cluster.runtimeGiB * kGiB +
                              2.0 * bd * actBytes / elt * 4.0 / double(tp);
             plan.peakMemoryBytes = persistent + scratch + runtime;

@@ -69,6 +69,7 @@ struct Layout {
   int64_t microbatches = 1;
   int64_t microbatchSize = 1; // sequences
   std::string recompute = "none";
+  bool offload = false; // --offload-activations=all
   bool sp() const { return tp > 1; }
   bool zero1() const { return dp > 1; }
   std::string describe() const;
@@ -98,6 +99,7 @@ struct SearchOptions {
   // Fixed parts of the layout (0 / empty: searched).
   int64_t tp = 0, pp = 0, dp = 0, vpp = 0, microbatches = 0;
   std::string schedule, recompute;
+  std::string offload; // "none" or "all"; empty: both
   int64_t maxMicrobatches = 256;
   /// Tensor-parallel degrees the model does not shard over (probeTensorParallel).
   std::vector<int64_t> excludedTp;

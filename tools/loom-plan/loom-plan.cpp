@@ -102,6 +102,10 @@ cl::opt<std::string> fixSchedule("schedule",
                                  cl::desc("only this pipeline schedule (1f1b, interleaved, zb-h1, "
                                           "dualpipe, dualpipev)"),
                                  cl::init(""), cl::cat(category));
+cl::opt<std::string> fixOffload("offload",
+                                cl::desc("only layouts with this activation offload: none or all "
+                                         "(default: both)"),
+                                cl::init(""), cl::cat(category));
 cl::opt<std::string> fixRecompute("recompute",
                                   cl::desc("only this recompute (none, selective, full)"),
                                   cl::init(""), cl::cat(category));
@@ -144,7 +148,8 @@ llvm::json::Object planJson(const planning::PlanResult &p, int64_t rank,
                             {"pp", l.pp},         {"vpp", l.vpp},
                             {"dp", l.dp},         {"zero1", l.zero1()},
                             {"schedule", l.schedule}, {"microbatches", l.microbatches},
-                            {"microbatch_size", l.microbatchSize}, {"recompute", l.recompute}};
+                            {"microbatch_size", l.microbatchSize}, {"recompute", l.recompute},
+                            {"offload", l.offload}};
   llvm::json::Object o{{"layout", std::move(layout)},
                        {"step_time_s", p.stepSeconds},
                        {"tokens_per_s", p.tokensPerSecond},
@@ -194,6 +199,8 @@ int main(int argc, char **argv) {
   for (cl::opt<int64_t> *o : {&fixTp, &fixPp, &fixDp, &fixVpp, &fixMicrobatches, &nodes, &gpusPerNode, &seq, &whatIfLayers})
     if (o->getNumOccurrences() && *o < 1)
       fail("--" + o->ArgStr + " must be at least 1");
+  if (!fixOffload.empty() && fixOffload != "none" && fixOffload != "all")
+    fail("--offload must be none or all, got '" + fixOffload + "'");
   if (!fixRecompute.empty() && fixRecompute != "none" && fixRecompute != "selective" &&
       fixRecompute != "full")
     fail("--recompute must be none, selective or full, got '" + fixRecompute + "'");
@@ -315,6 +322,7 @@ int main(int argc, char **argv) {
   search.microbatches = fixMicrobatches;
   search.schedule = fixSchedule;
   search.recompute = fixRecompute;
+  search.offload = fixOffload;
   // Which tensor-parallel degrees the model shards over: each one's
   // one-layer probe through the sharding passes.
   std::vector<std::string> tpNotes;
@@ -400,6 +408,7 @@ int main(int argc, char **argv) {
       if (l.pp > 1)
         plan.schedule = l.schedule;
       plan.recompute = l.recompute;
+      plan.offloadActivations = l.offload ? "all" : "";
       auto compileStart = std::chrono::steady_clock::now();
       auto bytes = planning::compiledMemory(*module, plan, hooks);
       ++attempts;
