@@ -495,6 +495,33 @@ TYPED_TEST(BackendConformance, PreparingAGemmLeavesItsOutputAlone) {
     this->backend->deallocate(p);
 }
 
+TYPED_TEST(BackendConformance, HostArenaCopiesRoundTrip) {
+  // An offloaded activation: device -> host arena on one stream, then back
+  // to another device buffer after an event (the host arena is pinned
+  // memory on CUDA; copies find their direction from the addresses).
+  const size_t n = 1 << 20;
+  std::vector<float> source(n), back(n, 0.0f);
+  for (size_t i = 0; i < n; ++i)
+    source[i] = float(i % 977) * 0.5f - 3.0f;
+  void *device = cantFail(this->backend->allocate(n * 4));
+  void *host = cantFail(this->backend->allocateHost(n * 4));
+  void *again = cantFail(this->backend->allocate(n * 4));
+  ASSERT_FALSE(static_cast<bool>(this->backend->createStreams(2, 1)));
+  ASSERT_FALSE(static_cast<bool>(this->backend->copyToDevice(device, source.data(), n * 4)));
+  ASSERT_EQ(llvm::toString(this->backend->copy(host, device, n * 4, 0)), "");
+  ASSERT_EQ(llvm::toString(this->backend->recordEvent(0, 0)), "");
+  ASSERT_EQ(llvm::toString(this->backend->waitEvent(0, 1)), "");
+  ASSERT_EQ(llvm::toString(this->backend->copy(again, host, n * 4, 1)), "");
+  ASSERT_FALSE(static_cast<bool>(this->backend->synchronize()));
+  ASSERT_FALSE(static_cast<bool>(this->backend->copyToHost(back.data(), again, n * 4)));
+  EXPECT_EQ(back, source);
+  // The host arena is host memory: its bytes read directly.
+  EXPECT_EQ(static_cast<const float *>(host)[977], source[977]);
+  this->backend->deallocate(device);
+  this->backend->deallocate(again);
+  this->backend->deallocateHost(host);
+}
+
 TYPED_TEST(BackendConformance, GemmsOnTwoStreamsAtOnceAreEachExact) {
   // DualPipe's overlapped F&B runs GEMMs on two streams at once. A long K
   // and a small M x N is where a GEMM splits K and keeps partial sums in
