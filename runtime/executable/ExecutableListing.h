@@ -79,9 +79,12 @@ struct DeviceMemoryPrediction {
   uint64_t workspaceBytes = 0;    // cuBLASLt's, fixed
   uint64_t librariesBytes = 0;    // kernel images, cuBLASLt and cuDNN handles
   uint64_t poolBytes = 0;         // attention scratch from the stream-ordered pool
+  uint64_t communicationBytes = 0; // NCCL's buffers, on a rank that communicates
   uint64_t contextBytes = 0;      // the CUDA context, before any of the above
   uint64_t hostBytes = 0;         // the host arena (offloaded activations), pinned
-  uint64_t total() const { return arenaBytes + workspaceBytes + librariesBytes + poolBytes; }
+  uint64_t total() const {
+    return arenaBytes + workspaceBytes + librariesBytes + poolBytes + communicationBytes;
+  }
 };
 DeviceMemoryPrediction predictCudaMemory(const RankProgram &program);
 
