@@ -9,9 +9,11 @@
 // FILE (through FILE.tmp and a rename) for the planner:
 //
 //   {"schema": "loom-calibration/1", "device": <cudaDeviceProp.name>,
-//    "gemm_tflops": {"bf16": median of gemm_points, "f32": 4096^3},
+//    "gemm_tflops": {"bf16": median of the first seven gemm_points, "f32": 4096^3},
 //    "gemm_points": [{"m", "n", "k", "dtype": "bf16", "tflops"}, ...],
 //    "attention_tflops": {"forward", "backward"},
+//    "attention_points": [{"batch", "seq", "heads", "head_dim", "forward",
+//                          "backward"}, ...],
 //    "memory_gbps": bf16 nn.add of 256M elements (inputs + output bytes),
 //    "host_copy_gbps": 1 GiB pinned host -> device cudaMemcpy,
 //    "launch_us": one nn.add of 1024 elements, back to back,
@@ -19,7 +21,7 @@
 //                       per kernel of a replay}
 //
 // GEMMs are nn.matmul x[m, k] w[n, k]^T at 2mnk FLOPs; attention is
-// nn.attention / nn.attention_grad, bf16 [B, S, H, D] = [4, 2048, 16, 128],
+// nn.attention / nn.attention_grad, bf16 [B, S, H, D] = [B, 2048, 16, 128],
 // causal, at 4BHS^2D/2 FLOPs forward and 2.5 times that backward. Each rate
 // is the median over --iterations launches (after three warm-up launches)
 // except launch_us, the mean of N = max(1000, --iterations) launches, and
@@ -230,26 +232,44 @@ void calibrate(cuda::LaunchContext &ctx, const std::string &path) {
 
   // GEMMs at the training step's shapes (0.95B Llama: hidden 2048, QKV 6144,
   // MLP 5632 and its fused 11264, vocabulary 32000) and two squarer ones.
+  // The first seven set gemm_tflops; the rest are the same layers' GEMMs at
+  // one and two sequences (1,024-4,096 rows) and their weight gradients
+  // (tokens as the reduction), where a GEMM fills the GPU less: the planner
+  // fits a fixed time per GEMM and a rate to all of them.
   struct Point {
     int64_t m, n, k;
     double tflops = 0;
   };
   std::vector<Point> points{{8192, 2048, 2048},  {8192, 6144, 2048},  {8192, 2048, 5632},
                             {8192, 11264, 2048}, {8192, 32000, 2048}, {4096, 4096, 4096},
-                            {16384, 2048, 2048}};
+                            {16384, 2048, 2048},
+                            {1024, 2048, 2048},  {1024, 6144, 2048},  {1024, 11264, 2048},
+                            {1024, 2048, 5632},  {2048, 2048, 2048},  {2048, 6144, 2048},
+                            {2048, 11264, 2048}, {2048, 2048, 5632},  {2048, 32000, 2048},
+                            {4096, 2048, 2048},  {4096, 11264, 2048}, {6144, 2048, 2048},
+                            {5632, 2048, 2048},  {11264, 2048, 2048}, {2048, 5632, 2048}};
+  const size_t largePoints = 7;
   std::vector<double> bf16Rates;
-  for (Point &p : points) {
+  for (size_t i = 0; i < points.size(); ++i) {
+    Point &p = points[i];
     p.tflops = gemmTflops(ctx, DType::BF16, p.m, p.n, p.k);
-    bf16Rates.push_back(p.tflops);
+    if (i < largePoints)
+      bf16Rates.push_back(p.tflops);
   }
   const double gemmBf16 = median(bf16Rates);
   const double gemmF32 = gemmTflops(ctx, DType::F32, 4096, 4096, 4096);
 
-  // Attention, every tensor [B, S, H, D] (seq_major: all of the call's).
-  const int64_t B = 4, S = 2048, H = 16, D = 128;
-  const double forwardFlops = 4.0 * B * H * S * S * D / 2; // causal: half the scores
-  double attnForward, attnBackward;
-  {
+  // Attention, every tensor [B, S, H, D] (seq_major: all of the call's), at
+  // one, two and four sequences; attention_tflops is the last.
+  const int64_t S = 2048, H = 16, D = 128;
+  struct AttentionPoint {
+    int64_t batch;
+    double forward = 0, backward = 0;
+  };
+  std::vector<AttentionPoint> attentionPoints{{1}, {2}, {4}};
+  for (AttentionPoint &p : attentionPoints) {
+    const int64_t B = p.batch;
+    const double forwardFlops = 4.0 * B * H * S * S * D / 2; // causal: half the scores
     auto act = [&] { return make(DType::BF16, {B, S, H, D}); };
     cpu::KernelAttrs a;
     a.set("causal", int64_t(1)).set("scale", 1.0 / std::sqrt(double(D)));
@@ -257,19 +277,21 @@ void calibrate(cuda::LaunchContext &ctx, const std::string &path) {
     fa.set("seq_major", int64_t(0b1111));    // q, k, v, out
     ga.set("seq_major", int64_t(0b1111111)); // q, k, v, dOut, dq, dk, dv
     std::vector<Buffer> qkv{act(), act(), act()}, out{alloc(DType::BF16, {B, S, H, D})};
-    attnForward = rate("attention", forwardFlops,
-                       timeKernel(ctx, "attention", "nn.attention", qkv, out, fa), 1e12);
+    p.forward = rate("attention", forwardFlops,
+                     timeKernel(ctx, "attention", "nn.attention", qkv, out, fa), 1e12);
     std::vector<Buffer> gradIn = qkv;
     gradIn.push_back(act());
     std::vector<Buffer> grads{alloc(DType::BF16, {B, S, H, D}), alloc(DType::BF16, {B, S, H, D}),
                               alloc(DType::BF16, {B, S, H, D})};
-    attnBackward =
+    p.backward =
         rate("attention_grad", 2.5 * forwardFlops,
              timeKernel(ctx, "attention_grad", "nn.attention_grad", gradIn, grads, ga), 1e12);
     release(gradIn); // q, k, v and dOut
     release(out);
     release(grads);
   }
+  const double attnForward = attentionPoints.back().forward;
+  const double attnBackward = attentionPoints.back().backward;
 
   // Device memory: a bf16 add over 256M elements (1.5 GiB moved).
   double memoryGbps;
@@ -398,6 +420,17 @@ void calibrate(cuda::LaunchContext &ctx, const std::string &path) {
       json.attributeObject("attention_tflops", [&] {
         json.attribute("forward", attnForward);
         json.attribute("backward", attnBackward);
+      });
+      json.attributeArray("attention_points", [&] {
+        for (const AttentionPoint &p : attentionPoints)
+          json.object([&] {
+            json.attribute("batch", p.batch);
+            json.attribute("seq", S);
+            json.attribute("heads", H);
+            json.attribute("head_dim", D);
+            json.attribute("forward", p.forward);
+            json.attribute("backward", p.backward);
+          });
       });
       json.attribute("memory_gbps", memoryGbps);
       json.attribute("host_copy_gbps", hostCopyGbps);

@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -103,6 +104,13 @@ struct OffloadActivationsPass
     SmallVector<Operation *> ops;
     for (Operation &op : block)
       ops.push_back(&op);
+    // Activations are the values computed from the step's inputs. A value
+    // of the parameters alone (a weight's bf16 cast that the backward reads
+    // again) does not grow with the batch and stays on the device.
+    llvm::DenseSet<Value> fromInputs(block.getArguments().begin(), block.getArguments().end());
+    for (Operation *op : ops)
+      if (llvm::any_of(op->getOperands(), [&](Value v) { return fromInputs.contains(v); }))
+        fromInputs.insert(op->getResults().begin(), op->getResults().end());
     OpBuilder b(func.getContext());
     for (Operation *op : ops) {
       auto it = assignment->layer.find(op);
@@ -110,7 +118,7 @@ struct OffloadActivationsPass
         continue;
       for (Value result : op->getResults()) {
         auto type = dyn_cast<RankedTensorType>(result.getType());
-        if (!type || !type.hasStaticShape())
+        if (!type || !type.hasStaticShape() || !fromInputs.contains(result))
           continue;
         SmallVector<Operation *> forwardUsers, backwardUsers;
         for (Operation *user : result.getUsers())

@@ -42,6 +42,14 @@ llvm::Expected<double> number(const llvm::json::Object &object, llvm::StringRef 
 
 } // namespace
 
+namespace {
+void flatCurves(Calibration &c) {
+  c.gemmBf16 = RateCurve{c.gemmTflopsBf16, 0};
+  c.attentionForward = RateCurve{c.attentionForwardTflops, 0};
+  c.attentionBackward = RateCurve{c.attentionBackwardTflops, 0};
+}
+} // namespace
+
 Cluster defaultCluster() {
   Cluster c;
   c.name = "built-in: one node of 8 H200s";
@@ -70,6 +78,7 @@ Calibration defaultCalibration() {
   c.memoryGBps = 4037;
   c.launchUs = 4.8;
   c.graphLaunchUs = 1.0;
+  flatCurves(c);
   return c;
 }
 
@@ -126,6 +135,30 @@ llvm::Expected<Cluster> parseCluster(llvm::StringRef text, llvm::StringRef path)
   return c;
 }
 
+RateCurve RateCurve::fit(const std::vector<std::pair<double, double>> &points, double fallback) {
+  RateCurve flat{fallback, 0};
+  // seconds = t0 + flops * s: least squares over (flops, seconds).
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (auto [flops, tflops] : points) {
+    if (flops <= 0 || tflops <= 0)
+      continue;
+    double x = flops, y = flops / (tflops * 1e12);
+    n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  double det = n * sxx - sx * sx;
+  if (n < 2 || det <= 1e-12 * sxx * n)
+    return flat;
+  double slope = (n * sxy - sx * sy) / det;
+  double t0 = (sy - slope * sx) / n;
+  if (slope <= 0)
+    return flat;
+  if (t0 < 0) { // no fixed part: the rate through the origin
+    slope = sxy / sxx;
+    t0 = 0;
+  }
+  return RateCurve{1.0 / (slope * 1e12), t0 * 1e6};
+}
+
 llvm::Expected<Calibration> parseCalibration(llvm::StringRef text, llvm::StringRef path) {
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
   if (!parsed)
@@ -163,6 +196,64 @@ llvm::Expected<Calibration> parseCalibration(llvm::StringRef text, llvm::StringR
     c.launchUs = *o->getNumber("launch_us");
   if (o->getNumber("graph_launch_us"))
     c.graphLaunchUs = *o->getNumber("graph_launch_us");
+  flatCurves(c);
+  // Points of several sizes give each rate a fixed part per kernel.
+  auto field = [&](const llvm::json::Object &p, llvm::StringRef key,
+                   llvm::StringRef where) -> llvm::Expected<double> {
+    return number(p, key, path, where);
+  };
+  if (const llvm::json::Array *gemms = o->getArray("gemm_points")) {
+    std::vector<std::pair<double, double>> pts;
+    for (const llvm::json::Value &v : *gemms) {
+      const llvm::json::Object *p = v.getAsObject();
+      if (!p)
+        return error("'" + path + "': each of \"gemm_points\" is an object {m, n, k, dtype, tflops}");
+      if (p->getString("dtype").value_or("bf16") != "bf16")
+        continue;
+      double mnk[3], tflops;
+      const char *keys[3] = {"m", "n", "k"};
+      for (int i = 0; i < 3; ++i) {
+        auto x = field(*p, keys[i], "gemm_points");
+        if (!x)
+          return x.takeError();
+        mnk[i] = *x;
+      }
+      auto t = field(*p, "tflops", "gemm_points");
+      if (!t)
+        return t.takeError();
+      tflops = *t;
+      pts.push_back({2 * mnk[0] * mnk[1] * mnk[2], tflops});
+    }
+    c.gemmBf16 = RateCurve::fit(pts, c.gemmTflopsBf16);
+  }
+  if (const llvm::json::Array *atts = o->getArray("attention_points")) {
+    std::vector<std::pair<double, double>> fwd, bwd;
+    for (const llvm::json::Value &v : *atts) {
+      const llvm::json::Object *p = v.getAsObject();
+      if (!p)
+        return error("'" + path + "': each of \"attention_points\" is an object {batch, seq, "
+                     "heads, head_dim, forward, backward}");
+      double dims[4];
+      const char *keys[4] = {"batch", "seq", "heads", "head_dim"};
+      for (int i = 0; i < 4; ++i) {
+        auto x = field(*p, keys[i], "attention_points");
+        if (!x)
+          return x.takeError();
+        dims[i] = *x;
+      }
+      auto f = field(*p, "forward", "attention_points");
+      auto b = field(*p, "backward", "attention_points");
+      if (!f)
+        return f.takeError();
+      if (!b)
+        return b.takeError();
+      double forwardFlops = 4 * dims[0] * dims[2] * dims[1] * dims[1] * dims[3] / 2; // causal
+      fwd.push_back({forwardFlops, *f});
+      bwd.push_back({2.5 * forwardFlops, *b});
+    }
+    c.attentionForward = RateCurve::fit(fwd, c.attentionForwardTflops);
+    c.attentionBackward = RateCurve::fit(bwd, c.attentionBackwardTflops);
+  }
   return c;
 }
 
@@ -188,13 +279,13 @@ double opSeconds(const OpWork &op, const Calibration &cal, bool bf16) {
   double memory = op.bytes / (cal.memoryGBps * 1e9);
   double seconds = memory;
   if (op.flops > 16 * op.bytes) {
-    double tflops = bf16 ? cal.gemmTflopsBf16 : std::max(cal.gemmTflopsF32, 1.0);
+    RateCurve rate = bf16 ? cal.gemmBf16 : RateCurve{std::max(cal.gemmTflopsF32, 1.0), 0};
     llvm::StringRef name = op.name;
     if (name.starts_with("nn.attention_grad"))
-      tflops = cal.attentionBackwardTflops;
+      rate = cal.attentionBackward;
     else if (name.starts_with("nn.attention"))
-      tflops = cal.attentionForwardTflops;
-    seconds = std::max(memory, op.flops / (tflops * 1e12));
+      rate = cal.attentionForward;
+    seconds = std::max(memory, rate.seconds(op.flops));
   }
   return seconds;
 }
@@ -473,11 +564,20 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             Link dpLink = linkFor(tp * pp, dp);
             double dpSeconds = ringSeconds(rankParams * 4.0, dp, dpLink, 2.0);
             double optSeconds = c.optPerParam * rankParams / double(dp > 1 ? dp : 1);
+            // A schedule that holds each stage on two ranks (DualPipe)
+            // exchanges the two partial weight gradients (f32) over the
+            // pipeline's link and sums them (read two, write one).
+            double copiesSeconds = 0;
+            if (paramCopies > 1)
+              copiesSeconds = ppLink.latencyUs * 1e-6 +
+                              rankParams * 4.0 / (ppLink.bandwidthGBps * 1e9) +
+                              rankParams * 12.0 / (cal.memoryGBps * 1e9);
             plan.computeSeconds = makespan;
+            plan.copiesSeconds = copiesSeconds;
             plan.tpCommSeconds = double(m) * layers / double(pp) * (tpForward + tpBackward);
             plan.dpCommSeconds = dpSeconds;
             plan.optimizerSeconds = optSeconds;
-            plan.stepSeconds = makespan + dpSeconds + optSeconds;
+            plan.stepSeconds = makespan + dpSeconds + optSeconds + copiesSeconds;
             plan.bubble = bubble;
             plan.tokensPerSecond = double(options.globalBatch) * seq / plan.stepSeconds;
             plan.mfu = c.flopsPerSequence * double(options.globalBatch) /

@@ -44,10 +44,26 @@ struct Cluster {
 
 /// Per-op rates measured by `loom-kernel-bench --calibration-out` (schema
 /// "loom-calibration/1"); absent ones come from the cluster.
+/// A compute-bound kernel's time as a fixed part (the tail of a GPU that a
+/// small kernel does not fill, its prologue) plus its FLOPs at a rate:
+/// seconds = fixedUs * 1e-6 + flops / (tflops * 1e12). Fitted by least
+/// squares to a calibration's points of several sizes; with one size only,
+/// fixedUs is 0.
+struct RateCurve {
+  double tflops = 0;
+  double fixedUs = 0;
+  double seconds(double flops) const { return fixedUs * 1e-6 + flops / (tflops * 1e12); }
+  /// (flops, tflops) pairs; `fallback` when they do not give a positive rate.
+  static RateCurve fit(const std::vector<std::pair<double, double>> &points, double fallback);
+};
+
 struct Calibration {
   std::string device;
   double gemmTflopsBf16 = 0, gemmTflopsF32 = 0;
   double attentionForwardTflops = 0, attentionBackwardTflops = 0;
+  /// Fitted from gemm_points and attention_points where the file has them;
+  /// otherwise the rates above with no fixed part.
+  RateCurve gemmBf16, attentionForward, attentionBackward;
   double memoryGBps = 0;
   double launchUs = 0;      // a kernel launched on its own
   /// A kernel of a replayed CUDA graph (loom-run captures each step); 1 us
@@ -89,6 +105,8 @@ struct PlanResult {
   double memoryBytes() const { return compiledMemoryBytes.value_or(peakMemoryBytes); }
   double bubble = 0;          // the largest rank's idle fraction of the step
   double computeSeconds = 0, tpCommSeconds = 0, dpCommSeconds = 0, optimizerSeconds = 0;
+  /// DualPipe: each weight gradient's two copies exchanged and summed.
+  double copiesSeconds = 0;
   bool fits = true;
 };
 

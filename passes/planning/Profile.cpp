@@ -70,10 +70,30 @@ struct FirstError {
   ScopedDiagnosticHandler handler;
 };
 
-/// Views and constants do no work of their own.
+/// The optimizer's update of a parameter, which the lowering writes into
+/// the parameter's own buffer and fuses with the gradient's clipping
+/// multiply (--loom-fuse-adamw).
+bool isInPlaceUpdate(Value v) {
+  return v.hasOneUse() && isa_and_nonnull<nn::AdamWOp>(v.getDefiningOp());
+}
+bool isScalar(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.hasStaticShape() && t.getNumElements() == 1;
+}
+
+/// Views and constants do no work of their own, nor does what the lowering
+/// folds away: an assignment the update already wrote in place, and a
+/// gradient's scaling by a scalar that feeds only the update (the update's
+/// kernel reads the unscaled gradient instead, the same bytes).
 bool doesWork(Operation *op) {
   if (isa<nn::ParameterOp, nn::ConstantOp, nn::ReshapeOp>(op))
     return false;
+  if (auto assign = dyn_cast<nn::AssignOp>(op))
+    return !isInPlaceUpdate(assign.getValue());
+  if (auto mul = dyn_cast<nn::MulOp>(op))
+    if (mul->hasOneUse() && isa<nn::AdamWOp>(*mul->getUsers().begin()) &&
+        (isScalar(mul->getOperand(0)) || isScalar(mul->getOperand(1))))
+      return false;
   return isa<nn::NNDialect>(op->getDialect());
 }
 

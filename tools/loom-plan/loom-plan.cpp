@@ -160,7 +160,8 @@ llvm::json::Object planJson(const planning::PlanResult &p, int64_t rank,
                        {"breakdown_s", llvm::json::Object{{"pipeline", p.computeSeconds},
                                                           {"tp_collectives", p.tpCommSeconds},
                                                           {"dp_collectives", p.dpCommSeconds},
-                                                          {"optimizer", p.optimizerSeconds}}},
+                                                          {"optimizer", p.optimizerSeconds},
+                                                          {"gradient_copies", p.copiesSeconds}}},
                        {"flags", planning::compileFlags(p.layout, options)}};
   if (rank > 0)
     o["rank"] = rank;
@@ -232,6 +233,7 @@ int main(int argc, char **argv) {
              .str());
   planning::Calibration calibration = planning::defaultCalibration();
   calibration.gemmTflopsBf16 = cluster.gemmTflops;
+  calibration.gemmBf16.tflops = cluster.gemmTflops;
   calibration.memoryGBps = cluster.memoryGBps;
   if (!calibrationPath.empty()) {
     auto c = planning::parseCalibration(readFile(calibrationPath, "calibration file"),
