@@ -58,8 +58,8 @@ Cluster defaultCluster() {
   c.gpuMemoryGiB = 140;
   c.peakTflops = 989;
   // Rates measured on an H200 (bench/calibration/h200.json).
-  c.gemmTflops = 767;
-  c.memoryGBps = 4037;
+  c.gemmTflops = 792;
+  c.memoryGBps = 4056;
   c.hostCopyGBps = 55;
   c.intraNode = {360, 5};  // NVLink 4 through NVSwitch, as NCCL's bus bandwidth
   c.interNode = {45, 10};  // one 400 Gb/s NIC per GPU
@@ -68,17 +68,20 @@ Cluster defaultCluster() {
 
 Calibration defaultCalibration() {
   Calibration c;
-  // loom-kernel-bench --calibration-out on an H200, 2026-11-26
-  // (bench/calibration/h200.json).
+  // loom-kernel-bench --calibration-out on an H200 (of nvidia-h200-x4),
+  // 2026-11-26 (bench/calibration/h200.json); the curves fitted as
+  // parseCalibration fits them.
   c.device = "built-in (an H200)";
-  c.gemmTflopsBf16 = 767;
+  c.gemmTflopsBf16 = 792;
   c.gemmTflopsF32 = 50;
-  c.attentionForwardTflops = 468;
-  c.attentionBackwardTflops = 290;
-  c.memoryGBps = 4037;
-  c.launchUs = 4.8;
-  c.graphLaunchUs = 1.0;
-  flatCurves(c);
+  c.attentionForwardTflops = 476;
+  c.attentionBackwardTflops = 292;
+  c.memoryGBps = 4056;
+  c.launchUs = 5.7;
+  c.graphLaunchUs = 1.24;
+  c.gemmBf16 = RateCurve{804, 6.2};
+  c.attentionForward = RateCurve{581, 26.5};
+  c.attentionBackward = RateCurve{343, 88.0};
   return c;
 }
 

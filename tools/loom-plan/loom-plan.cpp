@@ -232,8 +232,9 @@ int main(int argc, char **argv) {
                        int64_t(fixTp), int64_t(fixPp), int64_t(fixDp), cluster.gpus())
              .str());
   planning::Calibration calibration = planning::defaultCalibration();
+  // The cluster's GEMM rate scales the built-in curve (equal by default).
+  calibration.gemmBf16.tflops *= cluster.gemmTflops / calibration.gemmTflopsBf16;
   calibration.gemmTflopsBf16 = cluster.gemmTflops;
-  calibration.gemmBf16.tflops = cluster.gemmTflops;
   calibration.memoryGBps = cluster.memoryGBps;
   if (!calibrationPath.empty()) {
     auto c = planning::parseCalibration(readFile(calibrationPath, "calibration file"),
@@ -354,6 +355,13 @@ int main(int argc, char **argv) {
                       "calibration {4}\n",
                       cluster.name, cluster.nodes, cluster.gpusPerNode,
                       gib(cluster.gpuMemoryGiB * double(1ull << 30)), calibration.device);
+  os << llvm::formatv("loom-plan: calibration rates: bf16 GEMM {0:F0} TFLOP/s + {1:F1} us a kernel, "
+                      "attention {2:F0} + {3:F1} us forward, {4:F0} + {5:F1} us backward, "
+                      "memory {6:F0} GB/s\n",
+                      calibration.gemmBf16.tflops, calibration.gemmBf16.fixedUs,
+                      calibration.attentionForward.tflops, calibration.attentionForward.fixedUs,
+                      calibration.attentionBackward.tflops, calibration.attentionBackward.fixedUs,
+                      calibration.memoryGBps);
   os << llvm::formatv("loom-plan: profiled in {0:F1} s ({1} probe compiles), searched {2} "
                       "layouts in {3:F2} s: {4} fit, {5} rejected for memory; {6:F1} s in all\n",
                       profile->seconds, 4 * profile->probes.size(), result->searched,
