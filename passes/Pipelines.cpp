@@ -240,7 +240,8 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     // (the CPU backend runs its ops one by one); any other is inlined.
     pm.addPass(createUnfuse(UnfuseOptions{/*keepGeneratable=*/true}));
     if (!options.offloadActivations.empty())
-      pm.addPass(createOffloadActivations(OffloadActivationsOptions{options.offloadActivations}));
+      pm.addPass(createOffloadActivations(
+          OffloadActivationsOptions{options.offloadActivations, options.offloadPrefetch}));
     pm.addPass(createLowerToRt(LowerToRtOptions{options.entry}));
     pm.addPass(createFuseMatmulEpilogue());
     pm.addPass(createFuseAdamW());
@@ -512,6 +513,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::desc("saved activations of these layers go to host memory between forward "
                      "and backward: all, or layer indices and ranges (0-3,6)"),
       llvm::cl::init("")};
+  Option<int64_t> offloadPrefetch{
+      *this, "offload-prefetch",
+      llvm::cl::desc("reload an offloaded layer's activations this many layers of the "
+                     "backward early (0: at their first use)"),
+      llvm::cl::init(1)};
   Option<double> dpBucketMb{*this, "dp-bucket-mb",
                             llvm::cl::desc("MiB per data-parallel gradient bucket (0: none)"),
                             llvm::cl::init(25.0)};
@@ -564,6 +570,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.fp8Exclude.assign(fp8Exclude.begin(), fp8Exclude.end());
     o.recompute = recompute;
     o.offloadActivations = offloadActivations;
+    o.offloadPrefetch = offloadPrefetch;
     if (!offloadActivations.empty() && mode != PipelineMode::Train &&
         mode != PipelineMode::Gradients)
       return error("offload-activations applies to mode=train or mode=gradients");

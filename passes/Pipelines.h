@@ -89,6 +89,8 @@ struct PipelineOptions {
   /// Saved activations of these layers go to host memory between forward
   /// and backward (--loom-offload-activations): "all", "0-3,6", or empty.
   std::string offloadActivations;
+  /// Offloaded layers' reloads issued this many layers of the backward early.
+  int64_t offloadPrefetch = 1;
 
   /// FP8 GEMMs for the linear layers (--loom-fp8-mark, --loom-fp8-expand):
   /// a recipe (tensorwise, tensorwise-delayed, rowwise, blockwise), or empty

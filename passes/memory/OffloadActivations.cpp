@@ -13,6 +13,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <map>
 #include <set>
 
 namespace loom {
@@ -111,11 +112,24 @@ struct OffloadActivationsPass
     for (Operation *op : ops)
       if (llvm::any_of(op->getOperands(), [&](Value v) { return fromInputs.contains(v); }))
         fromInputs.insert(op->getResults().begin(), op->getResults().end());
-    OpBuilder b(func.getContext());
+    // The values to move, grouped by (microbatch, layer): a group's reloads
+    // are issued `prefetch` groups ahead, where the backward first reads the
+    // layer it runs that many layers before, so the copy back overlaps
+    // those layers' backward instead of stalling the stream at the first
+    // use (each layer ahead keeps one more layer's values on the device).
+    struct Moved {
+      Value value;
+      Operation *def, *lastForward, *firstBackward;
+    };
+    std::map<std::pair<int64_t, int64_t>, SmallVector<Moved>> groups;
+    // Every layer's saved values are grouped (the groups order the
+    // backward); only the chosen layers' move.
     for (Operation *op : ops) {
       auto it = assignment->layer.find(op);
-      if (it == assignment->layer.end() || !chosen->count(it->second) || !isForward(op))
+      if (it == assignment->layer.end() || it->second < 0 || it->second >= numLayers ||
+          !isForward(op))
         continue;
+      int64_t mb = loom::getMicrobatch(tagged(op)).value_or(0);
       for (Value result : op->getResults()) {
         auto type = dyn_cast<RankedTensorType>(result.getType());
         if (!type || !type.hasStaticShape() || !fromInputs.contains(result))
@@ -135,18 +149,57 @@ struct OffloadActivationsPass
             firstBackward = user;
         if (firstBackward->isBeforeInBlock(lastForward))
           continue;
-        b.setInsertionPointAfter(lastForward);
-        auto out = b.create<nn::OffloadOp>(op->getLoc(), type, result);
-        if (std::optional<int64_t> mb = loom::getMicrobatch(tagged(op)))
-          loom::setMicrobatch(out, *mb);
-        b.setInsertionPoint(firstBackward);
-        auto back = b.create<nn::ReloadOp>(op->getLoc(), type, out.getResult());
-        loom::setBackwardKind(back, BackwardKind::Input);
-        if (std::optional<int64_t> mb = loom::getMicrobatch(tagged(firstBackward)))
-          loom::setMicrobatch(back, *mb);
-        result.replaceUsesWithIf(back.getResult(), [&](OpOperand &use) {
-          return use.getOwner() != out && loom::isBackward(tagged(use.getOwner()));
-        });
+        groups[{mb, it->second}].push_back({result, op, lastForward, firstBackward});
+      }
+    }
+    // Per microbatch, the groups in the order the backward first reads them.
+    struct Group {
+      Operation *firstRead;
+      int64_t layer;
+      SmallVector<Moved> *moved;
+    };
+    std::map<int64_t, SmallVector<Group>> order;
+    for (auto &[key, moved] : groups) {
+      Operation *first = moved.front().firstBackward;
+      for (const Moved &m : moved)
+        if (m.firstBackward->isBeforeInBlock(first))
+          first = m.firstBackward;
+      order[key.first].push_back({first, key.second, &moved});
+    }
+    OpBuilder b(func.getContext());
+    const size_t ahead = size_t(std::max<int64_t>(prefetch, 0));
+    for (auto &[mb, list] : order) {
+      llvm::sort(list, [](const Group &x, const Group &y) {
+        return x.firstRead->isBeforeInBlock(y.firstRead);
+      });
+      for (size_t g = 0; g < list.size(); ++g) {
+        if (!chosen->count(list[g].layer))
+          continue;
+        for (Moved &m : *list[g].moved) {
+          auto type = cast<RankedTensorType>(m.value.getType());
+          b.setInsertionPointAfter(m.lastForward);
+          auto out = b.create<nn::OffloadOp>(m.def->getLoc(), type, m.value);
+          if (std::optional<int64_t> mbOf = loom::getMicrobatch(tagged(m.def)))
+            loom::setMicrobatch(out, *mbOf);
+          // `prefetch` layers ahead: where the backward first reads the
+          // layer that many groups earlier, once the copy out is issued.
+          Operation *at = m.firstBackward;
+          for (size_t back = std::min(ahead, g); back > 0; --back) {
+            Operation *early = list[g - back].firstRead;
+            if (out->isBeforeInBlock(early) && early->isBeforeInBlock(at)) {
+              at = early;
+              break;
+            }
+          }
+          b.setInsertionPoint(at);
+          auto back = b.create<nn::ReloadOp>(m.def->getLoc(), type, out.getResult());
+          loom::setBackwardKind(back, BackwardKind::Input);
+          if (std::optional<int64_t> mbOf = loom::getMicrobatch(tagged(m.firstBackward)))
+            loom::setMicrobatch(back, *mbOf);
+          m.value.replaceUsesWithIf(back.getResult(), [&](OpOperand &use) {
+            return use.getOwner() != out && loom::isBackward(tagged(use.getOwner()));
+          });
+        }
       }
     }
     return success();

@@ -111,7 +111,14 @@ def OffloadActivations : Pass<"loom-offload-activations", "mlir::ModuleOp"> {
 
     `layers`: `all`, or a list of layer indices and ranges (`0-3,6`), as
     passes/training/Layers.h numbers them. Values whose first backward use
-    comes before their last forward use are left alone.
+    comes before their last forward use are left alone, and so are values
+    of the parameters alone (a weight's cast), which do not grow with the
+    batch.
+
+    `prefetch` (default 1): a layer's reloads are issued where the backward
+    first reads the layer that many layers before it, so the copies back
+    overlap those layers' backward; each layer ahead keeps one more layer's
+    values on the device. 0 reloads at the first backward use.
 
     ```mlir
     %1 = nn.silu %0 {loom.microbatch = 0 : i64}
@@ -124,7 +131,10 @@ def OffloadActivations : Pass<"loom-offload-activations", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"layers", "layers", "std::string", /*default=*/"\"all\"",
-           "all, or layer indices and ranges (0-3,6)">
+           "all, or layer indices and ranges (0-3,6)">,
+    Option<"prefetch", "prefetch", "int64_t", /*default=*/"1",
+           "reload a layer's values this many layers of the backward before its own "
+           "(0: at its first backward use)">
   ];
 }
 

@@ -131,6 +131,13 @@ cl::opt<std::string> offloadActivations(
              "host-copy stream: all, layer indices and ranges (0-3,6), or auto (the first "
              "layers, as few as fit --memory-budget)"),
     cl::value_desc("layers"), cl::init(""), cl::cat(category));
+cl::opt<int> offloadPrefetch(
+    "offload-prefetch",
+    cl::desc("with --offload-activations: bring a layer's activations back this many layers "
+             "of the backward before their use, so the copies overlap those layers' compute; "
+             "each layer ahead keeps one more layer's activations on the device (default 1; "
+             "0: at their first use)"),
+    cl::init(1), cl::cat(category));
 cl::opt<bool> memoryReport(
     "memory-report",
     cl::desc("after writing the executable, print each rank's memory by what it holds, as "
@@ -531,6 +538,10 @@ int main(int argc, char **argv) {
          "applies to --mode=train or --mode=gradients");
   if (offloadActivations.getNumOccurrences() && offloadActivations.empty())
     fail("--offload-activations needs layers: all, or layer indices and ranges (0-3,6)");
+  if (offloadPrefetch.getNumOccurrences() && offloadPrefetch < 0)
+    fail("--offload-prefetch must be 0 or more layers, got " + llvm::Twine(int(offloadPrefetch)));
+  if (offloadPrefetch.getNumOccurrences() && !offloadActivations.getNumOccurrences())
+    fail("--offload-prefetch applies with --offload-activations");
   if (attentionStats.getNumOccurrences() && !training)
     fail("--attention-stats pairs a forward attention with its gradient: it applies to "
          "--mode=train or --mode=gradients");
@@ -734,6 +745,7 @@ int main(int argc, char **argv) {
   pipelineOptions.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
   pipelineOptions.recompute = recompute;
   pipelineOptions.offloadActivations = offloadActivations;
+  pipelineOptions.offloadPrefetch = offloadPrefetch;
   pipelineOptions.linearCrossEntropyChunk = linearCrossEntropyChunk;
   pipelineOptions.foldTransposes = foldTransposes;
   pipelineOptions.attentionStats = attentionStats;
