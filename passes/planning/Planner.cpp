@@ -270,6 +270,9 @@ std::string Layout::describe() const {
            .str();
   if (offload)
     s += ", offload";
+  if (paddingLayers > 0)
+    s += llvm::formatv(", {0} padding layer{1}", paddingLayers, paddingLayers == 1 ? "" : "s")
+             .str();
   return s;
 }
 
@@ -385,6 +388,8 @@ std::string compileFlags(const Layout &l, const SearchOptions &options) {
     f += llvm::formatv(" --pp {0} --schedule {1}", l.pp, l.schedule).str();
     if (l.vpp > 1)
       f += llvm::formatv(" --vpp {0}", l.vpp).str();
+    if (l.paddingLayers > 0)
+      f += " --pp-layout even";
   }
   if (l.recompute != "none")
     f += " --recompute=" + l.recompute;
@@ -491,13 +496,19 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             Layout l{tp, pp, dp, variant.vpp, variant.name, m, b, mode, offload};
             PlanResult plan;
             plan.layout = l;
-            // Model pieces: the schedule's chain, layers spread evenly;
-            // the first piece has the embedding, the last the head (the
-            // rest of the model, half each).
+            // Model pieces: the schedule's chain, the same number of layer
+            // slots each; where the layers do not divide, the empty slots
+            // (padding) go last, then first, beside the head and the
+            // embedding, as --pp-layout even places them. The first piece
+            // has the embedding, the last the head (the rest of the model,
+            // half each).
             int64_t pieces = schedule ? schedule->chainLength() : 1;
-            std::vector<double> pieceLayers(pieces);
-            for (int64_t i = 0; i < pieces; ++i)
-              pieceLayers[i] = double(layers / pieces + (i < layers % pieces ? 1 : 0));
+            int64_t slots = (layers + pieces - 1) / pieces;
+            int64_t padding = slots * pieces - layers;
+            std::vector<double> pieceLayers(pieces, double(slots));
+            for (int64_t i = 0; i < padding; ++i)
+              pieceLayers[i % 2 == 0 ? pieces - 1 - i / 2 : i / 2] -= 1;
+            plan.layout.paddingLayers = padding;
             auto restShare = [&](int64_t i) {
               return pieces == 1 ? 1.0 : (i == 0 || i == pieces - 1) ? 0.5 : 0.0;
             };

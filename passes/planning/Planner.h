@@ -86,6 +86,10 @@ struct Layout {
   int64_t microbatchSize = 1; // sequences
   std::string recompute = "none";
   bool offload = false; // --offload-activations=all
+  /// Empty layer slots when the layers do not divide into the pipeline's
+  /// stages: every stage gets as many slots, the empty ones last, then
+  /// first (--pp-layout even).
+  int64_t paddingLayers = 0;
   bool sp() const { return tp > 1; }
   bool zero1() const { return dp > 1; }
   std::string describe() const;

@@ -149,7 +149,7 @@ llvm::json::Object planJson(const planning::PlanResult &p, int64_t rank,
                             {"dp", l.dp},         {"zero1", l.zero1()},
                             {"schedule", l.schedule}, {"microbatches", l.microbatches},
                             {"microbatch_size", l.microbatchSize}, {"recompute", l.recompute},
-                            {"offload", l.offload}};
+                            {"offload", l.offload}, {"padding_layers", l.paddingLayers}};
   llvm::json::Object o{{"layout", std::move(layout)},
                        {"step_time_s", p.stepSeconds},
                        {"tokens_per_s", p.tokensPerSecond},
