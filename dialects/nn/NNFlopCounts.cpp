@@ -77,3 +77,14 @@ int64_t AttentionGradOp::getFlops() {
   // (shaped like dq).
   return 10 * elements(getQueryGrad().getType()) * attentionKeys(*this);
 }
+
+// A multiply and an add per output element and contracted index, as if
+// every row had an expert (rows past the last offset do none).
+int64_t GroupedMatmulOp::getFlops() {
+  return 2 * elements(getType()) * getInput().getType().getDimSize(1);
+}
+
+int64_t GroupedMatmulWeightGradOp::getFlops() {
+  auto input = getInput().getType();
+  return 2 * input.getDimSize(0) * input.getDimSize(1) * getGrad().getType().getDimSize(1);
+}

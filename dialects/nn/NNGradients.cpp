@@ -881,3 +881,75 @@ FailureOr<Value> GatherOp::buildOperandGradient(OpBuilder &b, unsigned index,
                             b.getI64IntegerAttr(data.getDimSize(getAxis())))
       .getResult();
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The gradient of a row-wise selection `values = input[..., indices]`
+/// along the last dim: each value's gradient goes back to its position.
+/// Built as a one-hot of the indices ([..., k, N]) times the gradient,
+/// summed over k: routing rows are short (N experts, k chosen).
+Value scatterRows(OpBuilder &b, Location loc, Value indices, Value grad,
+                  RankedTensorType inputType) {
+  auto idxType = tensorType(indices);
+  int64_t rank = idxType.getRank(), n = inputType.getShape().back();
+  SmallVector<int64_t> column(idxType.getShape());
+  column.push_back(1);
+  Value idx = reshape(b, loc, indices, column);
+  SmallVector<int64_t> row(rank + 1, 1);
+  row.back() = n;
+  Type i64 = b.getI64Type();
+  Value positions = b.create<IotaOp>(loc, RankedTensorType::get(row, i64),
+                                     b.getI64IntegerAttr(rank), b.getF64FloatAttr(0),
+                                     b.getF64FloatAttr(1));
+  Value hit = compare(b, loc, ComparePredicate::eq, idx, positions);
+  SmallVector<int64_t> full(idxType.getShape());
+  full.push_back(n);
+  Value oneHot = b.create<CastOp>(
+      loc, RankedTensorType::get(full, inputType.getElementType()), hit);
+  Value g = reshape(b, loc, grad, column);
+  return reduceSum(b, loc, mul(b, loc, oneHot, g), {rank - 1}, /*keepdim=*/false);
+}
+
+} // namespace
+
+FailureOr<Value> TopkOp::buildOperandGradient(OpBuilder &b, unsigned index,
+                                              ArrayRef<Value> resultGradients) {
+  FailureOr<Value> dy = incomingGradient(*this, index, resultGradients);
+  if (failed(dy) || !*dy)
+    return dy;
+  return scatterRows(b, getLoc(), getIndices(), *dy, getInput().getType());
+}
+
+FailureOr<Value> SortOp::buildOperandGradient(OpBuilder &b, unsigned index,
+                                              ArrayRef<Value> resultGradients) {
+  FailureOr<Value> dy = incomingGradient(*this, index, resultGradients);
+  if (failed(dy) || !*dy)
+    return dy;
+  return scatterRows(b, getLoc(), getIndices(), *dy, getInput().getType());
+}
+
+FailureOr<Value> GroupedMatmulOp::buildOperandGradient(OpBuilder &b, unsigned index,
+                                                       ArrayRef<Value> resultGradients) {
+  FailureOr<Value> dy = incomingGradient(*this, index, resultGradients);
+  if (failed(dy) || !*dy) // the offsets are integers: no gradient
+    return dy;
+  Location loc = getLoc();
+  if (index == 0) {
+    // dx = dy times each group's weight transposed: [E, N, K].
+    auto w = getWeight().getType();
+    auto wt = RankedTensorType::get({w.getDimSize(0), w.getDimSize(2), w.getDimSize(1)},
+                                    w.getElementType());
+    Value weightT = b.create<TransposeOp>(loc, wt, getWeight(),
+                                          b.getDenseI64ArrayAttr({0, 2, 1}));
+    return b.create<GroupedMatmulOp>(loc, getInput().getType(), *dy, weightT, getOffsets())
+        .getResult();
+  }
+  return b
+      .create<GroupedMatmulWeightGradOp>(loc, getWeight().getType(), getInput(), *dy,
+                                         getOffsets())
+      .getResult();
+}

@@ -1579,5 +1579,100 @@ LogicalResult Fp8PolicyAttr::verify(function_ref<InFlightDiagnostic()> emitError
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Mixture of experts (NNMoeOps.td)
+//===----------------------------------------------------------------------===//
+
+/// The results of a row-wise selection along the last dim: `values` with
+/// `input`'s element type, `indices` i64, both of `input`'s leading dims
+/// and `last` elements along the last one.
+static LogicalResult verifyRowSelection(Operation *op, RankedTensorType input,
+                                        RankedTensorType values, RankedTensorType indices,
+                                        int64_t last) {
+  if (input.getRank() < 1)
+    return op->emitOpError("takes a tensor of rank 1 or more, got a scalar");
+  SmallVector<int64_t> shape(input.getShape());
+  shape.back() = last;
+  if (values.getShape() != ArrayRef<int64_t>(shape) ||
+      indices.getShape() != ArrayRef<int64_t>(shape))
+    return op->emitOpError("results should be ")
+           << shapeString(shape) << ", got " << shapeString(values.getShape()) << " and "
+           << shapeString(indices.getShape());
+  if (values.getElementType() != input.getElementType())
+    return op->emitOpError("values must have the input's element type");
+  if (!indices.getElementType().isInteger(64))
+    return op->emitOpError("indices must be i64");
+  return success();
+}
+
+LogicalResult TopkOp::verify() {
+  auto input = getInput().getType();
+  if (input.getRank() < 1)
+    return emitOpError("takes a tensor of rank 1 or more, got a scalar");
+  int64_t n = input.getShape().back();
+  if (int64_t(getK()) < 1 || int64_t(getK()) > n)
+    return emitOpError("k must be in [1, ") << n << "], got " << int64_t(getK());
+  return verifyRowSelection(*this, input, getValues().getType(), getIndices().getType(),
+                            int64_t(getK()));
+}
+
+LogicalResult SortOp::verify() {
+  auto input = getInput().getType();
+  if (input.getRank() < 1)
+    return emitOpError("takes a tensor of rank 1 or more, got a scalar");
+  return verifyRowSelection(*this, input, getValues().getType(), getIndices().getType(),
+                            input.getShape().back());
+}
+
+/// input [S, K], weight-like [E, K, N] or grad [S, N], offsets [E].
+static LogicalResult verifyGrouped(Operation *op, RankedTensorType input, RankedTensorType offsets,
+                                   int64_t experts) {
+  if (input.getRank() != 2)
+    return op->emitOpError("input must be [rows, K], got ") << shapeString(input.getShape());
+  if (offsets.getRank() != 1 || offsets.getDimSize(0) != experts)
+    return op->emitOpError("offsets must be [") << experts << "] (one running row count per "
+                                                    "group), got "
+                                                 << shapeString(offsets.getShape());
+  return success();
+}
+
+LogicalResult GroupedMatmulOp::verify() {
+  auto input = getInput().getType(), weight = getWeight().getType(), out = getType();
+  if (weight.getRank() != 3)
+    return emitOpError("weight must be [groups, K, N], got ") << shapeString(weight.getShape());
+  if (failed(verifyGrouped(*this, input, getOffsets().getType(), weight.getDimSize(0))))
+    return failure();
+  if (input.getDimSize(1) != weight.getDimSize(1))
+    return emitOpError("contracted dims differ: input ")
+           << shapeString(input.getShape()) << ", weight " << shapeString(weight.getShape());
+  SmallVector<int64_t> shape{input.getDimSize(0), weight.getDimSize(2)};
+  if (out.getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError("result should be ") << shapeString(shape) << ", got "
+                                            << shapeString(out.getShape());
+  if (input.getElementType() != weight.getElementType() ||
+      out.getElementType() != input.getElementType())
+    return emitOpError("input, weight and result must have one element type");
+  return success();
+}
+
+LogicalResult GroupedMatmulWeightGradOp::verify() {
+  auto input = getInput().getType(), grad = getGrad().getType(), out = getType();
+  if (out.getRank() != 3)
+    return emitOpError("result must be [groups, K, N], got ") << shapeString(out.getShape());
+  if (failed(verifyGrouped(*this, input, getOffsets().getType(), out.getDimSize(0))))
+    return failure();
+  if (grad.getRank() != 2 || grad.getDimSize(0) != input.getDimSize(0))
+    return emitOpError("grad must be [") << input.getDimSize(0) << ", N], got "
+                                          << shapeString(grad.getShape());
+  SmallVector<int64_t> shape{out.getDimSize(0), input.getDimSize(1), grad.getDimSize(1)};
+  if (out.getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError("result should be ") << shapeString(shape) << ", got "
+                                            << shapeString(out.getShape());
+  if (input.getElementType() != grad.getElementType() ||
+      out.getElementType() != input.getElementType())
+    return emitOpError("input, grad and result must have one element type");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/nn/NNOps.cpp.inc"

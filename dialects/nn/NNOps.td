@@ -1213,5 +1213,6 @@ def NN_CrossEntropyGradOp : NN_KernelOp<"cross_entropy_grad", [Pure, InferTypeOp
 include "dialects/nn/NNTrainingOps.td"
 include "dialects/nn/NNFusionOps.td"
 include "dialects/nn/NNFp8Ops.td"
+include "dialects/nn/NNMoeOps.td"
 
 #endif // LOOM_NN_OPS_TD

@@ -670,3 +670,29 @@ ShardingRule GatherGradOp::getShardingRule() {
   }
   return b.rule;
 }
+
+// Mixture of experts. topk and sort split over their rows and keep the
+// last dim whole; the grouped GEMMs stay whole for now (expert parallelism,
+// --ep, splits them by groups).
+
+static ShardingRule rowSelectionRule(Operation *op) {
+  RuleBuilder b(op);
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  for (int64_t d = 0; d + 1 < int64_t(in.size()); ++d) {
+    if (in[d] == 1)
+      continue;
+    int f = b.factor(FactorKind::Parallel, in[d]);
+    b.operand(0, d, f);
+    b.result(0, d, f);
+    b.result(1, d, f);
+  }
+  int64_t last = int64_t(in.size()) - 1;
+  if (last >= 0)
+    b.operand(0, last, b.factor(FactorKind::Blocked, in[last]));
+  return b.rule;
+}
+
+ShardingRule TopkOp::getShardingRule() { return rowSelectionRule(*this); }
+ShardingRule SortOp::getShardingRule() { return rowSelectionRule(*this); }
+ShardingRule GroupedMatmulOp::getShardingRule() { return RuleBuilder(*this).rule; }
+ShardingRule GroupedMatmulWeightGradOp::getShardingRule() { return RuleBuilder(*this).rule; }

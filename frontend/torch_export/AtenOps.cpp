@@ -17,6 +17,13 @@
 using namespace mlir;
 
 namespace loom::torch_export {
+
+// AtenRoutingOps.cpp: mixture-of-experts routing.
+void addRoutingConverters(llvm::StringMap<OperatorConverter> &table);
+llvm::Error convertIndexPutIntegers(NodeContext &node, mlir::Value self, mlir::Value index,
+                                    mlir::Value values, bool accumulate);
+llvm::Error convertCumsumAtRunTime(NodeContext &node, mlir::Value self, int64_t dim);
+
 namespace {
 
 using llvm::Error;
@@ -532,10 +539,21 @@ Error convertIndexPut(NodeContext &node) {
   auto indices = node.tensorList("indices", 1);
   if (!indices)
     return indices.takeError();
+  if (indices->size() == 1 && indices->front() &&
+      isa<IntegerType>(tensorType(*indices->front()).getElementType()) &&
+      !tensorType(*indices->front()).getElementType().isInteger(1)) {
+    auto values = node.tensor("values", 2);
+    if (!values)
+      return values.takeError();
+    auto accumulate = node.boolean("accumulate", 3, false);
+    if (!accumulate)
+      return accumulate.takeError();
+    return convertIndexPutIntegers(node, *self, *indices->front(), *values, *accumulate);
+  }
   if (indices->size() != 1 || !indices->front() ||
       !tensorType(*indices->front()).getElementType().isInteger(1))
-    return importError("index_put with integer or several indices (a scatter) is not supported; "
-                       "only a boolean mask is");
+    return importError("index_put with several indices is not supported; only a boolean mask "
+                       "or one integer index into dim 0");
   Value mask = *indices->front();
   RankedTensorType maskType = tensorType(mask);
   if (maskType.getRank() > type->getRank() ||
@@ -1210,11 +1228,13 @@ Error convertCumsum(NodeContext &node) {
   auto axis = normalizeDim(*dim, inputType.getRank());
   if (!axis)
     return axis.takeError();
+  if (type->getShape() != inputType.getShape())
+    return importError("cumsum changes the shape");
+  if (!node.importer().constantValue(*self))
+    return convertCumsumAtRunTime(node, *self, *dim);
   auto value = requireConstant(node, *self);
   if (!value)
     return value.takeError();
-  if (type->getShape() != inputType.getShape())
-    return importError("cumsum changes the shape");
   std::vector<double> values = toDoubles(*value);
   int64_t size = inputType.getRank() ? inputType.getDimSize(*axis) : 1;
   int64_t inner = 1;
@@ -1835,6 +1855,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
                              "aten._assert_async", "aten.sym_constrain_range",
                              "aten.sym_constrain_range_for_size"})
       t[name] = skipAssertion;
+    addRoutingConverters(t);
     return t;
   }();
   return table;

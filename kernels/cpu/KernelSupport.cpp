@@ -60,6 +60,9 @@ constexpr KernelImpl kImplementations[] = {
     {KernelId::CrossEntropyStats, runCrossEntropyStats},
     {KernelId::CrossEntropyCombine, runCrossEntropyCombine},
     {KernelId::CrossEntropyBlockGrad, runCrossEntropyBlockGrad},
+    {KernelId::Topk, runTopk}, {KernelId::Sort, runSort},
+    {KernelId::GroupedMatmul, runGroupedMatmul},
+    {KernelId::GroupedMatmulWeightGrad, runGroupedMatmulWeightGrad},
     {KernelId::Fused, runFused},
 };
 

@@ -84,6 +84,10 @@ llvm::Error runDequantize(const KernelCall &call);      // Fp8.cpp
 llvm::Error runAmax(const KernelCall &call);            // Fp8.cpp
 llvm::Error runFp8Scale(const KernelCall &call);        // Fp8.cpp
 llvm::Error runNormWeightGrad(const KernelCall &call);  // Normalization.cpp
+llvm::Error runTopk(const KernelCall &call);            // Moe.cpp
+llvm::Error runSort(const KernelCall &call);            // Moe.cpp
+llvm::Error runGroupedMatmul(const KernelCall &call);   // Moe.cpp
+llvm::Error runGroupedMatmulWeightGrad(const KernelCall &call); // Moe.cpp
 // nn.fused: the body's members one by one (Fused.cpp).
 llvm::Error runFused(const KernelCall &call);
 

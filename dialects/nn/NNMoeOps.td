@@ -1,0 +1,108 @@
+#ifndef LOOM_NN_MOE_OPS_TD
+#define LOOM_NN_MOE_OPS_TD
+
+// Mixture-of-experts building blocks (issue 21): a router's top-k choice,
+// the sort that groups tokens by expert, and the experts' grouped GEMM over
+// those groups. The routing's other steps (counts per expert, their running
+// sum, the one-hot masks of gathers and scatters) are compositions of the
+// elementwise, compare and reduction ops.
+
+def NN_TopkOp : NN_KernelOp<"topk", [Pure,
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    input (float) [..., N] -> values [..., k] (input's dtype), indices
+    [..., k] (i64): the k largest of each row along the last dim (the k
+    smallest with attr smallest = 1), best first; equal values by lower
+    index first; NaN ranks above every number.
+  }];
+  let summary = "the k largest (or smallest) values of each row and their positions";
+  let description = [{
+    Along the last dim. The values come best first, ties by position, so the
+    result does not depend on the kernel. The values' gradient goes back to
+    the positions they came from; the indices have none.
+
+    ```mlir
+    %v, %i = nn.topk %scores k = 2 : (tensor<8x4xf32>) -> (tensor<8x2xf32>, tensor<8x2xi64>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, I64Attr:$k, UnitAttr:$smallest);
+  let results = (outs NN_FloatTensor:$values, NN_IndexTensor:$indices);
+  let assemblyFormat = [{
+    $input `k` `=` $k (`smallest` $smallest^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_SortOp : NN_KernelOp<"sort", [Pure,
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let kernelDoc = [{
+    input [..., N] (float or integer) -> values (input's type), indices
+    [..., N] (i64): each row along the last dim in ascending order (attr
+    descending = 1: descending), stable (equal values keep their order);
+    NaN sorts above every number.
+  }];
+  let summary = "each row sorted along the last dim, stably, with the permutation";
+  let description = [{
+    Stable, so equal keys (tokens routed to one expert) keep their order and
+    the result does not depend on the kernel. A float input's gradient goes
+    back through the permutation.
+
+    ```mlir
+    %v, %p = nn.sort %ids : (tensor<96xi64>) -> (tensor<96xi64>, tensor<96xi64>)
+    ```
+  }];
+  let arguments = (ins NN_NumericTensor:$input, UnitAttr:$descending);
+  let results = (outs NN_NumericTensor:$values, NN_IndexTensor:$indices);
+  let assemblyFormat = [{
+    $input (`descending` $descending^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_GroupedMatmulOp : NN_KernelOp<"grouped_matmul", [Pure,
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>,
+    DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
+  let kernelDoc = [{
+    input [S, K], weight [E, K, N] (float, one dtype), offsets [E] (i32/i64,
+    non-decreasing, at most S) -> out [S, N] (input's dtype): rows
+    offsets[e-1] .. offsets[e] (from 0 for e = 0) times weight[e]; rows past
+    offsets[E-1] are zero. Accumulates in f32 (f64 for f64), in increasing k.
+  }];
+  let summary = "one GEMM per group of rows, each with its own weight (the experts' GEMM)";
+  let description = [{
+    The rows of `input` come grouped by expert: group `e` is rows
+    `offsets[e-1]` to `offsets[e]` (the running count of tokens per expert),
+    multiplied by `weight[e]`. Rows past the last offset (tokens dropped, or
+    sent to no local expert) give zeros. An expert with no rows does no work.
+
+    ```mlir
+    %y = nn.grouped_matmul %x, %w, %offs : (tensor<96x32xf32>, tensor<4x32x48xf32>, tensor<4xi32>) -> tensor<96x48xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight, NN_IndexTensor:$offsets);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight `,` $offsets attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_GroupedMatmulWeightGradOp : NN_KernelOp<"grouped_matmul_weight_grad", [Pure,
+    DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
+  let kernelDoc = [{
+    input [S, K], grad [S, N] (float, one dtype), offsets [E] (as
+    nn.grouped_matmul) -> out [E, K, N]: out[e] = input[rows of e]^T
+    grad[rows of e]; zero for an expert with no rows. Accumulates in f32
+    (f64 for f64), in increasing row order.
+  }];
+  let summary = "the weight gradient of nn.grouped_matmul, per group";
+  let description = [{
+    ```mlir
+    %dw = nn.grouped_matmul_weight_grad %x, %dy, %offs : (tensor<96x32xf32>, tensor<96x48xf32>, tensor<4xi32>) -> tensor<4x32x48xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad, NN_IndexTensor:$offsets);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad `,` $offsets attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+#endif // LOOM_NN_MOE_OPS_TD

@@ -1,0 +1,581 @@
+// The ATen operators of mixture-of-experts routing (issue 21), as
+// transformers 5 exports them: topk and sort become nn.topk and nn.sort;
+// transformers' own grouped_mm_fallback becomes nn.grouped_matmul; the
+// rest (histc, a running sum of per-expert counts, gather and scatter along
+// the experts, floor division of positions, the inverse of a sort's
+// permutation) are built from elementwise, compare, reduction and matmul
+// ops. The built ones materialize a one-hot over the experts (or a
+// triangle over the counts), which is small for routing; each refuses,
+// with a one-line error, a size where that would not be.
+
+#include "frontend/torch_export/GraphImporter.h"
+#include "frontend/torch_export/TorchTypes.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "llvm/ADT/StringMap.h"
+
+#include <limits>
+
+using namespace mlir;
+
+namespace loom::torch_export {
+namespace {
+
+using llvm::Error;
+using llvm::Expected;
+
+/// The most elements a one-hot or triangle built here may hold.
+constexpr int64_t kMaxBuiltElements = int64_t(1) << 26;
+
+RankedTensorType tensorType(Value value) { return cast<RankedTensorType>(value.getType()); }
+
+Expected<int64_t> lastDim(int64_t dim, int64_t rank, llvm::StringRef what) {
+  int64_t extent = std::max<int64_t>(rank, 1);
+  if (dim < -extent || dim >= extent)
+    return importError(what + llvm::Twine(": dim ") + llvm::Twine(dim) +
+                       " is out of range for rank " + llvm::Twine(rank));
+  int64_t axis = dim < 0 ? dim + extent : dim;
+  if (axis != rank - 1)
+    return importError(what + llvm::Twine(" along dim ") + llvm::Twine(dim) + " of a rank-" +
+                       llvm::Twine(rank) + " tensor: only the last dim is supported");
+  return axis;
+}
+
+Error tooLarge(llvm::StringRef what, int64_t elements) {
+  return importError(what + llvm::Twine(" would build ") + llvm::Twine(elements) +
+                     " elements (more than " + llvm::Twine(kMaxBuiltElements) +
+                     "); this size is not supported");
+}
+
+/// The op's results set from an op of several results.
+Error setResults(NodeContext &node, Operation *op) {
+  if (llvm::Error err = node.importer().verify(op))
+    return err;
+  for (unsigned i = 0; i < op->getNumResults(); ++i)
+    if (llvm::Error err = node.setResult(i, op->getResult(i)))
+      return err;
+  return Error::success();
+}
+
+/// A constant i64 row 0 .. n-1 of shape [1, ..., 1, n] (rank `rank`).
+Expected<Value> positions(GraphImporter &g, int64_t n, int64_t rank) {
+  SmallVector<int64_t> shape(rank, 1);
+  shape.back() = n;
+  auto type = RankedTensorType::get(shape, g.builder().getI64Type());
+  return g.create<nn::IotaOp>(type, g.builder().getI64IntegerAttr(rank - 1),
+                              g.builder().getF64FloatAttr(0), g.builder().getF64FloatAttr(1));
+}
+
+Expected<Value> compareValues(GraphImporter &g, nn::ComparePredicate predicate, Value x, Value y,
+                              ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, IntegerType::get(g.context(), 1));
+  return g.create<nn::CompareOp>(type, nn::ComparePredicateAttr::get(g.context(), predicate), x,
+                                 y);
+}
+
+/// oneHot[..., j, n] = (index[..., j] == n), in `element`: [..., k, N].
+Expected<Value> oneHot(GraphImporter &g, Value index, int64_t n, Type element,
+                       llvm::StringRef what) {
+  RankedTensorType indexType = tensorType(index);
+  SmallVector<int64_t> column(indexType.getShape()), full(indexType.getShape());
+  column.push_back(1);
+  full.push_back(n);
+  int64_t elements = indexType.getNumElements() * n;
+  if (elements > kMaxBuiltElements)
+    return tooLarge(what, elements);
+  auto idx = g.reshapeTo(index, column);
+  if (!idx)
+    return idx.takeError();
+  auto idx64 = g.castTo(*idx, g.builder().getI64Type());
+  if (!idx64)
+    return idx64.takeError();
+  auto row = positions(g, n, int64_t(column.size()));
+  if (!row)
+    return row.takeError();
+  auto hit = compareValues(g, nn::ComparePredicate::eq, *idx64, *row, full);
+  if (!hit)
+    return hit.takeError();
+  return g.castTo(*hit, element);
+}
+
+/// aten.topk(self, k, dim=-1, largest=True, sorted=True): best first, ties by
+/// position (torch leaves the order of sorted=False open, and the routing
+/// reads it only through sums over the k choices).
+Error convertTopk(NodeContext &node) {
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto k = node.integer("k", 1);
+  if (!k)
+    return k.takeError();
+  auto dim = node.integer("dim", 2, -1);
+  if (!dim)
+    return dim.takeError();
+  auto largest = node.boolean("largest", 3, true);
+  if (!largest)
+    return largest.takeError();
+  RankedTensorType type = tensorType(*self);
+  if (auto axis = lastDim(*dim, type.getRank(), "topk"); !axis)
+    return axis.takeError();
+  auto values = node.resultType(0);
+  if (!values)
+    return values.takeError();
+  auto indices = node.resultType(1);
+  if (!indices)
+    return indices.takeError();
+  GraphImporter &g = node.importer();
+  OpBuilder &b = g.builder();
+  auto op = b.create<nn::TopkOp>(g.loc(), TypeRange{*values, *indices}, *self,
+                                 b.getI64IntegerAttr(*k),
+                                 *largest ? UnitAttr() : b.getUnitAttr());
+  return setResults(node, op);
+}
+
+/// aten.sort(self, dim=-1, descending=False) and sort.stable (keyword
+/// arguments): stable either way.
+Error convertSort(NodeContext &node) {
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  bool stableOverload = node.has("stable", 1);
+  auto dim = node.integer("dim", stableOverload ? 2 : 1, -1);
+  if (!dim)
+    return dim.takeError();
+  auto descending = node.boolean("descending", stableOverload ? 3 : 2, false);
+  if (!descending)
+    return descending.takeError();
+  if (auto axis = lastDim(*dim, tensorType(*self).getRank(), "sort"); !axis)
+    return axis.takeError();
+  auto values = node.resultType(0);
+  if (!values)
+    return values.takeError();
+  auto indices = node.resultType(1);
+  if (!indices)
+    return indices.takeError();
+  GraphImporter &g = node.importer();
+  auto op = g.builder().create<nn::SortOp>(g.loc(), TypeRange{*values, *indices}, *self,
+                                           *descending ? g.builder().getUnitAttr() : UnitAttr());
+  return setResults(node, op);
+}
+
+/// transformers.grouped_mm_fallback(input [S, K], weight [E, K, N], offs [E]).
+Error convertGroupedMm(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto input = node.tensor("input", 0);
+  if (!input)
+    return input.takeError();
+  auto weight = node.tensor("weight", 1);
+  if (!weight)
+    return weight.takeError();
+  auto offs = node.tensor("offs", 2);
+  if (!offs)
+    return offs.takeError();
+  GraphImporter &g = node.importer();
+  auto w = g.castTo(*weight, type->getElementType());
+  if (!w)
+    return w.takeError();
+  auto x = g.castTo(*input, type->getElementType());
+  if (!x)
+    return x.takeError();
+  auto result = g.create<nn::GroupedMatmulOp>(*type, *x, *w, *offs);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// aten.histc(self, bins, min, max): counts of `self` in `bins` equal bins
+/// over [min, max] (the last one closed), as floats.
+Error convertHistc(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto bins = node.integer("bins", 1, 100);
+  if (!bins)
+    return bins.takeError();
+  auto lo = node.number("min", 2, 0.0);
+  if (!lo)
+    return lo.takeError();
+  auto hi = node.number("max", 3, 0.0);
+  if (!hi)
+    return hi.takeError();
+  if (*bins < 1)
+    return importError("histc needs at least one bin, got " + llvm::Twine(*bins));
+  if (!(*hi > *lo))
+    return importError("histc with min >= max takes its range from the data; only a given "
+                       "range (min < max) is supported");
+  GraphImporter &g = node.importer();
+  RankedTensorType selfType = tensorType(*self);
+  int64_t count = selfType.getNumElements();
+  if (count * *bins > kMaxBuiltElements)
+    return tooLarge("histc", count * *bins);
+  Type f32 = g.builder().getF32Type();
+  auto flat = g.reshapeTo(*self, {count, 1});
+  if (!flat)
+    return flat.takeError();
+  auto x = g.castTo(*flat, f32);
+  if (!x)
+    return x.takeError();
+  // Bin b holds [lo + b w, lo + (b + 1) w); the last one also max.
+  double width = (*hi - *lo) / double(*bins);
+  std::vector<float> starts(*bins), ends(*bins);
+  for (int64_t b = 0; b < *bins; ++b) {
+    starts[b] = float(*lo + double(b) * width);
+    ends[b] = b + 1 == *bins ? std::numeric_limits<float>::infinity()
+                             : float(*lo + double(b + 1) * width);
+  }
+  auto binType = RankedTensorType::get({1, *bins}, f32);
+  Value start = g.constant(DenseElementsAttr::get(binType, llvm::ArrayRef<float>(starts)));
+  Value end = g.constant(DenseElementsAttr::get(binType, llvm::ArrayRef<float>(ends)));
+  SmallVector<int64_t> grid{count, *bins};
+  auto above = compareValues(g, nn::ComparePredicate::ge, *x, start, grid);
+  if (!above)
+    return above.takeError();
+  auto below = compareValues(g, nn::ComparePredicate::lt, *x, end, grid);
+  if (!below)
+    return below.takeError();
+  auto inRange = compareValues(g, nn::ComparePredicate::le, *x, g.scalar(f32, *hi), {count, 1});
+  if (!inRange)
+    return inRange.takeError();
+  Value member;
+  for (Value v : {*above, *below, *inRange}) {
+    auto f = g.castTo(v, f32);
+    if (!f)
+      return f.takeError();
+    if (!member) {
+      member = *f;
+      continue;
+    }
+    auto product = g.create<nn::MulOp>(RankedTensorType::get(grid, f32), member, *f);
+    if (!product)
+      return product.takeError();
+    member = *product;
+  }
+  auto counts = g.create<nn::ReduceSumOp>(RankedTensorType::get({*bins}, f32), member,
+                                          g.builder().getDenseI64ArrayAttr({0}), UnitAttr());
+  if (!counts)
+    return counts.takeError();
+  auto result = g.castTo(*counts, type->getElementType());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// aten.cumsum(self, dim, dtype) of a value known only at run time, along
+/// the last dim: a product with the upper triangle of ones, in f32 (exact
+/// for the integer counts it runs over, up to 2^24) or the float type.
+Error convertRunningSum(NodeContext &node, Value self, int64_t dim) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  RankedTensorType selfType = tensorType(self);
+  if (auto axis = lastDim(dim, selfType.getRank(), "cumsum"); !axis)
+    return axis.takeError();
+  int64_t n = selfType.getRank() ? selfType.getShape().back() : 1;
+  if (n * n > kMaxBuiltElements)
+    return tooLarge("cumsum", n * n);
+  GraphImporter &g = node.importer();
+  Type compute = type->getElementType();
+  if (!isa<FloatType>(compute))
+    compute = g.builder().getF32Type();
+  int64_t rows = selfType.getRank() ? selfType.getNumElements() / std::max<int64_t>(n, 1) : 1;
+  auto flat = g.reshapeTo(self, {rows, n});
+  if (!flat)
+    return flat.takeError();
+  auto x = g.castTo(*flat, compute);
+  if (!x)
+    return x.takeError();
+  auto triangleType = RankedTensorType::get({n, n}, compute);
+  std::vector<Attribute> ones(n * n);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < n; ++i)
+      ones[j * n + i] = g.builder().getFloatAttr(compute, j <= i ? 1.0 : 0.0);
+  Value triangle = g.constant(DenseElementsAttr::get(triangleType, ones));
+  auto sums = g.create<nn::MatmulOp>(RankedTensorType::get({rows, n}, compute), *x, triangle,
+                                     UnitAttr(), UnitAttr());
+  if (!sums)
+    return sums.takeError();
+  auto shaped = g.reshapeTo(*sums, type->getShape());
+  if (!shaped)
+    return shaped.takeError();
+  auto result = g.castTo(*shaped, type->getElementType());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// aten.floor_divide(self, other) on integers: truncating division, then
+/// one less where the remainder is nonzero and the signs differ.
+Error convertFloorDivide(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  Type element = type->getElementType();
+  if (!isa<IntegerType>(element))
+    return importError("floor_divide of " + typeString(element) +
+                       " is not supported (integers only)");
+  GraphImporter &g = node.importer();
+  auto self = node.tensorOrNumber("self", 0, element);
+  if (!self)
+    return self.takeError();
+  auto other = node.tensorOrNumber("other", 1, element);
+  if (!other)
+    return other.takeError();
+  auto x = g.castTo(*self, element);
+  if (!x)
+    return x.takeError();
+  auto y = g.castTo(*other, element);
+  if (!y)
+    return y.takeError();
+  auto q = g.create<nn::DivOp>(*type, *x, *y);
+  if (!q)
+    return q.takeError();
+  auto qy = g.create<nn::MulOp>(*type, *q, *y);
+  if (!qy)
+    return qy.takeError();
+  auto r = g.create<nn::SubOp>(*type, *x, *qy);
+  if (!r)
+    return r.takeError();
+  Value zero = g.scalar(element, 0);
+  auto nonzero = compareValues(g, nn::ComparePredicate::ne, *r, zero, type->getShape());
+  auto rNegative = compareValues(g, nn::ComparePredicate::lt, *r, zero, type->getShape());
+  auto yNegative = compareValues(g, nn::ComparePredicate::lt, *y, zero, tensorType(*y).getShape());
+  if (!nonzero || !rNegative || !yNegative)
+    return importError("floor_divide: cannot compare its remainder");
+  auto differ = compareValues(g, nn::ComparePredicate::ne, *rNegative, *yNegative,
+                              type->getShape());
+  if (!differ)
+    return differ.takeError();
+  auto adjust = g.create<nn::WhereOp>(type->clone(IntegerType::get(g.context(), 1)), *nonzero,
+                                      *differ, g.scalar(IntegerType::get(g.context(), 1), 0));
+  if (!adjust)
+    return adjust.takeError();
+  auto one = g.create<nn::WhereOp>(*type, *adjust, g.scalar(element, 1), zero);
+  if (!one)
+    return one.takeError();
+  auto result = g.create<nn::SubOp>(*type, *q, *one);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// aten.gather(self, dim, index) along the last dim: out[..., j] =
+/// self[..., index[..., j]], as a one-hot times self summed over the last
+/// dim (the gradient goes back the same way).
+Error convertGatherElements(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto dim = node.integer("dim", 1);
+  if (!dim)
+    return dim.takeError();
+  auto index = node.tensor("index", 2);
+  if (!index)
+    return index.takeError();
+  RankedTensorType selfType = tensorType(*self), indexType = tensorType(*index);
+  if (auto axis = lastDim(*dim, selfType.getRank(), "gather"); !axis)
+    return axis.takeError();
+  if (indexType.getRank() != selfType.getRank() ||
+      indexType.getShape().drop_back() != selfType.getShape().drop_back())
+    return importError("gather: index " + typeString(indexType) + " and self " +
+                       typeString(selfType) + " differ outside the gathered dim");
+  GraphImporter &g = node.importer();
+  Type element = selfType.getElementType();
+  if (!isa<FloatType>(element))
+    return importError("gather of " + typeString(selfType) + " is not supported (floats only)");
+  int64_t n = selfType.getShape().back();
+  auto hot = oneHot(g, *index, n, element, "gather");
+  if (!hot)
+    return hot.takeError();
+  SmallVector<int64_t> rowShape(selfType.getShape());
+  rowShape.insert(rowShape.end() - 1, 1);
+  auto rows = g.reshapeTo(*self, rowShape);
+  if (!rows)
+    return rows.takeError();
+  SmallVector<int64_t> full(indexType.getShape());
+  full.push_back(n);
+  auto picked = g.create<nn::MulOp>(RankedTensorType::get(full, element), *hot, *rows);
+  if (!picked)
+    return picked.takeError();
+  auto result = g.create<nn::ReduceSumOp>(*type, *picked,
+                                          g.builder().getDenseI64ArrayAttr({int64_t(full.size()) - 1}),
+                                          UnitAttr());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// aten.scatter(self, dim, index, value) along the last dim with a scalar:
+/// self where no index hits, value where one does.
+Error convertScatterValue(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto dim = node.integer("dim", 1);
+  if (!dim)
+    return dim.takeError();
+  auto index = node.tensor("index", 2);
+  if (!index)
+    return index.takeError();
+  if (!node.isNumber("value", 3))
+    return importError("scatter with a tensor of values is not supported; only a scalar value");
+  RankedTensorType selfType = tensorType(*self), indexType = tensorType(*index);
+  if (auto axis = lastDim(*dim, selfType.getRank(), "scatter"); !axis)
+    return axis.takeError();
+  if (indexType.getRank() != selfType.getRank() ||
+      indexType.getShape().drop_back() != selfType.getShape().drop_back())
+    return importError("scatter: index " + typeString(indexType) + " and self " +
+                       typeString(selfType) + " differ outside the scattered dim");
+  GraphImporter &g = node.importer();
+  Type element = type->getElementType();
+  auto value = node.tensorOrNumber("value", 3, element);
+  if (!value)
+    return value.takeError();
+  int64_t n = selfType.getShape().back();
+  Type f32 = g.builder().getF32Type();
+  auto hot = oneHot(g, *index, n, f32, "scatter");
+  if (!hot)
+    return hot.takeError();
+  auto hits = g.create<nn::ReduceMaxOp>(
+      RankedTensorType::get(selfType.getShape(), f32), *hot,
+      g.builder().getDenseI64ArrayAttr({selfType.getRank() - 1}), UnitAttr());
+  if (!hits)
+    return hits.takeError();
+  auto hit = compareValues(g, nn::ComparePredicate::gt, *hits, g.scalar(f32, 0),
+                           selfType.getShape());
+  if (!hit)
+    return hit.takeError();
+  auto cast = g.castTo(*value, element);
+  if (!cast)
+    return cast.takeError();
+  auto selfCast = g.castTo(*self, element);
+  if (!selfCast)
+    return selfCast.takeError();
+  auto result = g.create<nn::WhereOp>(*type, *hit, *cast, *selfCast);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+} // namespace
+
+/// index_put(self, [index], values) with one integer index into dim 0.
+/// Values 0, 1, ... put at a permutation's positions are its inverse: the
+/// positions that sort it. Otherwise a one-hot of the index (rows whose
+/// index no value names keep self's).
+llvm::Error convertIndexPutIntegers(NodeContext &node, Value self, Value index, Value values,
+                                    bool accumulate) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  GraphImporter &g = node.importer();
+  RankedTensorType indexType = tensorType(index), valuesType = tensorType(values);
+  if (indexType.getRank() != 1)
+    return importError("index_put with a " + typeString(indexType) +
+                       " index is not supported (a 1-D index into dim 0)");
+  int64_t n = indexType.getDimSize(0), rows = type->getRank() ? type->getDimSize(0) : 1;
+  // An iota of the index's length: the inverse permutation.
+  if (!accumulate && type->getRank() == 1 && rows == n && valuesType.getShape() == type->getShape())
+    if (auto iota = values.getDefiningOp<nn::IotaOp>();
+        iota && iota.getStart().convertToDouble() == 0 && iota.getStep().convertToDouble() == 1) {
+      auto sorted = g.builder().create<nn::SortOp>(
+          g.loc(), TypeRange{indexType, RankedTensorType::get({n}, g.builder().getI64Type())},
+          index, UnitAttr());
+      if (llvm::Error err = g.verify(sorted))
+        return err;
+      auto result = g.castTo(sorted.getIndices(), type->getElementType());
+      if (!result)
+        return result.takeError();
+      return node.setResult(0, *result);
+    }
+  if (!isa<FloatType>(type->getElementType()) && !isa<IntegerType>(type->getElementType()))
+    return importError("index_put of " + typeString(*type) + " is not supported");
+  // hot[i, r] = (index[i] == r); per row r: sum_i hot[i, r] * values[i].
+  Type f32 = isa<FloatType>(type->getElementType()) ? type->getElementType()
+                                                     : Type(g.builder().getF32Type());
+  auto hot = oneHot(g, index, rows, f32, "index_put");
+  if (!hot)
+    return hot.takeError();
+  SmallVector<int64_t> trailing(type->getShape().drop_front());
+  int64_t width = 1;
+  for (int64_t d : trailing)
+    width *= d;
+  SmallVector<int64_t> valueShape{n};
+  valueShape.append(trailing);
+  auto v = g.broadcastTo(values, valueShape);
+  if (!v)
+    return v.takeError();
+  auto vFlat = g.reshapeTo(*v, {n, width});
+  if (!vFlat)
+    return vFlat.takeError();
+  auto vCast = g.castTo(*vFlat, f32);
+  if (!vCast)
+    return vCast.takeError();
+  auto placed = g.create<nn::MatmulOp>(RankedTensorType::get({rows, width}, f32), *hot, *vCast,
+                                       g.builder().getUnitAttr(), UnitAttr());
+  if (!placed)
+    return placed.takeError();
+  auto rowHits = g.create<nn::ReduceSumOp>(RankedTensorType::get({rows}, f32), *hot,
+                                           g.builder().getDenseI64ArrayAttr({0}), UnitAttr());
+  if (!rowHits)
+    return rowHits.takeError();
+  auto hits = g.reshapeTo(*rowHits, {rows, 1});
+  if (!hits)
+    return hits.takeError();
+  auto selfFlat = g.reshapeTo(self, {rows, width});
+  if (!selfFlat)
+    return selfFlat.takeError();
+  auto selfCast = g.castTo(*selfFlat, f32);
+  if (!selfCast)
+    return selfCast.takeError();
+  Value combined;
+  RankedTensorType flatType = RankedTensorType::get({rows, width}, f32);
+  if (accumulate) {
+    auto sum = g.create<nn::AddOp>(flatType, *selfCast, *placed);
+    if (!sum)
+      return sum.takeError();
+    combined = *sum;
+  } else {
+    auto hit = compareValues(g, nn::ComparePredicate::gt, *hits, g.scalar(f32, 0), {rows, 1});
+    if (!hit)
+      return hit.takeError();
+    auto chosen = g.create<nn::WhereOp>(flatType, *hit, *placed, *selfCast);
+    if (!chosen)
+      return chosen.takeError();
+    combined = *chosen;
+  }
+  auto shaped = g.reshapeTo(combined, type->getShape());
+  if (!shaped)
+    return shaped.takeError();
+  auto result = g.castTo(*shaped, type->getElementType());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+llvm::Error convertCumsumAtRunTime(NodeContext &node, Value self, int64_t dim) {
+  return convertRunningSum(node, self, dim);
+}
+
+void addRoutingConverters(llvm::StringMap<OperatorConverter> &t) {
+  t["aten.topk"] = convertTopk;
+  t["aten.sort"] = convertSort;
+  t["aten.histc"] = convertHistc;
+  t["aten.floor_divide"] = convertFloorDivide;
+  t["aten.gather"] = convertGatherElements;
+  t["aten.scatter"] = convertScatterValue;
+  t["transformers.grouped_mm_fallback"] = convertGroupedMm;
+}
+
+} // namespace loom::torch_export

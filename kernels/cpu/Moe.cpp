@@ -1,0 +1,215 @@
+// Mixture-of-experts kernels: nn.topk and nn.sort (rows along the last
+// dim), nn.grouped_matmul and its weight gradient (one GEMM per group of
+// rows, the groups given by running row counts).
+
+#include "kernels/cpu/KernelSupport.h"
+#include "kernels/cpu/OperandChecks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace loom::cpu::detail {
+namespace {
+
+/// Rows of a tensor along its last dim.
+struct Rows {
+  int64_t count = 0, length = 0;
+};
+
+llvm::Expected<Rows> rowsOf(const Tensor &input, const char *kernel) {
+  if (input.shape.empty())
+    return kernelError(llvm::Twine(kernel) + ": takes a tensor of rank 1 or more, got a scalar");
+  Rows r;
+  r.length = input.shape.back();
+  r.count = r.length == 0 ? 0 : input.numElements() / r.length;
+  return r;
+}
+
+llvm::Error checkRowOutputs(const Tensor &input, const Tensor &values, const Tensor &indices,
+                            int64_t last, const char *kernel) {
+  std::vector<int64_t> shape = input.shape;
+  shape.back() = last;
+  if (values.shape != shape || indices.shape != shape)
+    return kernelError(llvm::Twine(kernel) + ": outputs must be " + shapeToString(shape) +
+                       ", got " + shapeToString(values.shape) + " and " +
+                       shapeToString(indices.shape));
+  if (values.dtype != input.dtype)
+    return kernelError(llvm::Twine(kernel) + ": values must have the input's dtype");
+  if (!isIntLike(indices.dtype) || indices.dtype == DType::I1)
+    return kernelError(llvm::Twine(kernel) + ": indices must be i64 or i32");
+  return llvm::Error::success();
+}
+
+/// a before b: a ranks higher (larger, or NaN) when `descending`, lower
+/// otherwise; NaN ranks above every number.
+template <typename T> bool before(T a, T b, bool descending) {
+  if constexpr (std::is_floating_point_v<T>) {
+    const bool an = std::isnan(a), bn = std::isnan(b);
+    if (an || bn)
+      return descending ? (an && !bn) : (!an && bn);
+  }
+  return descending ? a > b : a < b;
+}
+
+/// Each row's order (stable), its first `keep` positions written.
+template <typename T>
+void selectRows(const KernelCall &call, const Tensor &input, const Tensor &values,
+                const Tensor &indices, Rows rows, int64_t keep, bool descending) {
+  InputArray<T> in(input);
+  OutputArray<T> out(values);
+  parallelFor(call.ctx, rows.count, rows.length * 8 + 1, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> order(rows.length);
+    for (int64_t r = begin; r < end; ++r) {
+      const T *row = in.data() + r * rows.length;
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        return before(row[a], row[b], descending);
+      });
+      for (int64_t j = 0; j < keep; ++j) {
+        out[r * keep + j] = row[order[j]];
+        storeInt(indices.data, indices.dtype, r * keep + j, order[j]);
+      }
+    }
+  });
+  out.commit();
+}
+
+template <typename Fn> llvm::Error dispatchNumeric(DType type, Fn &&fn) {
+  if (type == DType::F64)
+    return fn(double{});
+  if (isFloat(type))
+    return fn(float{});
+  if (isIntLike(type))
+    return fn(int64_t{});
+  return kernelError(llvm::Twine("unsupported dtype ") + dtypeName(type));
+}
+
+/// offsets [E]: non-decreasing running row counts, at most `rows`.
+llvm::Expected<std::vector<int64_t>> groupBounds(const Tensor &offsets, int64_t groups,
+                                                 int64_t rows, const char *kernel) {
+  if (offsets.shape != std::vector<int64_t>{groups} || !isIntLike(offsets.dtype) ||
+      offsets.dtype == DType::I1)
+    return kernelError(llvm::Twine(kernel) + ": offsets must be i32 or i64 [" +
+                       llvm::Twine(groups) + "], got " + dtypeName(offsets.dtype) + " " +
+                       shapeToString(offsets.shape));
+  std::vector<int64_t> bounds(groups + 1, 0);
+  for (int64_t e = 0; e < groups; ++e) {
+    bounds[e + 1] = loadInt(offsets.data, offsets.dtype, e);
+    if (bounds[e + 1] < bounds[e] || bounds[e + 1] > rows)
+      return kernelError(llvm::Twine(kernel) + ": offsets must be non-decreasing and at most " +
+                         llvm::Twine(rows) + " (the rows); offset " + llvm::Twine(e) + " is " +
+                         llvm::Twine(bounds[e + 1]));
+  }
+  return bounds;
+}
+
+} // namespace
+
+llvm::Error runTopk(const KernelCall &call) {
+  const Tensor &input = call.inputs[0], &values = call.outputs[0], &indices = call.outputs[1];
+  LOOM_ASSIGN_OR_RETURN(Rows rows, rowsOf(input, "nn.topk"));
+  LOOM_ASSIGN_OR_RETURN(int64_t k, call.attrs.getInt("k"));
+  LOOM_ASSIGN_OR_RETURN(bool smallest, call.attrs.getBool("smallest", false));
+  if (k < 1 || k > rows.length)
+    return kernelError("nn.topk: k must be in [1, " + llvm::Twine(rows.length) + "], got " +
+                       llvm::Twine(k));
+  LOOM_RETURN_IF_ERROR(checkRowOutputs(input, values, indices, k, "nn.topk"));
+  return dispatchFloat(input.dtype, "nn.topk's input", [&](auto zero) {
+    using T = decltype(zero);
+    selectRows<T>(call, input, values, indices, rows, k, !smallest);
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error runSort(const KernelCall &call) {
+  const Tensor &input = call.inputs[0], &values = call.outputs[0], &indices = call.outputs[1];
+  LOOM_ASSIGN_OR_RETURN(Rows rows, rowsOf(input, "nn.sort"));
+  LOOM_ASSIGN_OR_RETURN(bool descending, call.attrs.getBool("descending", false));
+  LOOM_RETURN_IF_ERROR(checkRowOutputs(input, values, indices, rows.length, "nn.sort"));
+  return dispatchNumeric(input.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    selectRows<T>(call, input, values, indices, rows, rows.length, descending);
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error runGroupedMatmul(const KernelCall &call) {
+  const Tensor &input = call.inputs[0], &weight = call.inputs[1], &offsets = call.inputs[2];
+  const Tensor &out = call.outputs[0];
+  if (input.shape.size() != 2 || weight.shape.size() != 3 ||
+      input.shape[1] != weight.shape[1] || input.dtype != weight.dtype ||
+      out.dtype != input.dtype ||
+      out.shape != std::vector<int64_t>{input.shape[0], weight.shape[2]})
+    return kernelError("nn.grouped_matmul: takes input [S, K], weight [E, K, N] and gives [S, "
+                       "N], one float dtype; got " +
+                       shapeToString(input.shape) + ", " + shapeToString(weight.shape) + " -> " +
+                       shapeToString(out.shape));
+  const int64_t S = input.shape[0], K = input.shape[1], E = weight.shape[0], N = weight.shape[2];
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> bounds,
+                        groupBounds(offsets, E, S, "nn.grouped_matmul"));
+  return dispatchFloat(input.dtype, "nn.grouped_matmul's input", [&](auto zero) {
+    using T = decltype(zero);
+    InputArray<T> x(input), w(weight);
+    OutputArray<T> y(out);
+    parallelFor(call.ctx, S, K * N + 1, [&](int64_t begin, int64_t end) {
+      for (int64_t s = begin; s < end; ++s) {
+        // The group of row s: the first bound past it.
+        int64_t e = int64_t(std::upper_bound(bounds.begin() + 1, bounds.end(), s) -
+                            (bounds.begin() + 1));
+        T *row = y.data() + s * N;
+        if (e >= E) {
+          std::fill(row, row + N, T(0));
+          continue;
+        }
+        const T *xs = x.data() + s * K, *we = w.data() + e * K * N;
+        for (int64_t n = 0; n < N; ++n) {
+          T acc = 0;
+          for (int64_t k = 0; k < K; ++k)
+            acc += xs[k] * we[k * N + n];
+          row[n] = acc;
+        }
+      }
+    });
+    y.commit();
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error runGroupedMatmulWeightGrad(const KernelCall &call) {
+  const Tensor &input = call.inputs[0], &grad = call.inputs[1], &offsets = call.inputs[2];
+  const Tensor &out = call.outputs[0];
+  if (input.shape.size() != 2 || grad.shape.size() != 2 || out.shape.size() != 3 ||
+      grad.shape[0] != input.shape[0] || input.dtype != grad.dtype || out.dtype != input.dtype ||
+      out.shape[1] != input.shape[1] || out.shape[2] != grad.shape[1])
+    return kernelError("nn.grouped_matmul_weight_grad: takes input [S, K], grad [S, N] and "
+                       "gives [E, K, N], one float dtype; got " +
+                       shapeToString(input.shape) + ", " + shapeToString(grad.shape) + " -> " +
+                       shapeToString(out.shape));
+  const int64_t S = input.shape[0], K = input.shape[1], E = out.shape[0], N = out.shape[2];
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> bounds,
+                        groupBounds(offsets, E, S, "nn.grouped_matmul_weight_grad"));
+  return dispatchFloat(input.dtype, "nn.grouped_matmul_weight_grad's input", [&](auto zero) {
+    using T = decltype(zero);
+    InputArray<T> x(input), g(grad);
+    OutputArray<T> w(out);
+    parallelFor(call.ctx, E * K, S * N / std::max<int64_t>(E, 1) + 1,
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t task = begin; task < end; ++task) {
+                    const int64_t e = task / K, k = task % K;
+                    T *row = w.data() + (e * K + k) * N;
+                    std::fill(row, row + N, T(0));
+                    for (int64_t s = bounds[e]; s < bounds[e + 1]; ++s) {
+                      const T xv = x[s * K + k];
+                      const T *gs = g.data() + s * N;
+                      for (int64_t n = 0; n < N; ++n)
+                        row[n] += xv * gs[n];
+                    }
+                  }
+                });
+    w.commit();
+    return llvm::Error::success();
+  });
+}
+
+} // namespace loom::cpu::detail
