@@ -7,7 +7,7 @@
 // sum, the one-hot masks of gathers and scatters) are compositions of the
 // elementwise, compare and reduction ops.
 
-def NN_TopkOp : NN_KernelOp<"topk", [Pure,
+def NN_TopkOp : NN_KernelOp<"topk", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let kernelDoc = [{
     input (float) [..., N] -> values [..., k] (input's dtype), indices
@@ -33,7 +33,7 @@ def NN_TopkOp : NN_KernelOp<"topk", [Pure,
   let hasVerifier = 1;
 }
 
-def NN_SortOp : NN_KernelOp<"sort", [Pure,
+def NN_SortOp : NN_KernelOp<"sort", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let kernelDoc = [{
     input [..., N] (float or integer) -> values (input's type), indices
@@ -59,7 +59,7 @@ def NN_SortOp : NN_KernelOp<"sort", [Pure,
   let hasVerifier = 1;
 }
 
-def NN_GroupedMatmulOp : NN_KernelOp<"grouped_matmul", [Pure,
+def NN_GroupedMatmulOp : NN_KernelOp<"grouped_matmul", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<NN_GradientOpInterface>,
     DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
@@ -86,6 +86,7 @@ def NN_GroupedMatmulOp : NN_KernelOp<"grouped_matmul", [Pure,
 }
 
 def NN_GroupedMatmulWeightGradOp : NN_KernelOp<"grouped_matmul_weight_grad", [Pure,
+    InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     input [S, K], grad [S, N] (float, one dtype), offsets [E] (as

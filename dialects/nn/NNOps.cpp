@@ -1605,6 +1605,53 @@ static LogicalResult verifyRowSelection(Operation *op, RankedTensorType input,
   return success();
 }
 
+LogicalResult TopkOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  auto input = tensorOf(adaptor.getInput());
+  if (input.getRank() < 1)
+    return emitOptionalError(loc, "nn.topk takes a tensor of rank 1 or more");
+  SmallVector<int64_t> shape(input.getShape());
+  shape.back() = int64_t(adaptor.getK());
+  results.push_back(RankedTensorType::get(shape, input.getElementType()));
+  results.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 64)));
+  return success();
+}
+
+LogicalResult SortOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  auto input = tensorOf(adaptor.getInput());
+  if (input.getRank() < 1)
+    return emitOptionalError(loc, "nn.sort takes a tensor of rank 1 or more");
+  results.push_back(input);
+  results.push_back(RankedTensorType::get(input.getShape(), IntegerType::get(ctx, 64)));
+  return success();
+}
+
+LogicalResult GroupedMatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &results) {
+  auto input = tensorOf(adaptor.getInput()), weight = tensorOf(adaptor.getWeight());
+  if (input.getRank() != 2 || weight.getRank() != 3)
+    return emitOptionalError(loc, "nn.grouped_matmul takes input [S, K] and weight [E, K, N]");
+  results.push_back(RankedTensorType::get({input.getDimSize(0), weight.getDimSize(2)},
+                                          input.getElementType()));
+  return success();
+}
+
+LogicalResult GroupedMatmulWeightGradOp::inferReturnTypes(MLIRContext *,
+                                                          std::optional<Location> loc,
+                                                          Adaptor adaptor,
+                                                          SmallVectorImpl<Type> &results) {
+  auto input = tensorOf(adaptor.getInput()), grad = tensorOf(adaptor.getGrad()),
+       offsets = tensorOf(adaptor.getOffsets());
+  if (input.getRank() != 2 || grad.getRank() != 2 || offsets.getRank() != 1)
+    return emitOptionalError(loc, "nn.grouped_matmul_weight_grad takes input [S, K], grad "
+                                  "[S, N] and offsets [E]");
+  results.push_back(RankedTensorType::get(
+      {offsets.getDimSize(0), input.getDimSize(1), grad.getDimSize(1)}, input.getElementType()));
+  return success();
+}
+
 LogicalResult TopkOp::verify() {
   auto input = getInput().getType();
   if (input.getRank() < 1)

@@ -486,9 +486,21 @@ llvm::Error convertIndexPutIntegers(NodeContext &node, Value self, Value index, 
                        " index is not supported (a 1-D index into dim 0)");
   int64_t n = indexType.getDimSize(0), rows = type->getRank() ? type->getDimSize(0) : 1;
   // An iota of the index's length: the inverse permutation.
-  if (!accumulate && type->getRank() == 1 && rows == n && valuesType.getShape() == type->getShape())
-    if (auto iota = values.getDefiningOp<nn::IotaOp>();
-        iota && iota.getStart().convertToDouble() == 0 && iota.getStep().convertToDouble() == 1) {
+  auto isIota = [&](Value v) {
+    if (auto iota = v.getDefiningOp<nn::IotaOp>())
+      return iota.getStart().convertToDouble() == 0 && iota.getStep().convertToDouble() == 1;
+    std::optional<DenseElementsAttr> constant = g.constantValue(v);
+    if (!constant || !isa<IntegerType>(constant->getElementType()))
+      return false;
+    int64_t i = 0;
+    for (const llvm::APInt &x : constant->getValues<llvm::APInt>())
+      if (x.getSExtValue() != i++)
+        return false;
+    return true;
+  };
+  if (!accumulate && type->getRank() == 1 && rows == n &&
+      valuesType.getShape() == type->getShape() && isIota(values))
+    {
       auto sorted = g.builder().create<nn::SortOp>(
           g.loc(), TypeRange{indexType, RankedTensorType::get({n}, g.builder().getI64Type())},
           index, UnitAttr());

@@ -79,9 +79,11 @@ const llvm::json::Object *NodeContext::arg(llvm::StringRef name, int position) c
     if (named && !name.empty() && named->getString("name") == name)
       return named->getObject("arg");
   }
+  // By position: an unnamed argument, or any argument when the caller asks
+  // by position alone (Python operators: torch 2.11 names them "a", "b").
   if (position >= 0 && size_t(position) < inputsJson_->size()) {
     const llvm::json::Object *named = (*inputsJson_)[position].getAsObject();
-    if (named && named->getString("name").value_or("").empty())
+    if (named && (name.empty() || named->getString("name").value_or("").empty()))
       return named->getObject("arg");
   }
   return nullptr;
