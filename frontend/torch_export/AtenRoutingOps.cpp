@@ -15,6 +15,7 @@
 
 #include "llvm/ADT/StringMap.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -214,7 +215,60 @@ Error convertHistc(NodeContext &node) {
   int64_t count = selfType.getNumElements();
   if (count * *bins > kMaxBuiltElements)
     return tooLarge("histc", count * *bins);
-  Type f32 = g.builder().getF32Type();
+  // Counted in i64, which a bf16 step leaves alone: counts stay exact.
+  Type f32 = g.builder().getF32Type(), i64 = g.builder().getI64Type();
+  // Integers cast to float (expert ids): binned as integers, so no float
+  // type (a bf16 step's) rounds an id. An integer x is in [a, b) iff
+  // ceil(a) <= x < ceil(b), and at most max iff x <= floor(max).
+  if (auto cast = self->getDefiningOp<nn::CastOp>();
+      cast && isa<IntegerType>(tensorType(cast.getInput()).getElementType()) &&
+      !tensorType(cast.getInput()).getElementType().isInteger(1)) {
+    auto flatIds = g.reshapeTo(cast.getInput(), {count, 1});
+    if (!flatIds)
+      return flatIds.takeError();
+    auto ids = g.castTo(*flatIds, i64);
+    if (!ids)
+      return ids.takeError();
+    double width = (*hi - *lo) / double(*bins);
+    std::vector<int64_t> starts(*bins), ends(*bins);
+    for (int64_t b = 0; b < *bins; ++b) {
+      starts[b] = int64_t(std::ceil(*lo + double(b) * width));
+      ends[b] = b + 1 == *bins ? std::numeric_limits<int64_t>::max()
+                               : int64_t(std::ceil(*lo + double(b + 1) * width));
+    }
+    auto binType = RankedTensorType::get({1, *bins}, i64);
+    Value start = g.constant(DenseElementsAttr::get(binType, llvm::ArrayRef<int64_t>(starts)));
+    Value end = g.constant(DenseElementsAttr::get(binType, llvm::ArrayRef<int64_t>(ends)));
+    SmallVector<int64_t> grid{count, *bins};
+    auto above = compareValues(g, nn::ComparePredicate::ge, *ids, start, grid);
+    auto below = compareValues(g, nn::ComparePredicate::lt, *ids, end, grid);
+    auto inRange = compareValues(g, nn::ComparePredicate::le, *ids,
+                                 g.scalar(i64, std::floor(*hi)), {count, 1});
+    if (!above || !below || !inRange)
+      return importError("histc: cannot compare the ids with the bins");
+    Value member;
+    for (Value v : {*above, *below, *inRange}) {
+      auto f = g.castTo(v, i64);
+      if (!f)
+        return f.takeError();
+      if (!member) {
+        member = *f;
+        continue;
+      }
+      auto product = g.create<nn::MulOp>(RankedTensorType::get(grid, i64), member, *f);
+      if (!product)
+        return product.takeError();
+      member = *product;
+    }
+    auto counts = g.create<nn::ReduceSumOp>(RankedTensorType::get({*bins}, i64), member,
+                                            g.builder().getDenseI64ArrayAttr({0}), UnitAttr());
+    if (!counts)
+      return counts.takeError();
+    auto result = g.castTo(*counts, type->getElementType());
+    if (!result)
+      return result.takeError();
+    return node.setResult(0, *result);
+  }
   auto flat = g.reshapeTo(*self, {count, 1});
   if (!flat)
     return flat.takeError();
@@ -244,19 +298,19 @@ Error convertHistc(NodeContext &node) {
     return inRange.takeError();
   Value member;
   for (Value v : {*above, *below, *inRange}) {
-    auto f = g.castTo(v, f32);
+    auto f = g.castTo(v, i64);
     if (!f)
       return f.takeError();
     if (!member) {
       member = *f;
       continue;
     }
-    auto product = g.create<nn::MulOp>(RankedTensorType::get(grid, f32), member, *f);
+    auto product = g.create<nn::MulOp>(RankedTensorType::get(grid, i64), member, *f);
     if (!product)
       return product.takeError();
     member = *product;
   }
-  auto counts = g.create<nn::ReduceSumOp>(RankedTensorType::get({*bins}, f32), member,
+  auto counts = g.create<nn::ReduceSumOp>(RankedTensorType::get({*bins}, i64), member,
                                           g.builder().getDenseI64ArrayAttr({0}), UnitAttr());
   if (!counts)
     return counts.takeError();
@@ -267,8 +321,9 @@ Error convertHistc(NodeContext &node) {
 }
 
 /// aten.cumsum(self, dim, dtype) of a value known only at run time, along
-/// the last dim: a product with the upper triangle of ones, in f32 (exact
-/// for the integer counts it runs over, up to 2^24) or the float type.
+/// the last dim: integers in i64 as sums of a triangle of terms (exact, and
+/// left alone by a bf16 step), floats as a product with the upper triangle
+/// of ones.
 Error convertRunningSum(NodeContext &node, Value self, int64_t dim) {
   auto type = node.resultType(0);
   if (!type)
@@ -280,13 +335,42 @@ Error convertRunningSum(NodeContext &node, Value self, int64_t dim) {
   if (n * n > kMaxBuiltElements)
     return tooLarge("cumsum", n * n);
   GraphImporter &g = node.importer();
-  Type compute = type->getElementType();
-  if (!isa<FloatType>(compute))
-    compute = g.builder().getF32Type();
   int64_t rows = selfType.getRank() ? selfType.getNumElements() / std::max<int64_t>(n, 1) : 1;
   auto flat = g.reshapeTo(self, {rows, n});
   if (!flat)
     return flat.takeError();
+  if (!isa<FloatType>(type->getElementType())) {
+    // Integer sums in i64 (exact, and untouched by a bf16 step):
+    // out[r, i] = sum_j x[r, j] * (j <= i).
+    Type i64 = g.builder().getI64Type();
+    auto x = g.castTo(*flat, i64);
+    if (!x)
+      return x.takeError();
+    auto column = g.reshapeTo(*x, {rows, n, 1});
+    if (!column)
+      return column.takeError();
+    std::vector<int64_t> ones(n * n);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < n; ++i)
+        ones[j * n + i] = j <= i;
+    auto triType = RankedTensorType::get({1, n, n}, i64);
+    Value tri = g.constant(DenseElementsAttr::get(triType, llvm::ArrayRef<int64_t>(ones)));
+    auto terms = g.create<nn::MulOp>(RankedTensorType::get({rows, n, n}, i64), *column, tri);
+    if (!terms)
+      return terms.takeError();
+    auto sums = g.create<nn::ReduceSumOp>(RankedTensorType::get({rows, n}, i64), *terms,
+                                          g.builder().getDenseI64ArrayAttr({1}), UnitAttr());
+    if (!sums)
+      return sums.takeError();
+    auto shaped = g.reshapeTo(*sums, type->getShape());
+    if (!shaped)
+      return shaped.takeError();
+    auto result = g.castTo(*shaped, type->getElementType());
+    if (!result)
+      return result.takeError();
+    return node.setResult(0, *result);
+  }
+  Type compute = type->getElementType();
   auto x = g.castTo(*flat, compute);
   if (!x)
     return x.takeError();
@@ -392,7 +476,7 @@ Error convertGatherElements(NodeContext &node) {
   if (!isa<FloatType>(element))
     return importError("gather of " + typeString(selfType) + " is not supported (floats only)");
   int64_t n = selfType.getShape().back();
-  auto hot = oneHot(g, *index, n, element, "gather");
+  auto hot = oneHot(g, *index, n, IntegerType::get(g.context(), 1), "gather");
   if (!hot)
     return hot.takeError();
   SmallVector<int64_t> rowShape(selfType.getShape());
@@ -402,7 +486,13 @@ Error convertGatherElements(NodeContext &node) {
     return rows.takeError();
   SmallVector<int64_t> full(indexType.getShape());
   full.push_back(n);
-  auto picked = g.create<nn::MulOp>(RankedTensorType::get(full, element), *hot, *rows);
+  // Selected by a mask (not multiplied by a one-hot), so the picked values
+  // keep self's type through a bf16 step.
+  auto fullRows = g.broadcastTo(*rows, full);
+  if (!fullRows)
+    return fullRows.takeError();
+  auto picked = g.create<nn::WhereOp>(RankedTensorType::get(full, element), *hot, *fullRows,
+                                      g.scalar(element, 0));
   if (!picked)
     return picked.takeError();
   auto result = g.create<nn::ReduceSumOp>(*type, *picked,
@@ -443,16 +533,16 @@ Error convertScatterValue(NodeContext &node) {
   if (!value)
     return value.takeError();
   int64_t n = selfType.getShape().back();
-  Type f32 = g.builder().getF32Type();
-  auto hot = oneHot(g, *index, n, f32, "scatter");
+  Type i64 = g.builder().getI64Type();
+  auto hot = oneHot(g, *index, n, i64, "scatter");
   if (!hot)
     return hot.takeError();
   auto hits = g.create<nn::ReduceMaxOp>(
-      RankedTensorType::get(selfType.getShape(), f32), *hot,
+      RankedTensorType::get(selfType.getShape(), i64), *hot,
       g.builder().getDenseI64ArrayAttr({selfType.getRank() - 1}), UnitAttr());
   if (!hits)
     return hits.takeError();
-  auto hit = compareValues(g, nn::ComparePredicate::gt, *hits, g.scalar(f32, 0),
+  auto hit = compareValues(g, nn::ComparePredicate::gt, *hits, g.scalar(i64, 0),
                            selfType.getShape());
   if (!hit)
     return hit.takeError();

@@ -17,6 +17,7 @@ const KernelRegistry &registry() {
     registerMatmulKernels(r);
     registerFusedKernels(r);
     registerFp8Kernels(r);
+    registerMoeKernels(r);
     return r;
   }();
   return kernels;

@@ -91,6 +91,7 @@ void registerOptimizerKernels(KernelRegistry &registry);
 void registerMatmulKernels(KernelRegistry &registry);
 void registerFusedKernels(KernelRegistry &registry);
 void registerFp8Kernels(KernelRegistry &registry);
+void registerMoeKernels(KernelRegistry &registry);
 
 //===----------------------------------------------------------------------===//
 // Generated kernels (FusedKernels.cpp): nn.fused

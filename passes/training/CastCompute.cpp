@@ -75,9 +75,24 @@ struct CastComputePass : public loom::impl::CastComputeBase<CastComputePass> {
       // their statistics) keep it; every other f32 result narrows.
       if (op->hasTrait<nn::OpTrait::KeepsResultPrecision>())
         continue;
+      bool narrows = false;
       for (Value r : op->getResults())
-        if (Type t = narrowed(r.getType()))
+        if (Type t = narrowed(r.getType())) {
           r.setType(t);
+          narrows = true;
+        }
+      // An f32 operand that stays f32 (a value an op above kept, such as
+      // an explicit cast to f32) is read through a cast where this op's
+      // results narrow, so operands and results agree.
+      if (!narrows || isa<nn::CastOp>(op))
+        continue;
+      for (OpOperand &operand : op->getOpOperands()) {
+        Type t = narrowed(operand.get().getType());
+        if (!t)
+          continue;
+        builder.setInsertionPoint(op);
+        operand.set(builder.create<nn::CastOp>(op->getLoc(), t, operand.get()));
+      }
     }
     // Casts the pass made of values that were already narrow fold away.
     for (Operation *op : ops)

@@ -669,7 +669,7 @@ int main(int argc, char **argv) {
   context.loadAllAvailableDialects();
   // One line per error: the message names the op and the numbers; the op's
   // generic form would only repeat it.
-  context.printOpOnDiagnostic(false);
+  context.printOpOnDiagnostic(getenv("LOOM_PRINT_OP_ON_DIAGNOSTIC") != nullptr);
 
   // Diagnostics print as `file:line:col: error: message`, one per line.
   llvm::SourceMgr sourceMgr;

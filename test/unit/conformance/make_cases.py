@@ -1369,9 +1369,6 @@ def select_rows(x, descending):
     return np.array(orders, dtype=np.int64).reshape(x.shape)
 
 
-MOE_CUDA_GAP = {"cuda": "no CUDA kernel yet for the MoE routing ops (issue 21)"}
-
-
 def gen_moe():
     def topk(name, x, k, smallest=False):
         order = select_rows(x.values, not smallest)[..., :k]
@@ -1379,8 +1376,7 @@ def gen_moe():
         attrs = {"k": k}
         if smallest:
             attrs["smallest"] = 1
-        add("nn.topk", name, [x], [T(x.dtype, vals), T("i64", order)], attrs=attrs, exact=True,
-            unsupported=MOE_CUDA_GAP)
+        add("nn.topk", name, [x], [T(x.dtype, vals), T("i64", order)], attrs=attrs, exact=True)
     topk("f32_router", randt("f32", [6, 8]), 2)
     ties = T("f32", [[1.0, 3.0, 3.0, 2.0, 3.0], [0.5, 0.5, 0.5, 0.5, 0.5]])
     topk("f32_ties_by_position", ties, 3)
@@ -1392,8 +1388,7 @@ def gen_moe():
         order = select_rows(x.values, descending)
         vals = np.take_along_axis(x.values, order, axis=-1)
         add("nn.sort", name, [x], [T(x.dtype, vals), T("i64", order)],
-            attrs={"descending": 1} if descending else {}, exact=True,
-            unsupported=MOE_CUDA_GAP)
+            attrs={"descending": 1} if descending else {}, exact=True)
     sort("i64_expert_ids_stable", T("i64", ints([24], 0, 4)), )
     sort("i32_rows_descending", T("i32", ints([3, 9], -5, 5)), descending=True)
     sort("f32_rows", randt("f32", [4, 6]))
@@ -1410,8 +1405,7 @@ def gen_moe():
         y = np.zeros((S, N))
         for e, (lo, hi) in enumerate(bounds_of(offsets, S)):
             y[lo:hi] = x.values[lo:hi] @ w.values[e]
-        add("nn.grouped_matmul", name, [x, w, T(odtype, offsets)], [T(x.dtype, y)],
-            unsupported=MOE_CUDA_GAP)
+        add("nn.grouped_matmul", name, [x, w, T(odtype, offsets)], [T(x.dtype, y)])
     grouped("f32_four_experts", randt("f32", [10, 5]), randt("f32", [4, 5, 3]), [2, 2, 7, 10])
     grouped("f32_rows_past_the_last_offset", randt("f32", [9, 4]), randt("f32", [3, 4, 6]),
             [1, 4, 6], "i64")
@@ -1426,7 +1420,7 @@ def gen_moe():
         for e, (lo, hi) in enumerate(bounds_of(offsets, S)):
             w[e] = x.values[lo:hi].T @ g.values[lo:hi]
         add("nn.grouped_matmul_weight_grad", name, [x, g, T(odtype, offsets)],
-            [T(x.dtype, w)], unsupported=MOE_CUDA_GAP)
+            [T(x.dtype, w)])
     grouped_wgrad("f32_four_experts", randt("f32", [10, 5]), randt("f32", [10, 3]),
                   [2, 2, 7, 10])
     grouped_wgrad("f32_rows_past_the_last_offset", randt("f32", [9, 4]), randt("f32", [9, 6]),

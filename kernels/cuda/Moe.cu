@@ -1,0 +1,334 @@
+// Mixture-of-experts kernels on CUDA: nn.topk (a thread per row, k at most
+// kMaxTopk), nn.sort (CUB's stable radix sort of an order-preserving 64-bit
+// key, row by row), nn.grouped_matmul and its weight gradient (a thread per
+// output element, the row's group found by binary search in the offsets on
+// the device, so no count leaves the GPU and the step stays one graph).
+// They compute what the CPU kernels (kernels/cpu/Moe.cpp) do. The GEMMs are
+// correct, not fast: a tiled grouped GEMM is the next step (issue 21).
+//
+// On the device the offsets are not checked: a group's bounds are clamped
+// into [0, rows] and made non-decreasing, where the CPU kernel reports
+// offsets out of order as an error.
+
+#include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/DeviceSupport.cuh"
+#include "kernels/cpu/KernelSupport.h"
+#include "kernels/cpu/OperandChecks.h"
+
+#include <cub/device/device_radix_sort.cuh>
+
+namespace loom::cuda {
+namespace {
+
+constexpr int kMaxTopk = 32;
+
+/// A 64-bit key whose unsigned order is the value order of the contract:
+/// NaN above every number, -0 equal to +0.
+template <DType D> __device__ __forceinline__ uint64_t orderKey(StorageOf<D> s) {
+  if constexpr (dev::isIntDType(D)) {
+    const int64_t v = dev::Elem<D>::load(s);
+    return static_cast<uint64_t>(v) ^ (uint64_t(1) << 63);
+  } else {
+    double v = dev::Elem<D>::loadDouble(s);
+    if (isnan(v))
+      return ~uint64_t(0);
+    if (v == 0.0)
+      v = 0.0;
+    const uint64_t bits = static_cast<uint64_t>(__double_as_longlong(v));
+    return (bits >> 63) ? ~bits : (bits | (uint64_t(1) << 63));
+  }
+}
+
+__device__ __forceinline__ void storeIndex(void *out, bool wide, int64_t i, int64_t v) {
+  if (wide)
+    static_cast<int64_t *>(out)[i] = v;
+  else
+    static_cast<int32_t *>(out)[i] = static_cast<int32_t>(v);
+}
+
+/// One thread per row: the k best of the row, best first, ties by position.
+template <DType D>
+__global__ void __launch_bounds__(kBlockSize)
+topkKernel(int64_t rows, int64_t n, int k, bool smallest, const StorageOf<D> *in,
+           StorageOf<D> *values, void *indices, bool wideIndices) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
+       r += stride) {
+    uint64_t keys[kMaxTopk];
+    int64_t pos[kMaxTopk];
+    int count = 0;
+    const StorageOf<D> *row = in + r * n;
+    for (int64_t j = 0; j < n; ++j) {
+      uint64_t key = orderKey<D>(row[j]);
+      if (smallest)
+        key = ~key; // the smallest value ranks best, NaN last
+      // Strictly better than the worst kept (equal keys keep the earlier).
+      if (count == k && key <= keys[k - 1])
+        continue;
+      int at = count < k ? count : k - 1;
+      while (at > 0 && keys[at - 1] < key) {
+        keys[at] = keys[at - 1];
+        pos[at] = pos[at - 1];
+        --at;
+      }
+      keys[at] = key;
+      pos[at] = j;
+      if (count < k)
+        ++count;
+    }
+    for (int j = 0; j < k; ++j) {
+      values[r * k + j] = row[pos[j]];
+      storeIndex(indices, wideIndices, r * k + j, pos[j]);
+    }
+  }
+}
+
+template <DType D>
+__global__ void __launch_bounds__(kBlockSize)
+sortKeysKernel(int64_t n, bool descending, const StorageOf<D> *row, uint64_t *keys,
+               uint32_t *positions) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n;
+       j += stride) {
+    const uint64_t key = orderKey<D>(row[j]);
+    keys[j] = descending ? ~key : key;
+    positions[j] = static_cast<uint32_t>(j);
+  }
+}
+
+template <DType D>
+__global__ void __launch_bounds__(kBlockSize)
+sortGatherKernel(int64_t n, const uint32_t *order, const StorageOf<D> *row, StorageOf<D> *values,
+                 void *indices, bool wideIndices, int64_t base) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n;
+       j += stride) {
+    values[j] = row[order[j]];
+    storeIndex(indices, wideIndices, base + j, order[j]);
+  }
+}
+
+/// The bounds of group e: [offsets[e-1], offsets[e]) clamped into [0, rows].
+template <typename OffT>
+__device__ __forceinline__ int64_t groupEnd(const OffT *offsets, int64_t e, int64_t rows) {
+  if (e < 0)
+    return 0;
+  const int64_t v = static_cast<int64_t>(offsets[e]);
+  return v < 0 ? 0 : (v > rows ? rows : v);
+}
+
+template <DType D, typename OffT>
+__global__ void __launch_bounds__(kBlockSize)
+groupedMatmulKernel(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D> *x,
+                    const StorageOf<D> *w, const OffT *offsets, StorageOf<D> *y) {
+  using C = ComputeOf<D>;
+  const int64_t total = S * N;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += stride) {
+    const int64_t s = t / N, n = t - s * N;
+    // The first group whose end is past s.
+    int64_t lo = 0, hi = E;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (groupEnd(offsets, mid, S) > s)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    C acc = 0;
+    if (lo < E) {
+      const StorageOf<D> *xs = x + s * K, *we = w + lo * K * N + n;
+      for (int64_t k = 0; k < K; ++k)
+        acc = dev::add(acc, dev::mul(dev::Elem<D>::load(xs[k]), dev::Elem<D>::load(we[k * N])));
+    }
+    y[t] = dev::Elem<D>::store(acc);
+  }
+}
+
+template <DType D, typename OffT>
+__global__ void __launch_bounds__(kBlockSize)
+groupedWeightGradKernel(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D> *x,
+                        const StorageOf<D> *g, const OffT *offsets, StorageOf<D> *w) {
+  using C = ComputeOf<D>;
+  const int64_t total = E * K * N;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += stride) {
+    const int64_t e = t / (K * N), rest = t - e * K * N, k = rest / N, n = rest - k * N;
+    int64_t begin = groupEnd(offsets, e - 1, S), end = groupEnd(offsets, e, S);
+    C acc = 0;
+    for (int64_t s = begin; s < end; ++s)
+      acc = dev::add(acc, dev::mul(dev::Elem<D>::load(x[s * K + k]),
+                                   dev::Elem<D>::load(g[s * N + n])));
+    w[t] = dev::Elem<D>::store(acc);
+  }
+}
+
+llvm::Error checkRows(const Tensor &input, const Tensor &values, const Tensor &indices,
+                      int64_t last, const char *kernel) {
+  if (input.shape.empty())
+    return kernelError(llvm::Twine(kernel) + ": takes a tensor of rank 1 or more, got a scalar");
+  std::vector<int64_t> shape = input.shape;
+  shape.back() = last;
+  if (values.shape != shape || indices.shape != shape || values.dtype != input.dtype ||
+      (indices.dtype != DType::I64 && indices.dtype != DType::I32))
+    return kernelError(llvm::Twine(kernel) + ": outputs must be " +
+                       cpu::detail::shapeToString(shape) + " (the input's dtype, i64 indices)");
+  return llvm::Error::success();
+}
+
+llvm::Error launchTopk(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 1, 2, 2));
+  const Tensor &input = call.inputs[0], &values = call.outputs[0], &indices = call.outputs[1];
+  LOOM_ASSIGN_OR_RETURN(int64_t k, call.attrs.getInt("k"));
+  LOOM_ASSIGN_OR_RETURN(bool smallest, call.attrs.getBool("smallest", false));
+  const int64_t n = input.shape.empty() ? 0 : input.shape.back();
+  if (k < 1 || k > n)
+    return kernelError("nn.topk: k must be in [1, " + llvm::Twine(n) + "], got " + llvm::Twine(k));
+  if (k > kMaxTopk)
+    return kernelError("nn.topk: k = " + llvm::Twine(k) + " is more than the CUDA kernel's " +
+                       llvm::Twine(kMaxTopk));
+  LOOM_RETURN_IF_ERROR(checkRows(input, values, indices, k, "nn.topk"));
+  const int64_t rows = input.numElements() / n;
+  if (rows == 0)
+    return llvm::Error::success();
+  return dispatchFloatDType(input.dtype, "nn.topk's input", [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    topkKernel<D><<<gridFor(rows, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+        rows, n, static_cast<int>(k), smallest, static_cast<const StorageOf<D> *>(input.data),
+        static_cast<StorageOf<D> *>(values.data), indices.data, indices.dtype == DType::I64);
+    return cudaError(cudaGetLastError(), "nn.topk");
+  });
+}
+
+llvm::Error launchSort(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 1, 2, 2));
+  const Tensor &input = call.inputs[0], &values = call.outputs[0], &indices = call.outputs[1];
+  LOOM_ASSIGN_OR_RETURN(bool descending, call.attrs.getBool("descending", false));
+  if (input.shape.empty())
+    return kernelError("nn.sort: takes a tensor of rank 1 or more, got a scalar");
+  const int64_t n = input.shape.back();
+  LOOM_RETURN_IF_ERROR(checkRows(input, values, indices, n, "nn.sort"));
+  if (n == 0)
+    return llvm::Error::success();
+  if (n >= (int64_t(1) << 31))
+    return kernelError("nn.sort: rows of " + llvm::Twine(n) + " elements are too long (2^31)");
+  const int64_t rows = input.numElements() / n;
+  const LaunchContext &ctx = call.ctx;
+  return dispatchAnyDType(input.dtype, [&](auto tag) -> llvm::Error {
+    constexpr DType D = decltype(tag)::value;
+    const int items = static_cast<int>(n);
+    size_t sortBytes = 0;
+    LOOM_RETURN_IF_ERROR(cudaError(
+        cub::DeviceRadixSort::SortPairs(nullptr, sortBytes, static_cast<const uint64_t *>(nullptr),
+                                        static_cast<uint64_t *>(nullptr),
+                                        static_cast<const uint32_t *>(nullptr),
+                                        static_cast<uint32_t *>(nullptr), items, 0, 64,
+                                        ctx.stream),
+        "cub::DeviceRadixSort (size)"));
+    auto roundUp = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+    const size_t keyBytes = roundUp(n * sizeof(uint64_t)), posBytes = roundUp(n * sizeof(uint32_t));
+    void *scratch = nullptr;
+    LOOM_RETURN_IF_ERROR(cudaError(
+        cudaMallocAsync(&scratch, 2 * keyBytes + 2 * posBytes + roundUp(sortBytes), ctx.stream),
+        "cudaMallocAsync"));
+    char *bytes = static_cast<char *>(scratch);
+    auto *keysIn = reinterpret_cast<uint64_t *>(bytes);
+    auto *keysOut = reinterpret_cast<uint64_t *>(bytes + keyBytes);
+    auto *posIn = reinterpret_cast<uint32_t *>(bytes + 2 * keyBytes);
+    auto *posOut = reinterpret_cast<uint32_t *>(bytes + 2 * keyBytes + posBytes);
+    void *sortScratch = bytes + 2 * keyBytes + 2 * posBytes;
+    const auto *in = static_cast<const StorageOf<D> *>(input.data);
+    auto *out = static_cast<StorageOf<D> *>(values.data);
+    llvm::Error err = llvm::Error::success();
+    for (int64_t r = 0; r < rows && !err; ++r) {
+      sortKeysKernel<D><<<gridFor(n, ctx), kBlockSize, 0, ctx.stream>>>(n, descending, in + r * n,
+                                                                        keysIn, posIn);
+      (void)(err = cudaError(cub::DeviceRadixSort::SortPairs(sortScratch, sortBytes, keysIn, keysOut,
+                                                      posIn, posOut, items, 0, 64, ctx.stream),
+                      "cub::DeviceRadixSort"));
+      if (!err)
+        sortGatherKernel<D><<<gridFor(n, ctx), kBlockSize, 0, ctx.stream>>>(
+            n, posOut, in + r * n, out + r * n, indices.data, indices.dtype == DType::I64, r * n);
+    }
+    llvm::Error freed = cudaError(cudaFreeAsync(scratch, ctx.stream), "cudaFreeAsync");
+    if (err) {
+      llvm::consumeError(std::move(freed));
+      return err;
+    }
+    return freed;
+  });
+}
+
+template <typename Fn> llvm::Error dispatchOffsets(const Tensor &offsets, Fn &&fn) {
+  if (offsets.dtype == DType::I64)
+    return fn(static_cast<const int64_t *>(offsets.data));
+  if (offsets.dtype == DType::I32)
+    return fn(static_cast<const int32_t *>(offsets.data));
+  return kernelError("offsets must be i32 or i64");
+}
+
+llvm::Error launchGroupedMatmul(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 1, 1));
+  const Tensor &input = call.inputs[0], &weight = call.inputs[1], &offsets = call.inputs[2];
+  const Tensor &out = call.outputs[0];
+  if (input.shape.size() != 2 || weight.shape.size() != 3 || input.shape[1] != weight.shape[1] ||
+      input.dtype != weight.dtype || out.dtype != input.dtype ||
+      out.shape != std::vector<int64_t>{input.shape[0], weight.shape[2]} ||
+      offsets.shape != std::vector<int64_t>{weight.shape[0]})
+    return kernelError("nn.grouped_matmul: takes input [S, K], weight [E, K, N], offsets [E] "
+                       "and gives [S, N], one float dtype");
+  const int64_t S = input.shape[0], K = input.shape[1], E = weight.shape[0], N = weight.shape[2];
+  if (S * N == 0)
+    return llvm::Error::success();
+  return dispatchFloatDType(input.dtype, "nn.grouped_matmul's input", [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    return dispatchOffsets(offsets, [&](auto *offs) {
+      using OffT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
+      groupedMatmulKernel<D, OffT><<<gridFor(S * N, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+          S, K, N, E, static_cast<const StorageOf<D> *>(input.data),
+          static_cast<const StorageOf<D> *>(weight.data), offs,
+          static_cast<StorageOf<D> *>(out.data));
+      return cudaError(cudaGetLastError(), "nn.grouped_matmul");
+    });
+  });
+}
+
+llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 1, 1));
+  const Tensor &input = call.inputs[0], &grad = call.inputs[1], &offsets = call.inputs[2];
+  const Tensor &out = call.outputs[0];
+  if (input.shape.size() != 2 || grad.shape.size() != 2 || out.shape.size() != 3 ||
+      grad.shape[0] != input.shape[0] || input.dtype != grad.dtype || out.dtype != input.dtype ||
+      out.shape[1] != input.shape[1] || out.shape[2] != grad.shape[1] ||
+      offsets.shape != std::vector<int64_t>{out.shape[0]})
+    return kernelError("nn.grouped_matmul_weight_grad: takes input [S, K], grad [S, N], offsets "
+                       "[E] and gives [E, K, N], one float dtype");
+  const int64_t S = input.shape[0], K = input.shape[1], E = out.shape[0], N = out.shape[2];
+  if (E * K * N == 0)
+    return llvm::Error::success();
+  return dispatchFloatDType(input.dtype, "nn.grouped_matmul_weight_grad's input", [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    return dispatchOffsets(offsets, [&](auto *offs) {
+      using OffT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
+      groupedWeightGradKernel<D, OffT>
+          <<<gridFor(E * K * N, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+              S, K, N, E, static_cast<const StorageOf<D> *>(input.data),
+              static_cast<const StorageOf<D> *>(grad.data), offs,
+              static_cast<StorageOf<D> *>(out.data));
+      return cudaError(cudaGetLastError(), "nn.grouped_matmul_weight_grad");
+    });
+  });
+}
+
+} // namespace
+
+void registerMoeKernels(KernelRegistry &registry) {
+  registry.add(KernelId::Topk, launchTopk);
+  registry.add(KernelId::Sort, launchSort);
+  registry.add(KernelId::GroupedMatmul, launchGroupedMatmul);
+  registry.add(KernelId::GroupedMatmulWeightGrad, launchGroupedMatmulWeightGrad);
+}
+
+} // namespace loom::cuda
