@@ -271,12 +271,87 @@ struct BuildTrainingStepPass
     Value lossOut = totalLoss;
     if (tensorType(lossOut).getElementType() != builder.getF32Type())
       lossOut = builder.create<nn::CastOp>(loc, f32Scalar, lossOut);
-    builder.create<func::ReturnOp>(loc, ValueRange{lossOut, gradNorm});
+    SmallVector<Value> results{lossOut, gradNorm};
+    Value counts = expertTokenCounts(builder, loc, *body);
+    if (counts)
+      results.push_back(counts);
+    builder.create<func::ReturnOp>(loc, results);
+    if (counts) {
+      SmallVector<Type> types{f32Scalar, f32Scalar, counts.getType()};
+      SmallVector<DictionaryAttr> attrs;
+      step.getAllResultAttrs(attrs);
+      attrs.resize(types.size(), builder.getDictionaryAttr({}));
+      step.setFunctionType(builder.getFunctionType(step.getArgumentTypes(), types));
+      step.setAllResultAttrs(attrs);
+      loom::setResultName(step, 2, "moe_tokens_per_expert");
+    }
     runMicrobatchesInTurn(*body);
 
     forward.erase();
     step.setName("main");
     return success();
+  }
+
+  /// The tokens each expert of each mixture-of-experts layer received in
+  /// the step, [layers, experts] i64: the differences of the running counts
+  /// (offsets) its grouped GEMMs read, summed over the microbatches. Null
+  /// without such layers, with layers of different expert counts, or in a
+  /// pipelined step (its layers' counts live on several ranks; a remark
+  /// says so).
+  static Value expertTokenCounts(OpBuilder &builder, Location loc, Block &body) {
+    std::map<int64_t, SmallVector<Value>> perMicrobatch; // offsets, first use order
+    llvm::DenseSet<Value> seen;
+    for (Operation &op : body) {
+      auto gmm = dyn_cast<nn::GroupedMatmulOp>(op);
+      if (!gmm || loom::isBackward(&op) || !seen.insert(gmm.getOffsets()).second)
+        continue;
+      if (op.hasAttr(pipe::kStageAttr)) {
+        mlir::emitRemark(loc, "a pipelined step does not report its experts' token counts "
+                              "(moe_tokens_per_expert)");
+        return {};
+      }
+      perMicrobatch[loom::getMicrobatch(&op).value_or(0)].push_back(gmm.getOffsets());
+    }
+    if (perMicrobatch.empty())
+      return {};
+    const SmallVector<Value> &first = perMicrobatch.begin()->second;
+    int64_t layers = first.size();
+    int64_t experts = cast<RankedTensorType>(first.front().getType()).getDimSize(0);
+    for (auto &[mb, list] : perMicrobatch)
+      for (Value v : list)
+        if (int64_t(list.size()) != layers ||
+            cast<RankedTensorType>(v.getType()).getDimSize(0) != experts)
+          return {};
+    auto i64 = builder.getI64Type();
+    auto row = RankedTensorType::get({experts}, i64);
+    SmallVector<Value> rows;
+    for (int64_t l = 0; l < layers; ++l) {
+      Value total;
+      for (auto &[mb, list] : perMicrobatch) {
+        Value offsets = list[l];
+        if (cast<RankedTensorType>(offsets.getType()).getElementType() != i64)
+          offsets = builder.create<nn::CastOp>(loc, row, offsets);
+        // counts[e] = offsets[e] - offsets[e - 1], offsets[-1] = 0.
+        Value zero = builder.create<nn::ConstantOp>(
+            loc, DenseElementsAttr::get(RankedTensorType::get({1}, i64),
+                                        builder.getI64IntegerAttr(0).getValue()));
+        Value before = zero;
+        if (experts > 1) {
+          Value head = builder.create<nn::SliceOp>(
+              loc, offsets, builder.getDenseI64ArrayAttr({0}),
+              builder.getDenseI64ArrayAttr({experts - 1}), builder.getDenseI64ArrayAttr({1}));
+          before = builder.create<nn::ConcatOp>(loc, ValueRange{zero, head},
+                                                builder.getI64IntegerAttr(0));
+        }
+        Value counts = builder.create<nn::SubOp>(loc, offsets, before);
+        total = total ? builder.create<nn::AddOp>(loc, total, counts).getResult() : counts;
+      }
+      rows.push_back(builder.create<nn::ReshapeOp>(
+          loc, RankedTensorType::get({1, experts}, i64), total));
+    }
+    if (rows.size() == 1)
+      return rows.front();
+    return builder.create<nn::ConcatOp>(loc, rows, builder.getI64IntegerAttr(0));
   }
 
   /// Ends a gradients-only step: returns the loss and each gradient.

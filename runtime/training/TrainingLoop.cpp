@@ -214,6 +214,9 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     return error("not a Loom training step: expected inputs tokens [batch, seq+1] i64, lr, "
                  "step and outputs loss, grad_norm");
   const bool hasFp8Overflows = findIO(program, program.outputs, "fp8_overflows") != nullptr;
+  // Mixture of experts: the tokens each layer's experts received.
+  const bool hasExpertCounts =
+      findIO(program, program.outputs, "moe_tokens_per_expert") != nullptr;
   if (options.steps <= 0)
     return error("--steps must be positive");
   if (options.schedule != "constant" && options.schedule != "cosine")
@@ -661,6 +664,21 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
         return count.takeError();
       overflows = double(scalarValue(*count));
     }
+    llvm::json::Array expertCounts;
+    if (hasExpertCounts) {
+      auto counts = executor.getOutput("moe_tokens_per_expert");
+      if (!counts)
+        return counts.takeError();
+      if (counts->dtype != DType::I64 || counts->shape.size() != 2)
+        return error("output 'moe_tokens_per_expert' must be i64 [layers, experts]");
+      const auto *values = reinterpret_cast<const int64_t *>(counts->data.data());
+      for (int64_t l = 0; l < counts->shape[0]; ++l) {
+        llvm::json::Array row;
+        for (int64_t e = 0; e < counts->shape[1]; ++e)
+          row.push_back(values[l * counts->shape[1] + e]);
+        expertCounts.push_back(std::move(row));
+      }
+    }
     double stepSeconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - stepStart).count();
     // On GPUs the collectives' device time (NCCL waits on the device, the
@@ -834,6 +852,8 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
                               {"step_time_s", stepSeconds}};
       if (hasFp8Overflows)
         line["fp8_overflows"] = overflows;
+      if (hasExpertCounts)
+        line["moe_tokens_per_expert"] = std::move(expertCounts);
       if (!std::isfinite(lossValue)) // JSON has no NaN
         line["loss"] = nullptr;
       if (!std::isfinite(normValue))
