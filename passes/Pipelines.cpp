@@ -157,6 +157,7 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     BuildTrainingStepOptions step;
     step.batch = options.globalBatch;
     step.maxGradNorm = options.maxGradNorm;
+    step.moeAuxLossCoef = options.moeAuxLossCoef;
     step.weightDecay = options.weightDecay;
     step.beta1 = options.adamBeta1;
     step.beta2 = options.adamBeta2;
@@ -355,6 +356,7 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
     bool lowOpen, highOpen;
   };
   for (const Range &r : {Range{"max-grad-norm", o.maxGradNorm, 0, 1e30, false, false},
+                         Range{"moe-aux-loss-coef", o.moeAuxLossCoef, 0, 1e30, false, false},
                          Range{"weight-decay", o.weightDecay, 0, 1e30, false, false},
                          Range{"adam-beta1", o.adamBeta1, 0, 1, false, true},
                          Range{"adam-beta2", o.adamBeta2, 0, 1, false, true},
@@ -430,6 +432,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                              llvm::cl::init(1.0)};
   Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("AdamW weight decay"),
                              llvm::cl::init(0.1)};
+  Option<double> moeAuxLossCoef{
+      *this, "moe-aux-loss-coef",
+      llvm::cl::desc("the MoE softmax routers' load-balancing loss, times this (0: none)"),
+      llvm::cl::init(0.0)};
   Option<double> adamBeta1{*this, "adam-beta1", llvm::cl::desc("AdamW beta1"),
                            llvm::cl::init(0.9)};
   Option<double> adamBeta2{*this, "adam-beta2", llvm::cl::desc("AdamW beta2"),
@@ -539,6 +545,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.raise = raise;
     o.precision = precision;
     o.maxGradNorm = maxGradNorm;
+    o.moeAuxLossCoef = moeAuxLossCoef;
     o.weightDecay = weightDecay;
     o.adamBeta1 = adamBeta1;
     o.adamBeta2 = adamBeta2;

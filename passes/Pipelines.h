@@ -41,6 +41,8 @@ struct PipelineOptions {
   int64_t microbatches = 0;
   // AdamW and clipping (training).
   double maxGradNorm = 1.0;
+  /// The load-balancing loss of MoE softmax routers, times this (0: none).
+  double moeAuxLossCoef = 0.0;
   double weightDecay = 0.1;
   double adamBeta1 = 0.9;
   double adamBeta2 = 0.95;

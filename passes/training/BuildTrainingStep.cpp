@@ -175,8 +175,18 @@ struct BuildTrainingStepPass
       }
       Value flat = builder.create<nn::ReshapeOp>(
           loc, RankedTensorType::get({b * seq, vocab}, logitsType.getElementType()), logits);
-      auto loss = builder.create<nn::CrossEntropyOp>(loc, flat, labels);
-      loom::setMicrobatch(loss, m);
+      Value loss = builder.create<nn::CrossEntropyOp>(loc, flat, labels);
+      loom::setMicrobatch(loss.getDefiningOp(), m);
+      if (moeAuxLossCoef > 0) {
+        FailureOr<Value> aux = loadBalancingLoss(builder, loc, fwdBody, mapping, m);
+        if (failed(aux))
+          return failure();
+        Value scaled = builder.create<nn::MulOp>(loc, *aux,
+                                                 scalarConstant(builder, loc, moeAuxLossCoef));
+        loom::setMicrobatch(scaled.getDefiningOp(), m);
+        loss = builder.create<nn::AddOp>(loc, loss, scaled);
+        loom::setMicrobatch(loss.getDefiningOp(), m);
+      }
       losses.push_back(loss);
     }
     Value totalLoss = losses.front();
@@ -290,6 +300,92 @@ struct BuildTrainingStepPass
     forward.erase();
     step.setName("main");
     return success();
+  }
+
+  /// The softmax routers of the forward: top-k choices over a softmax whose
+  /// indices are sorted (to group the tokens by expert).
+  static SmallVector<nn::TopkOp> softmaxRouters(Block &fwdBody) {
+    SmallVector<nn::TopkOp> routers;
+    for (Operation &op : fwdBody) {
+      auto topk = dyn_cast<nn::TopkOp>(op);
+      if (!topk || topk.getSmallest() || !topk.getInput().getDefiningOp<nn::SoftmaxOp>())
+        continue;
+      // The indices reach a sort through reshapes and casts.
+      SmallVector<Value> work{topk.getIndices()};
+      bool sorted = false;
+      for (size_t i = 0; i < work.size() && !sorted && i < 16; ++i)
+        for (Operation *user : work[i].getUsers()) {
+          if (isa<nn::SortOp>(user))
+            sorted = true;
+          else if (isa<nn::ReshapeOp, nn::CastOp>(user))
+            work.push_back(user->getResult(0));
+        }
+      if (sorted)
+        routers.push_back(topk);
+    }
+    return routers;
+  }
+
+  /// The load-balancing loss (Switch Transformer; Mixtral's) of microbatch
+  /// m's softmax routers, over all their tokens at once: experts x the sum
+  /// over choices j and experts e of the fraction of tokens whose j-th
+  /// choice is e times e's mean probability. The fractions count choices
+  /// (no gradient); the probabilities carry it.
+  FailureOr<Value> loadBalancingLoss(OpBuilder &builder, Location loc, Block &fwdBody,
+                                     IRMapping &mapping, int64_t m) {
+    SmallVector<nn::TopkOp> routers = softmaxRouters(fwdBody);
+    if (routers.empty())
+      return emitError(loc, "--moe-aux-loss-coef: the model has no softmax router (top-k "
+                            "over a softmax whose choices are sorted by expert)");
+    Type f32 = builder.getF32Type(), i64 = builder.getI64Type();
+    auto first = routers.front().getInput().getType();
+    int64_t experts = first.getShape().back(), k = int64_t(routers.front().getK());
+    Value counts, probs;
+    int64_t tokens = 0;
+    auto tag = [&](Value v) {
+      loom::setMicrobatch(v.getDefiningOp(), m);
+      return v;
+    };
+    for (nn::TopkOp router : routers) {
+      auto type = router.getInput().getType();
+      if (type.getShape().back() != experts || int64_t(router.getK()) != k)
+        return router.emitError("--moe-aux-loss-coef: the routers differ in experts or top-k (")
+               << type.getShape().back() << " and " << int64_t(router.getK()) << ", against "
+               << experts << " and " << k << ")";
+      int64_t t = type.getNumElements() / experts;
+      tokens += t;
+      Value p = mapping.lookup(router.getInput());
+      Value idx = mapping.lookup(router.getIndices());
+      p = tag(builder.create<nn::ReshapeOp>(loc, RankedTensorType::get({t, experts},
+                                                                       type.getElementType()), p));
+      if (type.getElementType() != f32)
+        p = tag(builder.create<nn::CastOp>(loc, RankedTensorType::get({t, experts}, f32), p));
+      Value idx3 = tag(builder.create<nn::ReshapeOp>(loc, RankedTensorType::get({t, k, 1}, i64),
+                                                     idx));
+      Value iota = tag(builder.create<nn::IotaOp>(
+          loc, RankedTensorType::get({1, 1, experts}, i64), builder.getI64IntegerAttr(2),
+          builder.getF64FloatAttr(0), builder.getF64FloatAttr(1)));
+      Value hit = tag(builder.create<nn::CompareOp>(
+          loc, nn::ComparePredicateAttr::get(builder.getContext(), nn::ComparePredicate::eq), idx3,
+          iota));
+      Value mask = tag(builder.create<nn::CastOp>(
+          loc, RankedTensorType::get({t, k, experts}, f32), hit));
+      Value c = tag(builder.create<nn::ReduceSumOp>(loc, mask, builder.getDenseI64ArrayAttr({0}),
+                                                    UnitAttr()));
+      Value ps = tag(builder.create<nn::ReduceSumOp>(loc, p, builder.getDenseI64ArrayAttr({0}),
+                                                     UnitAttr()));
+      counts = counts ? tag(builder.create<nn::AddOp>(loc, counts, c)) : c;
+      probs = probs ? tag(builder.create<nn::AddOp>(loc, probs, ps)) : ps;
+    }
+    Value inv = scalarConstant(builder, loc, 1.0 / double(tokens));
+    Value fractions = tag(builder.create<nn::MulOp>(loc, counts, inv));
+    Value meanProbs = tag(builder.create<nn::MulOp>(loc, probs, inv));
+    Value row = tag(builder.create<nn::ReshapeOp>(
+        loc, RankedTensorType::get({1, experts}, f32), meanProbs));
+    Value products = tag(builder.create<nn::MulOp>(loc, fractions, row));
+    Value total = tag(builder.create<nn::ReduceSumOp>(
+        loc, products, builder.getDenseI64ArrayAttr({0, 1}), UnitAttr()));
+    return tag(builder.create<nn::MulOp>(loc, total, scalarConstant(builder, loc, double(experts))));
   }
 
   /// The tokens each expert of each mixture-of-experts layer received in

@@ -49,6 +49,9 @@ def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
     Option<"gradientsOnly", "gradients-only", "bool", /*default=*/"false",
            "return the loss and every parameter's gradient (outputs `loss` and "
            "`grad.<name>`) instead of updating: for checking gradients">,
+    Option<"moeAuxLossCoef", "moe-aux-loss-coef", "double", /*default=*/"0.0",
+           "add this times the load-balancing loss (Switch Transformer, Mixtral) of the "
+           "softmax routers to each microbatch's loss; 0: none">,
     Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
            "data-parallel ranks: microbatch m takes rows m of each rank's block "
            "of the batch (tokens seen as [dp, microbatches, batch/dp, seq+1]), "

@@ -103,6 +103,13 @@ cl::opt<std::string> precision("precision",
                               cl::init("f32"), cl::cat(category));
 cl::opt<double> maxGradNorm("max-grad-norm", cl::desc("clip the global gradient norm (default: 1; 0: off)"),
                             cl::init(1.0), cl::cat(category));
+cl::opt<double> moeAuxLossCoef(
+    "moe-aux-loss-coef",
+    cl::desc("add this times the load-balancing loss of the mixture-of-experts softmax routers "
+             "(Switch Transformer, Mixtral: experts x the sum over experts of the fraction of "
+             "choices and the mean probability, over every router's tokens) to the loss "
+             "(default: 0, none)"),
+    cl::init(0.0), cl::cat(category));
 cl::opt<double> weightDecay("weight-decay", cl::desc("AdamW weight decay on matrices (default: 0.1)"),
                             cl::init(0.1), cl::cat(category));
 cl::opt<double> adamBeta1("adam-beta1", cl::desc("AdamW beta1 (default: 0.9)"), cl::init(0.9), cl::cat(category));
@@ -618,6 +625,7 @@ int main(int argc, char **argv) {
     bool lowOpen, highOpen;
   };
   for (const Range &r : {Range{&maxGradNorm, 0, 1e30, false, false},
+                         Range{&moeAuxLossCoef, 0, 1e30, false, false},
                          Range{&weightDecay, 0, 1e30, false, false},
                          Range{&adamBeta1, 0, 1, false, true}, Range{&adamBeta2, 0, 1, false, true},
                          Range{&adamEpsilon, 0, 1, true, false}}) {
@@ -629,6 +637,12 @@ int main(int argc, char **argv) {
                               (r.highOpen ? ")" : "]")
                         : llvm::Twine("a finite number >= 0")) +
            ", got " + std::to_string(v));
+    if (r.option == &moeAuxLossCoef) {
+      if (r.option->getNumOccurrences() && mode != "train" && mode != "gradients")
+        fail("--moe-aux-loss-coef adds to the training loss: it applies to --mode=train or "
+             "--mode=gradients");
+      continue;
+    }
     if (r.option->getNumOccurrences() && mode != "train")
       fail("--" + r.option->ArgStr + " sets the optimizer: it applies to --mode=train");
   }
@@ -723,6 +737,7 @@ int main(int argc, char **argv) {
   pipelineOptions.precision =
       precision == "bf16" ? loom::ComputePrecision::BF16 : loom::ComputePrecision::F32;
   pipelineOptions.maxGradNorm = maxGradNorm;
+  pipelineOptions.moeAuxLossCoef = moeAuxLossCoef;
   pipelineOptions.weightDecay = weightDecay;
   pipelineOptions.adamBeta1 = adamBeta1;
   pipelineOptions.adamBeta2 = adamBeta2;
