@@ -158,6 +158,7 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     step.batch = options.globalBatch;
     step.maxGradNorm = options.maxGradNorm;
     step.moeAuxLossCoef = options.moeAuxLossCoef;
+    step.moeBiasUpdateRate = options.moeBiasUpdateRate;
     step.weightDecay = options.weightDecay;
     step.beta1 = options.adamBeta1;
     step.beta2 = options.adamBeta2;
@@ -357,6 +358,7 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
   };
   for (const Range &r : {Range{"max-grad-norm", o.maxGradNorm, 0, 1e30, false, false},
                          Range{"moe-aux-loss-coef", o.moeAuxLossCoef, 0, 1e30, false, false},
+                         Range{"moe-bias-update-rate", o.moeBiasUpdateRate, 0, 1e30, false, false},
                          Range{"weight-decay", o.weightDecay, 0, 1e30, false, false},
                          Range{"adam-beta1", o.adamBeta1, 0, 1, false, true},
                          Range{"adam-beta2", o.adamBeta2, 0, 1, false, true},
@@ -435,6 +437,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<double> moeAuxLossCoef{
       *this, "moe-aux-loss-coef",
       llvm::cl::desc("the MoE softmax routers' load-balancing loss, times this (0: none)"),
+      llvm::cl::init(0.0)};
+  Option<double> moeBiasUpdateRate{
+      *this, "moe-bias-update-rate",
+      llvm::cl::desc("DeepSeek-V3's bias update of MoE routers per step (0: none)"),
       llvm::cl::init(0.0)};
   Option<double> adamBeta1{*this, "adam-beta1", llvm::cl::desc("AdamW beta1"),
                            llvm::cl::init(0.9)};
@@ -546,6 +552,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.precision = precision;
     o.maxGradNorm = maxGradNorm;
     o.moeAuxLossCoef = moeAuxLossCoef;
+    o.moeBiasUpdateRate = moeBiasUpdateRate;
     o.weightDecay = weightDecay;
     o.adamBeta1 = adamBeta1;
     o.adamBeta2 = adamBeta2;

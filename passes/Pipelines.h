@@ -43,6 +43,8 @@ struct PipelineOptions {
   double maxGradNorm = 1.0;
   /// The load-balancing loss of MoE softmax routers, times this (0: none).
   double moeAuxLossCoef = 0.0;
+  /// DeepSeek-V3's bias update of MoE routers per step (0: none).
+  double moeBiasUpdateRate = 0.0;
   double weightDecay = 0.1;
   double adamBeta1 = 0.9;
   double adamBeta2 = 0.95;

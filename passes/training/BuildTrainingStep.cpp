@@ -139,6 +139,17 @@ struct BuildTrainingStepPass
           loc, RankedTensorType::get({dp, microbatches, b / dp, seq + 1}, builder.getI64Type()),
           tokens);
     }
+    // DeepSeek-V3's balancing: each router's correction bias and the
+    // choices of every microbatch, counted after the step.
+    SmallVector<std::pair<nn::ParameterOp, nn::TopkOp>> biasedRouters;
+    llvm::MapVector<Operation *, SmallVector<Value>> biasCounts;
+    if (moeBiasUpdateRate > 0 && !gradientsOnly) {
+      biasedRouters = correctionBiases(fwdBody);
+      if (biasedRouters.empty())
+        return forward.emitError("--moe-bias-update-rate: the model has no router with a "
+                                 "correction bias (a buffer added to the scores before a top-k "
+                                 "whose choices are sorted by expert)");
+    }
     SmallVector<Value> losses;
     for (int64_t m = 0; m < microbatches; ++m) {
       IRMapping mapping = shared;
@@ -177,6 +188,9 @@ struct BuildTrainingStepPass
           loc, RankedTensorType::get({b * seq, vocab}, logitsType.getElementType()), logits);
       Value loss = builder.create<nn::CrossEntropyOp>(loc, flat, labels);
       loom::setMicrobatch(loss.getDefiningOp(), m);
+      if (moeBiasUpdateRate > 0 && !gradientsOnly)
+        for (auto &[bias, router] : biasedRouters)
+          biasCounts[bias].push_back(mapping.lookup(router.getIndices()));
       if (moeAuxLossCoef > 0) {
         FailureOr<Value> aux = loadBalancingLoss(builder, loc, fwdBody, mapping, m);
         if (failed(aux))
@@ -278,6 +292,11 @@ struct BuildTrainingStepPass
       builder.create<nn::AssignOp>(p.getLoc(), m, update.getNewExpAvg());
       builder.create<nn::AssignOp>(p.getLoc(), v, update.getNewExpAvgSq());
     }
+    for (auto &[biasOp, indices] : biasCounts)
+      updateCorrectionBias(builder, loc, cast<nn::ParameterOp>(shared.lookup(
+                                             cast<nn::ParameterOp>(biasOp).getResult())
+                                             .getDefiningOp()),
+                           indices);
     Value lossOut = totalLoss;
     if (tensorType(lossOut).getElementType() != builder.getF32Type())
       lossOut = builder.create<nn::CastOp>(loc, f32Scalar, lossOut);
@@ -386,6 +405,98 @@ struct BuildTrainingStepPass
     Value total = tag(builder.create<nn::ReduceSumOp>(
         loc, products, builder.getDenseI64ArrayAttr({0, 1}), UnitAttr()));
     return tag(builder.create<nn::MulOp>(loc, total, scalarConstant(builder, loc, double(experts))));
+  }
+
+  /// The top-k of a router: its indices reach a sort (the tokens grouped
+  /// by expert) through reshapes and casts.
+  static bool choicesAreSorted(nn::TopkOp topk) {
+    SmallVector<Value> work{topk.getIndices()};
+    for (size_t i = 0; i < work.size() && i < 16; ++i)
+      for (Operation *user : work[i].getUsers()) {
+        if (isa<nn::SortOp>(user))
+          return true;
+        if (isa<nn::ReshapeOp, nn::CastOp>(user))
+          work.push_back(user->getResult(0));
+      }
+    return false;
+  }
+
+  /// Routers with a correction bias (DeepSeek-V3's e_score_correction_bias):
+  /// a buffer (a parameter not trained) of one value per expert that the
+  /// scores add before the router's top-k, found by following its uses.
+  static SmallVector<std::pair<nn::ParameterOp, nn::TopkOp>> correctionBiases(Block &fwdBody) {
+    SmallVector<std::pair<nn::ParameterOp, nn::TopkOp>> found;
+    for (Operation &op : fwdBody) {
+      auto param = dyn_cast<nn::ParameterOp>(op);
+      if (!param || param.isTrainable() || param.getType().getRank() != 1)
+        continue;
+      int64_t experts = param.getType().getDimSize(0);
+      bool added = llvm::any_of(param->getUsers(), [](Operation *u) { return isa<nn::AddOp>(u); });
+      if (!added)
+        continue;
+      // Forward through the uses to the first sorted top-k over the experts.
+      SmallVector<Value> work{param.getResult()};
+      llvm::DenseSet<Value> seen;
+      nn::TopkOp router;
+      for (size_t i = 0; i < work.size() && i < 256 && !router; ++i)
+        for (Operation *user : work[i].getUsers()) {
+          if (auto topk = dyn_cast<nn::TopkOp>(user);
+              topk && topk.getInput().getType().getShape().back() == experts &&
+              choicesAreSorted(topk)) {
+            router = topk;
+            break;
+          }
+          for (Value r : user->getResults())
+            if (seen.insert(r).second)
+              work.push_back(r);
+        }
+      if (router)
+        found.push_back({param, router});
+    }
+    return found;
+  }
+
+  /// bias += rate * sign(mean load - load), the load of each expert being
+  /// the choices of all microbatches (DeepSeek-V3's auxiliary-loss-free
+  /// balancing), assigned when the step ends.
+  void updateCorrectionBias(OpBuilder &builder, Location loc, nn::ParameterOp bias,
+                            ArrayRef<Value> choices) {
+    Type f32 = builder.getF32Type(), i64 = builder.getI64Type();
+    int64_t experts = bias.getType().getDimSize(0);
+    Value load;
+    for (Value idx : choices) {
+      auto t = cast<RankedTensorType>(idx.getType());
+      int64_t n = t.getNumElements();
+      Value flat = builder.create<nn::ReshapeOp>(loc, RankedTensorType::get({n, 1}, i64), idx);
+      Value iota = builder.create<nn::IotaOp>(loc, RankedTensorType::get({1, experts}, i64),
+                                              builder.getI64IntegerAttr(1),
+                                              builder.getF64FloatAttr(0), builder.getF64FloatAttr(1));
+      Value hit = builder.create<nn::CompareOp>(
+          loc, nn::ComparePredicateAttr::get(builder.getContext(), nn::ComparePredicate::eq), flat,
+          iota);
+      Value ones = builder.create<nn::CastOp>(loc, RankedTensorType::get({n, experts}, f32), hit);
+      Value c = builder.create<nn::ReduceSumOp>(loc, ones, builder.getDenseI64ArrayAttr({0}),
+                                                UnitAttr());
+      load = load ? builder.create<nn::AddOp>(loc, load, c).getResult() : c;
+    }
+    Value total = builder.create<nn::ReduceSumOp>(loc, load, builder.getDenseI64ArrayAttr({0}),
+                                                  UnitAttr());
+    Value mean = builder.create<nn::MulOp>(loc, total, scalarConstant(builder, loc, 1.0 / experts));
+    auto row = RankedTensorType::get({experts}, f32);
+    auto mask = RankedTensorType::get({experts}, builder.getI1Type());
+    auto pred = [&](nn::ComparePredicate p) {
+      Value cmp = builder.create<nn::CompareOp>(
+          loc, mask, nn::ComparePredicateAttr::get(builder.getContext(), p), load, mean);
+      return builder.create<nn::CastOp>(loc, row, cmp).getResult();
+    };
+    Value sign = builder.create<nn::SubOp>(loc, pred(nn::ComparePredicate::lt),
+                                           pred(nn::ComparePredicate::gt));
+    Value step = builder.create<nn::MulOp>(loc, sign, scalarConstant(builder, loc, moeBiasUpdateRate));
+    Value current = bias.getResult();
+    if (bias.getType().getElementType() != f32)
+      step = builder.create<nn::CastOp>(loc, bias.getType(), step);
+    Value next = builder.create<nn::AddOp>(loc, current, step);
+    builder.create<nn::AssignOp>(loc, current, next);
   }
 
   /// The tokens each expert of each mixture-of-experts layer received in

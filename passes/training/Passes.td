@@ -52,6 +52,10 @@ def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
     Option<"moeAuxLossCoef", "moe-aux-loss-coef", "double", /*default=*/"0.0",
            "add this times the load-balancing loss (Switch Transformer, Mixtral) of the "
            "softmax routers to each microbatch's loss; 0: none">,
+    Option<"moeBiasUpdateRate", "moe-bias-update-rate", "double", /*default=*/"0.0",
+           "DeepSeek-V3's auxiliary-loss-free balancing: after each step, every router's "
+           "correction bias (a buffer added to its scores) moves by this towards the "
+           "experts that received fewer tokens than the mean; 0: none">,
     Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
            "data-parallel ranks: microbatch m takes rows m of each rank's block "
            "of the batch (tokens seen as [dp, microbatches, batch/dp, seq+1]), "

@@ -64,9 +64,31 @@ float scalarValue(const HostTensor &t) {
 }
 
 /// Parameters whose values change during training or cannot be rebuilt:
-/// everything but the executable's stored constants.
-bool isCheckpointed(const ParameterDesc &param) {
-  return param.trainable || param.init != InitKind::Data;
+/// everything but the executable's stored constants that no step writes
+/// (a frozen buffer a step updates, such as a router's correction bias,
+/// is state too).
+bool isCheckpointed(const ParameterDesc &param, bool written) {
+  return param.trainable || written || param.init != InitKind::Data;
+}
+
+/// By parameter index: whether some rank's program writes its buffer.
+std::vector<bool> writtenParameters(const Executable &exe) {
+  std::vector<bool> written(exe.parameters.size(), false);
+  for (const RankProgram &program : exe.ranks) {
+    const size_t numBuffers = program.buffers.size();
+    std::vector<bool> out(numBuffers, false);
+    for (const Instruction &instr : program.instructions)
+      for (uint32_t b : instr.outputs)
+        if (b < numBuffers) {
+          int64_t alias = program.buffers[b].aliasOf;
+          out[alias >= 0 && uint64_t(alias) < numBuffers ? uint32_t(alias) : b] = true;
+        }
+    for (const ParamBinding &binding : program.params)
+      if (binding.buffer < numBuffers && binding.parameter < written.size() &&
+          out[binding.buffer])
+        written[binding.parameter] = true;
+  }
+  return written;
 }
 
 /// A number as a user would type it.
@@ -242,8 +264,9 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
 
   // Where each checkpointed parameter lives.
   std::vector<std::pair<const ParameterDesc *, uint32_t>> checkpointed;
+  const std::vector<bool> writtenParams = writtenParameters(exe);
   for (const ParamBinding &binding : program.params)
-    if (isCheckpointed(exe.parameters[binding.parameter]))
+    if (isCheckpointed(exe.parameters[binding.parameter], writtenParams[binding.parameter]))
       checkpointed.push_back({&exe.parameters[binding.parameter], binding.buffer});
 
   int64_t startStep = 0;
@@ -325,7 +348,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     std::vector<std::pair<const ParameterDesc *, uint32_t>> owned;
     for (auto [i, binding] : llvm::enumerate(exe.ranks[r].params)) {
       const ParameterDesc &param = exe.parameters[binding.parameter];
-      if (isCheckpointed(param) && firstHolder[r][i])
+      if (isCheckpointed(param, writtenParams[binding.parameter]) && firstHolder[r][i])
         owned.push_back({&param, binding.buffer});
     }
     return owned;

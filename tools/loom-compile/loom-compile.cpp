@@ -110,6 +110,13 @@ cl::opt<double> moeAuxLossCoef(
              "choices and the mean probability, over every router's tokens) to the loss "
              "(default: 0, none)"),
     cl::init(0.0), cl::cat(category));
+cl::opt<double> moeBiasUpdateRate(
+    "moe-bias-update-rate",
+    cl::desc("DeepSeek-V3's auxiliary-loss-free balancing: after each step, every MoE router's "
+             "correction bias (a buffer added to its scores before the top-k) moves by this "
+             "towards the experts that received fewer tokens than the mean, away from those "
+             "that received more (default: 0, none; DeepSeek-V3 used 0.001)"),
+    cl::init(0.0), cl::cat(category));
 cl::opt<double> weightDecay("weight-decay", cl::desc("AdamW weight decay on matrices (default: 0.1)"),
                             cl::init(0.1), cl::cat(category));
 cl::opt<double> adamBeta1("adam-beta1", cl::desc("AdamW beta1 (default: 0.9)"), cl::init(0.9), cl::cat(category));
@@ -626,6 +633,7 @@ int main(int argc, char **argv) {
   };
   for (const Range &r : {Range{&maxGradNorm, 0, 1e30, false, false},
                          Range{&moeAuxLossCoef, 0, 1e30, false, false},
+                         Range{&moeBiasUpdateRate, 0, 1e30, false, false},
                          Range{&weightDecay, 0, 1e30, false, false},
                          Range{&adamBeta1, 0, 1, false, true}, Range{&adamBeta2, 0, 1, false, true},
                          Range{&adamEpsilon, 0, 1, true, false}}) {
@@ -637,6 +645,12 @@ int main(int argc, char **argv) {
                               (r.highOpen ? ")" : "]")
                         : llvm::Twine("a finite number >= 0")) +
            ", got " + std::to_string(v));
+    if (r.option == &moeBiasUpdateRate) {
+      if (r.option->getNumOccurrences() && mode != "train")
+        fail("--moe-bias-update-rate updates the routers after each step: it applies to "
+             "--mode=train");
+      continue;
+    }
     if (r.option == &moeAuxLossCoef) {
       if (r.option->getNumOccurrences() && mode != "train" && mode != "gradients")
         fail("--moe-aux-loss-coef adds to the training loss: it applies to --mode=train or "
@@ -738,6 +752,7 @@ int main(int argc, char **argv) {
       precision == "bf16" ? loom::ComputePrecision::BF16 : loom::ComputePrecision::F32;
   pipelineOptions.maxGradNorm = maxGradNorm;
   pipelineOptions.moeAuxLossCoef = moeAuxLossCoef;
+  pipelineOptions.moeBiasUpdateRate = moeBiasUpdateRate;
   pipelineOptions.weightDecay = weightDecay;
   pipelineOptions.adamBeta1 = adamBeta1;
   pipelineOptions.adamBeta2 = adamBeta2;
