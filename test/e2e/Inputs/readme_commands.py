@@ -7,7 +7,8 @@ reader is filled in, and said for each command:
   - model.pt2 is examples/llama/model.pt2; model.onnx a small ONNX language
     model made here with a symbolic batch and sequence; corpus.txt the
     bundled sample text; x.npy the example's ids; model.mlir the README's
-    own nn program (its mlir block);
+    own nn program (its mlir block); mixtral/model.dyn.pt2 the tiny Mixtral
+    fixture of test/frontend/Inputs/fixtures/hf_moe.tar.xz;
   - training runs 2 steps instead of hundreds (--steps N, --checkpoint-every
     N, --warmup-steps N become 2, 1, 1);
   - mpirun comes from --mpirun (root in containers needs flags), and its
@@ -74,8 +75,12 @@ def main():
     with open(os.path.join(args.work, "model.mlir"), "w") as f:
         f.write(block(text, "A program is a", "mlir"))
     tiny_onnx(os.path.join(args.work, "model.onnx"))
+    import tarfile
+    with tarfile.open(os.path.join(args.src, "test/frontend/Inputs/fixtures/hf_moe.tar.xz")) as t:
+        t.extract("hf_moe/mixtral_eager/model.dyn.pt2", args.work)
     files = {
         "model.pt2": os.path.join(args.src, "examples/llama/model.pt2"),
+        "mixtral/model.dyn.pt2": os.path.join(args.work, "hf_moe/mixtral_eager/model.dyn.pt2"),
         "corpus.txt": os.path.join(args.src, "examples/data/sample.txt"),
         "x.npy": os.path.join(args.src, "examples/llama/ids.npy"),
     }
