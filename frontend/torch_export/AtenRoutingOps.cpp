@@ -187,6 +187,50 @@ Error convertGroupedMm(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
+/// histc's counts: of x [count, 1], those in [start[b], end[b]) (rows of
+/// [1, bins]) and at most `max`, per bin, counted in i64 (which a bf16 step
+/// leaves alone, so counts stay exact), cast to the result's type.
+Error countInBins(NodeContext &node, Value x, Value start, Value end, Value max, int64_t count,
+                  int64_t bins) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  GraphImporter &g = node.importer();
+  Type i64 = g.builder().getI64Type();
+  SmallVector<int64_t> grid{count, bins};
+  auto above = compareValues(g, nn::ComparePredicate::ge, x, start, grid);
+  if (!above)
+    return above.takeError();
+  auto below = compareValues(g, nn::ComparePredicate::lt, x, end, grid);
+  if (!below)
+    return below.takeError();
+  auto inRange = compareValues(g, nn::ComparePredicate::le, x, max, {count, 1});
+  if (!inRange)
+    return inRange.takeError();
+  Value member;
+  for (Value v : {*above, *below, *inRange}) {
+    auto f = g.castTo(v, i64);
+    if (!f)
+      return f.takeError();
+    if (!member) {
+      member = *f;
+      continue;
+    }
+    auto product = g.create<nn::MulOp>(RankedTensorType::get(grid, i64), member, *f);
+    if (!product)
+      return product.takeError();
+    member = *product;
+  }
+  auto counts = g.create<nn::ReduceSumOp>(RankedTensorType::get({bins}, i64), member,
+                                          g.builder().getDenseI64ArrayAttr({0}), UnitAttr());
+  if (!counts)
+    return counts.takeError();
+  auto result = g.castTo(*counts, type->getElementType());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
 /// aten.histc(self, bins, min, max): counts of `self` in `bins` equal bins
 /// over [min, max] (the last one closed), as floats.
 Error convertHistc(NodeContext &node) {
@@ -239,35 +283,7 @@ Error convertHistc(NodeContext &node) {
     auto binType = RankedTensorType::get({1, *bins}, i64);
     Value start = g.constant(DenseElementsAttr::get(binType, llvm::ArrayRef<int64_t>(starts)));
     Value end = g.constant(DenseElementsAttr::get(binType, llvm::ArrayRef<int64_t>(ends)));
-    SmallVector<int64_t> grid{count, *bins};
-    auto above = compareValues(g, nn::ComparePredicate::ge, *ids, start, grid);
-    auto below = compareValues(g, nn::ComparePredicate::lt, *ids, end, grid);
-    auto inRange = compareValues(g, nn::ComparePredicate::le, *ids,
-                                 g.scalar(i64, std::floor(*hi)), {count, 1});
-    if (!above || !below || !inRange)
-      return importError("histc: cannot compare the ids with the bins");
-    Value member;
-    for (Value v : {*above, *below, *inRange}) {
-      auto f = g.castTo(v, i64);
-      if (!f)
-        return f.takeError();
-      if (!member) {
-        member = *f;
-        continue;
-      }
-      auto product = g.create<nn::MulOp>(RankedTensorType::get(grid, i64), member, *f);
-      if (!product)
-        return product.takeError();
-      member = *product;
-    }
-    auto counts = g.create<nn::ReduceSumOp>(RankedTensorType::get({*bins}, i64), member,
-                                            g.builder().getDenseI64ArrayAttr({0}), UnitAttr());
-    if (!counts)
-      return counts.takeError();
-    auto result = g.castTo(*counts, type->getElementType());
-    if (!result)
-      return result.takeError();
-    return node.setResult(0, *result);
+    return countInBins(node, *ids, start, end, g.scalar(i64, std::floor(*hi)), count, *bins);
   }
   auto flat = g.reshapeTo(*self, {count, 1});
   if (!flat)
@@ -286,38 +302,7 @@ Error convertHistc(NodeContext &node) {
   auto binType = RankedTensorType::get({1, *bins}, f32);
   Value start = g.constant(DenseElementsAttr::get(binType, llvm::ArrayRef<float>(starts)));
   Value end = g.constant(DenseElementsAttr::get(binType, llvm::ArrayRef<float>(ends)));
-  SmallVector<int64_t> grid{count, *bins};
-  auto above = compareValues(g, nn::ComparePredicate::ge, *x, start, grid);
-  if (!above)
-    return above.takeError();
-  auto below = compareValues(g, nn::ComparePredicate::lt, *x, end, grid);
-  if (!below)
-    return below.takeError();
-  auto inRange = compareValues(g, nn::ComparePredicate::le, *x, g.scalar(f32, *hi), {count, 1});
-  if (!inRange)
-    return inRange.takeError();
-  Value member;
-  for (Value v : {*above, *below, *inRange}) {
-    auto f = g.castTo(v, i64);
-    if (!f)
-      return f.takeError();
-    if (!member) {
-      member = *f;
-      continue;
-    }
-    auto product = g.create<nn::MulOp>(RankedTensorType::get(grid, i64), member, *f);
-    if (!product)
-      return product.takeError();
-    member = *product;
-  }
-  auto counts = g.create<nn::ReduceSumOp>(RankedTensorType::get({*bins}, i64), member,
-                                          g.builder().getDenseI64ArrayAttr({0}), UnitAttr());
-  if (!counts)
-    return counts.takeError();
-  auto result = g.castTo(*counts, type->getElementType());
-  if (!result)
-    return result.takeError();
-  return node.setResult(0, *result);
+  return countInBins(node, *x, start, end, g.scalar(f32, *hi), count, *bins);
 }
 
 /// aten.cumsum(self, dim, dtype) of a value known only at run time, along
