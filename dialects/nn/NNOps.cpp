@@ -884,9 +884,29 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor) {
-  if (getInput().getType() == getType() &&
-      llvm::all_of(getStrides(), [](int64_t s) { return s == 1; }))
+  if (!llvm::all_of(getStrides(), [](int64_t s) { return s == 1; }))
+    return {};
+  if (getInput().getType() == getType())
     return getInput();
+  // Exactly one operand of a concat: that operand (a slice assignment's
+  // join, read back where it was written).
+  if (auto concat = getInput().getDefiningOp<ConcatOp>()) {
+    int64_t rank = getType().getRank(), dim = int64_t(concat.getDim());
+    if (dim < 0)
+      dim += rank;
+    ArrayRef<int64_t> starts = getStarts(), limits = getLimits();
+    ArrayRef<int64_t> whole = getInput().getType().getShape();
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != dim && (starts[d] != 0 || limits[d] != whole[d]))
+        return {};
+    int64_t offset = 0;
+    for (Value piece : concat.getInputs()) {
+      int64_t size = cast<RankedTensorType>(piece.getType()).getDimSize(dim);
+      if (starts[dim] == offset && limits[dim] == offset + size && piece.getType() == getType())
+        return piece;
+      offset += size;
+    }
+  }
   return {};
 }
 

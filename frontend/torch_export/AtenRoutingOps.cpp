@@ -534,10 +534,24 @@ Error convertScatterValue(NodeContext &node) {
   auto cast = g.castTo(*value, element);
   if (!cast)
     return cast.takeError();
-  auto selfCast = g.castTo(*self, element);
-  if (!selfCast)
-    return selfCast.takeError();
-  auto result = g.create<nn::WhereOp>(*type, *hit, *cast, *selfCast);
+  // A splat self (zeros_like) as a scalar: no constant of the export's
+  // batch stays in the program, so a new batch re-infers it.
+  Value base;
+  if (std::optional<DenseElementsAttr> c = g.constantValue(*self); c && c->isSplat()) {
+    Attribute v = c->getSplatValue<Attribute>();
+    double x = 0;
+    if (auto f = dyn_cast<FloatAttr>(v))
+      x = f.getValueAsDouble();
+    else if (auto i = dyn_cast<IntegerAttr>(v))
+      x = double(i.getValue().getSExtValue());
+    base = g.scalar(element, x);
+  } else {
+    auto selfCast = g.castTo(*self, element);
+    if (!selfCast)
+      return selfCast.takeError();
+    base = *selfCast;
+  }
+  auto result = g.create<nn::WhereOp>(*type, *hit, *cast, base);
   if (!result)
     return result.takeError();
   return node.setResult(0, *result);

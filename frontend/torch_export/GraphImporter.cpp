@@ -932,6 +932,78 @@ llvm::Expected<Value> GraphImporter::scatterIntoBase(llvm::ArrayRef<std::string>
     return importError("mutates '" + name + "', a view of '" + root +
                        "' that Loom cannot map back onto it");
 
+  // A block of the base cut along one dim only (a slice assignment such as
+  // `t[..., a:b] = v`): the base's parts around it joined with the new
+  // values, which keeps every other dim whole (a new batch re-infers it).
+  auto viewType = cast<RankedTensorType>(value.getType());
+  if (viewType.getRank() == rootType.getRank() && viewType.getNumElements() > 0) {
+    llvm::ArrayRef<int64_t> shape = rootType.getShape(), sizes = viewType.getShape();
+    llvm::SmallVector<int64_t> starts(shape.size(), 0);
+    int64_t first = (*indices->getValues<llvm::APInt>().begin()).getSExtValue();
+    for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+      starts[d] = shape[d] ? first % shape[d] : 0;
+      first = shape[d] ? first / shape[d] : 0;
+    }
+    llvm::SmallVector<int64_t> cut;
+    bool block = true;
+    for (size_t d = 0; d < shape.size() && block; ++d) {
+      block = starts[d] + sizes[d] <= shape[d];
+      if (sizes[d] != shape[d])
+        cut.push_back(int64_t(d));
+    }
+    // Every view element is the base element of its position in the block.
+    llvm::SmallVector<int64_t> pos(shape.size(), 0);
+    for (const llvm::APInt &index : indices->getValues<llvm::APInt>()) {
+      if (!block)
+        break;
+      int64_t flat = 0;
+      for (size_t d = 0; d < shape.size(); ++d)
+        flat = flat * shape[d] + starts[d] + pos[d];
+      block = index.getSExtValue() == flat;
+      for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+        if (++pos[d] < sizes[d])
+          break;
+        pos[d] = 0;
+      }
+    }
+    if (block && cut.size() <= 1) {
+      auto cast = castTo(value, rootType.getElementType());
+      if (!cast)
+        return cast.takeError();
+      if (cut.empty())
+        return *cast;
+      int64_t d = cut.front();
+      auto piece = [&](int64_t begin, int64_t end) -> llvm::Expected<Value> {
+        llvm::SmallVector<int64_t> lo(shape.size(), 0), hi(shape), step(shape.size(), 1);
+        lo[d] = begin;
+        hi[d] = end;
+        llvm::SmallVector<int64_t> pieceShape(shape);
+        pieceShape[d] = end - begin;
+        return create<nn::SliceOp>(rootType.clone(pieceShape), *rootValue,
+                                   builder_.getDenseI64ArrayAttr(lo),
+                                   builder_.getDenseI64ArrayAttr(hi),
+                                   builder_.getDenseI64ArrayAttr(step));
+      };
+      llvm::SmallVector<Value> pieces;
+      if (starts[d] > 0) {
+        auto before = piece(0, starts[d]);
+        if (!before)
+          return before.takeError();
+        pieces.push_back(*before);
+      }
+      pieces.push_back(*cast);
+      if (starts[d] + sizes[d] < shape[d]) {
+        auto after = piece(starts[d] + sizes[d], shape[d]);
+        if (!after)
+          return after.takeError();
+        pieces.push_back(*after);
+      }
+      if (pieces.size() == 1)
+        return pieces.front();
+      return create<nn::ConcatOp>(rootType, pieces, builder_.getI64IntegerAttr(d));
+    }
+  }
+
   // Invert it: base element j takes the view's element inverse[j].
   llvm::SmallVector<int64_t> inverse(n, 0);
   llvm::SmallVector<bool> covered(n, false);
@@ -948,7 +1020,6 @@ llvm::Expected<Value> GraphImporter::scatterIntoBase(llvm::ArrayRef<std::string>
     inverse[j] = k++;
     ++count;
   }
-  auto viewType = cast<RankedTensorType>(value.getType());
   auto flatView = reshapeTo(value, {viewType.getNumElements()});
   if (!flatView)
     return flatView.takeError();
