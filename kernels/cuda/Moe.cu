@@ -1,10 +1,12 @@
 // Mixture-of-experts kernels on CUDA: nn.topk (a thread per row, k at most
 // kMaxTopk), nn.sort (CUB's stable radix sort of an order-preserving 64-bit
-// key, row by row), nn.grouped_matmul and its weight gradient (a thread per
-// output element, the row's group found by binary search in the offsets on
-// the device, so no count leaves the GPU and the step stays one graph).
-// They compute what the CPU kernels (kernels/cpu/Moe.cpp) do. The GEMMs are
-// correct, not fast: a tiled grouped GEMM is the next step (issue 21).
+// key, row by row), nn.grouped_matmul and its weight gradient (64 x 64
+// output tiles of one group each, in shared memory, the groups' tiles
+// counted on the device from the offsets, so no count leaves the GPU and
+// the step stays one graph). They compute what the CPU kernels
+// (kernels/cpu/Moe.cpp) do. The GEMMs use CUDA cores in the operands'
+// compute type, not tensor cores: a tensor-core grouped GEMM is the next
+// step for speed (issue 21).
 //
 // On the device the offsets are not checked: a group's bounds are clamped
 // into [0, rows] and made non-decreasing, where the CPU kernel reports
@@ -117,51 +119,137 @@ __device__ __forceinline__ int64_t groupEnd(const OffT *offsets, int64_t e, int6
   return v < 0 ? 0 : (v > rows ? rows : v);
 }
 
-template <DType D, typename OffT>
-__global__ void __launch_bounds__(kBlockSize)
-groupedMatmulKernel(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D> *x,
-                    const StorageOf<D> *w, const OffT *offsets, StorageOf<D> *y) {
-  using C = ComputeOf<D>;
-  const int64_t total = S * N;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
-       t += stride) {
-    const int64_t s = t / N, n = t - s * N;
-    // The first group whose end is past s.
-    int64_t lo = 0, hi = E;
-    while (lo < hi) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      if (groupEnd(offsets, mid, S) > s)
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    C acc = 0;
-    if (lo < E) {
-      const StorageOf<D> *xs = x + s * K, *we = w + lo * K * N + n;
-      for (int64_t k = 0; k < K; ++k)
-        acc = dev::add(acc, dev::mul(dev::Elem<D>::load(xs[k]), dev::Elem<D>::load(we[k * N])));
-    }
-    y[t] = dev::Elem<D>::store(acc);
+// Tiled grouped GEMMs: 64 x 64 output tiles of one group each, a thread
+// computing 4 x 4 of them from 16-deep slices of the operands in shared
+// memory, accumulated in increasing k as the CPU kernel does (no FMA).
+constexpr int kTile = 64, kDepth = 16, kTileThreads = 256;
+
+/// tileStart[e] = the first output row tile of group e (a tile holds rows of
+/// one group); tileStart[E] = the tiles of all groups.
+template <typename OffT>
+__global__ void groupTilesKernel(int64_t S, int64_t E, const OffT *offsets, int64_t *tileStart) {
+  if (blockIdx.x != 0 || threadIdx.x != 0)
+    return;
+  int64_t total = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    tileStart[e] = total;
+    int64_t rows = groupEnd(offsets, e, S) - groupEnd(offsets, e - 1, S);
+    total += rows > 0 ? (rows + kTile - 1) / kTile : 0;
   }
+  tileStart[E] = total;
 }
 
 template <DType D, typename OffT>
-__global__ void __launch_bounds__(kBlockSize)
-groupedWeightGradKernel(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D> *x,
-                        const StorageOf<D> *g, const OffT *offsets, StorageOf<D> *w) {
+__global__ void __launch_bounds__(kTileThreads)
+groupedMatmulTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D> *x,
+                   const StorageOf<D> *w, const OffT *offsets, const int64_t *tileStart,
+                   StorageOf<D> *y) {
   using C = ComputeOf<D>;
-  const int64_t total = E * K * N;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
-       t += stride) {
-    const int64_t e = t / (K * N), rest = t - e * K * N, k = rest / N, n = rest - k * N;
-    int64_t begin = groupEnd(offsets, e - 1, S), end = groupEnd(offsets, e, S);
-    C acc = 0;
-    for (int64_t s = begin; s < end; ++s)
-      acc = dev::add(acc, dev::mul(dev::Elem<D>::load(x[s * K + k]),
-                                   dev::Elem<D>::load(g[s * N + n])));
-    w[t] = dev::Elem<D>::store(acc);
+  __shared__ C as[kDepth][kTile + 1];
+  __shared__ C bs[kDepth][kTile];
+  const int64_t tile = blockIdx.y;
+  if (tile >= tileStart[E])
+    return;
+  int64_t lo = 0, hi = E - 1; // the group: the last e with tileStart[e] <= tile
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (tileStart[mid] <= tile)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const int64_t e = lo;
+  const int64_t rowBegin = groupEnd(offsets, e - 1, S) + (tile - tileStart[e]) * kTile;
+  const int64_t rowEnd = groupEnd(offsets, e, S);
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  C acc[4][4];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      acc[i][j] = 0;
+  const StorageOf<D> *we = w + e * K * N;
+  for (int64_t k0 = 0; k0 < K; k0 += kDepth) {
+    for (int t = threadIdx.x; t < kDepth * kTile; t += kTileThreads) {
+      const int r = t / kDepth, kk = t % kDepth; // a: 64 rows x 16 k
+      const int64_t row = rowBegin + r, k = k0 + kk;
+      as[kk][r] = row < rowEnd && k < K ? dev::Elem<D>::load(x[row * K + k]) : C(0);
+      const int bk = t / kTile, bn = t % kTile; // b: 16 k x 64 columns
+      const int64_t kb = k0 + bk, n = col0 + bn;
+      bs[bk][bn] = kb < K && n < N ? dev::Elem<D>::load(we[kb * N + n]) : C(0);
+    }
+    __syncthreads();
+    for (int kk = 0; kk < kDepth; ++kk) {
+      C a[4], b[4];
+      for (int i = 0; i < 4; ++i)
+        a[i] = as[kk][ty * 4 + i];
+      for (int j = 0; j < 4; ++j)
+        b[j] = bs[kk][tx * 4 + j];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j)
+          acc[i][j] = dev::add(acc[i][j], dev::mul(a[i], b[j]));
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int64_t row = rowBegin + ty * 4 + i;
+    if (row >= rowEnd)
+      continue;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = col0 + tx * 4 + j;
+      if (n < N)
+        y[row * N + n] = dev::Elem<D>::store(acc[i][j]);
+    }
+  }
+}
+
+/// out[e] = x[rows of e]^T g[rows of e], [K, N] tiles of one group each,
+/// the rows in increasing order.
+template <DType D, typename OffT>
+__global__ void __launch_bounds__(kTileThreads)
+groupedWeightGradTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D> *x,
+                       const StorageOf<D> *g, const OffT *offsets, StorageOf<D> *w) {
+  using C = ComputeOf<D>;
+  __shared__ C as[kDepth][kTile + 1];
+  __shared__ C bs[kDepth][kTile];
+  const int64_t e = blockIdx.z;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kTile,
+                n0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int64_t begin = groupEnd(offsets, e - 1, S), end = groupEnd(offsets, e, S);
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  C acc[4][4];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      acc[i][j] = 0;
+  for (int64_t s0 = begin; s0 < end; s0 += kDepth) {
+    for (int t = threadIdx.x; t < kDepth * kTile; t += kTileThreads) {
+      const int r = t / kTile, c = t % kTile; // 16 rows x 64 columns of each
+      const int64_t s = s0 + r;
+      const int64_t k = k0 + c, n = n0 + c;
+      as[r][c] = s < end && k < K ? dev::Elem<D>::load(x[s * K + k]) : C(0);
+      bs[r][c] = s < end && n < N ? dev::Elem<D>::load(g[s * N + n]) : C(0);
+    }
+    __syncthreads();
+    for (int r = 0; r < kDepth; ++r) {
+      C a[4], b[4];
+      for (int i = 0; i < 4; ++i)
+        a[i] = as[r][ty * 4 + i];
+      for (int j = 0; j < 4; ++j)
+        b[j] = bs[r][tx * 4 + j];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j)
+          acc[i][j] = dev::add(acc[i][j], dev::mul(a[i], b[j]));
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int64_t k = k0 + ty * 4 + i;
+    if (k >= K)
+      continue;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = n0 + tx * 4 + j;
+      if (n < N)
+        w[(e * K + k) * N + n] = dev::Elem<D>::store(acc[i][j]);
+    }
   }
 }
 
@@ -282,17 +370,38 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
   const int64_t S = input.shape[0], K = input.shape[1], E = weight.shape[0], N = weight.shape[2];
   if (S * N == 0)
     return llvm::Error::success();
-  return dispatchFloatDType(input.dtype, "nn.grouped_matmul's input", [&](auto tag) {
+  const LaunchContext &ctx = call.ctx;
+  // Rows past the last group stay zero; the tiles write every other row.
+  LOOM_RETURN_IF_ERROR(
+      cudaError(cudaMemsetAsync(out.data, 0, out.sizeInBytes(), ctx.stream), "cudaMemsetAsync"));
+  const int64_t maxTiles = (S + kTile - 1) / kTile + E;
+  if (maxTiles > 65535)
+    return kernelError("nn.grouped_matmul: " + llvm::Twine(S) + " rows over " + llvm::Twine(E) +
+                       " groups are too many tiles for one launch (65535)");
+  void *scratch = nullptr;
+  LOOM_RETURN_IF_ERROR(cudaError(
+      cudaMallocAsync(&scratch, (E + 1) * sizeof(int64_t), ctx.stream), "cudaMallocAsync"));
+  auto *tileStart = static_cast<int64_t *>(scratch);
+  llvm::Error launched = dispatchFloatDType(input.dtype, "nn.grouped_matmul's input", [&](auto tag) {
     constexpr DType D = decltype(tag)::value;
     return dispatchOffsets(offsets, [&](auto *offs) {
       using OffT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
-      groupedMatmulKernel<D, OffT><<<gridFor(S * N, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+      groupTilesKernel<OffT><<<1, 1, 0, ctx.stream>>>(S, E, offs, tileStart);
+      const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile),
+                      static_cast<unsigned>(maxTiles));
+      groupedMatmulTiled<D, OffT><<<grid, kTileThreads, 0, ctx.stream>>>(
           S, K, N, E, static_cast<const StorageOf<D> *>(input.data),
-          static_cast<const StorageOf<D> *>(weight.data), offs,
+          static_cast<const StorageOf<D> *>(weight.data), offs, tileStart,
           static_cast<StorageOf<D> *>(out.data));
       return cudaError(cudaGetLastError(), "nn.grouped_matmul");
     });
   });
+  llvm::Error freed = cudaError(cudaFreeAsync(scratch, ctx.stream), "cudaFreeAsync");
+  if (launched) {
+    llvm::consumeError(std::move(freed));
+    return launched;
+  }
+  return freed;
 }
 
 llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
@@ -308,15 +417,18 @@ llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
   const int64_t S = input.shape[0], K = input.shape[1], E = out.shape[0], N = out.shape[2];
   if (E * K * N == 0)
     return llvm::Error::success();
+  if ((K + kTile - 1) / kTile > 65535 || E > 65535)
+    return kernelError("nn.grouped_matmul_weight_grad: too many tiles for one launch");
   return dispatchFloatDType(input.dtype, "nn.grouped_matmul_weight_grad's input", [&](auto tag) {
     constexpr DType D = decltype(tag)::value;
     return dispatchOffsets(offsets, [&](auto *offs) {
       using OffT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
-      groupedWeightGradKernel<D, OffT>
-          <<<gridFor(E * K * N, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
-              S, K, N, E, static_cast<const StorageOf<D> *>(input.data),
-              static_cast<const StorageOf<D> *>(grad.data), offs,
-              static_cast<StorageOf<D> *>(out.data));
+      const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile),
+                      static_cast<unsigned>((K + kTile - 1) / kTile), static_cast<unsigned>(E));
+      groupedWeightGradTiled<D, OffT><<<grid, kTileThreads, 0, call.ctx.stream>>>(
+          S, K, N, E, static_cast<const StorageOf<D> *>(input.data),
+          static_cast<const StorageOf<D> *>(grad.data), offs,
+          static_cast<StorageOf<D> *>(out.data));
       return cudaError(cudaGetLastError(), "nn.grouped_matmul_weight_grad");
     });
   });
