@@ -159,6 +159,7 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     step.maxGradNorm = options.maxGradNorm;
     step.moeAuxLossCoef = options.moeAuxLossCoef;
     step.moeBiasUpdateRate = options.moeBiasUpdateRate;
+    step.moeCapacityFactor = options.moeCapacityFactor;
     step.weightDecay = options.weightDecay;
     step.beta1 = options.adamBeta1;
     step.beta2 = options.adamBeta2;
@@ -359,6 +360,7 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
   for (const Range &r : {Range{"max-grad-norm", o.maxGradNorm, 0, 1e30, false, false},
                          Range{"moe-aux-loss-coef", o.moeAuxLossCoef, 0, 1e30, false, false},
                          Range{"moe-bias-update-rate", o.moeBiasUpdateRate, 0, 1e30, false, false},
+                         Range{"moe-capacity-factor", o.moeCapacityFactor, 0, 1e30, false, false},
                          Range{"weight-decay", o.weightDecay, 0, 1e30, false, false},
                          Range{"adam-beta1", o.adamBeta1, 0, 1, false, true},
                          Range{"adam-beta2", o.adamBeta2, 0, 1, false, true},
@@ -437,6 +439,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<double> moeAuxLossCoef{
       *this, "moe-aux-loss-coef",
       llvm::cl::desc("the MoE softmax routers' load-balancing loss, times this (0: none)"),
+      llvm::cl::init(0.0)};
+  Option<double> moeCapacityFactor{
+      *this, "moe-capacity-factor",
+      llvm::cl::desc("MoE expert capacity as a factor of the even share (0: dropless)"),
       llvm::cl::init(0.0)};
   Option<double> moeBiasUpdateRate{
       *this, "moe-bias-update-rate",
@@ -553,6 +559,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.maxGradNorm = maxGradNorm;
     o.moeAuxLossCoef = moeAuxLossCoef;
     o.moeBiasUpdateRate = moeBiasUpdateRate;
+    o.moeCapacityFactor = moeCapacityFactor;
     o.weightDecay = weightDecay;
     o.adamBeta1 = adamBeta1;
     o.adamBeta2 = adamBeta2;

@@ -45,6 +45,8 @@ struct PipelineOptions {
   double moeAuxLossCoef = 0.0;
   /// DeepSeek-V3's bias update of MoE routers per step (0: none).
   double moeBiasUpdateRate = 0.0;
+  /// MoE expert capacity as a factor of the even share (0: dropless).
+  double moeCapacityFactor = 0.0;
   double weightDecay = 0.1;
   double adamBeta1 = 0.9;
   double adamBeta2 = 0.95;

@@ -13,6 +13,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <cmath>
 #include <map>
 
 namespace loom {
@@ -118,9 +119,20 @@ struct BuildTrainingStepPass
     Value lr = gradientsOnly ? Value() : body->getArgument(1);
     Value stepNumber = gradientsOnly ? Value() : body->getArgument(2);
 
+    Block &fwdBody = forward.getBody().front();
+    // Expert capacity: the forward drops each expert's overflowing choices
+    // and counts them per layer (summed over microbatches below).
+    SmallVector<Value> droppedInForward;
+    SmallVector<Value> droppedTotal;
+    if (moeCapacityFactor > 0) {
+      FailureOr<SmallVector<Value>> dropped = applyCapacity(fwdBody, moeCapacityFactor);
+      if (failed(dropped))
+        return failure();
+      droppedInForward = *dropped;
+      droppedTotal.assign(droppedInForward.size(), Value());
+    }
     // Parameters and constants once; everything else once per microbatch.
     IRMapping shared;
-    Block &fwdBody = forward.getBody().front();
     for (Operation &op : fwdBody)
       if (isa<nn::ParameterOp, nn::ConstantOp>(op))
         builder.clone(op, shared);
@@ -188,6 +200,12 @@ struct BuildTrainingStepPass
           loc, RankedTensorType::get({b * seq, vocab}, logitsType.getElementType()), logits);
       Value loss = builder.create<nn::CrossEntropyOp>(loc, flat, labels);
       loom::setMicrobatch(loss.getDefiningOp(), m);
+      for (auto [l, d] : llvm::enumerate(droppedInForward)) {
+        Value local = mapping.lookup(d);
+        droppedTotal[l] =
+            droppedTotal[l] ? builder.create<nn::AddOp>(loc, droppedTotal[l], local).getResult()
+                            : local;
+      }
       if (moeBiasUpdateRate > 0 && !gradientsOnly)
         for (auto &[bias, router] : biasedRouters)
           biasCounts[bias].push_back(mapping.lookup(router.getIndices()));
@@ -301,18 +319,34 @@ struct BuildTrainingStepPass
     if (tensorType(lossOut).getElementType() != builder.getF32Type())
       lossOut = builder.create<nn::CastOp>(loc, f32Scalar, lossOut);
     SmallVector<Value> results{lossOut, gradNorm};
-    Value counts = expertTokenCounts(builder, loc, *body);
-    if (counts)
+    SmallVector<std::string> names{"loss", "grad_norm"};
+    if (Value counts = expertTokenCounts(builder, loc, *body)) {
       results.push_back(counts);
+      names.push_back("moe_tokens_per_expert");
+    }
+    if (!droppedTotal.empty()) {
+      SmallVector<Value> rows;
+      for (Value d : droppedTotal)
+        rows.push_back(builder.create<nn::ReshapeOp>(
+            loc, RankedTensorType::get({1}, builder.getI64Type()), d));
+      results.push_back(rows.size() == 1 ? rows.front()
+                                         : builder.create<nn::ConcatOp>(
+                                               loc, rows, builder.getI64IntegerAttr(0))
+                                               .getResult());
+      names.push_back("moe_dropped_tokens");
+    }
     builder.create<func::ReturnOp>(loc, results);
-    if (counts) {
-      SmallVector<Type> types{f32Scalar, f32Scalar, counts.getType()};
+    if (results.size() > 2) {
+      SmallVector<Type> types;
+      for (Value r : results)
+        types.push_back(r.getType());
       SmallVector<DictionaryAttr> attrs;
       step.getAllResultAttrs(attrs);
       attrs.resize(types.size(), builder.getDictionaryAttr({}));
       step.setFunctionType(builder.getFunctionType(step.getArgumentTypes(), types));
       step.setAllResultAttrs(attrs);
-      loom::setResultName(step, 2, "moe_tokens_per_expert");
+      for (size_t i = 2; i < names.size(); ++i)
+        loom::setResultName(step, i, names[i]);
     }
     runMicrobatchesInTurn(*body);
 
@@ -405,6 +439,78 @@ struct BuildTrainingStepPass
     Value total = tag(builder.create<nn::ReduceSumOp>(
         loc, products, builder.getDenseI64ArrayAttr({0, 1}), UnitAttr()));
     return tag(builder.create<nn::MulOp>(loc, total, scalarConstant(builder, loc, double(experts))));
+  }
+
+  /// Expert capacity in the forward: for each MoE layer (the grouped GEMMs
+  /// that share one offsets value), a row whose position in its expert's
+  /// group is at or past C = ceil(factor x rows / experts) is dropped: the
+  /// layer's last grouped GEMM (the experts' output) gives it zero. Returns
+  /// each layer's dropped count (an i64 scalar), in program order.
+  FailureOr<SmallVector<Value>> applyCapacity(Block &fwdBody, double factor) {
+    llvm::MapVector<Value, nn::GroupedMatmulOp> last;
+    for (Operation &op : fwdBody)
+      if (auto g = dyn_cast<nn::GroupedMatmulOp>(op))
+        last[g.getOffsets()] = g;
+    if (last.empty())
+      return emitError(fwdBody.getParentOp()->getLoc(),
+                       "--moe-capacity-factor: the model has no mixture-of-experts layer (a "
+                       "grouped GEMM of its experts)");
+    SmallVector<Value> dropped;
+    OpBuilder b(fwdBody.getParentOp()->getContext());
+    for (auto &[offsets, gmm] : last) {
+      Location loc = gmm.getLoc();
+      b.setInsertionPointAfter(gmm);
+      Type i64 = b.getI64Type();
+      auto outType = gmm.getType();
+      int64_t rows = outType.getDimSize(0);
+      int64_t experts = cast<RankedTensorType>(offsets.getType()).getDimSize(0);
+      int64_t capacity = int64_t(std::ceil(factor * double(rows) / double(experts)));
+      auto cmp = [&](nn::ComparePredicate p, Value x, Value y) {
+        return b.create<nn::CompareOp>(loc, nn::ComparePredicateAttr::get(b.getContext(), p), x, y)
+            .getResult();
+      };
+      auto toI64 = [&](Value v) {
+        auto t = cast<RankedTensorType>(v.getType());
+        return b.create<nn::CastOp>(loc, RankedTensorType::get(t.getShape(), i64), v).getResult();
+      };
+      Value ends = b.create<nn::ReshapeOp>(loc, RankedTensorType::get({1, experts}, i64),
+                                           toI64(offsets));
+      Value starts = b.create<nn::ConstantOp>(
+          loc, DenseElementsAttr::get(RankedTensorType::get({1, 1}, i64),
+                                      b.getI64IntegerAttr(0).getValue()));
+      if (experts > 1) {
+        Value head = b.create<nn::SliceOp>(loc, ends, b.getDenseI64ArrayAttr({0, 0}),
+                                           b.getDenseI64ArrayAttr({1, experts - 1}),
+                                           b.getDenseI64ArrayAttr({1, 1}));
+        starts = b.create<nn::ConcatOp>(loc, ValueRange{starts, head}, b.getI64IntegerAttr(1));
+      }
+      Value row = b.create<nn::IotaOp>(loc, RankedTensorType::get({rows, 1}, i64),
+                                       b.getI64IntegerAttr(0), b.getF64FloatAttr(0),
+                                       b.getF64FloatAttr(1));
+      Value inGroup = b.create<nn::MulOp>(loc, toI64(cmp(nn::ComparePredicate::ge, row, starts)),
+                                          toI64(cmp(nn::ComparePredicate::lt, row, ends)));
+      Value groupStart = b.create<nn::ReduceSumOp>(
+          loc, b.create<nn::MulOp>(loc, inGroup, starts), b.getDenseI64ArrayAttr({1}), UnitAttr());
+      Value rowFlat = b.create<nn::ReshapeOp>(loc, RankedTensorType::get({rows}, i64), row);
+      Value position = b.create<nn::SubOp>(loc, rowFlat, groupStart);
+      Value limit = b.create<nn::ConstantOp>(
+          loc, DenseElementsAttr::get(RankedTensorType::get({}, i64),
+                                      b.getI64IntegerAttr(capacity).getValue()));
+      Value kept = cmp(nn::ComparePredicate::lt, position, limit);
+      Value keep = b.create<nn::CastOp>(
+          loc, RankedTensorType::get({rows, 1}, outType.getElementType()),
+          b.create<nn::ReshapeOp>(loc, RankedTensorType::get({rows, 1}, b.getI1Type()), kept));
+      auto out = b.create<nn::MulOp>(loc, gmm.getResult(), keep);
+      gmm.getResult().replaceAllUsesExcept(out.getResult(), out);
+      // Dropped: rows of some group that are not kept.
+      Value inAny = b.create<nn::ReduceSumOp>(loc, inGroup, b.getDenseI64ArrayAttr({1}), UnitAttr());
+      Value one = b.create<nn::ConstantOp>(
+          loc, DenseElementsAttr::get(RankedTensorType::get({}, i64), b.getI64IntegerAttr(1).getValue()));
+      Value notKept = b.create<nn::SubOp>(loc, one, toI64(kept));
+      dropped.push_back(b.create<nn::ReduceSumOp>(loc, b.create<nn::MulOp>(loc, inAny, notKept),
+                                                  b.getDenseI64ArrayAttr({0}), UnitAttr()));
+    }
+    return dropped;
   }
 
   /// The top-k of a router: its indices reach a sort (the tokens grouped

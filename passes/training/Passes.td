@@ -56,6 +56,10 @@ def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
            "DeepSeek-V3's auxiliary-loss-free balancing: after each step, every router's "
            "correction bias (a buffer added to its scores) moves by this towards the "
            "experts that received fewer tokens than the mean; 0: none">,
+    Option<"moeCapacityFactor", "moe-capacity-factor", "double", /*default=*/"0.0",
+           "each expert takes at most ceil(F x rows / experts) of a microbatch's "
+           "choices, in token order; the others are dropped (their expert output is "
+           "zero) and counted (output moe_dropped_tokens); 0: dropless">,
     Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
            "data-parallel ranks: microbatch m takes rows m of each rank's block "
            "of the batch (tokens seen as [dp, microbatches, batch/dp, seq+1]), "

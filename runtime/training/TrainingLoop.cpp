@@ -239,6 +239,7 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
   // Mixture of experts: the tokens each layer's experts received.
   const bool hasExpertCounts =
       findIO(program, program.outputs, "moe_tokens_per_expert") != nullptr;
+  const bool hasDropped = findIO(program, program.outputs, "moe_dropped_tokens") != nullptr;
   if (options.steps <= 0)
     return error("--steps must be positive");
   if (options.schedule != "constant" && options.schedule != "cosine")
@@ -702,6 +703,17 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
         expertCounts.push_back(std::move(row));
       }
     }
+    llvm::json::Array droppedCounts;
+    if (hasDropped) {
+      auto dropped = executor.getOutput("moe_dropped_tokens");
+      if (!dropped)
+        return dropped.takeError();
+      if (dropped->dtype != DType::I64 || dropped->shape.size() != 1)
+        return error("output 'moe_dropped_tokens' must be i64 [layers]");
+      const auto *values = reinterpret_cast<const int64_t *>(dropped->data.data());
+      for (int64_t l = 0; l < dropped->shape[0]; ++l)
+        droppedCounts.push_back(values[l]);
+    }
     double stepSeconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - stepStart).count();
     // On GPUs the collectives' device time (NCCL waits on the device, the
@@ -877,6 +889,8 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
         line["fp8_overflows"] = overflows;
       if (hasExpertCounts)
         line["moe_tokens_per_expert"] = std::move(expertCounts);
+      if (hasDropped)
+        line["moe_dropped_tokens"] = std::move(droppedCounts);
       if (!std::isfinite(lossValue)) // JSON has no NaN
         line["loss"] = nullptr;
       if (!std::isfinite(normValue))

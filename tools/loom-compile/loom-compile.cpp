@@ -117,6 +117,13 @@ cl::opt<double> moeBiasUpdateRate(
              "towards the experts that received fewer tokens than the mean, away from those "
              "that received more (default: 0, none; DeepSeek-V3 used 0.001)"),
     cl::init(0.0), cl::cat(category));
+cl::opt<double> moeCapacityFactor(
+    "moe-capacity-factor",
+    cl::desc("mixture of experts: each expert takes at most ceil(F x a microbatch's choices / "
+             "experts) of them, in token order; the rest are dropped (that expert's output for "
+             "them is zero) and counted per layer in --metrics (moe_dropped_tokens) (default: "
+             "0, dropless)"),
+    cl::init(0.0), cl::cat(category));
 cl::opt<double> weightDecay("weight-decay", cl::desc("AdamW weight decay on matrices (default: 0.1)"),
                             cl::init(0.1), cl::cat(category));
 cl::opt<double> adamBeta1("adam-beta1", cl::desc("AdamW beta1 (default: 0.9)"), cl::init(0.9), cl::cat(category));
@@ -634,6 +641,7 @@ int main(int argc, char **argv) {
   for (const Range &r : {Range{&maxGradNorm, 0, 1e30, false, false},
                          Range{&moeAuxLossCoef, 0, 1e30, false, false},
                          Range{&moeBiasUpdateRate, 0, 1e30, false, false},
+                         Range{&moeCapacityFactor, 0, 1e30, false, false},
                          Range{&weightDecay, 0, 1e30, false, false},
                          Range{&adamBeta1, 0, 1, false, true}, Range{&adamBeta2, 0, 1, false, true},
                          Range{&adamEpsilon, 0, 1, true, false}}) {
@@ -649,6 +657,12 @@ int main(int argc, char **argv) {
       if (r.option->getNumOccurrences() && mode != "train")
         fail("--moe-bias-update-rate updates the routers after each step: it applies to "
              "--mode=train");
+      continue;
+    }
+    if (r.option == &moeCapacityFactor) {
+      if (r.option->getNumOccurrences() && mode != "train" && mode != "gradients")
+        fail("--moe-capacity-factor drops a training step's overflowing choices: it applies to "
+             "--mode=train or --mode=gradients");
       continue;
     }
     if (r.option == &moeAuxLossCoef) {
@@ -753,6 +767,7 @@ int main(int argc, char **argv) {
   pipelineOptions.maxGradNorm = maxGradNorm;
   pipelineOptions.moeAuxLossCoef = moeAuxLossCoef;
   pipelineOptions.moeBiasUpdateRate = moeBiasUpdateRate;
+  pipelineOptions.moeCapacityFactor = moeCapacityFactor;
   pipelineOptions.weightDecay = weightDecay;
   pipelineOptions.adamBeta1 = adamBeta1;
   pipelineOptions.adamBeta2 = adamBeta2;
