@@ -59,6 +59,22 @@ Error setResults(NodeContext &node, Operation *op) {
   return Error::success();
 }
 
+/// Sets the node's result 0 from `value`: reshaped to the result's shape
+/// and cast to its element type where they differ.
+Error setShapedResult(NodeContext &node, Value value) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  GraphImporter &g = node.importer();
+  auto shaped = g.reshapeTo(value, type->getShape());
+  if (!shaped)
+    return shaped.takeError();
+  auto result = g.castTo(*shaped, type->getElementType());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
 /// A constant i64 row 0 .. n-1 of shape [1, ..., 1, n] (rank `rank`).
 Expected<Value> positions(GraphImporter &g, int64_t n, int64_t rank) {
   SmallVector<int64_t> shape(rank, 1);
@@ -225,10 +241,7 @@ Error countInBins(NodeContext &node, Value x, Value start, Value end, Value max,
                                           g.builder().getDenseI64ArrayAttr({0}), UnitAttr());
   if (!counts)
     return counts.takeError();
-  auto result = g.castTo(*counts, type->getElementType());
-  if (!result)
-    return result.takeError();
-  return node.setResult(0, *result);
+  return setShapedResult(node, *counts);
 }
 
 /// aten.histc(self, bins, min, max): counts of `self` in `bins` equal bins
@@ -305,11 +318,13 @@ Error convertHistc(NodeContext &node) {
   return countInBins(node, *x, start, end, g.scalar(f32, *hi), count, *bins);
 }
 
+} // namespace
+
 /// aten.cumsum(self, dim, dtype) of a value known only at run time, along
 /// the last dim: integers in i64 as sums of a triangle of terms (exact, and
 /// left alone by a bf16 step), floats as a product with the upper triangle
 /// of ones.
-Error convertRunningSum(NodeContext &node, Value self, int64_t dim) {
+Error convertCumsumAtRunTime(NodeContext &node, Value self, int64_t dim) {
   auto type = node.resultType(0);
   if (!type)
     return type.takeError();
@@ -347,13 +362,7 @@ Error convertRunningSum(NodeContext &node, Value self, int64_t dim) {
                                           g.builder().getDenseI64ArrayAttr({1}), UnitAttr());
     if (!sums)
       return sums.takeError();
-    auto shaped = g.reshapeTo(*sums, type->getShape());
-    if (!shaped)
-      return shaped.takeError();
-    auto result = g.castTo(*shaped, type->getElementType());
-    if (!result)
-      return result.takeError();
-    return node.setResult(0, *result);
+    return setShapedResult(node, *sums);
   }
   Type compute = type->getElementType();
   auto x = g.castTo(*flat, compute);
@@ -369,14 +378,11 @@ Error convertRunningSum(NodeContext &node, Value self, int64_t dim) {
                                      UnitAttr(), UnitAttr());
   if (!sums)
     return sums.takeError();
-  auto shaped = g.reshapeTo(*sums, type->getShape());
-  if (!shaped)
-    return shaped.takeError();
-  auto result = g.castTo(*shaped, type->getElementType());
-  if (!result)
-    return result.takeError();
-  return node.setResult(0, *result);
+  return setShapedResult(node, *sums);
 }
+
+namespace {
+
 
 /// aten.floor_divide(self, other) on integers: truncating division, then
 /// one less where the remainder is nonzero and the signs differ.
@@ -656,17 +662,7 @@ llvm::Error convertIndexPutIntegers(NodeContext &node, Value self, Value index, 
       return chosen.takeError();
     combined = *chosen;
   }
-  auto shaped = g.reshapeTo(combined, type->getShape());
-  if (!shaped)
-    return shaped.takeError();
-  auto result = g.castTo(*shaped, type->getElementType());
-  if (!result)
-    return result.takeError();
-  return node.setResult(0, *result);
-}
-
-llvm::Error convertCumsumAtRunTime(NodeContext &node, Value self, int64_t dim) {
-  return convertRunningSum(node, self, dim);
+  return setShapedResult(node, combined);
 }
 
 void addRoutingConverters(llvm::StringMap<OperatorConverter> &t) {

@@ -355,25 +355,28 @@ struct BuildTrainingStepPass
     return success();
   }
 
+  /// The top-k of a router: its indices reach a sort (the tokens grouped
+  /// by expert) through reshapes and casts.
+  static bool choicesAreSorted(nn::TopkOp topk) {
+    SmallVector<Value> work{topk.getIndices()};
+    for (size_t i = 0; i < work.size() && i < 16; ++i)
+      for (Operation *user : work[i].getUsers()) {
+        if (isa<nn::SortOp>(user))
+          return true;
+        if (isa<nn::ReshapeOp, nn::CastOp>(user))
+          work.push_back(user->getResult(0));
+      }
+    return false;
+  }
+
   /// The softmax routers of the forward: top-k choices over a softmax whose
   /// indices are sorted (to group the tokens by expert).
   static SmallVector<nn::TopkOp> softmaxRouters(Block &fwdBody) {
     SmallVector<nn::TopkOp> routers;
     for (Operation &op : fwdBody) {
       auto topk = dyn_cast<nn::TopkOp>(op);
-      if (!topk || topk.getSmallest() || !topk.getInput().getDefiningOp<nn::SoftmaxOp>())
-        continue;
-      // The indices reach a sort through reshapes and casts.
-      SmallVector<Value> work{topk.getIndices()};
-      bool sorted = false;
-      for (size_t i = 0; i < work.size() && !sorted && i < 16; ++i)
-        for (Operation *user : work[i].getUsers()) {
-          if (isa<nn::SortOp>(user))
-            sorted = true;
-          else if (isa<nn::ReshapeOp, nn::CastOp>(user))
-            work.push_back(user->getResult(0));
-        }
-      if (sorted)
+      if (topk && !topk.getSmallest() && topk.getInput().getDefiningOp<nn::SoftmaxOp>() &&
+          choicesAreSorted(topk))
         routers.push_back(topk);
     }
     return routers;
@@ -511,20 +514,6 @@ struct BuildTrainingStepPass
                                                   b.getDenseI64ArrayAttr({0}), UnitAttr()));
     }
     return dropped;
-  }
-
-  /// The top-k of a router: its indices reach a sort (the tokens grouped
-  /// by expert) through reshapes and casts.
-  static bool choicesAreSorted(nn::TopkOp topk) {
-    SmallVector<Value> work{topk.getIndices()};
-    for (size_t i = 0; i < work.size() && i < 16; ++i)
-      for (Operation *user : work[i].getUsers()) {
-        if (isa<nn::SortOp>(user))
-          return true;
-        if (isa<nn::ReshapeOp, nn::CastOp>(user))
-          work.push_back(user->getResult(0));
-      }
-    return false;
   }
 
   /// Routers with a correction bias (DeepSeek-V3's e_score_correction_bias):
