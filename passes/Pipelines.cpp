@@ -165,7 +165,7 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     step.beta2 = options.adamBeta2;
     step.epsilon = options.adamEpsilon;
     step.gradientsOnly = options.mode == PipelineMode::Gradients;
-    step.dataParallel = options.dp;
+    step.dataParallel = options.dataRanks();
     pm.addPass(createBuildTrainingStep(step));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
@@ -206,6 +206,7 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     ShardAnnotateOptions shard;
     shard.tp = options.tp;
     shard.dp = options.dp;
+    shard.ep = options.ep;
     shard.sp = options.sp;
     shard.zero1 = options.zero1;
     pm.addPass(createShardAnnotate(shard));
@@ -213,9 +214,12 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     pm.addPass(createSpmdPartition());
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
-    if (options.dp > 1 && options.dpBucketMb > 0)
+    // The gradients' reductions over the data ranks (dp, and ep for the
+    // weights it replicates).
+    if (options.dataRanks() > 1 && options.dpBucketMb > 0)
       pm.addPass(createBucketReductions(BucketReductionsOptions{
-          std::max<int64_t>(1, int64_t(options.dpBucketMb * 1024 * 1024)), "dp"}));
+          std::max<int64_t>(1, int64_t(options.dpBucketMb * 1024 * 1024)),
+          options.dp > 1 ? "dp" : "ep"}));
     return;
   }
   case PipelineStep::AttentionStats:
@@ -317,8 +321,9 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
   auto n = [](int64_t v) { return std::to_string(v); };
   if (o.pp < 1 || o.vpp < 1)
     return error("pp and vpp must be at least 1, got pp=" + n(o.pp) + " vpp=" + n(o.vpp));
-  if (o.tp < 1 || o.dp < 1)
-    return error("tp and dp must be at least 1, got tp=" + n(o.tp) + " dp=" + n(o.dp));
+  if (o.tp < 1 || o.dp < 1 || o.ep < 1)
+    return error("tp, dp and ep must be at least 1, got tp=" + n(o.tp) + " dp=" + n(o.dp) +
+                 " ep=" + n(o.ep));
   if (o.stepBatch < 0 || o.globalBatch < 0 || o.microbatches < 0)
     return error("batch and microbatches must be at least 1");
   if (o.linearCrossEntropyChunk < 0)
@@ -349,7 +354,7 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
   if (o.zero1 && o.dp == 1)
     return error("zero1 splits optimizer state over the data-parallel ranks: it needs dp > 1");
   if (o.distributed() && !o.training())
-    return error("tp and dp apply to mode=train");
+    return error("tp, dp and ep apply to mode=train");
   if (!std::isfinite(o.dpBucketMb) || o.dpBucketMb < 0 || o.dpBucketMb > 1e6)
     return error("dp-bucket-mb must be between 0 and 1e6, got " + std::to_string(o.dpBucketMb));
   struct Range {
@@ -374,9 +379,10 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
                                 : llvm::Twine("a finite number >= 0")) +
                    ", got " + std::to_string(v));
   }
-  int64_t perStep = o.dp * std::max<int64_t>(o.microbatches, 1);
+  int64_t perStep = o.dataRanks() * std::max<int64_t>(o.microbatches, 1);
   if (o.training() && o.globalBatch > 0 && o.globalBatch % perStep != 0)
-    return error("batch (" + n(o.globalBatch) + ") must be a multiple of dp (" + n(o.dp) +
+    return error("batch (" + n(o.globalBatch) + ") must be a multiple of dp x ep (" +
+                 n(o.dataRanks()) +
                  ") times microbatches (" + n(std::max<int64_t>(o.microbatches, 1)) +
                  "): each data-parallel rank runs whole microbatches");
   if (stopAfter == Phase::Train && !o.training())
@@ -467,6 +473,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                                    llvm::cl::desc("a schedule CSV instead of schedule")};
   Option<int64_t> tp{*this, "tp", llvm::cl::desc("tensor-parallel ranks"), llvm::cl::init(1)};
   Option<int64_t> dp{*this, "dp", llvm::cl::desc("data-parallel ranks"), llvm::cl::init(1)};
+  Option<int64_t> ep{*this, "ep", llvm::cl::desc("expert-parallel ranks"), llvm::cl::init(1)};
   Option<bool> sp{*this, "sp", llvm::cl::desc("sequence parallelism over tp"),
                   llvm::cl::init(false)};
   Option<bool> zero1{*this, "zero1", llvm::cl::desc("ZeRO-1 over dp"), llvm::cl::init(false)};
@@ -571,6 +578,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.scheduleFile = scheduleFile;
     o.tp = tp;
     o.dp = dp;
+    o.ep = ep;
     o.sp = sp;
     o.zero1 = zero1;
     o.dpBucketMb = dpBucketMb;
@@ -605,7 +613,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     if (attentionStats.hasValue() && mode == PipelineMode::Infer)
       return error("attention-stats pairs a forward attention with its gradient: it applies "
                    "to mode=train or mode=gradients");
-    if (dpBucketMb.hasValue() && dp == 1)
+    if (dpBucketMb.hasValue() && dp * ep == 1)
       return error("dp-bucket-mb groups the data-parallel reductions: it needs dp > 1");
     for (const Option<double> *r :
          {&maxGradNorm, &weightDecay, &adamBeta1, &adamBeta2, &adamEpsilon})

@@ -60,6 +60,9 @@ struct PipelineOptions {
   // Tensor, sequence and data parallelism.
   int64_t tp = 1;
   int64_t dp = 1;
+  /// Expert parallelism: the experts split over `ep` ranks, which also
+  /// split the batch (dp x ep data ranks).
+  int64_t ep = 1;
   bool sp = false;
   bool zero1 = false;
   double dpBucketMb = 25.0; // 0: one reduction per gradient
@@ -112,7 +115,9 @@ struct PipelineOptions {
 
   bool training() const { return mode != PipelineMode::Infer; }
   bool fp8() const { return !fp8Recipe.empty(); }
-  bool distributed() const { return tp > 1 || dp > 1; }
+  bool distributed() const { return tp > 1 || dp > 1 || ep > 1; }
+  /// The ranks that split the batch: data- and expert-parallel.
+  int64_t dataRanks() const { return dp * ep; }
 };
 
 /// The IR phases, in order: each names the IR you see when you stop after it

@@ -945,11 +945,13 @@ FailureOr<Value> GroupedMatmulOp::buildOperandGradient(OpBuilder &b, unsigned in
                                     w.getElementType());
     Value weightT = b.create<TransposeOp>(loc, wt, getWeight(),
                                           b.getDenseI64ArrayAttr({0, 2, 1}));
-    return b.create<GroupedMatmulOp>(loc, getInput().getType(), *dy, weightT, getOffsets())
+    return b
+        .create<GroupedMatmulOp>(loc, getInput().getType(), *dy, weightT, getOffsets(),
+                                 getGroupStartAttr())
         .getResult();
   }
   return b
       .create<GroupedMatmulWeightGradOp>(loc, getWeight().getType(), getInput(), *dy,
-                                         getOffsets())
+                                         getOffsets(), getGroupStartAttr())
       .getResult();
 }

@@ -61,12 +61,15 @@ def NN_SortOp : NN_KernelOp<"sort", [Pure, InferTypeOpAdaptor,
 
 def NN_GroupedMatmulOp : NN_KernelOp<"grouped_matmul", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<NN_GradientOpInterface>,
-    DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
+    DeclareOpInterfaceMethods<NN_FlopCountOpInterface>,
+    DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
   let kernelDoc = [{
-    input [S, K], weight [E, K, N] (float, one dtype), offsets [E] (i32/i64,
-    non-decreasing, at most S) -> out [S, N] (input's dtype): rows
-    offsets[e-1] .. offsets[e] (from 0 for e = 0) times weight[e]; rows past
-    offsets[E-1] are zero. Accumulates in f32 (f64 for f64), in increasing k.
+    input [S, K], weight [E, K, N] (float, one dtype), offsets [G] (i32/i64,
+    non-decreasing, at most S; G >= group_start + E) -> out [S, N] (input's
+    dtype): rows offsets[g-1] .. offsets[g] (from 0 for g = 0) of group g =
+    group_start + e times weight[e]; every other row is zero. attr
+    group_start (default 0). Accumulates in f32 (f64 for f64), in
+    increasing k.
   }];
   let summary = "one GEMM per group of rows, each with its own weight (the experts' GEMM)";
   let description = [{
@@ -75,32 +78,45 @@ def NN_GroupedMatmulOp : NN_KernelOp<"grouped_matmul", [Pure, InferTypeOpAdaptor
     multiplied by `weight[e]`. Rows past the last offset (tokens dropped, or
     sent to no local expert) give zeros. An expert with no rows does no work.
 
+    With `group_start`, the weight holds a block of the groups (expert
+    parallelism: each rank holds a block of the experts): `weight[e]` is
+    group `group_start + e`, `offsets` still bound all groups, and rows of
+    other blocks' groups give zeros, so the blocks' results add up to the
+    whole grouped GEMM.
+
     ```mlir
     %y = nn.grouped_matmul %x, %w, %offs : (tensor<96x32xf32>, tensor<4x32x48xf32>, tensor<4xi32>) -> tensor<96x48xf32>
+    %p = nn.grouped_matmul %x, %wb, %offs {group_start = 2 : i64} : (tensor<96x32xf32>, tensor<2x32x48xf32>, tensor<4xi32>) -> tensor<96x48xf32>
     ```
   }];
-  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight, NN_IndexTensor:$offsets);
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight, NN_IndexTensor:$offsets,
+                   OptionalAttr<I64Attr>:$group_start);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input `,` $weight `,` $offsets attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
 def NN_GroupedMatmulWeightGradOp : NN_KernelOp<"grouped_matmul_weight_grad", [Pure,
-    InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
+    DeclareOpInterfaceMethods<NN_FlopCountOpInterface>,
+    DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
   let kernelDoc = [{
-    input [S, K], grad [S, N] (float, one dtype), offsets [E] (as
-    nn.grouped_matmul) -> out [E, K, N]: out[e] = input[rows of e]^T
-    grad[rows of e]; zero for an expert with no rows. Accumulates in f32
+    input [S, K], grad [S, N] (float, one dtype), offsets [G] (as
+    nn.grouped_matmul, G >= group_start + E) -> out [E, K, N]: out[e] =
+    input[rows of group group_start + e]^T grad[those rows]; zero for a
+    group with no rows. attr group_start (default 0). Accumulates in f32
     (f64 for f64), in increasing row order.
   }];
   let summary = "the weight gradient of nn.grouped_matmul, per group";
   let description = [{
+    The result holds groups `group_start` to `group_start + E - 1` (a block
+    of the experts, as the forward's weight does).
+
     ```mlir
     %dw = nn.grouped_matmul_weight_grad %x, %dy, %offs : (tensor<96x32xf32>, tensor<96x48xf32>, tensor<4xi32>) -> tensor<4x32x48xf32>
     ```
   }];
-  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad, NN_IndexTensor:$offsets);
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad, NN_IndexTensor:$offsets,
+                   OptionalAttr<I64Attr>:$group_start);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad `,` $offsets attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -1658,20 +1658,6 @@ LogicalResult GroupedMatmulOp::inferReturnTypes(MLIRContext *, std::optional<Loc
   return success();
 }
 
-LogicalResult GroupedMatmulWeightGradOp::inferReturnTypes(MLIRContext *,
-                                                          std::optional<Location> loc,
-                                                          Adaptor adaptor,
-                                                          SmallVectorImpl<Type> &results) {
-  auto input = tensorOf(adaptor.getInput()), grad = tensorOf(adaptor.getGrad()),
-       offsets = tensorOf(adaptor.getOffsets());
-  if (input.getRank() != 2 || grad.getRank() != 2 || offsets.getRank() != 1)
-    return emitOptionalError(loc, "nn.grouped_matmul_weight_grad takes input [S, K], grad "
-                                  "[S, N] and offsets [E]");
-  results.push_back(RankedTensorType::get(
-      {offsets.getDimSize(0), input.getDimSize(1), grad.getDimSize(1)}, input.getElementType()));
-  return success();
-}
-
 LogicalResult TopkOp::verify() {
   auto input = getInput().getType();
   if (input.getRank() < 1)
@@ -1691,15 +1677,25 @@ LogicalResult SortOp::verify() {
                             input.getShape().back());
 }
 
-/// input [S, K], weight-like [E, K, N] or grad [S, N], offsets [E].
+/// input [S, K], weight-like [E, K, N] or grad [S, N], offsets [G]: the E
+/// groups from group_start on, of G >= group_start + E (all of them without
+/// group_start).
 static LogicalResult verifyGrouped(Operation *op, RankedTensorType input, RankedTensorType offsets,
-                                   int64_t experts) {
+                                   int64_t experts, std::optional<uint64_t> groupStart) {
   if (input.getRank() != 2)
     return op->emitOpError("input must be [rows, K], got ") << shapeString(input.getShape());
-  if (offsets.getRank() != 1 || offsets.getDimSize(0) != experts)
-    return op->emitOpError("offsets must be [") << experts << "] (one running row count per "
-                                                    "group), got "
-                                                 << shapeString(offsets.getShape());
+  if (!groupStart) {
+    if (offsets.getRank() != 1 || offsets.getDimSize(0) != experts)
+      return op->emitOpError("offsets must be [")
+             << experts << "] (one running row count per group), got "
+             << shapeString(offsets.getShape());
+    return success();
+  }
+  if (int64_t(*groupStart) < 0)
+    return op->emitOpError("group_start must be >= 0, got ") << int64_t(*groupStart);
+  if (offsets.getRank() != 1 || offsets.getDimSize(0) < int64_t(*groupStart) + experts)
+    return op->emitOpError("offsets must be [G] with G >= group_start + groups = ")
+           << int64_t(*groupStart) + experts << ", got " << shapeString(offsets.getShape());
   return success();
 }
 
@@ -1707,7 +1703,8 @@ LogicalResult GroupedMatmulOp::verify() {
   auto input = getInput().getType(), weight = getWeight().getType(), out = getType();
   if (weight.getRank() != 3)
     return emitOpError("weight must be [groups, K, N], got ") << shapeString(weight.getShape());
-  if (failed(verifyGrouped(*this, input, getOffsets().getType(), weight.getDimSize(0))))
+  if (failed(verifyGrouped(*this, input, getOffsets().getType(), weight.getDimSize(0),
+                           getGroupStart())))
     return failure();
   if (input.getDimSize(1) != weight.getDimSize(1))
     return emitOpError("contracted dims differ: input ")
@@ -1726,7 +1723,8 @@ LogicalResult GroupedMatmulWeightGradOp::verify() {
   auto input = getInput().getType(), grad = getGrad().getType(), out = getType();
   if (out.getRank() != 3)
     return emitOpError("result must be [groups, K, N], got ") << shapeString(out.getShape());
-  if (failed(verifyGrouped(*this, input, getOffsets().getType(), out.getDimSize(0))))
+  if (failed(verifyGrouped(*this, input, getOffsets().getType(), out.getDimSize(0),
+                           getGroupStart())))
     return failure();
   if (grad.getRank() != 2 || grad.getDimSize(0) != input.getDimSize(0))
     return emitOpError("grad must be [") << input.getDimSize(0) << ", N], got "

@@ -672,8 +672,10 @@ ShardingRule GatherGradOp::getShardingRule() {
 }
 
 // Mixture of experts. topk and sort split over their rows and keep the
-// last dim whole; the grouped GEMMs stay whole for now (expert parallelism,
-// --ep, splits them by groups).
+// last dim whole. The grouped GEMMs split by groups (expert parallelism,
+// --ep: a block of the experts' weights, group_start set by the
+// partitioner), by their contracted and output features, never by their
+// rows: the offsets speak of all rows.
 
 static ShardingRule rowSelectionRule(Operation *op) {
   RuleBuilder b(op);
@@ -694,5 +696,32 @@ static ShardingRule rowSelectionRule(Operation *op) {
 
 ShardingRule TopkOp::getShardingRule() { return rowSelectionRule(*this); }
 ShardingRule SortOp::getShardingRule() { return rowSelectionRule(*this); }
-ShardingRule GroupedMatmulOp::getShardingRule() { return RuleBuilder(*this).rule; }
-ShardingRule GroupedMatmulWeightGradOp::getShardingRule() { return RuleBuilder(*this).rule; }
+ShardingRule GroupedMatmulOp::getShardingRule() {
+  // input [S, K], weight [E, K, N] -> [S, N]: a block of the groups gives
+  // zero rows for the others' groups, so the groups are summed over.
+  RuleBuilder b(*this);
+  ArrayRef<int64_t> w = shapeOf(getWeight());
+  b.operand(1, 0, b.factor(FactorKind::Reduction, w[0]));
+  int k = b.factor(FactorKind::Reduction, w[1]);
+  b.operand(0, 1, k);
+  b.operand(1, 1, k);
+  int n = b.factor(FactorKind::Parallel, w[2]);
+  b.operand(1, 2, n);
+  b.result(0, 1, n);
+  return b.rule;
+}
+
+ShardingRule GroupedMatmulWeightGradOp::getShardingRule() {
+  // input [S, K], grad [S, N] -> [E, K, N]: a block of the groups is the
+  // gradient of their weights alone.
+  RuleBuilder b(*this);
+  ArrayRef<int64_t> out = getType().getShape();
+  b.result(0, 0, b.factor(FactorKind::Parallel, out[0]));
+  int k = b.factor(FactorKind::Parallel, out[1]);
+  b.operand(0, 1, k);
+  b.result(0, 1, k);
+  int n = b.factor(FactorKind::Parallel, out[2]);
+  b.operand(1, 1, n);
+  b.result(0, 2, n);
+  return b.rule;
+}

@@ -49,6 +49,31 @@ LogicalResult EmbeddingGradOp::localizeAttributes(Operation *, const ShardContex
   return success();
 }
 
+/// A block of the groups of a grouped GEMM (expert parallelism): rank 0
+/// holds groups [0, local), each further rank the next block.
+static void localizeGroupBlock(Operation *op, const ShardContext &shard,
+                               ArrayRef<int> factors, int64_t localGroups,
+                               std::optional<uint64_t> start) {
+  if (factors.empty() || !shard.isSplit(factors.front()))
+    return;
+  int factor = factors.front();
+  op->setAttr("group_start", Builder(op->getContext()).getI64IntegerAttr(start.value_or(0)));
+  shard.addRankOffset(op, "group_start", -1, factor, localGroups);
+}
+
+LogicalResult GroupedMatmulOp::localizeAttributes(Operation *, const ShardContext &shard) {
+  localizeGroupBlock(*this, shard, shard.rule.operandDims[1][0],
+                     getWeight().getType().getDimSize(0), getGroupStart());
+  return success();
+}
+
+LogicalResult GroupedMatmulWeightGradOp::localizeAttributes(Operation *,
+                                                            const ShardContext &shard) {
+  localizeGroupBlock(*this, shard, shard.rule.resultDims[0][0],
+                     getType().getDimSize(0), getGroupStart());
+  return success();
+}
+
 LogicalResult SliceOp::localizeAttributes(Operation *global, const ShardContext &shard) {
   // Only whole dims are split: their limit is the local size.
   SmallVector<int64_t> limits(getLimits());

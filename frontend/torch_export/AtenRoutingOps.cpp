@@ -197,7 +197,7 @@ Error convertGroupedMm(NodeContext &node) {
   auto x = g.castTo(*input, type->getElementType());
   if (!x)
     return x.takeError();
-  auto result = g.create<nn::GroupedMatmulOp>(*type, *x, *w, *offs);
+  auto result = g.create<nn::GroupedMatmulOp>(*type, *x, *w, *offs, IntegerAttr());
   if (!result)
     return result.takeError();
   return node.setResult(0, *result);

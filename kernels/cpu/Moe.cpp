@@ -85,23 +85,29 @@ template <typename Fn> llvm::Error dispatchNumeric(DType type, Fn &&fn) {
   return kernelError(llvm::Twine("unsupported dtype ") + dtypeName(type));
 }
 
-/// offsets [E]: non-decreasing running row counts, at most `rows`.
-llvm::Expected<std::vector<int64_t>> groupBounds(const Tensor &offsets, int64_t groups,
-                                                 int64_t rows, const char *kernel) {
-  if (offsets.shape != std::vector<int64_t>{groups} || !isIntLike(offsets.dtype) ||
-      offsets.dtype == DType::I1)
-    return kernelError(llvm::Twine(kernel) + ": offsets must be i32 or i64 [" +
-                       llvm::Twine(groups) + "], got " + dtypeName(offsets.dtype) + " " +
+/// The bounds of the `groups` groups from attr group_start on: offsets [G]
+/// are non-decreasing running row counts of all groups, at most `rows`; the
+/// result is groups + 1 row indices, group e being rows [b[e], b[e + 1]).
+llvm::Expected<std::vector<int64_t>> groupBounds(const KernelCall &call, const Tensor &offsets,
+                                                 int64_t groups, int64_t rows,
+                                                 const char *kernel) {
+  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("group_start", 0));
+  const int64_t all = offsets.shape.size() == 1 ? offsets.shape[0] : -1;
+  if (offsets.shape.size() != 1 || !isIntLike(offsets.dtype) || offsets.dtype == DType::I1 ||
+      start < 0 || all < start + groups || (!call.attrs.has("group_start") && all != groups))
+    return kernelError(llvm::Twine(kernel) + ": offsets must be i32 or i64 [G] with G = " +
+                       llvm::Twine(groups) + " groups + group_start " + llvm::Twine(start) +
+                       " or more, got " + dtypeName(offsets.dtype) + " " +
                        shapeToString(offsets.shape));
-  std::vector<int64_t> bounds(groups + 1, 0);
-  for (int64_t e = 0; e < groups; ++e) {
+  std::vector<int64_t> bounds(all + 1, 0);
+  for (int64_t e = 0; e < all; ++e) {
     bounds[e + 1] = loadInt(offsets.data, offsets.dtype, e);
     if (bounds[e + 1] < bounds[e] || bounds[e + 1] > rows)
       return kernelError(llvm::Twine(kernel) + ": offsets must be non-decreasing and at most " +
                          llvm::Twine(rows) + " (the rows); offset " + llvm::Twine(e) + " is " +
                          llvm::Twine(bounds[e + 1]));
   }
-  return bounds;
+  return std::vector<int64_t>(bounds.begin() + start, bounds.begin() + start + groups + 1);
 }
 
 } // namespace
@@ -147,18 +153,19 @@ llvm::Error runGroupedMatmul(const KernelCall &call) {
                        shapeToString(out.shape));
   const int64_t S = input.shape[0], K = input.shape[1], E = weight.shape[0], N = weight.shape[2];
   LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> bounds,
-                        groupBounds(offsets, E, S, "nn.grouped_matmul"));
+                        groupBounds(call, offsets, E, S, "nn.grouped_matmul"));
   return dispatchFloat(input.dtype, "nn.grouped_matmul's input", [&](auto zero) {
     using T = decltype(zero);
     InputArray<T> x(input), w(weight);
     OutputArray<T> y(out);
     parallelFor(call.ctx, S, K * N + 1, [&](int64_t begin, int64_t end) {
       for (int64_t s = begin; s < end; ++s) {
-        // The group of row s: the first bound past it.
+        // The group of row s: the first bound past it; rows of no group
+        // here (before the first or past the last) are zero.
         int64_t e = int64_t(std::upper_bound(bounds.begin() + 1, bounds.end(), s) -
                             (bounds.begin() + 1));
         T *row = y.data() + s * N;
-        if (e >= E) {
+        if (s < bounds.front() || e >= E) {
           std::fill(row, row + N, T(0));
           continue;
         }
@@ -188,7 +195,7 @@ llvm::Error runGroupedMatmulWeightGrad(const KernelCall &call) {
                        shapeToString(out.shape));
   const int64_t S = input.shape[0], K = input.shape[1], E = out.shape[0], N = out.shape[2];
   LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> bounds,
-                        groupBounds(offsets, E, S, "nn.grouped_matmul_weight_grad"));
+                        groupBounds(call, offsets, E, S, "nn.grouped_matmul_weight_grad"));
   return dispatchFloat(input.dtype, "nn.grouped_matmul_weight_grad's input", [&](auto zero) {
     using T = decltype(zero);
     InputArray<T> x(input), g(grad);

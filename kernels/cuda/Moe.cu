@@ -111,9 +111,12 @@ sortGatherKernel(int64_t n, const uint32_t *order, const StorageOf<D> *row, Stor
 }
 
 /// The bounds of group e: [offsets[e-1], offsets[e]) clamped into [0, rows].
+/// `offsets` points at the first group of a block (group_start); `prior`:
+/// whether a group precedes it (offsets[-1] is then the block's first row).
 template <typename OffT>
-__device__ __forceinline__ int64_t groupEnd(const OffT *offsets, int64_t e, int64_t rows) {
-  if (e < 0)
+__device__ __forceinline__ int64_t groupEnd(const OffT *offsets, int64_t e, int64_t rows,
+                                            bool prior) {
+  if (e < 0 && !prior)
     return 0;
   const int64_t v = static_cast<int64_t>(offsets[e]);
   return v < 0 ? 0 : (v > rows ? rows : v);
@@ -127,13 +130,14 @@ constexpr int kTile = 64, kDepth = 16, kTileThreads = 256;
 /// tileStart[e] = the first output row tile of group e (a tile holds rows of
 /// one group); tileStart[E] = the tiles of all groups.
 template <typename OffT>
-__global__ void groupTilesKernel(int64_t S, int64_t E, const OffT *offsets, int64_t *tileStart) {
+__global__ void groupTilesKernel(int64_t S, int64_t E, const OffT *offsets, bool prior,
+                                 int64_t *tileStart) {
   if (blockIdx.x != 0 || threadIdx.x != 0)
     return;
   int64_t total = 0;
   for (int64_t e = 0; e < E; ++e) {
     tileStart[e] = total;
-    int64_t rows = groupEnd(offsets, e, S) - groupEnd(offsets, e - 1, S);
+    int64_t rows = groupEnd(offsets, e, S, prior) - groupEnd(offsets, e - 1, S, prior);
     total += rows > 0 ? (rows + kTile - 1) / kTile : 0;
   }
   tileStart[E] = total;
@@ -142,8 +146,8 @@ __global__ void groupTilesKernel(int64_t S, int64_t E, const OffT *offsets, int6
 template <DType D, typename OffT>
 __global__ void __launch_bounds__(kTileThreads)
 groupedMatmulTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D> *x,
-                   const StorageOf<D> *w, const OffT *offsets, const int64_t *tileStart,
-                   StorageOf<D> *y) {
+                   const StorageOf<D> *w, const OffT *offsets, bool prior,
+                   const int64_t *tileStart, StorageOf<D> *y) {
   using C = ComputeOf<D>;
   __shared__ C as[kDepth][kTile + 1];
   __shared__ C bs[kDepth][kTile];
@@ -159,8 +163,8 @@ groupedMatmulTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D
       hi = mid - 1;
   }
   const int64_t e = lo;
-  const int64_t rowBegin = groupEnd(offsets, e - 1, S) + (tile - tileStart[e]) * kTile;
-  const int64_t rowEnd = groupEnd(offsets, e, S);
+  const int64_t rowBegin = groupEnd(offsets, e - 1, S, prior) + (tile - tileStart[e]) * kTile;
+  const int64_t rowEnd = groupEnd(offsets, e, S, prior);
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   C acc[4][4];
@@ -207,14 +211,15 @@ groupedMatmulTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D
 template <DType D, typename OffT>
 __global__ void __launch_bounds__(kTileThreads)
 groupedWeightGradTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D> *x,
-                       const StorageOf<D> *g, const OffT *offsets, StorageOf<D> *w) {
+                       const StorageOf<D> *g, const OffT *offsets, bool prior,
+                       StorageOf<D> *w) {
   using C = ComputeOf<D>;
   __shared__ C as[kDepth][kTile + 1];
   __shared__ C bs[kDepth][kTile];
   const int64_t e = blockIdx.z;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kTile,
                 n0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const int64_t begin = groupEnd(offsets, e - 1, S), end = groupEnd(offsets, e, S);
+  const int64_t begin = groupEnd(offsets, e - 1, S, prior), end = groupEnd(offsets, e, S, prior);
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   C acc[4][4];
   for (int i = 0; i < 4; ++i)
@@ -357,17 +362,30 @@ template <typename Fn> llvm::Error dispatchOffsets(const Tensor &offsets, Fn &&f
   return kernelError("offsets must be i32 or i64");
 }
 
+/// The first group of a block of E (attr group_start): offsets [G] bound
+/// all groups, G >= group_start + E (= E without group_start).
+llvm::Expected<int64_t> groupStart(const KernelCall &call, const Tensor &offsets, int64_t E,
+                                   const char *kernel) {
+  LOOM_ASSIGN_OR_RETURN(int64_t start, call.attrs.getInt("group_start", 0));
+  if (offsets.shape.size() != 1 || start < 0 || offsets.shape[0] < start + E ||
+      (!call.attrs.has("group_start") && offsets.shape[0] != E))
+    return kernelError(llvm::Twine(kernel) + ": offsets must be [G] with G = " + llvm::Twine(E) +
+                       " groups + group_start " + llvm::Twine(start) + " or more, got " +
+                       cpu::detail::shapeToString(offsets.shape));
+  return start;
+}
+
 llvm::Error launchGroupedMatmul(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 1, 1));
   const Tensor &input = call.inputs[0], &weight = call.inputs[1], &offsets = call.inputs[2];
   const Tensor &out = call.outputs[0];
   if (input.shape.size() != 2 || weight.shape.size() != 3 || input.shape[1] != weight.shape[1] ||
       input.dtype != weight.dtype || out.dtype != input.dtype ||
-      out.shape != std::vector<int64_t>{input.shape[0], weight.shape[2]} ||
-      offsets.shape != std::vector<int64_t>{weight.shape[0]})
-    return kernelError("nn.grouped_matmul: takes input [S, K], weight [E, K, N], offsets [E] "
+      out.shape != std::vector<int64_t>{input.shape[0], weight.shape[2]})
+    return kernelError("nn.grouped_matmul: takes input [S, K], weight [E, K, N], offsets [G] "
                        "and gives [S, N], one float dtype");
   const int64_t S = input.shape[0], K = input.shape[1], E = weight.shape[0], N = weight.shape[2];
+  LOOM_ASSIGN_OR_RETURN(int64_t start, groupStart(call, offsets, E, "nn.grouped_matmul"));
   if (S * N == 0)
     return llvm::Error::success();
   const LaunchContext &ctx = call.ctx;
@@ -386,12 +404,12 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
     constexpr DType D = decltype(tag)::value;
     return dispatchOffsets(offsets, [&](auto *offs) {
       using OffT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
-      groupTilesKernel<OffT><<<1, 1, 0, ctx.stream>>>(S, E, offs, tileStart);
+      groupTilesKernel<OffT><<<1, 1, 0, ctx.stream>>>(S, E, offs + start, start > 0, tileStart);
       const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile),
                       static_cast<unsigned>(maxTiles));
       groupedMatmulTiled<D, OffT><<<grid, kTileThreads, 0, ctx.stream>>>(
           S, K, N, E, static_cast<const StorageOf<D> *>(input.data),
-          static_cast<const StorageOf<D> *>(weight.data), offs, tileStart,
+          static_cast<const StorageOf<D> *>(weight.data), offs + start, start > 0, tileStart,
           static_cast<StorageOf<D> *>(out.data));
       return cudaError(cudaGetLastError(), "nn.grouped_matmul");
     });
@@ -410,11 +428,12 @@ llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
   const Tensor &out = call.outputs[0];
   if (input.shape.size() != 2 || grad.shape.size() != 2 || out.shape.size() != 3 ||
       grad.shape[0] != input.shape[0] || input.dtype != grad.dtype || out.dtype != input.dtype ||
-      out.shape[1] != input.shape[1] || out.shape[2] != grad.shape[1] ||
-      offsets.shape != std::vector<int64_t>{out.shape[0]})
+      out.shape[1] != input.shape[1] || out.shape[2] != grad.shape[1])
     return kernelError("nn.grouped_matmul_weight_grad: takes input [S, K], grad [S, N], offsets "
-                       "[E] and gives [E, K, N], one float dtype");
+                       "[G] and gives [E, K, N], one float dtype");
   const int64_t S = input.shape[0], K = input.shape[1], E = out.shape[0], N = out.shape[2];
+  LOOM_ASSIGN_OR_RETURN(int64_t start,
+                        groupStart(call, offsets, E, "nn.grouped_matmul_weight_grad"));
   if (E * K * N == 0)
     return llvm::Error::success();
   if ((K + kTile - 1) / kTile > 65535 || E > 65535)
@@ -427,7 +446,7 @@ llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
                       static_cast<unsigned>((K + kTile - 1) / kTile), static_cast<unsigned>(E));
       groupedWeightGradTiled<D, OffT><<<grid, kTileThreads, 0, call.ctx.stream>>>(
           S, K, N, E, static_cast<const StorageOf<D> *>(input.data),
-          static_cast<const StorageOf<D> *>(grad.data), offs,
+          static_cast<const StorageOf<D> *>(grad.data), offs + start, start > 0,
           static_cast<StorageOf<D> *>(out.data));
       return cudaError(cudaGetLastError(), "nn.grouped_matmul_weight_grad");
     });

@@ -6,8 +6,8 @@ include "mlir/Pass/PassBase.td"
 def ShardAnnotate : Pass<"loom-shard-annotate", "mlir::ModuleOp"> {
   let summary = "choose a mesh and Megatron-style shardings of weights and the batch";
   let description = [{
-    Sets the module's mesh (`dist.mesh`, axes `dp` then `tp`, those of size
-    more than 1) and seeds shardings that `--loom-sharding-propagation`
+    Sets the module's mesh (`dist.mesh`, axes `dp`, `ep` then `tp`, those of
+    size more than 1) and seeds shardings that `--loom-sharding-propagation`
     spreads:
 
     - tensor parallelism (`tp`): a weight matmul whose result flows, through
@@ -26,6 +26,13 @@ def ShardAnnotate : Pass<"loom-shard-annotate", "mlir::ModuleOp"> {
       column-parallel inputs all-gathered;
     - data parallelism (`dp`): the `tokens` argument is split along the
       batch;
+    - expert parallelism (`ep`): the batch is split over `ep` too (the
+      expert-parallel ranks are data-parallel ranks for everything but the
+      experts), and the experts' weights (the weight operand of each forward
+      `nn.grouped_matmul`) are split along their expert dim: each rank
+      holds a block of the experts and computes their rows of every grouped
+      GEMM (its result is partial over `ep`); the routed rows are gathered
+      over the batch axes first, so every rank sees every token's choices;
     - `zero1`: marks the module (`dist.zero1`) so that propagation also
       splits optimizer state and updates over `dp`.
 
@@ -46,6 +53,8 @@ def ShardAnnotate : Pass<"loom-shard-annotate", "mlir::ModuleOp"> {
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1", "tensor-parallel ranks">,
     Option<"dp", "dp", "int64_t", /*default=*/"1", "data-parallel ranks">,
+    Option<"ep", "ep", "int64_t", /*default=*/"1",
+           "expert-parallel ranks (the experts split over them; the batch too)">,
     Option<"sp", "sp", "bool", /*default=*/"false",
            "sequence parallelism over the tensor-parallel ranks">,
     Option<"zero1", "zero1", "bool", /*default=*/"false",

@@ -113,8 +113,9 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
                      });
     if (existing && !pipelined)
       return; // the user's own mesh and annotations
-    if (tp < 1 || dp < 1) {
-      module.emitError("--tp and --dp must be at least 1, got tp=") << int64_t(tp) << " dp=" << int64_t(dp);
+    if (tp < 1 || dp < 1 || ep < 1) {
+      module.emitError("--tp, --dp and --ep must be at least 1, got tp=")
+          << int64_t(tp) << " dp=" << int64_t(dp) << " ep=" << int64_t(ep);
       return signalPassFailure();
     }
     if (sp && tp == 1) {
@@ -137,6 +138,10 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       names.push_back(StringAttr::get(ctx, "dp"));
       sizes.push_back(dp);
     }
+    if (ep > 1) {
+      names.push_back(StringAttr::get(ctx, "ep"));
+      sizes.push_back(ep);
+    }
     if (tp > 1) {
       names.push_back(StringAttr::get(ctx, "tp"));
       sizes.push_back(tp);
@@ -151,17 +156,32 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
         return signalPassFailure();
   }
 
+  /// The mesh axes that split the batch: dp, then ep (expert-parallel ranks
+  /// hold different tokens).
+  SmallVector<StringRef> batchAxes() const {
+    SmallVector<StringRef> axes;
+    if (dp > 1)
+      axes.push_back("dp");
+    if (ep > 1)
+      axes.push_back("ep");
+    return axes;
+  }
+
   LogicalResult annotate(func::FuncOp func) {
-    if (dp > 1) {
+    const int64_t dataRanks = dp * ep;
+    if (dataRanks > 1) {
       // The batch: the first argument (token ids) split along dim 0.
+      const char *flag = dp > 1 ? "--dp" : "--ep";
       if (func.getNumArguments() == 0)
-        return func.emitError("--dp needs a function whose first argument is the batch");
+        return func.emitError(flag) << " needs a function whose first argument is the batch";
       auto type = dyn_cast<RankedTensorType>(func.getArgument(0).getType());
       if (!type || type.getRank() == 0)
-        return func.emitError("--dp needs a batch argument, got ") << func.getArgument(0).getType();
-      if (type.getDimSize(0) % dp != 0)
+        return func.emitError(flag) << " needs a batch argument, got "
+                                    << func.getArgument(0).getType();
+      if (type.getDimSize(0) % dataRanks != 0)
         return func.emitError("cannot split the batch of ")
-               << type.getDimSize(0) << " sequences (argument " << type << ") over dp=" << int64_t(dp);
+               << type.getDimSize(0) << " sequences (argument " << type << ") over dp="
+               << int64_t(dp) << " x ep=" << int64_t(ep) << " ranks";
       // Microbatches cut from contiguous rows would each sit on one rank.
       for (Operation *user : func.getArgument(0).getUsers())
         if (auto slice = dyn_cast<nn::SliceOp>(user))
@@ -171,9 +191,9 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
                    << type.getDimSize(0)
                    << " as one microbatch; with --dp, build the step with "
                       "--loom-build-training-step=\"data-parallel="
-                   << int64_t(dp) << "\" so every microbatch is split over dp";
+                   << dataRanks << "\" so every microbatch is split over the data ranks";
       Layout l = Layout::replicated(type.getRank());
-      l.dims[0].push_back("dp");
+      l.dims[0].append(batchAxes());
       setAnnotation(func.getArgument(0), l);
     }
     // A pipeline's transfers move whole microbatches' activations and
@@ -184,8 +204,8 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       auto mark = [&](Value v) {
         auto t = cast<RankedTensorType>(v.getType());
         Layout l = Layout::replicated(t.getRank());
-        if (dp > 1 && t.getRank() >= 2 && t.getDimSize(0) % dp == 0)
-          l.dims[0].push_back("dp");
+        if (dataRanks > 1 && t.getRank() >= 2 && t.getDimSize(0) % dataRanks == 0)
+          l.dims[0].append(batchAxes());
         setAnnotation(v, l);
       };
       for (Value v : exchange->getOperands())
@@ -193,6 +213,8 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       for (Value v : exchange->getResults())
         mark(v);
     });
+    if (ep > 1 && failed(annotateExperts(func)))
+      return failure();
     if (tp == 1)
       return success();
 
@@ -228,13 +250,64 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       auto outType = cast<RankedTensorType>(mm->getResult(0).getType());
       Layout out = Layout::replicated(outType.getRank());
       out.dims.back().push_back("tp");
-      if (dp > 1 && outType.getRank() >= 3)
-        out.dims.front().push_back("dp");
+      if (outType.getRank() >= 3)
+        out.dims.front().append(batchAxes());
       setAnnotation(mm->getResult(0), out);
     }
     annotateVocabulary(func);
     if (sp)
       annotateSequence(func);
+    return success();
+  }
+
+  /// Expert parallelism: the weights of the experts' grouped GEMMs (found
+  /// from the dataflow: the weight operand of a forward nn.grouped_matmul)
+  /// are split along their first dim, the experts, over ep.
+  LogicalResult annotateExperts(func::FuncOp func) {
+    bool found = false;
+    WalkResult walk = func.walk([&](nn::GroupedMatmulOp gmm) {
+      if (isBackward(gmm))
+        return WalkResult::advance();
+      // The weight as stored, through casts and transposes that keep the
+      // experts first (transformers stores [E, N, K] and transposes).
+      Value v = gmm.getWeight();
+      while (true) {
+        if (auto t = v.getDefiningOp<nn::TransposeOp>(); t && t.getPermutation()[0] == 0)
+          v = t.getInput();
+        else if (auto cast = v.getDefiningOp<nn::CastOp>())
+          v = cast.getInput();
+        else
+          break;
+      }
+      nn::ParameterOp w = weightOf(v);
+      if (!w)
+        return WalkResult::advance();
+      auto type = cast<RankedTensorType>(w.getType());
+      if (type.getShape() != cast<RankedTensorType>(v.getType()).getShape()) {
+        gmm.emitOpError("experts' weight '")
+            << w.getName() << "' " << type << " is reshaped before the grouped GEMM; --ep "
+            << int64_t(ep) << " cannot split it";
+        return WalkResult::interrupt();
+      }
+      if (type.getDimSize(0) % ep != 0) {
+        gmm.emitOpError("--ep ") << int64_t(ep) << ": the " << type.getDimSize(0)
+                                 << " experts of '" << w.getName()
+                                 << "' do not divide over " << int64_t(ep) << " ranks";
+        return WalkResult::interrupt();
+      }
+      Layout l = Layout::replicated(type.getRank());
+      l.dims[0].push_back("ep");
+      setAnnotation(w.getResult(), l);
+      found = true;
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+    if (!found)
+      return func.emitError("--ep ")
+             << int64_t(ep)
+             << ": the model has no mixture-of-experts layer (no grouped GEMM of experts' "
+                "weights) to split";
     return success();
   }
 
@@ -292,8 +365,7 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
             llvm::any_of(v.getUsers(), [](Operation *u) { return isa<dist::ExchangeOp>(u); }))
           return;
         Layout l = Layout::replicated(3);
-        if (dp > 1)
-          l.dims[0].push_back("dp");
+        l.dims[0].append(batchAxes());
         l.dims[1].push_back("tp");
         setAnnotation(v, l);
       };

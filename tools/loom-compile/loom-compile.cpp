@@ -176,6 +176,13 @@ cl::opt<int64_t> tensorParallel("tp", cl::desc("tensor-parallel ranks, Megatron 
                                 cl::init(1), cl::cat(category));
 cl::opt<int64_t> dataParallel("dp", cl::desc("data-parallel ranks, the global batch split along dim 0 (default: 1)"),
                               cl::init(1), cl::cat(category));
+cl::opt<int64_t> expertParallel(
+    "ep",
+    cl::desc("expert-parallel ranks: each mixture-of-experts layer's experts split over them "
+             "(each rank holds experts/ep and computes their rows of every token); they split "
+             "the batch as data-parallel ranks do, so there are dp x ep x tp x pp ranks "
+             "(default: 1)"),
+    cl::init(1), cl::cat(category));
 cl::opt<bool> sequenceParallel("sp", cl::desc("sequence parallelism over the tensor-parallel ranks (default off)"),
                                cl::init(false), cl::cat(category));
 cl::opt<bool> zero1("zero1", cl::desc("ZeRO-1: optimizer state and updates split over the data-parallel ranks "
@@ -623,14 +630,18 @@ int main(int argc, char **argv) {
   if (!fp8.empty() && target == "cpu" && !fp8Emulate)
     fail("--fp8=" + fp8 + ": the cpu target has no FP8 GEMM; pass --target=cuda (Hopper or "
          "newer), or --fp8-emulate to emulate FP8 on the CPU");
-  if (tensorParallel < 1 || dataParallel < 1)
-    fail("--tp and --dp must be at least 1, got --tp " + llvm::Twine(int64_t(tensorParallel)) +
-         " --dp " + llvm::Twine(int64_t(dataParallel)));
+  if (tensorParallel < 1 || dataParallel < 1 || expertParallel < 1)
+    fail("--tp, --dp and --ep must be at least 1, got --tp " +
+         llvm::Twine(int64_t(tensorParallel)) + " --dp " + llvm::Twine(int64_t(dataParallel)) +
+         " --ep " + llvm::Twine(int64_t(expertParallel)));
+  // The ranks that split the batch: data- and expert-parallel.
+  const int64_t dataRanks = int64_t(dataParallel) * int64_t(expertParallel);
+  const std::string dataFlag = expertParallel > 1 ? "--dp x --ep" : "--dp";
   if (sequenceParallel && tensorParallel == 1)
     fail("--sp splits the sequence over the tensor-parallel ranks: it needs --tp > 1");
   if (!std::isfinite(double(dpBucketMb)) || dpBucketMb < 0 || dpBucketMb > 1e6)
     fail("--dp-bucket-mb must be between 0 and 1e6, got " + std::to_string(dpBucketMb));
-  if (dpBucketMb.getNumOccurrences() && dataParallel == 1)
+  if (dpBucketMb.getNumOccurrences() && dataRanks == 1)
     fail("--dp-bucket-mb groups the data-parallel reductions: it needs --dp > 1");
   // The optimizer's settings: finite, in range, and for a training step.
   struct Range {
@@ -676,12 +687,12 @@ int main(int argc, char **argv) {
   }
   if (zero1 && dataParallel == 1)
     fail("--zero1 splits optimizer state over the data-parallel ranks: it needs --dp > 1");
-  bool distributed = tensorParallel > 1 || dataParallel > 1;
+  bool distributed = tensorParallel > 1 || dataParallel > 1 || expertParallel > 1;
   if (distributed && !training)
-    fail("--tp/--dp apply to --mode=train");
-  if (batch > 0 && training && batch % (int64_t(dataParallel) * std::max<int64_t>(microbatches, 1)) != 0)
-    fail("--batch (" + llvm::Twine(int64_t(batch)) + ") must be a multiple of --dp (" +
-         llvm::Twine(int64_t(dataParallel)) + ")" +
+    fail("--tp/--dp/--ep apply to --mode=train");
+  if (batch > 0 && training && batch % (dataRanks * std::max<int64_t>(microbatches, 1)) != 0)
+    fail("--batch (" + llvm::Twine(int64_t(batch)) + ") must be a multiple of " + dataFlag +
+         " (" + llvm::Twine(dataRanks) + ")" +
          (microbatches > 0 ? " times --microbatches (" + llvm::Twine(int64_t(microbatches)) + ")"
                            : llvm::Twine("")) +
          ": each data-parallel rank runs whole microbatches");
@@ -779,6 +790,7 @@ int main(int argc, char **argv) {
   pipelineOptions.scheduleFile = scheduleFile;
   pipelineOptions.tp = tensorParallel;
   pipelineOptions.dp = dataParallel;
+  pipelineOptions.ep = expertParallel;
   pipelineOptions.sp = sequenceParallel;
   pipelineOptions.zero1 = zero1;
   pipelineOptions.dpBucketMb = dpBucketMb;
@@ -877,11 +889,11 @@ int main(int argc, char **argv) {
       stepBatch = batch;
     if (training) {
       int64_t globalBatch = batch > 0 ? int64_t(batch) : modelBatch;
-      int64_t dp = dataParallel;
+      int64_t dp = dataRanks;
       if (globalBatch % dp != 0)
         fail("the global batch (" + llvm::Twine(globalBatch) +
              (batch > 0 ? "" : ", the model's; set it with --batch") +
-             ") must be a multiple of --dp (" + llvm::Twine(dp) +
+             ") must be a multiple of " + dataFlag + " (" + llvm::Twine(dp) +
              "): each data-parallel rank runs whole microbatches");
       // Per rank: microbatches of the model's batch where they fit.
       if (microbatches == 0)
@@ -896,8 +908,8 @@ int main(int argc, char **argv) {
              "most " + llvm::Twine(kMaxMicrobatches) +
              ": pass --microbatches N for fewer, larger microbatches");
       if (globalBatch % (dp * microbatches) != 0)
-        fail("the global batch (" + llvm::Twine(globalBatch) + ") must be a multiple of --dp (" +
-             llvm::Twine(dp) + ") times --microbatches (" + llvm::Twine(int64_t(microbatches)) +
+        fail("the global batch (" + llvm::Twine(globalBatch) + ") must be a multiple of " +
+             dataFlag + " (" + llvm::Twine(dp) + ") times --microbatches (" + llvm::Twine(int64_t(microbatches)) +
              ")");
       stepBatch = globalBatch / microbatches;
     }
