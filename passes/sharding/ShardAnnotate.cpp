@@ -284,13 +284,13 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
         return WalkResult::advance();
       auto type = cast<RankedTensorType>(w.getType());
       if (type.getShape() != cast<RankedTensorType>(v.getType()).getShape()) {
-        gmm.emitOpError("experts' weight '")
-            << w.getName() << "' " << type << " is reshaped before the grouped GEMM; --ep "
-            << int64_t(ep) << " cannot split it";
+        gmm.emitError("--ep ") << int64_t(ep) << ": the experts' weight '"
+            << w.getName() << "' " << type
+            << " is reshaped before the grouped GEMM; cannot split it by experts";
         return WalkResult::interrupt();
       }
       if (type.getDimSize(0) % ep != 0) {
-        gmm.emitOpError("--ep ") << int64_t(ep) << ": the " << type.getDimSize(0)
+        gmm.emitError("--ep ") << int64_t(ep) << ": the " << type.getDimSize(0)
                                  << " experts of '" << w.getName()
                                  << "' do not divide over " << int64_t(ep) << " ranks";
         return WalkResult::interrupt();
