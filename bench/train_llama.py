@@ -19,6 +19,11 @@ The default model is the 0.95B Llama of docs/performance.md: 16 layers,
 hidden 2048, FFN 5632, 16 heads, vocab 32000, sequence 2048, batch 4.
 Llama-3-8B's layer shapes, 4 of them (issue 19):
   --layers 4 --hidden 4096 --ffn 14336 --heads 32 --kv-heads 8 --vocab 128256 --seq 4096
+Mixture-of-experts models, transformers' own MoE layers (issue 21; the same
+flags to export and bench):
+  Mixtral-shaped:  --family mixtral --layers 8 --experts 8 --top-k 2 --ffn 5632 --kv-heads 8
+  DeepSeek-shaped: --family deepseek --experts 64 --top-k 6 --expert-ffn 1408 --shared-experts 2
+MFU counts the experts each token is routed to.
 
 Options of the bench step beside the timed runs:
   --attention auto,loom   one Loom run per LOOM_ATTENTION value (cuDNN's fused
@@ -60,6 +65,17 @@ def model_args(ap):
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    # Mixture-of-experts families (issue 21): transformers' own MoE layers.
+    ap.add_argument("--family", choices=["llama", "mixtral", "deepseek"], default="llama",
+                    help="llama (dense), mixtral (softmax top-k experts), deepseek (DeepSeek-V3: "
+                         "MLA attention, sigmoid routing, shared experts)")
+    ap.add_argument("--experts", type=int, default=8, help="routed experts per MoE layer")
+    ap.add_argument("--top-k", type=int, default=2, help="experts per token")
+    ap.add_argument("--expert-ffn", type=int, default=0,
+                    help="each expert's FFN size (default: --ffn)")
+    ap.add_argument("--shared-experts", type=int, default=0, help="deepseek: shared experts")
+    ap.add_argument("--dense-layers", type=int, default=0,
+                    help="deepseek: the first layers are dense (first_k_dense_replace)")
 
 
 class LogitsOnly(torch.nn.Module):
@@ -71,9 +87,39 @@ class LogitsOnly(torch.nn.Module):
         return self.model(input_ids=input_ids, use_cache=False).logits
 
 
+def moe_layers(args):
+    if args.family == "llama":
+        return 0
+    return args.layers - (args.dense_layers if args.family == "deepseek" else 0)
+
+
 def build(args):
-    from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(args.seed)
+    ffn = args.expert_ffn or args.ffn
+    if args.family == "mixtral":
+        from transformers import MixtralConfig, MixtralForCausalLM
+        cfg = MixtralConfig(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=ffn,
+                            num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                            num_key_value_heads=args.kv_heads or args.heads,
+                            num_local_experts=args.experts, num_experts_per_tok=args.top_k,
+                            max_position_embeddings=args.seq, rms_norm_eps=1e-5,
+                            sliding_window=None, tie_word_embeddings=False)
+        return LogitsOnly(MixtralForCausalLM(cfg)).eval()
+    if args.family == "deepseek":
+        from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+        cfg = DeepseekV3Config(vocab_size=args.vocab, hidden_size=args.hidden,
+                               intermediate_size=args.ffn, moe_intermediate_size=ffn,
+                               num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                               num_key_value_heads=args.heads, n_routed_experts=args.experts,
+                               n_shared_experts=args.shared_experts,
+                               num_experts_per_tok=args.top_k, n_group=1, topk_group=1,
+                               first_k_dense_replace=args.dense_layers, routed_scaling_factor=1.0,
+                               norm_topk_prob=True, q_lora_rank=None, kv_lora_rank=512,
+                               qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                               head_dim=64, max_position_embeddings=args.seq, rms_norm_eps=1e-5,
+                               tie_word_embeddings=False)
+        return LogitsOnly(DeepseekV3ForCausalLM(cfg)).eval()
+    from transformers import LlamaConfig, LlamaForCausalLM
     cfg = LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.ffn,
                       num_hidden_layers=args.layers, num_attention_heads=args.heads,
                       num_key_value_heads=args.kv_heads or args.heads, max_position_embeddings=args.seq,
@@ -125,8 +171,11 @@ class PeakMemory:
 
 def flops_per_token(params, args):
     # 6N for the matrix products forward and backward, plus attention's
-    # scores and values (12 * layers * hidden * seq per token).
-    return 6 * params + 12 * args.layers * args.hidden * args.seq
+    # scores and values (12 * layers * hidden * seq per token). Of a MoE,
+    # N counts the experts a token is routed to, not the others.
+    idle = moe_layers(args) * (args.experts - args.top_k) * 3 * args.hidden * (
+        args.expert_ffn or args.ffn)
+    return 6 * (params - idle) + 12 * args.layers * args.hidden * args.seq
 
 
 def torch_run(model, batches, args, compiled):
@@ -291,8 +340,8 @@ def bench(args):
         if kernels:
             counts.append((name, "GPU kernels in one step (torch.profiler)", kernels))
 
-    print("\nmodel: %.3fB parameters, batch %d x %d tokens, bf16 compute, f32 master weights, AdamW"
-          % (params / 1e9, args.batch, args.seq))
+    print("\nmodel: %s, %.3fB parameters, batch %d x %d tokens, bf16 compute, f32 master weights, "
+          "AdamW" % (args.family, params / 1e9, args.batch, args.seq))
     print("%-18s %12s %10s %7s %10s" % ("", "tokens/s", "step (ms)", "MFU", "peak GiB"))
     for name, tps, st, mfu, peak, _ in rows:
         print("%-18s %12.0f %10.1f %6.1f%% %10.1f" % (name, tps, st * 1e3, mfu * 100, peak))

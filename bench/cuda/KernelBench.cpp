@@ -45,6 +45,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 
 using namespace loom;
 namespace cl = llvm::cl;
@@ -537,6 +538,35 @@ int main(int argc, char **argv) {
     w.attrs.set("transpose_lhs", int64_t(1)).set("transpose_rhs", int64_t(0));
     w.flops = 2.0 * M * Hid * F;
     cases.push_back(std::move(w));
+  }
+  // The experts' grouped GEMMs (issue 21) beside the dense GEMM of the same
+  // FLOPs: Mixtral-shaped (8 experts of FFN 5632, top-2 of 8192 tokens) and
+  // DeepSeek-shaped (64 experts of FFN 1408, top-6), rows spread evenly.
+  for (auto [label, E, rows, ffn] :
+       {std::tuple<const char *, int64_t, int64_t, int64_t>{"8x", 8, 2 * M, F},
+        {"64x", 64, 6 * M, 1408}}) {
+    std::vector<int64_t> ends(E);
+    for (int64_t e = 0; e < E; ++e)
+      ends[e] = rows * (e + 1) / E;
+    Buffer offsets = alloc(DType::I64, {E});
+    cudaMemcpy(offsets.tensor.data, ends.data(), E * sizeof(int64_t), cudaMemcpyHostToDevice);
+    std::string shape = "[" + std::to_string(rows) + ",2048] " + label + "[2048," +
+                        std::to_string(ffn) + "]";
+    Case g{"grouped_matmul " + shape, "nn.grouped_matmul",
+           {bf16({rows, Hid}), bf16({E, Hid, ffn}), offsets}, {bf16({rows, ffn})}, {}};
+    g.flops = 2.0 * rows * Hid * ffn;
+    cases.push_back(std::move(g));
+    Case w{"grouped_matmul_weight_grad " + shape, "nn.grouped_matmul_weight_grad",
+           {bf16({rows, Hid}), bf16({rows, ffn}), offsets}, {bf16({E, Hid, ffn})}, {}};
+    w.flops = 2.0 * rows * Hid * ffn;
+    cases.push_back(std::move(w));
+    cpu::KernelAttrs a;
+    a.set("transpose_lhs", int64_t(0)).set("transpose_rhs", int64_t(1));
+    Case d{"matmul (same FLOPs) [" + std::to_string(rows) + ",2048]x[" + std::to_string(ffn) +
+               ",2048]^T",
+           "nn.matmul", {bf16({rows, Hid}), bf16({ffn, Hid})}, {bf16({rows, ffn})}, a};
+    d.flops = 2.0 * rows * Hid * ffn;
+    cases.push_back(std::move(d));
   }
   {
     cpu::KernelAttrs a;

@@ -1,12 +1,12 @@
 // Mixture-of-experts kernels on CUDA: nn.topk (a thread per row, k at most
 // kMaxTopk), nn.sort (CUB's stable radix sort of an order-preserving 64-bit
-// key, row by row), nn.grouped_matmul and its weight gradient (64 x 64
-// output tiles of one group each, in shared memory, the groups' tiles
-// counted on the device from the offsets, so no count leaves the GPU and
-// the step stays one graph). They compute what the CPU kernels
-// (kernels/cpu/Moe.cpp) do. The GEMMs use CUDA cores in the operands'
-// compute type, not tensor cores: a tensor-core grouped GEMM is the next
-// step for speed (issue 21).
+// key, row by row), nn.grouped_matmul and its weight gradient (output
+// tiles of one group each, in shared memory, the groups' tiles counted on
+// the device from the offsets, so no count leaves the GPU and the step
+// stays one graph). They compute what the CPU kernels (kernels/cpu/Moe.cpp)
+// do. bf16 and f16 GEMMs run on tensor cores (WMMA, f32 accumulators,
+// 128 x 128 tiles); f32 and f64 ones on CUDA cores (64 x 64 tiles), in
+// their compute type and in increasing k.
 //
 // On the device the offsets are not checked: a group's bounds are clamped
 // into [0, rows] and made non-decreasing, where the CPU kernel reports
@@ -18,6 +18,9 @@
 #include "kernels/cpu/OperandChecks.h"
 
 #include <cub/device/device_radix_sort.cuh>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
 
 namespace loom::cuda {
 namespace {
@@ -131,17 +134,181 @@ constexpr int kTile = 64, kDepth = 16, kTileThreads = 256;
 /// one group); tileStart[E] = the tiles of all groups.
 template <typename OffT>
 __global__ void groupTilesKernel(int64_t S, int64_t E, const OffT *offsets, bool prior,
-                                 int64_t *tileStart) {
+                                 int64_t tileRows, int64_t *tileStart) {
   if (blockIdx.x != 0 || threadIdx.x != 0)
     return;
   int64_t total = 0;
   for (int64_t e = 0; e < E; ++e) {
     tileStart[e] = total;
     int64_t rows = groupEnd(offsets, e, S, prior) - groupEnd(offsets, e - 1, S, prior);
-    total += rows > 0 ? (rows + kTile - 1) / kTile : 0;
+    total += rows > 0 ? (rows + tileRows - 1) / tileRows : 0;
   }
   tileStart[E] = total;
 }
+
+/// The group of output row tile `tile`: the last e with tileStart[e] <= tile.
+__device__ __forceinline__ int64_t groupOfTile(const int64_t *tileStart, int64_t E,
+                                               int64_t tile) {
+  int64_t lo = 0, hi = E - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (tileStart[mid] <= tile)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+// Tensor-core grouped GEMMs for bf16 and f16 operands (WMMA 16 x 16 x 16,
+// f32 accumulators): 128 x 128 output tiles of one group each, 8 warps of
+// 32 x 64, operands staged through shared memory 32 deep. The sums are
+// f32 as the contract says, in the tensor cores' order within each step.
+namespace tc {
+
+constexpr int kM = 128, kN = 128, kK = 32, kThreads = 256, kPad = 8;
+
+template <DType D> struct Wmma;
+template <> struct Wmma<DType::BF16> { using T = __nv_bfloat16; };
+template <> struct Wmma<DType::F16> { using T = __half; };
+
+/// Copies a rows x cols block (row-major, leading dim `ld`) of `src` at
+/// (r0, c0), bounded by (rowEnd, colEnd), into shared `dst` (leading dim
+/// `dld`), zero outside; 8 elements at a time where they are aligned and
+/// inside.
+template <int Rows, int Cols>
+__device__ __forceinline__ void stage(uint16_t *dst, int dld, const uint16_t *src, int64_t ld,
+                                      int64_t r0, int64_t rowEnd, int64_t c0, int64_t colEnd,
+                                      bool vectorOk) {
+  constexpr int kChunks = Rows * Cols / 8;
+  for (int t = threadIdx.x; t < kChunks; t += kThreads) {
+    const int r = t / (Cols / 8), c = (t % (Cols / 8)) * 8;
+    const int64_t gr = r0 + r, gc = c0 + c;
+    uint16_t *out = dst + r * dld + c;
+    if (gr < rowEnd && gc + 8 <= colEnd && vectorOk) {
+      *reinterpret_cast<uint4 *>(out) = *reinterpret_cast<const uint4 *>(src + gr * ld + gc);
+    } else {
+      for (int j = 0; j < 8; ++j)
+        out[j] = gr < rowEnd && gc + j < colEnd ? src[gr * ld + gc + j] : uint16_t(0);
+    }
+  }
+}
+
+/// Writes a warp's accumulators (2 x 4 fragments of 16 x 16 from (r0, c0))
+/// through a per-warp 16 x 16 f32 staging tile, bounded by (rowEnd, colEnd).
+template <DType D, typename Frag>
+__device__ __forceinline__ void storeTile(Frag (&acc)[2][4], float *stageTile, uint16_t *out,
+                                          int64_t ld, int64_t r0, int64_t rowEnd, int64_t c0,
+                                          int64_t colEnd) {
+  const int lane = threadIdx.x % 32;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      nvcuda::wmma::store_matrix_sync(stageTile, acc[i][j], 16, nvcuda::wmma::mem_row_major);
+      __syncwarp();
+      for (int t = lane; t < 256; t += 32) {
+        const int64_t r = r0 + i * 16 + t / 16, c = c0 + j * 16 + t % 16;
+        if (r < rowEnd && c < colEnd)
+          out[r * ld + c] = dev::Elem<D>::store(stageTile[t]);
+      }
+      __syncwarp();
+    }
+}
+
+/// y[rows of group e] = x[rows of e] w[e]: x [S, K], w [E, K, N], y [S, N].
+template <DType D, typename OffT>
+__global__ void __launch_bounds__(kThreads)
+groupedMatmul(int64_t S, int64_t K, int64_t N, int64_t E, const uint16_t *x, const uint16_t *w,
+              const OffT *offsets, bool prior, const int64_t *tileStart, uint16_t *y) {
+  using T = typename Wmma<D>::T;
+  namespace wmma = nvcuda::wmma;
+  __shared__ __align__(16) uint16_t as[kM * (kK + kPad)];
+  __shared__ __align__(16) uint16_t bs[kK * (kN + kPad)];
+  __shared__ __align__(16) float stageTiles[kThreads / 32][256];
+  const int64_t tile = blockIdx.y;
+  if (tile >= tileStart[E])
+    return;
+  const int64_t e = groupOfTile(tileStart, E, tile);
+  const int64_t rowBegin = groupEnd(offsets, e - 1, S, prior) + (tile - tileStart[e]) * kM;
+  const int64_t rowEnd = groupEnd(offsets, e, S, prior);
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kN;
+  const int warp = threadIdx.x / 32, wr = warp / 2, wc = warp % 2; // 4 x 2 warps
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][4];
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j)
+      wmma::fill_fragment(acc[i][j], 0.0f);
+  const uint16_t *we = w + e * K * N;
+  const bool vecA = K % 8 == 0, vecB = N % 8 == 0;
+  for (int64_t k0 = 0; k0 < K; k0 += kK) {
+    stage<kM, kK>(as, kK + kPad, x, K, rowBegin, rowEnd, k0, K, vecA);
+    stage<kK, kN>(bs, kN + kPad, we, N, k0, K, col0, N, vecB);
+    __syncthreads();
+    for (int kk = 0; kk < kK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[4];
+      for (int i = 0; i < 2; ++i)
+        wmma::load_matrix_sync(a[i], reinterpret_cast<const T *>(as) +
+                                         (wr * 32 + i * 16) * (kK + kPad) + kk,
+                               kK + kPad);
+      for (int j = 0; j < 4; ++j)
+        wmma::load_matrix_sync(b[j], reinterpret_cast<const T *>(bs) + kk * (kN + kPad) +
+                                         wc * 64 + j * 16,
+                               kN + kPad);
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 4; ++j)
+          wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  storeTile<D>(acc, stageTiles[warp], y, N, rowBegin + wr * 32, rowEnd, col0 + wc * 64, N);
+}
+
+/// out[e] = x[rows of e]^T g[rows of e]: x [S, K], g [S, N], out [E, K, N].
+template <DType D, typename OffT>
+__global__ void __launch_bounds__(kThreads)
+groupedWeightGrad(int64_t S, int64_t K, int64_t N, const uint16_t *x, const uint16_t *g,
+                  const OffT *offsets, bool prior, uint16_t *out) {
+  using T = typename Wmma<D>::T;
+  namespace wmma = nvcuda::wmma;
+  // The contraction runs over rows: x's rows staged as [rows][k] are
+  // x^T in column-major order.
+  __shared__ __align__(16) uint16_t as[kK * (kM + kPad)];
+  __shared__ __align__(16) uint16_t bs[kK * (kN + kPad)];
+  __shared__ __align__(16) float stageTiles[kThreads / 32][256];
+  const int64_t e = blockIdx.z;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kM,
+                n0 = static_cast<int64_t>(blockIdx.x) * kN;
+  const int64_t begin = groupEnd(offsets, e - 1, S, prior), end = groupEnd(offsets, e, S, prior);
+  const int warp = threadIdx.x / 32, wr = warp / 2, wc = warp % 2;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][4];
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j)
+      wmma::fill_fragment(acc[i][j], 0.0f);
+  const bool vecA = K % 8 == 0, vecB = N % 8 == 0;
+  for (int64_t s0 = begin; s0 < end; s0 += kK) {
+    stage<kK, kM>(as, kM + kPad, x, K, s0, end, k0, K, vecA);
+    stage<kK, kN>(bs, kN + kPad, g, N, s0, end, n0, N, vecB);
+    __syncthreads();
+    for (int ss = 0; ss < kK; ss += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major> a[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[4];
+      for (int i = 0; i < 2; ++i)
+        wmma::load_matrix_sync(a[i], reinterpret_cast<const T *>(as) + ss * (kM + kPad) +
+                                         wr * 32 + i * 16,
+                               kM + kPad);
+      for (int j = 0; j < 4; ++j)
+        wmma::load_matrix_sync(b[j], reinterpret_cast<const T *>(bs) + ss * (kN + kPad) +
+                                         wc * 64 + j * 16,
+                               kN + kPad);
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 4; ++j)
+          wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  storeTile<D>(acc, stageTiles[warp], out + e * K * N, N, k0 + wr * 32, K, n0 + wc * 64, N);
+}
+
+} // namespace tc
 
 template <DType D, typename OffT>
 __global__ void __launch_bounds__(kTileThreads)
@@ -154,15 +321,7 @@ groupedMatmulTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D
   const int64_t tile = blockIdx.y;
   if (tile >= tileStart[E])
     return;
-  int64_t lo = 0, hi = E - 1; // the group: the last e with tileStart[e] <= tile
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (tileStart[mid] <= tile)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  const int64_t e = lo;
+  const int64_t e = groupOfTile(tileStart, E, tile);
   const int64_t rowBegin = groupEnd(offsets, e - 1, S, prior) + (tile - tileStart[e]) * kTile;
   const int64_t rowEnd = groupEnd(offsets, e, S, prior);
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTile;
@@ -392,7 +551,10 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
   // Rows past the last group stay zero; the tiles write every other row.
   LOOM_RETURN_IF_ERROR(
       cudaError(cudaMemsetAsync(out.data, 0, out.sizeInBytes(), ctx.stream), "cudaMemsetAsync"));
-  const int64_t maxTiles = (S + kTile - 1) / kTile + E;
+  // bf16 and f16 run on tensor cores (128-row tiles), others on CUDA cores.
+  const bool tensorCores = input.dtype == DType::BF16 || input.dtype == DType::F16;
+  const int64_t tileRows = tensorCores ? tc::kM : kTile, tileCols = tensorCores ? tc::kN : kTile;
+  const int64_t maxTiles = (S + tileRows - 1) / tileRows + E;
   if (maxTiles > 65535)
     return kernelError("nn.grouped_matmul: " + llvm::Twine(S) + " rows over " + llvm::Twine(E) +
                        " groups are too many tiles for one launch (65535)");
@@ -404,9 +566,17 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
     constexpr DType D = decltype(tag)::value;
     return dispatchOffsets(offsets, [&](auto *offs) {
       using OffT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
-      groupTilesKernel<OffT><<<1, 1, 0, ctx.stream>>>(S, E, offs + start, start > 0, tileStart);
-      const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile),
+      groupTilesKernel<OffT><<<1, 1, 0, ctx.stream>>>(S, E, offs + start, start > 0, tileRows,
+                                                      tileStart);
+      const dim3 grid(static_cast<unsigned>((N + tileCols - 1) / tileCols),
                       static_cast<unsigned>(maxTiles));
+      if constexpr (D == DType::BF16 || D == DType::F16) {
+        tc::groupedMatmul<D, OffT><<<grid, tc::kThreads, 0, ctx.stream>>>(
+            S, K, N, E, static_cast<const uint16_t *>(input.data),
+            static_cast<const uint16_t *>(weight.data), offs + start, start > 0, tileStart,
+            static_cast<uint16_t *>(out.data));
+        return cudaError(cudaGetLastError(), "nn.grouped_matmul");
+      }
       groupedMatmulTiled<D, OffT><<<grid, kTileThreads, 0, ctx.stream>>>(
           S, K, N, E, static_cast<const StorageOf<D> *>(input.data),
           static_cast<const StorageOf<D> *>(weight.data), offs + start, start > 0, tileStart,
@@ -442,6 +612,16 @@ llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
     constexpr DType D = decltype(tag)::value;
     return dispatchOffsets(offsets, [&](auto *offs) {
       using OffT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
+      if constexpr (D == DType::BF16 || D == DType::F16) {
+        const dim3 grid(static_cast<unsigned>((N + tc::kN - 1) / tc::kN),
+                        static_cast<unsigned>((K + tc::kM - 1) / tc::kM),
+                        static_cast<unsigned>(E));
+        tc::groupedWeightGrad<D, OffT><<<grid, tc::kThreads, 0, call.ctx.stream>>>(
+            S, K, N, static_cast<const uint16_t *>(input.data),
+            static_cast<const uint16_t *>(grad.data), offs + start, start > 0,
+            static_cast<uint16_t *>(out.data));
+        return cudaError(cudaGetLastError(), "nn.grouped_matmul_weight_grad");
+      }
       const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile),
                       static_cast<unsigned>((K + kTile - 1) / kTile), static_cast<unsigned>(E));
       groupedWeightGradTiled<D, OffT><<<grid, kTileThreads, 0, call.ctx.stream>>>(
