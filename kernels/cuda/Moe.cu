@@ -14,13 +14,11 @@
 
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/DeviceSupport.cuh"
+#include "kernels/cuda/TensorCore.cuh"
 #include "kernels/cpu/KernelSupport.h"
 #include "kernels/cpu/OperandChecks.h"
 
 #include <cub/device/device_radix_sort.cuh>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <mma.h>
 
 namespace loom::cuda {
 namespace {
@@ -160,106 +158,148 @@ __device__ __forceinline__ int64_t groupOfTile(const int64_t *tileStart, int64_t
   return lo;
 }
 
-// Tensor-core grouped GEMMs for bf16 and f16 operands (WMMA 16 x 16 x 16,
-// f32 accumulators): 128 x 128 output tiles of one group each, 8 warps of
-// 32 x 64, operands staged through shared memory 32 deep. The sums are
-// f32 as the contract says, in the tensor cores' order within each step.
+// Tensor-core grouped GEMMs for bf16 and f16 operands: 128 x 128 output
+// tiles of one group each, 8 warps of 64 x 32, operands staged through
+// shared memory 32 deep with cp.async (double-buffered) and fed to mma.sync
+// m16n8k16 by ldmatrix; f32 accumulators, as the contract says, in the
+// tensor cores' order within each 16-deep step. Shared rows are padded by
+// 16 bytes so the 8 rows of each ldmatrix fall in distinct banks. Operand
+// rows must be 16-byte aligned (K and N multiples of 8); other shapes take
+// the CUDA-core kernels.
 namespace tc {
 
-constexpr int kM = 128, kN = 128, kK = 32, kThreads = 256, kPad = 8;
+constexpr int kM = 128, kN = 128, kK = 32, kThreads = 256;
+constexpr int kALd = kK + 8;  // A staged [m][k]
+constexpr int kATLd = kM + 8; // A staged [k][m] (the weight gradient's x)
+constexpr int kBLd = kN + 8;  // B staged [k][n]
+constexpr int kAElems = kM * kALd > kK * kATLd ? kM * kALd : kK * kATLd;
 
-template <DType D> struct Wmma;
-template <> struct Wmma<DType::BF16> { using T = __nv_bfloat16; };
-template <> struct Wmma<DType::F16> { using T = __half; };
+template <DType D> struct Operand;
+template <> struct Operand<DType::BF16> { using T = __nv_bfloat16; };
+template <> struct Operand<DType::F16> { using T = __half; };
 
-/// Copies a rows x cols block (row-major, leading dim `ld`) of `src` at
-/// (r0, c0), bounded by (rowEnd, colEnd), into shared `dst` (leading dim
-/// `dld`), zero outside; 8 elements at a time where they are aligned and
-/// inside.
-template <int Rows, int Cols>
-__device__ __forceinline__ void stage(uint16_t *dst, int dld, const uint16_t *src, int64_t ld,
-                                      int64_t r0, int64_t rowEnd, int64_t c0, int64_t colEnd,
-                                      bool vectorOk) {
-  constexpr int kChunks = Rows * Cols / 8;
-  for (int t = threadIdx.x; t < kChunks; t += kThreads) {
-    const int r = t / (Cols / 8), c = (t % (Cols / 8)) * 8;
-    const int64_t gr = r0 + r, gc = c0 + c;
-    uint16_t *out = dst + r * dld + c;
-    if (gr < rowEnd && gc + 8 <= colEnd && vectorOk) {
-      *reinterpret_cast<uint4 *>(out) = *reinterpret_cast<const uint4 *>(src + gr * ld + gc);
-    } else {
-      for (int j = 0; j < 8; ++j)
-        out[j] = gr < rowEnd && gc + j < colEnd ? src[gr * ld + gc + j] : uint16_t(0);
+/// C[m, n] = sum over k of A(m, k) B(k, n) for one 128 x 128 tile, k in
+/// [kBegin, kEnd). B(k, n) = b[k * ldb + n] (n < nEnd). A(m, k) =
+/// a[m * lda + k] (m < mEnd) or, with AKMajor, a[k * lda + m] (m < mEnd):
+/// rows and columns past their ends read as zero. The tile's rows and
+/// columns start at a and b (the caller offsets them).
+template <DType D, bool AKMajor> struct TileGemm {
+  using T = typename Operand<D>::T;
+  float acc[4][4][4];
+
+  __device__ void run(uint16_t *as, uint16_t *bs, const uint16_t *a, int64_t lda, int64_t mEnd,
+                      const uint16_t *b, int64_t ldb, int64_t nEnd, int64_t kBegin,
+                      int64_t kEnd) {
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j)
+        for (int c = 0; c < 4; ++c)
+          acc[i][j][c] = 0.f;
+    const int64_t steps = (kEnd - kBegin + kK - 1) / kK;
+    if (steps <= 0)
+      return;
+    stage(as, bs, a, lda, mEnd, b, ldb, nEnd, kBegin, kEnd);
+    cpAsyncCommit();
+    for (int64_t t = 0; t < steps; ++t) {
+      const int buf = int(t & 1);
+      if (t + 1 < steps) {
+        stage(as + (buf ^ 1) * kAElems, bs + (buf ^ 1) * kK * kBLd, a, lda, mEnd, b, ldb, nEnd,
+              kBegin + (t + 1) * kK, kEnd);
+        cpAsyncCommit();
+        cpAsyncWait<1>();
+      } else {
+        cpAsyncWait<0>();
+      }
+      __syncthreads();
+      compute(as + buf * kAElems, bs + buf * kK * kBLd);
+      __syncthreads();
     }
   }
-}
 
-/// Writes a warp's accumulators (2 x 4 fragments of 16 x 16 from (r0, c0))
-/// through a per-warp 16 x 16 f32 staging tile, bounded by (rowEnd, colEnd).
-template <DType D, typename Frag>
-__device__ __forceinline__ void storeTile(Frag (&acc)[2][4], float *stageTile, uint16_t *out,
-                                          int64_t ld, int64_t r0, int64_t rowEnd, int64_t c0,
-                                          int64_t colEnd) {
-  const int lane = threadIdx.x % 32;
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 4; ++j) {
-      nvcuda::wmma::store_matrix_sync(stageTile, acc[i][j], 16, nvcuda::wmma::mem_row_major);
-      __syncwarp();
-      for (int t = lane; t < 256; t += 32) {
-        const int64_t r = r0 + i * 16 + t / 16, c = c0 + j * 16 + t % 16;
-        if (r < rowEnd && c < colEnd)
-          out[r * ld + c] = dev::Elem<D>::store(stageTile[t]);
+  /// One 32-deep step of both operands into shared memory, zero-filled
+  /// outside [0, mEnd) x [k0, kEnd) and [k0, kEnd) x [0, nEnd).
+  __device__ void stage(uint16_t *as, uint16_t *bs, const uint16_t *a, int64_t lda, int64_t mEnd,
+                        const uint16_t *b, int64_t ldb, int64_t nEnd, int64_t k0, int64_t kEnd) {
+    // 512 chunks of 8 elements in each operand, 2 per thread.
+    for (int c = threadIdx.x; c < kM * kK / 8; c += kThreads) {
+      if constexpr (AKMajor) {
+        const int k = c / (kM / 8), m = (c % (kM / 8)) * 8;
+        const bool ok = k0 + k < kEnd && m < mEnd;
+        cpAsync16(smemAddr(as + k * kATLd + m), ok ? a + (k0 + k) * lda + m : a, ok);
+      } else {
+        const int m = c / (kK / 8), k = (c % (kK / 8)) * 8;
+        const bool ok = m < mEnd && k0 + k < kEnd;
+        cpAsync16(smemAddr(as + m * kALd + k), ok ? a + m * lda + k0 + k : a, ok);
       }
-      __syncwarp();
+      const int kb = c / (kN / 8), n = (c % (kN / 8)) * 8;
+      const bool okB = k0 + kb < kEnd && n < nEnd;
+      cpAsync16(smemAddr(bs + kb * kBLd + n), okB ? b + (k0 + kb) * ldb + n : b, okB);
     }
-}
+  }
+
+  __device__ void compute(const uint16_t *as, const uint16_t *bs) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32; // 2 x 4 warps
+    for (int kk = 0; kk < kK; kk += 16) {
+      uint32_t af[4][4], bf[2][4];
+      for (int i = 0; i < 4; ++i) {
+        const int m0 = wm + i * 16;
+        if constexpr (AKMajor) {
+          // Rows k, columns m: transposed into the row-major A fragment.
+          const int k = kk + (lane % 8) + 8 * (lane / 16), m = m0 + 8 * ((lane / 8) % 2);
+          ldsm4t(af[i], smemAddr(as + k * kATLd + m));
+        } else {
+          const int m = m0 + (lane % 8) + 8 * ((lane / 8) % 2), k = kk + 8 * (lane / 16);
+          ldsm4(af[i], smemAddr(as + m * kALd + k));
+        }
+      }
+      for (int j = 0; j < 2; ++j) {
+        // Rows k, columns n (16 of them: two n8 fragments).
+        const int k = kk + (lane % 8) + 8 * ((lane / 8) % 2), n = wn + j * 16 + 8 * (lane / 16);
+        ldsm4t(bf[j], smemAddr(bs + k * kBLd + n));
+      }
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j)
+          mma16816<T>(acc[i][j], af[i], bf[j / 2][2 * (j % 2)], bf[j / 2][2 * (j % 2) + 1]);
+    }
+  }
+
+  /// Writes the tile to out[m * ldo + n] for m < mEnd, n < nEnd.
+  __device__ void store(uint16_t *out, int64_t ldo, int64_t mEnd, int64_t nEnd) const {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j)
+        for (int h = 0; h < 2; ++h) {
+          const int64_t m = wm + i * 16 + lane / 4 + 8 * h, n = wn + j * 8 + 2 * (lane % 4);
+          if (m >= mEnd)
+            continue;
+          if (n + 1 < nEnd) {
+            *reinterpret_cast<uint32_t *>(out + m * ldo + n) =
+                pack2<T>(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+          } else if (n < nEnd) {
+            out[m * ldo + n] = dev::Elem<D>::store(acc[i][j][2 * h]);
+          }
+        }
+  }
+};
 
 /// y[rows of group e] = x[rows of e] w[e]: x [S, K], w [E, K, N], y [S, N].
 template <DType D, typename OffT>
 __global__ void __launch_bounds__(kThreads)
 groupedMatmul(int64_t S, int64_t K, int64_t N, int64_t E, const uint16_t *x, const uint16_t *w,
               const OffT *offsets, bool prior, const int64_t *tileStart, uint16_t *y) {
-  using T = typename Wmma<D>::T;
-  namespace wmma = nvcuda::wmma;
-  __shared__ __align__(16) uint16_t as[kM * (kK + kPad)];
-  __shared__ __align__(16) uint16_t bs[kK * (kN + kPad)];
-  __shared__ __align__(16) float stageTiles[kThreads / 32][256];
+  __shared__ __align__(16) uint16_t as[2 * kAElems];
+  __shared__ __align__(16) uint16_t bs[2 * kK * kBLd];
   const int64_t tile = blockIdx.y;
   if (tile >= tileStart[E])
     return;
   const int64_t e = groupOfTile(tileStart, E, tile);
   const int64_t rowBegin = groupEnd(offsets, e - 1, S, prior) + (tile - tileStart[e]) * kM;
-  const int64_t rowEnd = groupEnd(offsets, e, S, prior);
+  const int64_t rows = groupEnd(offsets, e, S, prior) - rowBegin;
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kN;
-  const int warp = threadIdx.x / 32, wr = warp / 2, wc = warp % 2; // 4 x 2 warps
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][4];
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 4; ++j)
-      wmma::fill_fragment(acc[i][j], 0.0f);
-  const uint16_t *we = w + e * K * N;
-  const bool vecA = K % 8 == 0, vecB = N % 8 == 0;
-  for (int64_t k0 = 0; k0 < K; k0 += kK) {
-    stage<kM, kK>(as, kK + kPad, x, K, rowBegin, rowEnd, k0, K, vecA);
-    stage<kK, kN>(bs, kN + kPad, we, N, k0, K, col0, N, vecB);
-    __syncthreads();
-    for (int kk = 0; kk < kK; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[2];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[4];
-      for (int i = 0; i < 2; ++i)
-        wmma::load_matrix_sync(a[i], reinterpret_cast<const T *>(as) +
-                                         (wr * 32 + i * 16) * (kK + kPad) + kk,
-                               kK + kPad);
-      for (int j = 0; j < 4; ++j)
-        wmma::load_matrix_sync(b[j], reinterpret_cast<const T *>(bs) + kk * (kN + kPad) +
-                                         wc * 64 + j * 16,
-                               kN + kPad);
-      for (int i = 0; i < 2; ++i)
-        for (int j = 0; j < 4; ++j)
-          wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
-    }
-    __syncthreads();
-  }
-  storeTile<D>(acc, stageTiles[warp], y, N, rowBegin + wr * 32, rowEnd, col0 + wc * 64, N);
+  TileGemm<D, false> g;
+  g.run(as, bs, x + rowBegin * K, K, rows, w + e * K * N + col0, N, N - col0, 0, K);
+  g.store(y + rowBegin * N + col0, N, rows, N - col0);
 }
 
 /// out[e] = x[rows of e]^T g[rows of e]: x [S, K], g [S, N], out [E, K, N].
@@ -267,45 +307,16 @@ template <DType D, typename OffT>
 __global__ void __launch_bounds__(kThreads)
 groupedWeightGrad(int64_t S, int64_t K, int64_t N, const uint16_t *x, const uint16_t *g,
                   const OffT *offsets, bool prior, uint16_t *out) {
-  using T = typename Wmma<D>::T;
-  namespace wmma = nvcuda::wmma;
-  // The contraction runs over rows: x's rows staged as [rows][k] are
-  // x^T in column-major order.
-  __shared__ __align__(16) uint16_t as[kK * (kM + kPad)];
-  __shared__ __align__(16) uint16_t bs[kK * (kN + kPad)];
-  __shared__ __align__(16) float stageTiles[kThreads / 32][256];
+  __shared__ __align__(16) uint16_t as[2 * kAElems];
+  __shared__ __align__(16) uint16_t bs[2 * kK * kBLd];
   const int64_t e = blockIdx.z;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kM,
                 n0 = static_cast<int64_t>(blockIdx.x) * kN;
   const int64_t begin = groupEnd(offsets, e - 1, S, prior), end = groupEnd(offsets, e, S, prior);
-  const int warp = threadIdx.x / 32, wr = warp / 2, wc = warp % 2;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][4];
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 4; ++j)
-      wmma::fill_fragment(acc[i][j], 0.0f);
-  const bool vecA = K % 8 == 0, vecB = N % 8 == 0;
-  for (int64_t s0 = begin; s0 < end; s0 += kK) {
-    stage<kK, kM>(as, kM + kPad, x, K, s0, end, k0, K, vecA);
-    stage<kK, kN>(bs, kN + kPad, g, N, s0, end, n0, N, vecB);
-    __syncthreads();
-    for (int ss = 0; ss < kK; ss += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major> a[2];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[4];
-      for (int i = 0; i < 2; ++i)
-        wmma::load_matrix_sync(a[i], reinterpret_cast<const T *>(as) + ss * (kM + kPad) +
-                                         wr * 32 + i * 16,
-                               kM + kPad);
-      for (int j = 0; j < 4; ++j)
-        wmma::load_matrix_sync(b[j], reinterpret_cast<const T *>(bs) + ss * (kN + kPad) +
-                                         wc * 64 + j * 16,
-                               kN + kPad);
-      for (int i = 0; i < 2; ++i)
-        for (int j = 0; j < 4; ++j)
-          wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
-    }
-    __syncthreads();
-  }
-  storeTile<D>(acc, stageTiles[warp], out + e * K * N, N, k0 + wr * 32, K, n0 + wc * 64, N);
+  // A(m, s) = x[s, k0 + m], staged [s][m]; the contraction runs over rows.
+  TileGemm<D, true> t;
+  t.run(as, bs, x + k0, K, K - k0, g + n0, N, N - n0, begin, end);
+  t.store(out + (e * K + k0) * N + n0, N, K - k0, N - n0);
 }
 
 } // namespace tc
@@ -534,6 +545,19 @@ llvm::Expected<int64_t> groupStart(const KernelCall &call, const Tensor &offsets
   return start;
 }
 
+/// Whether every tensor starts 16-byte aligned and the row lengths are
+/// multiples of 8 elements (the tensor-core kernels copy 16 bytes at a time).
+bool rowsAligned(std::initializer_list<const Tensor *> tensors,
+                 std::initializer_list<int64_t> rowLengths) {
+  for (const Tensor *t : tensors)
+    if (reinterpret_cast<uintptr_t>(t->data) % 16 != 0)
+      return false;
+  for (int64_t n : rowLengths)
+    if (n % 8 != 0)
+      return false;
+  return true;
+}
+
 llvm::Error launchGroupedMatmul(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 1, 1));
   const Tensor &input = call.inputs[0], &weight = call.inputs[1], &offsets = call.inputs[2];
@@ -551,8 +575,10 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
   // Rows past the last group stay zero; the tiles write every other row.
   LOOM_RETURN_IF_ERROR(
       cudaError(cudaMemsetAsync(out.data, 0, out.sizeInBytes(), ctx.stream), "cudaMemsetAsync"));
-  // bf16 and f16 run on tensor cores (128-row tiles), others on CUDA cores.
-  const bool tensorCores = input.dtype == DType::BF16 || input.dtype == DType::F16;
+  // bf16 and f16 with 16-byte rows run on tensor cores (128-row tiles),
+  // others on CUDA cores.
+  const bool tensorCores = (input.dtype == DType::BF16 || input.dtype == DType::F16) &&
+                           rowsAligned({&input, &weight, &out}, {K, N});
   const int64_t tileRows = tensorCores ? tc::kM : kTile, tileCols = tensorCores ? tc::kN : kTile;
   const int64_t maxTiles = (S + tileRows - 1) / tileRows + E;
   if (maxTiles > 65535)
@@ -571,11 +597,13 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
       const dim3 grid(static_cast<unsigned>((N + tileCols - 1) / tileCols),
                       static_cast<unsigned>(maxTiles));
       if constexpr (D == DType::BF16 || D == DType::F16) {
+        if (tensorCores) {
         tc::groupedMatmul<D, OffT><<<grid, tc::kThreads, 0, ctx.stream>>>(
             S, K, N, E, static_cast<const uint16_t *>(input.data),
             static_cast<const uint16_t *>(weight.data), offs + start, start > 0, tileStart,
             static_cast<uint16_t *>(out.data));
         return cudaError(cudaGetLastError(), "nn.grouped_matmul");
+        }
       }
       groupedMatmulTiled<D, OffT><<<grid, kTileThreads, 0, ctx.stream>>>(
           S, K, N, E, static_cast<const StorageOf<D> *>(input.data),
@@ -613,6 +641,7 @@ llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
     return dispatchOffsets(offsets, [&](auto *offs) {
       using OffT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
       if constexpr (D == DType::BF16 || D == DType::F16) {
+        if (rowsAligned({&input, &grad, &out}, {K, N})) {
         const dim3 grid(static_cast<unsigned>((N + tc::kN - 1) / tc::kN),
                         static_cast<unsigned>((K + tc::kM - 1) / tc::kM),
                         static_cast<unsigned>(E));
@@ -621,6 +650,7 @@ llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
             static_cast<const uint16_t *>(grad.data), offs + start, start > 0,
             static_cast<uint16_t *>(out.data));
         return cudaError(cudaGetLastError(), "nn.grouped_matmul_weight_grad");
+        }
       }
       const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile),
                       static_cast<unsigned>((K + kTile - 1) / kTile), static_cast<unsigned>(E));
