@@ -381,8 +381,8 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
   }
   int64_t perStep = o.dataRanks() * std::max<int64_t>(o.microbatches, 1);
   if (o.training() && o.globalBatch > 0 && o.globalBatch % perStep != 0)
-    return error("batch (" + n(o.globalBatch) + ") must be a multiple of dp x ep (" +
-                 n(o.dataRanks()) +
+    return error("batch (" + n(o.globalBatch) + ") must be a multiple of " +
+                 (o.ep > 1 ? "dp x ep" : "dp") + " (" + n(o.dataRanks()) +
                  ") times microbatches (" + n(std::max<int64_t>(o.microbatches, 1)) +
                  "): each data-parallel rank runs whole microbatches");
   if (stopAfter == Phase::Train && !o.training())

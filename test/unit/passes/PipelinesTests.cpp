@@ -155,9 +155,15 @@ TEST(LoomPipeline, RefusesOptionsItCannotBuild) {
   o.globalBatch = 12; // dp 2 x microbatches 4 = 8 does not divide it
   EXPECT_EQ(errorOf(o), "batch (12) must be a multiple of dp (2) times microbatches (4): each "
                         "data-parallel rank runs whole microbatches");
+  o.ep = 3; // dp 2 x ep 3 x microbatches 4 = 24
+  EXPECT_EQ(errorOf(o), "batch (12) must be a multiple of dp x ep (6) times microbatches (4): "
+                        "each data-parallel rank runs whole microbatches");
   o = PipelineOptions();
   o.tp = 2;
-  EXPECT_EQ(errorOf(o), "tp and dp apply to mode=train");
+  EXPECT_EQ(errorOf(o), "tp, dp and ep apply to mode=train");
+  o = PipelineOptions();
+  o.ep = 0;
+  EXPECT_EQ(errorOf(o), "tp, dp and ep must be at least 1, got tp=1 dp=1 ep=0");
   o = PipelineOptions();
   o.vpp = 2;
   EXPECT_EQ(errorOf(o), "vpp, pp-layout and schedule-file need pp=2 or more");
