@@ -214,6 +214,9 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     pm.addPass(createSpmdPartition());
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
+    // After CSE: the grouped GEMMs of one layer then share their offsets.
+    if (options.ep > 1)
+      pm.addPass(createElideGroupReductions());
     // The gradients' reductions over the data ranks (dp, and ep for the
     // weights it replicates).
     if (options.dataRanks() > 1 && options.dpBucketMb > 0)

@@ -160,6 +160,30 @@ def NN_FlopCountOpInterface : OpInterface<"FlopCountOpInterface"> {
   }];
 }
 
+def NN_GroupedRowsOpInterface : OpInterface<"GroupedRowsOpInterface"> {
+  let cppNamespace = "::loom::nn";
+  let description = [{
+    An op over rows grouped by expert (the experts' grouped GEMMs): rows
+    [offsets[g-1], offsets[g]) are group g's, and the op works on a block of
+    the groups. It reads some operands only at the block's rows and, where
+    it says so, its result is zero at every other row. Expert parallelism
+    leaves such a result partial over the ranks holding the other blocks; a
+    reader of the same block's rows needs no reduction of it
+    (--loom-elide-group-reductions).
+  }];
+  let methods = [
+    InterfaceMethod<"The running row counts of all the groups (`[G]`).",
+      "::mlir::Value", "getGroupOffsets", (ins)>,
+    InterfaceMethod<"The block's first group (as rank 0 has it; rank offsets add the rest).",
+      "int64_t", "getFirstGroup", (ins)>,
+    InterfaceMethod<"The groups in the block.", "int64_t", "getGroupCount", (ins)>,
+    InterfaceMethod<"Whether operand `index` is read only at the block's rows.",
+      "bool", "readsOnlyGroupRows", (ins "unsigned":$index)>,
+    InterfaceMethod<"Whether result 0 is zero at every row outside the block's groups.",
+      "bool", "writesOnlyGroupRows", (ins)>,
+  ];
+}
+
 def NN_SpmdLocalizeOpInterface : OpInterface<"SpmdLocalizeOpInterface"> {
   let cppNamespace = "::loom::nn";
   let description = [{

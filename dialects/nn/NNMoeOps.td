@@ -62,7 +62,8 @@ def NN_SortOp : NN_KernelOp<"sort", [Pure, InferTypeOpAdaptor,
 def NN_GroupedMatmulOp : NN_KernelOp<"grouped_matmul", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<NN_GradientOpInterface>,
     DeclareOpInterfaceMethods<NN_FlopCountOpInterface>,
-    DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
+    DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>,
+    DeclareOpInterfaceMethods<NN_GroupedRowsOpInterface>]> {
   let kernelDoc = [{
     input [S, K], weight [E, K, N] (float, one dtype), offsets [G] (i32/i64,
     non-decreasing, at most S; G >= group_start + E) -> out [S, N] (input's
@@ -98,7 +99,8 @@ def NN_GroupedMatmulOp : NN_KernelOp<"grouped_matmul", [Pure, InferTypeOpAdaptor
 
 def NN_GroupedMatmulWeightGradOp : NN_KernelOp<"grouped_matmul_weight_grad", [Pure,
     DeclareOpInterfaceMethods<NN_FlopCountOpInterface>,
-    DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
+    DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>,
+    DeclareOpInterfaceMethods<NN_GroupedRowsOpInterface>]> {
   let kernelDoc = [{
     input [S, K], grad [S, N] (float, one dtype), offsets [G] (as
     nn.grouped_matmul, G >= group_start + E) -> out [E, K, N]: out[e] =

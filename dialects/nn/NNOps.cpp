@@ -1699,6 +1699,23 @@ static LogicalResult verifyGrouped(Operation *op, RankedTensorType input, Ranked
   return success();
 }
 
+// GroupedRowsOpInterface: the grouped GEMM reads its input at its groups'
+// rows and writes zeros elsewhere; its weight gradient reads both row
+// operands at its groups' rows.
+Value GroupedMatmulOp::getGroupOffsets() { return getOffsets(); }
+int64_t GroupedMatmulOp::getFirstGroup() { return int64_t(getGroupStart().value_or(0)); }
+int64_t GroupedMatmulOp::getGroupCount() { return getWeight().getType().getDimSize(0); }
+bool GroupedMatmulOp::readsOnlyGroupRows(unsigned index) { return index == 0; }
+bool GroupedMatmulOp::writesOnlyGroupRows() { return true; }
+
+Value GroupedMatmulWeightGradOp::getGroupOffsets() { return getOffsets(); }
+int64_t GroupedMatmulWeightGradOp::getFirstGroup() {
+  return int64_t(getGroupStart().value_or(0));
+}
+int64_t GroupedMatmulWeightGradOp::getGroupCount() { return getType().getDimSize(0); }
+bool GroupedMatmulWeightGradOp::readsOnlyGroupRows(unsigned index) { return index <= 1; }
+bool GroupedMatmulWeightGradOp::writesOnlyGroupRows() { return false; }
+
 LogicalResult GroupedMatmulOp::verify() {
   auto input = getInput().getType(), weight = getWeight().getType(), out = getType();
   if (weight.getRank() != 3)

@@ -92,6 +92,29 @@ def ShardingPropagation : Pass<"loom-sharding-propagation", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::dist::DistDialect"];
 }
 
+def ElideGroupReductions : Pass<"loom-elide-group-reductions", "mlir::ModuleOp"> {
+  let summary = "drop the reductions of expert-parallel results that only their own experts read";
+  let description = [{
+    Under expert parallelism (`--ep`) a rank's grouped GEMM computes the
+    rows of its own experts and leaves zeros elsewhere, so its result is
+    partial over `ep` and the partitioner sums it (`dist.all_reduce`)
+    before any op that is not linear. Between an expert's two GEMMs (the
+    activation, and its gradient in the backward) that sum is not needed:
+    the next grouped GEMM of the same block of experts reads only those
+    experts' rows, and every op on the way computes each row from the same
+    row of its operands, so those rows are already whole on their rank.
+
+    An all-reduce (a sum) of a result that an op with
+    `GroupedRowsOpInterface` writes only at its block's rows, over exactly
+    the axes its block moves along, is dropped when every op that reads
+    it, transitively, either computes row by row (its sharding rule maps
+    the rows of what it reads to the rows of every result) or reads only
+    the same block's rows of the same groups (`GroupedRowsOpInterface`).
+    Decided by interfaces and sharding rules, not by op names.
+  }];
+  let dependentDialects = ["loom::dist::DistDialect"];
+}
+
 def SpmdPartition : Pass<"loom-spmd-partition", "mlir::ModuleOp"> {
   let summary = "rewrite the sharded program into the one every rank runs";
   let description = [{
