@@ -120,6 +120,9 @@ def parse_args(argv):
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
                     help="attention implementation to export (default eager: matmuls and "
                          "softmax; sdpa: aten.scaled_dot_product_attention)")
+    ap.add_argument("--experts", metavar="BACKEND",
+                    help="a mixture-of-experts model's experts backend in transformers "
+                         "(grouped_mm, batched_mm or eager; default: transformers' own choice)")
     ap.add_argument("--batch", type=int, default=2, help="example batch (default 2)")
     ap.add_argument("--seq", type=int, default=16, help="example sequence length (default 16)")
     dyn = ap.add_mutually_exclusive_group()
@@ -247,14 +250,16 @@ def build_model(args, config, torch):
     from transformers import AutoModelForCausalLM
 
     dtype = getattr(torch, DTYPES[args.dtype])
+    extra = {"experts_implementation": args.experts} if args.experts else {}
     try:
         if args.checkpoint:
             model = AutoModelForCausalLM.from_pretrained(
                 os.path.expanduser(args.checkpoint), config=config, local_files_only=True,
-                attn_implementation=args.attn)
+                attn_implementation=args.attn, **extra)
         else:
             torch.manual_seed(args.seed)
-            model = AutoModelForCausalLM.from_config(config, attn_implementation=args.attn)
+            model = AutoModelForCausalLM.from_config(config, attn_implementation=args.attn,
+                                                     **extra)
     except Exception as e:
         what = ("checkpoint %s" % args.checkpoint) if args.checkpoint else "config"
         raise ExportError("cannot build a causal LM from the %s: %s" % (what, first_line(e)))

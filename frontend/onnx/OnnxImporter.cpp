@@ -122,6 +122,7 @@ public:
     addElementwiseOps(opTable);
     addShapeOps(opTable);
     addMathOps(opTable);
+    addRoutingOps(opTable);
     addConstantOps(opTable);
   }
 

@@ -157,6 +157,7 @@ void addElementwiseOps(OpTable &table);
 void addShapeOps(OpTable &table);
 void addMathOps(OpTable &table);
 void addConstantOps(OpTable &table);
+void addRoutingOps(OpTable &table);
 
 } // namespace loom::onnx_import
 

@@ -1147,6 +1147,56 @@ Error convertEmbedding(NodeContext &node) {
 }
 
 /// The first `n` - 1 differences along `dim`, prepend/append joined first.
+/// repeat_interleave(self, repeats: int, dim=None): each element (slice
+/// along dim; of the flattened tensor without dim) repeated `repeats` times
+/// in place: a broadcast along a new dim after it, merged into it. Repeats
+/// given as a tensor make a data-dependent shape: refused.
+Error convertRepeatInterleave(NodeContext &node) {
+  if (!node.target().contains("self_int"))
+    return importError("repeat_interleave with per-element repeats (a tensor) gives a "
+                       "data-dependent shape; only a constant repeat count is supported");
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto repeats = node.integer("repeats", 1);
+  if (!repeats)
+    return repeats.takeError();
+  if (*repeats < 0)
+    return importError("repeat_interleave: repeats must be >= 0, got " +
+                       std::to_string(*repeats));
+  auto dim = node.optionalInteger("dim", 2);
+  if (!dim)
+    return dim.takeError();
+  GraphImporter &g = node.importer();
+  Value input = *self;
+  RankedTensorType type = tensorType(input);
+  if (!*dim) {
+    auto flat = g.reshapeTo(input, {type.getNumElements()});
+    if (!flat)
+      return flat.takeError();
+    input = *flat;
+    type = tensorType(input);
+  }
+  auto axis = normalizeDim(dim->value_or(0), type.getRank());
+  if (!axis)
+    return axis.takeError();
+  llvm::SmallVector<int64_t> expanded(type.getShape());
+  expanded.insert(expanded.begin() + *axis + 1, 1);
+  auto unsqueezed = g.reshapeTo(input, expanded);
+  if (!unsqueezed)
+    return unsqueezed.takeError();
+  expanded[*axis + 1] = *repeats;
+  auto broadcast = g.broadcastTo(*unsqueezed, expanded);
+  if (!broadcast)
+    return broadcast.takeError();
+  llvm::SmallVector<int64_t> shape(type.getShape());
+  shape[*axis] *= *repeats;
+  auto result = g.reshapeTo(*broadcast, shape);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
 Error convertDiff(NodeContext &node) {
   auto type = node.resultType(0);
   if (!type)
@@ -1826,6 +1876,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.index"] = convertIndex;
     t["aten.embedding"] = convertEmbedding;
     t["aten.diff"] = convertDiff;
+    t["aten.repeat_interleave"] = convertRepeatInterleave;
     t["aten.cumsum"] = convertCumsum;
     t["aten.triu"] = convertTriangle<true>;
     t["aten.tril"] = convertTriangle<false>;

@@ -306,8 +306,10 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
     if (!found)
       return func.emitError("--ep ")
              << int64_t(ep)
-             << ": the model has no mixture-of-experts layer (no grouped GEMM of experts' "
-                "weights) to split";
+             << ": the model has no grouped GEMM of experts' weights to split (a "
+                "mixture-of-experts model exported with transformers' default grouped_mm "
+                "experts backend has one; its batched_mm backend gathers each token's "
+                "experts' weights instead)";
     return success();
   }
 
