@@ -36,6 +36,15 @@ LogicalResult verifyNonEmptyString(Operation *op, NamedAttribute attr) {
 
 } // namespace
 
+/// `loom.row_groups`: a positive i64.
+static LogicalResult verifyRowGroups(Operation *op, NamedAttribute attr) {
+  auto groups = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!groups || !groups.getType().isSignlessInteger(64) || groups.getInt() < 1)
+    return op->emitOpError("'") << attr.getName().getValue() << "' must be a positive i64, got "
+                                << attr.getValue();
+  return success();
+}
+
 LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   Attribute value = attr.getValue();
@@ -67,6 +76,8 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                                   << "step), got " << value;
     return success();
   }
+  if (name == kRowGroupsAttrName)
+    return verifyRowGroups(op, attr);
   if (name == kNameAttr || name == kUpdatesAttr)
     return op->emitOpError("'") << name
                                 << "' belongs on a function's arguments or results, not on an op";
@@ -78,9 +89,11 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op, unsigned, uns
   StringRef name = attr.getName().getValue();
   if (name == kNameAttr)
     return verifyNonEmptyString(op, attr);
+  if (name == kRowGroupsAttrName)
+    return verifyRowGroups(op, attr);
   return op->emitOpError("argument ") << argIndex << " has '" << name
                                       << "', which is not a loom argument attribute "
-                                         "(only loom.name is)";
+                                         "(only loom.name and loom.row_groups are)";
 }
 
 LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op, unsigned,

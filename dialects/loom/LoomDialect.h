@@ -19,6 +19,10 @@ namespace loom {
 inline constexpr llvm::StringLiteral kNameAttr = "loom.name";
 inline constexpr llvm::StringLiteral kUpdatesAttr = "loom.updates";
 inline constexpr llvm::StringLiteral kMicrobatchAttr = "loom.microbatch";
+/// On a training step's tokens argument (and its rt.input): the global rows
+/// come as this many microbatches, each split over the data ranks, and the
+/// caller orders them so (IOBinding::rowGroups).
+inline constexpr llvm::StringLiteral kRowGroupsAttrName = "loom.row_groups";
 inline constexpr llvm::StringLiteral kBackwardAttr = "loom.backward";
 inline constexpr llvm::StringLiteral kStreamAttr = "loom.stream";
 inline constexpr llvm::StringLiteral kHostCopyAttr = "loom.host_copy";

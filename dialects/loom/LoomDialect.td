@@ -20,6 +20,7 @@ def Loom_Dialect : Dialect {
     | `loom.name`        | function argument, result | non-empty string             |
     | `loom.updates`     | function result           | non-empty string (an input)  |
     | `loom.microbatch`  | op                        | non-negative integer         |
+    | `loom.row_groups`  | step argument, rt.input   | positive integer: the tokens' rows come as that many microbatches, each split over the data ranks |
     | `loom.backward`    | op                        | `#loom.backward<weight>` or `<input>` |
     | `loom.stream`      | op                        | non-empty string             |
     | `loom.host_copy`   | `rt.copy`                 | unit                         |

@@ -147,6 +147,8 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
           binding.globalShape.assign(global->begin(), global->end());
           binding.sharding = shardingOf(input.getShardingAttr());
         }
+        if (auto groups = input->getAttrOfType<IntegerAttr>(loom::kRowGroupsAttrName))
+          binding.rowGroups = groups.getInt();
         rank.inputs.push_back(std::move(binding));
       } else if (auto alloc = dyn_cast<rt::AllocOp>(op)) {
         ok = addBuffer(&op, alloc.getResult(), alloc.getName().value_or(""));

@@ -144,6 +144,9 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
       auto input = b.create<rt::InputOp>(arg.getLoc(), bufferTypeOf(arg.getType()),
                                          b.getStringAttr(name), IntegerAttr());
       setShardingAttrs(input, dist::getArgSharding(func, i), dist::getArgGlobalType(func, i));
+      if (auto groups = func.getArgAttrOfType<IntegerAttr>(i, loom::kRowGroupsAttrName);
+          groups && input->hasAttr("global_shape"))
+        input->setAttr(loom::kRowGroupsAttrName, groups);
       buffers.map(arg, input.getResult());
     }
 

@@ -150,6 +150,10 @@ struct BuildTrainingStepPass
       blocked = builder.create<nn::ReshapeOp>(
           loc, RankedTensorType::get({dp, microbatches, b / dp, seq + 1}, builder.getI64Type()),
           tokens);
+      // The caller orders the global rows so that rank blocks hold these
+      // shares of microbatch m = rows [m b, (m+1) b) of the batch as read:
+      // the microbatches are a single rank's, whatever the ranks.
+      step.setArgAttr(0, loom::kRowGroupsAttrName, builder.getI64IntegerAttr(microbatches));
     }
     // DeepSeek-V3's balancing: each router's correction bias and the
     // choices of every microbatch, counted after the step.

@@ -65,6 +65,16 @@ int64_t Mesh::numRanks() const {
   return n;
 }
 
+std::vector<int64_t> rowGroupOrder(int64_t rows, int64_t groups, int64_t blocks) {
+  std::vector<int64_t> order(rows);
+  const int64_t perGroup = rows / groups, share = perGroup / blocks;
+  for (int64_t r = 0; r < blocks; ++r)
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t i = 0; i < share; ++i)
+        order[(r * groups + g) * share + i] = g * perGroup + r * share + i;
+  return order;
+}
+
 int Mesh::axisIndex(llvm::StringRef axis) const {
   for (size_t i = 0; i < axes.size(); ++i)
     if (axes[i] == axis)

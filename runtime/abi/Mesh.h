@@ -65,6 +65,14 @@ llvm::Expected<TensorBlock> shardBlock(const Mesh &mesh, int64_t rank,
 /// rank per block answers yes, which is the one that saves it.
 bool ownsBlock(const Mesh &mesh, int64_t rank, const Sharding &sharding);
 
+/// The order in which the caller hands over the rows of a batch whose
+/// `rows` come as `groups` consecutive groups (microbatches) and whose dim 0
+/// is split into `blocks` contiguous blocks (one per data rank), so that
+/// block r holds rows r·g/blocks .. (r+1)·g/blocks - 1 of every group g, in
+/// order: element i is the batch row that goes at position i. Requires
+/// rows divisible by groups × blocks.
+std::vector<int64_t> rowGroupOrder(int64_t rows, int64_t groups, int64_t blocks);
+
 /// Copies the elements of `block` out of a row-major tensor of `shape` into
 /// a dense buffer / from a dense buffer into the tensor.
 void extractBlock(const void *tensor, llvm::ArrayRef<int64_t> shape,

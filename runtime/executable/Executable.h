@@ -135,6 +135,10 @@ struct IOBinding {
   /// buffer's shape, whole on every rank.
   std::vector<int64_t> globalShape;
   Sharding sharding;
+  /// The global rows come as this many consecutive groups (microbatches);
+  /// each rank's block of dim 0 holds its share of every group, in order
+  /// (see rowGroupOrder). 1: the rows as they are.
+  int64_t rowGroups = 1;
 };
 
 struct RankProgram {

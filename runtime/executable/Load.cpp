@@ -245,6 +245,7 @@ private:
         result.buffer = binding->buffer();
         result.globalShape = vector(binding->global_shape());
         result.sharding = sharding(binding->sharding());
+        result.rowGroups = binding->row_groups();
       }
       bindings.push_back(std::move(result));
     }

@@ -186,8 +186,8 @@ private:
       if (!binding.globalShape.empty())
         globalShape = builder.CreateVector(binding.globalShape);
       auto shardingVector = sharding(binding.sharding);
-      offsets.push_back(fb::CreateIOBinding(builder, name, binding.buffer,
-                                            globalShape, shardingVector));
+      offsets.push_back(fb::CreateIOBinding(builder, name, binding.buffer, globalShape,
+                                            shardingVector, binding.rowGroups));
     }
     return builder.CreateVector(offsets);
   }

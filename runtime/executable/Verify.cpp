@@ -534,6 +534,12 @@ private:
   llvm::Error checkIOBinding(const RankProgram &program,
                              const IOBinding &binding, const char *role,
                              size_t index, const std::string &rankContext) {
+    if (binding.rowGroups < 1 ||
+        (binding.rowGroups > 1 &&
+         (binding.globalShape.empty() || binding.globalShape[0] % binding.rowGroups != 0)))
+      return failure(rankContext + ", " + named(role, index, binding.name) + ": row groups " +
+                     std::to_string(binding.rowGroups) +
+                     " must be at least 1 and, above 1, divide the global rows");
     if (binding.buffer >= program.buffers.size())
       return failure(rankContext + ", " + named(role, index, binding.name) +
                      ": buffer " + std::to_string(binding.buffer) +

@@ -662,6 +662,22 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
     tokensIn.data.assign(reinterpret_cast<const uint8_t *>(batchTokens.data()),
                          reinterpret_cast<const uint8_t *>(batchTokens.data() + batchTokens.size()));
     double lr = learningRateAt(options, step);
+    if (tokensBinding->rowGroups > 1) {
+      // Each rank's block holds its share of every microbatch: the rows of
+      // microbatch m are rows [m b, (m+1) b) of the batch as read, as on one
+      // rank.
+      int64_t blocks = 1;
+      if (!tokensBinding->sharding.empty())
+        for (const std::string &axis : tokensBinding->sharding[0])
+          blocks *= exe.mesh.shape[exe.mesh.axisIndex(axis)];
+      std::vector<int64_t> order = rowGroupOrder(batch, tokensBinding->rowGroups, blocks);
+      const size_t rowBytes = size_t(seq + 1) * sizeof(int64_t);
+      std::vector<uint8_t> reordered(tokensIn.data.size());
+      for (int64_t i = 0; i < batch; ++i)
+        std::memcpy(reordered.data() + i * rowBytes, tokensIn.data.data() + order[i] * rowBytes,
+                    rowBytes);
+      tokensIn.data = std::move(reordered);
+    }
     auto tokensBlock = takeBlock(exe.mesh, rank, tokensBinding->sharding, tokensIn);
     if (!tokensBlock)
       return error("input 'tokens': " + llvm::toString(tokensBlock.takeError()));

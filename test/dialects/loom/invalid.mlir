@@ -72,7 +72,7 @@ func.func @arg_name_type(%x: tensor<4xf32> {loom.name = 3 : i64}) {
 
 // -----
 
-// expected-error @+1 {{argument 0 has 'loom.updates', which is not a loom argument attribute (only loom.name is)}}
+// expected-error @+1 {{argument 0 has 'loom.updates', which is not a loom argument attribute (only loom.name and loom.row_groups are)}}
 func.func @updates_on_arg(%x: tensor<4xf32> {loom.updates = "x"}) {
   return
 }

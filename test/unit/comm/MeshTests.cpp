@@ -92,5 +92,19 @@ TEST(Mesh, ExtractThenInsertTilesTheTensor) {
   EXPECT_EQ(rebuilt, global);
 }
 
+
+// A batch of 8 rows in 2 microbatches over 2 data ranks: rank 0's block gets
+// the first half of each microbatch, rank 1's the second, in order, so
+// microbatch m of the ranks together is rows [4m, 4m + 4) as read.
+TEST(Mesh, RowGroupOrderGivesEachBlockItsShareOfEveryGroup) {
+  EXPECT_EQ(rowGroupOrder(8, 2, 2), (std::vector<int64_t>{0, 1, 4, 5, 2, 3, 6, 7}));
+  // One group or one block: the rows as they are.
+  EXPECT_EQ(rowGroupOrder(6, 1, 3), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(rowGroupOrder(6, 3, 1), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  // 3 groups of 4 rows over 4 blocks: block r takes row r of each group.
+  EXPECT_EQ(rowGroupOrder(12, 3, 4),
+            (std::vector<int64_t>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+}
+
 } // namespace
 } // namespace loom
