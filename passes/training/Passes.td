@@ -63,7 +63,9 @@ def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
     Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
            "data-parallel ranks: microbatch m takes rows m of each rank's block "
            "of the batch (tokens seen as [dp, microbatches, batch/dp, seq+1]), "
-           "so that a split of the batch over dp splits every microbatch">,
+           "so that a split of the batch over dp splits every microbatch; the "
+           "tokens argument's loom.row_groups tells the caller to order the "
+           "rows so that microbatch m is rows [m b, (m+1) b) of the batch as read">,
   ];
   let dependentDialects = ["loom::nn::NNDialect", "loom::LoomDialect"];
 }

@@ -338,6 +338,8 @@ llvm::json::Array jsonIOBindings(const RankProgram &program,
       object["globalShape"] = jsonShape(binding.globalShape);
       object["sharding"] = jsonSharding(binding.sharding);
     }
+    if (binding.rowGroups > 1)
+      object["rowGroups"] = binding.rowGroups;
     array.push_back(std::move(object));
   }
   return array;
@@ -506,6 +508,9 @@ void printSignature(const RankProgram &program, const char *title,
                                        [](int64_t d) { return std::to_string(d); }),
                        ", ")
          << "] " << formatSharding(binding.sharding);
+    if (binding.rowGroups > 1)
+      os << ", rows in " << binding.rowGroups
+         << " row groups (microbatches), each split over the blocks";
     os << "\n";
   }
 }
