@@ -160,7 +160,7 @@ __device__ __forceinline__ int64_t groupOfTile(const int64_t *tileStart, int64_t
 
 // Tensor-core grouped GEMMs for bf16 and f16 operands: 128 x 128 output
 // tiles of one group each, 8 warps of 64 x 32, operands staged through
-// shared memory 32 deep with cp.async (double-buffered) and fed to mma.sync
+// shared memory 32 deep with cp.async (4 stages in flight) and fed to mma.sync
 // m16n8k16 by ldmatrix; f32 accumulators, as the contract says, in the
 // tensor cores' order within each 16-deep step. Shared rows are padded by
 // 16 bytes so the 8 rows of each ldmatrix fall in distinct banks. Operand
@@ -173,6 +173,8 @@ constexpr int kALd = kK + 8;  // A staged [m][k]
 constexpr int kATLd = kM + 8; // A staged [k][m] (the weight gradient's x)
 constexpr int kBLd = kN + 8;  // B staged [k][n]
 constexpr int kAElems = kM * kALd > kK * kATLd ? kM * kALd : kK * kATLd;
+constexpr int kStages = 4; // cp.async pipeline depth
+constexpr size_t kSmemBytes = size_t(kStages) * (kAElems + kK * kBLd) * sizeof(uint16_t);
 
 template <DType D> struct Operand;
 template <> struct Operand<DType::BF16> { using T = __nv_bfloat16; };
@@ -187,7 +189,8 @@ template <DType D, bool AKMajor> struct TileGemm {
   using T = typename Operand<D>::T;
   float acc[4][4][4];
 
-  __device__ void run(uint16_t *as, uint16_t *bs, const uint16_t *a, int64_t lda, int64_t mEnd,
+  /// `smem` holds kStages buffers of both operands (kSmemBytes).
+  __device__ void run(uint16_t *smem, const uint16_t *a, int64_t lda, int64_t mEnd,
                       const uint16_t *b, int64_t ldb, int64_t nEnd, int64_t kBegin,
                       int64_t kEnd) {
     for (int i = 0; i < 4; ++i)
@@ -197,22 +200,24 @@ template <DType D, bool AKMajor> struct TileGemm {
     const int64_t steps = (kEnd - kBegin + kK - 1) / kK;
     if (steps <= 0)
       return;
-    stage(as, bs, a, lda, mEnd, b, ldb, nEnd, kBegin, kEnd);
-    cpAsyncCommit();
+    uint16_t *as = smem, *bs = smem + kStages * kAElems;
+    auto load = [&](int64_t t) {
+      if (t < steps)
+        stage(as + (t % kStages) * kAElems, bs + (t % kStages) * kK * kBLd, a, lda, mEnd, b, ldb,
+              nEnd, kBegin + t * kK, kEnd);
+      cpAsyncCommit(); // an empty group past the end keeps the count uniform
+    };
+    // kStages - 1 steps in flight; each iteration waits for its own, then
+    // refills the buffer the previous iteration read.
+    for (int64_t t = 0; t < kStages - 1; ++t)
+      load(t);
     for (int64_t t = 0; t < steps; ++t) {
-      const int buf = int(t & 1);
-      if (t + 1 < steps) {
-        stage(as + (buf ^ 1) * kAElems, bs + (buf ^ 1) * kK * kBLd, a, lda, mEnd, b, ldb, nEnd,
-              kBegin + (t + 1) * kK, kEnd);
-        cpAsyncCommit();
-        cpAsyncWait<1>();
-      } else {
-        cpAsyncWait<0>();
-      }
+      cpAsyncWait<kStages - 2>();
       __syncthreads();
-      compute(as + buf * kAElems, bs + buf * kK * kBLd);
-      __syncthreads();
+      load(t + kStages - 1);
+      compute(as + (t % kStages) * kAElems, bs + (t % kStages) * kK * kBLd);
     }
+    cpAsyncWait<0>();
   }
 
   /// One 32-deep step of both operands into shared memory, zero-filled
@@ -288,8 +293,7 @@ template <DType D, typename OffT>
 __global__ void __launch_bounds__(kThreads)
 groupedMatmul(int64_t S, int64_t K, int64_t N, int64_t E, const uint16_t *x, const uint16_t *w,
               const OffT *offsets, bool prior, const int64_t *tileStart, uint16_t *y) {
-  __shared__ __align__(16) uint16_t as[2 * kAElems];
-  __shared__ __align__(16) uint16_t bs[2 * kK * kBLd];
+  extern __shared__ __align__(16) uint16_t smem[];
   const int64_t tile = blockIdx.y;
   if (tile >= tileStart[E])
     return;
@@ -298,7 +302,7 @@ groupedMatmul(int64_t S, int64_t K, int64_t N, int64_t E, const uint16_t *x, con
   const int64_t rows = groupEnd(offsets, e, S, prior) - rowBegin;
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kN;
   TileGemm<D, false> g;
-  g.run(as, bs, x + rowBegin * K, K, rows, w + e * K * N + col0, N, N - col0, 0, K);
+  g.run(smem, x + rowBegin * K, K, rows, w + e * K * N + col0, N, N - col0, 0, K);
   g.store(y + rowBegin * N + col0, N, rows, N - col0);
 }
 
@@ -307,15 +311,14 @@ template <DType D, typename OffT>
 __global__ void __launch_bounds__(kThreads)
 groupedWeightGrad(int64_t S, int64_t K, int64_t N, const uint16_t *x, const uint16_t *g,
                   const OffT *offsets, bool prior, uint16_t *out) {
-  __shared__ __align__(16) uint16_t as[2 * kAElems];
-  __shared__ __align__(16) uint16_t bs[2 * kK * kBLd];
+  extern __shared__ __align__(16) uint16_t smem[];
   const int64_t e = blockIdx.z;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kM,
                 n0 = static_cast<int64_t>(blockIdx.x) * kN;
   const int64_t begin = groupEnd(offsets, e - 1, S, prior), end = groupEnd(offsets, e, S, prior);
   // A(m, s) = x[s, k0 + m], staged [s][m]; the contraction runs over rows.
   TileGemm<D, true> t;
-  t.run(as, bs, x + k0, K, K - k0, g + n0, N, N - n0, begin, end);
+  t.run(smem, x + k0, K, K - k0, g + n0, N, N - n0, begin, end);
   t.store(out + (e * K + k0) * N + n0, N, K - k0, N - n0);
 }
 
@@ -598,7 +601,12 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
                       static_cast<unsigned>(maxTiles));
       if constexpr (D == DType::BF16 || D == DType::F16) {
         if (tensorCores) {
-        tc::groupedMatmul<D, OffT><<<grid, tc::kThreads, 0, ctx.stream>>>(
+        LOOM_RETURN_IF_ERROR(cudaError(
+            cudaFuncSetAttribute(tc::groupedMatmul<D, OffT>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(tc::kSmemBytes)),
+            "cudaFuncSetAttribute"));
+        tc::groupedMatmul<D, OffT><<<grid, tc::kThreads, tc::kSmemBytes, ctx.stream>>>(
             S, K, N, E, static_cast<const uint16_t *>(input.data),
             static_cast<const uint16_t *>(weight.data), offs + start, start > 0, tileStart,
             static_cast<uint16_t *>(out.data));
@@ -645,7 +653,12 @@ llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
         const dim3 grid(static_cast<unsigned>((N + tc::kN - 1) / tc::kN),
                         static_cast<unsigned>((K + tc::kM - 1) / tc::kM),
                         static_cast<unsigned>(E));
-        tc::groupedWeightGrad<D, OffT><<<grid, tc::kThreads, 0, call.ctx.stream>>>(
+        LOOM_RETURN_IF_ERROR(cudaError(
+            cudaFuncSetAttribute(tc::groupedWeightGrad<D, OffT>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(tc::kSmemBytes)),
+            "cudaFuncSetAttribute"));
+        tc::groupedWeightGrad<D, OffT><<<grid, tc::kThreads, tc::kSmemBytes, call.ctx.stream>>>(
             S, K, N, static_cast<const uint16_t *>(input.data),
             static_cast<const uint16_t *>(grad.data), offs + start, start > 0,
             static_cast<uint16_t *>(out.data));
