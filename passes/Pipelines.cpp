@@ -361,8 +361,9 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
       return s.takeError();
   if (o.sp && o.tp == 1)
     return error("sp splits the sequence over the tensor-parallel ranks: it needs tp > 1");
-  if (o.zero1 && o.dp == 1)
-    return error("zero1 splits optimizer state over the data-parallel ranks: it needs dp > 1");
+  if (o.zero1 && o.dataRanks() == 1)
+    return error("zero1 splits optimizer state over the data-parallel ranks: it needs dp > 1 "
+                 "or ep > 1");
   if (o.distributed() && !o.training())
     return error("tp, dp and ep apply to mode=train");
   if (!std::isfinite(o.dpBucketMb) || o.dpBucketMb < 0 || o.dpBucketMb > 1e6)

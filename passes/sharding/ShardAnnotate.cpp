@@ -122,8 +122,8 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       module.emitError("--sp splits the sequence over the tensor-parallel ranks: it needs --tp > 1");
       return signalPassFailure();
     }
-    if (zero1 && dp == 1) {
-      module.emitError("--zero1 splits optimizer state over the data-parallel ranks: it needs --dp > 1");
+    if (zero1 && dp * ep == 1) {
+      module.emitError("--zero1 splits optimizer state over the data-parallel ranks: it needs --dp > 1 or --ep > 1");
       return signalPassFailure();
     }
     SmallVector<StringAttr> names;

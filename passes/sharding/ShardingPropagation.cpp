@@ -157,7 +157,7 @@ struct ShardingPropagationPass
       }
     }
 
-    if (zero1 && mesh.axisSize("dp"))
+    if (zero1 && (mesh.axisSize("dp") || mesh.axisSize("ep")))
       for (auto &[op, rule] : ops)
         if (rule.optimizerUpdate)
           splitOptimizerUpdate(op, known, mesh);
@@ -178,63 +178,73 @@ struct ShardingPropagationPass
   }
 
   /// ZeRO-1: an optimizer update and the state it reads and writes are
-  /// further split over `dp` along the first dim that divides; the
-  /// gradient it reads is then reduce-scattered rather than all-reduced.
+  /// further split over the data ranks that replicate it (`dp`, and `ep`
+  /// for a weight the experts do not split) along the first dim that
+  /// divides (over as many of them as one dim takes); the gradient it reads
+  /// is then reduce-scattered rather than all-reduced.
   void splitOptimizerUpdate(Operation *op, llvm::DenseMap<Value, Layout> &known,
                             dist::MeshAttr mesh) {
     Value param = op->getOperand(0);
     ArrayRef<int64_t> shape = shapeOf(param);
     Layout layout = known.count(param) ? known[param] : Layout::replicated(shape.size());
     layout.partial.clear();
-    for (const Axes &axes : layout.dims)
-      if (llvm::is_contained(axes, "dp"))
-        return;
-    int64_t dp = *mesh.axisSize("dp");
-    for (unsigned d = 0; d < shape.size(); ++d) {
-      if (shape[d] % (mesh.groupSize(layout.dims[d]) * dp) != 0)
-        continue;
-      layout.dims[d].push_back("dp");
-      for (Value v : op->getOperands())
-        if (isTensor(v) && shapeOf(v) == shape)
-          known[v] = layout;
-      for (Value r : op->getResults())
-        known[r] = layout;
-      // The gradient too, back through elementwise ops (clipping) to where
-      // it is made, and the elementwise ops reading it (the squares of the
-      // gradient norm): the gradient is then reduce-scattered once, and the
-      // norm summed over the shards.
-      auto elementwiseOn = [&](Operation *user, Value v) {
-        return user->getNumResults() == 1 && isTensor(user->getResult(0)) &&
-               shapeOf(user->getResult(0)) == shape &&
-               llvm::all_of(user->getOperands(), [&](Value o) {
-                 return !isTensor(o) || shapeOf(o) == shape || shapeOf(o).empty();
-               });
-      };
-      SmallVector<Value> work{op->getOperand(1)};
-      llvm::DenseSet<Value> seen;
-      while (!work.empty()) {
-        Value g = work.pop_back_val();
-        if (!seen.insert(g).second)
-          continue;
-        known[g] = layout;
-        if (Operation *def = g.getDefiningOp(); def && elementwiseOn(def, g))
-          for (Value o : def->getOperands())
-            if (isTensor(o) && shapeOf(o) == shape && o.getDefiningOp() &&
-                o.getDefiningOp()->getNumOperands() > 0)
-              work.push_back(o);
-        for (Operation *user : g.getUsers())
-          if (user != op && isa<nn::ShardingRuleOpInterface>(user) && elementwiseOn(user, g))
-            known[user->getResult(0)] = layout;
-      }
-      // Writes of the updated values keep the split.
-      for (Value r : op->getResults())
-        for (Operation *user : r.getUsers())
-          for (Value v : user->getOperands())
-            if (v != r && isTensor(v) && shapeOf(v) == shape && v.getDefiningOp() &&
-                v.getDefiningOp()->getNumOperands() == 0)
-              known[v] = layout;
+    Axes free;
+    for (StringRef axis : {"dp", "ep"})
+      if (mesh.axisSize(axis) &&
+          llvm::none_of(layout.dims, [&](const Axes &a) { return llvm::is_contained(a, axis); }))
+        free.push_back(axis);
+    if (free.empty())
       return;
-    }
+    // All the free axes on one dim, else the first one alone.
+    SmallVector<Axes> choices{free};
+    if (free.size() > 1)
+      choices.push_back(Axes{free.front()});
+    for (const Axes &adding : choices)
+      for (unsigned d = 0; d < shape.size(); ++d) {
+        if (shape[d] % (mesh.groupSize(layout.dims[d]) * mesh.groupSize(adding)) != 0)
+          continue;
+        layout.dims[d].append(adding.begin(), adding.end());
+        for (Value v : op->getOperands())
+          if (isTensor(v) && shapeOf(v) == shape)
+            known[v] = layout;
+        for (Value r : op->getResults())
+          known[r] = layout;
+        // The gradient too, back through elementwise ops (clipping) to where
+        // it is made, and the elementwise ops reading it (the squares of the
+        // gradient norm): the gradient is then reduce-scattered once, and the
+        // norm summed over the shards.
+        auto elementwiseOn = [&](Operation *user, Value v) {
+          return user->getNumResults() == 1 && isTensor(user->getResult(0)) &&
+                 shapeOf(user->getResult(0)) == shape &&
+                 llvm::all_of(user->getOperands(), [&](Value o) {
+                   return !isTensor(o) || shapeOf(o) == shape || shapeOf(o).empty();
+                 });
+        };
+        SmallVector<Value> work{op->getOperand(1)};
+        llvm::DenseSet<Value> seen;
+        while (!work.empty()) {
+          Value g = work.pop_back_val();
+          if (!seen.insert(g).second)
+            continue;
+          known[g] = layout;
+          if (Operation *def = g.getDefiningOp(); def && elementwiseOn(def, g))
+            for (Value o : def->getOperands())
+              if (isTensor(o) && shapeOf(o) == shape && o.getDefiningOp() &&
+                  o.getDefiningOp()->getNumOperands() > 0)
+                work.push_back(o);
+          for (Operation *user : g.getUsers())
+            if (user != op && isa<nn::ShardingRuleOpInterface>(user) && elementwiseOn(user, g))
+              known[user->getResult(0)] = layout;
+        }
+        // Writes of the updated values keep the split.
+        for (Value r : op->getResults())
+          for (Operation *user : r.getUsers())
+            for (Value v : user->getOperands())
+              if (v != r && isTensor(v) && shapeOf(v) == shape && v.getDefiningOp() &&
+                  v.getDefiningOp()->getNumOperands() == 0)
+                known[v] = layout;
+        return;
+      }
   }
 };
 

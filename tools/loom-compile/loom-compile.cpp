@@ -692,8 +692,9 @@ int main(int argc, char **argv) {
     if (r.option->getNumOccurrences() && mode != "train")
       fail("--" + r.option->ArgStr + " sets the optimizer: it applies to --mode=train");
   }
-  if (zero1 && dataParallel == 1)
-    fail("--zero1 splits optimizer state over the data-parallel ranks: it needs --dp > 1");
+  if (zero1 && dataRanks == 1)
+    fail("--zero1 splits optimizer state over the data-parallel ranks: it needs --dp > 1 or "
+         "--ep > 1");
   bool distributed = tensorParallel > 1 || dataParallel > 1 || expertParallel > 1;
   if (distributed && !training)
     fail("--tp/--dp/--ep apply to --mode=train");
