@@ -429,6 +429,29 @@ def write_errors(out):
     # Shapes that do not broadcast.
     onnx.save(model([helper.make_node("Add", ["x", "x3"], ["y"], name="add")],
                     [x, vi("x3", F32, [3, 2])], [y]), os.path.join(out, "broadcast.onnx"))
+    # Mixture-of-experts routing: TopK, GatherElements and ScatterElements
+    # along the last axis only, TopK's K and ScatterND's indices constant.
+    k = vi("k", I64, [1])
+    v, i = vi("v", F32, None), vi("i", I64, None)
+    onnx.save(model([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="route")], [x, k],
+                    [v, i]), os.path.join(out, "topk_dynamic_k.onnx"))
+    onnx.save(model([helper.make_node("TopK", ["x", "kc"], ["v", "i"], name="route", axis=0)],
+                    [x], [v, i], [ints("kc", [1])]), os.path.join(out, "topk_axis0.onnx"))
+    onnx.save(model([helper.make_node("TopK", ["x", "kc"], ["v", "i"], name="route")],
+                    [x], [v, i], [ints("kc", [9])]), os.path.join(out, "topk_large_k.onnx"))
+    idx = vi("idx", I64, [2, 3])
+    onnx.save(model([helper.make_node("GatherElements", ["x", "idx"], ["y"], name="pick", axis=0)],
+                    [x, idx], [y]), os.path.join(out, "gather_elements_axis0.onnx"))
+    onnx.save(model([helper.make_node("ScatterElements", ["x", "idx", "x"], ["y"], name="put",
+                                      axis=1, reduction="add")], [x, idx], [y]),
+              os.path.join(out, "scatter_elements_add.onnx"))
+    onnx.save(model([helper.make_node("ScatterND", ["x", "ind", "u"], ["y"], name="assign")],
+                    [x, vi("ind", I64, [1, 1]), vi("u", F32, [1, 3])], [y]),
+              os.path.join(out, "scatter_nd_dynamic.onnx"))
+    onnx.save(model([helper.make_node("ScatterND", ["x", "ind", "u"], ["y"], name="assign")],
+                    [x, vi("u", F32, [1, 3])], [y], [numpy_helper.from_array(
+                        np.array([[7]], np.int64), "ind")]),
+              os.path.join(out, "scatter_nd_out_of_range.onnx"))
     # Random bytes (fixed seed) that protobuf cannot parse.
     with open(os.path.join(out, "random.onnx"), "wb") as f:
         f.write(np.random.default_rng(1).integers(0, 256, 4096, dtype=np.uint8).tobytes())
