@@ -176,17 +176,37 @@ Error convertSort(NodeContext &node) {
   return setResults(node, op);
 }
 
-/// transformers.grouped_mm_fallback(input [S, K], weight [E, K, N], offs [E]).
+/// transformers.grouped_mm_fallback(input [S, K], weight [E, K, N], offs [E]),
+/// and PyTorch's own aten._grouped_mm(self, mat2, offs, bias, out_dtype)
+/// (what transformers calls for bf16 experts) in that form: rows grouped by
+/// the running counts `offs`, one weight per group.
 Error convertGroupedMm(NodeContext &node) {
   auto type = node.resultType(0);
   if (!type)
     return type.takeError();
-  auto input = node.tensor("input", 0);
+  const bool aten = node.target().contains("_grouped_mm.");
+  auto input = node.tensor(aten ? "self" : "input", 0);
   if (!input)
     return input.takeError();
-  auto weight = node.tensor("weight", 1);
+  auto weight = node.tensor(aten ? "mat2" : "weight", 1);
   if (!weight)
     return weight.takeError();
+  if (aten) {
+    auto bias = node.optionalTensor("bias", 3);
+    if (!bias)
+      return bias.takeError();
+    if (*bias)
+      return importError("_grouped_mm with a bias is not supported");
+    auto offsGiven = node.optionalTensor("offs", 2);
+    if (!offsGiven)
+      return offsGiven.takeError();
+    if (!*offsGiven || tensorType(*input).getRank() != 2 || tensorType(*weight).getRank() != 3)
+      return importError("_grouped_mm is supported as rows [S, K] grouped by offs times "
+                         "weights [E, K, N]; got " +
+                         typeString(tensorType(*input)) + " and " +
+                         typeString(tensorType(*weight)) +
+                         (*offsGiven ? "" : " without offs"));
+  }
   auto offs = node.tensor("offs", 2);
   if (!offs)
     return offs.takeError();
@@ -673,6 +693,7 @@ void addRoutingConverters(llvm::StringMap<OperatorConverter> &t) {
   t["aten.gather"] = convertGatherElements;
   t["aten.scatter"] = convertScatterValue;
   t["transformers.grouped_mm_fallback"] = convertGroupedMm;
+  t["aten._grouped_mm"] = convertGroupedMm;
 }
 
 } // namespace loom::torch_export

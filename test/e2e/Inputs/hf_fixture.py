@@ -37,6 +37,14 @@ def run(cmd):
     return proc.stdout
 
 
+def from_bf16_bits(a):
+    """loom-run writes a bf16 output as its raw 16-bit patterns (uint16; .npy
+    has no bf16): the values, as float32."""
+    if a.dtype == np.uint16:
+        return (a.astype(np.uint32) << 16).view(np.float32)
+    return a
+
+
 def rel_err(actual, expected):
     a = np.asarray(actual, np.float64)
     e = np.asarray(expected, np.float64)
@@ -90,7 +98,7 @@ def main():
         out = os.path.join(args.work, tag + ".npy")
         run(["loom-compile", model, "--mode=infer", "--target=cpu", "-o", exe] + list(extra_compile))
         text = run(["loom-run", exe, "--input", input_path, "--output", out] + list(extra_run))
-        return np.load(out), text
+        return from_bf16_bits(np.load(out)), text
 
     models = [m for m in ("model.pt2", "model.dyn.pt2", "model.onnx")
               if os.path.exists(os.path.join(d, m))]
