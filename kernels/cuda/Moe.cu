@@ -324,6 +324,47 @@ groupedWeightGrad(int64_t S, int64_t K, int64_t N, const uint16_t *x, const uint
 
 } // namespace tc
 
+/// A thread's 4 x 4 block of a CUDA-core tile: rows ty*4.., columns
+/// tx*4.. of the tile, summed over each 16-deep step in increasing order.
+template <DType D> struct CoreTile {
+  using C = ComputeOf<D>;
+  C acc[4][4];
+  int tx, ty;
+
+  __device__ CoreTile() : tx(threadIdx.x % 16), ty(threadIdx.x / 16) {
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j)
+        acc[i][j] = 0;
+  }
+  /// acc += as[d][rows] x bs[d][columns] over the step's depth d.
+  __device__ void step(const C (&as)[kDepth][kTile + 1], const C (&bs)[kDepth][kTile]) {
+    for (int d = 0; d < kDepth; ++d) {
+      C a[4], b[4];
+      for (int i = 0; i < 4; ++i)
+        a[i] = as[d][ty * 4 + i];
+      for (int j = 0; j < 4; ++j)
+        b[j] = bs[d][tx * 4 + j];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j)
+          acc[i][j] = dev::add(acc[i][j], dev::mul(a[i], b[j]));
+    }
+  }
+  /// out[r * ld + c] for the tile's row r0 + .. < rowEnd, column c0 + .. < colEnd.
+  __device__ void store(StorageOf<D> *out, int64_t ld, int64_t r0, int64_t rowEnd, int64_t c0,
+                        int64_t colEnd) const {
+    for (int i = 0; i < 4; ++i) {
+      const int64_t r = r0 + ty * 4 + i;
+      if (r >= rowEnd)
+        continue;
+      for (int j = 0; j < 4; ++j) {
+        const int64_t c = c0 + tx * 4 + j;
+        if (c < colEnd)
+          out[r * ld + c] = dev::Elem<D>::store(acc[i][j]);
+      }
+    }
+  }
+};
+
 template <DType D, typename OffT>
 __global__ void __launch_bounds__(kTileThreads)
 groupedMatmulTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D> *x,
@@ -339,11 +380,7 @@ groupedMatmulTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D
   const int64_t rowBegin = groupEnd(offsets, e - 1, S, prior) + (tile - tileStart[e]) * kTile;
   const int64_t rowEnd = groupEnd(offsets, e, S, prior);
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  C acc[4][4];
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j)
-      acc[i][j] = 0;
+  CoreTile<D> tileAcc;
   const StorageOf<D> *we = w + e * K * N;
   for (int64_t k0 = 0; k0 < K; k0 += kDepth) {
     for (int t = threadIdx.x; t < kDepth * kTile; t += kTileThreads) {
@@ -355,28 +392,10 @@ groupedMatmulTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D
       bs[bk][bn] = kb < K && n < N ? dev::Elem<D>::load(we[kb * N + n]) : C(0);
     }
     __syncthreads();
-    for (int kk = 0; kk < kDepth; ++kk) {
-      C a[4], b[4];
-      for (int i = 0; i < 4; ++i)
-        a[i] = as[kk][ty * 4 + i];
-      for (int j = 0; j < 4; ++j)
-        b[j] = bs[kk][tx * 4 + j];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j)
-          acc[i][j] = dev::add(acc[i][j], dev::mul(a[i], b[j]));
-    }
+    tileAcc.step(as, bs);
     __syncthreads();
   }
-  for (int i = 0; i < 4; ++i) {
-    const int64_t row = rowBegin + ty * 4 + i;
-    if (row >= rowEnd)
-      continue;
-    for (int j = 0; j < 4; ++j) {
-      const int64_t n = col0 + tx * 4 + j;
-      if (n < N)
-        y[row * N + n] = dev::Elem<D>::store(acc[i][j]);
-    }
-  }
+  tileAcc.store(y, N, rowBegin, rowEnd, col0, N);
 }
 
 /// out[e] = x[rows of e]^T g[rows of e], [K, N] tiles of one group each,
@@ -393,11 +412,7 @@ groupedWeightGradTiled(int64_t S, int64_t K, int64_t N, int64_t E, const Storage
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kTile,
                 n0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int64_t begin = groupEnd(offsets, e - 1, S, prior), end = groupEnd(offsets, e, S, prior);
-  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  C acc[4][4];
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j)
-      acc[i][j] = 0;
+  CoreTile<D> tileAcc;
   for (int64_t s0 = begin; s0 < end; s0 += kDepth) {
     for (int t = threadIdx.x; t < kDepth * kTile; t += kTileThreads) {
       const int r = t / kTile, c = t % kTile; // 16 rows x 64 columns of each
@@ -407,28 +422,10 @@ groupedWeightGradTiled(int64_t S, int64_t K, int64_t N, int64_t E, const Storage
       bs[r][c] = s < end && n < N ? dev::Elem<D>::load(g[s * N + n]) : C(0);
     }
     __syncthreads();
-    for (int r = 0; r < kDepth; ++r) {
-      C a[4], b[4];
-      for (int i = 0; i < 4; ++i)
-        a[i] = as[r][ty * 4 + i];
-      for (int j = 0; j < 4; ++j)
-        b[j] = bs[r][tx * 4 + j];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j)
-          acc[i][j] = dev::add(acc[i][j], dev::mul(a[i], b[j]));
-    }
+    tileAcc.step(as, bs);
     __syncthreads();
   }
-  for (int i = 0; i < 4; ++i) {
-    const int64_t k = k0 + ty * 4 + i;
-    if (k >= K)
-      continue;
-    for (int j = 0; j < 4; ++j) {
-      const int64_t n = n0 + tx * 4 + j;
-      if (n < N)
-        w[(e * K + k) * N + n] = dev::Elem<D>::store(acc[i][j]);
-    }
-  }
+  tileAcc.store(w + e * K * N, N, k0, K, n0, N);
 }
 
 llvm::Error checkRows(const Tensor &input, const Tensor &values, const Tensor &indices,
