@@ -26,15 +26,35 @@ def time_ms(fn, iterations):
     return start.elapsed_time(stop) / iterations
 
 
+def single_launch_ms(fn, iterations):
+    """Each launch timed alone (a synchronize between): (min, median) ms."""
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(iterations):
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(stop))
+    times.sort()
+    return times[0], times[len(times) // 2]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--problems", default="4,16,16,2048,128;1,32,8,8192,128",
+                        help="causal bf16 problems B,HQ,HKV,S,D separated by ';'")
     args = parser.parse_args()
+    problems = [tuple(int(x) for x in p.split(",")) for p in args.problems.split(";") if p]
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
           f"cuDNN {torch.backends.cudnn.version()}")
     print(f"{'problem':34s} {'backend':7s} {'fwd (ms)':>10s} {'fwd TF/s':>9s} "
           f"{'bwd (ms)':>10s} {'bwd TF/s':>9s}")
-    for b, hq, hkv, s, d in [(4, 16, 16, 2048, 128), (1, 32, 8, 8192, 128)]:
+    for b, hq, hkv, s, d in problems:
         label = f"[{b},{hq}q/{hkv}kv,{s},{d}] causal bf16"
         flops = 4.0 * b * hq * s * s * d * 0.5
         gen = torch.Generator(device="cuda").manual_seed(0)
@@ -56,6 +76,12 @@ def main():
                     g = time_ms(bwd, args.iterations)
                 print(f"{label:34s} {name:7s} {f:10.3f} {flops / f / 1e9:9.0f} "
                       f"{g:10.3f} {2.5 * flops / g / 1e9:9.0f}")
+                with sdpa_kernel(backend):
+                    fmin, fmed = single_launch_ms(fwd, args.iterations)
+                    gmin, gmed = single_launch_ms(bwd, args.iterations)
+                print(f"{'':34s} {name:7s} {fmin:10.3f} {flops / fmin / 1e9:9.0f} "
+                      f"{gmin:10.3f} {2.5 * flops / gmin / 1e9:9.0f}   (one launch at a time: "
+                      f"min; median {fmed:.3f} / {gmed:.3f})")
             except Exception as e:  # a backend that does not take the problem
                 print(f"{label:34s} {name:7s} unavailable: {str(e).splitlines()[0][:100]}")
 

@@ -15,12 +15,18 @@
 #include "kernels/cuda/CudnnAttention.h"
 #include "runtime/support/FloatTypes.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Sequence.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -40,6 +46,12 @@ cl::opt<bool> captureOnly("capture-only",
                           cl::desc("first use of a shape inside a CUDA-graph capture, replayed, "
                                    "against Loom's kernel; then stop"),
                           cl::init(false));
+
+cl::opt<std::string> timingProblems(
+    "timing-problems", cl::value_desc("B,HQ,HKV,S,D;..."),
+    cl::desc("the causal bf16 problems to time (default: 4,16,16,2048,128;1,32,8,8192,128)"),
+    cl::init("4,16,16,2048,128;1,32,8,8192,128"));
+cl::opt<bool> cudnnOnly("cudnn-only", cl::desc("time only the cuDNN path"), cl::init(false));
 
 [[noreturn]] void die(const std::string &message) {
   llvm::errs() << "loom-attention-bench: error: " << message << "\n";
@@ -178,10 +190,71 @@ double timeMs(const std::function<void()> &fn, cudaStream_t stream) {
   return ms / iterations;
 }
 
+/// Each launch timed alone (events around it, a synchronize between):
+/// {min, median} in ms, so clocks that sag under a long run show.
+std::pair<double, double> singleLaunchMs(const std::function<void()> &fn, cudaStream_t stream) {
+  for (int i = 0; i < 3; ++i)
+    fn();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<double> ms;
+  for (int i = 0; i < iterations; ++i) {
+    cudaEventRecord(start, stream);
+    fn();
+    cudaEventRecord(stop, stream);
+    if (cudaEventSynchronize(stop) != cudaSuccess)
+      die("a timed launch failed");
+    float one = 0;
+    cudaEventElapsedTime(&one, start, stop);
+    ms.push_back(one);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return {ms.front(), ms[ms.size() / 2]};
+}
+
+/// The same launches captured into one CUDA graph and replayed, as a
+/// training step runs them: no per-launch host work between kernels.
+double graphTimeMs(const std::function<void()> &fn, cudaStream_t stream) {
+  for (int i = 0; i < 3; ++i)
+    fn(); // plans and scratch pools exist before the capture
+  if (cudaStreamSynchronize(stream) != cudaSuccess)
+    die("a warm-up launch failed");
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+    die("cudaStreamBeginCapture failed");
+  for (int i = 0; i < iterations; ++i)
+    fn();
+  if (cudaStreamEndCapture(stream, &graph) != cudaSuccess ||
+      cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
+    die("capturing the launches failed");
+  cudaGraphLaunch(exec, stream); // warm-up replay
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start, stream);
+  cudaGraphLaunch(exec, stream);
+  cudaEventRecord(stop, stream);
+  if (cudaEventSynchronize(stop) != cudaSuccess)
+    die("a replayed launch failed");
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return ms / iterations;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
+  llvm::sys::PrintStackTraceOnErrorSignal(argv[0]);
   cl::ParseCommandLineOptions(argc, argv, "loom-attention-bench: cuDNN attention beside Loom's\n");
+  llvm::outs().SetUnbuffered(); // rows appear as they are timed
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
     die("no CUDA device");
@@ -348,7 +421,19 @@ int main(int argc, char **argv) {
     return allPass ? 0 : 1;
 
   // --- timings ---
-  std::vector<Problem> timed = {{4, 16, 16, 2048, 2048, 128, true}, {1, 32, 8, 8192, 8192, 128, true}};
+  std::vector<Problem> timed;
+  for (llvm::StringRef rest = timingProblems; !rest.empty();) {
+    auto [one, tail] = rest.split(';');
+    rest = tail;
+    llvm::SmallVector<llvm::StringRef> f;
+    one.split(f, ',');
+    int64_t v[5];
+    if (f.size() != 5 || llvm::any_of(llvm::seq(0, 5), [&](int i) {
+          return f[size_t(i)].trim().getAsInteger(10, v[i]) || v[i] <= 0;
+        }))
+      die("--timing-problems: '" + one.str() + "' is not B,HQ,HKV,S,D");
+    timed.push_back({v[0], v[1], v[2], v[3], v[3], v[4], true});
+  }
   llvm::outs() << "\ntiming (" << iterations.getValue()
                << " launches each; backward FLOPs = 2.5 x forward; Loom's and cuDNN's "
                   "nn.attention_grad both recompute the forward inside)\n"
@@ -357,9 +442,20 @@ int main(int argc, char **argv) {
     Buffers b(p);
     for (auto [path, name] : {std::pair{cuda::AttentionPath::Loom, "loom"},
                               std::pair{cuda::AttentionPath::Cudnn, "cudnn"}}) {
+      if (cudnnOnly && path == cuda::AttentionPath::Loom)
+        continue;
       cuda::setAttentionPath(path);
+      auto check = [&](llvm::Error err) {
+        if (err)
+          die(llvm::toString(std::move(err)));
+      };
+      // The two forwards back to back (same plan on cuDNN), then the two
+      // backwards, so clocks that sag under the long backwards do not
+      // favour one of a pair.
       double f = timeMs([&] { runForward(p, b, ctx); }, ctx.stream);
+      double fs = timeMs([&] { check(runForwardWithStats(p, b, ctx)); }, ctx.stream);
       double g = timeMs([&] { runBackward(p, b, ctx); }, ctx.stream);
+      double gs = timeMs([&] { check(runBackwardWithStats(p, b, ctx)); }, ctx.stream);
       llvm::outs() << llvm::format("%-34s %-6s %10.3f %9.0f %10.3f %9.0f\n", p.label().c_str(),
                                    static_cast<const char *>(name),
                                    f, p.fwdFlops() / f / 1e9, g, 2.5 * p.fwdFlops() / g / 1e9);
@@ -369,16 +465,23 @@ int main(int argc, char **argv) {
                                      static_cast<const char *>(""), static_cast<const char *>(""), g - f, 2.5 * p.fwdFlops() / (g - f) / 1e9);
       // The saved-statistics pair: the forward writes lse, the backward
       // runs no forward.
-      auto check = [&](llvm::Error err) {
-        if (err)
-          die(llvm::toString(std::move(err)));
-      };
-      double fs = timeMs([&] { check(runForwardWithStats(p, b, ctx)); }, ctx.stream);
-      double gs = timeMs([&] { check(runBackwardWithStats(p, b, ctx)); }, ctx.stream);
       llvm::outs() << llvm::format("%-34s %-6s %10.3f %9.0f %10.3f %9.0f   (with saved lse)\n",
                                    static_cast<const char *>(""),
                                    static_cast<const char *>(name), fs, p.fwdFlops() / fs / 1e9,
                                    gs, 2.5 * p.fwdFlops() / gs / 1e9);
+      auto [fmin, fmed] = singleLaunchMs([&] { check(runForwardWithStats(p, b, ctx)); }, ctx.stream);
+      auto [gmin, gmed] = singleLaunchMs([&] { check(runBackwardWithStats(p, b, ctx)); }, ctx.stream);
+      llvm::outs() << llvm::format(
+          "%-34s %-6s %10.3f %9.0f %10.3f %9.0f   (with saved lse, one launch at a time: min; "
+          "median %.3f / %.3f)\n",
+          static_cast<const char *>(""), static_cast<const char *>(name), fmin,
+          p.fwdFlops() / fmin / 1e9, gmin, 2.5 * p.fwdFlops() / gmin / 1e9, fmed, gmed);
+      double fg = graphTimeMs([&] { check(runForwardWithStats(p, b, ctx)); }, ctx.stream);
+      double gg = graphTimeMs([&] { check(runBackwardWithStats(p, b, ctx)); }, ctx.stream);
+      llvm::outs() << llvm::format(
+          "%-34s %-6s %10.3f %9.0f %10.3f %9.0f   (with saved lse, replayed as one CUDA graph)\n",
+          static_cast<const char *>(""), static_cast<const char *>(name), fg,
+          p.fwdFlops() / fg / 1e9, gg, 2.5 * p.fwdFlops() / gg / 1e9);
     }
   }
   return allPass ? 0 : 1;

@@ -721,21 +721,24 @@ template <typename Fn> void withRowConfig(int64_t n, Fn &&fn) {
 /// The vectorized row kernels' config (G threads per row, K 16-byte vectors
 /// each) for rows of n elements of T: false (nothing launched) when the rows
 /// are not whole aligned vectors or too long to sit in registers.
-template <typename T, typename Fn> bool withVecRowConfig(int64_t n, bool aligned, Fn &&fn) {
+template <typename T, int KV = 8, typename Fn>
+bool withVecRowConfig(int64_t n, bool aligned, Fn &&fn) {
   constexpr int VN = 16 / sizeof(T);
   if (!aligned || n % VN != 0)
     return false;
   const int64_t nv = n / VN;
-  if (nv <= 32 * 8)
-    fn(RowConfig<32, 8>{});
-  else if (nv <= 64 * 8)
-    fn(RowConfig<64, 8>{});
-  else if (nv <= 128 * 8)
-    fn(RowConfig<128, 8>{});
-  else if (nv <= 256 * 8)
-    fn(RowConfig<256, 8>{});
-  else if (nv <= 512 * 8)
-    fn(RowConfig<512, 8>{});
+  if (nv <= 32 * KV)
+    fn(RowConfig<32, KV>{});
+  else if (nv <= 64 * KV)
+    fn(RowConfig<64, KV>{});
+  else if (nv <= 128 * KV)
+    fn(RowConfig<128, KV>{});
+  else if (nv <= 256 * KV)
+    fn(RowConfig<256, KV>{});
+  else if (nv <= 512 * KV)
+    fn(RowConfig<512, KV>{});
+  else if (KV < 8 && nv <= 1024 * KV)
+    fn(RowConfig<1024, KV>{});
   else
     return false;
   return true;

@@ -1488,16 +1488,15 @@ def gen_sum_squares():
             [T("f32", np.array(sum(sums))), scratch], attrs={"total": 1}, rtol=1e-6)
 
 
-def gen_norm_weight_grad():
+def gen_norm_weight_grad(cases=(("rms_bf16_to_f32", "bf16", "f32", [3, 25, 24], 0),
+                                ("layer_f32", "f32", "f32", [70, 13], 1),
+                                ("rms_f16", "f16", "f16", [40, 16], 0))):
     """nn.norm_weight_grad (--loom-fuse-norm-weight-grad): dw = the sum over
     rows of dy * xhat (rms_norm's, or layer_norm's with centered = 1); the f32
     scratch holds each row's inverse deviation and mean, then per block of 32
     rows the column sums (runtime/abi/NormWeightGrad.h)."""
     block = 32
-    for name, dtype, out_dtype, shape, centered in [
-            ("rms_bf16_to_f32", "bf16", "f32", [3, 25, 24], 0),
-            ("layer_f32", "f32", "f32", [70, 13], 1),
-            ("rms_f16", "f16", "f16", [40, 16], 0)]:
+    for name, dtype, out_dtype, shape, centered in cases:
         x, dy = randt(dtype, shape), randt(dtype, shape)
         eps = 1e-5
         xv = x.values.reshape(-1, shape[-1])
@@ -1597,7 +1596,8 @@ def gen_matmul_addend():
             rtol=1e-2, atol=1e-2 if out != "f32" else 1e-4)
 
 
-def gen_norm_grad_addend():
+def gen_norm_grad_addend(shapes=(("bf16_vec_addend", "bf16", [3, 64], True),
+                                 ("f32_odd_addend", "f32", [2, 5, 37], False))):
     """nn.rms_norm_grad / nn.layer_norm_grad with has_addend = 1
     (--loom-fuse-matmul-epilogue folds the residual gradient's add): dx plus
     the addend, on shapes that take the vector path and that do not."""
@@ -1611,8 +1611,7 @@ def gen_norm_grad_addend():
 
     for kernel, centered, eps in (("nn.rms_norm_grad", False, 1e-6),
                                   ("nn.layer_norm_grad", True, 1e-5)):
-        for name, dtype, shape, has_w in [("bf16_vec_addend", "bf16", [3, 64], True),
-                                          ("f32_odd_addend", "f32", [2, 5, 37], False)]:
+        for name, dtype, shape, has_w in shapes:
             x, dy, r = randt(dtype, shape), randt(dtype, shape), randt(dtype, shape)
             w = randt(dtype, [shape[-1]], 0.5, 1.5) if has_w else None
             dx = grad(x.values, dy.values, w.values if w is not None else None, eps, centered)
@@ -2010,6 +2009,14 @@ def main():
     gen_fp8_transposed()
     gen_fp8_tiled()
     gen_moe()
+    # The CUDA kernel's one-pass paths (a block of 256, 512 or 1024 threads
+    # covering a row), with rows that fill no whole block or batch; drawn
+    # last so the cases above keep their values.
+    gen_norm_weight_grad((("layer_bf16_one_pass_256", "bf16", "bf16", [70, 64], 1),
+                          ("layer_f32_one_pass_512", "f32", "f32", [37, 1028], 1),
+                          ("rms_f32_one_pass_1024", "f32", "f32", [9, 2052], 0)))
+    # Rows the vector path spreads over 128 threads (257 vectors of 8).
+    gen_norm_grad_addend((("bf16_vec_wide_addend", "bf16", [5, 2056], True),))
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
