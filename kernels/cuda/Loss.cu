@@ -218,6 +218,86 @@ __global__ void __launch_bounds__(1024)
   });
 }
 
+/// crossEntropyGradKernel for rows too long to cache (more than 8192
+/// classes) that are whole 16-byte vectors: a block a row, 16-byte loads and
+/// stores, the row read twice (the second time mostly from L2). Each vector
+/// updates the running (max, sum) once: its own max first, then one exp per
+/// element against the new max.
+template <typename T, typename O, typename L, int G>
+__global__ void __launch_bounds__(G)
+    crossEntropyGradVecKernel(const T *__restrict__ logits, const L *__restrict__ labels,
+                              const float *__restrict__ upstream,
+                              const long long *__restrict__ counted, int reduction, int64_t rows,
+                              int classes, int64_t ignoreIndex, O *__restrict__ out) {
+  using P = Pack16<T>;
+  constexpr int VN = P::kWidth;
+  __shared__ MaxSum red[32];
+  const int64_t row = blockIdx.x;
+  const int64_t label = static_cast<int64_t>(labels[row]);
+  const bool ignored = label == ignoreIndex;
+  const bool valid = !ignored && label >= 0 && label < classes;
+  const int64_t base = row * int64_t(classes);
+  const int nv = classes / VN;
+  const P *in = reinterpret_cast<const P *>(logits + base);
+  // Writes VN results of O at out + base + q * VN (16, 8 or 32 bytes).
+  auto store = [&](int q, const O (&v)[VN]) {
+    O *dst = out + base + int64_t(q) * VN;
+    constexpr int bytes = int(sizeof(O)) * VN;
+    if constexpr (bytes % 16 == 0) {
+#pragma unroll
+      for (int b = 0; b < bytes / 16; ++b)
+        reinterpret_cast<uint4 *>(dst)[b] = reinterpret_cast<const uint4 *>(v)[b];
+    } else {
+      static_assert(bytes == 8, "a vector of O is 8, 16 or 32 bytes");
+      *reinterpret_cast<uint2 *>(dst) = *reinterpret_cast<const uint2 *>(v);
+    }
+  };
+  if (!valid) {
+    O fill[VN];
+#pragma unroll
+    for (int e = 0; e < VN; ++e)
+      fill[e] = fromF<O>(ignored ? 0.f : NAN);
+    for (int q = threadIdx.x; q < nv; q += G)
+      store(q, fill);
+    return;
+  }
+  MaxSum ms{-INFINITY, 0.f};
+  bool nan = false;
+  for (int q = threadIdx.x; q < nv; q += G) {
+    const P v = in[q];
+    float m = -INFINITY;
+#pragma unroll
+    for (int e = 0; e < VN; ++e) {
+      const float x = toF(v.v[e]);
+      m = fmaxf(m, x);
+      nan |= x != x;
+    }
+    if (m == -INFINITY)
+      continue; // adds nothing
+    const float nm = fmaxf(ms.m, m);
+    float sum = ms.m == -INFINITY ? 0.f : ms.s * expf(ms.m - nm);
+#pragma unroll
+    for (int e = 0; e < VN; ++e)
+      sum += expf(toF(v.v[e]) - nm);
+    ms = {nm, sum};
+  }
+  if (nan)
+    ms.s = NAN;
+  ms = groupReduce<G>(ms, red, MaxSumOp{});
+  const float weight = lossRowWeight(upstream, counted, reduction, row);
+  const float invSum = 1.f / ms.s;
+  for (int q = threadIdx.x; q < nv; q += G) {
+    const P v = in[q];
+    O r[VN];
+#pragma unroll
+    for (int e = 0; e < VN; ++e) {
+      const float p = expf(toF(v.v[e]) - ms.m) * invSum;
+      r[e] = fromF<O>(weight * (p - (int64_t(q) * VN + e == label ? 1.f : 0.f)));
+    }
+    store(q, r);
+  }
+}
+
 /// Vocabulary-parallel cross-entropy, step 1: per row of a block of classes
 /// starting at `start`, (max, sum of exp(x - max), the label's logit or 0).
 template <typename T, typename L, int G>
@@ -427,13 +507,20 @@ llvm::Error launchCrossEntropyGrad(const KernelCall &call) {
             "cudaMallocAsync (cross-entropy count)"));
         countLabelsKernel<L><<<1, 1024, 0, stream>>>(ls, s.rows, s.ignoreIndex, counted);
       }
-      withRowConfig(s.classes, [&](auto cfg) {
-        using Cfg = decltype(cfg);
-        crossEntropyGradKernel<T, O, L, Cfg::G, Cfg::K>
-            <<<rowBlocks<Cfg>(s.rows), Cfg::threads, 0, stream>>>(
-                xs, ls, up, counted, int(s.reduction), s.rows, int(s.classes), s.ignoreIndex,
-                dxs);
-      });
+      constexpr int VN = Pack16<T>::kWidth;
+      if (s.classes > 8192 && s.classes % VN == 0 && isAligned(xs, 16) && isAligned(dxs, 16) &&
+          s.rows <= INT_MAX) {
+        crossEntropyGradVecKernel<T, O, L, 1024><<<unsigned(s.rows), 1024, 0, stream>>>(
+            xs, ls, up, counted, int(s.reduction), s.rows, int(s.classes), s.ignoreIndex, dxs);
+      } else {
+        withRowConfig(s.classes, [&](auto cfg) {
+          using Cfg = decltype(cfg);
+          crossEntropyGradKernel<T, O, L, Cfg::G, Cfg::K>
+              <<<rowBlocks<Cfg>(s.rows), Cfg::threads, 0, stream>>>(
+                  xs, ls, up, counted, int(s.reduction), s.rows, int(s.classes), s.ignoreIndex,
+                  dxs);
+        });
+      }
       if (counted)
         LOOM_RETURN_IF_ERROR(cudaError(cudaFreeAsync(counted, stream), "cudaFreeAsync"));
       return llvm::Error::success();

@@ -1529,6 +1529,23 @@ def gen_loss_grad_narrowed():
             attrs={"ignore_index": -100, "reduction": "mean"})
 
 
+def gen_loss_grad_wide():
+    """nn.cross_entropy_grad over rows of more than 8192 classes that are
+    whole 16-byte vectors (the CUDA kernel's vector path): an ignored row, and
+    f32 logits to a bf16 gradient (8-byte stores)."""
+    for name, dtype, out, n, c, ignored in [("bf16_wide_vectors", "bf16", "bf16", 3, 8200, [1]),
+                                            ("f32_to_bf16_wide_vectors", "f32", "bf16", 2, 8204, [])]:
+        logits = randt(dtype, [n, c], -4, 4)
+        labels = ints([n], 0, c)
+        for r in ignored:
+            labels[r] = -100
+        valid = labels != -100
+        dloss = T("f32", np.array(0.75))
+        grad = ce_grad(logits.values, labels, valid, dloss.values, "mean")
+        add("nn.cross_entropy_grad", name, [logits, T("i64", labels), dloss], [T(out, grad)],
+            attrs={"ignore_index": -100, "reduction": "mean"})
+
+
 def gen_cast_multi():
     """nn.cast_multi (--loom-fuse-casts): each tensor as nn.cast rounds it."""
     for name, src, dst, shapes in [("f32_to_bf16", "f32", "bf16", [[4, 3], [16390], [37]]),
@@ -2017,6 +2034,7 @@ def main():
                           ("rms_f32_one_pass_1024", "f32", "f32", [9, 2052], 0)))
     # Rows the vector path spreads over 128 threads (257 vectors of 8).
     gen_norm_grad_addend((("bf16_vec_wide_addend", "bf16", [5, 2056], True),))
+    gen_loss_grad_wide()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
