@@ -171,23 +171,33 @@ double relError(const std::vector<double> &a, const std::vector<double> &b) {
   return scale > 0 ? diff / scale : diff;
 }
 
-double timeMs(const std::function<void()> &fn, cudaStream_t stream) {
-  for (int i = 0; i < 3; ++i)
-    fn();
+/// Milliseconds between two events around what `enqueue` puts on `stream`.
+double eventMs(const std::function<void()> &enqueue, cudaStream_t stream, const char *what) {
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   cudaEventRecord(start, stream);
-  for (int i = 0; i < iterations; ++i)
-    fn();
+  enqueue();
   cudaEventRecord(stop, stream);
   if (cudaEventSynchronize(stop) != cudaSuccess)
-    die("a timed launch failed");
+    die(std::string(what) + " failed");
   float ms = 0;
   cudaEventElapsedTime(&ms, start, stop);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  return ms / iterations;
+  return ms;
+}
+
+/// The mean of `iterations` launches back to back, after three warm-ups.
+double timeMs(const std::function<void()> &fn, cudaStream_t stream) {
+  for (int i = 0; i < 3; ++i)
+    fn();
+  return eventMs([&] {
+           for (int i = 0; i < iterations; ++i)
+             fn();
+         },
+         stream, "a timed launch") /
+         iterations;
 }
 
 /// Each launch timed alone (events around it, a synchronize between):
@@ -195,22 +205,9 @@ double timeMs(const std::function<void()> &fn, cudaStream_t stream) {
 std::pair<double, double> singleLaunchMs(const std::function<void()> &fn, cudaStream_t stream) {
   for (int i = 0; i < 3; ++i)
     fn();
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
   std::vector<double> ms;
-  for (int i = 0; i < iterations; ++i) {
-    cudaEventRecord(start, stream);
-    fn();
-    cudaEventRecord(stop, stream);
-    if (cudaEventSynchronize(stop) != cudaSuccess)
-      die("a timed launch failed");
-    float one = 0;
-    cudaEventElapsedTime(&one, start, stop);
-    ms.push_back(one);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  for (int i = 0; i < iterations; ++i)
+    ms.push_back(eventMs(fn, stream, "a timed launch"));
   std::sort(ms.begin(), ms.end());
   return {ms.front(), ms[ms.size() / 2]};
 }
@@ -232,18 +229,7 @@ double graphTimeMs(const std::function<void()> &fn, cudaStream_t stream) {
       cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
     die("capturing the launches failed");
   cudaGraphLaunch(exec, stream); // warm-up replay
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaEventRecord(start, stream);
-  cudaGraphLaunch(exec, stream);
-  cudaEventRecord(stop, stream);
-  if (cudaEventSynchronize(stop) != cudaSuccess)
-    die("a replayed launch failed");
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  double ms = eventMs([&] { cudaGraphLaunch(exec, stream); }, stream, "a replayed launch");
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   return ms / iterations;

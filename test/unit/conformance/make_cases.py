@@ -1514,27 +1514,13 @@ def gen_norm_weight_grad(cases=(("rms_bf16_to_f32", "bf16", "f32", [3, 25, 24], 
             attrs=attrs, rtol=1e-4, atol=1e-4)
 
 
-def gen_loss_grad_narrowed():
-    """nn.cross_entropy_grad writing bf16 from f32 logits (--loom-widen-results
-    folds the loss gradient's cast): the gradient rounded once to bf16."""
-    for name, n, c, ignored in [("f32_to_bf16_mean", 6, 300, [2]), ("f32_to_bf16_wide", 3, 5000, [])]:
-        logits = randt("f32", [n, c], -4, 4)
-        labels = ints([n], 0, c)
-        for r in ignored:
-            labels[r] = -100
-        valid = labels != -100
-        dloss = T("f32", np.array(0.75))
-        grad = ce_grad(logits.values, labels, valid, dloss.values, "mean")
-        add("nn.cross_entropy_grad", name, [logits, T("i64", labels), dloss], [T("bf16", grad)],
-            attrs={"ignore_index": -100, "reduction": "mean"})
-
-
-def gen_loss_grad_wide():
-    """nn.cross_entropy_grad over rows of more than 8192 classes that are
-    whole 16-byte vectors (the CUDA kernel's vector path): an ignored row, and
-    f32 logits to a bf16 gradient (8-byte stores)."""
-    for name, dtype, out, n, c, ignored in [("bf16_wide_vectors", "bf16", "bf16", 3, 8200, [1]),
-                                            ("f32_to_bf16_wide_vectors", "f32", "bf16", 2, 8204, [])]:
+def gen_loss_grad_narrowed(specs=(("f32_to_bf16_mean", "f32", 6, 300, [2]),
+                                   ("f32_to_bf16_wide", "f32", 3, 5000, []))):
+    """nn.cross_entropy_grad writing a bf16 gradient (--loom-widen-results
+    folds the loss gradient's cast from f32 logits): the gradient rounded once
+    to bf16. Also called with rows of more than 8192 classes that are whole
+    16-byte vectors (the CUDA kernel's vector path)."""
+    for name, dtype, n, c, ignored in specs:
         logits = randt(dtype, [n, c], -4, 4)
         labels = ints([n], 0, c)
         for r in ignored:
@@ -1542,7 +1528,7 @@ def gen_loss_grad_wide():
         valid = labels != -100
         dloss = T("f32", np.array(0.75))
         grad = ce_grad(logits.values, labels, valid, dloss.values, "mean")
-        add("nn.cross_entropy_grad", name, [logits, T("i64", labels), dloss], [T(out, grad)],
+        add("nn.cross_entropy_grad", name, [logits, T("i64", labels), dloss], [T("bf16", grad)],
             attrs={"ignore_index": -100, "reduction": "mean"})
 
 
@@ -2034,7 +2020,8 @@ def main():
                           ("rms_f32_one_pass_1024", "f32", "f32", [9, 2052], 0)))
     # Rows the vector path spreads over 128 threads (257 vectors of 8).
     gen_norm_grad_addend((("bf16_vec_wide_addend", "bf16", [5, 2056], True),))
-    gen_loss_grad_wide()
+    gen_loss_grad_narrowed((("bf16_wide_vectors", "bf16", 3, 8200, [1]),
+                            ("f32_to_bf16_wide_vectors", "f32", 2, 8204, [])))
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
