@@ -658,6 +658,20 @@ int main(int argc, char **argv) {
     cases.push_back(std::move(gs));
   }
 
+  // FP8 quantization (issue 20) at the 0.95B step's activation shape: one
+  // scale with the transposed copy (tensorwise), and 1 x 128 tiles of x and
+  // of the copy (blockwise).
+  {
+    auto e4m3 = [](std::vector<int64_t> s) { return make(DType::F8E4M3FN, s); };
+    Buffer one = alloc(DType::F32, {}, 0x3c);
+    cases.push_back({"quantize [8192, 2048] bf16 -> e4m3 + transposed", "nn.quantize",
+                     {bf16({M, Hid}), one}, {e4m3({M, Hid}), e4m3({Hid, M})}, {}});
+    cases.push_back({"quantize 1x128 tiles [8192, 2048] + transposed", "nn.quantize",
+                     {bf16({M, Hid}), alloc(DType::F32, {M, Hid / 128}, 0x3c),
+                      alloc(DType::F32, {Hid, M / 128}, 0x3c)},
+                     {e4m3({M, Hid}), e4m3({Hid, M})}, {}});
+  }
+
   // Kernels Loom generates from fusion groups (--fuse; nn.fused with the
   // group's body), at the 0.95B step's shapes: the groups that pass makes
   // there (SwiGLU and its gradient's product, the residual gradients' sum)

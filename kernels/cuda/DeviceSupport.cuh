@@ -18,6 +18,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <array>
@@ -241,13 +242,21 @@ template <> struct Elem<DType::F16> {
     return static_cast<uint16_t>(narrowFrom<5, 10, true>(v));
   }
 };
+/// A finite value within an FP8 format's range through the hardware's
+/// conversion (round to nearest even, as narrowFrom); NaN, infinities and
+/// overflow through narrowFrom, whose encodings the CPU reference shares.
+template <int ExpBits, int ManBits, bool HasInf>
+__device__ __forceinline__ uint8_t storeFp8(float v, float largest, __nv_fp8_interpretation_t kind) {
+  if (fabsf(v) <= largest)
+    return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, kind));
+  return static_cast<uint8_t>(narrowFrom<ExpBits, ManBits, HasInf>(v));
+}
+
 template <> struct Elem<DType::F8E4M3FN> {
   using Storage = uint8_t;
   using Compute = float;
   __device__ static float load(uint8_t s) { return narrowToFloat<4, 3, false>(s); }
-  __device__ static uint8_t store(float v) {
-    return static_cast<uint8_t>(narrowFrom<4, 3, false>(v));
-  }
+  __device__ static uint8_t store(float v) { return storeFp8<4, 3, false>(v, 448.f, __NV_E4M3); }
   __device__ static double loadDouble(uint8_t s) { return load(s); }
   __device__ static uint8_t storeDouble(double v) {
     return static_cast<uint8_t>(narrowFrom<4, 3, false>(v));
@@ -257,9 +266,7 @@ template <> struct Elem<DType::F8E5M2> {
   using Storage = uint8_t;
   using Compute = float;
   __device__ static float load(uint8_t s) { return narrowToFloat<5, 2, true>(s); }
-  __device__ static uint8_t store(float v) {
-    return static_cast<uint8_t>(narrowFrom<5, 2, true>(v));
-  }
+  __device__ static uint8_t store(float v) { return storeFp8<5, 2, true>(v, 57344.f, __NV_E5M2); }
   __device__ static double loadDouble(uint8_t s) { return load(s); }
   __device__ static uint8_t storeDouble(double v) {
     return static_cast<uint8_t>(narrowFrom<5, 2, true>(v));
