@@ -183,7 +183,7 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
   case PipelineStep::Fp8:
     if (!options.training())
       pm.addPass(createFp8Mark(fp8MarkOptions(options)));
-    pm.addPass(createFp8Expand({options.fp8GemmAlignment}));
+    pm.addPass(createFp8Expand({options.fp8GemmAlignment, options.fp8WeightsOnce}));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
     return;

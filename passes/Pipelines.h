@@ -112,6 +112,8 @@ struct PipelineOptions {
   /// What the target's FP8 GEMM needs of K and N (16 on CUDA: rows of 16
   /// bytes); a GEMM that falls short stays in the compute type.
   int64_t fp8GemmAlignment = 1;
+  /// A weight quantized once a step for all microbatches (--fp8-weights-once).
+  bool fp8WeightsOnce = true;
 
   bool training() const { return mode != PipelineMode::Infer; }
   bool fp8() const { return !fp8Recipe.empty(); }

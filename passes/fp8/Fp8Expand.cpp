@@ -226,6 +226,29 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
     MLIRContext *ctx = module.getContext();
     Type e4m3 = Float8E4M3FNType::get(ctx), e5m2 = Float8E5M2Type::get(ctx);
 
+    // weights-once: the microbatches' casts of one master weight (a value
+    // no microbatch makes) read the first cast's quantization. Not under a
+    // pipeline (a stage's microbatches need not run in order) nor for
+    // delayed scaling (each quantization enters the amax history).
+    const bool anyStage = module
+                              .walk([](Operation *op) {
+                                return op->hasAttr(pipe::kStageAttr) ? WalkResult::interrupt()
+                                                                 : WalkResult::advance();
+                              })
+                              .wasInterrupted();
+    llvm::DenseMap<std::pair<Value, Type>, Value> firstCast;
+    auto shared = [&](Value root, nn::Fp8Recipe recipe) -> Value {
+      auto castOp = root.getDefiningOp<nn::CastOp>();
+      if (!weightsOnce || anyStage || recipe == nn::Fp8Recipe::tensorwise_delayed || !castOp ||
+          !castOp->hasAttr("loom.microbatch"))
+        return root;
+      Value master = castOp.getInput();
+      Operation *def = master.getDefiningOp();
+      if (def && def->hasAttr("loom.microbatch"))
+        return root; // made per microbatch: not a master weight
+      return firstCast.try_emplace({master, root.getType()}, root).first->second;
+    };
+
     SmallVector<GemmPlan> plans;
     std::map<QuantKey, Quantized> quantized;
     SmallVector<QuantKey> order; // in first-use order
@@ -267,7 +290,8 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
       // transposed copy.
       auto keyOf = [&](Value operand, int64_t index) {
         SmallVector<int64_t, 2> rc = rowsOf(tensorType(operand));
-        return QuantKey{reshapeRoot(operand), rc[0], rc[1], formatOf(index)};
+        return QuantKey{shared(reshapeRoot(operand), policy.getRecipe()), rc[0], rc[1],
+                        formatOf(index)};
       };
       GemmPlan plan{gemm, keyOf(gemm.getLhs(), 0), keyOf(gemm.getRhs(), 1),
                     /*lhsTransposed=*/gemm.getTransposeLhs(),

@@ -82,6 +82,13 @@ def Fp8Expand : Pass<"loom-fp8-expand", "mlir::ModuleOp"> {
       enters through `nn.assign`; while the history is all zero (the first
       step) this step's amax serves.
 
+    With several microbatches a weight is quantized once a step
+    (`weights-once`, on by default): every microbatch casts the same master
+    weight, so its scales and FP8 values are the same each time, and the
+    microbatches' GEMMs read the first microbatch's quantization. Not for
+    delayed scaling (each quantization enters the amax history) nor under a
+    pipeline (a stage's microbatches need not run in order).
+
     Before (a linear layer's forward):
     ```mlir
     %y = nn.matmul %x, %w {nn.fp8 = #nn.fp8<recipe = tensorwise, format = e4m3>, transpose_rhs}
@@ -102,6 +109,10 @@ def Fp8Expand : Pass<"loom-fp8-expand", "mlir::ModuleOp"> {
     Option<"gemmAlignment", "gemm-alignment", "int64_t", /*default=*/"1",
            "what the target's FP8 GEMM needs K and N to be multiples of (16 on "
            "CUDA); a GEMM that falls short stays in the compute type, with a remark">,
+    Option<"weightsOnce", "weights-once", "bool", /*default=*/"true",
+           "quantize each weight once a step for all its microbatches (current "
+           "scaling, no pipeline): the microbatches' casts of one master weight "
+           "read one quantization, the first microbatch's">,
   ];
   let dependentDialects = ["loom::nn::NNDialect"];
 }

@@ -287,6 +287,11 @@ cl::list<std::string> fp8Exclude(
     cl::desc("keep the GEMMs of parameters whose names match these globs (comma-separated, "
              "* and ?) in the compute type; the embedding and the LM head always are"),
     cl::value_desc("PATTERN,..."), cl::CommaSeparated, cl::cat(category));
+cl::opt<bool> fp8WeightsOnce(
+    "fp8-weights-once",
+    cl::desc("quantize each weight once a step for all microbatches, not once a microbatch "
+             "(default on; current-scaling recipes, no pipeline)"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> fp8Emulate("fp8-emulate",
                          cl::desc("allow --fp8 for --target=cpu: the CPU backend emulates FP8 "
                                   "exactly (values on the FP8 grid, f32 accumulation), slowly"),
@@ -629,9 +634,9 @@ int main(int argc, char **argv) {
   if (fp8.getNumOccurrences() == 0 &&
       (fp8Format.getNumOccurrences() || fp8Margin.getNumOccurrences() ||
        fp8AmaxHistory.getNumOccurrences() || fp8Exclude.getNumOccurrences() ||
-       fp8Emulate.getNumOccurrences()))
-    fail("--fp8-format, --fp8-margin, --fp8-amax-history, --fp8-exclude and --fp8-emulate "
-         "need --fp8=RECIPE");
+       fp8Emulate.getNumOccurrences() || fp8WeightsOnce.getNumOccurrences()))
+    fail("--fp8-format, --fp8-margin, --fp8-amax-history, --fp8-exclude, --fp8-weights-once "
+         "and --fp8-emulate need --fp8=RECIPE");
   if (compileTo == Phase::Fp8 && fp8.empty())
     fail("--compile-to=fp8 needs --fp8=RECIPE");
   if (!fp8.empty() && target == "cpu" && !fp8Emulate)
@@ -819,6 +824,7 @@ int main(int argc, char **argv) {
   pipelineOptions.fp8Margin = fp8Margin;
   pipelineOptions.fp8AmaxHistory = fp8AmaxHistory;
   pipelineOptions.fp8Exclude.assign(fp8Exclude.begin(), fp8Exclude.end());
+  pipelineOptions.fp8WeightsOnce = fp8WeightsOnce;
   // cuBLASLt's FP8 GEMMs read rows of 16 bytes.
   pipelineOptions.fp8GemmAlignment = target == "cuda" ? 16 : 1;
   if (llvm::Error err = loom::verifyFp8Options(pipelineOptions))
