@@ -64,13 +64,18 @@ SmallVector<int64_t, 2> tilesFor(nn::Fp8Recipe recipe, bool weight, int64_t rows
   }
 }
 
-/// A tensor as rows [R, C] of one format: what one nn.quantize makes.
+/// A tensor as rows [R, C] of one format: what one nn.quantize makes. Under
+/// a pipeline a value no microbatch makes (a master weight) is quantized
+/// per microbatch that reads it (`microbatch`; -1 otherwise): DualPipe runs
+/// its two directions' microbatches on different model copies.
 struct QuantKey {
   Value root;
   int64_t rows, cols;
   Type format;
+  int64_t microbatch = -1;
   auto tie() const {
-    return std::make_tuple(root.getAsOpaquePointer(), rows, cols, format.getAsOpaquePointer());
+    return std::make_tuple(root.getAsOpaquePointer(), rows, cols, format.getAsOpaquePointer(),
+                           microbatch);
   }
   bool operator<(const QuantKey &o) const { return tie() < o.tie(); }
 };
@@ -288,10 +293,19 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
       // Every view of a tensor with the same rows reads one quantization:
       // an operand is [M, K] or [N, K] from its rows, or from their
       // transposed copy.
+      // Under a pipeline, a master weight's quantization per microbatch
+      // (delayed scaling keeps one: each enters the amax history).
+      auto mbAttr = gemm->getAttrOfType<IntegerAttr>("loom.microbatch");
+      auto microbatchOf = [&](Value root) -> int64_t {
+        if (!anyStage || !mbAttr || policy.getRecipe() == nn::Fp8Recipe::tensorwise_delayed)
+          return -1;
+        Operation *def = root.getDefiningOp();
+        return def && def->hasAttr("loom.microbatch") ? -1 : mbAttr.getInt();
+      };
       auto keyOf = [&](Value operand, int64_t index) {
         SmallVector<int64_t, 2> rc = rowsOf(tensorType(operand));
-        return QuantKey{shared(reshapeRoot(operand), policy.getRecipe()), rc[0], rc[1],
-                        formatOf(index)};
+        Value root = shared(reshapeRoot(operand), policy.getRecipe());
+        return QuantKey{root, rc[0], rc[1], formatOf(index), microbatchOf(root)};
       };
       GemmPlan plan{gemm, keyOf(gemm.getLhs(), 0), keyOf(gemm.getRhs(), 1),
                     /*lhsTransposed=*/gemm.getTransposeLhs(),
