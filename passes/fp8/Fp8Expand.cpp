@@ -293,11 +293,12 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
       // Every view of a tensor with the same rows reads one quantization:
       // an operand is [M, K] or [N, K] from its rows, or from their
       // transposed copy.
-      // Under a pipeline, a master weight's quantization per microbatch
-      // (delayed scaling keeps one: each enters the amax history).
+      // Under a pipeline, a master weight's quantization per microbatch.
+      // Under delayed scaling each has its own history, all of them seeing
+      // the same weight: the same scales as one shared quantization.
       auto mbAttr = gemm->getAttrOfType<IntegerAttr>("loom.microbatch");
       auto microbatchOf = [&](Value root) -> int64_t {
-        if (!anyStage || !mbAttr || policy.getRecipe() == nn::Fp8Recipe::tensorwise_delayed)
+        if (!anyStage || !mbAttr)
           return -1;
         Operation *def = root.getDefiningOp();
         return def && def->hasAttr("loom.microbatch") ? -1 : mbAttr.getInt();

@@ -87,7 +87,10 @@ def Fp8Expand : Pass<"loom-fp8-expand", "mlir::ModuleOp"> {
     weight, so its scales and FP8 values are the same each time, and the
     microbatches' GEMMs read the first microbatch's quantization. Not for
     delayed scaling (each quantization enters the amax history) nor under a
-    pipeline (a stage's microbatches need not run in order).
+    pipeline (a stage's microbatches need not run in order). Under a
+    pipeline even a master weight that every microbatch reads as it is (an
+    f32 step) is quantized per microbatch: DualPipe runs its two
+    directions' microbatches on different model copies.
 
     Before (a linear layer's forward):
     ```mlir
