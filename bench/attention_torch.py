@@ -49,7 +49,12 @@ def main():
     parser.add_argument("--problems", default="4,16,16,2048,128;1,32,8,8192,128",
                         help="causal bf16 problems B,HQ,HKV,S,D separated by ';'")
     args = parser.parse_args()
-    problems = [tuple(int(x) for x in p.split(",")) for p in args.problems.split(";") if p]
+    try:
+        problems = [tuple(int(x) for x in p.split(",")) for p in args.problems.split(";") if p]
+        if any(len(p) != 5 or min(p) <= 0 for p in problems):
+            raise ValueError
+    except ValueError:
+        parser.error(f"--problems: '{args.problems}' is not B,HQ,HKV,S,D[;...] of positive integers")
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
           f"cuDNN {torch.backends.cudnn.version()}")
     print(f"{'problem':34s} {'backend':7s} {'fwd (ms)':>10s} {'fwd TF/s':>9s} "
