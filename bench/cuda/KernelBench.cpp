@@ -670,6 +670,15 @@ int main(int argc, char **argv) {
                      {bf16({M, Hid}), alloc(DType::F32, {M, Hid / 128}, 0x3c),
                       alloc(DType::F32, {Hid, M / 128}, 0x3c)},
                      {e4m3({M, Hid}), e4m3({Hid, M})}, {}});
+    // The amax each current-scaling quantize reads first: the whole tensor
+    // (tensorwise), 1 x 128 row segments and 128 x 1 column tiles
+    // (blockwise's tiles of x and of its transposed copy).
+    cases.push_back({"amax [8192, 2048] bf16 (one scale)", "nn.amax", {bf16({M, Hid})},
+                     {f32({})}, {}});
+    cases.push_back({"amax 1x128 tiles [8192, 2048] bf16", "nn.amax", {bf16({M, Hid})},
+                     {f32({M, Hid / 128})}, {}});
+    cases.push_back({"amax 128x1 tiles [8192, 2048] bf16", "nn.amax", {bf16({M, Hid})},
+                     {f32({M / 128, Hid})}, {}});
   }
 
   // Kernels Loom generates from fusion groups (--fuse; nn.fused with the

@@ -13,6 +13,7 @@
 #include "kernels/cpu/OperandChecks.h"
 #include "runtime/abi/Fp8Tiling.h"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace loom::cuda {
@@ -206,6 +207,116 @@ TileShifts tileShifts(const TileMap &map) {
   return t;
 }
 
+/// x / s rounded to nearest, from r = 1 / s (rounded): q0 = x·r, then one
+/// correction with the exact remainder x − q0·s (Markstein). This is the
+/// IEEE quotient for every normal x and s within [2^-100, 2^90] whose
+/// quotient is at least 2^-100 in magnitude (checked exhaustively over
+/// bf16 x against thousands of scales); below that both are far under
+/// FP8's smallest subnormal (2^-16) and convert to the same signed zero.
+/// Overflow, NaN and infinity take the division itself.
+__device__ inline float divideByScale(float x, float s, float r) {
+  const float q0 = __fmul_rn(x, r);
+  if (!isfinite(q0))
+    return __fdiv_rn(x, s);
+  return __fmaf_rn(__fmaf_rn(-q0, s, x), r, q0);
+}
+
+/// Whether divideByScale may divide by s.
+__device__ inline bool reciprocalExact(float s) {
+  const float a = fabsf(s);
+  return a >= 0x1p-100f && a <= 0x1p90f;
+}
+
+/// The quantization with its transposed copy, any tiling (kOne: one scale
+/// for x and the copy), 64 x 64 tiles of x through shared memory, 16
+/// elements a thread each way: the loads of x and the stores of q and qT
+/// are 16 bytes (rows and cols multiples of 16, pointers aligned to 16
+/// bytes). Under one scale the copy is the transpose of q's bytes; a tiled
+/// copy divides x's values (kept in shared memory as loaded) by its own
+/// scales. A run of 16 elements inside one tile of its scale (tiles at
+/// least 16 wide) divides by one scale through its reciprocal
+/// (divideByScale). blockIdx.z is the matrix of a batch.
+template <DType In, DType Out, bool kOne>
+__global__ void __launch_bounds__(256)
+    quantizeTranspose16Kernel(const StorageOf<In> *x, const float *scale, const float *scaleT,
+                              StorageOf<Out> *q, StorageOf<Out> *qT, int64_t rows, int64_t cols,
+                              TileShifts d, TileShifts t, float limit) {
+  using S = StorageOf<In>;
+  constexpr int kPer = 16 / int(sizeof(S)); // elements a 16-byte load
+  // A row of the tile: 64 bytes of q, or 64 elements of x and 16 bytes of
+  // padding (so a quarter warp's 16-byte stores of two rows miss each
+  // other's banks).
+  constexpr int kStride = kOne ? kWideTile : kWideTile * int(sizeof(S)) + 16;
+  __shared__ alignas(16) uint8_t tile[kWideTile * kStride];
+  const int64_t base = int64_t(blockIdx.z) * rows * cols;
+  const int64_t r0 = int64_t(blockIdx.y) * kWideTile, c0 = int64_t(blockIdx.x) * kWideTile;
+  // The 16 elements v of a run, divided by the scales of `srow` at
+  // positions p0.., each clamped and converted into w.
+  auto quantizeRun = [limit](const float *v, const float *srow, int64_t p0, int shift,
+                             uint32_t *w) {
+    const float s0 = srow[p0 >> shift];
+    const bool one = shift >= 4 && reciprocalExact(s0);
+    const float r = 1.0f / s0;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      float f = one ? divideByScale(v[j], s0, r) : __fdiv_rn(v[j], srow[(p0 + j) >> shift]);
+      if (!isnan(f))
+        f = fminf(fmaxf(f, -limit), limit);
+      w[j / 4] |= uint32_t(dev::Elem<Out>::store(f)) << (8 * (j % 4));
+    }
+  };
+  {
+    const int dy = threadIdx.x / 4, tx = threadIdx.x % 4; // 64 rows x 4 runs
+    const int64_t r = r0 + dy, c = c0 + 16 * tx;
+    if (r < rows && c < cols) {
+      uint4 raw[16 / kPer];
+      const uint4 *src = reinterpret_cast<const uint4 *>(x + base + r * cols + c);
+      float v[16];
+#pragma unroll
+      for (int k = 0; k < 16 / kPer; ++k) {
+        raw[k] = src[k];
+        const S *e = reinterpret_cast<const S *>(&raw[k]);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j)
+          v[k * kPer + j] = dev::Elem<In>::load(e[j]);
+      }
+      uint32_t w[4] = {0, 0, 0, 0};
+      quantizeRun(v, scale + (r >> d.rowShift) * d.cols, c, d.colShift, w);
+      const uint4 packed = make_uint4(w[0], w[1], w[2], w[3]);
+      *reinterpret_cast<uint4 *>(q + base + r * cols + c) = packed;
+      if constexpr (kOne) {
+        *reinterpret_cast<uint4 *>(&tile[dy * kStride + 16 * tx]) = packed;
+      } else {
+#pragma unroll
+        for (int k = 0; k < 16 / kPer; ++k)
+          *reinterpret_cast<uint4 *>(&tile[dy * kStride + (16 * tx + k * kPer) * sizeof(S)]) =
+              raw[k];
+      }
+    }
+  }
+  __syncthreads();
+  {
+    const int cc = threadIdx.x % kWideTile, tx = threadIdx.x / kWideTile; // 64 columns x 4 runs
+    const int64_t c = c0 + cc, r = r0 + 16 * tx;
+    if (c < cols && r < rows) {
+      uint32_t w[4] = {0, 0, 0, 0};
+      if constexpr (kOne) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+          w[j / 4] |= uint32_t(tile[(16 * tx + j) * kStride + cc]) << (8 * (j % 4));
+      } else {
+        float v[16];
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+          v[j] = dev::Elem<In>::load(
+              *reinterpret_cast<const S *>(&tile[(16 * tx + j) * kStride + cc * sizeof(S)]));
+        quantizeRun(v, scaleT + (c >> t.rowShift) * t.cols, r, t.colShift, w);
+      }
+      *reinterpret_cast<uint4 *>(qT + base + c * rows + r) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+}
+
 /// The tiled quantization with its transposed copy, 64 x 64 tiles of x
 /// through shared memory (as f32, so the copy divides the value itself by
 /// its own scale), four consecutive elements a thread: rank 2, rows and
@@ -255,37 +366,71 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-/// One amax for the whole tensor, four elements a load.
-template <DType In>
-__global__ void amaxWholeWideKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t n4) {
-  using Vec = typename Vec4Of<In>::type;
-  const Vec *xv = reinterpret_cast<const Vec *>(x);
+/// The largest |x| bits of one storage word of 2-byte or 4-byte elements.
+template <DType In> __device__ inline unsigned absMaxBits(const StorageOf<In> *e, int count) {
   unsigned m = 0;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const Vec v = xv[i];
-    const StorageOf<In> *e = reinterpret_cast<const StorageOf<In> *>(&v);
-    for (int j = 0; j < 4; ++j)
-      m = max(m, __float_as_uint(fabsf(dev::Elem<In>::load(e[j]))));
-  }
+  for (int j = 0; j < count; ++j)
+    m = max(m, __float_as_uint(fabsf(dev::Elem<In>::load(e[j]))));
+  return m;
+}
+
+/// The block's maximum of each thread's `m`, then one atomicMax: every
+/// block's atomic goes to the same word, so there are few blocks
+/// (amaxWholeBlocks) and one atomic each, not one a warp (same-address
+/// atomics serialize: tens of thousands of them cost more than the read).
+__device__ inline void blockMaxToSlot(unsigned m, unsigned *slot) {
+  __shared__ unsigned warpMax[32];
   for (int offset = 16; offset > 0; offset /= 2)
     m = max(m, __shfl_down_sync(0xffffffffu, m, offset));
-  if ((threadIdx.x & 31) == 0 && m != 0)
-    atomicMax(amaxBits, m);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0)
+    warpMax[warp] = m;
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < int(blockDim.x / 32) ? warpMax[lane] : 0;
+    for (int offset = 16; offset > 0; offset /= 2)
+      m = max(m, __shfl_down_sync(0xffffffffu, m, offset));
+    if (lane == 0 && m != 0)
+      atomicMax(slot, m);
+  }
+}
+
+/// One amax for the whole tensor, 16 bytes a load (n16 such vectors; the
+/// tail of n past them is read one element at a time by block 0).
+template <DType In>
+__global__ void amaxWholeWideKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t n16,
+                                    int64_t n) {
+  constexpr int kPer = 16 / int(sizeof(StorageOf<In>));
+  const uint4 *xv = reinterpret_cast<const uint4 *>(x);
+  unsigned m = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n16;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const uint4 v = xv[i];
+    m = max(m, absMaxBits<In>(reinterpret_cast<const StorageOf<In> *>(&v), kPer));
+  }
+  if (blockIdx.x == 0)
+    for (int64_t i = n16 * kPer + threadIdx.x; i < n; i += blockDim.x)
+      m = max(m, __float_as_uint(fabsf(dev::Elem<In>::load(x[i]))));
+  blockMaxToSlot(m, amaxBits);
+}
+
+/// Blocks for a whole-tensor amax: a few per multiprocessor, enough to keep
+/// the loads in flight, few enough that their atomics cost nothing.
+inline unsigned amaxWholeBlocks(int64_t vectors, const LaunchContext &ctx) {
+  const int64_t needed = (vectors + kBlockSize - 1) / kBlockSize;
+  const int64_t cap = int64_t(ctx.multiprocessors > 0 ? ctx.multiprocessors : 132) * 4;
+  return unsigned(std::max<int64_t>(1, std::min(needed, cap)));
 }
 
 /// One amax for the whole tensor: each thread's maximum of |x| bits, then
-/// the warp's, then one atomicMax per warp.
+/// the block's, then one atomicMax per block.
 template <DType In>
 __global__ void amaxWholeKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t n) {
   unsigned m = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     m = max(m, __float_as_uint(fabsf(dev::Elem<In>::load(x[i]))));
-  for (int offset = 16; offset > 0; offset /= 2)
-    m = max(m, __shfl_down_sync(0xffffffffu, m, offset));
-  if ((threadIdx.x & 31) == 0 && m != 0)
-    atomicMax(amaxBits, m);
+  blockMaxToSlot(m, amaxBits);
 }
 
 template <DType In, DType Out>
@@ -308,25 +453,44 @@ __global__ void amaxKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t n
 }
 
 /// amax over tiles of one row and `tileCols` columns of x [rows, cols]
-/// (rank-2 tilings whose tiles are row segments): a warp per (row, tile);
-/// tiles spanning several rows take the max over their rows' warps.
-template <DType In>
+/// (rank-2 tilings whose tiles are row segments); tiles spanning several
+/// rows take the max over their rows' segments. kLanes lanes take a
+/// segment: with kVec16 (tileCols and cols multiples of a 16-byte vector,
+/// x aligned), 8 lanes reading 16 bytes a load (a 1 x 128 bf16 tile is one
+/// load a lane); else a warp reading an element a lane.
+template <DType In, bool kVec16>
 __global__ void amaxRowSegmentsKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t rows,
                                       int64_t cols, int64_t tileRows, int64_t tileCols,
                                       int64_t colTiles) {
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  const int lane = threadIdx.x % 32;
-  for (int64_t w = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; w < rows * colTiles;
-       w += warps) {
-    const int64_t r = w / colTiles, t = w % colTiles;
-    const int64_t c0 = t * tileCols, c1 = min(cols, c0 + tileCols);
+  constexpr int kLanes = kVec16 ? 8 : 32;
+  constexpr int kPer = kVec16 ? 16 / int(sizeof(StorageOf<In>)) : 1;
+  const int64_t groups = int64_t(gridDim.x) * (blockDim.x / kLanes);
+  const int lane = threadIdx.x % kLanes;
+  // Every lane of a warp runs the same number of iterations (the shuffles
+  // below need the whole warp): the loop bound is rounded up to the warp.
+  const int64_t items = rows * colTiles;
+  const int64_t perWarp = 32 / kLanes;
+  const int64_t bound = (items + perWarp - 1) / perWarp * perWarp;
+  for (int64_t g = int64_t(blockIdx.x) * (blockDim.x / kLanes) + threadIdx.x / kLanes; g < bound;
+       g += groups) {
     unsigned m = 0;
-    for (int64_t c = c0 + lane; c < c1; c += 32)
-      m = max(m, __float_as_uint(fabsf(dev::Elem<In>::load(x[r * cols + c]))));
-    for (int off = 16; off > 0; off /= 2)
+    const bool live = g < items;
+    const int64_t r = live ? g / colTiles : 0, tt = live ? g % colTiles : 0;
+    if (live) {
+      const int64_t c0 = tt * tileCols, c1 = min(cols, c0 + tileCols);
+      for (int64_t c = c0 + kPer * lane; c < c1; c += kPer * kLanes) {
+        if constexpr (kVec16) {
+          const uint4 v = *reinterpret_cast<const uint4 *>(x + r * cols + c);
+          m = max(m, absMaxBits<In>(reinterpret_cast<const StorageOf<In> *>(&v), kPer));
+        } else {
+          m = max(m, __float_as_uint(fabsf(dev::Elem<In>::load(x[r * cols + c]))));
+        }
+      }
+    }
+    for (int off = kLanes / 2; off > 0; off /= 2)
       m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
-    if (lane == 0) {
-      unsigned *slot = &amaxBits[(r / tileRows) * colTiles + t];
+    if (live && lane == 0) {
+      unsigned *slot = &amaxBits[(r / tileRows) * colTiles + tt];
       if (tileRows == 1)
         *slot = m;
       else if (m != 0)
@@ -336,27 +500,40 @@ __global__ void amaxRowSegmentsKernel(const StorageOf<In> *x, unsigned *amaxBits
 }
 
 /// amax over tiles one column wide and `tileRows` rows tall of x [rows,
-/// cols]: a thread per column and run of up to kColumnRun rows of a tile,
+/// cols]: a thread per kCols columns (1, or 4 when cols is a multiple of 4
+/// and x is aligned) and run of up to kColumnRun rows of a tile,
 /// neighbouring threads reading neighbouring columns; a tile of several
 /// runs takes their max by atomicMax (the result zeroed first).
 constexpr int64_t kColumnRun = 64;
-template <DType In>
+template <DType In, int kCols>
 __global__ void amaxColumnTilesKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t rows,
                                       int64_t cols, int64_t tileRows) {
+  using Vec = typename Vec4Of<In>::type;
   const int64_t runsPerTile = (tileRows + kColumnRun - 1) / kColumnRun;
   const int64_t rowTiles = (rows + tileRows - 1) / tileRows;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rowTiles * runsPerTile * cols;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = i % cols, run = i / cols, t = run / runsPerTile;
+  const int64_t groups = cols / kCols;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < rowTiles * runsPerTile * groups; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = (i % groups) * kCols, run = i / groups, t = run / runsPerTile;
     const int64_t r0 = t * tileRows + (run % runsPerTile) * kColumnRun;
     const int64_t r1 = min(min(rows, (t + 1) * tileRows), r0 + kColumnRun);
-    unsigned m = 0;
-    for (int64_t r = r0; r < r1; ++r)
-      m = max(m, __float_as_uint(fabsf(dev::Elem<In>::load(x[r * cols + c]))));
-    if (runsPerTile == 1)
-      amaxBits[t * cols + c] = m;
-    else if (m != 0)
-      atomicMax(&amaxBits[t * cols + c], m);
+    unsigned m[kCols] = {};
+    for (int64_t r = r0; r < r1; ++r) {
+      if constexpr (kCols == 4) {
+        const Vec v = *reinterpret_cast<const Vec *>(x + r * cols + c);
+        const StorageOf<In> *e = reinterpret_cast<const StorageOf<In> *>(&v);
+        for (int j = 0; j < 4; ++j)
+          m[j] = max(m[j], __float_as_uint(fabsf(dev::Elem<In>::load(e[j]))));
+      } else {
+        m[0] = max(m[0], __float_as_uint(fabsf(dev::Elem<In>::load(x[r * cols + c]))));
+      }
+    }
+    for (int j = 0; j < kCols; ++j) {
+      if (runsPerTile == 1)
+        amaxBits[t * cols + c + j] = m[j];
+      else if (m[j] != 0)
+        atomicMax(&amaxBits[t * cols + c + j], m[j]);
+    }
   }
 }
 
@@ -428,6 +605,35 @@ template <typename Fn> llvm::Error dispatchFp8(DType t, Fn &&fn) {
   return kernelError(llvm::Twine("unsupported dtype ") + dtypeName(t));
 }
 
+/// Whether quantizeTranspose16Kernel takes x [..., rows, cols]: 16-element
+/// runs that stay in their row and column, 16-byte aligned buffers.
+bool sixteenWide(const Tensor &x, const Tensor &q, const Tensor &qT, int64_t rows, int64_t cols) {
+  return rows % 16 == 0 && cols % 16 == 0 && isAligned(x.data, 16) && isAligned(q.data, 16) &&
+         isAligned(qT.data, 16) && (rows + kWideTile - 1) / kWideTile <= 65535;
+}
+
+llvm::Error launchQuantizeTranspose16(const KernelCall &call, const Tensor &x,
+                                      const Tensor &scale, const Tensor &scaleT, const Tensor &q,
+                                      const Tensor &qT, int64_t rows, int64_t cols,
+                                      int64_t matrices, TileShifts d, TileShifts t) {
+  // One scale for x and its copy: the copy is q's bytes transposed.
+  const bool one = scale.shape.empty() && scaleT.data == scale.data;
+  const dim3 grid(unsigned((cols + kWideTile - 1) / kWideTile),
+                  unsigned((rows + kWideTile - 1) / kWideTile), unsigned(matrices));
+  return dispatchWide(x.dtype, [&](auto in) {
+    return dispatchFp8(q.dtype, [&](auto out) {
+      constexpr DType I = decltype(in)::value, O = decltype(out)::value;
+      auto kernel = one ? quantizeTranspose16Kernel<I, O, true>
+                        : quantizeTranspose16Kernel<I, O, false>;
+      kernel<<<grid, 256, 0, call.ctx.stream>>>(
+          static_cast<const StorageOf<I> *>(x.data), static_cast<const float *>(scale.data),
+          static_cast<const float *>(scaleT.data), static_cast<StorageOf<O> *>(q.data),
+          static_cast<StorageOf<O> *>(qT.data), rows, cols, d, t, fp8MaxFinite(O));
+      return llvm::Error::success();
+    });
+  });
+}
+
 llvm::Error launchQuantize(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(
       cpu::detail::checkFp8(cpu::detail::Fp8Kernel::Quantize, call.inputs, call.outputs, call.attrs));
@@ -446,6 +652,9 @@ llvm::Error launchQuantize(const KernelCall &call) {
     if (matrices > 65535 || grid.y > 65535)
       return kernelError("a transposed copy of " + llvm::Twine(matrices) + " matrices of " +
                          llvm::Twine(rows) + " rows is not supported");
+    if (x.shape.size() == 2 && sixteenWide(x, q, qT, rows, cols))
+      return launchQuantizeTranspose16(call, x, scale, scaleT, q, qT, rows, cols, 1,
+                                       tileShifts(map), tileShifts(mapT));
     const bool wide = x.shape.size() == 2 && rows % 4 == 0 && cols % 4 == 0 &&
                       isAligned(x.data, 16) && isAligned(q.data, 4) && isAligned(qT.data, 4) &&
                       (rows + kWideTile - 1) / kWideTile <= 65535;
@@ -486,6 +695,9 @@ llvm::Error launchQuantize(const KernelCall &call) {
     if (grid.y > 65535)
       return kernelError("a transposed copy of more than " + llvm::Twine(65535 * kTile) +
                          " rows is not supported, got " + llvm::Twine(rows));
+    if (sixteenWide(x, q, call.outputs[1], rows, cols))
+      return launchQuantizeTranspose16(call, x, scale, scale, q, call.outputs[1], rows, cols,
+                                       matrices, tileShifts(map), tileShifts(map));
     const bool wide = rows % 4 == 0 && cols % 4 == 0 && isAligned(x.data, 16) &&
                       isAligned(q.data, 4) && isAligned(call.outputs[1].data, 4) &&
                       (rows + kWideTile - 1) / kWideTile <= 65535;
@@ -547,32 +759,45 @@ llvm::Error launchAmax(const KernelCall &call) {
     return llvm::Error::success();
   LOOM_RETURN_IF_ERROR(dispatchWide(x.dtype, [&](auto in) {
     constexpr DType I = decltype(in)::value;
-    if (tiles == 1 && n % 4 == 0 && isAligned(x.data, 16)) {
-      amaxWholeWideKernel<I><<<gridFor(n / 4, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
-          static_cast<const StorageOf<I> *>(x.data), static_cast<unsigned *>(amax.data), n / 4);
+    if (tiles == 1 && isAligned(x.data, 16)) {
+      const int64_t n16 = n / (16 / int64_t(sizeof(StorageOf<I>)));
+      amaxWholeWideKernel<I><<<amaxWholeBlocks(n16, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+          static_cast<const StorageOf<I> *>(x.data), static_cast<unsigned *>(amax.data), n16, n);
       return llvm::Error::success();
     }
     if (tiles == 1) { // one tile: a reduction, not an atomic per element
-      amaxWholeKernel<I><<<gridFor(n, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+      amaxWholeKernel<I><<<amaxWholeBlocks(n, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
           static_cast<const StorageOf<I> *>(x.data), static_cast<unsigned *>(amax.data), n);
       return llvm::Error::success();
     }
     if (x.shape.size() == 2 && amax.shape.size() == 2) {
       const int64_t rows = x.shape[0], cols = x.shape[1];
       const int64_t tileRows = map.tileSize[0], tileCols = map.tileSize[1];
-      if (tileCols == 1) { // columns: a thread per column and row tile
+      if (tileCols == 1) { // columns: a thread per column (or 4) and row tile
         const int64_t runs = amax.shape[0] * ((tileRows + kColumnRun - 1) / kColumnRun);
-        amaxColumnTilesKernel<I><<<gridFor(runs * cols, call.ctx), kBlockSize, 0,
-                                   call.ctx.stream>>>(static_cast<const StorageOf<I> *>(x.data),
-                                                      static_cast<unsigned *>(amax.data), rows,
-                                                      cols, tileRows);
+        const bool vec = cols % 4 == 0 && isAligned(x.data, 4 * sizeof(StorageOf<I>));
+        auto *xs = static_cast<const StorageOf<I> *>(x.data);
+        auto *bits = static_cast<unsigned *>(amax.data);
+        if (vec)
+          amaxColumnTilesKernel<I, 4><<<gridFor(runs * cols / 4, call.ctx), kBlockSize, 0,
+                                        call.ctx.stream>>>(xs, bits, rows, cols, tileRows);
+        else
+          amaxColumnTilesKernel<I, 1><<<gridFor(runs * cols, call.ctx), kBlockSize, 0,
+                                        call.ctx.stream>>>(xs, bits, rows, cols, tileRows);
         return llvm::Error::success();
       }
-      // Row segments: a warp each.
-      amaxRowSegmentsKernel<I><<<gridFor(rows * amax.shape[1] * 32, call.ctx), kBlockSize, 0,
-                                 call.ctx.stream>>>(static_cast<const StorageOf<I> *>(x.data),
-                                                    static_cast<unsigned *>(amax.data), rows, cols,
-                                                    tileRows, tileCols, amax.shape[1]);
+      // Row segments: 8 lanes each (16-byte loads), else a warp.
+      constexpr int64_t kPer = 16 / int64_t(sizeof(StorageOf<I>));
+      const bool vec = tileCols % kPer == 0 && cols % kPer == 0 && isAligned(x.data, 16);
+      const unsigned blocks = gridFor(rows * amax.shape[1] * (vec ? 8 : 32), call.ctx);
+      auto *xs = static_cast<const StorageOf<I> *>(x.data);
+      auto *bits = static_cast<unsigned *>(amax.data);
+      if (vec)
+        amaxRowSegmentsKernel<I, true><<<blocks, kBlockSize, 0, call.ctx.stream>>>(
+            xs, bits, rows, cols, tileRows, tileCols, amax.shape[1]);
+      else
+        amaxRowSegmentsKernel<I, false><<<blocks, kBlockSize, 0, call.ctx.stream>>>(
+            xs, bits, rows, cols, tileRows, tileCols, amax.shape[1]);
       return llvm::Error::success();
     }
     amaxKernel<I><<<gridFor(n, call.ctx), kBlockSize, 0, call.ctx.stream>>>(

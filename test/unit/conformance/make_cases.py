@@ -1979,6 +1979,71 @@ def gen_fp8_tiled():
         add("nn.amax", "tiles_%dx%d_of_200x320" % tuple(tiles), [x], [T("f32", out)], exact=True)
 
 
+def gen_amax_paths():
+    """nn.amax on CUDA's vector and scalar paths: a whole tensor reduced by
+    blocks with a tail past the last 16-byte vector, row segments and column
+    tiles of rows whose width is not a multiple of 4 (the scalar paths)
+    and of rows whose width is (four columns a thread)."""
+    for name, dtype, shape in [("whole_f32_61x517_tail", "f32", [61, 517]),
+                               ("whole_bf16_33x1021_tail", "bf16", [33, 1021])]:
+        x = randt(dtype, shape, -3.0, 3.0)
+        add("nn.amax", name, [x], [T("f32", np.array(np.max(np.abs(x.values))))], exact=True)
+    for rows, cols, tiles in [(136, 322, [2, 322]), (136, 322, [136, 3]), (130, 516, [2, 516]),
+                              (8, 1028, [8, 9])]:
+        x = randt("bf16", [rows, cols], -3.0, 3.0)
+        tr = 1
+        while tr * tiles[0] < rows:
+            tr *= 2
+        tc = 1
+        while tc * tiles[1] < cols:
+            tc *= 2
+        v = np.abs(x.values)
+        out = np.zeros(tiles)
+        for i in range(tiles[0]):
+            for j in range(tiles[1]):
+                out[i, j] = v[i * tr:(i + 1) * tr, j * tc:(j + 1) * tc].max()
+        add("nn.amax", "tiles_%dx%d_of_%dx%d" % (tiles[0], tiles[1], rows, cols), [x],
+            [T("f32", out)], exact=True)
+
+
+def gen_quantize_sixteen():
+    """nn.quantize with its transposed copy on CUDA's 16-element path (rows
+    and cols multiples of 16): a batch of matrices under one scale, f32
+    rows, and tiles narrower than 16 elements (a scale per element of a
+    run)."""
+    fmax = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+
+    def expand(scale, rows, cols):
+        scale = np.asarray(scale, dtype=np.float32)
+        if scale.ndim == 0:
+            return np.full((rows, cols), scale, np.float32)
+        r = np.arange(rows) // (rows // scale.shape[0])
+        c = np.arange(cols) // (cols // scale.shape[1])
+        return scale[r[:, None], c[None, :]]
+
+    def q(x, s, fmt):
+        v = x.astype(np.float32) / s
+        return round_to(np.clip(v, -fmax[fmt], fmax[fmt]).astype(np.float64), fmt)
+
+    x = randt("bf16", [2, 32, 48], -3.0, 3.0)
+    s = np.float32(np.max(np.abs(x.values))) / np.float32(448.0)
+    qd = q(x.values, s, "f8E4M3FN")
+    add("nn.quantize", "sixteen_batched_bf16_e4m3", [x, T("f32", np.array(s))],
+        [T("f8E4M3FN", qd), T("f8E4M3FN", np.swapaxes(qd, -1, -2))], exact=True)
+    for name, dtype, shape, st, stt, fmt in [
+        ("sixteen_narrow_tiles_bf16_e4m3", "bf16", [32, 64], [32, 8], [64, 4], "f8E4M3FN"),
+        ("sixteen_rowwise_f32_e5m2", "f32", [48, 80], [48, 1], [80, 1], "f8E5M2"),
+    ]:
+        x = randt(dtype, shape, -3.0, 3.0)
+        s = np.exp2(np.round(uniform(st, np.log2(0.004), np.log2(0.02)) * 4) / 4).astype(np.float32)
+        t = np.exp2(np.round(uniform(stt, np.log2(0.004), np.log2(0.02)) * 4) / 4).astype(np.float32)
+        rows, cols = shape
+        qd = q(x.values, expand(s, rows, cols), fmt)
+        qt = q(x.values.T, expand(t, cols, rows), fmt)
+        add("nn.quantize", name, [x, T("f32", s), T("f32", t)], [T(fmt, qd), T(fmt, qt)],
+            attrs={"has_transposed_scale": 1}, exact=True)
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -2022,6 +2087,8 @@ def main():
     gen_norm_grad_addend((("bf16_vec_wide_addend", "bf16", [5, 2056], True),))
     gen_loss_grad_narrowed((("bf16_wide_vectors", "bf16", 3, 8200, [1]),
                             ("f32_to_bf16_wide_vectors", "f32", 2, 8204, [])))
+    gen_amax_paths()
+    gen_quantize_sixteen()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
