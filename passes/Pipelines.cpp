@@ -260,6 +260,8 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     if (options.fuseNormWeightGrad)
       pm.addPass(createFuseNormWeightGrad());
     pm.addPass(createFuseSwiglu());
+    if (options.fuseFp8Quantize)
+      pm.addPass(createFuseFp8Quantize());
     pm.addPass(createFuseCasts());
     // After the casts are one call and the updates one: it splits the first.
     if (options.optimizerWritesCopies)

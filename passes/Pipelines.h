@@ -79,6 +79,9 @@ struct PipelineOptions {
   /// The gradient norm's sums of squares run as one multi-tensor kernel per
   /// run (--loom-fuse-sum-squares).
   bool fuseSumSquares = true;
+  /// A current-scaling FP8 quantization, its amaxes and scales run as one
+  /// kernel (--loom-fuse-fp8-quantize).
+  bool fuseFp8Quantize = true;
   /// Each norm's weight gradient runs as one kernel (--loom-fuse-norm-weight-grad).
   bool fuseNormWeightGrad = true;
   /// The optimizer writes each weight's compute-precision copy, and the

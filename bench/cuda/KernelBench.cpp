@@ -673,6 +673,16 @@ int main(int argc, char **argv) {
     // The amax each current-scaling quantize reads first: the whole tensor
     // (tensorwise), 1 x 128 row segments and 128 x 1 column tiles
     // (blockwise's tiles of x and of its transposed copy).
+    // Blockwise's whole chain in one kernel (--loom-fuse-fp8-quantize): x
+    // read once for both amaxes, the scales, q and its transposed copy.
+    {
+      cpu::KernelAttrs f;
+      f.set("format", std::string("e4m3"));
+      cases.push_back({"quantize_tiles 1x128 [8192, 2048] + transposed", "nn.quantize_tiles",
+                       {bf16({M, Hid})},
+                       {e4m3({M, Hid}), e4m3({Hid, M}), f32({M, Hid / 128}), f32({Hid, M / 128})},
+                       f});
+    }
     cases.push_back({"amax [8192, 2048] bf16 (one scale)", "nn.amax", {bf16({M, Hid})},
                      {f32({})}, {}});
     cases.push_back({"amax 1x128 tiles [8192, 2048] bf16", "nn.amax", {bf16({M, Hid})},

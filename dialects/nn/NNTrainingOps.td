@@ -161,6 +161,18 @@ def NN_CastMultiKernel : NN_RuntimeKernel<"nn.cast_multi", 1, -1, -1, [], [{
   rounds. Bitwise what the casts one by one write.
 }]>;
 
+def NN_QuantizeTilesKernel : NN_RuntimeKernel<"nn.quantize_tiles", 1, 1, 4,
+    [NN_KernelRequiredAttr<"format", "Str">, NN_KernelAttr<"margin", "Int">], [{
+  Current-scaling FP8 quantization of a matrix and its transposed copy in
+  one call (--loom-fuse-fp8-quantize): x [R, C] (f32, bf16 or f16) -> q [R,
+  C] and qT [C, R] (f8E4M3FN or f8E5M2), scale (a tiling of q) and scaleT
+  (a tiling of qT), f32. Each scale is nn.fp8_scale (attrs format, margin)
+  of nn.amax over its tiles, and q, qT are nn.quantize of x with them:
+  bitwise what nn.amax, nn.fp8_scale (and nn.transpose) and nn.quantize
+  write one by one. On CUDA the tiles fit 128 x 128 blocks (1 x 128 and
+  128 x 128, DeepSeek-V3's blockwise), so x is read once.
+}]>;
+
 def NN_SwigluKernel : NN_RuntimeKernel<"nn.swiglu", 2, 2, 2, [], [{
   The SwiGLU product in one call (--loom-fuse-swiglu): g, u (one float type
   and shape) -> s = silu(g), h = s * u: what nn.silu and then nn.mul write

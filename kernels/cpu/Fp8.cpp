@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace loom::cpu::detail {
@@ -129,6 +130,40 @@ llvm::Error runFp8Scale(const KernelCall &call) {
       s[i] = a[i] * headroom / limit;
   }
   return llvm::Error::success();
+}
+
+llvm::Error runQuantizeTiles(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkQuantizeTiles(call.inputs, call.outputs, call.attrs));
+  const Tensor &x = call.inputs[0];
+  const Tensor &q = call.outputs[0], &qT = call.outputs[1];
+  const Tensor &scale = call.outputs[2], &scaleT = call.outputs[3];
+  // The amax of the transposed copy's tiles is that of x transposed.
+  const int64_t rows = x.shape[0], cols = x.shape[1], bytes = int64_t(dtypeSize(x.dtype));
+  std::vector<uint8_t> transposed(size_t(rows * cols * bytes));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      std::memcpy(&transposed[size_t((c * rows + r) * bytes)],
+                  static_cast<const uint8_t *>(x.data) + (r * cols + c) * bytes, size_t(bytes));
+  Tensor xT = x;
+  xT.data = transposed.data();
+  xT.shape = {cols, rows};
+  KernelAttrs none;
+  auto run = [&](KernelFn fn, KernelId id, std::vector<Tensor> in, std::vector<Tensor> out,
+                 const KernelAttrs &attrs) {
+    return fn(KernelCall{call.name, id, in, out, attrs, call.ctx});
+  };
+  // amax into the scale buffers, then the scales in place (elementwise).
+  const std::pair<const Tensor *, const Tensor *> pairs[] = {{&x, &scale}, {&xT, &scaleT}};
+  for (auto [in, out] : pairs) {
+    LOOM_RETURN_IF_ERROR(run(runAmax, KernelId::Amax, std::vector<Tensor>{*in},
+                             std::vector<Tensor>{*out}, none));
+    LOOM_RETURN_IF_ERROR(run(runFp8Scale, KernelId::Fp8Scale, std::vector<Tensor>{*out},
+                             std::vector<Tensor>{*out}, call.attrs));
+  }
+  KernelAttrs transposedScale;
+  transposedScale.set("has_transposed_scale", int64_t(1));
+  return run(runQuantize, KernelId::Quantize, std::vector<Tensor>{x, scale, scaleT},
+             std::vector<Tensor>{q, qT}, transposedScale);
 }
 
 } // namespace loom::cpu::detail

@@ -1566,5 +1566,22 @@ llvm::Error checkFp8(Fp8Kernel kernel, llvm::ArrayRef<Tensor> inputs,
   return llvm::Error::success();
 }
 
+llvm::Error checkQuantizeTiles(llvm::ArrayRef<Tensor> inputs, llvm::ArrayRef<Tensor> outputs,
+                               const KernelAttrs &attrs) {
+  if (inputs.size() != 1 || outputs.size() != 4)
+    return kernelError("takes 1 input (x) and 4 outputs (q, qT, scale, scaleT), got " +
+                       llvm::Twine(inputs.size()) + " and " + llvm::Twine(outputs.size()));
+  const Tensor &x = inputs[0], &q = outputs[0], &qT = outputs[1];
+  const Tensor &scale = outputs[2], &scaleT = outputs[3];
+  if (x.shape.size() != 2)
+    return kernelError("x must be a matrix, got shape " + shapeToString(x.shape));
+  // nn.quantize's checks: x and its copy, the scale of each.
+  LOOM_RETURN_IF_ERROR(checkFp8(Fp8Kernel::Quantize, {x, scale, scaleT}, {q, qT}, attrs));
+  for (const Tensor *s : {&scale, &scaleT})
+    if (s->shape.size() != 2)
+      return kernelError("scales must be rank-2 tilings, got " + shapeToString(s->shape));
+  return checkFp8(Fp8Kernel::Scale, {scale}, {scale}, attrs);
+}
+
 } // namespace detail
 } // namespace loom::cpu

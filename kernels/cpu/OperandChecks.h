@@ -440,6 +440,11 @@ enum class Fp8Kernel { Quantize, Dequantize, Amax, Scale };
 llvm::Error checkFp8(Fp8Kernel kernel, llvm::ArrayRef<Tensor> inputs,
                      llvm::ArrayRef<Tensor> outputs, const KernelAttrs &attrs);
 
+/// nn.quantize_tiles: x [R, C] -> q [R, C], qT [C, R] (one FP8 type), scale
+/// (a rank-2 tiling of q) and scaleT (of qT), f32; attrs format, margin.
+llvm::Error checkQuantizeTiles(llvm::ArrayRef<Tensor> inputs, llvm::ArrayRef<Tensor> outputs,
+                               const KernelAttrs &attrs);
+
 } // namespace loom::cpu::detail
 
 #endif

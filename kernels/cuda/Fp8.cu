@@ -213,12 +213,15 @@ TileShifts tileShifts(const TileMap &map) {
 /// quotient is at least 2^-100 in magnitude (checked exhaustively over
 /// bf16 x against thousands of scales); below that both are far under
 /// FP8's smallest subnormal (2^-16) and convert to the same signed zero.
-/// Overflow, NaN and infinity take the division itself.
+/// Overflow, NaN and infinity take the division itself; a zero keeps its
+/// sign.
 __device__ inline float divideByScale(float x, float s, float r) {
   const float q0 = __fmul_rn(x, r);
   if (!isfinite(q0))
     return __fdiv_rn(x, s);
-  return __fmaf_rn(__fmaf_rn(-q0, s, x), r, q0);
+  // The sign of q0, which is the quotient's: for x = -0 the correction
+  // would add +0 to -0.
+  return copysignf(__fmaf_rn(__fmaf_rn(-q0, s, x), r, q0), q0);
 }
 
 /// Whether divideByScale may divide by s.
@@ -314,6 +317,182 @@ __global__ void __launch_bounds__(256)
       }
       *reinterpret_cast<uint4 *>(qT + base + c * rows + r) = make_uint4(w[0], w[1], w[2], w[3]);
     }
+  }
+}
+
+template <DType In> __device__ inline unsigned absMaxBits(const StorageOf<In> *e, int count);
+
+/// fp8ScaleKernel's scale of one amax (bits of |x| taken by atomicMax).
+__device__ inline float scaleOfAmax(unsigned bits, float headroom, float limit) {
+  const float a = __uint_as_float(bits);
+  return !isfinite(a) ? __uint_as_float(0x7fc00000u)
+         : a == 0.0f  ? 1.0f
+                      : __fdiv_rn(__fmul_rn(a, headroom), limit);
+}
+
+/// nn.quantize_tiles where every tile of x and of its copy lies in one
+/// 128 x 128 block of x (QuantizeTilesShape): a thread block per 128 x 128
+/// block of x [rows, cols] (rows and cols multiples of 16), read once into
+/// shared memory; each row's and column's amax, the block's, the scales,
+/// then q (16 elements a thread along rows) and qT (16 along columns), as
+/// quantizeTranspose16Kernel divides. Row tiles (rowTile == 1) take their
+/// row's amax, else the block's; the copy's row tiles (copyRowTile == 1) a
+/// column's, else the block's.
+constexpr int kQBlock = 128;
+template <DType In, DType Out>
+__global__ void __launch_bounds__(256, 2)
+    quantizeTilesKernel(const StorageOf<In> *x, StorageOf<Out> *q, StorageOf<Out> *qT,
+                        float *scale, float *scaleT, int64_t rows, int64_t cols, int64_t rowTile,
+                        int64_t colTile, int64_t scaleCols, int64_t copyRowTile,
+                        int64_t copyColTile, int64_t scaleTCols, float headroom, float limit) {
+  using S = StorageOf<In>;
+  constexpr int kPer = 16 / int(sizeof(S));
+  constexpr int kVecs = kQBlock / kPer;                        // 16-byte vectors a row
+  constexpr int kStride = kQBlock * int(sizeof(S)) + 16;       // bytes a row, padded
+  extern __shared__ __align__(16) uint8_t tile[];              // kQBlock rows
+  __shared__ unsigned rowMax[kQBlock], colMax[kQBlock];
+  __shared__ float rowScale[kQBlock], colScale[kQBlock];
+  __shared__ unsigned blockMax;
+  const int64_t r0 = int64_t(blockIdx.y) * kQBlock, c0 = int64_t(blockIdx.x) * kQBlock;
+  const int tid = threadIdx.x;
+  if (tid < kQBlock)
+    rowMax[tid] = colMax[tid] = 0;
+  if (tid == 0)
+    blockMax = 0;
+  __syncthreads();
+  // x's block into shared memory (zeros past the edges), rows' amax: a
+  // row's kVecs vectors are consecutive lanes (16 or 32), reduced by
+  // shuffles.
+  static_assert(kVecs == 16 || kVecs == 32, "a row is half a warp or a warp");
+  constexpr int kLoads = kQBlock * kVecs / 256; // 16-byte loads a thread, all issued first
+  uint4 w[kLoads];
+#pragma unroll
+  for (int j = 0; j < kLoads; ++j) {
+    const int i = tid + 256 * j, r = i / kVecs, v = i % kVecs;
+    const int64_t gr = r0 + r, gc = c0 + int64_t(v) * kPer;
+    w[j] = gr < rows && gc < cols ? *reinterpret_cast<const uint4 *>(x + gr * cols + gc)
+                                  : make_uint4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int j = 0; j < kLoads; ++j) {
+    const int i = tid + 256 * j, r = i / kVecs, v = i % kVecs;
+    *reinterpret_cast<uint4 *>(&tile[r * kStride + v * 16]) = w[j];
+    unsigned m = absMaxBits<In>(reinterpret_cast<const S *>(&w[j]), kPer);
+    for (int off = kVecs / 2; off > 0; off /= 2)
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if (v == 0)
+      rowMax[r] = m;
+  }
+  __syncthreads();
+  // Columns' amax: a thread per column and half the rows.
+  {
+    const int c = tid % kQBlock, h = tid / kQBlock;
+    unsigned m = 0;
+#pragma unroll 16
+    for (int r = h * (kQBlock / 2); r < (h + 1) * (kQBlock / 2); ++r)
+      m = max(m, __float_as_uint(fabsf(dev::Elem<In>::load(
+                     *reinterpret_cast<const S *>(&tile[r * kStride + c * sizeof(S)])))));
+    if (m != 0)
+      atomicMax(&colMax[c], m);
+    if (tid < kQBlock && rowMax[tid] != 0)
+      atomicMax(&blockMax, rowMax[tid]);
+  }
+  __syncthreads();
+  // The scales: threads 0..127 the rows', 128..255 the columns'.
+  if (tid < kQBlock) {
+    const int r = tid;
+    const float sc = scaleOfAmax(rowTile == 1 ? rowMax[r] : blockMax, headroom, limit);
+    rowScale[r] = sc;
+    const int64_t gr = r0 + r;
+    if (gr < rows && (rowTile == 1 || gr % rowTile == 0))
+      scale[(gr / rowTile) * scaleCols + c0 / colTile] = sc;
+  } else {
+    const int c = tid - kQBlock;
+    const float sc = scaleOfAmax(copyRowTile == 1 ? colMax[c] : blockMax, headroom, limit);
+    colScale[c] = sc;
+    const int64_t gc = c0 + c;
+    if (gc < cols && (copyRowTile == 1 || gc % copyRowTile == 0))
+      scaleT[(gc / copyRowTile) * scaleTCols + r0 / copyColTile] = sc;
+  }
+  __syncthreads();
+  // A scale from this block's data bounds every |x| / s by the format's
+  // largest value (or it is NaN: an amax that is not finite), so a finite,
+  // exactly invertible scale needs no overflow or NaN path: the quotient
+  // (divideByScale without its check) goes straight to the saturating
+  // conversion, two values an instruction (a clamp then rounding, as the
+  // CPU computes, gives the same bits).
+  auto quantizeRun = [limit](const float *v, float s0, uint32_t *w) {
+    if (reciprocalExact(s0)) {
+      const float r = 1.0f / s0;
+      constexpr __nv_fp8_interpretation_t kind = Out == DType::F8E5M2 ? __NV_E5M2 : __NV_E4M3;
+#pragma unroll
+      for (int j = 0; j < 16; j += 2) {
+        float2 f;
+        const float q0 = __fmul_rn(v[j], r), q1 = __fmul_rn(v[j + 1], r);
+        f.x = copysignf(__fmaf_rn(__fmaf_rn(-q0, s0, v[j]), r, q0), q0);
+        f.y = copysignf(__fmaf_rn(__fmaf_rn(-q1, s0, v[j + 1]), r, q1), q1);
+        w[j / 4] |= uint32_t(__nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, kind)) << (8 * (j % 4));
+      }
+      return;
+    }
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      float f = __fdiv_rn(v[j], s0);
+      if (!isnan(f))
+        f = fminf(fmaxf(f, -limit), limit);
+      w[j / 4] |= uint32_t(dev::Elem<Out>::store(f)) << (8 * (j % 4));
+    }
+  };
+  // q: runs of 16 along a row, 8 threads a row.
+  for (int i = tid; i < kQBlock * (kQBlock / 16); i += blockDim.x) {
+    const int r = i / (kQBlock / 16), k = i % (kQBlock / 16);
+    const int64_t gr = r0 + r, gc = c0 + 16 * k;
+    if (gr >= rows || gc >= cols)
+      continue;
+    float v[16];
+#pragma unroll
+    for (int u = 0; u < 16 / kPer; ++u) {
+      const uint4 raw = *reinterpret_cast<const uint4 *>(
+          &tile[r * kStride + (16 * k + u * kPer) * sizeof(S)]);
+      const S *e = reinterpret_cast<const S *>(&raw);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j)
+        v[u * kPer + j] = dev::Elem<In>::load(e[j]);
+    }
+    uint32_t w[4] = {0, 0, 0, 0};
+    quantizeRun(v, rowScale[r], w);
+    *reinterpret_cast<uint4 *>(q + gr * cols + gc) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+  // qT: runs of 16 along a column of x, a thread a column.
+  for (int i = tid; i < kQBlock * (kQBlock / 16); i += blockDim.x) {
+    const int c = i % kQBlock, k = i / kQBlock;
+    const int64_t gc = c0 + c, gr = r0 + 16 * k;
+    if (gr >= rows || gc >= cols)
+      continue;
+    float v[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      v[j] = dev::Elem<In>::load(
+          *reinterpret_cast<const S *>(&tile[(16 * k + j) * kStride + c * sizeof(S)]));
+    uint32_t w[4] = {0, 0, 0, 0};
+    quantizeRun(v, colScale[c], w);
+    *reinterpret_cast<uint4 *>(qT + gc * rows + gr) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+/// amax of x [rows, cols] in the tiles of its transpose: qT [cols, rows]
+/// tiled by `tiles` (rank 2) -- an atomic per element, for the shapes
+/// quantizeTilesKernel does not take.
+template <DType In>
+__global__ void amaxTransposedKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t rows,
+                                     int64_t cols, int64_t tileRowsT, int64_t tileColsT,
+                                     int64_t tilesColsT) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cols;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols; // x(r, c) is qT(c, r)
+    const unsigned m = __float_as_uint(fabsf(dev::Elem<In>::load(x[i])));
+    if (m != 0)
+      atomicMax(&amaxBits[(c / tileRowsT) * tilesColsT + r / tileColsT], m);
   }
 }
 
@@ -837,11 +1016,91 @@ llvm::Error writeFp8Scales(const LaunchContext &ctx, const float *scale, int64_t
   return cudaError(cudaGetLastError(), "writeScalesKernel");
 }
 
+namespace {
+
+/// Whether quantizeTilesKernel takes a tiling of [n_rows, n_cols] with tile
+/// sizes (tr, tc): tiles one row (or 128 rows, or all) tall and 128 (or
+/// all) wide, each inside one 128 x 128 block.
+bool blockLocal(int64_t nRows, int64_t nCols, int64_t tr, int64_t tc) {
+  auto fits = [](int64_t t, int64_t n) { return t == kQBlock || (t >= n && n <= kQBlock); };
+  return (tr == 1 || fits(tr, nRows)) && fits(tc, nCols);
+}
+
+llvm::Error launchQuantizeTiles(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(
+      cpu::detail::checkQuantizeTiles(call.inputs, call.outputs, call.attrs));
+  const Tensor &x = call.inputs[0];
+  const Tensor &q = call.outputs[0], &qT = call.outputs[1];
+  const Tensor &scale = call.outputs[2], &scaleT = call.outputs[3];
+  const int64_t rows = x.shape[0], cols = x.shape[1];
+  if (rows == 0 || cols == 0)
+    return llvm::Error::success();
+  const std::string format = cantFail(call.attrs.getStr("format"));
+  const int64_t margin = cantFail(call.attrs.getInt("margin", 0));
+  const float headroom = std::ldexp(1.0f, int(margin));
+  const float scaleLimit =
+      fp8MaxFinite(format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2);
+  const int64_t tr = fp8TileSize(rows, scale.shape[0]), tc = fp8TileSize(cols, scale.shape[1]);
+  const int64_t trT = fp8TileSize(cols, scaleT.shape[0]);
+  const int64_t tcT = fp8TileSize(rows, scaleT.shape[1]);
+  const bool fast = rows % 16 == 0 && cols % 16 == 0 && isAligned(x.data, 16) &&
+                    isAligned(q.data, 16) && isAligned(qT.data, 16) &&
+                    blockLocal(rows, cols, tr, tc) && blockLocal(cols, rows, trT, tcT) &&
+                    (rows + kQBlock - 1) / kQBlock <= 65535;
+  if (fast)
+    return dispatchWide(x.dtype, [&](auto in) {
+      return dispatchFp8(q.dtype, [&](auto out) -> llvm::Error {
+        constexpr DType I = decltype(in)::value, O = decltype(out)::value;
+        constexpr int smem = kQBlock * (kQBlock * int(sizeof(StorageOf<I>)) + 16);
+        static const cudaError_t attr = cudaFuncSetAttribute(
+            quantizeTilesKernel<I, O>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        LOOM_RETURN_IF_ERROR(cudaError(attr, "cudaFuncSetAttribute (quantize_tiles)"));
+        const dim3 grid(unsigned((cols + kQBlock - 1) / kQBlock),
+                        unsigned((rows + kQBlock - 1) / kQBlock));
+        quantizeTilesKernel<I, O><<<grid, 256, smem, call.ctx.stream>>>(
+            static_cast<const StorageOf<I> *>(x.data), static_cast<StorageOf<O> *>(q.data),
+            static_cast<StorageOf<O> *>(qT.data), static_cast<float *>(scale.data),
+            static_cast<float *>(scaleT.data), rows, cols, tr, tc, scale.shape[1], trT, tcT,
+            scaleT.shape[1], headroom, fp8MaxFinite(O));
+        return llvm::Error::success();
+      });
+    });
+  // Any other tiling: the amaxes into the scale buffers, the scales in
+  // place, then nn.quantize.
+  LOOM_RETURN_IF_ERROR(launchAmax(KernelCall{call.name, KernelId::Amax, {x}, {scale},
+                                             cpu::KernelAttrs(), call.ctx}));
+  const int64_t tilesT = scaleT.numElements();
+  LOOM_RETURN_IF_ERROR(cudaError(
+      cudaMemsetAsync(scaleT.data, 0, size_t(tilesT) * sizeof(float), call.ctx.stream),
+      "cudaMemsetAsync"));
+  LOOM_RETURN_IF_ERROR(dispatchWide(x.dtype, [&](auto in) {
+    constexpr DType I = decltype(in)::value;
+    amaxTransposedKernel<I><<<gridFor(rows * cols, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+        static_cast<const StorageOf<I> *>(x.data), static_cast<unsigned *>(scaleT.data), rows,
+        cols, trT, tcT, scaleT.shape[1]);
+    return llvm::Error::success();
+  }));
+  canonicalNanKernel<<<gridFor(tilesT, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+      static_cast<float *>(scaleT.data), tilesT);
+  for (const Tensor *s : {&scale, &scaleT})
+    fp8ScaleKernel<<<gridFor(s->numElements(), call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+        static_cast<const float *>(s->data), static_cast<float *>(s->data), s->numElements(),
+        headroom, scaleLimit);
+  cpu::KernelAttrs transposed;
+  transposed.set("has_transposed_scale", int64_t(1));
+  const Tensor ins[] = {x, scale, scaleT};
+  const Tensor outs[] = {q, qT};
+  return launchQuantize(KernelCall{call.name, KernelId::Quantize, ins, outs, transposed, call.ctx});
+}
+
+} // namespace
+
 void registerFp8Kernels(KernelRegistry &registry) {
   registry.add(KernelId::Quantize, launchQuantize);
   registry.add(KernelId::Dequantize, launchDequantize);
   registry.add(KernelId::Amax, launchAmax);
   registry.add(KernelId::Fp8Scale, launchFp8Scale);
+  registry.add(KernelId::QuantizeTiles, launchQuantizeTiles);
 }
 
 } // namespace loom::cuda

@@ -333,6 +333,24 @@ def FuseSwiglu : Pass<"loom-fuse-swiglu", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseFp8Quantize : Pass<"loom-fuse-fp8-quantize", "mlir::ModuleOp"> {
+  let summary = "a current-scaling FP8 quantization and its scales as one kernel";
+  let description = [{
+    A current-scaling FP8 recipe quantizes each GEMM operand with its
+    transposed copy (for the other GEMM that reads it) from this step's
+    amax: `nn.amax` of x in the tiles of x, `nn.fp8_scale`, the same for
+    the copy's tiles (then `nn.transpose` of those scales, or a view when
+    they are one row), then `nn.quantize` -- five to seven kernels, x read
+    three times. This pass replaces each such chain whose amaxes feed only
+    their scales, and whose scales nothing else reads before the
+    quantization, with one `nn.quantize_tiles` (x -> q, qT, scale, scaleT)
+    where the quantization ran, writing the buffers the chain wrote.
+    Bitwise the unfused kernels (the CPU runs them); on CUDA, tiles within
+    128 x 128 blocks (DeepSeek-V3's 1 x 128 and 128 x 128) read x once.
+    Runs on `rt` programs before `--loom-plan-memory`.
+  }];
+}
+
 def FuseCasts : Pass<"loom-fuse-casts", "mlir::ModuleOp"> {
   let summary = "one nn.cast_multi call for a run of consecutive casts";
   let description = [{

@@ -205,6 +205,12 @@ cl::opt<bool> fuseSumSquares(
              "gradient read once (default on; --fuse-sum-squares=false: a square, a row sum "
              "and a sum per gradient)"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> fuseFp8Quantize(
+    "fuse-fp8-quantize",
+    cl::desc("with --fp8's current-scaling recipes, quantize each GEMM operand, its transposed "
+             "copy and their scales in one kernel (default on; --fuse-fp8-quantize=false: "
+             "amax, scale and quantize kernels one by one)"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> optimizerWritesCopies(
     "optimizer-writes-copies",
     cl::desc("the optimizer writes each weight's compute-precision (bf16) copy in the same "
@@ -810,6 +816,7 @@ int main(int argc, char **argv) {
   pipelineOptions.fuse = fuse || compileTo == Phase::Fused;
   pipelineOptions.widenResults = widenResults;
   pipelineOptions.fuseSumSquares = fuseSumSquares;
+  pipelineOptions.fuseFp8Quantize = fuseFp8Quantize;
   pipelineOptions.optimizerWritesCopies = optimizerWritesCopies;
   pipelineOptions.fuseNormWeightGrad = fuseNormWeightGrad;
   pipelineOptions.fuseLinearCrossEntropy = fuseLinearCrossEntropy;

@@ -2026,6 +2026,9 @@ def gen_quantize_sixteen():
         return round_to(np.clip(v, -fmax[fmt], fmax[fmt]).astype(np.float64), fmt)
 
     x = randt("bf16", [2, 32, 48], -3.0, 3.0)
+    values = x.values.copy()
+    values[0, 0, 1] = -0.0  # keeps its sign through the reciprocal's correction
+    x = T("bf16", values)
     s = np.float32(np.max(np.abs(x.values))) / np.float32(448.0)
     qd = q(x.values, s, "f8E4M3FN")
     add("nn.quantize", "sixteen_batched_bf16_e4m3", [x, T("f32", np.array(s))],
@@ -2042,6 +2045,71 @@ def gen_quantize_sixteen():
         qt = q(x.values.T, expand(t, cols, rows), fmt)
         add("nn.quantize", name, [x, T("f32", s), T("f32", t)], [T(fmt, qd), T(fmt, qt)],
             attrs={"has_transposed_scale": 1}, exact=True)
+
+
+def gen_quantize_tiles():
+    """nn.quantize_tiles (--loom-fuse-fp8-quantize): each scale nn.fp8_scale
+    of nn.amax over its tiles (powers of two, the last ragged), q and qT
+    nn.quantize of x with them. CUDA's one-pass kernel takes 1 x 128 tiles
+    of x and of its copy, 128 x 128 blocks, and rows one tile wide; other
+    tilings and shapes (rows not a multiple of 16) take the unfused
+    kernels. A zero row (scale 1) and a NaN (its tiles' scales NaN)."""
+    fmax = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+
+    def tile_size(n, t):
+        size = 1
+        while size * t < n:
+            size *= 2
+        return size
+
+    def scales(x, tiles, fmt, margin):
+        rows, cols = x.shape
+        tr, tc = tile_size(rows, tiles[0]), tile_size(cols, tiles[1])
+        out = np.zeros(tiles, dtype=np.float32)
+        v = np.abs(x.astype(np.float32))
+        for i in range(tiles[0]):
+            for j in range(tiles[1]):
+                t = v[i * tr:(i + 1) * tr, j * tc:(j + 1) * tc]
+                out[i, j] = np.nan if np.isnan(t).any() else t.max()
+        with np.errstate(invalid="ignore", over="ignore"):
+            s = (out * np.float32(2.0 ** margin)) / np.float32(fmax[fmt])
+        s = np.where(out == 0, np.float32(1.0), s)
+        return np.where(np.isfinite(out), s, np.float32(np.nan)).astype(np.float32)
+
+    def expand(s, rows, cols):
+        r = np.arange(rows) // tile_size(rows, s.shape[0])
+        c = np.arange(cols) // tile_size(cols, s.shape[1])
+        return s[r[:, None], c[None, :]]
+
+    def quantize(x, s, fmt):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            v = x.astype(np.float32) / s
+        v = np.where(np.isnan(v), v, np.clip(v, -fmax[fmt], fmax[fmt]))
+        return round_to(v.astype(np.float64), fmt)
+
+    for name, dtype, shape, st, stt, fmt, margin in [
+        ("tiles_1x128_bf16_e4m3", "bf16", [256, 320], [256, 3], [320, 2], "f8E4M3FN", 0),
+        ("blocks_128x128_bf16_e4m3", "bf16", [256, 192], [2, 2], [2, 2], "f8E4M3FN", 0),
+        ("rows_f32_e5m2_margin", "f32", [64, 96], [64, 1], [96, 1], "f8E5M2", 1),
+        ("unfused_odd_rows_bf16", "bf16", [40, 70], [40, 1], [70, 1], "f8E4M3FN", 0),
+        ("unfused_wide_tiles_bf16", "bf16", [32, 512], [32, 1], [512, 1], "f8E4M3FN", 0),
+    ]:
+        x = randt(dtype, shape, -3.0, 3.0)
+        values = x.values.copy()
+        if name.startswith("tiles_1x128"):
+            values[5, :] = 0.0
+            values[6, 3] = -0.0
+            values[17, 200] = np.nan
+            x = T(dtype, values)
+        rows, cols = shape
+        s = scales(values, st, fmt, margin)
+        sT = scales(values.T, stt, fmt, margin)
+        q = quantize(values, expand(s, rows, cols), fmt)
+        qT = quantize(values.T, expand(sT, cols, rows), fmt)
+        fname = "e4m3" if fmt == "f8E4M3FN" else "e5m2"
+        add("nn.quantize_tiles", name, [x],
+            [T(fmt, q), T(fmt, qT), T("f32", s.astype(np.float64)), T("f32", sT.astype(np.float64))],
+            attrs={"format": fname, "margin": margin}, exact=True)
 
 
 def main():
@@ -2089,6 +2157,7 @@ def main():
                             ("f32_to_bf16_wide_vectors", "f32", 2, 8204, [])))
     gen_amax_paths()
     gen_quantize_sixteen()
+    gen_quantize_tiles()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]

@@ -1,0 +1,159 @@
+// --loom-fuse-fp8-quantize: a current-scaling FP8 quantization with its
+// transposed copy -- nn.amax of x per tiling, nn.fp8_scale of each, the
+// copy's scale transposed (nn.transpose, or a view when one dim is 1), then
+// nn.quantize -- becomes one nn.quantize_tiles call. See Passes.td.
+
+#include "passes/fusion/Passes.h"
+#include "passes/fusion/RtBuffers.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include "llvm/ADT/SmallPtrSet.h"
+
+namespace loom {
+#define GEN_PASS_DEF_FUSEFP8QUANTIZE
+#include "passes/fusion/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+
+namespace loom {
+namespace {
+
+using fusion::eraseDeadBuffers;
+using fusion::rootOf;
+using fusion::usedOnlyBy;
+using fusion::writerOf;
+
+struct Match {
+  rt::KernelOp quantize, scale, amax, scaleT, amaxT, transpose; // transpose may be null
+  Value x;
+};
+
+ArrayRef<int64_t> shapeOf(Value v) { return cast<MemRefType>(v.getType()).getShape(); }
+
+bool isKernel(rt::KernelOp k, KernelId id, size_t ins, size_t outs) {
+  return k && k.getKernelId() == id && k.getInputs().size() == ins &&
+         k.getOutputs().size() == outs;
+}
+
+/// The nn.amax of x (the same view) behind an nn.fp8_scale.
+rt::KernelOp amaxOf(rt::KernelOp scale, Value x) {
+  rt::KernelOp amax = writerOf(scale.getInputs()[0]);
+  if (!isKernel(amax, KernelId::Amax, 1, 1) || amax.getInputs()[0].getType() != x.getType() ||
+      rootOf(amax.getInputs()[0]) != rootOf(x) || !usedOnlyBy(amax.getOutputs()[0], {amax, scale}))
+    return {};
+  return amax;
+}
+
+std::optional<Match> match(rt::KernelOp q) {
+  if (!isKernel(q, KernelId::Quantize, 3, 2))
+    return std::nullopt;
+  Match m;
+  m.quantize = q;
+  m.x = q.getInputs()[0];
+  Value s = q.getInputs()[1], sT = q.getInputs()[2];
+  if (shapeOf(m.x).size() != 2 || shapeOf(s).size() != 2 || shapeOf(sT).size() != 2)
+    return std::nullopt;
+  m.scale = writerOf(s);
+  if (!isKernel(m.scale, KernelId::Fp8Scale, 1, 1) || m.scale.getOutputs()[0] != s ||
+      !(m.amax = amaxOf(m.scale, m.x)))
+    return std::nullopt;
+  // The copy's scale: [a, b] of x's tiles transposed to qT's [b, a], by an
+  // nn.transpose or, when a or b is 1, a view.
+  rt::KernelOp w = writerOf(sT);
+  Value tiles; // the fp8_scale result in x's layout
+  if (isKernel(w, KernelId::Transpose, 1, 1)) {
+    m.transpose = w;
+    tiles = w.getInputs()[0];
+    m.scaleT = writerOf(tiles);
+  } else {
+    m.scaleT = w;
+    tiles = w ? w.getOutputs()[0] : Value();
+    if (tiles && rootOf(tiles) == rootOf(sT) && shapeOf(tiles).size() == 2 &&
+        shapeOf(tiles)[0] != 1 && shapeOf(tiles)[1] != 1)
+      return std::nullopt; // a view is a transpose only of a row or a column
+  }
+  if (!isKernel(m.scaleT, KernelId::Fp8Scale, 1, 1) || shapeOf(tiles).size() != 2 ||
+      shapeOf(tiles)[0] != shapeOf(sT)[1] || shapeOf(tiles)[1] != shapeOf(sT)[0] ||
+      m.scaleT.getAttrs() != m.scale.getAttrs())
+    return std::nullopt;
+  if (m.scaleT != m.scale && !(m.amaxT = amaxOf(m.scaleT, m.x)))
+    return std::nullopt;
+  // The scale of the copy in x's layout feeds the transpose only, unless it
+  // is x's own scale (the same tiles: 128 x 128 blocks), which is written.
+  if (m.transpose && m.scaleT != m.scale && !usedOnlyBy(tiles, {m.scaleT, m.transpose}))
+    return std::nullopt;
+  // Between the first of these kernels and the quantization nothing else
+  // reads the scales or writes x: the fused call writes them where the
+  // quantization ran.
+  SmallVector<Operation *> chain{m.amax, m.scale, m.scaleT};
+  if (m.amaxT)
+    chain.push_back(m.amaxT);
+  if (m.transpose)
+    chain.push_back(m.transpose);
+  Operation *first = q;
+  for (Operation *op : chain)
+    if (op->getBlock() != q->getBlock() || !op->isBeforeInBlock(q))
+      return std::nullopt;
+    else if (op->isBeforeInBlock(first))
+      first = op;
+  llvm::SmallPtrSet<Operation *, 8> inChain(chain.begin(), chain.end());
+  const Value roots[] = {rootOf(s), rootOf(sT), rootOf(tiles)};
+  for (Operation *op = first; op != q.getOperation(); op = op->getNextNode()) {
+    auto k = dyn_cast<rt::KernelOp>(op);
+    if (!k || inChain.contains(op))
+      continue;
+    for (Value in : k.getInputs())
+      if (llvm::is_contained(roots, rootOf(in)))
+        return std::nullopt;
+    for (Value out : k.getOutputs())
+      if (rootOf(out) == rootOf(m.x) || llvm::is_contained(roots, rootOf(out)))
+        return std::nullopt;
+  }
+  return m;
+}
+
+void fuse(Match &m) {
+  rt::KernelOp q = m.quantize;
+  OpBuilder b(q);
+  Value s = q.getInputs()[1], sT = q.getInputs()[2];
+  b.create<rt::KernelOp>(q.getLoc(), b.getStringAttr(kernelName(KernelId::QuantizeTiles)),
+                         ValueRange{m.x}, ValueRange{q.getOutputs()[0], q.getOutputs()[1], s, sT},
+                         m.scale.getAttrs(), q.getStreamAttr());
+  SmallVector<Value> dead{m.amax.getOutputs()[0]};
+  if (m.amaxT)
+    dead.push_back(m.amaxT.getOutputs()[0]);
+  if (m.transpose && m.scaleT != m.scale)
+    dead.push_back(m.transpose.getInputs()[0]);
+  SmallVector<Operation *> erase{q, m.amax, m.scale};
+  if (m.scaleT != m.scale)
+    erase.push_back(m.scaleT);
+  if (m.amaxT)
+    erase.push_back(m.amaxT);
+  if (m.transpose)
+    erase.push_back(m.transpose);
+  for (Operation *op : erase)
+    op->erase();
+  eraseDeadBuffers(dead);
+}
+
+struct FuseFp8QuantizePass : impl::FuseFp8QuantizeBase<FuseFp8QuantizePass> {
+  void runOnOperation() override {
+    getOperation().walk([](rt::ProgramOp program) {
+      SmallVector<rt::KernelOp> quantizations;
+      for (Operation &op : program.getBlock())
+        if (auto kernel = dyn_cast<rt::KernelOp>(op))
+          if (kernel.getKernelId() == KernelId::Quantize)
+            quantizations.push_back(kernel);
+      for (rt::KernelOp q : quantizations)
+        if (std::optional<Match> m = match(q))
+          fuse(*m);
+    });
+  }
+};
+
+} // namespace
+} // namespace loom
