@@ -338,7 +338,7 @@ __device__ inline float scaleOfAmax(unsigned bits, float headroom, float limit) 
 /// quantizeTranspose16Kernel divides. Row tiles (rowTile == 1) take their
 /// row's amax, else the block's; the copy's row tiles (copyRowTile == 1) a
 /// column's, else the block's.
-constexpr int kQBlock = 128;
+constexpr int kQBlock = int(kFp8Block);
 template <DType In, DType Out>
 __global__ void __launch_bounds__(256, 2)
     quantizeTilesKernel(const StorageOf<In> *x, StorageOf<Out> *q, StorageOf<Out> *qT,
@@ -1018,14 +1018,6 @@ llvm::Error writeFp8Scales(const LaunchContext &ctx, const float *scale, int64_t
 
 namespace {
 
-/// Whether quantizeTilesKernel takes a tiling of [n_rows, n_cols] with tile
-/// sizes (tr, tc): tiles one row (or 128 rows, or all) tall and 128 (or
-/// all) wide, each inside one 128 x 128 block.
-bool blockLocal(int64_t nRows, int64_t nCols, int64_t tr, int64_t tc) {
-  auto fits = [](int64_t t, int64_t n) { return t == kQBlock || (t >= n && n <= kQBlock); };
-  return (tr == 1 || fits(tr, nRows)) && fits(tc, nCols);
-}
-
 llvm::Error launchQuantizeTiles(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(
       cpu::detail::checkQuantizeTiles(call.inputs, call.outputs, call.attrs));
@@ -1045,7 +1037,7 @@ llvm::Error launchQuantizeTiles(const KernelCall &call) {
   const int64_t tcT = fp8TileSize(rows, scaleT.shape[1]);
   const bool fast = rows % 16 == 0 && cols % 16 == 0 && isAligned(x.data, 16) &&
                     isAligned(q.data, 16) && isAligned(qT.data, 16) &&
-                    blockLocal(rows, cols, tr, tc) && blockLocal(cols, rows, trT, tcT) &&
+                    fp8TilesInBlocks(rows, cols, tr, tc) && fp8TilesInBlocks(cols, rows, trT, tcT) &&
                     (rows + kQBlock - 1) / kQBlock <= 65535;
   if (fast)
     return dispatchWide(x.dtype, [&](auto in) {

@@ -5,6 +5,7 @@
 
 #include "passes/fusion/Passes.h"
 #include "passes/fusion/RtBuffers.h"
+#include "runtime/abi/Fp8Tiling.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -56,6 +57,15 @@ std::optional<Match> match(rt::KernelOp q) {
   m.x = q.getInputs()[0];
   Value s = q.getInputs()[1], sT = q.getInputs()[2];
   if (shapeOf(m.x).size() != 2 || shapeOf(s).size() != 2 || shapeOf(sT).size() != 2)
+    return std::nullopt;
+  // Tiles that each lie in one 128 x 128 block of x, for x and its copy
+  // (blockwise's): the fused kernel reads each block once. Wider tiles
+  // (rowwise's rows of a whole row) keep the kernels one by one.
+  const int64_t rows = shapeOf(m.x)[0], cols = shapeOf(m.x)[1];
+  if (!fp8TilesInBlocks(rows, cols, fp8TileSize(rows, shapeOf(s)[0]),
+                        fp8TileSize(cols, shapeOf(s)[1])) ||
+      !fp8TilesInBlocks(cols, rows, fp8TileSize(cols, shapeOf(sT)[0]),
+                        fp8TileSize(rows, shapeOf(sT)[1])))
     return std::nullopt;
   m.scale = writerOf(s);
   if (!isKernel(m.scale, KernelId::Fp8Scale, 1, 1) || m.scale.getOutputs()[0] != s ||

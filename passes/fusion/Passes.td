@@ -343,7 +343,9 @@ def FuseFp8Quantize : Pass<"loom-fuse-fp8-quantize", "mlir::ModuleOp"> {
     they are one row), then `nn.quantize` -- five to seven kernels, x read
     three times. This pass replaces each such chain whose amaxes feed only
     their scales, and whose scales nothing else reads before the
-    quantization, with one `nn.quantize_tiles` (x -> q, qT, scale, scaleT)
+    quantization, and whose tiles each lie in one 128 x 128 block of x and
+    of its copy (`fp8TilesInBlocks`: DeepSeek-V3's blockwise), with one
+    `nn.quantize_tiles` (x -> q, qT, scale, scaleT)
     where the quantization ran, writing the buffers the chain wrote.
     Bitwise the unfused kernels (the CPU runs them); on CUDA, tiles within
     128 x 128 blocks (DeepSeek-V3's 1 x 128 and 128 x 128) read x once.

@@ -37,6 +37,16 @@ inline constexpr int64_t fp8Tiles(int64_t size, int64_t tileSize) {
 /// VEC128_32F and BLK128x128_32F scale modes.
 inline constexpr int64_t kFp8Block = 128;
 
+/// Whether every tile of a [rows, cols] matrix cut in tiles of tr x tc
+/// elements lies inside one kFp8Block x kFp8Block block of it: tiles one
+/// row or a block tall (or all rows, at most a block) and a block wide (or
+/// all columns, at most a block). Such a quantization and its transposed
+/// copy read each block once (nn.quantize_tiles, --loom-fuse-fp8-quantize).
+inline constexpr bool fp8TilesInBlocks(int64_t rows, int64_t cols, int64_t tr, int64_t tc) {
+  auto fits = [](int64_t t, int64_t n) { return t == kFp8Block || (t >= n && n <= kFp8Block); };
+  return (tr == 1 || fits(tr, rows)) && fits(tc, cols);
+}
+
 } // namespace loom
 
 #endif
