@@ -1904,6 +1904,15 @@ def gen_fp8_transposed():
         exact=True)
 
 
+def fp8_tile_size(n, t):
+    """Elements a tile spans when n elements are cut into t tiles: the
+    smallest power of two whose t tiles cover n (runtime/abi/Fp8Tiling.h)."""
+    size = 1
+    while size * t < n:
+        size *= 2
+    return size
+
+
 def gen_fp8_tiled():
     """The tiled FP8 recipes on CUDA's layouts: tiles of a power-of-two size
     with a ragged last tile (runtime/abi/Fp8Tiling.h). nn.scaled_matmul with
@@ -1915,11 +1924,7 @@ def gen_fp8_tiled():
     blocks."""
     fmax = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
 
-    def tile_size(n, t):
-        s = 1
-        while s * t < n:
-            s *= 2
-        return s
+    tile_size = fp8_tile_size
 
     def expand(scale, rows, cols):
         """Each element's scale of a tiling of [rows, cols]."""
@@ -1991,12 +1996,7 @@ def gen_amax_paths():
     for rows, cols, tiles in [(136, 322, [2, 322]), (136, 322, [136, 3]), (130, 516, [2, 516]),
                               (8, 1028, [8, 9])]:
         x = randt("bf16", [rows, cols], -3.0, 3.0)
-        tr = 1
-        while tr * tiles[0] < rows:
-            tr *= 2
-        tc = 1
-        while tc * tiles[1] < cols:
-            tc *= 2
+        tr, tc = fp8_tile_size(rows, tiles[0]), fp8_tile_size(cols, tiles[1])
         v = np.abs(x.values)
         out = np.zeros(tiles)
         for i in range(tiles[0]):
@@ -2056,11 +2056,7 @@ def gen_quantize_tiles():
     kernels. A zero row (scale 1) and a NaN (its tiles' scales NaN)."""
     fmax = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
 
-    def tile_size(n, t):
-        size = 1
-        while size * t < n:
-            size *= 2
-        return size
+    tile_size = fp8_tile_size
 
     def scales(x, tiles, fmt, margin):
         rows, cols = x.shape
