@@ -1,0 +1,106 @@
+// RUN: loom-opt %s --loom-fuse-fp8-quantize --split-input-file | FileCheck %s
+
+// Blockwise activations: 1 x 128 tiles of x ([256, 2] of [256, 192]) and of
+// its copy (x's 128 x 1 column tiles [2, 192], transposed to the copy's
+// [192, 2]): one nn.quantize_tiles writing q, qT and both scales where the
+// quantization ran; the amaxes' buffers are gone.
+// CHECK-LABEL: rt.program @activations
+// CHECK-NOT: "nn.amax"
+// CHECK-NOT: "nn.fp8_scale"
+// CHECK-NOT: "nn.transpose"
+// CHECK: rt.kernel "nn.quantize_tiles"(%[[X:[0-9]+]]) -> (%[[Q:[0-9]+]], %[[QT:[0-9]+]], %[[S:[0-9]+]], %[[ST:[0-9]+]]) attrs {format = "e4m3", margin = 0 : i64} on "compute" : (memref<256x192xbf16>) -> (memref<256x192xf8E4M3FN>, memref<192x256xf8E4M3FN>, memref<256x2xf32>, memref<192x2xf32>)
+// CHECK-NEXT: rt.output "q" %[[Q]]
+rt.program @activations rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<256x192xbf16>
+  %a = rt.alloc : memref<256x2xf32>
+  rt.kernel "nn.amax" (%x) -> (%a) on "compute" : (memref<256x192xbf16>) -> memref<256x2xf32>
+  %s = rt.alloc : memref<256x2xf32>
+  rt.kernel "nn.fp8_scale" (%a) -> (%s) attrs {format = "e4m3", margin = 0 : i64} on "compute" : (memref<256x2xf32>) -> memref<256x2xf32>
+  %at = rt.alloc : memref<2x192xf32>
+  rt.kernel "nn.amax" (%x) -> (%at) on "compute" : (memref<256x192xbf16>) -> memref<2x192xf32>
+  %sx = rt.alloc : memref<2x192xf32>
+  rt.kernel "nn.fp8_scale" (%at) -> (%sx) attrs {format = "e4m3", margin = 0 : i64} on "compute" : (memref<2x192xf32>) -> memref<2x192xf32>
+  %st = rt.alloc : memref<192x2xf32>
+  rt.kernel "nn.transpose" (%sx) -> (%st) attrs {permutation = array<i64: 1, 0>} on "compute" : (memref<2x192xf32>) -> memref<192x2xf32>
+  %q = rt.alloc : memref<256x192xf8E4M3FN>
+  %qt = rt.alloc : memref<192x256xf8E4M3FN>
+  rt.kernel "nn.quantize" (%x, %s, %st) -> (%q, %qt) attrs {has_transposed_scale = 1 : i64} on "compute" : (memref<256x192xbf16>, memref<256x2xf32>, memref<192x2xf32>) -> (memref<256x192xf8E4M3FN>, memref<192x256xf8E4M3FN>)
+  rt.output "q" %q : memref<256x192xf8E4M3FN>
+  rt.output "qt" %qt : memref<192x256xf8E4M3FN>
+  rt.output "s" %s : memref<256x2xf32>
+  rt.output "st" %st : memref<192x2xf32>
+}
+
+// -----
+
+// A weight's 128 x 128 blocks: the copy's scales are x's transposed.
+// CHECK-LABEL: rt.program @weight
+// CHECK-NOT: "nn.amax"
+// CHECK: rt.kernel "nn.quantize_tiles"({{.*}}) attrs {format = "e4m3", margin = 0 : i64} : (memref<256x384xbf16>) -> (memref<256x384xf8E4M3FN>, memref<384x256xf8E4M3FN>, memref<2x3xf32>, memref<3x2xf32>)
+// CHECK-NOT: "nn.transpose"
+rt.program @weight rank = 0 streams = ["compute"] {
+  %w = rt.param "w" : memref<256x384xbf16>
+  %a = rt.alloc : memref<2x3xf32>
+  rt.kernel "nn.amax" (%w) -> (%a) : (memref<256x384xbf16>) -> memref<2x3xf32>
+  %s = rt.alloc : memref<2x3xf32>
+  rt.kernel "nn.fp8_scale" (%a) -> (%s) attrs {format = "e4m3", margin = 0 : i64} : (memref<2x3xf32>) -> memref<2x3xf32>
+  %st = rt.alloc : memref<3x2xf32>
+  rt.kernel "nn.transpose" (%s) -> (%st) attrs {permutation = array<i64: 1, 0>} : (memref<2x3xf32>) -> memref<3x2xf32>
+  %q = rt.alloc : memref<256x384xf8E4M3FN>
+  %qt = rt.alloc : memref<384x256xf8E4M3FN>
+  rt.kernel "nn.quantize" (%w, %s, %st) -> (%q, %qt) attrs {has_transposed_scale = 1 : i64} : (memref<256x384xbf16>, memref<2x3xf32>, memref<3x2xf32>) -> (memref<256x384xf8E4M3FN>, memref<384x256xf8E4M3FN>)
+  rt.output "q" %q : memref<256x384xf8E4M3FN>
+  rt.output "qt" %qt : memref<384x256xf8E4M3FN>
+  rt.output "s" %s : memref<2x3xf32>
+}
+
+// -----
+
+// Not fused: an amax read by something else (delayed scaling's history);
+// a scale read between its kernel and the quantization; tiles of a whole
+// 512-element row (rowwise at a model's width: wider than a 128 block).
+// CHECK-LABEL: rt.program @kept
+// CHECK-NOT: nn.quantize_tiles
+// CHECK-COUNT-3: "nn.quantize"
+rt.program @kept rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<128x128xbf16>
+  %a = rt.alloc : memref<1x1xf32>
+  rt.kernel "nn.amax" (%x) -> (%a) : (memref<128x128xbf16>) -> memref<1x1xf32>
+  %s = rt.alloc : memref<1x1xf32>
+  rt.kernel "nn.fp8_scale" (%a) -> (%s) attrs {format = "e4m3", margin = 0 : i64} : (memref<1x1xf32>) -> memref<1x1xf32>
+  %st = rt.alloc : memref<1x1xf32>
+  rt.kernel "nn.transpose" (%s) -> (%st) attrs {permutation = array<i64: 1, 0>} : (memref<1x1xf32>) -> memref<1x1xf32>
+  %q = rt.alloc : memref<128x128xf8E4M3FN>
+  %qt = rt.alloc : memref<128x128xf8E4M3FN>
+  rt.kernel "nn.quantize" (%x, %s, %st) -> (%q, %qt) attrs {has_transposed_scale = 1 : i64} : (memref<128x128xbf16>, memref<1x1xf32>, memref<1x1xf32>) -> (memref<128x128xf8E4M3FN>, memref<128x128xf8E4M3FN>)
+  rt.output "amax" %a : memref<1x1xf32>
+
+  %b = rt.alloc : memref<1x1xf32>
+  rt.kernel "nn.amax" (%x) -> (%b) : (memref<128x128xbf16>) -> memref<1x1xf32>
+  %s2 = rt.alloc : memref<1x1xf32>
+  rt.kernel "nn.fp8_scale" (%b) -> (%s2) attrs {format = "e4m3", margin = 0 : i64} : (memref<1x1xf32>) -> memref<1x1xf32>
+  %r = rt.alloc : memref<1x1xf32>
+  rt.kernel "nn.neg" (%s2) -> (%r) : (memref<1x1xf32>) -> memref<1x1xf32>
+  %st2 = rt.alloc : memref<1x1xf32>
+  rt.kernel "nn.transpose" (%s2) -> (%st2) attrs {permutation = array<i64: 1, 0>} : (memref<1x1xf32>) -> memref<1x1xf32>
+  %q2 = rt.alloc : memref<128x128xf8E4M3FN>
+  %qt2 = rt.alloc : memref<128x128xf8E4M3FN>
+  rt.kernel "nn.quantize" (%x, %s2, %st2) -> (%q2, %qt2) attrs {has_transposed_scale = 1 : i64} : (memref<128x128xbf16>, memref<1x1xf32>, memref<1x1xf32>) -> (memref<128x128xf8E4M3FN>, memref<128x128xf8E4M3FN>)
+  rt.output "r" %r : memref<1x1xf32>
+  rt.output "q2" %q2 : memref<128x128xf8E4M3FN>
+
+  %y = rt.input "y" : memref<64x512xbf16>
+  %c = rt.alloc : memref<64x1xf32>
+  rt.kernel "nn.amax" (%y) -> (%c) : (memref<64x512xbf16>) -> memref<64x1xf32>
+  %s3 = rt.alloc : memref<64x1xf32>
+  rt.kernel "nn.fp8_scale" (%c) -> (%s3) attrs {format = "e4m3", margin = 0 : i64} : (memref<64x1xf32>) -> memref<64x1xf32>
+  %ct = rt.alloc : memref<1x512xf32>
+  rt.kernel "nn.amax" (%y) -> (%ct) : (memref<64x512xbf16>) -> memref<1x512xf32>
+  %s4 = rt.alloc : memref<1x512xf32>
+  rt.kernel "nn.fp8_scale" (%ct) -> (%s4) attrs {format = "e4m3", margin = 0 : i64} : (memref<1x512xf32>) -> memref<1x512xf32>
+  %s4t = rt.alias %s4 : memref<1x512xf32> -> memref<512x1xf32>
+  %q3 = rt.alloc : memref<64x512xf8E4M3FN>
+  %qt3 = rt.alloc : memref<512x64xf8E4M3FN>
+  rt.kernel "nn.quantize" (%y, %s3, %s4t) -> (%q3, %qt3) attrs {has_transposed_scale = 1 : i64} : (memref<64x512xbf16>, memref<64x1xf32>, memref<512x1xf32>) -> (memref<64x512xf8E4M3FN>, memref<512x64xf8E4M3FN>)
+  rt.output "q3" %q3 : memref<64x512xf8E4M3FN>
+}
