@@ -154,6 +154,27 @@ std::vector<KernelCase> kernelCases() {
                       randomTensor(DType::F8E5M2, {32, 48}, 129), scaleA, scaleB},
                      {{DType::F32, {24, 32}}}, {}});
   }
+  // FP8 quantization: amax over 1 x 128 tiles, the scales, a quantization
+  // with its transposed copy under one scale, a dequantization, and
+  // blockwise's whole chain in one call (--loom-fuse-fp8-quantize).
+  {
+    HostTensor scale{"", DType::F32, {}, std::vector<uint8_t>(4)};
+    *reinterpret_cast<float *>(scale.data.data()) = 0.0625f;
+    cases.push_back({"nn.amax", {randomTensor(DType::BF16, {8, 256}, 130)}, {{DType::F32, {8, 2}}},
+                     {}});
+    cases.push_back({"nn.fp8_scale", {positive}, {{DType::F32, {3, 5}}},
+                     {{"format", std::string("e4m3")}}});
+    cases.push_back({"nn.quantize", {randomTensor(DType::BF16, {32, 48}, 131), scale},
+                     {{DType::F8E4M3FN, {32, 48}}, {DType::F8E4M3FN, {48, 32}}}, {}});
+    cases.push_back({"nn.dequantize", {randomTensor(DType::F8E4M3FN, {16, 32}, 132), scale},
+                     {{DType::BF16, {16, 32}}}, {}});
+    cases.push_back({"nn.quantize_tiles", {randomTensor(DType::BF16, {256, 192}, 133)},
+                     {{DType::F8E4M3FN, {256, 192}},
+                      {DType::F8E4M3FN, {192, 256}},
+                      {DType::F32, {256, 2}},
+                      {DType::F32, {192, 2}}},
+                     {{"format", std::string("e4m3")}}});
+  }
   for (const char *reduce : {"nn.reduce_sum", "nn.reduce_mean", "nn.reduce_max"})
     cases.push_back({reduce, {f32({3, 4, 5}, 21)}, {{DType::F32, {3, 1, 5}}},
                      {{"dims", std::vector<int64_t>{1}}, {"keepdim", int64_t(1)}}});
