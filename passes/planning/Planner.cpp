@@ -264,7 +264,8 @@ std::string Layout::describe() const {
   std::string s = llvm::formatv("tp {0}{1}, pp {2}", tp, sp() ? " (sp)" : "", pp).str();
   if (pp > 1)
     s += " " + schedule + (vpp > 1 ? " vpp " + std::to_string(vpp) : "");
-  s += llvm::formatv(", dp {0}{1}, {2} microbatch{3} of {4}, recompute {5}", dp,
+  s += llvm::formatv(", dp {0}{1}{2}, {3} microbatch{4} of {5}, recompute {6}", dp,
+                     ep > 1 ? ", ep " + std::to_string(ep) : std::string(),
                      zero1() ? " (zero1)" : "", microbatches, microbatches == 1 ? "" : "es",
                      microbatchSize, recompute)
            .str();
@@ -383,7 +384,11 @@ std::string compileFlags(const Layout &l, const SearchOptions &options) {
   if (l.tp > 1)
     f += llvm::formatv(" --tp {0} --sp", l.tp).str();
   if (l.dp > 1)
-    f += llvm::formatv(" --dp {0} --zero1", l.dp).str();
+    f += llvm::formatv(" --dp {0}", l.dp).str();
+  if (l.ep > 1)
+    f += llvm::formatv(" --ep {0}", l.ep).str();
+  if (l.zero1())
+    f += " --zero1";
   if (l.pp > 1) {
     f += llvm::formatv(" --pp {0} --schedule {1}", l.pp, l.schedule).str();
     if (l.vpp > 1)
@@ -445,13 +450,22 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
     if ((options.tp && tp != options.tp) || tp > cluster.gpusPerNode ||
         profile.hidden % tp != 0 || llvm::is_contained(options.excludedTp, tp))
       continue;
-    for (int64_t pp : divisors(n / tp)) {
+    // Pipeline and expert-parallel ranks (ep: a mixture-of-experts model's,
+    // dividing its experts); the rest are data-parallel.
+    std::vector<std::pair<int64_t, int64_t>> ppEp;
+    for (int64_t pp : divisors(n / tp))
+      for (int64_t ep : divisors(n / (tp * pp)))
+        if ((!options.ep || ep == options.ep) &&
+            (ep == 1 || (profile.experts > 0 && profile.experts % ep == 0)))
+          ppEp.push_back({pp, ep});
+    for (const std::pair<int64_t, int64_t> &ranks : ppEp) {
+      const int64_t pp = ranks.first, ep = ranks.second;
       if ((options.pp && pp != options.pp) || pp > layers)
         continue;
-      int64_t dp = n / (tp * pp);
-      if ((options.dp && dp != options.dp) || options.globalBatch % dp != 0)
+      int64_t dp = n / (tp * pp * ep);
+      if ((options.dp && dp != options.dp) || options.globalBatch % (dp * ep) != 0)
         continue;
-      int64_t perRank = options.globalBatch / dp;
+      int64_t perRank = options.globalBatch / (dp * ep);
       for (int64_t m : divisors(perRank)) {
         if ((options.microbatches && m != options.microbatches) || m > options.maxMicrobatches)
           continue;
@@ -493,7 +507,7 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             if (!options.offload.empty() && offload != (options.offload == "all"))
               continue;
             ++result.searched;
-            Layout l{tp, pp, dp, variant.vpp, variant.name, m, b, mode, offload};
+            Layout l{tp, pp, dp, variant.vpp, ep, variant.name, m, b, mode, offload};
             PlanResult plan;
             plan.layout = l;
             // Model pieces: the schedule's chain, the same number of layer
@@ -522,6 +536,24 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             Link tpLink = linkFor(1, tp);
             double tpCollective = ringSeconds(bd * actBytes, tp, tpLink, 1.0);
             double tpForward = 4 * tpCollective, tpBackward = (mode == "full" ? 8 : 4) * tpCollective;
+            // Expert parallelism, per layer with experts: the routed tokens
+            // gathered over ep and the experts' partial results (every
+            // rank's routed rows) summed; in the backward the tokens'
+            // gradients reduce-scattered and the rows' summed again
+            // (--ep's all-gather dispatcher, docs/moe.md).
+            const double moeShare =
+                layers > 0 ? double(profile.moeLayers) / double(layers) : 0.0;
+            double epForward = 0, epBackward = 0;
+            if (ep > 1) {
+              Link epLink = linkFor(tp, ep);
+              const double rows = bd * seq * double(ep);
+              const double gather =
+                  ringSeconds(rows * double(profile.hidden) * elt, ep, epLink, 1.0);
+              const double combine = ringSeconds(
+                  rows * double(profile.topK) * double(profile.hidden) * elt, ep, epLink, 2.0);
+              epForward = moeShare * (gather + combine);
+              epBackward = moeShare * (gather + combine);
+            }
             double meanPiece = 0, fMean = 0, iMean = 0, wMean = 0;
             std::vector<double> pieceWork(pieces);
             for (int64_t i = 0; i < pieces; ++i) {
@@ -533,8 +565,8 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             }
             double layersPerPiece = double(layers) / double(pieces);
             pipeline::ScheduleCosts sc;
-            sc.f = fMean + layersPerPiece * tpForward;
-            sc.i = iMean + layersPerPiece * tpBackward;
+            sc.f = fMean + layersPerPiece * (tpForward + epForward);
+            sc.i = iMean + layersPerPiece * (tpBackward + epBackward);
             sc.w = wMean;
             // Offload: each layer's saved activations go to the host and
             // back on the copy stream, beside the compute; only what the
@@ -573,11 +605,21 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
               makespan = double(m) * (sc.f + sc.b);
             }
             // Data parallelism: the gradients reduced (f32), or with ZeRO-1
-            // reduce-scattered and the weights gathered: the same bytes.
-            double rankParams = profile.parameters / double(tp * pp) * paramCopies;
-            Link dpLink = linkFor(tp * pp, dp);
-            double dpSeconds = ringSeconds(rankParams * 4.0, dp, dpLink, 2.0);
-            double optSeconds = c.optPerParam * rankParams / double(dp > 1 ? dp : 1);
+            // reduce-scattered and the weights gathered: the same bytes. The
+            // experts' weights are whole on each tensor-parallel rank and
+            // split over ep; the rest split over tp and replicated over dp
+            // and ep, which reduce their gradients together.
+            const double expertRank =
+                profile.expertParameters / double(ep * pp) * paramCopies;
+            const double denseRank = (profile.parameters - profile.expertParameters) /
+                                     double(tp * pp) * paramCopies;
+            double rankParams = denseRank + expertRank;
+            Link dpLink = linkFor(tp * pp, dp * ep);
+            double dpSeconds = ringSeconds(denseRank * 4.0, dp * ep, dpLink, 2.0);
+            if (expertRank > 0)
+              dpSeconds += ringSeconds(expertRank * 4.0, dp, linkFor(tp * pp * ep, dp), 2.0);
+            double optSeconds =
+                c.optPerParam * (denseRank / double(dp * ep) + expertRank / double(dp));
             // A schedule that holds each stage on two ranks (DualPipe)
             // exchanges the two partial weight gradients (f32) over the
             // pipeline's link and sums them (read two, write one).
@@ -589,6 +631,7 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             plan.computeSeconds = makespan;
             plan.copiesSeconds = copiesSeconds;
             plan.tpCommSeconds = double(m) * layers / double(pp) * (tpForward + tpBackward);
+            plan.epCommSeconds = double(m) * layers / double(pp) * (epForward + epBackward);
             plan.dpCommSeconds = dpSeconds;
             plan.optimizerSeconds = optSeconds;
             plan.stepSeconds = makespan + dpSeconds + optSeconds + copiesSeconds;
@@ -602,10 +645,10 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             // for each further microbatch in flight; the runtime's own
             // (predictCudaMemory: context, workspace, kernel images, the
             // attention's pool scratch).
-            double persistentPerParam = c.persistentPerParam;
-            if (dp > 1)
-              persistentPerParam -= 8.0 * (1.0 - 1.0 / double(dp));
-            double persistent = persistentPerParam * rankParams;
+            double persistent = c.persistentPerParam * rankParams;
+            if (l.zero1())
+              persistent -= 8.0 * (denseRank * (1.0 - 1.0 / double(dp * ep)) +
+                                   expertRank * (1.0 - 1.0 / double(dp)));
             double stageLayers = double(layers) / double(pp) * paramCopies;
             double restOnRank = pp == 1 ? 1.0 : 0.5;
             // Two candidates for the peak: where the probes peak (the
@@ -627,6 +670,12 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
                                  at(c.otherAtActivationPeak)) +
                         keep;
             }
+            // Under ep a rank holds every ep rank's routed rows through its
+            // experts' GEMMs (zeros for the others' experts): ep - 1 more
+            // of them per layer with experts, the probes' one rank aside.
+            if (ep > 1)
+              scratch += double(ep - 1) * bd * seq * double(profile.topK) *
+                         double(profile.routedRowElements) * elt * stageLayers * moeShare;
             double runtime = cluster.runtimeGiB * kGiB +
                              2.0 * bd * actBytes / elt * 4.0 / double(tp);
             plan.peakMemoryBytes = persistent + scratch + runtime;

@@ -81,6 +81,9 @@ llvm::Expected<Calibration> parseCalibration(llvm::StringRef text, llvm::StringR
 
 struct Layout {
   int64_t tp = 1, pp = 1, dp = 1, vpp = 1;
+  /// Expert-parallel ranks (--ep): a mixture-of-experts layer's experts
+  /// split over them; they split the batch as data-parallel ranks do.
+  int64_t ep = 1;
   std::string schedule; // empty without a pipeline
   int64_t microbatches = 1;
   int64_t microbatchSize = 1; // sequences
@@ -91,7 +94,7 @@ struct Layout {
   /// first (--pp-layout even).
   int64_t paddingLayers = 0;
   bool sp() const { return tp > 1; }
-  bool zero1() const { return dp > 1; }
+  bool zero1() const { return dp * ep > 1; }
   std::string describe() const;
 };
 
@@ -109,6 +112,8 @@ struct PlanResult {
   double memoryBytes() const { return compiledMemoryBytes.value_or(peakMemoryBytes); }
   double bubble = 0;          // the largest rank's idle fraction of the step
   double computeSeconds = 0, tpCommSeconds = 0, dpCommSeconds = 0, optimizerSeconds = 0;
+  /// Expert parallelism's dispatch and combine (in the pipeline's time).
+  double epCommSeconds = 0;
   /// DualPipe: each weight gradient's two copies exchanged and summed.
   double copiesSeconds = 0;
   bool fits = true;
@@ -119,7 +124,7 @@ struct SearchOptions {
   std::string precision = "bf16";
   std::string target = "cuda"; // loom-compile's --target in the flags
   // Fixed parts of the layout (0 / empty: searched).
-  int64_t tp = 0, pp = 0, dp = 0, vpp = 0, microbatches = 0;
+  int64_t tp = 0, pp = 0, dp = 0, vpp = 0, microbatches = 0, ep = 0;
   std::string schedule, recompute;
   std::string offload; // "none" or "all"; empty: both
   int64_t maxMicrobatches = 256;

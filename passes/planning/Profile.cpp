@@ -329,6 +329,50 @@ llvm::Expected<std::vector<double>> compiledMemory(ModuleOp base, const Pipeline
   return bytes;
 }
 
+namespace {
+
+/// The experts of a mixture-of-experts model, from its forward (batch 1):
+/// each nn.grouped_matmul whose weight is a parameter (through casts and
+/// transposes that keep the experts first, as --ep finds them); a layer's
+/// GEMMs share their offsets (the tokens' groups).
+void profileExperts(func::FuncOp func, ModelProfile &profile) {
+  llvm::SetVector<Value> groups;
+  llvm::SetVector<Operation *> weights;
+  int64_t rowElements = 0;
+  func.walk([&](nn::GroupedMatmulOp gmm) {
+    Value v = gmm.getWeight();
+    while (true) {
+      if (auto t = v.getDefiningOp<nn::TransposeOp>(); t && t.getPermutation()[0] == 0)
+        v = t.getInput();
+      else if (auto c = v.getDefiningOp<nn::CastOp>())
+        v = c.getInput();
+      else
+        break;
+    }
+    auto param = v.getDefiningOp<nn::ParameterOp>();
+    if (!param)
+      return;
+    auto in = cast<RankedTensorType>(gmm.getInput().getType());
+    auto out = cast<RankedTensorType>(gmm.getResult().getType());
+    auto w = cast<RankedTensorType>(param.getType());
+    profile.experts = std::max(profile.experts, w.getDimSize(0));
+    if (profile.seq > 0)
+      profile.topK = std::max(profile.topK, in.getDimSize(0) / profile.seq);
+    if (groups.insert(gmm.getOffsets()) && groups.size() == 1)
+      rowElements = 0;
+    if (groups.size() == 1)
+      rowElements += in.getDimSize(1) + out.getDimSize(1);
+    weights.insert(param);
+  });
+  profile.moeLayers = int64_t(groups.size());
+  profile.routedRowElements = rowElements;
+  for (Operation *w : weights)
+    profile.expertParameters +=
+        double(cast<RankedTensorType>(cast<nn::ParameterOp>(w).getType()).getNumElements());
+}
+
+} // namespace
+
 llvm::Expected<ModelProfile> profileModel(ModuleOp module, const PipelineOptions &base,
                                           const PipelineHooks &hooks,
                                           const std::vector<std::string> &recomputeModes) {
@@ -358,6 +402,7 @@ llvm::Expected<ModelProfile> profileModel(ModuleOp module, const PipelineOptions
   if (profile.hidden <= 0)
     return error("found no residual stream of shape [batch, seq, hidden] between the "
                  "model's first two layers");
+  profileExperts(func, profile);
   PipelineOptions options = base;
   options.mode = PipelineMode::Train;
   options.pp = options.tp = options.dp = 1;

@@ -59,6 +59,16 @@ struct ModelProfile {
   int64_t residualBytes = 0;   // one sequence's residual stream (what a stage sends)
   double parameters = 0;       // the whole model's trainable parameters
   double layerParameters = 0;  // one layer's
+  /// Mixture of experts (the forward's nn.grouped_matmul ops): experts per
+  /// layer (0: a dense model), the layers that have them, the experts each
+  /// token goes to, the elements a routed row carries through a layer's
+  /// expert GEMMs (their inputs and results), and the experts' weights
+  /// (the whole model's), which --ep splits.
+  int64_t experts = 0;
+  int64_t moeLayers = 0;
+  int64_t topK = 0;
+  int64_t routedRowElements = 0;
+  double expertParameters = 0;
   /// For each recompute mode ("none", "selective", "full"), probes at
   /// (layers, batch) = (1, 1), (2, 1), (1, 2), (2, 2): any figure f of them
   /// fits f = a + c * layers + d * batch + e * layers * batch exactly.

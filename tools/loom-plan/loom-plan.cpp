@@ -93,6 +93,11 @@ cl::opt<int64_t> fixPp("pp", cl::desc("only layouts with this many pipeline rank
                        cl::cat(category));
 cl::opt<int64_t> fixDp("dp", cl::desc("only layouts with this many data-parallel ranks"),
                        cl::init(0), cl::cat(category));
+cl::opt<int64_t> fixEp("ep",
+                       cl::desc("only layouts with this many expert-parallel ranks (a "
+                                "mixture-of-experts model; default: searched over the "
+                                "divisors of its experts)"),
+                       cl::init(0), cl::cat(category));
 cl::opt<int64_t> fixVpp("vpp", cl::desc("only layouts with this many stages per pipeline rank"),
                         cl::init(0), cl::cat(category));
 cl::opt<int64_t> fixMicrobatches("microbatches",
@@ -146,7 +151,8 @@ llvm::json::Object planJson(const planning::PlanResult &p, int64_t rank,
   const planning::Layout &l = p.layout;
   llvm::json::Object layout{{"tp", l.tp},         {"sp", l.sp()},
                             {"pp", l.pp},         {"vpp", l.vpp},
-                            {"dp", l.dp},         {"zero1", l.zero1()},
+                            {"dp", l.dp},         {"ep", l.ep},
+                            {"zero1", l.zero1()},
                             {"schedule", l.schedule}, {"microbatches", l.microbatches},
                             {"microbatch_size", l.microbatchSize}, {"recompute", l.recompute},
                             {"offload", l.offload}, {"padding_layers", l.paddingLayers}};
@@ -160,6 +166,7 @@ llvm::json::Object planJson(const planning::PlanResult &p, int64_t rank,
                        {"breakdown_s", llvm::json::Object{{"pipeline", p.computeSeconds},
                                                           {"tp_collectives", p.tpCommSeconds},
                                                           {"dp_collectives", p.dpCommSeconds},
+                                                          {"ep_collectives", p.epCommSeconds},
                                                           {"optimizer", p.optimizerSeconds},
                                                           {"gradient_copies", p.copiesSeconds}}},
                        {"flags", planning::compileFlags(p.layout, options)}};
@@ -197,7 +204,7 @@ int main(int argc, char **argv) {
     fail("--top must be at least 1 and --rejected at least 0");
   if (verify < 0)
     fail("--verify must be 0 or more");
-  for (cl::opt<int64_t> *o : {&fixTp, &fixPp, &fixDp, &fixVpp, &fixMicrobatches, &nodes, &gpusPerNode, &seq, &whatIfLayers})
+  for (cl::opt<int64_t> *o : {&fixTp, &fixPp, &fixDp, &fixEp, &fixVpp, &fixMicrobatches, &nodes, &gpusPerNode, &seq, &whatIfLayers})
     if (o->getNumOccurrences() && *o < 1)
       fail("--" + o->ArgStr + " must be at least 1");
   if (!fixOffload.empty() && fixOffload != "none" && fixOffload != "all")
@@ -225,11 +232,16 @@ int main(int argc, char **argv) {
     cluster.nodes = nodes;
   if (gpusPerNode > 0)
     cluster.gpusPerNode = gpusPerNode;
-  if (fixTp * std::max<int64_t>(fixPp, 1) * std::max<int64_t>(fixDp, 1) > cluster.gpus() ||
-      (fixTp && fixPp && fixDp && fixTp * fixPp * fixDp != cluster.gpus()))
-    fail(llvm::formatv("--tp {0} --pp {1} --dp {2} does not use the cluster's {3} GPUs "
-                       "(tp x pp x dp must equal them; --nodes and --gpus-per-node set them)",
-                       int64_t(fixTp), int64_t(fixPp), int64_t(fixDp), cluster.gpus())
+  const int64_t fixedRanks = std::max<int64_t>(fixTp, 1) * std::max<int64_t>(fixPp, 1) *
+                            std::max<int64_t>(fixDp, 1) * std::max<int64_t>(fixEp, 1);
+  if (cluster.gpus() % fixedRanks != 0 ||
+      (fixTp && fixPp && fixDp && fixedRanks != cluster.gpus()))
+    fail(llvm::formatv("--tp {0} --pp {1} --dp {2}{4} does not use the cluster's {3} GPUs "
+                       "(tp x pp x dp{5} must equal them; --nodes and --gpus-per-node set "
+                       "them)",
+                       int64_t(fixTp), int64_t(fixPp), int64_t(fixDp), cluster.gpus(),
+                       fixEp ? " --ep " + std::to_string(fixEp) : std::string(),
+                       fixEp ? " x ep" : "")
              .str());
   planning::Calibration calibration = planning::defaultCalibration();
   // The cluster's GEMM rate scales the built-in curve (equal by default).
@@ -298,7 +310,23 @@ int main(int argc, char **argv) {
     fail(llvm::toString(profile.takeError()));
   profile->modelName = llvm::sys::path::stem(inputPath).str();
   const int64_t modelLayers = profile->numLayers;
+  if (fixEp > 1 && profile->experts == 0)
+    fail(llvm::formatv("--ep {0}: the model has no experts (no grouped GEMM of experts' "
+                       "weights) to split",
+                       int64_t(fixEp))
+             .str());
+  if (fixEp > 1 && profile->experts % fixEp != 0)
+    fail(llvm::formatv("--ep {0}: the model's {1} experts do not divide over {0} ranks",
+                       int64_t(fixEp), profile->experts)
+             .str());
   if (whatIfLayers > 0) {
+    // The added layers are like the last: with experts where it has them.
+    if (profile->moeLayers > 0) {
+      const int64_t moe =
+          std::max<int64_t>(0, profile->moeLayers + whatIfLayers - profile->numLayers);
+      profile->expertParameters *= double(moe) / double(profile->moeLayers);
+      profile->moeLayers = moe;
+    }
     profile->parameters += double(whatIfLayers - profile->numLayers) * profile->layerParameters;
     profile->numLayers = whatIfLayers;
   }
@@ -321,6 +349,7 @@ int main(int argc, char **argv) {
   search.tp = fixTp;
   search.pp = fixPp;
   search.dp = fixDp;
+  search.ep = fixEp;
   search.vpp = fixVpp;
   search.microbatches = fixMicrobatches;
   search.schedule = fixSchedule;
@@ -351,6 +380,12 @@ int main(int argc, char **argv) {
                       "global batch {5}\n",
                       profile->modelName, profile->numLayers, profile->parameters / 1e9,
                       profile->hidden, profile->seq, int64_t(batch));
+  if (profile->experts > 0)
+    os << llvm::formatv("loom-plan: mixture of experts: {0} experts in {1} of the {2} layers, "
+                        "top-{3}, {4:F2}B expert parameters; expert parallelism (--ep) "
+                        "searched over the experts' divisors\n",
+                        profile->experts, profile->moeLayers, profile->numLayers,
+                        profile->topK, profile->expertParameters / 1e9);
   os << llvm::formatv("loom-plan: cluster {0}: {1} node(s) x {2} GPUs, {3} each; "
                       "calibration {4}\n",
                       cluster.name, cluster.nodes, cluster.gpusPerNode,
