@@ -601,21 +601,19 @@ struct BuildTrainingStepPass
   /// The tokens each expert of each mixture-of-experts layer received in
   /// the step, [layers, experts] i64: the differences of the running counts
   /// (offsets) its grouped GEMMs read, summed over the microbatches. Null
-  /// without such layers, with layers of different expert counts, or in a
-  /// pipelined step (its layers' counts live on several ranks; a remark
-  /// says so).
+  /// without such layers or with layers of different expert counts. In a
+  /// pipelined step each layer's row is placed in a [layers, experts] block
+  /// of zeros on its own stage and the blocks are added: a sum whose terms
+  /// live on several ranks, which the pipeline split reduces over them.
   static Value expertTokenCounts(OpBuilder &builder, Location loc, Block &body) {
     std::map<int64_t, SmallVector<Value>> perMicrobatch; // offsets, first use order
     llvm::DenseSet<Value> seen;
+    bool staged = false;
     for (Operation &op : body) {
       auto gmm = dyn_cast<nn::GroupedMatmulOp>(op);
       if (!gmm || loom::isBackward(&op) || !seen.insert(gmm.getOffsets()).second)
         continue;
-      if (op.hasAttr(pipe::kStageAttr)) {
-        mlir::emitRemark(loc, "a pipelined step does not report its experts' token counts "
-                              "(moe_tokens_per_expert)");
-        return {};
-      }
+      staged |= op.hasAttr(pipe::kStageAttr);
       perMicrobatch[loom::getMicrobatch(&op).value_or(0)].push_back(gmm.getOffsets());
     }
     if (perMicrobatch.empty())
@@ -657,7 +655,25 @@ struct BuildTrainingStepPass
     }
     if (rows.size() == 1)
       return rows.front();
-    return builder.create<nn::ConcatOp>(loc, rows, builder.getI64IntegerAttr(0));
+    if (!staged)
+      return builder.create<nn::ConcatOp>(loc, rows, builder.getI64IntegerAttr(0));
+    Value sum;
+    for (int64_t l = 0; l < layers; ++l) {
+      SmallVector<Value> parts;
+      auto zeros = [&](int64_t n) {
+        auto type = RankedTensorType::get({n, experts}, i64);
+        return builder.create<nn::ConstantOp>(
+            loc, DenseElementsAttr::get(type, builder.getI64IntegerAttr(0).getValue()));
+      };
+      if (l > 0)
+        parts.push_back(zeros(l));
+      parts.push_back(rows[l]);
+      if (l + 1 < layers)
+        parts.push_back(zeros(layers - l - 1));
+      Value block = builder.create<nn::ConcatOp>(loc, parts, builder.getI64IntegerAttr(0));
+      sum = sum ? builder.create<nn::AddOp>(loc, sum, block).getResult() : block;
+    }
+    return sum;
   }
 
   /// Ends a gradients-only step: returns the loss and each gradient.
