@@ -201,17 +201,45 @@ void addOverflowResult(ArrayRef<Value> flags) {
     return;
   auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
   OpBuilder b(ret);
-  // A pipelined step's flags live on several stages, and no transfer of
-  // its schedule carries them to one: it reports no count (yet).
-  for (Value flag : flags)
-    if (flag.getDefiningOp()->hasAttr(pipe::kStageAttr)) {
-      mlir::emitRemark(ret.getLoc(),
-                       "FP8 clipping is not counted (fp8_overflows) in a pipelined step");
-      return;
+  // In a pipelined step the flags live on several stages: each stage's are
+  // summed there (over its microbatches), then the stages' sums, a sum
+  // shared by the ranks (pipe.stage -1, as the gradient norm's), which the
+  // pipeline split reduces over the pipeline.
+  std::map<int64_t, SmallVector<Value>> byStage;
+  for (Value flag : flags) {
+    auto s = flag.getDefiningOp()->getAttrOfType<IntegerAttr>(pipe::kStageAttr);
+    byStage[s ? s.getInt() : -1].push_back(flag);
+  }
+  const bool staged = byStage.size() > 1 || !byStage.count(-1);
+  auto sum = [&](ArrayRef<Value> terms, std::optional<int64_t> stage) {
+    Value total = terms.front();
+    for (Value term : terms.drop_front()) {
+      auto add = b.create<nn::AddOp>(ret.getLoc(), total, term);
+      if (stage)
+        add->setAttr(pipe::kStageAttr, b.getI64IntegerAttr(*stage));
+      total = add;
     }
-  Value total = flags.front();
-  for (Value flag : flags.drop_front())
-    total = b.create<nn::AddOp>(ret.getLoc(), total, flag);
+    return total;
+  };
+  Value total;
+  if (!staged) {
+    total = sum(flags, std::nullopt);
+  } else {
+    SmallVector<Value> perStage;
+    for (auto &[stage, terms] : byStage) {
+      // The first add combines two microbatches, so every add of the sum
+      // runs once its terms exist, not inside one microbatch's forward or
+      // backward (a forward flag and a backward one of one microbatch).
+      auto mb = [](Value v) { return loom::getMicrobatch(v.getDefiningOp()); };
+      for (size_t i = 1; i < terms.size(); ++i)
+        if (mb(terms[i]) != mb(terms[0])) {
+          std::swap(terms[1], terms[i]);
+          break;
+        }
+      perStage.push_back(sum(terms, stage));
+    }
+    total = sum(perStage, int64_t(-1));
+  }
   ret->insertOperands(ret->getNumOperands(), total);
   SmallVector<Type> results(fn.getResultTypes());
   SmallVector<DictionaryAttr> resultAttrs;
