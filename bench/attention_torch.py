@@ -48,6 +48,8 @@ def main():
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--problems", default="4,16,16,2048,128;1,32,8,8192,128",
                         help="causal bf16 problems B,HQ,HKV,S,D separated by ';'")
+    parser.add_argument("--init", choices=["normal", "uniform"], default="normal",
+                        help="the inputs' distribution (as loom-attention-bench's --init)")
     args = parser.parse_args()
     try:
         problems = [tuple(int(x) for x in p.split(",")) for p in args.problems.split(";") if p]
@@ -63,10 +65,16 @@ def main():
         label = f"[{b},{hq}q/{hkv}kv,{s},{d}] causal bf16"
         flops = 4.0 * b * hq * s * s * d * 0.5
         gen = torch.Generator(device="cuda").manual_seed(0)
-        q = torch.randn(b, hq, s, d, device="cuda", dtype=torch.bfloat16, generator=gen)
-        k = torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16, generator=gen)
-        v = torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16, generator=gen)
-        dout = torch.randn(b, hq, s, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+
+        def draw(*shape):
+            t = torch.randn(*shape, device="cuda", dtype=torch.float32, generator=gen)
+            if args.init == "uniform":
+                t = torch.rand(*shape, device="cuda", dtype=torch.float32, generator=gen) * 2 - 1
+            return t.to(torch.bfloat16)
+        q = draw(b, hq, s, d)
+        k = draw(b, hkv, s, d)
+        v = draw(b, hkv, s, d)
+        dout = draw(b, hq, s, d)
         for name, backend in [("cudnn", SDPBackend.CUDNN_ATTENTION),
                               ("flash", SDPBackend.FLASH_ATTENTION)]:
             qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))

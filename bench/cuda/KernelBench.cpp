@@ -469,6 +469,8 @@ int main(int argc, char **argv) {
   cublasLtCreate(&ctx.cublasLt);
   ctx.workspaceBytes = size_t(32) << 20;
   cudaMalloc(&ctx.workspace, ctx.workspaceBytes);
+  cudaMalloc(reinterpret_cast<void **>(&ctx.counters), cuda::kCounterWords * sizeof(unsigned));
+  cudaMemset(ctx.counters, 0, cuda::kCounterWords * sizeof(unsigned));
   if (iterations < 1)
     die("--iterations must be at least 1");
   if (!calibrationOut.empty()) {
@@ -682,6 +684,12 @@ int main(int argc, char **argv) {
                        {bf16({M, Hid})},
                        {e4m3({M, Hid}), e4m3({Hid, M}), f32({M, Hid / 128}), f32({Hid, M / 128})},
                        f});
+      // Tensorwise's whole chain: the amax and its scale in one launch,
+      // then the quantization with its copy.
+      cases.push_back({"quantize_tensor [8192, 2048] + transposed", "nn.quantize_tensor",
+                       {bf16({M, Hid})}, {e4m3({M, Hid}), e4m3({Hid, M}), f32({})}, f});
+      cases.push_back({"quantize_tensor [8192, 5632] + transposed", "nn.quantize_tensor",
+                       {bf16({M, F})}, {e4m3({M, F}), e4m3({F, M}), f32({})}, f});
     }
     cases.push_back({"amax [8192, 2048] bf16 (one scale)", "nn.amax", {bf16({M, Hid})},
                      {f32({})}, {}});

@@ -173,6 +173,17 @@ def NN_QuantizeTilesKernel : NN_RuntimeKernel<"nn.quantize_tiles", 1, 1, 4,
   128 x 128, DeepSeek-V3's blockwise), so x is read once.
 }]>;
 
+def NN_QuantizeTensorKernel : NN_RuntimeKernel<"nn.quantize_tensor", 1, 1, 3,
+    [NN_KernelRequiredAttr<"format", "Str">, NN_KernelAttr<"margin", "Int">], [{
+  Current-scaling FP8 quantization of a matrix and its transposed copy
+  under one scale (--loom-fuse-fp8-quantize, the tensorwise recipe): x [R,
+  C] (f32, bf16 or f16) -> q [R, C] and qT [C, R] (f8E4M3FN or f8E5M2) and
+  scale (rank 0, f32), nn.fp8_scale (attrs format, margin) of nn.amax of
+  all of x: bitwise what nn.amax, nn.fp8_scale and nn.quantize write one by
+  one. On CUDA the amax's last block writes the scale (two launches, not
+  five).
+}]>;
+
 def NN_SwigluKernel : NN_RuntimeKernel<"nn.swiglu", 2, 2, 2, [], [{
   The SwiGLU product in one call (--loom-fuse-swiglu): g, u (one float type
   and shape) -> s = silu(g), h = s * u: what nn.silu and then nn.mul write

@@ -166,4 +166,19 @@ llvm::Error runQuantizeTiles(const KernelCall &call) {
              std::vector<Tensor>{q, qT}, transposedScale);
 }
 
+llvm::Error runQuantizeTensor(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkQuantizeTensor(call.inputs, call.outputs, call.attrs));
+  const Tensor &x = call.inputs[0];
+  const Tensor &q = call.outputs[0], &qT = call.outputs[1], &scale = call.outputs[2];
+  // The amax into the scale's buffer, the scale in place, the quantization.
+  KernelAttrs none, one;
+  one.set("has_transposed_scale", int64_t(0));
+  LOOM_RETURN_IF_ERROR(runAmax(KernelCall{call.name, KernelId::Amax, {x}, {scale}, none, call.ctx}));
+  LOOM_RETURN_IF_ERROR(
+      runFp8Scale(KernelCall{call.name, KernelId::Fp8Scale, {scale}, {scale}, call.attrs, call.ctx}));
+  const Tensor ins[] = {x, scale};
+  const Tensor outs[] = {q, qT};
+  return runQuantize(KernelCall{call.name, KernelId::Quantize, ins, outs, one, call.ctx});
+}
+
 } // namespace loom::cpu::detail

@@ -50,7 +50,7 @@ constexpr KernelImpl kImplementations[] = {
     {KernelId::Swiglu, runSwiglu}, {KernelId::SwigluGrad, runSwigluGrad},
     {KernelId::Quantize, runQuantize}, {KernelId::Dequantize, runDequantize},
     {KernelId::Amax, runAmax}, {KernelId::Fp8Scale, runFp8Scale},
-    {KernelId::QuantizeTiles, runQuantizeTiles},
+    {KernelId::QuantizeTiles, runQuantizeTiles}, {KernelId::QuantizeTensor, runQuantizeTensor},
     {KernelId::GeluGrad, runActivationGrad}, {KernelId::SiluGrad, runActivationGrad},
     {KernelId::LayerNormGrad, runNormGrad}, {KernelId::RmsNormGrad, runNormGrad},
     {KernelId::AttentionGrad, runAttentionGrad},

@@ -83,6 +83,7 @@ llvm::Error runQuantize(const KernelCall &call);        // Fp8.cpp
 llvm::Error runDequantize(const KernelCall &call);      // Fp8.cpp
 llvm::Error runAmax(const KernelCall &call);            // Fp8.cpp
 llvm::Error runQuantizeTiles(const KernelCall &call);   // Fp8.cpp
+llvm::Error runQuantizeTensor(const KernelCall &call);  // Fp8.cpp
 llvm::Error runFp8Scale(const KernelCall &call);        // Fp8.cpp
 llvm::Error runNormWeightGrad(const KernelCall &call);  // Normalization.cpp
 llvm::Error runTopk(const KernelCall &call);            // Moe.cpp

@@ -1583,5 +1583,20 @@ llvm::Error checkQuantizeTiles(llvm::ArrayRef<Tensor> inputs, llvm::ArrayRef<Ten
   return checkFp8(Fp8Kernel::Scale, {scale}, {scale}, attrs);
 }
 
+llvm::Error checkQuantizeTensor(llvm::ArrayRef<Tensor> inputs, llvm::ArrayRef<Tensor> outputs,
+                                const KernelAttrs &attrs) {
+  if (inputs.size() != 1 || outputs.size() != 3)
+    return kernelError("takes 1 input (x) and 3 outputs (q, qT, scale), got " +
+                       llvm::Twine(inputs.size()) + " and " + llvm::Twine(outputs.size()));
+  const Tensor &x = inputs[0], &q = outputs[0], &qT = outputs[1], &scale = outputs[2];
+  if (x.shape.size() != 2)
+    return kernelError("x must be a matrix, got shape " + shapeToString(x.shape));
+  if (!scale.shape.empty())
+    return kernelError("the scale must be one value (rank 0), got shape " +
+                       shapeToString(scale.shape));
+  LOOM_RETURN_IF_ERROR(checkFp8(Fp8Kernel::Quantize, {x, scale}, {q, qT}, attrs));
+  return checkFp8(Fp8Kernel::Scale, {scale}, {scale}, attrs);
+}
+
 } // namespace detail
 } // namespace loom::cpu

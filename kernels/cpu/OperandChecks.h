@@ -445,6 +445,11 @@ llvm::Error checkFp8(Fp8Kernel kernel, llvm::ArrayRef<Tensor> inputs,
 llvm::Error checkQuantizeTiles(llvm::ArrayRef<Tensor> inputs, llvm::ArrayRef<Tensor> outputs,
                                const KernelAttrs &attrs);
 
+/// nn.quantize_tensor: x [R, C] -> q [R, C], qT [C, R] (one FP8 type) and
+/// one scale (rank 0, f32); attrs format, margin.
+llvm::Error checkQuantizeTensor(llvm::ArrayRef<Tensor> inputs, llvm::ArrayRef<Tensor> outputs,
+                                const KernelAttrs &attrs);
+
 } // namespace loom::cpu::detail
 
 #endif

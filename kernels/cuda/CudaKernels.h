@@ -23,7 +23,16 @@ struct LaunchContext {
   void *workspace = nullptr; // for cuBLASLt
   size_t workspaceBytes = 0;
   int multiprocessors = 132;
+  /// kCounterWords words of this stream's own, zero between kernels: a
+  /// kernel may count and accumulate in them (a whole-tensor reduction's
+  /// blocks, the last of which finishes it) if it leaves them zero. Kernels
+  /// of one stream run one after another, so one set a stream suffices.
+  /// Null where the caller keeps none: kernels then take a slower path.
+  unsigned *counters = nullptr;
 };
+
+/// The words of LaunchContext::counters.
+inline constexpr int kCounterWords = 64;
 
 struct KernelCall {
   std::string_view name;

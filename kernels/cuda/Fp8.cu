@@ -557,7 +557,8 @@ template <DType In> __device__ inline unsigned absMaxBits(const StorageOf<In> *e
 /// block's atomic goes to the same word, so there are few blocks
 /// (amaxWholeBlocks) and one atomic each, not one a warp (same-address
 /// atomics serialize: tens of thousands of them cost more than the read).
-__device__ inline void blockMaxToSlot(unsigned m, unsigned *slot) {
+/// The block's maximum of each thread's `m`, in thread 0.
+__device__ inline unsigned blockMaximum(unsigned m) {
   __shared__ unsigned warpMax[32];
   for (int offset = 16; offset > 0; offset /= 2)
     m = max(m, __shfl_down_sync(0xffffffffu, m, offset));
@@ -569,16 +570,53 @@ __device__ inline void blockMaxToSlot(unsigned m, unsigned *slot) {
     m = lane < int(blockDim.x / 32) ? warpMax[lane] : 0;
     for (int offset = 16; offset > 0; offset /= 2)
       m = max(m, __shfl_down_sync(0xffffffffu, m, offset));
-    if (lane == 0 && m != 0)
-      atomicMax(slot, m);
   }
+  return m;
+}
+
+__device__ inline void blockMaxToSlot(unsigned m, unsigned *slot) {
+  m = blockMaximum(m);
+  if (threadIdx.x == 0 && m != 0)
+    atomicMax(slot, m);
+}
+
+/// Where a whole-tensor amax goes when one launch finishes it: the
+/// stream's counters (LaunchContext::counters; [0] the maximum so far, [1]
+/// the blocks done), the amax (or null) and the scale nn.fp8_scale takes of
+/// it (or null).
+struct AmaxFinish {
+  unsigned *counters = nullptr;
+  float *amax = nullptr;
+  float *scale = nullptr;
+  float headroom = 1.0f, limit = 448.0f;
+};
+
+/// The block's maximum into the counters; the last block to arrive writes
+/// the amax (a NaN as the canonical quiet NaN) and its scale, and leaves
+/// the counters zero (atomicInc wraps the count to 0 at the last block).
+__device__ inline void blockMaxFinish(unsigned m, const AmaxFinish &f) {
+  m = blockMaximum(m);
+  if (threadIdx.x != 0)
+    return;
+  if (m != 0)
+    atomicMax(&f.counters[0], m);
+  __threadfence();
+  if (atomicInc(&f.counters[1], gridDim.x - 1) != gridDim.x - 1)
+    return;
+  unsigned bits = atomicExch(&f.counters[0], 0u);
+  if (bits > 0x7f800000u)
+    bits = 0x7fc00000u;
+  if (f.amax)
+    *f.amax = __uint_as_float(bits);
+  if (f.scale)
+    *f.scale = scaleOfAmax(bits, f.headroom, f.limit);
 }
 
 /// One amax for the whole tensor, 16 bytes a load (n16 such vectors; the
 /// tail of n past them is read one element at a time by block 0).
-template <DType In>
+template <DType In, bool Finish>
 __global__ void amaxWholeWideKernel(const StorageOf<In> *x, unsigned *amaxBits, int64_t n16,
-                                    int64_t n) {
+                                    int64_t n, AmaxFinish finish) {
   constexpr int kPer = 16 / int(sizeof(StorageOf<In>));
   const uint4 *xv = reinterpret_cast<const uint4 *>(x);
   unsigned m = 0;
@@ -590,7 +628,10 @@ __global__ void amaxWholeWideKernel(const StorageOf<In> *x, unsigned *amaxBits, 
   if (blockIdx.x == 0)
     for (int64_t i = n16 * kPer + threadIdx.x; i < n; i += blockDim.x)
       m = max(m, __float_as_uint(fabsf(dev::Elem<In>::load(x[i]))));
-  blockMaxToSlot(m, amaxBits);
+  if constexpr (Finish)
+    blockMaxFinish(m, finish);
+  else
+    blockMaxToSlot(m, amaxBits);
 }
 
 /// Blocks for a whole-tensor amax: a few per multiprocessor, enough to keep
@@ -925,12 +966,34 @@ llvm::Error launchDequantize(const KernelCall &call) {
   });
 }
 
+/// The amax of all of x (16-byte aligned, not empty) in one launch, its
+/// last block writing what `finish` asks.
+llvm::Error launchAmaxWholeFinish(const Tensor &x, const AmaxFinish &finish,
+                                  const LaunchContext &ctx) {
+  const int64_t n = x.numElements();
+  return dispatchWide(x.dtype, [&](auto in) {
+    constexpr DType I = decltype(in)::value;
+    const int64_t n16 = n / (16 / int64_t(sizeof(StorageOf<I>)));
+    amaxWholeWideKernel<I, true><<<amaxWholeBlocks(n16, ctx), kBlockSize, 0, ctx.stream>>>(
+        static_cast<const StorageOf<I> *>(x.data), nullptr, n16, n, finish);
+    return cudaError(cudaGetLastError(), "amaxWholeWideKernel");
+  });
+}
+
 llvm::Error launchAmax(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(
       cpu::detail::checkFp8(cpu::detail::Fp8Kernel::Amax, call.inputs, call.outputs, call.attrs));
   const Tensor &x = call.inputs[0], &amax = call.outputs[0];
   LOOM_ASSIGN_OR_RETURN(TileMap map, tileMap(x, amax));
   const int64_t n = x.numElements(), tiles = amax.numElements();
+  // One tile, 16-byte aligned, with the stream's counters: one launch,
+  // whose last block writes the amax.
+  if (tiles == 1 && n > 0 && isAligned(x.data, 16) && call.ctx.counters) {
+    AmaxFinish finish;
+    finish.counters = call.ctx.counters;
+    finish.amax = static_cast<float *>(amax.data);
+    return launchAmaxWholeFinish(x, finish, call.ctx);
+  }
   LOOM_RETURN_IF_ERROR(cudaError(cudaMemsetAsync(amax.data, 0, size_t(tiles) * sizeof(float),
                                                  call.ctx.stream),
                                  "cudaMemsetAsync"));
@@ -940,8 +1003,10 @@ llvm::Error launchAmax(const KernelCall &call) {
     constexpr DType I = decltype(in)::value;
     if (tiles == 1 && isAligned(x.data, 16)) {
       const int64_t n16 = n / (16 / int64_t(sizeof(StorageOf<I>)));
-      amaxWholeWideKernel<I><<<amaxWholeBlocks(n16, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
-          static_cast<const StorageOf<I> *>(x.data), static_cast<unsigned *>(amax.data), n16, n);
+      amaxWholeWideKernel<I, false>
+          <<<amaxWholeBlocks(n16, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+              static_cast<const StorageOf<I> *>(x.data), static_cast<unsigned *>(amax.data), n16,
+              n, AmaxFinish());
       return llvm::Error::success();
     }
     if (tiles == 1) { // one tile: a reduction, not an atomic per element
@@ -1085,9 +1150,39 @@ llvm::Error launchQuantizeTiles(const KernelCall &call) {
   return launchQuantize(KernelCall{call.name, KernelId::Quantize, ins, outs, transposed, call.ctx});
 }
 
+llvm::Error launchQuantizeTensor(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(
+      cpu::detail::checkQuantizeTensor(call.inputs, call.outputs, call.attrs));
+  const Tensor &x = call.inputs[0];
+  const Tensor &q = call.outputs[0], &qT = call.outputs[1], &scale = call.outputs[2];
+  const std::string format = cantFail(call.attrs.getStr("format"));
+  const int64_t margin = cantFail(call.attrs.getInt("margin", 0));
+  if (x.numElements() > 0 && isAligned(x.data, 16) && call.ctx.counters) {
+    // The amax and its scale in one launch.
+    AmaxFinish finish;
+    finish.counters = call.ctx.counters;
+    finish.scale = static_cast<float *>(scale.data);
+    finish.headroom = std::ldexp(1.0f, int(margin));
+    finish.limit = fp8MaxFinite(format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2);
+    LOOM_RETURN_IF_ERROR(launchAmaxWholeFinish(x, finish, call.ctx));
+  } else {
+    // The amax into the scale's buffer, then the scale in place.
+    LOOM_RETURN_IF_ERROR(launchAmax(KernelCall{call.name, KernelId::Amax, {x}, {scale},
+                                               cpu::KernelAttrs(), call.ctx}));
+    LOOM_RETURN_IF_ERROR(launchFp8Scale(
+        KernelCall{call.name, KernelId::Fp8Scale, {scale}, {scale}, call.attrs, call.ctx}));
+  }
+  cpu::KernelAttrs one;
+  one.set("has_transposed_scale", int64_t(0));
+  const Tensor ins[] = {x, scale};
+  const Tensor outs[] = {q, qT};
+  return launchQuantize(KernelCall{call.name, KernelId::Quantize, ins, outs, one, call.ctx});
+}
+
 } // namespace
 
 void registerFp8Kernels(KernelRegistry &registry) {
+  registry.add(KernelId::QuantizeTensor, launchQuantizeTensor);
   registry.add(KernelId::Quantize, launchQuantize);
   registry.add(KernelId::Dequantize, launchDequantize);
   registry.add(KernelId::Amax, launchAmax);

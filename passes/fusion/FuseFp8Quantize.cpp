@@ -1,7 +1,9 @@
 // --loom-fuse-fp8-quantize: a current-scaling FP8 quantization with its
 // transposed copy -- nn.amax of x per tiling, nn.fp8_scale of each, the
 // copy's scale transposed (nn.transpose, or a view when one dim is 1), then
-// nn.quantize -- becomes one nn.quantize_tiles call. See Passes.td.
+// nn.quantize -- becomes one nn.quantize_tiles call; under one scale for
+// the whole tensor (tensorwise), one nn.quantize_tensor call. See
+// Passes.td.
 
 #include "passes/fusion/Passes.h"
 #include "passes/fusion/RtBuffers.h"
@@ -49,7 +51,50 @@ rt::KernelOp amaxOf(rt::KernelOp scale, Value x) {
   return amax;
 }
 
+/// Whether nothing between `first` and q (in q's block) writes x or reads
+/// or writes a buffer of `roots`, besides the chain's own kernels.
+bool untouchedBetween(Operation *first, rt::KernelOp q, Value x, ArrayRef<Value> roots,
+                      const llvm::SmallPtrSetImpl<Operation *> &inChain) {
+  for (Operation *op = first; op != q.getOperation(); op = op->getNextNode()) {
+    auto k = dyn_cast<rt::KernelOp>(op);
+    if (!k || inChain.contains(op))
+      continue;
+    for (Value in : k.getInputs())
+      if (llvm::is_contained(roots, rootOf(in)))
+        return false;
+    for (Value out : k.getOutputs())
+      if (rootOf(out) == rootOf(x) || llvm::is_contained(roots, rootOf(out)))
+        return false;
+  }
+  return true;
+}
+
+/// The tensorwise chain: nn.amax of all of x, nn.fp8_scale, nn.quantize of
+/// x and its copy under that one scale.
+std::optional<Match> matchTensor(rt::KernelOp q) {
+  Match m;
+  m.quantize = q;
+  m.x = q.getInputs()[0];
+  Value s = q.getInputs()[1];
+  if (shapeOf(m.x).size() != 2 || !shapeOf(s).empty())
+    return std::nullopt;
+  m.scale = writerOf(s);
+  if (!isKernel(m.scale, KernelId::Fp8Scale, 1, 1) || m.scale.getOutputs()[0] != s ||
+      !(m.amax = amaxOf(m.scale, m.x)) || !shapeOf(m.amax.getOutputs()[0]).empty())
+    return std::nullopt;
+  for (Operation *op : {m.amax.getOperation(), m.scale.getOperation()})
+    if (op->getBlock() != q->getBlock() || !op->isBeforeInBlock(q))
+      return std::nullopt;
+  llvm::SmallPtrSet<Operation *, 2> inChain{m.amax, m.scale};
+  Operation *first = m.amax->isBeforeInBlock(m.scale) ? m.amax : m.scale;
+  if (!untouchedBetween(first, q, m.x, {rootOf(s)}, inChain))
+    return std::nullopt;
+  return m;
+}
+
 std::optional<Match> match(rt::KernelOp q) {
+  if (isKernel(q, KernelId::Quantize, 2, 2))
+    return matchTensor(q);
   if (!isKernel(q, KernelId::Quantize, 3, 2))
     return std::nullopt;
   Match m;
@@ -112,23 +157,26 @@ std::optional<Match> match(rt::KernelOp q) {
       first = op;
   llvm::SmallPtrSet<Operation *, 8> inChain(chain.begin(), chain.end());
   const Value roots[] = {rootOf(s), rootOf(sT), rootOf(tiles)};
-  for (Operation *op = first; op != q.getOperation(); op = op->getNextNode()) {
-    auto k = dyn_cast<rt::KernelOp>(op);
-    if (!k || inChain.contains(op))
-      continue;
-    for (Value in : k.getInputs())
-      if (llvm::is_contained(roots, rootOf(in)))
-        return std::nullopt;
-    for (Value out : k.getOutputs())
-      if (rootOf(out) == rootOf(m.x) || llvm::is_contained(roots, rootOf(out)))
-        return std::nullopt;
-  }
+  if (!untouchedBetween(first, q, m.x, roots, inChain))
+    return std::nullopt;
   return m;
 }
 
 void fuse(Match &m) {
   rt::KernelOp q = m.quantize;
   OpBuilder b(q);
+  if (q.getInputs().size() == 2) { // one scale: nn.quantize_tensor
+    b.create<rt::KernelOp>(
+        q.getLoc(), b.getStringAttr(kernelName(KernelId::QuantizeTensor)), ValueRange{m.x},
+        ValueRange{q.getOutputs()[0], q.getOutputs()[1], q.getInputs()[1]}, m.scale.getAttrs(),
+        q.getStreamAttr());
+    Value amax = m.amax.getOutputs()[0];
+    for (Operation *op : {q.getOperation(), m.amax.getOperation(), m.scale.getOperation()})
+      op->erase();
+    SmallVector<Value> dead{amax};
+    eraseDeadBuffers(dead);
+    return;
+  }
   Value s = q.getInputs()[1], sT = q.getInputs()[2];
   b.create<rt::KernelOp>(q.getLoc(), b.getStringAttr(kernelName(KernelId::QuantizeTiles)),
                          ValueRange{m.x}, ValueRange{q.getOutputs()[0], q.getOutputs()[1], s, sT},

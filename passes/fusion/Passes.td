@@ -349,6 +349,10 @@ def FuseFp8Quantize : Pass<"loom-fuse-fp8-quantize", "mlir::ModuleOp"> {
     where the quantization ran, writing the buffers the chain wrote.
     Bitwise the unfused kernels (the CPU runs them); on CUDA, tiles within
     128 x 128 blocks (DeepSeek-V3's 1 x 128 and 128 x 128) read x once.
+    The tensorwise chain (one amax of all of x, its scale, `nn.quantize`
+    of x and its copy under it) becomes one `nn.quantize_tensor` (x -> q,
+    qT, scale): on CUDA two launches instead of five (the amax's last block
+    writes the scale).
     Runs on `rt` programs before `--loom-plan-memory`.
   }];
 }

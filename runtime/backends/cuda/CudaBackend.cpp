@@ -183,6 +183,9 @@ public:
         cudaFree(ws);
     if (context_.workspace)
       cudaFree(context_.workspace);
+    for (unsigned *c : counters_)
+      if (c)
+        cudaFree(c);
     if (staging_)
       cudaFreeHost(staging_);
     if (prepareScratch_)
@@ -746,12 +749,26 @@ private:
   /// context_.workspace; another gets its own, at its first launch (the
   /// eager step before any capture, or initialize's kernel warm-up).
   std::vector<void *> workspaces_;
+  /// Each stream's LaunchContext::counters (null: none yet).
+  std::vector<unsigned *> counters_;
 
   llvm::Expected<cuda::LaunchContext> contextFor(unsigned stream) {
     if (auto err = checkStream(stream))
       return std::move(err);
     if (workspaces_.size() < numStreams_)
       workspaces_.resize(numStreams_, nullptr);
+    if (counters_.size() < numStreams_)
+      counters_.resize(numStreams_, nullptr);
+    unsigned *&counters = counters_[stream];
+    if (!counters) {
+      // Zeroed once; every kernel that uses them leaves them zero.
+      const size_t bytes = cuda::kCounterWords * sizeof(unsigned);
+      if (auto err = check(cudaMalloc(reinterpret_cast<void **>(&counters), bytes),
+                           "cudaMalloc (counters)"))
+        return std::move(err);
+      if (auto err = check(cudaMemset(counters, 0, bytes), "cudaMemset (counters)"))
+        return std::move(err);
+    }
     void *&ws = workspaces_[stream];
     if (!ws) {
       bool taken = llvm::is_contained(workspaces_, context_.workspace);
@@ -764,6 +781,7 @@ private:
     cuda::LaunchContext ctx = context_;
     ctx.stream = streams_[stream];
     ctx.workspace = ws;
+    ctx.counters = counters;
     return ctx;
   }
   std::vector<cudaStream_t> streams_;

@@ -104,3 +104,69 @@ rt.program @kept rank = 0 streams = ["compute"] {
   rt.kernel "nn.quantize" (%y, %s3, %s4t) -> (%q3, %qt3) attrs {has_transposed_scale = 1 : i64} : (memref<64x512xbf16>, memref<64x1xf32>, memref<512x1xf32>) -> (memref<64x512xf8E4M3FN>, memref<512x64xf8E4M3FN>)
   rt.output "q3" %q3 : memref<64x512xf8E4M3FN>
 }
+
+// -----
+
+// Tensorwise: one amax of all of x, its scale, x and its copy quantized
+// under it: one nn.quantize_tensor writing q, qT and the scale where the
+// quantization ran; the amax's buffer is gone.
+// CHECK-LABEL: rt.program @tensorwise
+// CHECK-NOT: "nn.amax"
+// CHECK-NOT: "nn.fp8_scale"
+// CHECK: %[[S:[0-9]+]] = rt.alloc : memref<f32>
+// CHECK: rt.kernel "nn.quantize_tensor"(%{{[0-9]+}}) -> (%[[Q:[0-9]+]], %[[QT:[0-9]+]], %[[S]]) attrs {format = "e5m2", margin = 1 : i64} on "compute" : (memref<64x96xbf16>) -> (memref<64x96xf8E5M2>, memref<96x64xf8E5M2>, memref<f32>)
+// CHECK-NEXT: rt.output "q" %[[Q]]
+rt.program @tensorwise rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<64x96xbf16>
+  %a = rt.alloc : memref<f32>
+  rt.kernel "nn.amax" (%x) -> (%a) on "compute" : (memref<64x96xbf16>) -> memref<f32>
+  %s = rt.alloc : memref<f32>
+  rt.kernel "nn.fp8_scale" (%a) -> (%s) attrs {format = "e5m2", margin = 1 : i64} on "compute" : (memref<f32>) -> memref<f32>
+  %q = rt.alloc : memref<64x96xf8E5M2>
+  %qt = rt.alloc : memref<96x64xf8E5M2>
+  rt.kernel "nn.quantize" (%x, %s) -> (%q, %qt) attrs {has_transposed_scale = 0 : i64} on "compute" : (memref<64x96xbf16>, memref<f32>) -> (memref<64x96xf8E5M2>, memref<96x64xf8E5M2>)
+  rt.output "q" %q : memref<64x96xf8E5M2>
+  rt.output "qt" %qt : memref<96x64xf8E5M2>
+  rt.output "s" %s : memref<f32>
+}
+
+// -----
+
+// Tensorwise, not fused: an amax read by something else (delayed
+// scaling's history); a scale read before the quantization; a quantization
+// without the copy (nothing to fuse it into).
+// CHECK-LABEL: rt.program @tensorwise_kept
+// CHECK-NOT: nn.quantize_tensor
+// CHECK-COUNT-3: "nn.quantize"
+rt.program @tensorwise_kept rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<64x96xbf16>
+  %a = rt.alloc : memref<f32>
+  rt.kernel "nn.amax" (%x) -> (%a) : (memref<64x96xbf16>) -> memref<f32>
+  %s = rt.alloc : memref<f32>
+  rt.kernel "nn.fp8_scale" (%a) -> (%s) attrs {format = "e4m3", margin = 0 : i64} : (memref<f32>) -> memref<f32>
+  %q = rt.alloc : memref<64x96xf8E4M3FN>
+  %qt = rt.alloc : memref<96x64xf8E4M3FN>
+  rt.kernel "nn.quantize" (%x, %s) -> (%q, %qt) attrs {has_transposed_scale = 0 : i64} : (memref<64x96xbf16>, memref<f32>) -> (memref<64x96xf8E4M3FN>, memref<96x64xf8E4M3FN>)
+  rt.output "amax" %a : memref<f32>
+
+  %b = rt.alloc : memref<f32>
+  rt.kernel "nn.amax" (%x) -> (%b) : (memref<64x96xbf16>) -> memref<f32>
+  %s2 = rt.alloc : memref<f32>
+  rt.kernel "nn.fp8_scale" (%b) -> (%s2) attrs {format = "e4m3", margin = 0 : i64} : (memref<f32>) -> memref<f32>
+  %c = rt.alloc : memref<f32>
+  rt.kernel "nn.neg" (%s2) -> (%c) : (memref<f32>) -> memref<f32>
+  %q2 = rt.alloc : memref<64x96xf8E4M3FN>
+  %qt2 = rt.alloc : memref<96x64xf8E4M3FN>
+  rt.kernel "nn.quantize" (%x, %s2) -> (%q2, %qt2) attrs {has_transposed_scale = 0 : i64} : (memref<64x96xbf16>, memref<f32>) -> (memref<64x96xf8E4M3FN>, memref<96x64xf8E4M3FN>)
+  rt.output "c" %c : memref<f32>
+
+  %d = rt.alloc : memref<f32>
+  rt.kernel "nn.amax" (%x) -> (%d) : (memref<64x96xbf16>) -> memref<f32>
+  %s3 = rt.alloc : memref<f32>
+  rt.kernel "nn.fp8_scale" (%d) -> (%s3) attrs {format = "e4m3", margin = 0 : i64} : (memref<f32>) -> memref<f32>
+  %q3 = rt.alloc : memref<64x96xf8E4M3FN>
+  rt.kernel "nn.quantize" (%x, %s3) -> (%q3) : (memref<64x96xbf16>, memref<f32>) -> memref<64x96xf8E4M3FN>
+  rt.output "q" %q : memref<64x96xf8E4M3FN>
+  rt.output "q2" %q2 : memref<64x96xf8E4M3FN>
+  rt.output "q3" %q3 : memref<64x96xf8E4M3FN>
+}

@@ -2108,6 +2108,50 @@ def gen_quantize_tiles():
             attrs={"format": fname, "margin": margin}, exact=True)
 
 
+def gen_quantize_tensor():
+    """nn.quantize_tensor (--loom-fuse-fp8-quantize, tensorwise): one scale,
+    nn.fp8_scale of nn.amax of all of x, q and qT nn.quantize of x and its
+    copy with it. CUDA takes the amax and scale in one launch whose last
+    block writes the scale (several blocks at [128, 512]), for 16-byte
+    aligned x; a NaN gives a NaN scale, an all-zero x scale 1."""
+    fmax = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+
+    def quantize(x, s, fmt):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            v = x.astype(np.float32) / np.float32(s)
+        v = np.where(np.isnan(v), v, np.clip(v, -fmax[fmt], fmax[fmt]))
+        return round_to(v.astype(np.float64), fmt)
+
+    for name, dtype, shape, fmt, margin in [
+        ("bf16_e4m3_blocks", "bf16", [128, 512], "f8E4M3FN", 0),
+        ("bf16_e4m3_odd", "bf16", [40, 70], "f8E4M3FN", 0),
+        ("f32_e5m2_margin", "f32", [64, 96], "f8E5M2", 2),
+        ("bf16_nan", "bf16", [32, 48], "f8E4M3FN", 0),
+        ("bf16_zeros", "bf16", [16, 32], "f8E4M3FN", 0),
+    ]:
+        x = randt(dtype, shape, -3.0, 3.0)
+        values = x.values.copy()
+        if name.endswith("nan"):
+            values[3, 7] = np.nan
+        if name.endswith("zeros"):
+            values[:] = 0.0
+            values[1, 1] = -0.0
+        x = T(dtype, values)
+        with np.errstate(invalid="ignore"):
+            a = np.float32(np.nan) if np.isnan(values).any() else np.float32(np.abs(values).max())
+        if np.isnan(a):
+            s = np.float32(np.nan)
+        elif a == 0:
+            s = np.float32(1.0)
+        else:
+            s = np.float32(a * np.float32(2.0 ** margin)) / np.float32(fmax[fmt])
+        fname = "e4m3" if fmt == "f8E4M3FN" else "e5m2"
+        add("nn.quantize_tensor", name, [x],
+            [T(fmt, quantize(values, s, fmt)), T(fmt, quantize(values.T, s, fmt)),
+             T("f32", np.array(s, dtype=np.float64))],
+            attrs={"format": fname, "margin": margin}, exact=True)
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -2154,6 +2198,7 @@ def main():
     gen_amax_paths()
     gen_quantize_sixteen()
     gen_quantize_tiles()
+    gen_quantize_tensor()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]

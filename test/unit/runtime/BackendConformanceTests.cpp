@@ -156,7 +156,8 @@ std::vector<KernelCase> kernelCases() {
   }
   // FP8 quantization: amax over 1 x 128 tiles, the scales, a quantization
   // with its transposed copy under one scale, a dequantization, and
-  // blockwise's whole chain in one call (--loom-fuse-fp8-quantize).
+  // blockwise's and tensorwise's whole chains in one call each
+  // (--loom-fuse-fp8-quantize).
   {
     HostTensor scale{"", DType::F32, {}, std::vector<uint8_t>(4)};
     *reinterpret_cast<float *>(scale.data.data()) = 0.0625f;
@@ -173,6 +174,9 @@ std::vector<KernelCase> kernelCases() {
                       {DType::F8E4M3FN, {192, 256}},
                       {DType::F32, {256, 2}},
                       {DType::F32, {192, 2}}},
+                     {{"format", std::string("e4m3")}}});
+    cases.push_back({"nn.quantize_tensor", {randomTensor(DType::BF16, {256, 192}, 134)},
+                     {{DType::F8E4M3FN, {256, 192}}, {DType::F8E4M3FN, {192, 256}}, {DType::F32, {}}},
                      {{"format", std::string("e4m3")}}});
   }
   for (const char *reduce : {"nn.reduce_sum", "nn.reduce_mean", "nn.reduce_max"})
