@@ -255,17 +255,30 @@ __global__ void __launch_bounds__(256)
   const int64_t r0 = int64_t(blockIdx.y) * kWideTile, c0 = int64_t(blockIdx.x) * kWideTile;
   // The 16 elements v of a run, divided by the scales of `srow` at
   // positions p0.., each clamped and converted into w.
+  // Two quotients a conversion: saturating to the format's largest value
+  // is the clamp the CPU applies before rounding (infinities included), so
+  // only a NaN takes the conversion one value at a time.
   auto quantizeRun = [limit](const float *v, const float *srow, int64_t p0, int shift,
                              uint32_t *w) {
+    constexpr __nv_fp8_interpretation_t kind = Out == DType::F8E5M2 ? __NV_E5M2 : __NV_E4M3;
     const float s0 = srow[p0 >> shift];
     const bool one = shift >= 4 && reciprocalExact(s0);
     const float r = 1.0f / s0;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      float f = one ? divideByScale(v[j], s0, r) : __fdiv_rn(v[j], srow[(p0 + j) >> shift]);
+    auto quotient = [&](int j) {
+      return one ? divideByScale(v[j], s0, r) : __fdiv_rn(v[j], srow[(p0 + j) >> shift]);
+    };
+    auto single = [limit](float f) {
       if (!isnan(f))
         f = fminf(fmaxf(f, -limit), limit);
-      w[j / 4] |= uint32_t(dev::Elem<Out>::store(f)) << (8 * (j % 4));
+      return uint32_t(dev::Elem<Out>::store(f));
+    };
+#pragma unroll
+    for (int j = 0; j < 16; j += 2) {
+      const float2 f = make_float2(quotient(j), quotient(j + 1));
+      const uint32_t pair = !isnan(f.x) && !isnan(f.y)
+                                ? uint32_t(__nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, kind))
+                                : single(f.x) | single(f.y) << 8;
+      w[j / 4] |= pair << (8 * (j % 4));
     }
   };
   {
@@ -620,8 +633,20 @@ __global__ void amaxWholeWideKernel(const StorageOf<In> *x, unsigned *amaxBits, 
   constexpr int kPer = 16 / int(sizeof(StorageOf<In>));
   const uint4 *xv = reinterpret_cast<const uint4 *>(x);
   unsigned m = 0;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n16;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  // Four loads in flight a thread before their maxima (the grid holds a
+  // few blocks an SM: one load at a time leaves the memory system idle).
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    uint4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      v[u] = xv[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      m = max(m, absMaxBits<In>(reinterpret_cast<const StorageOf<In> *>(&v[u]), kPer));
+  }
+  for (; i < n16; i += stride) {
     const uint4 v = xv[i];
     m = max(m, absMaxBits<In>(reinterpret_cast<const StorageOf<In> *>(&v), kPer));
   }
