@@ -354,9 +354,6 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
     return error("moe-aux-loss-coef is not supported with pp=" + n(o.pp) +
                  ": the load-balancing loss sums the routers of every layer, which sit on "
                  "different pipeline stages");
-  if (o.pp > 1 && o.moeCapacityFactor > 0)
-    return error("moe-capacity-factor is not supported with pp=" + n(o.pp) +
-                 ": the dropped choices are counted over the layers of every pipeline stage");
   if (o.pp > 1 && o.scheduleFile.empty())
     if (auto s = pipeline::generateSchedule(*kind, int(o.pp), int(o.vpp), int(o.microbatches));
         !s)

@@ -333,10 +333,7 @@ struct BuildTrainingStepPass
       for (Value d : droppedTotal)
         rows.push_back(builder.create<nn::ReshapeOp>(
             loc, RankedTensorType::get({1}, builder.getI64Type()), d));
-      results.push_back(rows.size() == 1 ? rows.front()
-                                         : builder.create<nn::ConcatOp>(
-                                               loc, rows, builder.getI64IntegerAttr(0))
-                                               .getResult());
+      results.push_back(stackLayerRows(builder, loc, rows, isPipelined(*body)));
       names.push_back("moe_dropped_tokens");
     }
     builder.create<func::ReturnOp>(loc, results);
@@ -653,15 +650,34 @@ struct BuildTrainingStepPass
       rows.push_back(builder.create<nn::ReshapeOp>(
           loc, RankedTensorType::get({1, experts}, i64), total));
     }
+    return stackLayerRows(builder, loc, rows, staged);
+  }
+
+  /// Whether the step's forward is split over pipeline stages.
+  static bool isPipelined(Block &body) {
+    return llvm::any_of(body, [](Operation &op) { return op.hasAttr(pipe::kStageAttr); });
+  }
+
+  /// Per-layer rows [1, ...] (i64) stacked into [layers, ...]. In a
+  /// pipelined step the layers' rows live on their own stages: each row is
+  /// placed in a [layers, ...] block of zeros and the blocks are added, a
+  /// sum whose terms live on several ranks, which the pipeline split
+  /// reduces over them.
+  static Value stackLayerRows(OpBuilder &builder, Location loc, ArrayRef<Value> rows,
+                              bool staged) {
     if (rows.size() == 1)
       return rows.front();
     if (!staged)
       return builder.create<nn::ConcatOp>(loc, rows, builder.getI64IntegerAttr(0));
+    const int64_t layers = int64_t(rows.size());
+    auto rowType = cast<RankedTensorType>(rows.front().getType());
     Value sum;
     for (int64_t l = 0; l < layers; ++l) {
       SmallVector<Value> parts;
       auto zeros = [&](int64_t n) {
-        auto type = RankedTensorType::get({n, experts}, i64);
+        SmallVector<int64_t> shape(rowType.getShape());
+        shape[0] = n;
+        auto type = RankedTensorType::get(shape, rowType.getElementType());
         return builder.create<nn::ConstantOp>(
             loc, DenseElementsAttr::get(type, builder.getI64IntegerAttr(0).getValue()));
       };

@@ -623,9 +623,6 @@ int main(int argc, char **argv) {
     fail("--moe-aux-loss-coef is not supported with --pp " + llvm::Twine(int64_t(pp)) +
          ": the load-balancing loss sums the routers of every layer, which sit on different "
          "pipeline stages");
-  if (pp > 1 && moeCapacityFactor.getNumOccurrences() && moeCapacityFactor > 0)
-    fail("--moe-capacity-factor is not supported with --pp " + llvm::Twine(int64_t(pp)) +
-         ": the dropped choices are counted over the layers of every pipeline stage");
   if (pp > 1 && scheduleFile.empty()) {
     // Bad schedule combinations fail here, before any model work.
     auto kind = loom::pipeline::parseScheduleKind(schedule);
