@@ -566,10 +566,6 @@ template <DType In> __device__ inline unsigned absMaxBits(const StorageOf<In> *e
   return m;
 }
 
-/// The block's maximum of each thread's `m`, then one atomicMax: every
-/// block's atomic goes to the same word, so there are few blocks
-/// (amaxWholeBlocks) and one atomic each, not one a warp (same-address
-/// atomics serialize: tens of thousands of them cost more than the read).
 /// The block's maximum of each thread's `m`, in thread 0.
 __device__ inline unsigned blockMaximum(unsigned m) {
   __shared__ unsigned warpMax[32];
@@ -587,6 +583,10 @@ __device__ inline unsigned blockMaximum(unsigned m) {
   return m;
 }
 
+/// The block's maximum of each thread's `m`, then one atomicMax: every
+/// block's atomic goes to the same word, so there are few blocks
+/// (amaxWholeBlocks) and one atomic each, not one a warp (same-address
+/// atomics serialize: tens of thousands of them cost more than the read).
 __device__ inline void blockMaxToSlot(unsigned m, unsigned *slot) {
   m = blockMaximum(m);
   if (threadIdx.x == 0 && m != 0)
