@@ -178,6 +178,12 @@ std::vector<KernelCase> kernelCases() {
     cases.push_back({"nn.quantize_tensor", {randomTensor(DType::BF16, {256, 192}, 134)},
                      {{DType::F8E4M3FN, {256, 192}}, {DType::F8E4M3FN, {192, 256}}, {DType::F32, {}}},
                      {{"format", std::string("e4m3")}}});
+    // More whole-tensor amaxes on the same stream: each finishes through
+    // the stream's counters, which the one before must have left zero.
+    cases.push_back({"nn.amax", {randomTensor(DType::BF16, {64, 96}, 135)}, {{DType::F32, {}}}, {}});
+    cases.push_back({"nn.quantize_tensor", {randomTensor(DType::F32, {128, 64}, 136)},
+                     {{DType::F8E5M2, {128, 64}}, {DType::F8E5M2, {64, 128}}, {DType::F32, {}}},
+                     {{"format", std::string("e5m2")}, {"margin", int64_t(1)}}});
   }
   for (const char *reduce : {"nn.reduce_sum", "nn.reduce_mean", "nn.reduce_max"})
     cases.push_back({reduce, {f32({3, 4, 5}, 21)}, {{DType::F32, {3, 1, 5}}},
