@@ -761,12 +761,15 @@ private:
       counters_.resize(numStreams_, nullptr);
     unsigned *&counters = counters_[stream];
     if (!counters) {
-      // Zeroed once; every kernel that uses them leaves them zero.
+      // Zeroed once, on the stream itself (ahead of its first kernel, and
+      // never touching another stream's capture); every kernel that uses
+      // them leaves them zero.
       const size_t bytes = cuda::kCounterWords * sizeof(unsigned);
       if (auto err = check(cudaMalloc(reinterpret_cast<void **>(&counters), bytes),
                            "cudaMalloc (counters)"))
         return std::move(err);
-      if (auto err = check(cudaMemset(counters, 0, bytes), "cudaMemset (counters)"))
+      if (auto err = check(cudaMemsetAsync(counters, 0, bytes, streams_[stream]),
+                           "cudaMemsetAsync (counters)"))
         return std::move(err);
     }
     void *&ws = workspaces_[stream];
