@@ -276,10 +276,15 @@ struct PipelinePartitionPass
         continue; // decided by its users below
       // Gradients flow toward earlier stages: a sum of gradients from several
       // stages (the residual stream at a stage boundary) is the earliest's.
+      // A forward op of one microbatch that reads several stages (a sum over
+      // the layers, such as the load-balancing loss's counts) runs on the
+      // latest: the earlier stages' values are sent forward to it, and its
+      // gradient comes back to them as the residual stream's does.
       bool backward = loom::isBackward(&op);
       int64_t stage = stages.size() == 1 ? stages[0]
                       : backward         ? *llvm::min_element(stages)
-                                         : -1;
+                      : loom::getMicrobatch(&op) ? *llvm::max_element(stages)
+                                                 : -1;
       op.setAttr(pipe::kStageAttr, b.getI64IntegerAttr(stage));
       stage >= 0 ? ++derived : ++shared;
     }

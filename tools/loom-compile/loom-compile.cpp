@@ -619,10 +619,6 @@ int main(int argc, char **argv) {
     fail("--pp " + llvm::Twine(int64_t(pp)) + " pipelines a training step: add --mode=train");
   if (pp > 1 && microbatches == 0)
     fail("--pp " + llvm::Twine(int64_t(pp)) + " needs --microbatches (the schedule's microbatch count)");
-  if (pp > 1 && moeAuxLossCoef.getNumOccurrences() && moeAuxLossCoef > 0)
-    fail("--moe-aux-loss-coef is not supported with --pp " + llvm::Twine(int64_t(pp)) +
-         ": the load-balancing loss sums the routers of every layer, which sit on different "
-         "pipeline stages");
   if (pp > 1 && scheduleFile.empty()) {
     // Bad schedule combinations fail here, before any model work.
     auto kind = loom::pipeline::parseScheduleKind(schedule);
