@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace loom {
 #define GEN_PASS_DEF_SHARDANNOTATE
@@ -227,6 +228,7 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
     if (columnParallel.empty())
       return func.emitError("--tp ") << int64_t(tp)
              << ": found no weight matmul feeding attention or another weight matmul to split";
+    llvm::StringSet<> wholeWeights;
     for (Operation *mm : columnParallel) {
       nn::ParameterOp w = weightOf(mm->getOperand(1));
       auto wType = cast<RankedTensorType>(w.getType());
@@ -238,10 +240,17 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
         return mm->emitOpError("column-parallel weight '")
                << w.getName() << "' is reshaped before the matmul; cannot split it";
       int64_t outDim = readsWeightTransposed(mm) ? 0 : 1;
-      if (wType.getDimSize(outDim) % tp != 0)
-        return mm->emitOpError("cannot split weight '")
-               << w.getName() << "' " << wType << ": its " << wType.getDimSize(outDim)
-               << " output features are not divisible by tp=" << int64_t(tp);
+      // A weight whose output features do not divide over tp (a gate of one
+      // output, as Qwen2-MoE's shared expert has) stays whole on every rank;
+      // the partitioner then gathers or slices around it as its readers need.
+      if (wType.getDimSize(outDim) % tp != 0) {
+        if (wholeWeights.insert(w.getName()).second)
+          mlir::emitRemark(mm->getLoc())
+            << "--tp " << int64_t(tp) << ": weight '" << w.getName() << "' " << wType
+            << " stays whole: its " << wType.getDimSize(outDim)
+            << " output features do not divide over the ranks";
+        continue;
+      }
       Layout l = Layout::replicated(2);
       l.dims[outDim].push_back("tp");
       setAnnotation(w.getResult(), l);
