@@ -149,6 +149,8 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     pm.addPass(createPipelinePartition(partitionOptions(options)));
     return;
   case PipelineStep::TrainingStep: {
+    // A bf16 or f16 export trains through f32 master weights.
+    pm.addPass(createPromoteMasters());
     if (options.precision == ComputePrecision::BF16)
       pm.addPass(createCastCompute(CastComputeOptions{"bf16"}));
     // On the forward: autodiff carries the policy onto the gradient GEMMs.

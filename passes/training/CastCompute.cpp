@@ -11,6 +11,7 @@
 
 namespace loom {
 #define GEN_PASS_DEF_CASTCOMPUTE
+#define GEN_PASS_DEF_PROMOTEMASTERS
 #include "passes/training/Passes.h.inc"
 } // namespace loom
 
@@ -107,6 +108,49 @@ struct CastComputePass : public loom::impl::CastComputeBase<CastComputePass> {
       Type declared = func.getResultTypes()[operand.getOperandNumber()];
       if (operand.get().getType() != declared)
         operand.set(builder.create<nn::CastOp>(ret.getLoc(), declared, operand.get()));
+    }
+    if (failed(verify(func)))
+      return signalPassFailure();
+  }
+};
+
+struct PromoteMastersPass : public loom::impl::PromoteMastersBase<PromoteMastersPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto func = module.lookupSymbol<func::FuncOp>("main");
+    if (!func || func.isExternal())
+      return;
+    OpBuilder builder(module.getContext());
+    Type f32 = builder.getF32Type();
+    SmallVector<nn::ParameterOp> narrow;
+    func.walk([&](nn::ParameterOp p) {
+      auto type = dyn_cast<RankedTensorType>(p.getType());
+      if (!p.getFrozen() && type && (type.getElementType().isBF16() || type.getElementType().isF16()))
+        narrow.push_back(p);
+    });
+    for (nn::ParameterOp p : narrow) {
+      auto type = cast<RankedTensorType>(p.getType());
+      auto master = RankedTensorType::get(type.getShape(), f32);
+      if (std::optional<ElementsAttr> value = p.getValue()) {
+        auto dense = dyn_cast<DenseElementsAttr>(*value);
+        if (!dense) {
+          p.emitOpError("is ") << type.getElementType()
+              << " with a value that cannot be widened to an f32 master weight (not dense "
+                 "elements); compile the model in f32";
+          return signalPassFailure();
+        }
+        // Every bf16 or f16 value is exactly an f32.
+        p.setValueAttr(dense.mapValues(f32, [](const APFloat &x) {
+          APFloat wide = x;
+          bool lost = false;
+          wide.convert(APFloat::IEEEsingle(), APFloat::rmNearestTiesToEven, &lost);
+          return wide.bitcastToAPInt();
+        }));
+      }
+      p.getResult().setType(master);
+      builder.setInsertionPointAfter(p);
+      auto cast = builder.create<nn::CastOp>(p.getLoc(), type, p.getResult());
+      p.getResult().replaceAllUsesExcept(cast.getResult(), cast);
     }
     if (failed(verify(func)))
       return signalPassFailure();

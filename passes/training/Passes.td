@@ -117,6 +117,30 @@ def Rebatch : Pass<"loom-rebatch", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::nn::NNDialect"];
 }
 
+def PromoteMasters : Pass<"loom-promote-masters", "mlir::ModuleOp"> {
+  let summary = "train a bf16 or f16 model through f32 master weights";
+  let description = [{
+    A model exported in bf16 or f16 (`model.to(torch.bfloat16)` before the
+    export) is trained as mixed precision is: each trainable parameter of
+    `@main` of a narrow float type becomes an f32 master weight (its embedded
+    value widened exactly), read through one cast back to the exported type,
+    so the computation stays as exported while the optimizer updates f32.
+    Frozen parameters and f32 ones are left alone. Run before
+    --loom-build-training-step. loom-run --weights widens the narrow tensors
+    of the model's own safetensors file the same way.
+
+    Before:
+    ```mlir
+    %w = nn.parameter "fc.weight" : tensor<8x4xbf16>
+    ```
+    After:
+    ```mlir
+    %m = nn.parameter "fc.weight" : tensor<8x4xf32>
+    %w = nn.cast %m : tensor<8x4xf32> -> tensor<8x4xbf16>
+    ```
+  }];
+}
+
 def CastCompute : Pass<"loom-cast-compute", "mlir::ModuleOp"> {
   let summary = "compute in a narrower float type, keeping f32 parameters";
   let description = [{

@@ -9,6 +9,7 @@
 #include "runtime/executable/ExecutableListing.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/training/TrainingLoop.h"
+#include "runtime/support/FloatTypes.h"
 #include "runtime/support/AtomicFile.h"
 #include "runtime/support/Npy.h"
 #include "runtime/support/UserFile.h"
@@ -27,6 +28,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <condition_variable>
 #include <cstdlib>
@@ -596,6 +598,22 @@ llvm::Error runRank(const Executable &exe, uint32_t rankIndex, Backend &backend,
           continue;
         return failure("'" + weightsPath + "': tensor '" + tensor.name +
                        "' is not a parameter of this executable");
+      }
+      // A bf16 or f16 model trains through f32 master weights
+      // (--loom-promote-masters): its own file's narrow tensors widen exactly.
+      const ParameterDesc &param = *it->second.first;
+      if (param.dtype == DType::F32 && (tensor.dtype == DType::BF16 || tensor.dtype == DType::F16) &&
+          tensor.shape == param.shape) {
+        size_t n = tensor.data.size() / 2;
+        std::vector<uint8_t> wide(n * sizeof(float));
+        for (size_t i = 0; i < n; ++i) {
+          uint16_t bits;
+          std::memcpy(&bits, tensor.data.data() + 2 * i, 2);
+          float value = tensor.dtype == DType::BF16 ? bf16ToFloat(bits) : f16ToFloat(bits);
+          std::memcpy(wide.data() + i * sizeof(float), &value, sizeof(float));
+        }
+        tensor.data = std::move(wide);
+        tensor.dtype = DType::F32;
       }
       // The file holds global tensors; a sharded parameter takes its block.
       auto block = tensor.shape == it->second.first->shape
