@@ -99,6 +99,27 @@ def RaiseGelu : Pass<"loom-raise-gelu", "mlir::ModuleOp"> {
   }];
 }
 
+def RaiseGroupedGemm : Pass<"loom-raise-grouped-gemm", "mlir::ModuleOp"> {
+  let summary = "a batched GEMM of weights picked per row from a stack becomes nn.grouped_matmul";
+  let description = [{
+    transformers' `batched_mm` experts backend (and the ONNX exports, which
+    need it) gathers each routed row's expert weights, `[R, N, K]` from the
+    stack `[E, N, K]`, and multiplies row by row. That reads R weight
+    matrices instead of E, and it hides the experts from expert parallelism.
+    The same product is one GEMM per expert over the rows sorted by expert:
+
+    Before:
+    ```mlir
+    %p = nn.gather %w, %ids axis = 0 : (tensor<4x48x32xf32>, tensor<96xi64>) -> tensor<96x48x32xf32>
+    %y = nn.matmul %p, %x : (tensor<96x48x32xf32>, tensor<96x32x1xf32>) -> tensor<96x48x1xf32>
+    ```
+    After: the rows sorted stably by `%ids` (`nn.sort`, `nn.gather`), the
+    groups' running ends counted from `%ids`, `nn.grouped_matmul` with the
+    stack transposed to `[E, K, N]`, and the result gathered back by the
+    inverse permutation. The picked weights are never built.
+  }];
+}
+
 def RaiseSilu : Pass<"loom-raise-silu", "mlir::ModuleOp"> {
   let summary = "x * sigmoid(x) becomes nn.silu";
   let description = [{

@@ -18,6 +18,7 @@ void loom::buildRaisingPipeline(mlir::OpPassManager &pm, bool raise) {
   pm.addPass(createRaiseLayerNorm());
   pm.addPass(createRaiseRope());
   pm.addPass(createRaiseAttention());
+  pm.addPass(createRaiseGroupedGemm());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
 }
