@@ -151,6 +151,9 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
   case PipelineStep::TrainingStep: {
     // A bf16 or f16 export trains through f32 master weights.
     pm.addPass(createPromoteMasters());
+    // Key/value heads that tensor parallelism cannot split: one per query head.
+    if (options.tp > 1)
+      pm.addPass(createExpandKvHeads(ExpandKvHeadsOptions{options.tp}));
     if (options.precision == ComputePrecision::BF16)
       pm.addPass(createCastCompute(CastComputeOptions{"bf16"}));
     // On the forward: autodiff carries the policy onto the gradient GEMMs.

@@ -3,6 +3,37 @@
 
 include "mlir/Pass/PassBase.td"
 
+def ExpandKvHeads : Pass<"loom-expand-kv-heads", "mlir::ModuleOp"> {
+  let summary = "give attention one key/value head per query head where tensor parallelism cannot split the key/value heads";
+  let description = [{
+    Tensor parallelism splits attention by heads. A model with fewer
+    key/value heads than ranks (multi-query attention: one; GQA with few
+    groups), or a count the ranks do not divide, has query heads that
+    divide but key/value heads that do not. Each such attention's keys and
+    values are gathered to one head per query head (head h reads key/value
+    head h / (heads / kv_heads), as grouped-query attention defines it), so
+    the attention splits by its query heads; each rank then holds the key
+    and value heads its query heads read (Megatron replicates them too).
+    The gradients of the copies add up in the gather's gradient. Run before
+    --loom-build-training-step, with `ranks` the tensor-parallel ranks.
+
+    Before (`ranks=2`):
+    ```mlir
+    %o = nn.attention %q, %k, %v causal scale = 0.35 : (tensor<2x4x8x8xf32>, tensor<2x1x8x8xf32>, tensor<2x1x8x8xf32>) -> tensor<2x4x8x8xf32>
+    ```
+    After:
+    ```mlir
+    %i = nn.constant dense<0> : tensor<4xi64>
+    %k4 = nn.gather %k, %i axis = 1 : (tensor<2x1x8x8xf32>, tensor<4xi64>) -> tensor<2x4x8x8xf32>
+    %v4 = nn.gather %v, %i axis = 1 : (tensor<2x1x8x8xf32>, tensor<4xi64>) -> tensor<2x4x8x8xf32>
+    %o = nn.attention %q, %k4, %v4 causal scale = 0.35 : ...
+    ```
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", /*default=*/"1", "tensor-parallel ranks">,
+  ];
+}
+
 def ShardAnnotate : Pass<"loom-shard-annotate", "mlir::ModuleOp"> {
   let summary = "choose a mesh and Megatron-style shardings of weights and the batch";
   let description = [{

@@ -60,7 +60,7 @@ bool readsWeightTransposed(Operation *op) {
 /// of them at once (a norm over the features). Such a matmul's output
 /// features can be split (column parallel); head-wise ops such as rotary
 /// embeddings, whose whole dims are smaller than the features, pass.
-bool feedsSplittableConsumer(Operation *mm) {
+bool feedsSplittableConsumer(Operation *mm, int64_t *attentionHeads = nullptr) {
   int64_t features = cast<RankedTensorType>(mm->getResult(0).getType()).getShape().back();
   SmallVector<Value> work{mm->getResult(0)};
   llvm::DenseSet<Value> seen;
@@ -74,6 +74,13 @@ bool feedsSplittableConsumer(Operation *mm) {
         continue;
       if (isa<nn::AttentionOp>(user))
         return true;
+      // Key/value heads that --loom-expand-kv-heads copied to one per query
+      // head (the tp ranks do not divide them): their count.
+      if (auto gather = dyn_cast<nn::GatherOp>(user);
+          gather && attentionHeads && use.getOperandNumber() == 0 && gather.getAxis() == 1 &&
+          cast<RankedTensorType>(v.getType()).getRank() == 4 &&
+          llvm::any_of(gather->getUsers(), [](Operation *u) { return isa<nn::AttentionOp>(u); }))
+        *attentionHeads = cast<RankedTensorType>(v.getType()).getDimSize(1);
       if (isWeightMatmul(user) && use.getOperandNumber() == 0)
         return true;
       // The LM head: its logits feed the loss. Splitting the vocabulary
@@ -221,9 +228,13 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
 
     // Column-parallel weights: split their output features over tp.
     llvm::SetVector<Operation *> columnParallel;
+    llvm::DenseMap<Operation *, int64_t> attentionHeads;
     func.walk([&](Operation *mm) {
-      if (isWeightMatmul(mm) && feedsSplittableConsumer(mm))
+      int64_t heads = 0;
+      if (isWeightMatmul(mm) && feedsSplittableConsumer(mm, &heads))
         columnParallel.insert(mm);
+      if (heads > 0)
+        attentionHeads[mm] = heads;
     });
     if (columnParallel.empty())
       return func.emitError("--tp ") << int64_t(tp)
@@ -240,17 +251,37 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
         return mm->emitOpError("column-parallel weight '")
                << w.getName() << "' is reshaped before the matmul; cannot split it";
       int64_t outDim = readsWeightTransposed(mm) ? 0 : 1;
-      // A weight whose output features do not divide over tp (a gate of one
-      // output, as Qwen2-MoE's shared expert has) stays whole on every rank;
-      // the partitioner then gathers or slices around it as its readers need.
-      if (wType.getDimSize(outDim) % tp != 0) {
+      // Key/value heads the ranks do not divide (multi-query attention, or
+      // GQA with few groups; --loom-expand-kv-heads copied them to one per
+      // query head): their projections stay whole on every rank, and each
+      // rank's query heads read the ones they need (Megatron replicates
+      // them too).
+      if (auto heads = attentionHeads.find(mm);
+          heads != attentionHeads.end() && heads->second % tp != 0) {
         if (wholeWeights.insert(w.getName()).second)
           mlir::emitRemark(mm->getLoc())
-            << "--tp " << int64_t(tp) << ": weight '" << w.getName() << "' " << wType
-            << " stays whole: its " << wType.getDimSize(outDim)
-            << " output features do not divide over the ranks";
+              << "--tp " << int64_t(tp) << ": weight '" << w.getName() << "' " << wType
+              << " stays whole: its " << heads->second
+              << " key/value head(s) do not divide over the ranks (each rank reads the ones "
+                 "its query heads need)";
         continue;
       }
+      // A weight with fewer output features than ranks (a gate of one
+      // output, as Qwen2-MoE's shared expert has) stays whole on every rank;
+      // the partitioner gathers or slices around it as its readers need.
+      // Any other count the ranks do not divide is an impossible layout.
+      const int64_t features = wType.getDimSize(outDim);
+      if (features < tp) {
+        if (wholeWeights.insert(w.getName()).second)
+          mlir::emitRemark(mm->getLoc())
+              << "--tp " << int64_t(tp) << ": weight '" << w.getName() << "' " << wType
+              << " stays whole: its " << features << " output feature(s) are fewer than the ranks";
+        continue;
+      }
+      if (features % tp != 0)
+        return mm->emitOpError("cannot split weight '")
+               << w.getName() << "' " << wType << ": its " << features
+               << " output features are not divisible by tp=" << int64_t(tp);
       Layout l = Layout::replicated(2);
       l.dims[outDim].push_back("tp");
       setAnnotation(w.getResult(), l);

@@ -620,6 +620,9 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
   auto runStart = std::chrono::steady_clock::now();
   int64_t stepsRun = 0;
   bool nanInjected = false;
+  bool reportedOverflow = false;
+  double unreportedOverflows = 0;
+  int64_t unreportedOverflowSteps = 0;
   for (int64_t step = startStep; step < options.steps; ++step) {
     if (rank == options.injectHangRank && step + 1 == options.injectHangStep) {
       rankLog << "rank " << rank << ": stopping for good before step " << step + 1
@@ -990,15 +993,28 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
       step = snapshot->step - 1; // the loop goes on from the snapshot
       continue;
     }
-    if (overflows != 0)
+    // The first step that clips says so in full; later ones are counted
+    // on the progress lines (every step's count is in --metrics).
+    if (overflows != 0 && !reportedOverflow) {
       log << "step " << (step + 1) << ": FP8: " << llvm::format("%.0f", overflows)
           << " quantization(s) clipped: an amax beyond its scale's range (see fp8_overflows "
-             "in --metrics)\n";
+             "in --metrics; later steps' are counted on the progress lines)\n";
+      reportedOverflow = true;
+    } else if (overflows != 0) {
+      unreportedOverflows += overflows;
+      ++unreportedOverflowSteps;
+    }
     if ((step + 1) % std::max<int64_t>(1, options.logEvery) == 0 || last) {
       double eta = elapsed / stepsRun * double(options.steps - step - 1);
-      log << llvm::format("step %6lld/%lld  loss %.4f  lr %.2e  grad_norm %.3f  %.0f tok/s  eta %s\n",
+      log << llvm::format("step %6lld/%lld  loss %.4f  lr %.2e  grad_norm %.3f  %.0f tok/s  eta %s",
                           (long long)(step + 1), (long long)options.steps, lossValue, lr,
                           normValue, tokensPerSecond, formatDuration(eta).c_str());
+      if (unreportedOverflows != 0)
+        log << llvm::format("  fp8 clipped %.0f in %lld step(s)", unreportedOverflows,
+                            (long long)unreportedOverflowSteps);
+      log << "\n";
+      unreportedOverflows = 0;
+      unreportedOverflowSteps = 0;
       log.flush();
     }
     for (const StepReport &r : reports)

@@ -72,22 +72,34 @@ module attributes {dist.mesh = #dist.mesh<["x"=4]>} {
 
 // -----
 
-// Output features that do not divide by tp: the weight stays whole (a
-// remark names it), and the others are split as before.
-// CHECK-LABEL: func.func @indivisible
-// CHECK: nn.parameter "up" : tensor<33x32xf32>
-// CHECK: nn.parameter "gate" {dist.sharding = [#dist.sharding<{{\[}}["tp"], []]>]}
+// Output features that do not divide by tp are an error naming the weight.
 func.func @indivisible(%x: tensor<2x32xf32>) -> tensor<2x32xf32> {
   %w1 = nn.parameter "up" : tensor<33x32xf32>
   %w2 = nn.parameter "down" : tensor<32x33xf32>
-  %w3 = nn.parameter "gate" : tensor<64x32xf32>
-  %w4 = nn.parameter "proj" : tensor<32x64xf32>
-  // expected-remark @+1 {{--tp 2: weight 'up' 'tensor<33x32xf32>' stays whole: its 33 output features do not divide over the ranks}}
+  // expected-error @+1 {{cannot split weight 'up' 'tensor<33x32xf32>': its 33 output features are not divisible by tp=2}}
   %h = nn.matmul %x, %w1 {transpose_rhs} : (tensor<2x32xf32>, tensor<33x32xf32>) -> tensor<2x33xf32>
   %y = nn.matmul %h, %w2 {transpose_rhs} : (tensor<2x33xf32>, tensor<32x33xf32>) -> tensor<2x32xf32>
-  %g = nn.matmul %y, %w3 {transpose_rhs} : (tensor<2x32xf32>, tensor<64x32xf32>) -> tensor<2x64xf32>
-  %z = nn.matmul %g, %w4 {transpose_rhs} : (tensor<2x64xf32>, tensor<32x64xf32>) -> tensor<2x32xf32>
-  return %z : tensor<2x32xf32>
+  return %y : tensor<2x32xf32>
+}
+
+// -----
+
+// Fewer output features than ranks (a gate of one output): the weight stays
+// whole, a remark names it, and the others are split as before.
+// CHECK-LABEL: func.func @one_output
+// CHECK: nn.parameter "gate" : tensor<1x32xf32>
+// CHECK: nn.parameter "up" {dist.sharding = [#dist.sharding<{{\[}}["tp"], []]>]}
+func.func @one_output(%x: tensor<2x32xf32>) -> tensor<2x32xf32> {
+  %g = nn.parameter "gate" : tensor<1x32xf32>
+  %w1 = nn.parameter "up" : tensor<64x32xf32>
+  %w2 = nn.parameter "down" : tensor<32x64xf32>
+  %w3 = nn.parameter "proj" : tensor<32x1xf32>
+  // expected-remark @+1 {{--tp 2: weight 'gate' 'tensor<1x32xf32>' stays whole: its 1 output feature(s) are fewer than the ranks}}
+  %s = nn.matmul %x, %g {transpose_rhs} : (tensor<2x32xf32>, tensor<1x32xf32>) -> tensor<2x1xf32>
+  %t = nn.matmul %s, %w3 {transpose_rhs} : (tensor<2x1xf32>, tensor<32x1xf32>) -> tensor<2x32xf32>
+  %h = nn.matmul %t, %w1 {transpose_rhs} : (tensor<2x32xf32>, tensor<64x32xf32>) -> tensor<2x64xf32>
+  %y = nn.matmul %h, %w2 {transpose_rhs} : (tensor<2x64xf32>, tensor<32x64xf32>) -> tensor<2x32xf32>
+  return %y : tensor<2x32xf32>
 }
 
 // -----

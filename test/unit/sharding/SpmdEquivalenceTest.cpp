@@ -236,7 +236,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"tp2_dp2_sp_batch4", 2, 2, true, false, 4}),
     [](const ::testing::TestParamInfo<Layout> &info) { return std::string(info.param.name); });
 
-/// TP4 is impossible for this fixture: its 2 KV heads do not divide by 4.
+/// TP4 cannot split this fixture's 2 KV heads as they are (loom-compile runs
+/// --loom-expand-kv-heads first, which gives each query head its own).
 TEST_F(SpmdEquivalence, Tp4IsRejectedForTwoKvHeads) {
   OwningOpRef<ModuleOp> module = cast<ModuleOp>(trainingStep(2, 1, false)->clone());
   std::string diagnostics;
