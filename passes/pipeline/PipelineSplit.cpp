@@ -481,6 +481,12 @@ LogicalResult RankEmitter::emitTransfers(ArrayRef<pipeline::Action> run) {
     case ActionKind::SendB: {
       bool f = a.kind == ActionKind::SendF;
       int peer = s_.s_.stageRank[a.stage + (f ? 1 : -1)];
+      // One transfer's values per peer and direction in an exchange: NCCL
+      // sends them as one message (NcclCommunicator::runExchange), and the
+      // peer receives the same values as one.
+      if (!values(f ? s_.sendF_ : s_.sendB_, a.stage).empty() &&
+          llvm::is_contained(sendPeers, peer) && failed(flush()))
+        return failure();
       for (Value v : values(f ? s_.sendF_ : s_.sendB_, a.stage)) {
         // A value received in this group cannot leave in it.
         if (!map_.contains(v) && llvm::is_contained(recvValues, v) && failed(flush()))
@@ -494,6 +500,9 @@ LogicalResult RankEmitter::emitTransfers(ArrayRef<pipeline::Action> run) {
     case ActionKind::RecvB: {
       bool f = a.kind == ActionKind::RecvF;
       int from = a.stage + (f ? -1 : 1);
+      if (!values(f ? s_.sendF_ : s_.sendB_, from).empty() &&
+          llvm::is_contained(recvPeers, int64_t(s_.s_.stageRank[from])) && failed(flush()))
+        return failure();
       for (Value v : values(f ? s_.sendF_ : s_.sendB_, from)) {
         recvValues.push_back(v);
         recvPeers.push_back(s_.s_.stageRank[from]);

@@ -295,22 +295,92 @@ protected:
   // One NCCL group on the world communicator: every send and receive is
   // enqueued on `stream` together, and nothing here waits for the device,
   // so an exchange can be captured into a CUDA Graph.
+  /// The transfers of an exchange to (from) one peer go as one message.
+  /// NCCL runs a group's several sends (receives) to one peer one after
+  /// another, each paired with a receive (send) of the same peer, so a
+  /// receive that the peer answers only after it has this group's later
+  /// sends would wait forever (a pipeline's activations with the values
+  /// that travel beside them, against the gradients coming back). The
+  /// pipeline puts at most one transfer's values per peer and direction in
+  /// an exchange, so both ends pack the same tensors in the same order: a
+  /// peer's several tensors are copied into scratch at 256-byte offsets,
+  /// sent as bytes, and copied out on the other side.
   llvm::Error runExchange(llvm::ArrayRef<Transfer> sends, llvm::ArrayRef<Transfer> recvs,
                           void *stream) override {
     auto s = static_cast<cudaStream_t>(stream);
+    struct Message {
+      int64_t peer = 0;
+      llvm::SmallVector<const Transfer *, 4> parts;
+      size_t offset = 0, bytes = 0; // in the scratch, when packed
+      bool packed() const { return parts.size() > 1; }
+    };
+    auto messagesOf = [](llvm::ArrayRef<Transfer> transfers) {
+      std::vector<Message> messages;
+      for (const Transfer &t : transfers) {
+        auto it = llvm::find_if(messages, [&](const Message &m) { return m.peer == t.peer; });
+        if (it == messages.end()) {
+          messages.push_back(Message{t.peer, {}, 0, 0});
+          it = std::prev(messages.end());
+        }
+        it->parts.push_back(&t);
+      }
+      return messages;
+    };
+    std::vector<Message> out = messagesOf(sends), in = messagesOf(recvs);
+    constexpr size_t kAlign = 256;
+    auto aligned = [](size_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+    size_t total = 0;
+    for (std::vector<Message> *list : {&out, &in})
+      for (Message &m : *list)
+        if (m.packed()) {
+          m.offset = total;
+          for (const Transfer *t : m.parts)
+            m.bytes += aligned(t->bytes());
+          total += m.bytes;
+        }
+    char *scratch = nullptr;
+    if (total > 0) {
+      auto buffer = scratchFor(s, total);
+      if (!buffer)
+        return buffer.takeError();
+      scratch = static_cast<char *>(*buffer);
+    }
+    auto copyParts = [&](const Message &m, bool into) -> llvm::Error {
+      size_t at = m.offset;
+      for (const Transfer *t : m.parts) {
+        void *dst = into ? static_cast<void *>(scratch + at) : t->data;
+        const void *src = into ? t->data : static_cast<const void *>(scratch + at);
+        if (t->bytes() > 0)
+          LOOM_CUDA(cudaMemcpyAsync(dst, src, t->bytes(), cudaMemcpyDeviceToDevice, s),
+                    "cudaMemcpyAsync (exchange message)");
+        at += aligned(t->bytes());
+      }
+      return llvm::Error::success();
+    };
+    for (const Message &m : out)
+      if (m.packed())
+        if (auto err = copyParts(m, /*into=*/true))
+          return err;
     LOOM_NCCL(ncclGroupStart(), "ncclGroupStart");
     ncclResult_t result = ncclSuccess;
     std::string what;
-    for (size_t i = 0; i < sends.size() && result == ncclSuccess; ++i) {
-      const Transfer &t = sends[i];
-      result = ncclSend(t.data, size_t(t.count), ncclType(t.dtype), int(t.peer), world_, s);
-      what = "ncclSend (send " + std::to_string(i) + " to rank " + std::to_string(t.peer) + ")";
+    for (size_t i = 0; i < out.size() && result == ncclSuccess; ++i) {
+      const Message &m = out[i];
+      const Transfer &t = *m.parts.front();
+      result = m.packed() ? ncclSend(scratch + m.offset, m.bytes, ncclUint8, int(m.peer), world_, s)
+                          : ncclSend(t.data, size_t(t.count), ncclType(t.dtype), int(t.peer),
+                                     world_, s);
+      what = "ncclSend (" + std::to_string(m.parts.size()) + " tensor(s) to rank " +
+             std::to_string(m.peer) + ")";
     }
-    for (size_t j = 0; j < recvs.size() && result == ncclSuccess; ++j) {
-      const Transfer &t = recvs[j];
-      result = ncclRecv(t.data, size_t(t.count), ncclType(t.dtype), int(t.peer), world_, s);
-      what = "ncclRecv (receive " + std::to_string(j) + " from rank " + std::to_string(t.peer) +
-             ")";
+    for (size_t j = 0; j < in.size() && result == ncclSuccess; ++j) {
+      const Message &m = in[j];
+      const Transfer &t = *m.parts.front();
+      result = m.packed() ? ncclRecv(scratch + m.offset, m.bytes, ncclUint8, int(m.peer), world_, s)
+                          : ncclRecv(t.data, size_t(t.count), ncclType(t.dtype), int(t.peer),
+                                     world_, s);
+      what = "ncclRecv (" + std::to_string(m.parts.size()) + " tensor(s) from rank " +
+             std::to_string(m.peer) + ")";
     }
     // The group is closed even after a failed call, or the next one nests in it.
     ncclResult_t ended = ncclGroupEnd();
@@ -318,6 +388,10 @@ protected:
       return ncclFailure(result, what.c_str());
     if (ended != ncclSuccess)
       return ncclFailure(ended, "ncclGroupEnd");
+    for (const Message &m : in)
+      if (m.packed())
+        if (auto err = copyParts(m, /*into=*/false))
+          return err;
     return llvm::Error::success();
   }
 
