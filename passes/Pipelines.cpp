@@ -188,7 +188,14 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
   case PipelineStep::Fp8:
     if (!options.training())
       pm.addPass(createFp8Mark(fp8MarkOptions(options)));
-    pm.addPass(createFp8Expand({options.fp8GemmAlignment, options.fp8WeightsOnce}));
+  {
+    Fp8ExpandOptions expand;
+    expand.gemmAlignment = options.fp8GemmAlignment;
+    expand.weightsOnce = options.fp8WeightsOnce;
+    expand.tokenRanks = options.dataRanks() * (options.sp ? options.tp : 1);
+    expand.featureRanks = options.tp;
+    pm.addPass(createFp8Expand(expand));
+  }
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
     return;

@@ -1134,9 +1134,13 @@ llvm::Error launchQuantizeTiles(const KernelCall &call) {
       return dispatchFp8(q.dtype, [&](auto out) -> llvm::Error {
         constexpr DType I = decltype(in)::value, O = decltype(out)::value;
         constexpr int smem = kQBlock * (kQBlock * int(sizeof(StorageOf<I>)) + 16);
-        static const cudaError_t attr = cudaFuncSetAttribute(
-            quantizeTilesKernel<I, O>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        LOOM_RETURN_IF_ERROR(cudaError(attr, "cudaFuncSetAttribute (quantize_tiles)"));
+        // Per device, so on every call: with a GPU per rank thread, a
+        // once-per-process setting left the other devices at 48 KiB
+        // (cudaErrorInvalidValue on f32 inputs, whose tile takes 66 KiB).
+        LOOM_RETURN_IF_ERROR(cudaError(
+            cudaFuncSetAttribute(quantizeTilesKernel<I, O>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+            "cudaFuncSetAttribute (quantize_tiles)"));
         const dim3 grid(unsigned((cols + kQBlock - 1) / kQBlock),
                         unsigned((rows + kQBlock - 1) / kQBlock));
         quantizeTilesKernel<I, O><<<grid, 256, smem, call.ctx.stream>>>(

@@ -303,14 +303,27 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
       const int64_t k = gemm.getTransposeRhs() ? rhs.getDimSize(1) : rhs.getDimSize(0);
       const int64_t n = gemm.getTransposeRhs() ? rhs.getDimSize(0) : rhs.getDimSize(1);
       const int64_t mt = gemm.getTransposeLhs() ? lhs.getDimSize(1) : rowsOf(lhs)[0];
+      // Per rank: the data (and sequence) ranks split the token dim, M or,
+      // for a weight gradient (dy^T x, tagged by autodiff), K; the tensor
+      // ranks split features.
       const int64_t align = gemmAlignment;
-      if (align > 1 && (k % align || n % align ||
-           (policy.getRecipe() == nn::Fp8Recipe::blockwise && mt % 4))) {
+      const bool blockwise = policy.getRecipe() == nn::Fp8Recipe::blockwise;
+      const bool weightGradient =
+          loom::getBackwardKind(gemm) == loom::BackwardKind::Weight;
+      const int64_t kRanks = weightGradient ? tokenRanks : featureRanks;
+      const int64_t mRanks = weightGradient ? featureRanks : tokenRanks;
+      const int64_t nRanks = featureRanks;
+      if (align > 1 && (k % (align * kRanks) || n % (align * nRanks) ||
+                        (blockwise && mt % (4 * mRanks)))) {
+        auto dim = [](int64_t size, int64_t ranks) {
+          return ranks > 1 && size % ranks == 0 ? std::to_string(size / ranks) + " a rank"
+                 : ranks > 1 ? std::to_string(size) + " over " + std::to_string(ranks) + " ranks"
+                             : std::to_string(size);
+        };
         gemm.emitRemark("stays in ")
             << lhs.getElementType() << ": the target's FP8 GEMM needs K and N to be multiples of "
-            << align
-            << (policy.getRecipe() == nn::Fp8Recipe::blockwise ? " and M of 4" : "")
-            << ", got M = " << mt << ", N = " << n << ", K = " << k;
+            << align << (blockwise ? " and M of 4" : "") << ", got M = " << dim(mt, mRanks)
+            << ", N = " << dim(n, nRanks) << ", K = " << dim(k, kRanks);
         gemm->removeAttr(nn::kFp8PolicyAttrName);
         return;
       }

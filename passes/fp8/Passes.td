@@ -112,6 +112,11 @@ def Fp8Expand : Pass<"loom-fp8-expand", "mlir::ModuleOp"> {
     Option<"gemmAlignment", "gemm-alignment", "int64_t", /*default=*/"1",
            "what the target's FP8 GEMM needs K and N to be multiples of (16 on "
            "CUDA); a GEMM that falls short stays in the compute type, with a remark">,
+    Option<"tokenRanks", "token-ranks", "int64_t", /*default=*/"1",
+           "ranks that will split a GEMM's token dim (data, expert and, with "
+           "sequence parallelism, tensor ranks): the alignment holds per rank">,
+    Option<"featureRanks", "feature-ranks", "int64_t", /*default=*/"1",
+           "ranks that will split a weight's features (tensor ranks)">,
     Option<"weightsOnce", "weights-once", "bool", /*default=*/"true",
            "quantize each weight once a step for all its microbatches (current "
            "scaling, no pipeline): the microbatches' casts of one master weight "
