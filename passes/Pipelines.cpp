@@ -272,12 +272,14 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     if (options.fuseNormWeightGrad)
       pm.addPass(createFuseNormWeightGrad());
     pm.addPass(createFuseSwiglu());
-    if (options.fuseFp8Quantize)
-      pm.addPass(createFuseFp8Quantize());
     pm.addPass(createFuseCasts());
     // After the casts are one call and the updates one: it splits the first.
     if (options.optimizerWritesCopies)
       pm.addPass(createOptimizerWritesCopies());
+    // After the casts are settled: a quantized tensor's writer is the call
+    // that will write it.
+    if (options.fuseFp8Quantize)
+      pm.addPass(createFuseFp8Quantize(FuseFp8QuantizeOptions{options.fp8WriterScales}));
     pm.addPass(createPlanMemory());
     pm.addPass(createAssignStreams());
     return;

@@ -82,6 +82,9 @@ struct PipelineOptions {
   /// A current-scaling FP8 quantization, its amaxes and scales run as one
   /// kernel (--loom-fuse-fp8-quantize).
   bool fuseFp8Quantize = true;
+  /// With fuseFp8Quantize: the writer of a tensor quantized whole gives its
+  /// scale (the FP8 scale epilogue).
+  bool fp8WriterScales = true;
   /// Each norm's weight gradient runs as one kernel (--loom-fuse-norm-weight-grad).
   bool fuseNormWeightGrad = true;
   /// The optimizer writes each weight's compute-precision copy, and the

@@ -498,6 +498,26 @@ LogicalResult KernelOp::verify() {
   if (!arity)
     return emitOpError("unknown kernel '") << getKernel() << "'";
   int64_t numInputs = getInputs().size(), numOutputs = getOutputs().size();
+  // The FP8 scale epilogue (KernelList.h): one rank-0 f32 output per entry
+  // of fp8_scale_of, after the kernel's own.
+  if (auto scaleOf = getAttrs().getAs<DenseI64ArrayAttr>(kFp8ScaleOfAttr)) {
+    const int64_t extra = scaleOf.size();
+    if (extra == 0 || extra >= numOutputs)
+      return emitOpError("fp8_scale_of lists ")
+             << extra << " outputs of a kernel with " << numOutputs << " outputs in all";
+    for (int64_t i : scaleOf.asArrayRef())
+      if (i < 0 || i >= numOutputs - extra)
+        return emitOpError("fp8_scale_of names output ")
+               << i << ", not one of the kernel's " << numOutputs - extra;
+    for (Value v : getOutputs().take_back(extra)) {
+      auto t = dyn_cast<MemRefType>(v.getType());
+      if (!t || t.getRank() != 0 || !t.getElementType().isF32())
+        return emitOpError("an FP8 scale epilogue output must be memref<f32>, got ") << v.getType();
+    }
+    if (!getAttrs().getAs<StringAttr>(kFp8FormatAttr))
+      return emitOpError("fp8_scale_of needs fp8_format");
+    numOutputs -= extra;
+  }
   if (numInputs < arity->minInputs ||
       (arity->maxInputs >= 0 && numInputs > arity->maxInputs))
     return emitOpError("kernel '")

@@ -67,11 +67,51 @@ llvm::Error launchKernel(KernelId id, llvm::ArrayRef<cpu::Tensor> inputs,
   if (!launcher)
     return llvm::createStringError(std::errc::not_supported,
                                    "%s: no CUDA kernel in this build", std::string(name).c_str());
-  KernelCall call{name, id, inputs, outputs, attrs, ctx};
-  if (llvm::Error err = launcher(call))
+  auto failed = [&](llvm::Error err) {
     return llvm::createStringError(std::errc::invalid_argument, "%s: %s",
                                    std::string(name).c_str(),
                                    llvm::toString(std::move(err)).c_str());
+  };
+  // The FP8 scale epilogue (KernelList.h), where the launcher does not run
+  // it itself: the kernel on its own outputs, then each scale.
+  if (attrs.has(kFp8ScaleOfAttr) && !registry().runsFp8ScaleEpilogue(id)) {
+    llvm::Expected<std::vector<int64_t>> scaleOf = attrs.getInts(kFp8ScaleOfAttr);
+    if (!scaleOf)
+      return failed(scaleOf.takeError());
+    const size_t extra = scaleOf->size();
+    if (extra == 0 || extra >= outputs.size())
+      return failed(llvm::createStringError(std::errc::invalid_argument,
+                                            "fp8_scale_of lists %zu outputs of a call with %zu",
+                                            extra, outputs.size()));
+    std::vector<NamedAttr> own;
+    std::string format = "e4m3";
+    int64_t margin = 0;
+    for (const NamedAttr &a : attrs.all()) {
+      if (a.name == kFp8FormatAttr)
+        format = std::get<std::string>(a.value);
+      else if (a.name == kFp8MarginAttr)
+        margin = std::get<int64_t>(a.value);
+      else if (a.name != kFp8ScaleOfAttr)
+        own.push_back(a);
+    }
+    llvm::ArrayRef<cpu::Tensor> kernelOutputs = outputs.drop_back(extra);
+    const cpu::KernelAttrs ownAttrs(own);
+    if (llvm::Error err = launcher(KernelCall{name, id, inputs, kernelOutputs, ownAttrs, ctx}))
+      return failed(std::move(err));
+    for (size_t j = 0; j < extra; ++j) {
+      const int64_t i = (*scaleOf)[j];
+      if (i < 0 || i >= int64_t(kernelOutputs.size()))
+        return failed(llvm::createStringError(std::errc::invalid_argument,
+                                              "fp8_scale_of names output %lld", (long long)i));
+      if (llvm::Error err = launchFp8ScaleOf(kernelOutputs[i], outputs[kernelOutputs.size() + j],
+                                             format, margin, ctx))
+        return failed(std::move(err));
+    }
+    return cudaError(cudaGetLastError(), std::string(name).c_str());
+  }
+  KernelCall call{name, id, inputs, outputs, attrs, ctx};
+  if (llvm::Error err = launcher(call))
+    return failed(std::move(err));
   // Launch errors (bad configuration) surface here; faults at the next sync.
   return cudaError(cudaGetLastError(), std::string(name).c_str());
 }

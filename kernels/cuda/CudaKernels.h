@@ -48,13 +48,26 @@ using Launcher = llvm::Error (*)(const KernelCall &call);
 /// The launchers of the contract's kernels, indexed by KernelId.
 class KernelRegistry {
 public:
-  KernelRegistry() : launchers_(kNumKernels, nullptr) {}
+  KernelRegistry() : launchers_(kNumKernels, nullptr), fp8Scales_(kNumKernels, false) {}
   void add(KernelId id, Launcher launcher) { launchers_[kernelIndex(id)] = launcher; }
   Launcher get(KernelId id) const { return launchers_[kernelIndex(id)]; }
+  /// The launcher of `id` runs the FP8 scale epilogue (KernelList.h) itself,
+  /// finishing the amax as it writes the output: it is called with the
+  /// epilogue's attributes and outputs. Other launchers are called without,
+  /// and launchKernel runs launchFp8ScaleOf after them.
+  void addFp8ScaleEpilogue(KernelId id) { fp8Scales_[kernelIndex(id)] = true; }
+  bool runsFp8ScaleEpilogue(KernelId id) const { return fp8Scales_[kernelIndex(id)]; }
 
 private:
   std::vector<Launcher> launchers_;
+  std::vector<bool> fp8Scales_;
 };
+
+/// nn.fp8_scale (format, margin) of nn.amax of all of x into `scale` (a
+/// rank-0 f32): one launch where ctx.counters is set.
+llvm::Error launchFp8ScaleOf(const cpu::Tensor &x, const cpu::Tensor &scale,
+                             const std::string &format, int64_t margin,
+                             const LaunchContext &ctx);
 
 /// Runs kernel `name` on ctx.stream (asynchronously). Errors name the kernel.
 llvm::Error launchKernel(std::string_view name, llvm::ArrayRef<cpu::Tensor> inputs,

@@ -12,6 +12,7 @@
 //    identically.
 
 #include "kernels/cuda/DeviceSupport.cuh"
+#include "kernels/cuda/Fp8Epilogue.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -838,11 +839,24 @@ template <typename S, int IN, int OUT> struct PointerArgs {
 /// the tail one by one.
 template <DType D, typename Fn, int IN, int OUT>
 __global__ void __launch_bounds__(kBlockSize)
-    multiMapArgsKernel(Fn fn, PointerArgs<StorageOf<D>, IN, OUT> p, int64_t n, bool vectors) {
+    multiMapArgsKernel(Fn fn, PointerArgs<StorageOf<D>, IN, OUT> p, int64_t n, bool vectors,
+                       Fp8ScaleEpilogue epi) {
   using S = StorageOf<D>;
   constexpr int V = 16 / sizeof(S);
   struct alignas(16) P {
     S v[V];
+  };
+  // The FP8 scale epilogue: each thread's largest |y| of each output it
+  // names (mask), indexed at compile time so y stays in registers.
+  unsigned mo[OUT] = {};
+  unsigned mask = 0;
+  for (int j = 0; j < epi.count; ++j)
+    mask |= 1u << epi.output[j];
+  auto track = [&](const S (&y)[OUT]) {
+#pragma unroll
+    for (int o = 0; o < OUT; ++o)
+      if (mask >> o & 1u)
+        mo[o] = max(mo[o], absBits(dev::Elem<D>::load(y[o])));
   };
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -862,6 +876,7 @@ __global__ void __launch_bounds__(kBlockSize)
 #pragma unroll
       for (int o = 0; o < OUT; ++o)
         r[o].v[e] = y[o];
+      track(y);
     }
 #pragma unroll
     for (int o = 0; o < OUT; ++o)
@@ -876,13 +891,89 @@ __global__ void __launch_bounds__(kBlockSize)
 #pragma unroll
     for (int o = 0; o < OUT; ++o)
       p.out[o][k] = y[o];
+    track(y);
   }
+  if (epi.count > 0) {
+    unsigned m[Fp8ScaleEpilogue::kMax] = {0, 0};
+    for (int j = 0; j < epi.count; ++j)
+#pragma unroll
+      for (int o = 0; o < OUT; ++o)
+        if (o == epi.output[j])
+          m[j] = mo[o];
+    finishFp8Scales(m, epi);
+  }
+}
+
+/// The FP8 scale epilogue of a call (KernelList.h) for a kernel that runs
+/// it itself: the call without it (own outputs and attributes) and what the
+/// kernel needs. Without the stream's counters, `epi.count` stays 0 and the
+/// caller runs launchFp8ScaleOf after the kernel.
+struct EpilogueSplit {
+  std::vector<NamedAttr> ownAttrs;
+  cpu::KernelAttrs attrs;
+  llvm::ArrayRef<Tensor> outputs;
+  std::vector<int64_t> scaleOf;
+  std::string format = "e4m3";
+  int64_t margin = 0;
+  Fp8ScaleEpilogue epi;
+};
+
+llvm::Expected<EpilogueSplit> splitFp8Epilogue(const KernelCall &call) {
+  EpilogueSplit split;
+  split.outputs = call.outputs;
+  if (!call.attrs.has(kFp8ScaleOfAttr)) {
+    split.attrs = call.attrs;
+    return split;
+  }
+  LOOM_ASSIGN_OR_RETURN(split.scaleOf, call.attrs.getInts(kFp8ScaleOfAttr));
+  const size_t extra = split.scaleOf.size();
+  if (extra == 0 || extra >= call.outputs.size() || extra > size_t(Fp8ScaleEpilogue::kMax))
+    return kernelError("fp8_scale_of lists " + llvm::Twine(extra) + " outputs of a call with " +
+                       llvm::Twine(call.outputs.size()));
+  for (const NamedAttr &a : call.attrs.all()) {
+    if (a.name == kFp8FormatAttr)
+      split.format = std::get<std::string>(a.value);
+    else if (a.name == kFp8MarginAttr)
+      split.margin = std::get<int64_t>(a.value);
+    else if (a.name != kFp8ScaleOfAttr)
+      split.ownAttrs.push_back(a);
+  }
+  split.attrs = cpu::KernelAttrs(split.ownAttrs);
+  split.outputs = call.outputs.drop_back(extra);
+  for (int64_t i : split.scaleOf)
+    if (i < 0 || i >= int64_t(split.outputs.size()))
+      return kernelError("fp8_scale_of names output " + llvm::Twine(i));
+  if (call.ctx.counters) {
+    split.epi.count = int(extra);
+    for (size_t j = 0; j < extra; ++j) {
+      split.epi.output[j] = int(split.scaleOf[j]);
+      split.epi.scale[j] = static_cast<float *>(call.outputs[split.outputs.size() + j].data);
+    }
+    split.epi.counters = call.ctx.counters;
+    split.epi.headroom = std::ldexp(1.0f, int(split.margin));
+    split.epi.limit = fp8MaxFinite(split.format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2);
+  }
+  return split;
+}
+
+/// After a kernel that could not run its epilogue (no counters, or nothing
+/// to write): the scales in their own launches.
+llvm::Error finishEpilogueApart(const KernelCall &call, const EpilogueSplit &split, bool ran) {
+  if (ran || split.scaleOf.empty())
+    return llvm::Error::success();
+  for (size_t j = 0; j < split.scaleOf.size(); ++j)
+    LOOM_RETURN_IF_ERROR(launchFp8ScaleOf(split.outputs[split.scaleOf[j]],
+                                          call.outputs[split.outputs.size() + j], split.format,
+                                          split.margin, call.ctx));
+  return llvm::Error::success();
 }
 
 template <template <DType> class Fn, int IN, int OUT>
 llvm::Error launchMultiMapOf(const KernelCall &call) {
-  return launchMultiMap<IN, OUT>(call, [&](auto tag, const auto &p, int64_t n, bool aligned,
-                                           unsigned blocks) {
+  LOOM_ASSIGN_OR_RETURN(EpilogueSplit split, splitFp8Epilogue(call));
+  const KernelCall own{call.name, call.id, call.inputs, split.outputs, split.attrs, call.ctx};
+  bool ran = false;
+  auto launch = [&](auto tag, const auto &p, int64_t n, bool aligned, unsigned blocks) {
     constexpr DType D = decltype(tag)::value;
     using S = StorageOf<D>;
     PointerArgs<S, IN, OUT> args;
@@ -890,9 +981,19 @@ llvm::Error launchMultiMapOf(const KernelCall &call) {
       args.in[i] = p.in[i];
     for (int o = 0; o < OUT; ++o)
       args.out[o] = p.out[o];
+    // With the epilogue, one wave of resident blocks: every block's atomics
+    // go to the same words, so fewer blocks (each striding further) cost
+    // less than the full grid's.
+    if (split.epi.count > 0)
+      blocks = std::min<unsigned>(
+          blocks, unsigned(std::max(call.ctx.multiprocessors, 1) * (2048 / kBlockSize)));
     multiMapArgsKernel<D, Fn<D>, IN, OUT>
-        <<<blocks, kBlockSize, 0, call.ctx.stream>>>(Fn<D>{}, args, n, aligned);
-  });
+        <<<blocks, kBlockSize, 0, call.ctx.stream>>>(Fn<D>{}, args, n, aligned, split.epi);
+    ran = split.epi.count > 0;
+  };
+  if (llvm::Error err = launchMultiMap<IN, OUT>(own, launch))
+    return err;
+  return finishEpilogueApart(call, split, ran);
 }
 
 llvm::Error launchSwiglu(const KernelCall &call) { return launchMultiMapOf<SwigluFn, 2, 2>(call); }
@@ -905,6 +1006,8 @@ llvm::Error launchSwigluGrad(const KernelCall &call) {
 void registerElementwiseKernels(KernelRegistry &registry) {
   registry.add(KernelId::Swiglu, launchSwiglu);
   registry.add(KernelId::SwigluGrad, launchSwigluGrad);
+  registry.addFp8ScaleEpilogue(KernelId::Swiglu);
+  registry.addFp8ScaleEpilogue(KernelId::SwigluGrad);
   for (KernelId id : {KernelId::Neg, KernelId::Abs, KernelId::Exp, KernelId::Log, KernelId::Sqrt, KernelId::Rsqrt, KernelId::Reciprocal, KernelId::Tanh, KernelId::Erf, KernelId::Sigmoid, KernelId::Silu, KernelId::Relu, KernelId::Gelu})
     registry.add(id, launchUnary);
   for (KernelId id : {KernelId::Add, KernelId::Sub, KernelId::Mul, KernelId::Div, KernelId::Pow, KernelId::Maximum, KernelId::Minimum})

@@ -10,6 +10,7 @@
 // writes the canonical quiet NaN the CPU writes.
 
 #include "kernels/cuda/DeviceSupport.cuh"
+#include "kernels/cuda/Fp8Epilogue.cuh"
 #include "kernels/cpu/OperandChecks.h"
 #include "runtime/abi/Fp8Tiling.h"
 
@@ -335,13 +336,6 @@ __global__ void __launch_bounds__(256)
 
 template <DType In> __device__ inline unsigned absMaxBits(const StorageOf<In> *e, int count);
 
-/// fp8ScaleKernel's scale of one amax (bits of |x| taken by atomicMax).
-__device__ inline float scaleOfAmax(unsigned bits, float headroom, float limit) {
-  const float a = __uint_as_float(bits);
-  return !isfinite(a) ? __uint_as_float(0x7fc00000u)
-         : a == 0.0f  ? 1.0f
-                      : __fdiv_rn(__fmul_rn(a, headroom), limit);
-}
 
 /// nn.quantize_tiles where every tile of x and of its copy lies in one
 /// 128 x 128 block of x (QuantizeTilesShape): a thread block per 128 x 128
@@ -566,22 +560,6 @@ template <DType In> __device__ inline unsigned absMaxBits(const StorageOf<In> *e
   return m;
 }
 
-/// The block's maximum of each thread's `m`, in thread 0.
-__device__ inline unsigned blockMaximum(unsigned m) {
-  __shared__ unsigned warpMax[32];
-  for (int offset = 16; offset > 0; offset /= 2)
-    m = max(m, __shfl_down_sync(0xffffffffu, m, offset));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0)
-    warpMax[warp] = m;
-  __syncthreads();
-  if (warp == 0) {
-    m = lane < int(blockDim.x / 32) ? warpMax[lane] : 0;
-    for (int offset = 16; offset > 0; offset /= 2)
-      m = max(m, __shfl_down_sync(0xffffffffu, m, offset));
-  }
-  return m;
-}
 
 /// The block's maximum of each thread's `m`, then one atomicMax: every
 /// block's atomic goes to the same word, so there are few blocks
@@ -1106,6 +1084,28 @@ llvm::Error writeFp8Scales(const LaunchContext &ctx, const float *scale, int64_t
   return cudaError(cudaGetLastError(), "writeScalesKernel");
 }
 
+/// The FP8 scale epilogue's pass (KernelList.h), and nn.quantize_tensor's
+/// first: nn.fp8_scale of nn.amax of all of x into `scale`, in one launch
+/// where the stream keeps counters.
+llvm::Error launchFp8ScaleOf(const Tensor &x, const Tensor &scale, const std::string &format,
+                             int64_t margin, const LaunchContext &ctx) {
+  if (x.numElements() > 0 && isAligned(x.data, 16) && ctx.counters &&
+      (x.dtype == DType::F32 || x.dtype == DType::BF16 || x.dtype == DType::F16)) {
+    AmaxFinish finish;
+    finish.counters = ctx.counters;
+    finish.scale = static_cast<float *>(scale.data);
+    finish.headroom = std::ldexp(1.0f, int(margin));
+    finish.limit = fp8MaxFinite(format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2);
+    return launchAmaxWholeFinish(x, finish, ctx);
+  }
+  // The amax into the scale's buffer, then the scale in place.
+  cpu::KernelAttrs attrs;
+  attrs.set("format", format).set("margin", margin);
+  LOOM_RETURN_IF_ERROR(
+      launchAmax(KernelCall{"nn.amax", KernelId::Amax, {x}, {scale}, cpu::KernelAttrs(), ctx}));
+  return launchFp8Scale(KernelCall{"nn.fp8_scale", KernelId::Fp8Scale, {scale}, {scale}, attrs, ctx});
+}
+
 namespace {
 
 llvm::Error launchQuantizeTiles(const KernelCall &call) {
@@ -1184,23 +1184,8 @@ llvm::Error launchQuantizeTensor(const KernelCall &call) {
       cpu::detail::checkQuantizeTensor(call.inputs, call.outputs, call.attrs));
   const Tensor &x = call.inputs[0];
   const Tensor &q = call.outputs[0], &qT = call.outputs[1], &scale = call.outputs[2];
-  const std::string format = cantFail(call.attrs.getStr("format"));
-  const int64_t margin = cantFail(call.attrs.getInt("margin", 0));
-  if (x.numElements() > 0 && isAligned(x.data, 16) && call.ctx.counters) {
-    // The amax and its scale in one launch.
-    AmaxFinish finish;
-    finish.counters = call.ctx.counters;
-    finish.scale = static_cast<float *>(scale.data);
-    finish.headroom = std::ldexp(1.0f, int(margin));
-    finish.limit = fp8MaxFinite(format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2);
-    LOOM_RETURN_IF_ERROR(launchAmaxWholeFinish(x, finish, call.ctx));
-  } else {
-    // The amax into the scale's buffer, then the scale in place.
-    LOOM_RETURN_IF_ERROR(launchAmax(KernelCall{call.name, KernelId::Amax, {x}, {scale},
-                                               cpu::KernelAttrs(), call.ctx}));
-    LOOM_RETURN_IF_ERROR(launchFp8Scale(
-        KernelCall{call.name, KernelId::Fp8Scale, {scale}, {scale}, call.attrs, call.ctx}));
-  }
+  LOOM_RETURN_IF_ERROR(launchFp8ScaleOf(x, scale, cantFail(call.attrs.getStr("format")),
+                                        cantFail(call.attrs.getInt("margin", 0)), call.ctx));
   cpu::KernelAttrs one;
   one.set("has_transposed_scale", int64_t(0));
   const Tensor ins[] = {x, scale};

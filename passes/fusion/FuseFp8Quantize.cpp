@@ -8,6 +8,7 @@
 #include "passes/fusion/Passes.h"
 #include "passes/fusion/RtBuffers.h"
 #include "runtime/abi/Fp8Tiling.h"
+#include "runtime/abi/KernelList.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -198,9 +199,108 @@ void fuse(Match &m) {
   eraseDeadBuffers(dead);
 }
 
+/// Every kernel writing `root` or a view of it.
+SmallVector<rt::KernelOp> writersOf(Value root) {
+  SmallVector<rt::KernelOp> writers;
+  SmallVector<Value> work{root};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (auto alias = dyn_cast<rt::AliasOp>(user))
+        work.push_back(alias.getResult());
+      else if (auto k = dyn_cast<rt::KernelOp>(user); k && llvm::is_contained(k.getOutputs(), v))
+        writers.push_back(k);
+    }
+  }
+  return writers;
+}
+
+int64_t elementsOf(Value v) { return cast<MemRefType>(v.getType()).getNumElements(); }
+
+/// nn.quantize_tensor of x whose one writer is a kernel writing all of x:
+/// the writer takes the FP8 scale epilogue (runtime/abi/KernelList.h) and
+/// gives the scale, and the quantization becomes nn.quantize of x under it.
+/// x is then read once (the amax pass goes) where the writer's backend
+/// finishes the amax as it writes; elsewhere the scale is the same launch
+/// after the writer that it was inside nn.quantize_tensor.
+void takeScaleFromWriter(rt::KernelOp q) {
+  Value x = q.getInputs()[0], scale = q.getOutputs()[2];
+  SmallVector<rt::KernelOp> writers = writersOf(rootOf(x));
+  if (writers.size() != 1)
+    return;
+  rt::KernelOp w = writers.front();
+  if (w->getBlock() != q->getBlock() || !w->isBeforeInBlock(q) ||
+      w.getKernelId() == KernelId::Fused)
+    return;
+  std::optional<int64_t> index;
+  DictionaryAttr wAttrs = w.getAttrs();
+  auto have = wAttrs.getAs<DenseI64ArrayAttr>(kFp8ScaleOfAttr);
+  const int64_t ownOutputs = int64_t(w.getOutputs().size()) - (have ? int64_t(have.size()) : 0);
+  for (int64_t i = 0; i < ownOutputs; ++i)
+    if (rootOf(w.getOutputs()[i]) == rootOf(x) && elementsOf(w.getOutputs()[i]) == elementsOf(x))
+      index = i;
+  if (!index)
+    return;
+  // Nothing between the writer and the quantization writes x: no kernel,
+  // and no other op (a collective, a copy) that takes it at all.
+  llvm::SmallPtrSet<Operation *, 1> none;
+  if (!untouchedBetween(w->getNextNode(), q, x, {}, none))
+    return;
+  SmallVector<Value> views{rootOf(x)};
+  while (!views.empty()) {
+    Value v = views.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (auto alias = dyn_cast<rt::AliasOp>(user))
+        views.push_back(alias.getResult());
+      else if (!isa<rt::KernelOp>(user) && user->getBlock() == q->getBlock() &&
+               w->isBeforeInBlock(user) && user->isBeforeInBlock(q))
+        return;
+    }
+  }
+  auto format = q.getAttrs().getAs<StringAttr>("format");
+  auto marginAttr = q.getAttrs().getAs<IntegerAttr>("margin");
+  if (!format)
+    return;
+  const int64_t margin = marginAttr ? marginAttr.getInt() : 0;
+  SmallVector<int64_t> scaleOf;
+  if (have) {
+    // A second output of the same writer (a gradient pair): the same
+    // format and margin, at most two.
+    auto haveFormat = wAttrs.getAs<StringAttr>(kFp8FormatAttr);
+    auto haveMargin = wAttrs.getAs<IntegerAttr>(kFp8MarginAttr);
+    if (have.size() >= 2 || haveFormat != format ||
+        (haveMargin ? haveMargin.getInt() : 0) != margin ||
+        llvm::is_contained(have.asArrayRef(), *index))
+      return;
+    scaleOf.assign(have.asArrayRef().begin(), have.asArrayRef().end());
+  }
+  scaleOf.push_back(*index);
+  // The scale's buffer is made before its new writer.
+  Operation *alloc = rootOf(scale).getDefiningOp();
+  if (!alloc || !isa<rt::AllocOp>(alloc) || rootOf(scale) != scale)
+    return;
+  if (!alloc->isBeforeInBlock(w))
+    alloc->moveBefore(w);
+  OpBuilder b(q);
+  w.getOutputsMutable().append(scale);
+  NamedAttrList list(wAttrs);
+  list.set(kFp8ScaleOfAttr, b.getDenseI64ArrayAttr(scaleOf));
+  list.set(kFp8FormatAttr, format);
+  if (margin != 0)
+    list.set(kFp8MarginAttr, b.getI64IntegerAttr(margin));
+  w.setAttrsAttr(list.getDictionary(b.getContext()));
+  SmallVector<NamedAttribute> attrs{
+      b.getNamedAttr("has_transposed_scale", b.getI64IntegerAttr(0))};
+  b.create<rt::KernelOp>(q.getLoc(), b.getStringAttr(kernelName(KernelId::Quantize)),
+                         ValueRange{x, scale}, ValueRange{q.getOutputs()[0], q.getOutputs()[1]},
+                         b.getDictionaryAttr(attrs), q.getStreamAttr());
+  q->erase();
+}
+
 struct FuseFp8QuantizePass : impl::FuseFp8QuantizeBase<FuseFp8QuantizePass> {
+  using FuseFp8QuantizeBase::FuseFp8QuantizeBase;
   void runOnOperation() override {
-    getOperation().walk([](rt::ProgramOp program) {
+    getOperation().walk([&](rt::ProgramOp program) {
       SmallVector<rt::KernelOp> quantizations;
       for (Operation &op : program.getBlock())
         if (auto kernel = dyn_cast<rt::KernelOp>(op))
@@ -209,6 +309,16 @@ struct FuseFp8QuantizePass : impl::FuseFp8QuantizeBase<FuseFp8QuantizePass> {
       for (rt::KernelOp q : quantizations)
         if (std::optional<Match> m = match(q))
           fuse(*m);
+      // Then the writers of the tensors quantized whole give their scales.
+      if (!writerScales)
+        return;
+      SmallVector<rt::KernelOp> whole;
+      for (Operation &op : program.getBlock())
+        if (auto kernel = dyn_cast<rt::KernelOp>(op))
+          if (kernel.getKernelId() == KernelId::QuantizeTensor)
+            whole.push_back(kernel);
+      for (rt::KernelOp q : whole)
+        takeScaleFromWriter(q);
     });
   }
 };

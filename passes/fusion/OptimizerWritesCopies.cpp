@@ -4,6 +4,7 @@
 
 #include "passes/fusion/Passes.h"
 #include "passes/fusion/RtBuffers.h"
+#include "runtime/abi/KernelList.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -92,8 +93,10 @@ struct OptimizerWritesCopiesPass
     llvm::MapVector<Operation *, std::map<int64_t, Value>> copies;
     for (Operation &op : program.getBlock()) {
       auto cast = dyn_cast<rt::KernelOp>(op);
+      // A cast that gives an FP8 scale of its copy (KernelList.h) stays.
       if (!cast || cast.getRefresh() ||
-          (cast.getKernelId() != KernelId::CastMulti && cast.getKernelId() != KernelId::Cast))
+          (cast.getKernelId() != KernelId::CastMulti && cast.getKernelId() != KernelId::Cast) ||
+          cast.getAttrs().contains(kFp8ScaleOfAttr))
         continue;
       for (auto [i, pair] : llvm::enumerate(llvm::zip(cast.getInputs(), cast.getOutputs()))) {
         auto [weight, copy] = pair;

@@ -352,9 +352,17 @@ def FuseFp8Quantize : Pass<"loom-fuse-fp8-quantize", "mlir::ModuleOp"> {
     The tensorwise chain (one amax of all of x, its scale, `nn.quantize`
     of x and its copy under it) becomes one `nn.quantize_tensor` (x -> q,
     qT, scale): on CUDA two launches instead of five (the amax's last block
-    writes the scale).
+    writes the scale). Then, where one kernel writes all of x, that writer
+    takes the FP8 scale epilogue (`fp8_scale_of`, runtime/abi/KernelList.h:
+    one more output, x's scale) and the quantization is `nn.quantize` of x
+    under it: a kernel that finishes the amax as it writes (SwiGLU and its
+    gradient on CUDA) saves the pass over x the amax made.
     Runs on `rt` programs before `--loom-plan-memory`.
   }];
+  let options = [
+    Option<"writerScales", "writer-scales", "bool", /*default=*/"true",
+           "let the kernel that writes a tensor quantized whole give its scale">,
+  ];
 }
 
 def FuseCasts : Pass<"loom-fuse-casts", "mlir::ModuleOp"> {

@@ -88,6 +88,12 @@ std::string checkKernelAttrs(KernelId id,
         std::find_if(schema.begin(), schema.end(),
                      [&, n = name](const KernelAttrInfo &a) { return a.name == n; });
     if (info == schema.end()) {
+      if (std::optional<AttrKind> epilogue = fp8EpilogueAttrKind(name)) {
+        if (kind != *epilogue)
+          return "attribute '" + std::string(name) + "' must be " + attrKindName(*epilogue) +
+                 ", not " + attrKindName(kind);
+        continue;
+      }
       if (ignoreUnknown)
         continue;
       return "attribute '" + std::string(name) + "' is not one " + std::string(kernelName(id)) +
@@ -113,7 +119,22 @@ std::string checkKernelAttrs(KernelId id, const std::vector<NamedAttr> &attrs,
   return checkKernelAttrs(id, kinds, ignoreUnknown);
 }
 
-std::string checkKernelArity(KernelId id, size_t numInputs, size_t numOutputs) {
+std::optional<AttrKind> fp8EpilogueAttrKind(std::string_view name) {
+  if (name == kFp8ScaleOfAttr)
+    return AttrKind::Ints;
+  if (name == kFp8FormatAttr)
+    return AttrKind::Str;
+  if (name == kFp8MarginAttr)
+    return AttrKind::Int;
+  return std::nullopt;
+}
+
+std::string checkKernelArity(KernelId id, size_t numInputs, size_t numOutputs,
+                             size_t epilogueOutputs) {
+  if (numOutputs < epilogueOutputs)
+    return "has " + std::to_string(epilogueOutputs) + " epilogue outputs but " +
+           std::to_string(numOutputs) + " outputs in all";
+  numOutputs -= epilogueOutputs;
   const KernelInfo &k = kernelInfo(id);
   const bool inputsOk = static_cast<int64_t>(numInputs) >= k.minInputs &&
                         (k.maxInputs < 0 || static_cast<int64_t>(numInputs) <= k.maxInputs);

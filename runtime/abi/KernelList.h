@@ -88,8 +88,24 @@ std::string checkKernelAttrs(KernelId id, const std::vector<NamedAttr> &attrs,
                              bool ignoreUnknown = false);
 
 /// "takes 2 inputs" / "takes 1 to 3 inputs" / "takes 1 or more inputs", or
-/// empty when the counts fit the kernel's arity.
-std::string checkKernelArity(KernelId id, size_t numInputs, size_t numOutputs);
+/// empty when the counts fit the kernel's arity. `epilogueOutputs`: outputs
+/// beyond the kernel's own that an epilogue writes (kFp8ScaleOf).
+std::string checkKernelArity(KernelId id, size_t numInputs, size_t numOutputs,
+                             size_t epilogueOutputs = 0);
+
+/// The FP8 scale epilogue, which any kernel may carry
+/// (--loom-fuse-fp8-quantize): attribute `fp8_scale_of` lists outputs of the
+/// kernel (indices), and the kernel writes one more output per entry, after
+/// its own, each a rank-0 f32: nn.fp8_scale (attributes `fp8_format`,
+/// `fp8_margin`, as nn.fp8_scale's `format` and `margin`) of nn.amax of
+/// that output. Bitwise what nn.amax and nn.fp8_scale write after the
+/// kernel; a backend runs them so unless the kernel finishes the amax
+/// itself while it writes the output (one pass over memory fewer).
+inline constexpr std::string_view kFp8ScaleOfAttr = "fp8_scale_of";
+inline constexpr std::string_view kFp8FormatAttr = "fp8_format";
+inline constexpr std::string_view kFp8MarginAttr = "fp8_margin";
+/// Whether `name` is one of the epilogue's attributes, and its kind.
+std::optional<AttrKind> fp8EpilogueAttrKind(std::string_view name);
 
 } // namespace loom
 

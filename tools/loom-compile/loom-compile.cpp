@@ -205,6 +205,12 @@ cl::opt<bool> fuseSumSquares(
              "gradient read once (default on; --fuse-sum-squares=false: a square, a row sum "
              "and a sum per gradient)"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> fp8WriterScales(
+    "fp8-writer-scales",
+    cl::desc("with --fuse-fp8-quantize, let the kernel that writes a tensor quantized whole "
+             "(one scale) give the scale as it writes, so the amax does not read the tensor "
+             "again (default on)"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> fuseFp8Quantize(
     "fuse-fp8-quantize",
     cl::desc("with --fp8's current-scaling recipes, quantize each GEMM operand, its transposed "
@@ -810,6 +816,7 @@ int main(int argc, char **argv) {
   pipelineOptions.widenResults = widenResults;
   pipelineOptions.fuseSumSquares = fuseSumSquares;
   pipelineOptions.fuseFp8Quantize = fuseFp8Quantize;
+  pipelineOptions.fp8WriterScales = fp8WriterScales;
   pipelineOptions.optimizerWritesCopies = optimizerWritesCopies;
   pipelineOptions.fuseNormWeightGrad = fuseNormWeightGrad;
   pipelineOptions.fuseLinearCrossEntropy = fuseLinearCrossEntropy;

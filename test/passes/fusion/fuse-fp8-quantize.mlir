@@ -170,3 +170,67 @@ rt.program @tensorwise_kept rank = 0 streams = ["compute"] {
   rt.output "q2" %q2 : memref<64x96xf8E4M3FN>
   rt.output "q3" %q3 : memref<64x96xf8E4M3FN>
 }
+
+// -----
+
+// The FP8 scale epilogue: the one kernel writing all of x (here SwiGLU's
+// product, output 1) gives x's scale (fp8_scale_of), and the quantization
+// is nn.quantize of x under it; the second quantized output of the same
+// writer joins it (a gradient pair). The scale buffers are made before the
+// writer.
+// CHECK-LABEL: rt.program @epilogue
+// CHECK: %[[S1:[0-9]+]] = rt.alloc : memref<f32>
+// CHECK: %[[S0:[0-9]+]] = rt.alloc : memref<f32>
+// CHECK: rt.kernel "nn.swiglu"(%{{.*}}) -> (%[[A:[0-9]+]], %[[B:[0-9]+]], %[[S1]], %[[S0]]) attrs {fp8_format = "e4m3", fp8_scale_of = array<i64: 1, 0>}
+// CHECK: rt.kernel "nn.quantize"(%{{[0-9]+}}, %[[S1]]) -> ({{.*}}) attrs {has_transposed_scale = 0 : i64}
+// CHECK: rt.kernel "nn.quantize"(%{{[0-9]+}}, %[[S0]]) -> ({{.*}}) attrs {has_transposed_scale = 0 : i64}
+// CHECK-NOT: nn.quantize_tensor
+rt.program @epilogue rank = 0 streams = ["compute"] {
+  %g = rt.input "g" : memref<64x96xbf16>
+  %u = rt.input "u" : memref<64x96xbf16>
+  %a = rt.alloc : memref<64x96xbf16>
+  %b = rt.alloc : memref<64x96xbf16>
+  rt.kernel "nn.swiglu" (%g, %u) -> (%a, %b) on "compute" : (memref<64x96xbf16>, memref<64x96xbf16>) -> (memref<64x96xbf16>, memref<64x96xbf16>)
+  %m1 = rt.alloc : memref<f32>
+  rt.kernel "nn.amax" (%b) -> (%m1) on "compute" : (memref<64x96xbf16>) -> memref<f32>
+  %s1 = rt.alloc : memref<f32>
+  rt.kernel "nn.fp8_scale" (%m1) -> (%s1) attrs {format = "e4m3", margin = 0 : i64} on "compute" : (memref<f32>) -> memref<f32>
+  %q1 = rt.alloc : memref<64x96xf8E4M3FN>
+  %t1 = rt.alloc : memref<96x64xf8E4M3FN>
+  rt.kernel "nn.quantize" (%b, %s1) -> (%q1, %t1) attrs {has_transposed_scale = 0 : i64} on "compute" : (memref<64x96xbf16>, memref<f32>) -> (memref<64x96xf8E4M3FN>, memref<96x64xf8E4M3FN>)
+  %m0 = rt.alloc : memref<f32>
+  rt.kernel "nn.amax" (%a) -> (%m0) on "compute" : (memref<64x96xbf16>) -> memref<f32>
+  %s0 = rt.alloc : memref<f32>
+  rt.kernel "nn.fp8_scale" (%m0) -> (%s0) attrs {format = "e4m3", margin = 0 : i64} on "compute" : (memref<f32>) -> memref<f32>
+  %q0 = rt.alloc : memref<64x96xf8E4M3FN>
+  %t0 = rt.alloc : memref<96x64xf8E4M3FN>
+  rt.kernel "nn.quantize" (%a, %s0) -> (%q0, %t0) attrs {has_transposed_scale = 0 : i64} on "compute" : (memref<64x96xbf16>, memref<f32>) -> (memref<64x96xf8E4M3FN>, memref<96x64xf8E4M3FN>)
+  rt.output "q1" %q1 : memref<64x96xf8E4M3FN>
+  rt.output "t1" %t1 : memref<96x64xf8E4M3FN>
+  rt.output "q0" %q0 : memref<64x96xf8E4M3FN>
+  rt.output "t0" %t0 : memref<96x64xf8E4M3FN>
+}
+
+// -----
+
+// x written again between its writer and the quantization, or by two
+// kernels: nn.quantize_tensor stays, and no kernel takes an epilogue.
+// CHECK-LABEL: rt.program @no_epilogue
+// CHECK-NOT: fp8_scale_of
+// CHECK: rt.kernel "nn.quantize_tensor"
+// CHECK-NOT: fp8_scale_of
+rt.program @no_epilogue rank = 0 streams = ["compute"] {
+  %g = rt.input "g" : memref<64x96xbf16>
+  %x = rt.alloc : memref<64x96xbf16>
+  rt.kernel "nn.silu" (%g) -> (%x) on "compute" : (memref<64x96xbf16>) -> memref<64x96xbf16>
+  rt.kernel "nn.neg" (%g) -> (%x) on "compute" : (memref<64x96xbf16>) -> memref<64x96xbf16>
+  %m = rt.alloc : memref<f32>
+  rt.kernel "nn.amax" (%x) -> (%m) on "compute" : (memref<64x96xbf16>) -> memref<f32>
+  %s = rt.alloc : memref<f32>
+  rt.kernel "nn.fp8_scale" (%m) -> (%s) attrs {format = "e4m3", margin = 0 : i64} on "compute" : (memref<f32>) -> memref<f32>
+  %q = rt.alloc : memref<64x96xf8E4M3FN>
+  %t = rt.alloc : memref<96x64xf8E4M3FN>
+  rt.kernel "nn.quantize" (%x, %s) -> (%q, %t) attrs {has_transposed_scale = 0 : i64} on "compute" : (memref<64x96xbf16>, memref<f32>) -> (memref<64x96xf8E4M3FN>, memref<96x64xf8E4M3FN>)
+  rt.output "q" %q : memref<64x96xf8E4M3FN>
+  rt.output "t" %t : memref<96x64xf8E4M3FN>
+}

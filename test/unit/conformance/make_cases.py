@@ -2152,6 +2152,48 @@ def gen_quantize_tensor():
             attrs={"format": fname, "margin": margin}, exact=True)
 
 
+def fp8_scale_of(values, fmt="e4m3", margin=0):
+    """nn.fp8_scale of nn.amax of `values`, as the CPU computes it in f32."""
+    amax = np.float32(np.max(np.abs(np.asarray(values, dtype=np.float64))))
+    if not np.isfinite(amax):
+        return np.float32(np.nan)
+    if amax == 0:
+        return np.float32(1.0)
+    limit = np.float32(448.0 if fmt == "e4m3" else 57344.0)
+    return np.float32(np.float32(amax * np.float32(2.0 ** margin)) / limit)
+
+
+def gen_fp8_scale_epilogue():
+    """The FP8 scale epilogue (runtime/abi/KernelList.h): a kernel with
+    fp8_scale_of writes, after its own outputs, the FP8 scale of each listed
+    one. SwiGLU and its gradient finish the amax on CUDA as they write (a
+    tail, two outputs, and e5m2 with a margin); nn.silu through the
+    backend's pass after the kernel."""
+    for name, dtype, shape in [("bf16_vectors", "bf16", [4, 64]), ("bf16_tail", "bf16", [3, 37]),
+                               ("f32", "f32", [5, 12])]:
+        step = (lambda v: v) if dtype == "f32" else (lambda v: round_to(v, dtype))
+        g, u, dy = randt(dtype, shape, -6, 6), randt(dtype, shape), randt(dtype, shape)
+        s = step(g.values * sigmoid(g.values))
+        h = step(s * u.values)
+        add("nn.swiglu", "fp8_scale_" + name, [g, u],
+            [T(dtype, s), T(dtype, h), T("f32", np.array(fp8_scale_of(h)).reshape(()))],
+            attrs={"fp8_scale_of": [1], "fp8_format": "e4m3"}, rtol=1e-6)
+        sig = sigmoid(g.values)
+        a = step(dy.values * u.values)
+        dg = step(a * sig * (1 + g.values * (1 - sig)))
+        du = step(dy.values * s)
+        add("nn.swiglu_grad", "fp8_scale_" + name, [g, u, T(dtype, s), dy],
+            [T(dtype, dg), T(dtype, du),
+             T("f32", np.array(fp8_scale_of(du, "e5m2", 1)).reshape(())),
+             T("f32", np.array(fp8_scale_of(dg, "e5m2", 1)).reshape(()))],
+            attrs={"fp8_scale_of": [1, 0], "fp8_format": "e5m2", "fp8_margin": 1}, rtol=1e-5)
+    x = randt("bf16", [8, 40], -3, 3)
+    y = round_to(x.values * sigmoid(x.values), "bf16")
+    add("nn.silu", "fp8_scale", [x], [T("bf16", y), T("f32", np.array(fp8_scale_of(y)).reshape(()))],
+        attrs={"fp8_scale_of": [0], "fp8_format": "e4m3"}, rtol=1e-6)
+
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -2199,6 +2241,7 @@ def main():
     gen_quantize_sixteen()
     gen_quantize_tiles()
     gen_quantize_tensor()
+    gen_fp8_scale_epilogue()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
@@ -2219,3 +2262,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+
