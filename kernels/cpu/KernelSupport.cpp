@@ -123,33 +123,21 @@ llvm::Error runKernel(KernelId id, llvm::ArrayRef<Tensor> inputs,
   // The FP8 scale epilogue (KernelList.h): the kernel on its own outputs,
   // then nn.amax and nn.fp8_scale of each listed output into its scale.
   if (attrs.has(kFp8ScaleOfAttr)) {
-    llvm::Expected<std::vector<int64_t>> scaleOf = attrs.getInts(kFp8ScaleOfAttr);
-    if (!scaleOf)
-      return prefixed(scaleOf.takeError());
-    const size_t extra = scaleOf->size();
-    if (extra == 0 || extra >= outputs.size())
-      return prefixed(kernelError("fp8_scale_of lists " + llvm::Twine(extra) +
-                                  " outputs of a call with " + llvm::Twine(outputs.size())));
-    std::vector<NamedAttr> own, scaleAttrs;
-    for (const NamedAttr &a : attrs.all()) {
-      if (a.name == kFp8FormatAttr)
-        scaleAttrs.push_back(NamedAttr{"format", a.value});
-      else if (a.name == kFp8MarginAttr)
-        scaleAttrs.push_back(NamedAttr{"margin", a.value});
-      else if (a.name != kFp8ScaleOfAttr)
-        own.push_back(a);
-    }
-    llvm::ArrayRef<Tensor> kernelOutputs = outputs.drop_back(extra);
-    if (llvm::Error err = runKernel(id, inputs, kernelOutputs, KernelAttrs(own), ctx))
+    Fp8ScaleEpilogueAttrs split;
+    if (std::string problem = splitFp8ScaleEpilogue(attrs.all(), outputs.size(), split);
+        !problem.empty())
+      return prefixed(kernelError(problem));
+    llvm::ArrayRef<Tensor> kernelOutputs = outputs.drop_back(split.outputs.size());
+    if (llvm::Error err = runKernel(id, inputs, kernelOutputs, KernelAttrs(split.kernelAttrs), ctx))
       return err;
-    for (size_t j = 0; j < extra; ++j) {
-      const int64_t i = (*scaleOf)[j];
-      if (i < 0 || i >= int64_t(kernelOutputs.size()))
-        return prefixed(kernelError("fp8_scale_of names output " + llvm::Twine(i)));
+    KernelAttrs scaleAttrs;
+    scaleAttrs.set("format", split.format).set("margin", split.margin);
+    for (size_t j = 0; j < split.outputs.size(); ++j) {
       const Tensor &scale = outputs[kernelOutputs.size() + j];
-      if (llvm::Error err = runKernel(KernelId::Amax, {kernelOutputs[i]}, {scale}, KernelAttrs(), ctx))
+      if (llvm::Error err =
+              runKernel(KernelId::Amax, {kernelOutputs[split.outputs[j]]}, {scale}, KernelAttrs(), ctx))
         return prefixed(std::move(err));
-      if (llvm::Error err = runKernel(KernelId::Fp8Scale, {scale}, {scale}, KernelAttrs(scaleAttrs), ctx))
+      if (llvm::Error err = runKernel(KernelId::Fp8Scale, {scale}, {scale}, scaleAttrs, ctx))
         return prefixed(std::move(err));
     }
     return llvm::Error::success();

@@ -75,38 +75,19 @@ llvm::Error launchKernel(KernelId id, llvm::ArrayRef<cpu::Tensor> inputs,
   // The FP8 scale epilogue (KernelList.h), where the launcher does not run
   // it itself: the kernel on its own outputs, then each scale.
   if (attrs.has(kFp8ScaleOfAttr) && !registry().runsFp8ScaleEpilogue(id)) {
-    llvm::Expected<std::vector<int64_t>> scaleOf = attrs.getInts(kFp8ScaleOfAttr);
-    if (!scaleOf)
-      return failed(scaleOf.takeError());
-    const size_t extra = scaleOf->size();
-    if (extra == 0 || extra >= outputs.size())
-      return failed(llvm::createStringError(std::errc::invalid_argument,
-                                            "fp8_scale_of lists %zu outputs of a call with %zu",
-                                            extra, outputs.size()));
-    std::vector<NamedAttr> own;
-    std::string format = "e4m3";
-    int64_t margin = 0;
-    for (const NamedAttr &a : attrs.all()) {
-      if (a.name == kFp8FormatAttr)
-        format = std::get<std::string>(a.value);
-      else if (a.name == kFp8MarginAttr)
-        margin = std::get<int64_t>(a.value);
-      else if (a.name != kFp8ScaleOfAttr)
-        own.push_back(a);
-    }
-    llvm::ArrayRef<cpu::Tensor> kernelOutputs = outputs.drop_back(extra);
-    const cpu::KernelAttrs ownAttrs(own);
+    Fp8ScaleEpilogueAttrs split;
+    if (std::string problem = splitFp8ScaleEpilogue(attrs.all(), outputs.size(), split);
+        !problem.empty())
+      return failed(llvm::createStringError(std::errc::invalid_argument, "%s", problem.c_str()));
+    llvm::ArrayRef<cpu::Tensor> kernelOutputs = outputs.drop_back(split.outputs.size());
+    const cpu::KernelAttrs ownAttrs(split.kernelAttrs);
     if (llvm::Error err = launcher(KernelCall{name, id, inputs, kernelOutputs, ownAttrs, ctx}))
       return failed(std::move(err));
-    for (size_t j = 0; j < extra; ++j) {
-      const int64_t i = (*scaleOf)[j];
-      if (i < 0 || i >= int64_t(kernelOutputs.size()))
-        return failed(llvm::createStringError(std::errc::invalid_argument,
-                                              "fp8_scale_of names output %lld", (long long)i));
-      if (llvm::Error err = launchFp8ScaleOf(kernelOutputs[i], outputs[kernelOutputs.size() + j],
-                                             format, margin, ctx))
+    for (size_t j = 0; j < split.outputs.size(); ++j)
+      if (llvm::Error err = launchFp8ScaleOf(kernelOutputs[split.outputs[j]],
+                                             outputs[kernelOutputs.size() + j], split.format,
+                                             split.margin, ctx))
         return failed(std::move(err));
-    }
     return cudaError(cudaGetLastError(), std::string(name).c_str());
   }
   KernelCall call{name, id, inputs, outputs, attrs, ctx};

@@ -909,49 +909,33 @@ __global__ void __launch_bounds__(kBlockSize)
 /// kernel needs. Without the stream's counters, `epi.count` stays 0 and the
 /// caller runs launchFp8ScaleOf after the kernel.
 struct EpilogueSplit {
-  std::vector<NamedAttr> ownAttrs;
-  cpu::KernelAttrs attrs;
-  llvm::ArrayRef<Tensor> outputs;
-  std::vector<int64_t> scaleOf;
-  std::string format = "e4m3";
-  int64_t margin = 0;
+  Fp8ScaleEpilogueAttrs attrs; // attrs.outputs: fp8_scale_of
+  cpu::KernelAttrs kernelAttrs;
+  llvm::ArrayRef<Tensor> outputs; // the kernel's own
   Fp8ScaleEpilogue epi;
 };
 
 llvm::Expected<EpilogueSplit> splitFp8Epilogue(const KernelCall &call) {
   EpilogueSplit split;
-  split.outputs = call.outputs;
-  if (!call.attrs.has(kFp8ScaleOfAttr)) {
-    split.attrs = call.attrs;
-    return split;
-  }
-  LOOM_ASSIGN_OR_RETURN(split.scaleOf, call.attrs.getInts(kFp8ScaleOfAttr));
-  const size_t extra = split.scaleOf.size();
-  if (extra == 0 || extra >= call.outputs.size() || extra > size_t(Fp8ScaleEpilogue::kMax))
-    return kernelError("fp8_scale_of lists " + llvm::Twine(extra) + " outputs of a call with " +
-                       llvm::Twine(call.outputs.size()));
-  for (const NamedAttr &a : call.attrs.all()) {
-    if (a.name == kFp8FormatAttr)
-      split.format = std::get<std::string>(a.value);
-    else if (a.name == kFp8MarginAttr)
-      split.margin = std::get<int64_t>(a.value);
-    else if (a.name != kFp8ScaleOfAttr)
-      split.ownAttrs.push_back(a);
-  }
-  split.attrs = cpu::KernelAttrs(split.ownAttrs);
+  if (std::string problem = splitFp8ScaleEpilogue(call.attrs.all(), call.outputs.size(), split.attrs);
+      !problem.empty())
+    return kernelError(problem);
+  const size_t extra = split.attrs.outputs.size();
+  if (extra > size_t(Fp8ScaleEpilogue::kMax))
+    return kernelError("fp8_scale_of lists " + llvm::Twine(extra) + " outputs; at most " +
+                       llvm::Twine(Fp8ScaleEpilogue::kMax));
+  split.kernelAttrs = cpu::KernelAttrs(split.attrs.kernelAttrs);
   split.outputs = call.outputs.drop_back(extra);
-  for (int64_t i : split.scaleOf)
-    if (i < 0 || i >= int64_t(split.outputs.size()))
-      return kernelError("fp8_scale_of names output " + llvm::Twine(i));
-  if (call.ctx.counters) {
+  if (extra > 0 && call.ctx.counters) {
     split.epi.count = int(extra);
     for (size_t j = 0; j < extra; ++j) {
-      split.epi.output[j] = int(split.scaleOf[j]);
+      split.epi.output[j] = int(split.attrs.outputs[j]);
       split.epi.scale[j] = static_cast<float *>(call.outputs[split.outputs.size() + j].data);
     }
     split.epi.counters = call.ctx.counters;
-    split.epi.headroom = std::ldexp(1.0f, int(split.margin));
-    split.epi.limit = fp8MaxFinite(split.format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2);
+    split.epi.headroom = std::ldexp(1.0f, int(split.attrs.margin));
+    split.epi.limit =
+        fp8MaxFinite(split.attrs.format == "e4m3" ? DType::F8E4M3FN : DType::F8E5M2);
   }
   return split;
 }
@@ -959,19 +943,20 @@ llvm::Expected<EpilogueSplit> splitFp8Epilogue(const KernelCall &call) {
 /// After a kernel that could not run its epilogue (no counters, or nothing
 /// to write): the scales in their own launches.
 llvm::Error finishEpilogueApart(const KernelCall &call, const EpilogueSplit &split, bool ran) {
-  if (ran || split.scaleOf.empty())
+  if (ran)
     return llvm::Error::success();
-  for (size_t j = 0; j < split.scaleOf.size(); ++j)
-    LOOM_RETURN_IF_ERROR(launchFp8ScaleOf(split.outputs[split.scaleOf[j]],
-                                          call.outputs[split.outputs.size() + j], split.format,
-                                          split.margin, call.ctx));
+  const std::vector<int64_t> &scaleOf = split.attrs.outputs;
+  for (size_t j = 0; j < scaleOf.size(); ++j)
+    LOOM_RETURN_IF_ERROR(launchFp8ScaleOf(split.outputs[scaleOf[j]],
+                                          call.outputs[split.outputs.size() + j],
+                                          split.attrs.format, split.attrs.margin, call.ctx));
   return llvm::Error::success();
 }
 
 template <template <DType> class Fn, int IN, int OUT>
 llvm::Error launchMultiMapOf(const KernelCall &call) {
   LOOM_ASSIGN_OR_RETURN(EpilogueSplit split, splitFp8Epilogue(call));
-  const KernelCall own{call.name, call.id, call.inputs, split.outputs, split.attrs, call.ctx};
+  const KernelCall own{call.name, call.id, call.inputs, split.outputs, split.kernelAttrs, call.ctx};
   bool ran = false;
   auto launch = [&](auto tag, const auto &p, int64_t n, bool aligned, unsigned blocks) {
     constexpr DType D = decltype(tag)::value;

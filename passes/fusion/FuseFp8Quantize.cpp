@@ -199,22 +199,6 @@ void fuse(Match &m) {
   eraseDeadBuffers(dead);
 }
 
-/// Every kernel writing `root` or a view of it.
-SmallVector<rt::KernelOp> writersOf(Value root) {
-  SmallVector<rt::KernelOp> writers;
-  SmallVector<Value> work{root};
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    for (Operation *user : v.getUsers()) {
-      if (auto alias = dyn_cast<rt::AliasOp>(user))
-        work.push_back(alias.getResult());
-      else if (auto k = dyn_cast<rt::KernelOp>(user); k && llvm::is_contained(k.getOutputs(), v))
-        writers.push_back(k);
-    }
-  }
-  return writers;
-}
-
 int64_t elementsOf(Value v) { return cast<MemRefType>(v.getType()).getNumElements(); }
 
 /// nn.quantize_tensor of x whose one writer is a kernel writing all of x:
@@ -225,7 +209,13 @@ int64_t elementsOf(Value v) { return cast<MemRefType>(v.getType()).getNumElement
 /// after the writer that it was inside nn.quantize_tensor.
 void takeScaleFromWriter(rt::KernelOp q) {
   Value x = q.getInputs()[0], scale = q.getOutputs()[2];
-  SmallVector<rt::KernelOp> writers = writersOf(rootOf(x));
+  // x's one writer; any other op that takes x (a collective, a copy) must
+  // not sit between it and the quantization.
+  auto users = fusion::usersThroughViews(x);
+  SmallVector<rt::KernelOp> writers;
+  for (auto [user, view] : users)
+    if (auto k = dyn_cast<rt::KernelOp>(user); k && llvm::is_contained(k.getOutputs(), view))
+      writers.push_back(k);
   if (writers.size() != 1)
     return;
   rt::KernelOp w = writers.front();
@@ -241,22 +231,12 @@ void takeScaleFromWriter(rt::KernelOp q) {
       index = i;
   if (!index)
     return;
-  // Nothing between the writer and the quantization writes x: no kernel,
-  // and no other op (a collective, a copy) that takes it at all.
-  llvm::SmallPtrSet<Operation *, 1> none;
-  if (!untouchedBetween(w->getNextNode(), q, x, {}, none))
-    return;
-  SmallVector<Value> views{rootOf(x)};
-  while (!views.empty()) {
-    Value v = views.pop_back_val();
-    for (Operation *user : v.getUsers()) {
-      if (auto alias = dyn_cast<rt::AliasOp>(user))
-        views.push_back(alias.getResult());
-      else if (!isa<rt::KernelOp>(user) && user->getBlock() == q->getBlock() &&
-               w->isBeforeInBlock(user) && user->isBeforeInBlock(q))
-        return;
-    }
-  }
+  // w is x's only writing kernel, so between w and q nothing else writes x
+  // but an op of another kind.
+  for (auto [user, view] : users)
+    if (!isa<rt::KernelOp>(user) && user->getBlock() == q->getBlock() &&
+        w->isBeforeInBlock(user) && user->isBeforeInBlock(q))
+      return;
   auto format = q.getAttrs().getAs<StringAttr>("format");
   auto marginAttr = q.getAttrs().getAs<IntegerAttr>("margin");
   if (!format)

@@ -39,6 +39,21 @@ static rt::KernelOp writerThrough(Value buffer) {
 
 rt::KernelOp writerOf(Value buffer) { return writerThrough(rootOf(buffer)); }
 
+llvm::SmallVector<std::pair<Operation *, Value>> usersThroughViews(Value buffer) {
+  llvm::SmallVector<std::pair<Operation *, Value>> users;
+  llvm::SmallVector<Value> work{rootOf(buffer)};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (auto alias = dyn_cast<rt::AliasOp>(user))
+        work.push_back(alias.getResult());
+      else
+        users.emplace_back(user, v);
+    }
+  }
+  return users;
+}
+
 void eraseDeadBuffers(llvm::SmallVector<Value> &values) {
   // Each value once: a buffer listed twice would be read after its erase.
   llvm::SetVector<Value> work(values.begin(), values.end());

@@ -19,6 +19,9 @@ mlir::Value rootOf(mlir::Value buffer);
 bool usedOnlyBy(mlir::Value buffer, llvm::ArrayRef<mlir::Operation *> allowed);
 /// The kernel writing `buffer` (or a view of it), if one does.
 rt::KernelOp writerOf(mlir::Value buffer);
+/// Every op that takes `buffer` or a view of it (the views' rt.alias ops
+/// left out), each with the view it takes.
+llvm::SmallVector<std::pair<mlir::Operation *, mlir::Value>> usersThroughViews(mlir::Value buffer);
 /// Erases the allocs and aliases among `values` (and the buffers those
 /// aliases view) that nothing uses any more; clears `values`.
 void eraseDeadBuffers(llvm::SmallVector<mlir::Value> &values);

@@ -129,6 +129,38 @@ std::optional<AttrKind> fp8EpilogueAttrKind(std::string_view name) {
   return std::nullopt;
 }
 
+std::string splitFp8ScaleEpilogue(const std::vector<NamedAttr> &attrs, size_t numOutputs,
+                                  Fp8ScaleEpilogueAttrs &split) {
+  split = Fp8ScaleEpilogueAttrs();
+  bool listed = false;
+  for (const NamedAttr &a : attrs) {
+    if (a.name == kFp8ScaleOfAttr) {
+      const auto *list = std::get_if<std::vector<int64_t>>(&a.value);
+      if (!list)
+        return "fp8_scale_of must be an integer list";
+      split.outputs = *list;
+      listed = true;
+    } else if (a.name == kFp8FormatAttr && std::holds_alternative<std::string>(a.value)) {
+      split.format = std::get<std::string>(a.value);
+    } else if (a.name == kFp8MarginAttr && std::holds_alternative<int64_t>(a.value)) {
+      split.margin = std::get<int64_t>(a.value);
+    } else if (a.name != kFp8FormatAttr && a.name != kFp8MarginAttr) {
+      split.kernelAttrs.push_back(a);
+    }
+  }
+  if (!listed)
+    return {};
+  const size_t extra = split.outputs.size();
+  if (extra == 0 || extra >= numOutputs)
+    return "fp8_scale_of lists " + std::to_string(extra) + " outputs of a call with " +
+           std::to_string(numOutputs) + " in all";
+  for (int64_t i : split.outputs)
+    if (i < 0 || static_cast<size_t>(i) >= numOutputs - extra)
+      return "fp8_scale_of names output " + std::to_string(i) + ", not one of the kernel's " +
+             std::to_string(numOutputs - extra);
+  return {};
+}
+
 std::string checkKernelArity(KernelId id, size_t numInputs, size_t numOutputs,
                              size_t epilogueOutputs) {
   if (numOutputs < epilogueOutputs)

@@ -107,6 +107,20 @@ inline constexpr std::string_view kFp8MarginAttr = "fp8_margin";
 /// Whether `name` is one of the epilogue's attributes, and its kind.
 std::optional<AttrKind> fp8EpilogueAttrKind(std::string_view name);
 
+/// A call's attributes split into the epilogue's and the kernel's own.
+struct Fp8ScaleEpilogueAttrs {
+  std::vector<int64_t> outputs; // fp8_scale_of; empty: no epilogue
+  std::string format = "e4m3";
+  int64_t margin = 0;
+  std::vector<NamedAttr> kernelAttrs; // every other attribute
+};
+/// Splits `attrs` of a call with `numOutputs` outputs in all (the
+/// epilogue's included). Returns the problem in one line (fp8_scale_of
+/// listing nothing, as many outputs as the call has, or one it does not
+/// have), or an empty string.
+std::string splitFp8ScaleEpilogue(const std::vector<NamedAttr> &attrs, size_t numOutputs,
+                                  Fp8ScaleEpilogueAttrs &split);
+
 } // namespace loom
 
 #endif

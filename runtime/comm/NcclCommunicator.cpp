@@ -364,24 +364,21 @@ protected:
     LOOM_NCCL(ncclGroupStart(), "ncclGroupStart");
     ncclResult_t result = ncclSuccess;
     std::string what;
-    for (size_t i = 0; i < out.size() && result == ncclSuccess; ++i) {
-      const Message &m = out[i];
+    // A message's bytes where it is packed, else its one tensor as it is.
+    auto post = [&](const Message &m, bool send) {
       const Transfer &t = *m.parts.front();
-      result = m.packed() ? ncclSend(scratch + m.offset, m.bytes, ncclUint8, int(m.peer), world_, s)
-                          : ncclSend(t.data, size_t(t.count), ncclType(t.dtype), int(t.peer),
-                                     world_, s);
-      what = "ncclSend (" + std::to_string(m.parts.size()) + " tensor(s) to rank " +
-             std::to_string(m.peer) + ")";
-    }
-    for (size_t j = 0; j < in.size() && result == ncclSuccess; ++j) {
-      const Message &m = in[j];
-      const Transfer &t = *m.parts.front();
-      result = m.packed() ? ncclRecv(scratch + m.offset, m.bytes, ncclUint8, int(m.peer), world_, s)
-                          : ncclRecv(t.data, size_t(t.count), ncclType(t.dtype), int(t.peer),
-                                     world_, s);
-      what = "ncclRecv (" + std::to_string(m.parts.size()) + " tensor(s) from rank " +
-             std::to_string(m.peer) + ")";
-    }
+      void *data = m.packed() ? static_cast<void *>(scratch + m.offset) : t.data;
+      const size_t count = m.packed() ? m.bytes : size_t(t.count);
+      const ncclDataType_t type = m.packed() ? ncclUint8 : ncclType(t.dtype);
+      what = std::string(send ? "ncclSend (" : "ncclRecv (") + std::to_string(m.parts.size()) +
+             " tensor(s) " + (send ? "to" : "from") + " rank " + std::to_string(m.peer) + ")";
+      return send ? ncclSend(data, count, type, int(m.peer), world_, s)
+                  : ncclRecv(data, count, type, int(m.peer), world_, s);
+    };
+    for (size_t i = 0; i < out.size() && result == ncclSuccess; ++i)
+      result = post(out[i], /*send=*/true);
+    for (size_t j = 0; j < in.size() && result == ncclSuccess; ++j)
+      result = post(in[j], /*send=*/false);
     // The group is closed even after a failed call, or the next one nests in it.
     ncclResult_t ended = ncclGroupEnd();
     if (result != ncclSuccess)

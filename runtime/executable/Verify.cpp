@@ -354,27 +354,17 @@ private:
       }
       // The FP8 scale epilogue's outputs (KernelList.h) come after the
       // kernel's own: one rank-0 f32 each, for an output it names.
-      for (const NamedAttr &attr : instr.attrs) {
-        if (attr.name != kFp8ScaleOfAttr)
-          continue;
-        const auto *list = std::get_if<std::vector<int64_t>>(&attr.value);
-        if (!list || list->empty() || list->size() >= numOutputs)
-          return failure(context + instr.kernel +
-                         ": fp8_scale_of must list fewer outputs than the " +
-                         std::to_string(numOutputs) + " it has");
-        const size_t own = numOutputs - list->size();
-        for (int64_t i : *list)
-          if (i < 0 || static_cast<size_t>(i) >= own)
-            return failure(context + instr.kernel + ": fp8_scale_of names output " +
-                           std::to_string(i) + ", not one of the kernel's " +
-                           std::to_string(own));
-        for (size_t j = own; j < numOutputs; ++j) {
-          const BufferDesc &scale = program.buffers[instr.outputs[j]];
-          if (scale.dtype != DType::F32 || !scale.shape.empty())
-            return failure(context + instr.kernel + ": an FP8 scale output must be a rank-0 f32");
-        }
-        numOutputs = own;
+      Fp8ScaleEpilogueAttrs epilogue;
+      if (std::string problem = splitFp8ScaleEpilogue(instr.attrs, numOutputs, epilogue);
+          !problem.empty())
+        return failure(context + instr.kernel + ": " + problem);
+      const size_t own = numOutputs - epilogue.outputs.size();
+      for (size_t j = own; j < numOutputs; ++j) {
+        const BufferDesc &scale = program.buffers[instr.outputs[j]];
+        if (scale.dtype != DType::F32 || !scale.shape.empty())
+          return failure(context + instr.kernel + ": an FP8 scale output must be a rank-0 f32");
       }
+      numOutputs = own;
       bool outputsOk = kernel->numOutputs < 0
                            ? numOutputs >= 1
                            : numOutputs ==
