@@ -291,3 +291,25 @@ rt.program @fused_without_body rank = 0 streams = ["compute"] {
   // expected-error @+1 {{kernel 'nn.fused' needs its body (string attribute 'body')}}
   rt.kernel "nn.fused" (%x) -> (%y) : (memref<4xf32>) -> memref<4xf32>
 }
+
+// -----
+
+// The FP8 scale epilogue names one of the kernel's own outputs.
+rt.program @scale_of_bad_output rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<4x8xbf16>
+  %y = rt.alloc : memref<4x8xbf16>
+  %s = rt.alloc : memref<f32>
+  // expected-error @+1 {{fp8_scale_of names output 1, not one of the kernel's 1}}
+  rt.kernel "nn.silu" (%x) -> (%y, %s) attrs {fp8_scale_of = array<i64: 1>, fp8_format = "e4m3"} on "compute" : (memref<4x8xbf16>) -> (memref<4x8xbf16>, memref<f32>)
+}
+
+// -----
+
+// Its outputs are rank-0 f32.
+rt.program @scale_of_bad_type rank = 0 streams = ["compute"] {
+  %x = rt.input "x" : memref<4x8xbf16>
+  %y = rt.alloc : memref<4x8xbf16>
+  %s = rt.alloc : memref<2xf32>
+  // expected-error @+1 {{an FP8 scale epilogue output must be memref<f32>, got 'memref<2xf32>'}}
+  rt.kernel "nn.silu" (%x) -> (%y, %s) attrs {fp8_scale_of = array<i64: 0>, fp8_format = "e4m3"} on "compute" : (memref<4x8xbf16>) -> (memref<4x8xbf16>, memref<2xf32>)
+}
