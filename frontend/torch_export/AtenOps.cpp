@@ -950,6 +950,49 @@ Error convertCat(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
+/// stack: each tensor gets a dim of 1 at `dim` (of the result's rank), then
+/// one concat along it.
+Error convertStack(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto tensors = node.tensorList("tensors", 0);
+  if (!tensors)
+    return tensors.takeError();
+  auto dim = node.integer("dim", 1, 0);
+  if (!dim)
+    return dim.takeError();
+  auto axis = normalizeDim(*dim, type->getRank());
+  if (!axis)
+    return axis.takeError();
+  llvm::SmallVector<Value> inputs;
+  for (std::optional<Value> tensor : *tensors) {
+    if (!tensor)
+      return importError("stack of a None tensor");
+    auto cast = node.importer().castTo(*tensor, type->getElementType());
+    if (!cast)
+      return cast.takeError();
+    llvm::SmallVector<int64_t> shape(tensorType(*cast).getShape());
+    if (int64_t(shape.size()) + 1 != type->getRank())
+      return importError("stack of a rank-" + llvm::Twine(shape.size()) + " tensor into rank " +
+                         llvm::Twine(type->getRank()));
+    shape.insert(shape.begin() + *axis, 1);
+    auto unsqueezed = node.importer().reshapeTo(*cast, shape);
+    if (!unsqueezed)
+      return unsqueezed.takeError();
+    inputs.push_back(*unsqueezed);
+  }
+  if (inputs.empty())
+    return importError("stack of no tensors");
+  if (inputs.size() == 1)
+    return node.setResult(0, inputs.front());
+  auto result = node.importer().create<nn::ConcatOp>(
+      *type, inputs, node.builder().getI64IntegerAttr(*axis));
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
 /// split, split_with_sizes, chunk, unbind: the pieces' shapes come from the
 /// results; unbind's pieces lose the split dim.
 Error convertSplit(NodeContext &node) {
@@ -1539,9 +1582,72 @@ Error convertReduce(NodeContext &node) {
   return convertReduceWith<OpT>(node, false);
 }
 
+/// max.dim (values and indices): a top-1 along the dim (moved last and back
+/// when it is not), whose ties go to the first position as torch's do and
+/// whose gradient goes to the chosen positions as max's does.
+Error convertMaxWithIndices(NodeContext &node) {
+  auto values = node.resultType(0);
+  if (!values)
+    return values.takeError();
+  auto indices = node.resultType(1);
+  if (!indices)
+    return indices.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto dim = node.integer("dim", 1);
+  if (!dim)
+    return dim.takeError();
+  int64_t rank = tensorType(*self).getRank();
+  if (rank == 0)
+    return importError("max.dim of a scalar");
+  auto axis = normalizeDim(*dim, rank);
+  if (!axis)
+    return axis.takeError();
+  GraphImporter &g = node.importer();
+  auto input = g.castTo(*self, values->getElementType());
+  if (!input)
+    return input.takeError();
+  llvm::SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  std::swap(perm[*axis], perm[rank - 1]);
+  auto moved = transpose(g, *input, perm);
+  if (!moved)
+    return moved.takeError();
+  llvm::SmallVector<int64_t> shape(tensorType(*moved).getShape());
+  shape.back() = 1;
+  RankedTensorType movedType = tensorType(*moved);
+  auto topk = g.create<nn::TopkOp>(
+      TypeRange{movedType.clone(shape),
+                RankedTensorType::get(shape, g.builder().getI64Type())},
+      *moved, g.builder().getI64IntegerAttr(1), UnitAttr());
+  if (!topk)
+    return topk.takeError();
+  Operation *op = topk->getDefiningOp();
+  auto finish = [&](Value v, RankedTensorType type) -> Expected<Value> {
+    auto back = transpose(g, v, perm);
+    if (!back)
+      return back.takeError();
+    auto cast = g.castTo(*back, type.getElementType());
+    if (!cast)
+      return cast.takeError();
+    return g.reshapeTo(*cast, type.getShape());
+  };
+  auto v = finish(op->getResult(0), *values);
+  if (!v)
+    return v.takeError();
+  auto i = finish(op->getResult(1), *indices);
+  if (!i)
+    return i.takeError();
+  if (Error err = node.setResult(1, *i))
+    return err;
+  return node.setResult(0, *v);
+}
+
 Error convertMax(NodeContext &node) {
   if (node.has("other", 1))
     return convertArithmetic<nn::MaximumOp>(node);
+  if (node.numResults() > 1 && node.has("dim", 1))
+    return convertMaxWithIndices(node);
   return convertReduceWith<nn::ReduceMaxOp>(node, node.numResults() > 1);
 }
 
@@ -1870,6 +1976,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.select"] = convertSelect;
     t["aten.cat"] = convertCat;
     t["aten.concat"] = convertCat;
+    t["aten.stack"] = convertStack;
     for (const char *name : {"aten.split", "aten.split_with_sizes", "aten.chunk", "aten.unbind"})
       t[name] = convertSplit;
     t["aten.index_select"] = convertIndexSelect;

@@ -525,8 +525,12 @@ llvm::Expected<llvm::SmallVector<Value>> GraphImporter::importGraph(const llvm::
         object ? tensorName(object->get("as_tensor")) : std::nullopt;
     if (!name)
       return importError("a graph output is not a tensor; only tensor outputs are supported");
-    if (!scope().tensors.count(*name))
+    if (!scope().tensors.count(*name)) {
+      auto reason = scope().unavailable.find(*name);
+      if (reason != scope().unavailable.end())
+        return importError("graph output '" + *name + "' is " + reason->second);
       return importError("graph output '" + *name + "' is not defined by any node");
+    }
     auto value = valueOf(*name);
     if (!value)
       return value.takeError();

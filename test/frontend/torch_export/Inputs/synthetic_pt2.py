@@ -1,7 +1,7 @@
 """Writes a small hand-made torch.export program that exercises operators the
 fixtures do not use, with its input and NumPy's results.
 
-usage: synthetic_pt2.py OUTDIR   (writes model.pt2, x.npy, expected{0..4}.npy)
+usage: synthetic_pt2.py OUTDIR   (writes model.pt2, x.npy, expected{0..8}.npy)
 """
 import json
 import os
@@ -38,6 +38,15 @@ class Program:
             "outputs": [tensor(out)], "metadata": {}})
         program.values[out] = meta(dtype, shape)
 
+    def node2(program, target, outs, **inputs):
+        """A node of two outputs, each (name, dtype, shape)."""
+        program.nodes.append({
+            "target": "torch.ops.aten." + target, "name": outs[0][0],
+            "inputs": [{"name": k, "arg": v, "kind": 1} for k, v in inputs.items()],
+            "outputs": [tensor(name) for name, _, _ in outs], "metadata": {}})
+        for name, dtype, shape in outs:
+            program.values[name] = meta(dtype, shape)
+
 
 def main():
     out = sys.argv[1]
@@ -67,7 +76,15 @@ def main():
     p.node("lt.Scalar", "negative", BOOL, [2, 4], self=x, other={"as_int": 0})
     p.node("where.self", "w", FLOAT32, [2, 4], condition=tensor("negative"), self=tensor("xu"),
            other=tensor("g"))
-    outputs = ["s", "mf", "chosen", "w", "sm"]
+    # stack along a new last dim; max over a dim with its indices (the first
+    # of tied maxima, as torch documents), over a dim that is not the last.
+    p.node("stack.default", "st", FLOAT32, [2, 4, 2],
+           tensors={"as_tensors": [{"name": "x"}, {"name": "mf"}]}, dim={"as_int": -1})
+    p.node2("max.dim", [("mx", FLOAT32, [4]), ("mi", INT64, [4])], self=x, dim={"as_int": 0},
+            keepdim={"as_bool": False})
+    p.node2("max.dim", [("ux", FLOAT32, [4, 1]), ("ui", INT64, [4, 1])], self=tensor("upper"),
+            dim={"as_int": 1}, keepdim={"as_bool": True})
+    outputs = ["s", "mf", "chosen", "w", "sm", "st", "mx", "mi", "ui"]
     program = {
         "graph_module": {
             "graph": {"inputs": [x], "outputs": [tensor(o) for o in outputs], "nodes": p.nodes,
@@ -92,8 +109,12 @@ def main():
     mf = np.where(xv > 0.5, -1.0, xv)
     chosen = xv[:, [1, 3]]  # cumsum of 0..3 is [0, 1, 3, 6]; [1:3] picks 1 and 3
     w = np.where(xv < 0, xv @ np.triu(np.ones((4, 4)), 1), g)
-    for i, value in enumerate([s, mf, chosen, w, sm]):
+    st = np.stack([xv, mf], axis=-1)
+    upper = np.triu(np.ones((4, 4)), 1)
+    for i, value in enumerate([s, mf, chosen, w, sm, st, xv.max(axis=0)]):
         np.save(os.path.join(out, "expected%d.npy" % i), value.astype(np.float32))
+    np.save(os.path.join(out, "expected7.npy"), xv.argmax(axis=0).astype(np.int64))
+    np.save(os.path.join(out, "expected8.npy"), upper.argmax(axis=1)[:, None].astype(np.int64))
 
 
 if __name__ == "__main__":
