@@ -780,6 +780,21 @@ Error convertTranspose(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
+/// numpy_T (`x.T`): every dim reversed.
+Error convertNumpyT(NodeContext &node) {
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  int64_t rank = tensorType(*self).getRank();
+  llvm::SmallVector<int64_t> permutation;
+  for (int64_t d = rank - 1; d >= 0; --d)
+    permutation.push_back(d);
+  auto result = transpose(node.importer(), *self, permutation);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
 Error convertPermute(NodeContext &node) {
   auto self = node.tensor("self", 0);
   if (!self)
@@ -1971,6 +1986,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.swapaxes"] = convertTranspose;
     t["aten.t"] = convertTranspose;
     t["aten.permute"] = convertPermute;
+    t["aten.numpy_T"] = convertNumpyT;
     t["aten.slice"] = convertSlice;
     t["aten.narrow"] = convertNarrow;
     t["aten.select"] = convertSelect;
