@@ -2047,6 +2047,36 @@ def gen_quantize_sixteen():
             attrs={"has_transposed_scale": 1}, exact=True)
 
 
+def gen_quantize_big():
+    """nn.quantize with its transposed copy under one scale on CUDA's 128 x
+    128 path (rows and cols multiples of 128): bf16 with -0, values past the
+    format (saturated) and a NaN; f32 to e5m2 in a batch of two matrices;
+    f16."""
+    fmax = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+
+    def q(x, s, fmt):
+        v = x.astype(np.float32) / s
+        return round_to(np.clip(v, -fmax[fmt], fmax[fmt]).astype(np.float64), fmt)
+
+    for name, dtype, shape, fmt, squeeze in [
+        ("big_bf16_e4m3", "bf16", [256, 384], "f8E4M3FN", 4.0),
+        ("big_batched_f32_e5m2", "f32", [2, 128, 256], "f8E5M2", 1.0),
+        ("big_f16_e4m3", "f16", [128, 128], "f8E4M3FN", 1.0),
+    ]:
+        x = randt(dtype, shape, -3.0, 3.0)
+        values = x.values.copy()
+        if dtype == "bf16":
+            values[0, 0] = -0.0
+            values[5, 17] = np.nan
+        x = T(dtype, values)
+        finite = np.abs(values[np.isfinite(values)])
+        # squeeze > 1: a scale that puts the largest values past the format.
+        s = np.float32(np.max(finite)) / np.float32(fmax[fmt]) / np.float32(squeeze)
+        qd = q(values, s, fmt)
+        add("nn.quantize", name, [x, T("f32", np.array(s))],
+            [T(fmt, qd), T(fmt, np.swapaxes(qd, -1, -2))], exact=True)
+
+
 def gen_quantize_tiles():
     """nn.quantize_tiles (--loom-fuse-fp8-quantize): each scale nn.fp8_scale
     of nn.amax over its tiles (powers of two, the last ragged), q and qT
@@ -2242,6 +2272,7 @@ def main():
     gen_quantize_tiles()
     gen_quantize_tensor()
     gen_fp8_scale_epilogue()
+    gen_quantize_big()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
