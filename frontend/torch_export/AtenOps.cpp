@@ -2037,6 +2037,190 @@ const llvm::StringMap<OperatorConverter> &converters() {
 
 } // namespace
 
+//===----------------------------------------------------------------------===//
+// Complex tensors
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The name of a node's tensor argument, when it is one.
+std::optional<llvm::StringRef> tensorArgName(NodeContext &node, llvm::StringRef name,
+                                             int position) {
+  const llvm::json::Object *arg = node.arg(name, position);
+  const llvm::json::Object *tensor = arg ? arg->getObject("as_tensor") : nullptr;
+  return tensor ? tensor->getString("name") : std::nullopt;
+}
+
+/// The (real, imaginary) halves of a complex tensor's real view, each with
+/// the trailing dim of 1.
+Expected<std::pair<Value, Value>> complexParts(GraphImporter &g, Value z) {
+  int64_t last = tensorType(z).getRank() - 1;
+  auto re = sliceAlong(g, z, last, 0, 1, 1);
+  if (!re)
+    return re.takeError();
+  auto im = sliceAlong(g, z, last, 1, 2, 1);
+  if (!im)
+    return im.takeError();
+  return std::make_pair(*re, *im);
+}
+
+/// self * other where one or both are complex (their real views): the
+/// complex product, or each half scaled by a real factor.
+Error convertComplexMul(NodeContext &node, RankedTensorType type) {
+  GraphImporter &g = node.importer();
+  Type element = type.getElementType();
+  llvm::SmallVector<int64_t> partShape(type.getShape());
+  partShape.back() = 1;
+  RankedTensorType part = type.clone(partShape);
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  std::optional<llvm::StringRef> selfName = tensorArgName(node, "self", 0);
+  std::optional<llvm::StringRef> otherName = tensorArgName(node, "other", 1);
+  bool selfComplex = selfName && g.isComplex(*selfName);
+  bool otherComplex = otherName && g.isComplex(*otherName);
+  if (!otherName) { // a number
+    auto factor = node.number("other", 1);
+    if (!factor)
+      return factor.takeError();
+    auto result = g.create<nn::MulOp>(type, *self, g.scalar(element, *factor));
+    if (!result)
+      return result.takeError();
+    return node.setResult(0, *result);
+  }
+  auto other = node.tensor("other", 1);
+  if (!other)
+    return other.takeError();
+  if (selfComplex != otherComplex) {
+    // A real factor multiplies both halves: it gets the trailing dim of 1.
+    Value z = selfComplex ? *self : *other, r = selfComplex ? *other : *self;
+    llvm::SmallVector<int64_t> shape(tensorType(r).getShape());
+    shape.push_back(1);
+    auto cast = g.castTo(r, element);
+    if (!cast)
+      return cast.takeError();
+    auto widened = g.reshapeTo(*cast, shape);
+    if (!widened)
+      return widened.takeError();
+    auto result = g.create<nn::MulOp>(type, z, *widened);
+    if (!result)
+      return result.takeError();
+    return node.setResult(0, *result);
+  }
+  auto x = complexParts(g, *self);
+  if (!x)
+    return x.takeError();
+  auto y = complexParts(g, *other);
+  if (!y)
+    return y.takeError();
+  auto [a, b] = *x;
+  auto [c, d] = *y;
+  // (a + bi)(c + di) = (ac - bd) + (ad + bc)i
+  auto mul = [&](Value p, Value q) { return g.create<nn::MulOp>(part, p, q); };
+  auto ac = mul(a, c), bd = mul(b, d), ad = mul(a, d), bc = mul(b, c);
+  for (auto *v : {&ac, &bd, &ad, &bc})
+    if (!*v)
+      return v->takeError();
+  auto re = g.create<nn::SubOp>(part, *ac, *bd);
+  if (!re)
+    return re.takeError();
+  auto im = g.create<nn::AddOp>(part, *ad, *bc);
+  if (!im)
+    return im.takeError();
+  auto result = g.create<nn::ConcatOp>(type, ValueRange{*re, *im},
+                                       g.builder().getI64IntegerAttr(type.getRank() - 1));
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// polar(abs, angle) of compile-time constants: abs cos(angle) + i abs sin(angle).
+Error convertPolar(NodeContext &node, RankedTensorType type) {
+  auto abs = node.tensor("abs", 0);
+  if (!abs)
+    return abs.takeError();
+  auto angle = node.tensor("angle", 1);
+  if (!angle)
+    return angle.takeError();
+  auto absValue = requireConstant(node, *abs);
+  if (!absValue)
+    return absValue.takeError();
+  auto angleValue = requireConstant(node, *angle);
+  if (!angleValue)
+    return angleValue.takeError();
+  std::vector<double> r = toDoubles(*absValue), theta = toDoubles(*angleValue);
+  if (r.size() != theta.size() || int64_t(2 * r.size()) != type.getNumElements())
+    return importError("polar of differently shaped abs and angle is not supported");
+  std::vector<double> values(2 * r.size());
+  for (size_t i = 0; i < r.size(); ++i) {
+    values[2 * i] = r[i] * std::cos(theta[i]);
+    values[2 * i + 1] = r[i] * std::sin(theta[i]);
+  }
+  return node.setResult(0, node.importer().constant(fromDoubles(type, values)));
+}
+
+} // namespace
+
+/// A complex tensor is its real view (view_as_real's layout: a trailing dim
+/// of 2 holding the real and imaginary parts), so view_as_complex and
+/// view_as_real are the value itself, views that keep the trailing dim are
+/// reshapes of the real view, and mul is the complex product. What else
+/// would read the halves as independent numbers is refused, not guessed.
+llvm::Error convertComplexNode(NodeContext &node) {
+  llvm::StringRef target = node.target();
+  llvm::StringRef name = target;
+  if (!name.consume_front("torch.ops.aten."))
+    return importError("an operator on complex tensors outside aten is not supported");
+  name = name.split('.').first;
+  if (name == "_assert_tensor_metadata")
+    return Error::success(); // checks nothing Loom's types do not already say
+  auto type = node.numResults() > 0 ? node.resultType(0)
+                                    : Expected<RankedTensorType>(importError("has no result"));
+  if (!type)
+    return type.takeError();
+  GraphImporter &g = node.importer();
+  std::optional<llvm::StringRef> selfName = tensorArgName(node, "self", 0);
+  bool resultComplex = node.numResults() > 0 && !node.resultName(0).empty() &&
+                       g.isComplex(node.resultName(0));
+  bool selfComplex = selfName && g.isComplex(*selfName);
+  if (name == "polar")
+    return convertPolar(node, *type);
+  if (name == "mul")
+    return convertComplexMul(node, *type);
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  // The value itself: the two views, and copies or casts that keep the dtype.
+  if (name == "view_as_complex" || name == "view_as_real" ||
+      (selfComplex == resultComplex &&
+       llvm::is_contained({"alias", "detach", "clone", "contiguous", "lift_fresh_copy", "to",
+                           "_to_copy", "type_as"},
+                          name))) {
+    auto cast = g.castTo(*self, type->getElementType());
+    if (!cast)
+      return cast.takeError();
+    return node.setResult(0, *cast);
+  }
+  if (selfComplex && resultComplex &&
+      llvm::is_contained({"view", "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten",
+                          "unflatten"},
+                         name)) {
+    auto result = g.reshapeTo(*self, type->getShape());
+    if (!result)
+      return result.takeError();
+    return node.setResult(0, *result);
+  }
+  if (selfComplex && resultComplex && llvm::is_contained({"expand", "broadcast_to"}, name)) {
+    auto result = g.broadcastTo(*self, type->getShape());
+    if (!result)
+      return result.takeError();
+    return node.setResult(0, *result);
+  }
+  return importError("complex tensors are imported through polar, view_as_complex, "
+                     "view_as_real, mul and views; '" + name + "' of a complex tensor is not "
+                     "supported");
+}
+
 OperatorConverter findOperatorConverter(llvm::StringRef target) {
   if (!target.consume_front("torch.ops."))
     return nullptr;

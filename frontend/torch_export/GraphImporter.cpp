@@ -644,6 +644,46 @@ llvm::Error GraphImporter::foldConstantResults(NodeContext &node) {
   return llvm::Error::success();
 }
 
+bool GraphImporter::isComplex(llvm::StringRef name) const {
+  const GraphScope &scope = scopes_.back();
+  const llvm::json::Value *meta = scope.tensorValues ? scope.tensorValues->get(name) : nullptr;
+  if (!meta)
+    return false;
+  auto dtype = scalarTypeOfMeta(*meta);
+  if (!dtype) {
+    llvm::consumeError(dtype.takeError());
+    return false;
+  }
+  return isComplexScalarType(*dtype);
+}
+
+/// Whether a node reads or makes a complex tensor.
+bool GraphImporter::touchesComplex(const llvm::json::Object &object) const {
+  auto named = [&](const llvm::json::Value *value) {
+    std::optional<llvm::StringRef> name = tensorName(value);
+    return name && isComplex(*name);
+  };
+  if (const llvm::json::Array *outputs = object.getArray("outputs"))
+    for (const llvm::json::Value &output : *outputs)
+      if (const llvm::json::Object *o = output.getAsObject(); o && named(o->get("as_tensor")))
+        return true;
+  if (const llvm::json::Array *inputs = object.getArray("inputs"))
+    for (const llvm::json::Value &input : *inputs) {
+      const llvm::json::Object *i = input.getAsObject();
+      const llvm::json::Object *arg = i ? i->getObject("arg") : nullptr;
+      if (!arg)
+        continue;
+      if (named(arg->get("as_tensor")))
+        return true;
+      if (const llvm::json::Array *list = arg->getArray("as_tensors"))
+        for (const llvm::json::Value &t : *list)
+          if (const llvm::json::Object *o = t.getAsObject())
+            if (std::optional<llvm::StringRef> n = o->getString("name"); n && isComplex(*n))
+              return true;
+    }
+  return false;
+}
+
 llvm::Error GraphImporter::convertNode(const llvm::json::Object &object) {
   NodeContext node(*this, object);
   llvm::StringRef target = node.target();
@@ -660,7 +700,9 @@ llvm::Error GraphImporter::convertNode(const llvm::json::Object &object) {
     err = convertHigherOrderWrap(node, 1);
   } else if (target.consume_front("_operator.") || target.consume_front("torch.")) {
     if (node.target().starts_with("torch.ops.")) {
-      if (std::optional<std::string> functional = functionalCounterpart(node.target())) {
+      if (touchesComplex(object)) {
+        err = convertComplexNode(node);
+      } else if (std::optional<std::string> functional = functionalCounterpart(node.target())) {
         err = convertInPlace(node, object, *functional);
       } else {
         OperatorConverter converter = findOperatorConverter(node.target());

@@ -86,6 +86,10 @@ public:
 
   /// The node's results, flattened (a list result counts each tensor).
   size_t numResults() const { return results_.size(); }
+  /// The graph's name of result `index` (empty when it has none).
+  llvm::StringRef resultName(size_t index) const {
+    return index < results_.size() ? llvm::StringRef(results_[index].name) : llvm::StringRef();
+  }
   /// The type tensor_values gives result `index`.
   llvm::Expected<mlir::RankedTensorType> resultType(size_t index) const;
   /// Binds result `index` to `value`; the types must agree.
@@ -157,6 +161,9 @@ public:
     return op->getNumResults() ? op->getResult(0) : mlir::Value();
   }
   llvm::Error verify(mlir::Operation *op);
+  /// Whether the graph gives `name` a complex dtype (imported as its real
+  /// view, a trailing dim of 2).
+  bool isComplex(llvm::StringRef name) const;
   /// `value` with element type `elementType` (an nn.cast when it differs).
   llvm::Expected<mlir::Value> castTo(mlir::Value value, mlir::Type elementType);
   /// `value` reshaped to `shape` (no op when it already has it).
@@ -187,6 +194,7 @@ private:
   llvm::Error mutate(llvm::StringRef name, mlir::Value value);
   /// Whether the TensorMeta of `name` has row-major contiguous strides.
   bool isContiguous(llvm::StringRef name) const;
+  bool touchesComplex(const llvm::json::Object &node) const;
   /// The base of `chain` (name, its parent, ..., the base) with the
   /// elements the view `chain.front()` covers replaced by `value`.
   llvm::Expected<mlir::Value> scatterIntoBase(llvm::ArrayRef<std::string> chain,
@@ -212,6 +220,8 @@ using OperatorConverter = llvm::Error (*)(NodeContext &node);
 /// The converter for `target` ("torch.ops.aten.add.Tensor"), looked up by
 /// full name, then by name without overload; null when unsupported.
 OperatorConverter findOperatorConverter(llvm::StringRef target);
+/// A node that reads or makes a complex tensor (AtenOps.cpp).
+llvm::Error convertComplexNode(NodeContext &node);
 
 } // namespace loom::torch_export
 

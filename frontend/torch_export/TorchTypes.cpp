@@ -38,6 +38,12 @@ std::optional<Type> elementTypeOf(MLIRContext *context, int64_t scalarType) {
   }
 }
 
+bool isComplexScalarType(int64_t scalarType) { return scalarType >= 9 && scalarType <= 11; }
+
+int64_t complexComponentType(int64_t scalarType) {
+  return scalarType == 9 ? 6 : scalarType == 10 ? 7 : 8; // float16, float32, float64
+}
+
 std::string scalarTypeName(int64_t scalarType) {
   switch (scalarType) {
   case 1: return "uint8";
@@ -377,7 +383,11 @@ llvm::Expected<RankedTensorType> tensorTypeOf(MLIRContext *context,
   auto dtype = scalarTypeOfMeta(meta);
   if (!dtype)
     return dtype.takeError();
-  std::optional<Type> element = elementTypeOf(context, *dtype);
+  // A complex tensor is imported as its real view (view_as_real's layout):
+  // the component type, with a trailing dim of 2 for (real, imaginary).
+  const bool complex = isComplexScalarType(*dtype);
+  std::optional<Type> element =
+      elementTypeOf(context, complex ? complexComponentType(*dtype) : *dtype);
   if (!element)
     return importError("unsupported dtype " + scalarTypeName(*dtype));
   const llvm::json::Array *sizes = meta.getAsObject()->getArray("sizes");
@@ -397,6 +407,8 @@ llvm::Expected<RankedTensorType> tensorTypeOf(MLIRContext *context,
     elements *= *value;
     shape.push_back(*value);
   }
+  if (complex)
+    shape.push_back(2);
   return RankedTensorType::get(shape, *element);
 }
 

@@ -59,6 +59,10 @@ tensorTypeOf(mlir::MLIRContext *context, const llvm::json::Value &meta,
 
 /// The ScalarType code of a TensorMeta.
 llvm::Expected<int64_t> scalarTypeOfMeta(const llvm::json::Value &meta);
+/// complex32, complex64, complex128: imported as their real view, the
+/// component type (complexComponentType) with a trailing dim of 2.
+bool isComplexScalarType(int64_t scalarType);
+int64_t complexComponentType(int64_t scalarType);
 
 } // namespace loom::torch_export
 
