@@ -265,6 +265,30 @@ __global__ void __launch_bounds__(256)
     const float s0 = srow[p0 >> shift];
     const bool one = shift >= 4 && reciprocalExact(s0);
     const float r = 1.0f / s0;
+    if (one) {
+      // The run's 16 products first, then one test that all are finite (no
+      // overflow, no NaN or infinity in x): then every quotient is
+      // divideByScale's correction without its per-element branch, written
+      // q0 - (q0 s - x) r so that x = -0 keeps its sign without a copysign,
+      // and no pair needs the NaN path. Else the general path below.
+      float q0[16];
+      bool finite = true;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        q0[j] = __fmul_rn(v[j], r);
+        finite = finite & (fabsf(q0[j]) <= 0x1.fffffep127f);
+      }
+      if (finite) {
+#pragma unroll
+        for (int j = 0; j < 16; j += 2) {
+          const float2 f =
+              make_float2(__fmaf_rn(-__fmaf_rn(q0[j], s0, -v[j]), r, q0[j]),
+                          __fmaf_rn(-__fmaf_rn(q0[j + 1], s0, -v[j + 1]), r, q0[j + 1]));
+          w[j / 4] |= uint32_t(__nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, kind)) << (8 * (j % 4));
+        }
+        return;
+      }
+    }
     auto quotient = [&](int j) {
       return one ? divideByScale(v[j], s0, r) : __fdiv_rn(v[j], srow[(p0 + j) >> shift]);
     };
@@ -436,8 +460,9 @@ __global__ void __launch_bounds__(256, 2)
       for (int j = 0; j < 16; j += 2) {
         float2 f;
         const float q0 = __fmul_rn(v[j], r), q1 = __fmul_rn(v[j + 1], r);
-        f.x = copysignf(__fmaf_rn(__fmaf_rn(-q0, s0, v[j]), r, q0), q0);
-        f.y = copysignf(__fmaf_rn(__fmaf_rn(-q1, s0, v[j + 1]), r, q1), q1);
+        // q0 - (q0 s - x) r: x = -0 keeps its sign without a copysign.
+        f.x = __fmaf_rn(-__fmaf_rn(q0, s0, -v[j]), r, q0);
+        f.y = __fmaf_rn(-__fmaf_rn(q1, s0, -v[j + 1]), r, q1);
         w[j / 4] |= uint32_t(__nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, kind)) << (8 * (j % 4));
       }
       return;
