@@ -1808,6 +1808,71 @@ Expected<bool> isCausalMask(DenseElementsAttr mask, int64_t queries, int64_t key
   return causal;
 }
 
+/// Attention under a constant mask that is neither causal nor open (a
+/// sliding window, any pattern): the product, the scale, the mask (a float
+/// mask added, a bool one choosing -inf where it is false), softmax and the
+/// product with the values, as torch's math backend computes it; fewer
+/// key/value heads than query heads (enable_gqa) are repeated to them.
+Error convertMaskedAttention(NodeContext &node, RankedTensorType type, Value query, Value key,
+                             Value value, Value mask, std::optional<double> scale) {
+  GraphImporter &g = node.importer();
+  RankedTensorType queryType = tensorType(query), keyType = tensorType(key);
+  Type element = type.getElementType();
+  int64_t batch = queryType.getDimSize(0), heads = queryType.getDimSize(1);
+  int64_t queries = queryType.getDimSize(2), depth = queryType.getDimSize(3);
+  int64_t kvHeads = keyType.getDimSize(1), keys = keyType.getDimSize(2);
+  auto repeat = [&](Value kv) -> Expected<Value> {
+    if (kvHeads == heads)
+      return kv;
+    if (kvHeads == 0 || heads % kvHeads != 0)
+      return importError("attention of " + llvm::Twine(heads) + " query heads over " +
+                         llvm::Twine(kvHeads) + " key/value heads");
+    llvm::SmallVector<int64_t> shape(tensorType(kv).getShape());
+    llvm::SmallVector<int64_t> grouped{shape[0], kvHeads, 1, shape[2], shape[3]};
+    auto one = g.reshapeTo(kv, grouped);
+    if (!one)
+      return one.takeError();
+    grouped[2] = heads / kvHeads;
+    auto wide = g.broadcastTo(*one, grouped);
+    if (!wide)
+      return wide.takeError();
+    return g.reshapeTo(*wide, {shape[0], heads, shape[2], shape[3]});
+  };
+  auto k = repeat(key);
+  if (!k)
+    return k.takeError();
+  auto v = repeat(value);
+  if (!v)
+    return v.takeError();
+  RankedTensorType scoresType = RankedTensorType::get({batch, heads, queries, keys}, element);
+  auto scores = g.create<nn::MatmulOp>(scoresType, query, *k, UnitAttr(), g.builder().getUnitAttr());
+  if (!scores)
+    return scores.takeError();
+  auto scaled = g.create<nn::MulOp>(
+      scoresType, *scores, g.scalar(element, scale.value_or(1.0 / std::sqrt(double(depth)))));
+  if (!scaled)
+    return scaled.takeError();
+  Expected<Value> masked = importError("unreachable");
+  if (tensorType(mask).getElementType().isInteger(1)) {
+    auto blocked = g.scalar(element, -std::numeric_limits<double>::infinity());
+    masked = g.create<nn::WhereOp>(scoresType, mask, *scaled, blocked);
+  } else {
+    auto cast = g.castTo(mask, element);
+    if (!cast)
+      return cast.takeError();
+    masked = g.create<nn::AddOp>(scoresType, *scaled, *cast);
+  }
+  if (!masked)
+    return masked.takeError();
+  auto probs = g.create<nn::SoftmaxOp>(scoresType, *masked, g.builder().getI64IntegerAttr(3));
+  if (!probs)
+    return probs.takeError();
+  auto result = g.create<nn::MatmulOp>(type, *probs, *v, UnitAttr(), UnitAttr());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
 Error convertAttention(NodeContext &node) {
   auto type = node.resultType(0);
   if (!type)
@@ -1852,18 +1917,18 @@ Error convertAttention(NodeContext &node) {
     if (!maskValue)
       return importError("attention masks other than causal are not supported (the mask is "
                          "not a compile-time constant)");
-    auto key = std::make_tuple(maskValue->getAsOpaquePointer(), queries, keys);
-    auto known = g.maskKinds.find(key);
+    auto maskKey = std::make_tuple(maskValue->getAsOpaquePointer(), queries, keys);
+    auto known = g.maskKinds.find(maskKey);
     if (known == g.maskKinds.end()) {
       bool allOpen = false;
       auto matches = isCausalMask(*maskValue, queries, keys, allOpen);
       if (!matches)
         return matches.takeError();
-      known = g.maskKinds.emplace(key, std::make_pair(*matches, allOpen)).first;
+      known = g.maskKinds.emplace(maskKey, std::make_pair(*matches, allOpen)).first;
     }
     auto [matches, allOpen] = known->second;
     if (!matches && !allOpen)
-      return importError("attention masks other than causal are not supported");
+      return convertMaskedAttention(node, *type, *query, *key, *value, **mask, *scale);
     causal = matches && !allOpen;
   }
   auto result = g.create<nn::AttentionOp>(*type, *query, *key, *value,
@@ -2187,38 +2252,36 @@ llvm::Error convertComplexNode(NodeContext &node) {
     return convertPolar(node, *type);
   if (name == "mul")
     return convertComplexMul(node, *type);
+  const bool same = name == "view_as_complex" || name == "view_as_real" ||
+                    (selfComplex == resultComplex &&
+                     llvm::is_contained({"alias", "detach", "clone", "contiguous",
+                                         "lift_fresh_copy", "to", "_to_copy", "type_as"},
+                                        name));
+  const bool reshape = selfComplex && resultComplex &&
+                       llvm::is_contained({"view", "reshape", "_unsafe_view", "unsqueeze",
+                                           "squeeze", "flatten", "unflatten"},
+                                          name);
+  const bool broadcast =
+      selfComplex && resultComplex && llvm::is_contained({"expand", "broadcast_to"}, name);
+  if (!same && !reshape && !broadcast)
+    return importError("complex tensors are imported through polar, view_as_complex, "
+                       "view_as_real, mul and views; '" + name + "' of a complex tensor is not "
+                       "supported");
   auto self = node.tensor("self", 0);
   if (!self)
     return self.takeError();
   // The value itself: the two views, and copies or casts that keep the dtype.
-  if (name == "view_as_complex" || name == "view_as_real" ||
-      (selfComplex == resultComplex &&
-       llvm::is_contained({"alias", "detach", "clone", "contiguous", "lift_fresh_copy", "to",
-                           "_to_copy", "type_as"},
-                          name))) {
+  if (same) {
     auto cast = g.castTo(*self, type->getElementType());
     if (!cast)
       return cast.takeError();
     return node.setResult(0, *cast);
   }
-  if (selfComplex && resultComplex &&
-      llvm::is_contained({"view", "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten",
-                          "unflatten"},
-                         name)) {
-    auto result = g.reshapeTo(*self, type->getShape());
-    if (!result)
-      return result.takeError();
-    return node.setResult(0, *result);
-  }
-  if (selfComplex && resultComplex && llvm::is_contained({"expand", "broadcast_to"}, name)) {
-    auto result = g.broadcastTo(*self, type->getShape());
-    if (!result)
-      return result.takeError();
-    return node.setResult(0, *result);
-  }
-  return importError("complex tensors are imported through polar, view_as_complex, "
-                     "view_as_real, mul and views; '" + name + "' of a complex tensor is not "
-                     "supported");
+  auto result = reshape ? g.reshapeTo(*self, type->getShape())
+                        : g.broadcastTo(*self, type->getShape());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
 }
 
 OperatorConverter findOperatorConverter(llvm::StringRef target) {
