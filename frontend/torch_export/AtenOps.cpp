@@ -930,7 +930,10 @@ Error convertSelect(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
-Error convertCat(NodeContext &node) {
+/// cat and stack along `dim` of the result: stack first gives each tensor a
+/// dim of 1 there.
+Error convertJoin(NodeContext &node, bool stack) {
+  llvm::StringRef op = stack ? "stack" : "cat";
   auto type = node.resultType(0);
   if (!type)
     return type.takeError();
@@ -946,16 +949,29 @@ Error convertCat(NodeContext &node) {
   llvm::SmallVector<Value> inputs;
   for (std::optional<Value> tensor : *tensors) {
     if (!tensor)
-      return importError("cat of a None tensor");
+      return importError(op + " of a None tensor");
     RankedTensorType inputType = tensorType(*tensor);
     // torch skips legacy empty 1-D tensors in cat.
-    if (inputType.getRank() == 1 && inputType.getDimSize(0) == 0 && type->getRank() != 1)
+    if (!stack && inputType.getRank() == 1 && inputType.getDimSize(0) == 0 &&
+        type->getRank() != 1)
       continue;
     auto cast = node.importer().castTo(*tensor, type->getElementType());
     if (!cast)
       return cast.takeError();
+    if (stack) {
+      llvm::SmallVector<int64_t> shape(inputType.getShape());
+      if (int64_t(shape.size()) + 1 != type->getRank())
+        return importError("stack of a rank-" + llvm::Twine(shape.size()) + " tensor into rank " +
+                           llvm::Twine(type->getRank()));
+      shape.insert(shape.begin() + *axis, 1);
+      cast = node.importer().reshapeTo(*cast, shape);
+      if (!cast)
+        return cast.takeError();
+    }
     inputs.push_back(*cast);
   }
+  if (inputs.empty())
+    return importError(op + " of no tensors");
   if (inputs.size() == 1)
     return node.setResult(0, inputs.front());
   auto result = node.importer().create<nn::ConcatOp>(
@@ -965,48 +981,8 @@ Error convertCat(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
-/// stack: each tensor gets a dim of 1 at `dim` (of the result's rank), then
-/// one concat along it.
-Error convertStack(NodeContext &node) {
-  auto type = node.resultType(0);
-  if (!type)
-    return type.takeError();
-  auto tensors = node.tensorList("tensors", 0);
-  if (!tensors)
-    return tensors.takeError();
-  auto dim = node.integer("dim", 1, 0);
-  if (!dim)
-    return dim.takeError();
-  auto axis = normalizeDim(*dim, type->getRank());
-  if (!axis)
-    return axis.takeError();
-  llvm::SmallVector<Value> inputs;
-  for (std::optional<Value> tensor : *tensors) {
-    if (!tensor)
-      return importError("stack of a None tensor");
-    auto cast = node.importer().castTo(*tensor, type->getElementType());
-    if (!cast)
-      return cast.takeError();
-    llvm::SmallVector<int64_t> shape(tensorType(*cast).getShape());
-    if (int64_t(shape.size()) + 1 != type->getRank())
-      return importError("stack of a rank-" + llvm::Twine(shape.size()) + " tensor into rank " +
-                         llvm::Twine(type->getRank()));
-    shape.insert(shape.begin() + *axis, 1);
-    auto unsqueezed = node.importer().reshapeTo(*cast, shape);
-    if (!unsqueezed)
-      return unsqueezed.takeError();
-    inputs.push_back(*unsqueezed);
-  }
-  if (inputs.empty())
-    return importError("stack of no tensors");
-  if (inputs.size() == 1)
-    return node.setResult(0, inputs.front());
-  auto result = node.importer().create<nn::ConcatOp>(
-      *type, inputs, node.builder().getI64IntegerAttr(*axis));
-  if (!result)
-    return result.takeError();
-  return node.setResult(0, *result);
-}
+Error convertCat(NodeContext &node) { return convertJoin(node, false); }
+Error convertStack(NodeContext &node) { return convertJoin(node, true); }
 
 /// split, split_with_sizes, chunk, unbind: the pieces' shapes come from the
 /// results; unbind's pieces lose the split dim.
