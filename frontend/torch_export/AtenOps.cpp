@@ -1784,8 +1784,8 @@ Expected<bool> isCausalMask(DenseElementsAttr mask, int64_t queries, int64_t key
   return causal;
 }
 
-/// Attention under a constant mask that is neither causal nor open (a
-/// sliding window, any pattern): the product, the scale, the mask (a float
+/// Attention under a mask that is neither causal nor open (a sliding
+/// window, a padding mask computed at run time, any pattern): the product, the scale, the mask (a float
 /// mask added, a bool one choosing -inf where it is false), softmax and the
 /// product with the values, as torch's math backend computes it; fewer
 /// key/value heads than query heads (enable_gqa) are repeated to them.
@@ -1890,9 +1890,8 @@ Error convertAttention(NodeContext &node) {
     if (causal)
       return importError("attention with both is_causal and attn_mask");
     std::optional<DenseElementsAttr> maskValue = g.constantValue(**mask);
-    if (!maskValue)
-      return importError("attention masks other than causal are not supported (the mask is "
-                         "not a compile-time constant)");
+    if (!maskValue) // a mask computed at run time (from a padding mask input)
+      return convertMaskedAttention(node, *type, *query, *key, *value, **mask, *scale);
     auto maskKey = std::make_tuple(maskValue->getAsOpaquePointer(), queries, keys);
     auto known = g.maskKinds.find(maskKey);
     if (known == g.maskKinds.end()) {
