@@ -4,6 +4,8 @@
 
 #include "dialects/nn/NNOps.h"
 
+#include "mlir/IR/Matchers.h"
+
 using namespace mlir;
 using namespace loom::nn;
 
@@ -168,7 +170,21 @@ ShardingRule ParameterOp::getShardingRule() {
 ShardingRule IotaOp::getShardingRule() { return elementwise(*this, {int64_t(getDim())}); }
 ShardingRule GeluOp::getShardingRule() { return elementwise(*this); }
 ShardingRule CompareOp::getShardingRule() { return elementwise(*this); }
-ShardingRule WhereOp::getShardingRule() { return elementwise(*this); }
+ShardingRule WhereOp::getShardingRule() {
+  ShardingRule rule = elementwise(*this);
+  // where(c, 0, x) and where(c, x, 0) are linear in x: a partial sum passes
+  // through, the zeros summing to zero (the masks of the experts' rows).
+  auto zero = [](Value v) {
+    DenseElementsAttr a;
+    if (!matchPattern(v, m_Constant(&a)) || !a.isSplat())
+      return false;
+    if (isa<FloatType>(a.getElementType()))
+      return a.getSplatValue<APFloat>().isZero();
+    return false;
+  };
+  rule.linear = zero(getLhs()) || zero(getRhs());
+  return rule;
+}
 ShardingRule CastOp::getShardingRule() { return elementwise(*this); }
 ShardingRule DropoutOp::getShardingRule() {
   // The mask hashes the global element index: a block would draw another.
@@ -668,6 +684,8 @@ ShardingRule GatherGradOp::getShardingRule() {
     }
     ++g;
   }
+  // Linear in grad: scattering partial sums adds partial sums.
+  b.rule.linear = true;
   return b.rule;
 }
 

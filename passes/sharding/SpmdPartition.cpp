@@ -395,9 +395,45 @@ struct Partitioner {
       bool allFloatsSame = llvm::all_of(llvm::seq<unsigned>(0, op->getNumOperands()), [&](unsigned i) {
         return !floatOperand(i) || operandLayouts[i].partial == first;
       });
-      if (disjoint && rule.additive && allFloatsSame)
+      // A partial operand is carried on unless other readers of it cannot
+      // carry it and would each settle a result at least as large: then
+      // settling it once here, in place, is cheaper than this op carrying it
+      // to a later settlement while those readers settle theirs (the
+      // experts' partial rows read by the routing weights' product and by
+      // the backward's product with the output gradient).
+      auto everyReaderCarries = [&]() {
+        return llvm::all_of(partialOperands, [&](unsigned i) {
+          Value v = op->getOperand(i);
+          int64_t settledElsewhere = 0;
+          for (Operation *user : v.getUsers()) {
+            if (user == op)
+              continue;
+            auto r = dyn_cast<nn::ShardingRuleOpInterface>(user);
+            bool carries = false;
+            if (r) {
+              nn::ShardingRule other = r.getShardingRule();
+              // Linear in each operand separately carries the partial sum
+              // only while no other float operand is one too, certain where
+              // it reads one float value (the rest constants).
+              int floats = 0;
+              for (Value operand : user->getOperands()) {
+                auto t = tensorType(operand);
+                if (t && isa<FloatType>(t.getElementType()) &&
+                    !operand.getDefiningOp<nn::ConstantOp>())
+                  ++floats;
+              }
+              carries = other.additive || (other.linear && floats <= 1);
+            }
+            if (!carries && user->getNumResults() > 0)
+              if (auto t = tensorType(user->getResult(0)))
+                settledElsewhere += t.getNumElements();
+          }
+          return settledElsewhere == 0 || tensorType(v).getNumElements() > settledElsewhere;
+        });
+      };
+      if (disjoint && rule.additive && allFloatsSame && everyReaderCarries())
         kept = first;
-      else if (disjoint && rule.linear && partialOperands.size() == 1)
+      else if (disjoint && rule.linear && partialOperands.size() == 1 && everyReaderCarries())
         kept = first;
     }
 
