@@ -686,6 +686,7 @@ ShardingRule GatherGradOp::getShardingRule() {
   }
   // Linear in grad: scattering partial sums adds partial sums.
   b.rule.linear = true;
+  b.rule.partialResultCosted = true;
   return b.rule;
 }
 

@@ -50,6 +50,10 @@ struct ShardingRule {
   /// leaves each rank a partial maximum, settled at once by an all-reduce
   /// max; it never passes on as a partial sum.
   bool reducesByMax = false;
+  /// Its split reduction factors scatter rows into a larger result
+  /// (gather_grad): the partial result then costs its settlement, and the
+  /// partitioner also weighs gathering the operands instead of splitting.
+  bool partialResultCosted = false;
 
   int addFactor(FactorKind kind, int64_t size, bool meanScaled = false) {
     factors.push_back({kind, size, meanScaled});

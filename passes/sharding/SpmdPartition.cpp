@@ -350,8 +350,19 @@ struct Partitioner {
       operandFirst.push_back({&rule.resultDims[i], &targets[i]});
     FactorAxes best;
     int64_t bestCost = -1;
-    for (ArrayRef<Source> sources : {ArrayRef<Source>(resultFirst), ArrayRef<Source>(operandFirst)}) {
-      FactorAxes assignment = assignFactors(rule, sources, mesh);
+    SmallVector<FactorAxes> candidates;
+    for (ArrayRef<Source> sources : {ArrayRef<Source>(resultFirst), ArrayRef<Source>(operandFirst)})
+      candidates.push_back(assignFactors(rule, sources, mesh));
+    if (rule.partialResultCosted) {
+      // A third candidate: the reduction factors whole, the operands
+      // gathered, the result whole rather than a partial sum to settle.
+      FactorAxes whole = candidates.back();
+      for (auto [f, factor] : llvm::enumerate(rule.factors))
+        if (factor.kind == nn::FactorKind::Reduction)
+          whole[f].clear();
+      candidates.push_back(whole);
+    }
+    for (const FactorAxes &assignment : candidates) {
       // A factor split in an operand's required layout that the operand
       // does not have must be cut locally: allowed, but costed.
       int64_t cost = 0;
@@ -363,6 +374,11 @@ struct Partitioner {
       for (auto [i, r] : llvm::enumerate(op->getResults()))
         if (!layoutOf(rule.resultDims[i], assignment).sameDims(targets[i]))
           cost += tensorType(r).getNumElements();
+      // Its settlement, later: an all-reduce moves twice what gathering the
+      // same elements does.
+      if (rule.partialResultCosted && !reductionAxes(rule, assignment).empty())
+        for (Value r : op->getResults())
+          cost += 2 * tensorType(r).getNumElements();
       if (bestCost < 0 || cost < bestCost) {
         bestCost = cost;
         best = assignment;
