@@ -162,7 +162,20 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isExternal() && failed(annotate(func)))
         return signalPassFailure();
+    // A pipeline stage may hold no MoE layer (DeepSeek's dense first
+    // layers): the model needs experts somewhere, not on every stage.
+    if (ep > 1 && !expertsFound) {
+      module.emitError("--ep ")
+          << int64_t(ep)
+          << ": the model has no grouped GEMM of experts' weights to split (a "
+             "mixture-of-experts model exported with transformers' default grouped_mm "
+             "experts backend has one; its batched_mm backend gathers each token's "
+             "experts' weights instead)";
+      return signalPassFailure();
+    }
   }
+
+  bool expertsFound = false;
 
   /// The mesh axes that split the batch: dp, then ep (expert-parallel ranks
   /// hold different tokens).
@@ -343,13 +356,7 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
     });
     if (walk.wasInterrupted())
       return failure();
-    if (!found)
-      return func.emitError("--ep ")
-             << int64_t(ep)
-             << ": the model has no grouped GEMM of experts' weights to split (a "
-                "mixture-of-experts model exported with transformers' default grouped_mm "
-                "experts backend has one; its batched_mm backend gathers each token's "
-                "experts' weights instead)";
+    expertsFound |= found;
     return success();
   }
 
