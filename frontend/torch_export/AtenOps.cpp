@@ -2214,14 +2214,12 @@ llvm::Error convertComplexNode(NodeContext &node) {
   name = name.split('.').first;
   if (name == "_assert_tensor_metadata")
     return Error::success(); // checks nothing Loom's types do not already say
-  auto type = node.numResults() > 0 ? node.resultType(0)
-                                    : Expected<RankedTensorType>(importError("has no result"));
+  auto type = node.resultType(0);
   if (!type)
     return type.takeError();
   GraphImporter &g = node.importer();
   std::optional<llvm::StringRef> selfName = tensorArgName(node, "self", 0);
-  bool resultComplex = node.numResults() > 0 && !node.resultName(0).empty() &&
-                       g.isComplex(node.resultName(0));
+  bool resultComplex = g.isComplex(node.resultName(0));
   bool selfComplex = selfName && g.isComplex(*selfName);
   if (name == "polar")
     return convertPolar(node, *type);
