@@ -655,6 +655,8 @@ ShardingRule GatherOp::getShardingRule() {
     }
     ++r;
   }
+  // Linear in data: gathering rows of partial sums gives partial sums.
+  b.rule.linear = true;
   return b.rule;
 }
 

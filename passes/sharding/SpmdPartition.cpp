@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/IRMapping.h"
 
 namespace loom {
@@ -56,6 +57,17 @@ struct Partitioner {
   // Rules and argument types as they were before any type became local.
   llvm::DenseMap<Operation *, nn::ShardingRule> rules;
   llvm::DenseMap<Value, RankedTensorType> argTypes;
+  // Whether each op's results were partial sums when the function was
+  // partitioned before (by op position, then result): a guess at the
+  // layouts of values not yet partitioned, for a reader of two float values
+  // deciding whether it carries a partial sum (empty: no guess).
+  std::vector<SmallVector<bool>> earlierPartial;
+  llvm::DenseMap<Value, bool> guessedPartial;
+  // Whether a decision assumed the worst of an operand not yet partitioned,
+  // which a run with earlierPartial could decide otherwise.
+  bool assumedPartial = false;
+  // The partial flags of this run, for a later one.
+  std::vector<SmallVector<bool>> finalPartial;
 
   RankedTensorType globalType(Value v) {
     if (auto it = argTypes.find(v); it != argTypes.end())
@@ -319,6 +331,85 @@ struct Partitioner {
     return success();
   }
 
+  /// The fewest elements along `v` and the chain of its sole readers that
+  /// are linear in it and read no other float value: where a partial sum
+  /// carried from `v` could be settled most cheaply.
+  int64_t smallestAlongLinearReaders(Value v) {
+    int64_t smallest = globalType(v).getNumElements();
+    while (v.hasOneUse()) {
+      Operation *user = *v.getUsers().begin();
+      auto it = rules.find(user);
+      if (it == rules.end() || !it->second.linear || user->getNumResults() != 1)
+        break;
+      bool alone = llvm::all_of(user->getOperands(), [&](Value operand) {
+        auto t = tensorType(operand);
+        return operand == v || !t || !isa<FloatType>(t.getElementType()) ||
+               operand.getDefiningOp<nn::ConstantOp>();
+      });
+      auto t = tensorType(user->getResult(0));
+      if (!alone || !t)
+        break;
+      v = user->getResult(0);
+      smallest = std::min(smallest, t.getNumElements());
+    }
+    return smallest;
+  }
+
+  /// A partial operand is carried on unless other readers of it cannot
+  /// carry it and would each settle a result at least as large: then
+  /// settling it once here, in place, is cheaper than this op carrying it
+  /// to a later settlement while those readers settle theirs (the
+  /// experts' partial rows read by the routing weights' product and by
+  /// the backward's product with the output gradient).
+  bool everyReaderCarries(Operation *op, ArrayRef<unsigned> partialOperands) {
+    return llvm::all_of(partialOperands, [&](unsigned i) {
+      Value v = op->getOperand(i);
+      int64_t settledElsewhere = 0;
+      for (Operation *user : v.getUsers()) {
+        if (user == op)
+          continue;
+        auto r = dyn_cast<nn::ShardingRuleOpInterface>(user);
+        bool carries = false;
+        if (r) {
+          nn::ShardingRule other = r.getShardingRule();
+          // Linear in each operand separately carries the partial sum
+          // only while no other float operand is one too: certain where
+          // it reads one float value (the rest constants), else as the
+          // other operands are (partitioned already) or were when the
+          // function was partitioned before (the forward's partial
+          // expert rows times the backward's gathered output gradient).
+          bool othersWhole = true, others = false;
+          for (Value operand : user->getOperands()) {
+            auto t = tensorType(operand);
+            if (operand == v || !t || !isa<FloatType>(t.getElementType()) ||
+                operand.getDefiningOp<nn::ConstantOp>())
+              continue;
+            others = true;
+            if (auto it = actual.find(operand); it != actual.end()) {
+              othersWhole &= it->second.partial.empty();
+            } else if (auto g = guessedPartial.find(operand); g != guessedPartial.end()) {
+              othersWhole &= !g->second;
+            } else {
+              assumedPartial = true;
+              othersWhole = false;
+            }
+          }
+          carries = other.additive || (other.linear && othersWhole);
+          // Such a reader settles its own product later, at the smallest
+          // point of its linear chain (the routing weights' gradient, summed
+          // over the hidden dim); two products of one partial value would
+          // settle twice what settling it once here does.
+          if (carries && others && !other.additive && user->getNumResults() == 1)
+            settledElsewhere += smallestAlongLinearReaders(user->getResult(0));
+        }
+        if (!carries && user->getNumResults() > 0)
+          if (auto t = tensorType(user->getResult(0)))
+            settledElsewhere += t.getNumElements();
+      }
+      return settledElsewhere == 0 || tensorType(v).getNumElements() > settledElsewhere;
+    });
+  }
+
   LogicalResult partitionOp(Operation *op) {
     if (isa<dist::ExchangeOp, dist::AllReduceOp, dist::BroadcastOp>(op))
       return partitionPipelineCollective(op);
@@ -385,6 +476,48 @@ struct Partitioner {
       }
     }
 
+    SmallVector<unsigned> partialOperands;
+    for (auto [i, l] : llvm::enumerate(operandLayouts))
+      if (!l.partial.empty())
+        partialOperands.push_back(i);
+    auto floatOperand = [&](unsigned i) {
+      auto t = tensorType(op->getOperand(i));
+      return t && isa<FloatType>(t.getElementType());
+    };
+    // A linear op whose best split would settle its partial operand now
+    // may instead run whole over the partial axes and carry the partial
+    // sum on, to be settled where the chain of linear readers after it is
+    // smallest: the combine's routed rows, weighted, unsorted and summed
+    // over the k choices, reduce-scattered as the tokens' outputs rather
+    // than all-reduced as the routed rows (k times larger).
+    if (rule.linear && partialOperands.size() == 1 && floatOperand(partialOperands.front()) &&
+        op->getNumResults() == 1) {
+      unsigned p = partialOperands.front();
+      const Axes &axes = operandLayouts[p].partial;
+      auto onPartialAxis = [&](StringRef a) { return llvm::is_contained(axes, a); };
+      if (llvm::any_of(best, [&](const Axes &f) { return llvm::any_of(f, onPartialAxis); })) {
+        FactorAxes whole = best;
+        for (Axes &f : whole)
+          llvm::erase_if(f, onPartialAxis);
+        Layout req = layoutOf(rule.operandDims[p], best);
+        bool scatters = false;
+        for (auto [want, have] : llvm::zip(req.dims, operandLayouts[p].dims))
+          for (StringRef a : want)
+            scatters |= onPartialAxis(a) && !llvm::is_contained(have, a);
+        int64_t now = bestCost + (scatters ? 1 : 2) * globalType(op->getOperand(p)).getNumElements();
+        int64_t later = smallestAlongLinearReaders(op->getResult(0));
+        for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+          if (i == p)
+            continue;
+          Layout r = layoutOf(rule.operandDims[i], whole);
+          r.partial = operandLayouts[i].partial;
+          later += conversionCost(v, r);
+        }
+        if (later < now && everyReaderCarries(op, partialOperands))
+          best = whole;
+      }
+    }
+
     // Partial sums may pass through additive and linear ops.
     Axes reduced = reductionAxes(rule, best);
     // A loss whose classes are split (the LM head's vocabulary-parallel
@@ -394,14 +527,6 @@ struct Partitioner {
       classAxes = best[loss.getClassFactor(rule)];
     llvm::erase_if(reduced, [&](StringRef a) { return llvm::is_contained(classAxes, a); });
     Axes kept;
-    SmallVector<unsigned> partialOperands;
-    for (auto [i, l] : llvm::enumerate(operandLayouts))
-      if (!l.partial.empty())
-        partialOperands.push_back(i);
-    auto floatOperand = [&](unsigned i) {
-      auto t = tensorType(op->getOperand(i));
-      return t && isa<FloatType>(t.getElementType());
-    };
     if (!partialOperands.empty()) {
       const Axes &first = operandLayouts[partialOperands.front()].partial;
       bool disjoint = llvm::none_of(first, [&](StringRef a) {
@@ -411,45 +536,10 @@ struct Partitioner {
       bool allFloatsSame = llvm::all_of(llvm::seq<unsigned>(0, op->getNumOperands()), [&](unsigned i) {
         return !floatOperand(i) || operandLayouts[i].partial == first;
       });
-      // A partial operand is carried on unless other readers of it cannot
-      // carry it and would each settle a result at least as large: then
-      // settling it once here, in place, is cheaper than this op carrying it
-      // to a later settlement while those readers settle theirs (the
-      // experts' partial rows read by the routing weights' product and by
-      // the backward's product with the output gradient).
-      auto everyReaderCarries = [&]() {
-        return llvm::all_of(partialOperands, [&](unsigned i) {
-          Value v = op->getOperand(i);
-          int64_t settledElsewhere = 0;
-          for (Operation *user : v.getUsers()) {
-            if (user == op)
-              continue;
-            auto r = dyn_cast<nn::ShardingRuleOpInterface>(user);
-            bool carries = false;
-            if (r) {
-              nn::ShardingRule other = r.getShardingRule();
-              // Linear in each operand separately carries the partial sum
-              // only while no other float operand is one too, certain where
-              // it reads one float value (the rest constants).
-              int floats = 0;
-              for (Value operand : user->getOperands()) {
-                auto t = tensorType(operand);
-                if (t && isa<FloatType>(t.getElementType()) &&
-                    !operand.getDefiningOp<nn::ConstantOp>())
-                  ++floats;
-              }
-              carries = other.additive || (other.linear && floats <= 1);
-            }
-            if (!carries && user->getNumResults() > 0)
-              if (auto t = tensorType(user->getResult(0)))
-                settledElsewhere += t.getNumElements();
-          }
-          return settledElsewhere == 0 || tensorType(v).getNumElements() > settledElsewhere;
-        });
-      };
-      if (disjoint && rule.additive && allFloatsSame && everyReaderCarries())
+      if (disjoint && rule.additive && allFloatsSame && everyReaderCarries(op, partialOperands))
         kept = first;
-      else if (disjoint && rule.linear && partialOperands.size() == 1 && everyReaderCarries())
+      else if (disjoint && rule.linear && partialOperands.size() == 1 &&
+               floatOperand(partialOperands.front()) && everyReaderCarries(op, partialOperands))
         kept = first;
     }
 
@@ -605,6 +695,11 @@ struct Partitioner {
     SmallVector<Operation *> original;
     for (Operation &op : body)
       original.push_back(&op);
+    if (earlierPartial.size() == original.size())
+      for (auto [op, flags] : llvm::zip(original, earlierPartial))
+        if (op->getNumResults() == flags.size())
+          for (auto [r, partial] : llvm::zip(op->getResults(), flags))
+            guessedPartial[r] = partial;
     for (Operation *op : original) {
       builder.setInsertionPoint(op);
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -620,6 +715,14 @@ struct Partitioner {
       }
       if (failed(partitionOp(op)))
         return failure();
+    }
+    for (Operation *op : original) {
+      SmallVector<bool> flags;
+      for (Value r : op->getResults()) {
+        auto it = actual.find(r);
+        flags.push_back(it != actual.end() && !it->second.partial.empty());
+      }
+      finalPartial.push_back(std::move(flags));
     }
     for (Operation *op : llvm::reverse(original)) {
       op->dropAllUses();
@@ -639,18 +742,64 @@ struct SpmdPartitionPass : public loom::impl::SpmdPartitionBase<SpmdPartitionPas
       return;
     if (failed(checkTiedCopies(module)))
       return signalPassFailure();
-    for (auto func : module.getOps<func::FuncOp>()) {
+    SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+    for (func::FuncOp func : funcs) {
       if (func.isExternal())
         continue;
       if (!func.getBody().hasOneBlock()) {
         func.emitError("SPMD partitioning needs a single-block function");
         return signalPassFailure();
       }
+      func::FuncOp pristine = func.clone();
       Partitioner partitioner(mesh, module.getContext());
-      if (failed(partitioner.run(func)))
+      if (failed(partitioner.run(func))) {
+        pristine.erase();
         return signalPassFailure();
+      }
+      // A reader of two float values was assumed to settle a partial sum
+      // because the other value was not partitioned yet: partition again,
+      // guessing the layouts from this run, and keep the run that moves
+      // less (a partial sum carried through both the forward and the
+      // backward, settled once where it is smallest).
+      if (partitioner.assumedPartial) {
+        Partitioner again(mesh, module.getContext());
+        again.earlierPartial = std::move(partitioner.finalPartial);
+        LogicalResult ok = success();
+        {
+          ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic &) { return success(); });
+          ok = again.run(pristine);
+        }
+        if (succeeded(ok) && communicated(pristine) < communicated(func)) {
+          module.getBody()->getOperations().insert(func->getIterator(), pristine.getOperation());
+          func.erase();
+          func = pristine;
+          pristine = nullptr;
+        }
+      }
+      if (pristine)
+        pristine.erase();
       issueReductionsEarly(func);
     }
+  }
+
+  /// Elements a function's collectives move, an all-reduce counted twice
+  /// (a reduce-scatter and an all-gather).
+  static int64_t communicated(func::FuncOp func) {
+    int64_t total = 0;
+    auto size = [](Value v) {
+      auto t = tensorType(v);
+      return t ? t.getNumElements() : 0;
+    };
+    func.walk([&](Operation *op) {
+      if (auto ar = dyn_cast<dist::AllReduceOp>(op))
+        for (Value v : ar->getOperands())
+          total += 2 * size(v);
+      else if (isa<dist::AllGatherOp, dist::AllToAllOp>(op))
+        total += size(op->getResult(0));
+      else if (isa<dist::ReduceScatterOp>(op))
+        total += size(op->getOperand(0));
+    });
+    return total;
   }
 
   /// The copies of a parameter tied across pipeline ranks (pipe.holders)
