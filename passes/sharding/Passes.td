@@ -165,7 +165,16 @@ def SpmdPartition : Pass<"loom-spmd-partition", "mlir::ModuleOp"> {
     `nn.cross_entropy_block_grad` (each block's gradient);
     means over split factors are scaled by 1/ranks. Partial sums travel
     through additive and linear ops and are settled where a non-linear op
-    needs the value. Function results are replicated. Parameters and
+    needs the value; a linear op runs whole over a partial sum's axes
+    rather than settle it when the chain of linear readers after it is
+    smaller (the experts' partial rows, weighted, unsorted and summed over
+    the k choices, reduce-scattered as the tokens' outputs). A value read by
+    several ops is settled once in place unless carrying it costs less. A
+    reader of two float values carries a partial sum only when the other is
+    whole; where that other value is not partitioned yet, the function is
+    partitioned a second time with the first run's layouts as the guess,
+    and the run whose collectives move fewer elements is kept. Function
+    results are replicated. Parameters and
     arguments keep `dist.sharding` and `dist.global_type`; a dim that does
     not divide is an error naming the tensor and the numbers.
 
