@@ -51,8 +51,9 @@ bool rowWise(Operation *user, unsigned index) {
   return true;
 }
 
-/// Whether the block of `op` moves over exactly `axes` (its rank offsets
-/// are all along them): the ranks of the reduction hold the other blocks.
+/// Whether the block of `op` moves over exactly `axes`, in any order (its
+/// rank offsets are all along them): the ranks of the reduction hold the
+/// other blocks.
 bool blockMovesAlong(Operation *op, ArrayAttr axes) {
   FailureOr<SmallVector<dist::RankOffset>> offsets = dist::getRankOffsets(op);
   if (failed(offsets) || offsets->empty())
@@ -60,8 +61,8 @@ bool blockMovesAlong(Operation *op, ArrayAttr axes) {
   for (const dist::RankOffset &o : *offsets) {
     if (o.axes.size() != axes.size())
       return false;
-    for (auto [a, b] : llvm::zip(o.axes, axes))
-      if (a != cast<StringAttr>(b).getValue())
+    for (Attribute b : axes)
+      if (!llvm::is_contained(o.axes, cast<StringAttr>(b).getValue()))
         return false;
   }
   return true;

@@ -234,7 +234,7 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       for (Value v : exchange->getResults())
         mark(v);
     });
-    if (ep > 1 && failed(annotateExperts(func)))
+    if ((ep > 1 || dp > 1) && failed(annotateExperts(func)))
       return failure();
     if (tp == 1)
       return success();
@@ -349,7 +349,17 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
         return WalkResult::interrupt();
       }
       Layout l = Layout::replicated(type.getRank());
-      l.dims[0].push_back("ep");
+      if (ep > 1)
+        l.dims[0].push_back("ep");
+      // The data-parallel ranks split the experts too, where they divide:
+      // the routing sorts the whole microbatch's choices, so every rank
+      // sees every token's (the dispatch gathers them over dp as over ep);
+      // with the experts replicated, each would compute all of them, dp
+      // times the work.
+      if (dp > 1 && type.getDimSize(0) % (ep * dp) == 0)
+        l.dims[0].push_back("dp");
+      if (!l.isSplit())
+        return WalkResult::advance();
       setAnnotation(w.getResult(), l);
       found = true;
       return WalkResult::advance();
