@@ -466,6 +466,13 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
       if ((options.dp && dp != options.dp) || options.globalBatch % (dp * ep) != 0)
         continue;
       int64_t perRank = options.globalBatch / (dp * ep);
+      // A mixture-of-experts model's dispatch ranks (every data rank: the
+      // routing sorts the whole microbatch's choices) and the ranks that
+      // split its experts (ep, and dp where the experts divide over both).
+      const bool moe = profile.experts > 0 && profile.moeLayers > 0;
+      const int64_t dispatchRanks = moe ? dp * ep : 1;
+      const int64_t expertRanks = moe && profile.experts % (dp * ep) == 0 ? dp * ep : ep;
+      const int64_t expertReplicas = dp * ep / expertRanks;
       for (int64_t m : divisors(perRank)) {
         if ((options.microbatches && m != options.microbatches) || m > options.maxMicrobatches)
           continue;
@@ -541,16 +548,24 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             // rank's routed rows) summed; in the backward the tokens'
             // gradients reduce-scattered and the rows' summed again
             // (--ep's all-gather dispatcher, docs/moe.md).
+            // The routing sorts the microbatch's choices over every data
+            // rank (dp and ep), so the dispatch gathers the tokens over all
+            // of them; the experts are split over ep, and over dp too where
+            // they divide (docs/moe.md), and the combine reduce-scatters the
+            // tokens' outputs over the ranks that split them. The backward
+            // gathers the output gradient and reduce-scatters the input's.
             const double moeShare =
                 layers > 0 ? double(profile.moeLayers) / double(layers) : 0.0;
             double epForward = 0, epBackward = 0;
-            if (ep > 1) {
-              Link epLink = linkFor(tp, ep);
-              const double rows = bd * seq * double(ep);
+            if (dispatchRanks > 1) {
+              const double rows = bd * seq * double(dispatchRanks);
+              const double tokens = rows * double(profile.hidden) * elt;
               const double gather =
-                  ringSeconds(rows * double(profile.hidden) * elt, ep, epLink, 1.0);
-              const double combine = ringSeconds(
-                  rows * double(profile.topK) * double(profile.hidden) * elt, ep, epLink, 2.0);
+                  ringSeconds(tokens, dispatchRanks, linkFor(tp, dispatchRanks), 1.0);
+              const double combine =
+                  expertRanks > 1
+                      ? ringSeconds(tokens, expertRanks, linkFor(tp, expertRanks), 1.0)
+                      : 0.0;
               epForward = moeShare * (gather + combine);
               epBackward = moeShare * (gather + combine);
             }
@@ -607,19 +622,21 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             // Data parallelism: the gradients reduced (f32), or with ZeRO-1
             // reduce-scattered and the weights gathered: the same bytes. The
             // experts' weights are whole on each tensor-parallel rank and
-            // split over ep; the rest split over tp and replicated over dp
-            // and ep, which reduce their gradients together.
+            // split over expertRanks, replicated over the other data ranks
+            // (expertReplicas); the rest split over tp and replicated over
+            // dp and ep, which reduce their gradients together.
             const double expertRank =
-                profile.expertParameters / double(ep * pp) * paramCopies;
+                profile.expertParameters / double(expertRanks * pp) * paramCopies;
             const double denseRank = (profile.parameters - profile.expertParameters) /
                                      double(tp * pp) * paramCopies;
             double rankParams = denseRank + expertRank;
             Link dpLink = linkFor(tp * pp, dp * ep);
             double dpSeconds = ringSeconds(denseRank * 4.0, dp * ep, dpLink, 2.0);
-            if (expertRank > 0)
-              dpSeconds += ringSeconds(expertRank * 4.0, dp, linkFor(tp * pp * ep, dp), 2.0);
-            double optSeconds =
-                c.optPerParam * (denseRank / double(dp * ep) + expertRank / double(dp));
+            if (expertRank > 0 && expertReplicas > 1)
+              dpSeconds += ringSeconds(expertRank * 4.0, expertReplicas,
+                                       linkFor(tp * pp * ep, expertReplicas), 2.0);
+            double optSeconds = c.optPerParam * (denseRank / double(dp * ep) +
+                                                 expertRank / double(expertReplicas));
             // A schedule that holds each stage on two ranks (DualPipe)
             // exchanges the two partial weight gradients (f32) over the
             // pipeline's link and sums them (read two, write one).
@@ -648,7 +665,7 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             double persistent = c.persistentPerParam * rankParams;
             if (l.zero1())
               persistent -= 8.0 * (denseRank * (1.0 - 1.0 / double(dp * ep)) +
-                                   expertRank * (1.0 - 1.0 / double(dp)));
+                                   expertRank * (1.0 - 1.0 / double(expertReplicas)));
             double stageLayers = double(layers) / double(pp) * paramCopies;
             double restOnRank = pp == 1 ? 1.0 : 0.5;
             // Two candidates for the peak: where the probes peak (the
@@ -670,11 +687,12 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
                                  at(c.otherAtActivationPeak)) +
                         keep;
             }
-            // Under ep a rank holds every ep rank's routed rows through its
-            // experts' GEMMs (zeros for the others' experts): ep - 1 more
-            // of them per layer with experts, the probes' one rank aside.
-            if (ep > 1)
-              scratch += double(ep - 1) * bd * seq * double(profile.topK) *
+            // A rank holds every dispatch rank's routed rows through its
+            // experts' GEMMs (zeros for the others' experts): dp x ep - 1
+            // more of them per layer with experts, the probes' one rank
+            // aside.
+            if (dispatchRanks > 1)
+              scratch += double(dispatchRanks - 1) * bd * seq * double(profile.topK) *
                          double(profile.routedRowElements) * elt * stageLayers * moeShare;
             double runtime = cluster.runtimeGiB * kGiB +
                              2.0 * bd * actBytes / elt * 4.0 / double(tp);
