@@ -227,7 +227,7 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
     // After CSE: the grouped GEMMs of one layer then share their offsets.
-    if (options.ep > 1 || options.dp > 1)
+    if (options.ep > 1 || options.dp > 1 || options.tp > 1)
       pm.addPass(createElideGroupReductions());
     // The gradients' reductions over the data ranks (dp, and ep for the
     // weights it replicates).

@@ -469,10 +469,15 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
       // A mixture-of-experts model's dispatch ranks (every data rank: the
       // routing sorts the whole microbatch's choices) and the ranks that
       // split its experts (ep, and dp where the experts divide over both).
+      // The tensor-parallel ranks split the experts too where they divide
+      // further (each then sums its experts' part of the tokens' outputs
+      // over tp, as a row-parallel layer does).
       const bool moe = profile.experts > 0 && profile.moeLayers > 0;
       const int64_t dispatchRanks = moe ? dp * ep : 1;
       const int64_t expertRanks = moe && profile.experts % (dp * ep) == 0 ? dp * ep : ep;
       const int64_t expertReplicas = dp * ep / expertRanks;
+      const int64_t expertTp =
+          moe && tp > 1 && profile.experts % (expertRanks * tp) == 0 ? tp : 1;
       for (int64_t m : divisors(perRank)) {
         if ((options.microbatches && m != options.microbatches) || m > options.maxMicrobatches)
           continue;
@@ -569,6 +574,11 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
               epForward = moeShare * (gather + combine);
               epBackward = moeShare * (gather + combine);
             }
+            if (expertTp > 1) {
+              const double overTp = moeShare * ringSeconds(bd * actBytes, tp, tpLink, 2.0);
+              epForward += overTp;
+              epBackward += overTp;
+            }
             double meanPiece = 0, fMean = 0, iMean = 0, wMean = 0;
             std::vector<double> pieceWork(pieces);
             for (int64_t i = 0; i < pieces; ++i) {
@@ -621,12 +631,12 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             }
             // Data parallelism: the gradients reduced (f32), or with ZeRO-1
             // reduce-scattered and the weights gathered: the same bytes. The
-            // experts' weights are whole on each tensor-parallel rank and
-            // split over expertRanks, replicated over the other data ranks
+            // experts' weights are split over expertRanks (and tp where they
+            // divide), replicated over the other data ranks
             // (expertReplicas); the rest split over tp and replicated over
             // dp and ep, which reduce their gradients together.
             const double expertRank =
-                profile.expertParameters / double(expertRanks * pp) * paramCopies;
+                profile.expertParameters / double(expertRanks * expertTp * pp) * paramCopies;
             const double denseRank = (profile.parameters - profile.expertParameters) /
                                      double(tp * pp) * paramCopies;
             double rankParams = denseRank + expertRank;

@@ -234,7 +234,7 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       for (Value v : exchange->getResults())
         mark(v);
     });
-    if ((ep > 1 || dp > 1) && failed(annotateExperts(func)))
+    if ((ep > 1 || dp > 1 || tp > 1) && failed(annotateExperts(func)))
       return failure();
     if (tp == 1)
       return success();
@@ -356,8 +356,16 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       // sees every token's (the dispatch gathers them over dp as over ep);
       // with the experts replicated, each would compute all of them, dp
       // times the work.
-      if (dp > 1 && type.getDimSize(0) % (ep * dp) == 0)
+      int64_t split = ep;
+      if (dp > 1 && type.getDimSize(0) % (split * dp) == 0) {
         l.dims[0].push_back("dp");
+        split *= dp;
+      }
+      // So do the tensor-parallel ranks: the experts' weights are whole on
+      // each of them (their features are not split), so each would compute
+      // every expert's rows for the same tokens.
+      if (tp > 1 && type.getDimSize(0) % (split * tp) == 0)
+        l.dims[0].push_back("tp");
       if (!l.isSplit())
         return WalkResult::advance();
       setAnnotation(w.getResult(), l);
