@@ -125,11 +125,9 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     // Streams: compute, and any an op was given upstream (loom.stream).
     SmallVector<StringRef> streams{"compute"};
     func.walk([&](Operation *op) {
-      StringAttr s = loom::getStream(op);
-      if (!s)
-        s = activationOverDataAxes(op);
-      if (s && !llvm::is_contained(streams, s.getValue()))
-        streams.push_back(s.getValue());
+      if (StringAttr s = loom::getStream(op))
+        if (!llvm::is_contained(streams, s.getValue()))
+          streams.push_back(s.getValue());
     });
     StringRef name = pipe::getRank(func) ? func.getName() : StringRef(entry);
     auto program = b.create<rt::ProgramOp>(func.getLoc(), b.getStringAttr(name),
@@ -292,31 +290,8 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     b.create<rt::CollectiveOp>(loc, rt::CollectiveKindAttr::get(b.getContext(), kind), inputs,
                                outputs, axes, reduce,
                                i64(dim), i64(splitDim), i64(concatDim), i64(root), i64(peer),
-                               sendPeers, recvPeers, activationOverDataAxes(op));
+                               sendPeers, recvPeers, StringAttr());
     return success();
-  }
-
-  /// A collective over data-parallel axes alone (dp, ep) that moves a
-  /// microbatch's activations or their gradients (the experts' dispatch and
-  /// combine: the routing sees every data rank's tokens) runs on `ep_comm`.
-  /// On `dp_comm`, where AssignStreams puts collectives over dp, it would
-  /// queue behind the weight gradients' reductions, which overlap the
-  /// backward, while the next op waits for it. Null: AssignStreams decides.
-  static StringAttr activationOverDataAxes(Operation *op) {
-    auto axes = op->getAttrOfType<ArrayAttr>("axes");
-    if (!isa_and_nonnull<dist::DistDialect>(op->getDialect()) || !axes || axes.empty() ||
-        op->getNumOperands() == 0)
-      return StringAttr();
-    for (Attribute a : axes) {
-      StringRef axis = cast<StringAttr>(a).getValue();
-      if (axis != "dp" && axis != "ep")
-        return StringAttr();
-    }
-    Operation *producer = op->getOperand(0).getDefiningOp();
-    if (!producer || !getMicrobatch(producer) ||
-        getBackwardKind(producer) == BackwardKind::Weight)
-      return StringAttr();
-    return StringAttr::get(op->getContext(), "ep_comm");
   }
 
   LogicalResult lowerOp(OpBuilder &b, Operation *op, IRMapping &buffers,
