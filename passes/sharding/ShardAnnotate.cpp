@@ -337,6 +337,10 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
         return WalkResult::advance();
       auto type = cast<RankedTensorType>(w.getType());
       if (type.getShape() != cast<RankedTensorType>(v.getType()).getShape()) {
+        // Without --ep the experts may stay whole: only dp and tp would
+        // have split them.
+        if (ep == 1)
+          return WalkResult::advance();
         gmm.emitError("--ep ") << int64_t(ep) << ": the experts' weight '"
             << w.getName() << "' " << type
             << " is reshaped before the grouped GEMM; cannot split it by experts";
