@@ -548,12 +548,8 @@ llvm::Expected<SearchResult> search(const ModelProfile &profile, const Cluster &
             Link tpLink = linkFor(1, tp);
             double tpCollective = ringSeconds(bd * actBytes, tp, tpLink, 1.0);
             double tpForward = 4 * tpCollective, tpBackward = (mode == "full" ? 8 : 4) * tpCollective;
-            // Expert parallelism, per layer with experts: the routed tokens
-            // gathered over ep and the experts' partial results (every
-            // rank's routed rows) summed; in the backward the tokens'
-            // gradients reduce-scattered and the rows' summed again
-            // (--ep's all-gather dispatcher, docs/moe.md).
-            // The routing sorts the microbatch's choices over every data
+            // Expert parallelism (the all-gather dispatcher, docs/moe.md),
+            // per layer with experts. The routing sorts the microbatch's choices over every data
             // rank (dp and ep), so the dispatch gathers the tokens over all
             // of them; the experts are split over ep, and over dp too where
             // they divide (docs/moe.md), and the combine reduce-scatters the

@@ -352,6 +352,10 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
                                  << "' do not divide over " << int64_t(ep) << " ranks";
         return WalkResult::interrupt();
       }
+      auto keepWhole = [&](WholeExperts &whole, int64_t over) {
+        if (whole.weights.insert(w) && whole.weights.size() == 1)
+          whole.over = over;
+      };
       Layout l = Layout::replicated(type.getRank());
       if (ep > 1)
         l.dims[0].push_back("ep");
@@ -364,16 +368,16 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
       if (dp > 1 && type.getDimSize(0) % (split * dp) == 0) {
         l.dims[0].push_back("dp");
         split *= dp;
-      } else if (dp > 1 && llvm::none_of(wholeOver[0], [&](auto &e) { return e.first == w; })) {
-        wholeOver[0].push_back({w, split * dp});
+      } else if (dp > 1) {
+        keepWhole(wholeOver[0], split * dp);
       }
       // So do the tensor-parallel ranks: the experts' weights are whole on
       // each of them (their features are not split), so each would compute
       // every expert's rows for the same tokens.
       if (tp > 1 && type.getDimSize(0) % (split * tp) == 0)
         l.dims[0].push_back("tp");
-      else if (tp > 1 && llvm::none_of(wholeOver[1], [&](auto &e) { return e.first == w; }))
-        wholeOver[1].push_back({w, split * tp});
+      else if (tp > 1)
+        keepWhole(wholeOver[1], split * tp);
       if (!l.isSplit())
         return WalkResult::advance();
       setAnnotation(w.getResult(), l);
@@ -385,27 +389,33 @@ struct ShardAnnotatePass : public loom::impl::ShardAnnotateBase<ShardAnnotatePas
     expertsFound |= found;
     // Experts the dp or tp ranks cannot split stay whole there, and every
     // such rank computes them all for the same tokens: said once.
-    for (auto [flag, ranks, list] : {std::tuple{"--dp", int64_t(dp), &wholeOver[0]},
-                                     std::tuple{"--tp", int64_t(tp), &wholeOver[1]}}) {
-      if (list->empty())
+    for (int i : {0, 1}) {
+      WholeExperts &whole = wholeOver[i];
+      if (whole.weights.empty())
         continue;
-      auto [w, over] = list->front();
+      const char *flag = i == 0 ? "--dp" : "--tp";
+      const int64_t ranks = i == 0 ? dp : tp;
+      auto w = cast<nn::ParameterOp>(whole.weights.front());
       auto diag = mlir::emitRemark(w.getLoc())
                   << flag << " " << ranks << ": the " << w.getType().getDimSize(0)
                   << " experts of '" << w.getName() << "'";
-      if (list->size() > 1)
-        diag << " (and " << list->size() - 1 << " more expert weights)";
-      diag << " do not divide over " << over << " ranks, so they stay whole over " << flag
+      if (whole.weights.size() > 1)
+        diag << " (and " << whole.weights.size() - 1 << " more expert weights)";
+      diag << " do not divide over " << whole.over << " ranks, so they stay whole over " << flag
            << "'s ranks, each of which computes every expert's rows for the same tokens ("
            << ranks << " times the experts' work); --ep or a " << flag
            << " that divides the experts splits them";
-      list->clear();
+      whole = WholeExperts();
     }
     return success();
   }
-  // Expert weights left whole over dp ([0]) and tp ([1]), with the ranks
-  // they did not divide over.
-  SmallVector<std::pair<nn::ParameterOp, int64_t>> wholeOver[2];
+  /// Expert weights the dp ([0]) or tp ([1]) ranks could not split, and the
+  /// ranks the first did not divide over: said once, in a remark.
+  struct WholeExperts {
+    llvm::SetVector<Operation *> weights;
+    int64_t over = 0;
+  };
+  WholeExperts wholeOver[2];
 
   /// Vocabulary-parallel embeddings (Megatron's): a trainable table whose
   /// rows divide by tp is split by rows; each rank looks up the ids of its

@@ -331,6 +331,18 @@ struct Partitioner {
     return success();
   }
 
+  /// The float values `user` reads besides `v`, constants aside.
+  static SmallVector<Value> otherFloatValues(Operation *user, Value v) {
+    SmallVector<Value> others;
+    for (Value operand : user->getOperands()) {
+      auto t = tensorType(operand);
+      if (operand != v && t && isa<FloatType>(t.getElementType()) &&
+          !operand.getDefiningOp<nn::ConstantOp>())
+        others.push_back(operand);
+    }
+    return others;
+  }
+
   /// The fewest elements along `v` and the chain of its sole readers that
   /// are linear in it and read no other float value: where a partial sum
   /// carried from `v` could be settled most cheaply.
@@ -341,13 +353,8 @@ struct Partitioner {
       auto it = rules.find(user);
       if (it == rules.end() || !it->second.linear || user->getNumResults() != 1)
         break;
-      bool alone = llvm::all_of(user->getOperands(), [&](Value operand) {
-        auto t = tensorType(operand);
-        return operand == v || !t || !isa<FloatType>(t.getElementType()) ||
-               operand.getDefiningOp<nn::ConstantOp>();
-      });
       auto t = tensorType(user->getResult(0));
-      if (!alone || !t)
+      if (!otherFloatValues(user, v).empty() || !t)
         break;
       v = user->getResult(0);
       smallest = std::min(smallest, t.getNumElements());
@@ -378,13 +385,9 @@ struct Partitioner {
           // other operands are (partitioned already) or were when the
           // function was partitioned before (the forward's partial
           // expert rows times the backward's gathered output gradient).
-          bool othersWhole = true, others = false;
-          for (Value operand : user->getOperands()) {
-            auto t = tensorType(operand);
-            if (operand == v || !t || !isa<FloatType>(t.getElementType()) ||
-                operand.getDefiningOp<nn::ConstantOp>())
-              continue;
-            others = true;
+          SmallVector<Value> others = otherFloatValues(user, v);
+          bool othersWhole = true;
+          for (Value operand : others) {
             if (auto it = actual.find(operand); it != actual.end()) {
               othersWhole &= it->second.partial.empty();
             } else if (auto g = guessedPartial.find(operand); g != guessedPartial.end()) {
@@ -399,7 +402,7 @@ struct Partitioner {
           // point of its linear chain (the routing weights' gradient, summed
           // over the hidden dim); two products of one partial value would
           // settle twice what settling it once here does.
-          if (carries && others && !other.additive && user->getNumResults() == 1)
+          if (carries && !others.empty() && !other.additive && user->getNumResults() == 1)
             settledElsewhere += smallestAlongLinearReaders(user->getResult(0));
         }
         if (!carries && user->getNumResults() > 0)
