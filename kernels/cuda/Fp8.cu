@@ -890,7 +890,11 @@ llvm::Error launchQuantize(const KernelCall &call) {
   const int64_t n = x.numElements();
   if (n == 0)
     return llvm::Error::success();
-  if (call.outputs.size() == 2 && !scale.shape.empty()) {
+  // The transposed copy under its own scales (has_transposed_scale: a third
+  // input), tiled or one scale each, unless that input is the same scale:
+  // every path below it quantizes the copy with x's scale.
+  const bool ownScaleT = call.inputs.size() > 2 && call.inputs[2].data != scale.data;
+  if (call.outputs.size() == 2 && (!scale.shape.empty() || ownScaleT)) {
     const Tensor &qT = call.outputs[1], &scaleT = call.inputs[2];
     LOOM_ASSIGN_OR_RETURN(TileMap mapT, tileMap(qT, scaleT));
     const int64_t cols = x.shape.back(), rows = x.shape[x.shape.size() - 2];

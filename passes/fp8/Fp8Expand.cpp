@@ -439,7 +439,12 @@ struct Fp8ExpandPass : public loom::impl::Fp8ExpandBase<Fp8ExpandPass> {
       } else
         qz.scale = scalesOf(tilesFor(recipe, weight, key.rows, key.cols), false);
       SmallVector<Value, 3> operands{rows, qz.scale};
-      if (qz.transposed && recipe != nn::Fp8Recipe::tensorwise) {
+      // One scale per tensor (tensorwise, current or delayed): the copy is
+      // the same values transposed, under the same scale. Tiled recipes
+      // scale the copy by its own tiles.
+      const bool oneScale =
+          recipe == nn::Fp8Recipe::tensorwise || recipe == nn::Fp8Recipe::tensorwise_delayed;
+      if (qz.transposed && !oneScale) {
         SmallVector<int64_t, 2> tilesT = tilesFor(recipe, weight, key.cols, key.rows);
         // A weight's 128 x 128 blocks are the same blocks transposed.
         qz.scaleT = weight && recipe == nn::Fp8Recipe::blockwise

@@ -112,3 +112,26 @@ func.func @delayed(%x: tensor<16x32xbf16>, %w: tensor<64x32xbf16>) -> tensor<16x
   %y = nn.matmul %x, %w {transpose_rhs, nn.fp8 = #nn.fp8<recipe = tensorwise_delayed, format = e4m3, margin = 2, history = 3>} : (tensor<16x32xbf16>, tensor<64x32xbf16>) -> tensor<16x64xbf16>
   return %y : tensor<16x64xbf16>
 }
+
+// -----
+
+// tensorwise-delayed in a training step: a tensor read transposed (x by
+// the weight gradient, the weight by the data gradient, dy by the weight
+// gradient) is quantized once with its transposed copy under the one
+// delayed scale, as the GEMMs then read both: no amax of the copy, no
+// scale of its own (the CUDA kernel once quantized such a copy with x's
+// scale while the GEMM took the copy's own, current-amax scale: the
+// gradients off by the ratio of the two amaxes).
+// CHECK-LABEL: func.func @delayed_step
+// CHECK-DAG: %[[QX:[a-z0-9_]+]], %[[QXT:[a-z0-9_]+]] = nn.quantize %arg0, %[[SX:[0-9]+]] : (tensor<16x32xbf16>, tensor<f32>) -> (tensor<16x32xf8E4M3FN>, tensor<32x16xf8E4M3FN>)
+// CHECK-DAG: %[[QW:[a-z0-9_]+]], %[[QWT:[a-z0-9_]+]] = nn.quantize %arg1, %[[SW:[0-9]+]] : (tensor<64x32xbf16>, tensor<f32>) -> (tensor<64x32xf8E4M3FN>, tensor<32x64xf8E4M3FN>)
+// CHECK-DAG: %[[QG:[a-z0-9_]+]], %[[QGT:[a-z0-9_]+]] = nn.quantize %arg2, %[[SG:[0-9]+]] : (tensor<16x64xbf16>, tensor<f32>) -> (tensor<16x64xf8E5M2>, tensor<64x16xf8E5M2>)
+// CHECK-DAG: nn.scaled_matmul %[[QX]], %[[QW]], %[[SX]], %[[SW]]
+// CHECK-DAG: nn.scaled_matmul %[[QG]], %[[QWT]], %[[SG]], %[[SW]]
+// CHECK-DAG: nn.scaled_matmul %[[QGT]], %[[QXT]], %[[SG]], %[[SX]]
+func.func @delayed_step(%x: tensor<16x32xbf16>, %w: tensor<64x32xbf16>, %dy: tensor<16x64xbf16>) -> (tensor<16x64xbf16>, tensor<16x32xbf16>, tensor<64x32xbf16>) {
+  %y = nn.matmul %x, %w {transpose_rhs, nn.fp8 = #nn.fp8<recipe = tensorwise_delayed, format = hybrid, history = 4>} : (tensor<16x32xbf16>, tensor<64x32xbf16>) -> tensor<16x64xbf16>
+  %dx = nn.matmul %dy, %w {nn.fp8 = #nn.fp8<recipe = tensorwise_delayed, format = hybrid, history = 4, gradient = 0>} : (tensor<16x64xbf16>, tensor<64x32xbf16>) -> tensor<16x32xbf16>
+  %dw = nn.matmul %dy, %x {transpose_lhs, nn.fp8 = #nn.fp8<recipe = tensorwise_delayed, format = hybrid, history = 4, gradient = 0>} : (tensor<16x64xbf16>, tensor<16x32xbf16>) -> tensor<64x32xbf16>
+  return %y, %dx, %dw : tensor<16x64xbf16>, tensor<16x32xbf16>, tensor<64x32xbf16>
+}

@@ -2047,6 +2047,31 @@ def gen_quantize_sixteen():
             attrs={"has_transposed_scale": 1}, exact=True)
 
 
+def gen_quantize_own_scalar_scales():
+    """nn.quantize with its transposed copy under a scale of its own, both
+    scalars (has_transposed_scale): the copy divided by its scale, not by
+    x's, on each of CUDA's paths (16-element runs, 4-wide tiles, the general
+    tiled kernel)."""
+    fmax = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+
+    def q(x, s, fmt):
+        v = x.astype(np.float32) / np.float32(s)
+        return round_to(np.clip(v, -fmax[fmt], fmax[fmt]).astype(np.float64), fmt)
+
+    for name, dtype, shape, fmt in [
+        ("own_scalar_scales_sixteen_bf16_e4m3", "bf16", [32, 48], "f8E4M3FN"),
+        ("own_scalar_scales_wide_bf16_e5m2", "bf16", [36, 44], "f8E5M2"),
+        ("own_scalar_scales_tiled_f32_e4m3", "f32", [33, 70], "f8E4M3FN"),
+    ]:
+        x = randt(dtype, shape, -3.0, 3.0)
+        amax = np.float32(np.max(np.abs(x.values)))
+        s = np.float32(amax / np.float32(fmax[fmt]))
+        t = np.float32(s * np.float32(0.375))  # the copy's own, smaller: some of it saturates
+        add("nn.quantize", name, [x, T("f32", np.array(s)), T("f32", np.array(t))],
+            [T(fmt, q(x.values, s, fmt)), T(fmt, q(x.values.T, t, fmt))],
+            attrs={"has_transposed_scale": 1}, exact=True)
+
+
 def gen_quantize_big():
     """nn.quantize with its transposed copy under one scale on CUDA's 128 x
     128 path (rows and cols multiples of 128): bf16 with -0, values past the
@@ -2273,6 +2298,7 @@ def main():
     gen_quantize_tensor()
     gen_fp8_scale_epilogue()
     gen_quantize_big()
+    gen_quantize_own_scalar_scales()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
