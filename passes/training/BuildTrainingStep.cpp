@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -370,15 +371,80 @@ struct BuildTrainingStepPass
     return false;
   }
 
-  /// The softmax routers of the forward: top-k choices over a softmax whose
-  /// indices are sorted (to group the tokens by expert).
-  static SmallVector<nn::TopkOp> softmaxRouters(Block &fwdBody) {
-    SmallVector<nn::TopkOp> routers;
+  /// A router of the forward for the load-balancing loss: the top-k
+  /// choices of a mixture-of-experts layer (the value its dispatch sorts:
+  /// every token's k expert ids, from one or more top-k ops through
+  /// reshapes, casts and concatenations) and the scores the first of those
+  /// top-k ops ranks, [tokens, experts]: a softmax (Mixtral, Qwen), or the
+  /// router's logits when the softmax comes after the top-k (GPT-OSS,
+  /// Granite-MoE) or the choices are made another way (PhiMoE's two top-1
+  /// rounds), whose softmax the loss then takes, as transformers'
+  /// load_balancing_loss_func does. Scores computed through a sigmoid
+  /// (DeepSeek-V3, GLM-4-MoE) are not a softmax router.
+  struct Router {
+    Value choices; // i64, tokens x k elements
+    Value scores;  // [..., experts]
+    bool logits;   // scores are logits: the loss takes their softmax
+    int64_t experts, k;
+    Operation *op;
+  };
+
+  /// Whether `scores` were computed through a sigmoid: its producers,
+  /// back to the router's projection (a contraction) or a few ops.
+  static bool throughSigmoid(Value scores) {
+    SmallVector<Value> work{scores};
+    llvm::DenseSet<Value> seen{scores};
+    for (size_t i = 0; i < work.size() && i < 32; ++i) {
+      Operation *def = work[i].getDefiningOp();
+      if (!def || isa<nn::MatmulOp>(def))
+        continue;
+      if (isa<nn::SigmoidOp>(def))
+        return true;
+      for (Value operand : def->getOperands())
+        if (isa<FloatType>(getElementTypeOrSelf(operand.getType())) && seen.insert(operand).second)
+          work.push_back(operand);
+    }
+    return false;
+  }
+
+  static SmallVector<Router> softmaxRouters(Block &fwdBody) {
+    SmallVector<Router> routers;
     for (Operation &op : fwdBody) {
-      auto topk = dyn_cast<nn::TopkOp>(op);
-      if (topk && !topk.getSmallest() && topk.getInput().getDefiningOp<nn::SoftmaxOp>() &&
-          choicesAreSorted(topk))
-        routers.push_back(topk);
+      auto sort = dyn_cast<nn::SortOp>(op);
+      if (!sort || !getElementTypeOrSelf(sort.getInput().getType()).isInteger(64))
+        continue;
+      // Back from the sorted ids to the top-k ops that chose them.
+      SmallVector<Value> work{sort.getInput()};
+      SmallVector<nn::TopkOp> topks;
+      bool clean = true;
+      for (size_t i = 0; i < work.size() && clean; ++i) {
+        Operation *def = work[i].getDefiningOp();
+        if (auto topk = dyn_cast_or_null<nn::TopkOp>(def);
+            topk && work[i] == topk.getIndices() && !topk.getSmallest()) {
+          topks.push_back(topk);
+        } else if (def && isa<nn::ReshapeOp, nn::CastOp, nn::ConcatOp>(def)) {
+          llvm::append_range(work, def->getOperands());
+        } else {
+          clean = false;
+        }
+        if (work.size() > 64)
+          clean = false;
+      }
+      if (!clean || topks.empty())
+        continue;
+      nn::TopkOp first = *llvm::min_element(
+          topks, [](nn::TopkOp a, nn::TopkOp b) { return a->isBeforeInBlock(b); });
+      Value scores = first.getInput();
+      auto type = cast<RankedTensorType>(scores.getType());
+      int64_t experts = type.getShape().back();
+      int64_t tokens = type.getNumElements() / experts;
+      int64_t choices = cast<RankedTensorType>(sort.getInput().getType()).getNumElements();
+      if (tokens <= 0 || choices % tokens)
+        continue;
+      bool logits = !scores.getDefiningOp<nn::SoftmaxOp>();
+      if (logits && throughSigmoid(scores))
+        continue;
+      routers.push_back({sort.getInput(), scores, logits, experts, choices / tokens, first});
     }
     return routers;
   }
@@ -387,36 +453,39 @@ struct BuildTrainingStepPass
   /// m's softmax routers, over all their tokens at once: experts x the sum
   /// over choices j and experts e of the fraction of tokens whose j-th
   /// choice is e times e's mean probability. The fractions count choices
-  /// (no gradient); the probabilities carry it.
+  /// (no gradient); the probabilities (the router's softmax over all its
+  /// experts) carry it.
   FailureOr<Value> loadBalancingLoss(OpBuilder &builder, Location loc, Block &fwdBody,
                                      IRMapping &mapping, int64_t m) {
-    SmallVector<nn::TopkOp> routers = softmaxRouters(fwdBody);
+    SmallVector<Router> routers = softmaxRouters(fwdBody);
     if (routers.empty())
       return emitError(loc, "--moe-aux-loss-coef: the model has no softmax router (top-k "
-                            "over a softmax whose choices are sorted by expert)");
+                            "choices, sorted by expert, over router logits or their softmax; a "
+                            "sigmoid router balances with --moe-bias-update-rate)");
     Type f32 = builder.getF32Type(), i64 = builder.getI64Type();
-    auto first = routers.front().getInput().getType();
-    int64_t experts = first.getShape().back(), k = int64_t(routers.front().getK());
+    int64_t experts = routers.front().experts, k = routers.front().k;
     Value counts, probs;
     int64_t tokens = 0;
     auto tag = [&](Value v) {
       loom::setMicrobatch(v.getDefiningOp(), m);
       return v;
     };
-    for (nn::TopkOp router : routers) {
-      auto type = router.getInput().getType();
-      if (type.getShape().back() != experts || int64_t(router.getK()) != k)
-        return router.emitError("--moe-aux-loss-coef: the routers differ in experts or top-k (")
-               << type.getShape().back() << " and " << int64_t(router.getK()) << ", against "
-               << experts << " and " << k << ")";
+    for (const Router &router : routers) {
+      if (router.experts != experts || router.k != k)
+        return router.op->emitError("--moe-aux-loss-coef: the routers differ in experts or top-k (")
+               << router.experts << " and " << router.k << ", against " << experts << " and " << k
+               << ")";
+      auto type = cast<RankedTensorType>(router.scores.getType());
       int64_t t = type.getNumElements() / experts;
       tokens += t;
-      Value p = mapping.lookup(router.getInput());
-      Value idx = mapping.lookup(router.getIndices());
+      Value p = mapping.lookup(router.scores);
+      Value idx = mapping.lookup(router.choices);
       p = tag(builder.create<nn::ReshapeOp>(loc, RankedTensorType::get({t, experts},
                                                                        type.getElementType()), p));
       if (type.getElementType() != f32)
         p = tag(builder.create<nn::CastOp>(loc, RankedTensorType::get({t, experts}, f32), p));
+      if (router.logits)
+        p = tag(builder.create<nn::SoftmaxOp>(loc, p.getType(), p, builder.getI64IntegerAttr(1)));
       Value idx3 = tag(builder.create<nn::ReshapeOp>(loc, RankedTensorType::get({t, k, 1}, i64),
                                                      idx));
       Value iota = tag(builder.create<nn::IotaOp>(

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""ep_same.py FIXTURE_DIR WORK_DIR TOKENS [--steps N] [--layout FLAGS] [--rtol R]
+"""ep_same.py FIXTURE_DIR WORK_DIR TOKENS [--steps N] [--layout FLAGS] [--common FLAGS] [--rtol R]
 
 Compiles FIXTURE_DIR/model.pt2 for training twice, on one rank and with the
-layout FLAGS (default "--ep 2"; batch 4), trains each from
+layout FLAGS (default "--ep 2"; batch 4), both with the --common FLAGS, trains each from
 FIXTURE_DIR/model.safetensors on TOKENS for --steps steps on the CPU
 backend, and exits non-zero unless the losses and gradient norms agree
 within R relative (default 1e-6). loom-compile and loom-run come from PATH.
@@ -28,12 +28,15 @@ def main():
     ap.add_argument("tokens")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--layout", default="--ep 2")
+    ap.add_argument("--common", default="",
+                    help="compile flags of both runs (e.g. --moe-aux-loss-coef 0.01)")
     ap.add_argument("--rtol", type=float, default=1e-6)
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     name = os.path.basename(os.path.normpath(a.fixture))
     rows = {}
-    for label, extra in (("one", []), ("layout", a.layout.split())):
+    common = a.common.split()
+    for label, extra in (("one", common), ("layout", a.layout.split() + common)):
         exe = os.path.join(a.work, label + ".loomx")
         metrics = os.path.join(a.work, label + ".jsonl")
         run(["loom-compile", os.path.join(a.fixture, "model.pt2"), "--mode=train", "--batch", "4",
