@@ -893,7 +893,8 @@ llvm::Error launchQuantize(const KernelCall &call) {
   // The transposed copy under its own scales (has_transposed_scale: a third
   // input), tiled or one scale each, unless that input is the same scale:
   // every path below it quantizes the copy with x's scale.
-  const bool ownScaleT = call.inputs.size() > 2 && call.inputs[2].data != scale.data;
+  const bool ownScaleT = call.inputs.size() > 2 && (call.inputs[2].data != scale.data ||
+                                                     call.inputs[2].shape != scale.shape);
   if (call.outputs.size() == 2 && (!scale.shape.empty() || ownScaleT)) {
     const Tensor &qT = call.outputs[1], &scaleT = call.inputs[2];
     LOOM_ASSIGN_OR_RETURN(TileMap mapT, tileMap(qT, scaleT));

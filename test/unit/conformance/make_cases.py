@@ -2072,6 +2072,99 @@ def gen_quantize_own_scalar_scales():
             attrs={"has_transposed_scale": 1}, exact=True)
 
 
+def gen_untested_cuda_paths():
+    """CUDA paths no earlier case reached (an audit, 2026-11-29): nn.quantize
+    with one scale tiled and the other a scalar, and a batch of matrices
+    with the copy's own scales; nn.scaled_matmul with 128 x 128 blocks or a
+    scalar on the left against 1 x 128 tiles on the right (BLK128x128 on
+    cuBLASLt's B side), and a scalar beside per-row scales; the grouped
+    GEMMs' tensor-core kernels (bf16 and f16, K and N multiples of 8): an
+    empty first group, a group over 128 rows, a ragged N tile, rows past the
+    last offset, a block of the groups (group_start)."""
+    fmax = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+
+    def expand(scale, rows, cols):
+        scale = np.asarray(scale, dtype=np.float32)
+        if scale.ndim == 0:
+            return np.full((rows, cols), scale, np.float32)
+        r = np.arange(rows) // fp8_tile_size(rows, scale.shape[0])
+        c = np.arange(cols) // fp8_tile_size(cols, scale.shape[1])
+        return scale[r[:, None], c[None, :]]
+
+    def scales(shape, lo=0.004, hi=0.02):
+        return np.exp2(np.round(uniform(shape, np.log2(lo), np.log2(hi)) * 4) / 4).astype(np.float32)
+
+    def q(x, s, fmt):
+        v = x.astype(np.float32) / s
+        return round_to(np.clip(v, -fmax[fmt], fmax[fmt]).astype(np.float64), fmt)
+
+    for name, dtype, shape, st, stt in [
+        ("rowwise_scale_scalar_copy_sixteen_bf16", "bf16", [32, 64], [32, 1], []),
+        ("scalar_scale_rowwise_copy_tiled_f32", "f32", [33, 70], [], [70, 1]),
+    ]:
+        x = randt(dtype, shape, -3.0, 3.0)
+        s, t = scales(st), scales(stt)
+        rows, cols = shape
+        add("nn.quantize", name, [x, T("f32", s), T("f32", t)],
+            [T("f8E4M3FN", q(x.values, expand(s, rows, cols), "f8E4M3FN")),
+             T("f8E4M3FN", q(x.values.T, expand(t, cols, rows), "f8E4M3FN"))],
+            attrs={"has_transposed_scale": 1}, exact=True)
+    x = randt("bf16", [2, 33, 65], -3.0, 3.0)
+    for name, st, stt in [("batched_rowwise_own_scales_bf16", [2, 33, 1], [2, 65, 1]),
+                          ("batched_own_scalar_scales_bf16", [], [])]:
+        s, t = scales(st), scales(stt)
+        qd = np.stack([q(x.values[b], expand(s[b] if s.ndim else s, 33, 65), "f8E4M3FN")
+                       for b in range(2)])
+        qt = np.stack([q(x.values[b].T, expand(t[b] if t.ndim else t, 65, 33), "f8E4M3FN")
+                       for b in range(2)])
+        add("nn.quantize", name, [x, T("f32", s), T("f32", t)],
+            [T("f8E4M3FN", qd), T("f8E4M3FN", qt)], attrs={"has_transposed_scale": 1},
+            exact=True)
+
+    def smm(name, m, n, k, sa_shape, sb_shape):
+        a = T("f8E4M3FN", uniform([m, k], -3, 3))
+        b = T("f8E4M3FN", uniform([n, k], -3, 3))
+        sa, sb = scales(sa_shape, 0.02, 4.0), scales(sb_shape, 0.02, 4.0)
+        ea, eb = expand(sa, m, k).astype(np.float64), expand(sb, n, k).astype(np.float64)
+        y = (a.values * ea) @ (b.values * eb).T
+        bound = float(np.max(np.abs(a.values * ea) @ np.abs(b.values * eb).T)) * 2.0 ** -13
+        add("nn.scaled_matmul", name, [a, b, T("f32", sa), T("f32", sb)], [T("bf16", y)],
+            backend_atol={"cuda": bound})
+    smm("blocks_lhs_tiles_rhs_to_bf16", 256, 64, 256, [2, 2], [64, 2])
+    smm("scalar_lhs_tiles_rhs_to_bf16", 256, 64, 256, [], [64, 2])
+    smm("scalar_lhs_rowwise_rhs_to_bf16", 32, 48, 64, [], [48, 1])
+
+    def bounds_of(offsets):
+        b = [0] + [int(v) for v in offsets]
+        return [(b[e], b[e + 1]) for e in range(len(offsets))]
+
+    def grouped(name, x, w, offsets, start=0):
+        S = x.values.shape[0]
+        y = np.zeros((S, w.values.shape[2]))
+        for e, (lo, hi) in enumerate(bounds_of(offsets)[start:start + w.values.shape[0]]):
+            y[lo:hi] = x.values[lo:hi].astype(np.float64) @ w.values[e].astype(np.float64)
+        add("nn.grouped_matmul", name, [x, w, T("i32", offsets)], [T(x.dtype, y)],
+            attrs={"group_start": start} if start else None)
+
+    def grouped_wgrad(name, x, g, offsets, groups, start=0):
+        K, N = x.values.shape[1], g.values.shape[1]
+        w = np.zeros((groups, K, N))
+        for e, (lo, hi) in enumerate(bounds_of(offsets)[start:start + groups]):
+            w[e] = x.values[lo:hi].T.astype(np.float64) @ g.values[lo:hi].astype(np.float64)
+        add("nn.grouped_matmul_weight_grad", name, [x, g, T("i32", offsets)],
+            [T(x.dtype, w)], attrs={"group_start": start} if start else None)
+    x = randt("bf16", [300, 72], -1.0, 1.0)
+    grouped("tensor_cores_bf16_empty_first_ragged_n", x, randt("bf16", [4, 72, 136], -1.0, 1.0),
+            [0, 130, 130, 290])
+    grouped("tensor_cores_bf16_block_of_groups", x, randt("bf16", [2, 72, 136], -1.0, 1.0),
+            [10, 130, 200, 290], start=1)
+    grouped("tensor_cores_f16_empty_first_ragged_n", randt("f16", [300, 72], -1.0, 1.0),
+            randt("f16", [4, 72, 136], -1.0, 1.0), [0, 130, 130, 290])
+    g = randt("bf16", [300, 136], -1.0, 1.0)
+    grouped_wgrad("tensor_cores_bf16_empty_first", x, g, [0, 130, 130, 290], 4)
+    grouped_wgrad("tensor_cores_bf16_block_of_groups", x, g, [10, 130, 200, 290], 2, start=1)
+
+
 def gen_quantize_big():
     """nn.quantize with its transposed copy under one scale on CUDA's 128 x
     128 path (rows and cols multiples of 128): bf16 with -0, values past the
@@ -2299,6 +2392,7 @@ def main():
     gen_fp8_scale_epilogue()
     gen_quantize_big()
     gen_quantize_own_scalar_scales()
+    gen_untested_cuda_paths()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
