@@ -364,10 +364,6 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
     return error("pp=" + n(o.pp) + " pipelines a training step: add mode=train");
   if (o.pp > 1 && o.microbatches == 0)
     return error("pp=" + n(o.pp) + " needs microbatches (the schedule's microbatch count)");
-  if (o.pp > 1 && o.moeAuxLossCoef > 0)
-    return error("moe-aux-loss-coef is not supported with pp=" + n(o.pp) +
-                 ": the load-balancing loss sums the routers of every layer, which sit on "
-                 "different pipeline stages");
   if (o.pp > 1 && o.scheduleFile.empty())
     if (auto s = pipeline::generateSchedule(*kind, int(o.pp), int(o.vpp), int(o.microbatches));
         !s)
