@@ -164,6 +164,7 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     step.maxGradNorm = options.maxGradNorm;
     step.moeAuxLossCoef = options.moeAuxLossCoef;
     step.moeBiasUpdateRate = options.moeBiasUpdateRate;
+    step.moeSeqAuxLossCoef = options.moeSeqAuxLossCoef;
     step.moeCapacityFactor = options.moeCapacityFactor;
     step.weightDecay = options.weightDecay;
     step.beta1 = options.adamBeta1;
@@ -385,6 +386,7 @@ llvm::Error verifyPipelineOptions(const PipelineOptions &o, Phase stopAfter) {
   for (const Range &r : {Range{"max-grad-norm", o.maxGradNorm, 0, 1e30, false, false},
                          Range{"moe-aux-loss-coef", o.moeAuxLossCoef, 0, 1e30, false, false},
                          Range{"moe-bias-update-rate", o.moeBiasUpdateRate, 0, 1e30, false, false},
+                         Range{"moe-seq-aux-loss-coef", o.moeSeqAuxLossCoef, 0, 1e30, false, false},
                          Range{"moe-capacity-factor", o.moeCapacityFactor, 0, 1e30, false, false},
                          Range{"weight-decay", o.weightDecay, 0, 1e30, false, false},
                          Range{"adam-beta1", o.adamBeta1, 0, 1, false, true},
@@ -469,6 +471,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<double> moeCapacityFactor{
       *this, "moe-capacity-factor",
       llvm::cl::desc("MoE expert capacity as a factor of the even share (0: dropless)"),
+      llvm::cl::init(0.0)};
+  Option<double> moeSeqAuxLossCoef{
+      *this, "moe-seq-aux-loss-coef",
+      llvm::cl::desc("DeepSeek-V3's sequence-wise balance loss of every MoE router, times this "
+                     "(0: none)"),
       llvm::cl::init(0.0)};
   Option<double> moeBiasUpdateRate{
       *this, "moe-bias-update-rate",
@@ -586,6 +593,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.maxGradNorm = maxGradNorm;
     o.moeAuxLossCoef = moeAuxLossCoef;
     o.moeBiasUpdateRate = moeBiasUpdateRate;
+    o.moeSeqAuxLossCoef = moeSeqAuxLossCoef;
     o.moeCapacityFactor = moeCapacityFactor;
     o.weightDecay = weightDecay;
     o.adamBeta1 = adamBeta1;

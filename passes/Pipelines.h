@@ -44,6 +44,7 @@ struct PipelineOptions {
   /// The load-balancing loss of MoE softmax routers, times this (0: none).
   double moeAuxLossCoef = 0.0;
   /// DeepSeek-V3's bias update of MoE routers per step (0: none).
+  double moeSeqAuxLossCoef = 0.0;
   double moeBiasUpdateRate = 0.0;
   /// MoE expert capacity as a factor of the even share (0: dropless).
   double moeCapacityFactor = 0.0;

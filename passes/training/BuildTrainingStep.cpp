@@ -224,6 +224,16 @@ struct BuildTrainingStepPass
         loss = builder.create<nn::AddOp>(loc, loss, scaled);
         loom::setMicrobatch(loss.getDefiningOp(), m);
       }
+      if (moeSeqAuxLossCoef > 0) {
+        FailureOr<Value> aux = sequenceBalanceLoss(builder, loc, fwdBody, mapping, m, b, seq);
+        if (failed(aux))
+          return failure();
+        Value scaled = builder.create<nn::MulOp>(loc, *aux,
+                                                 scalarConstant(builder, loc, moeSeqAuxLossCoef));
+        loom::setMicrobatch(scaled.getDefiningOp(), m);
+        loss = builder.create<nn::AddOp>(loc, loss, scaled);
+        loom::setMicrobatch(loss.getDefiningOp(), m);
+      }
       losses.push_back(loss);
     }
     Value totalLoss = losses.front();
@@ -387,11 +397,15 @@ struct BuildTrainingStepPass
     bool logits;   // scores are logits: the loss takes their softmax
     int64_t experts, k;
     Operation *op;
+    /// A sigmoid router's affinities (DeepSeek-V3, GLM-4-MoE): the sigmoid
+    /// the selection's scores come from, before any bias or group mask;
+    /// null for a softmax router.
+    Value sigmoid;
   };
 
-  /// Whether `scores` were computed through a sigmoid: its producers,
+  /// The sigmoid `scores` were computed through, if any: its producers,
   /// back to the router's projection (a contraction) or a few ops.
-  static bool throughSigmoid(Value scores) {
+  static Value sigmoidOf(Value scores) {
     SmallVector<Value> work{scores};
     llvm::DenseSet<Value> seen{scores};
     for (size_t i = 0; i < work.size() && i < 32; ++i) {
@@ -399,16 +413,26 @@ struct BuildTrainingStepPass
       if (!def || isa<nn::MatmulOp>(def))
         continue;
       if (isa<nn::SigmoidOp>(def))
-        return true;
+        return def->getResult(0);
       for (Value operand : def->getOperands())
         if (isa<FloatType>(getElementTypeOrSelf(operand.getType())) && seen.insert(operand).second)
           work.push_back(operand);
     }
-    return false;
+    return {};
   }
 
+  /// The softmax routers of the forward (routers() without the sigmoid
+  /// ones): the load-balancing loss's.
   static SmallVector<Router> softmaxRouters(Block &fwdBody) {
-    SmallVector<Router> routers;
+    SmallVector<Router> all = routers(fwdBody), softmax;
+    for (const Router &r : all)
+      if (!r.sigmoid)
+        softmax.push_back(r);
+    return softmax;
+  }
+
+  static SmallVector<Router> routers(Block &fwdBody) {
+    SmallVector<Router> found;
     for (Operation &op : fwdBody) {
       auto sort = dyn_cast<nn::SortOp>(op);
       if (!sort || !getElementTypeOrSelf(sort.getInput().getType()).isInteger(64))
@@ -442,11 +466,12 @@ struct BuildTrainingStepPass
       if (tokens <= 0 || choices % tokens)
         continue;
       bool logits = !scores.getDefiningOp<nn::SoftmaxOp>();
-      if (logits && throughSigmoid(scores))
+      Value sigmoid = logits ? sigmoidOf(scores) : Value();
+      if (sigmoid && cast<RankedTensorType>(sigmoid.getType()).getNumElements() != tokens * experts)
         continue;
-      routers.push_back({sort.getInput(), scores, logits, experts, choices / tokens, first});
+      found.push_back({sort.getInput(), scores, logits, experts, choices / tokens, first, sigmoid});
     }
-    return routers;
+    return found;
   }
 
   /// The load-balancing loss (Switch Transformer; Mixtral's) of microbatch
@@ -512,6 +537,76 @@ struct BuildTrainingStepPass
     Value total = tag(builder.create<nn::ReduceSumOp>(
         loc, products, builder.getDenseI64ArrayAttr({0, 1}), UnitAttr()));
     return tag(builder.create<nn::MulOp>(loc, total, scalarConstant(builder, loc, double(experts))));
+  }
+
+  /// DeepSeek-V3's complementary sequence-wise balance loss of microbatch
+  /// m's routers (softmax or sigmoid), each of its `sequences` sequences of
+  /// `seq` tokens on its own: the sum over experts i of f_i P_i, with
+  /// f_i = experts / (k seq) x the choices of i in the sequence and P_i the
+  /// mean over the sequence of the router's affinities normalized to sum 1
+  /// over the experts (a softmax router's probabilities; a sigmoid router's
+  /// sigmoids divided by their sum, before any bias). The mean over the
+  /// sequences, summed over the routers (the MoE layers). The counts carry
+  /// no gradient; the affinities do.
+  FailureOr<Value> sequenceBalanceLoss(OpBuilder &builder, Location loc, Block &fwdBody,
+                                       IRMapping &mapping, int64_t m, int64_t sequences,
+                                       int64_t seq) {
+    SmallVector<Router> all = routers(fwdBody);
+    if (all.empty())
+      return emitError(loc, "--moe-seq-aux-loss-coef: the model has no router (top-k choices "
+                            "of experts, sorted by expert)");
+    Type f32 = builder.getF32Type(), i64 = builder.getI64Type();
+    auto tag = [&](Value v) {
+      loom::setMicrobatch(v.getDefiningOp(), m);
+      return v;
+    };
+    Value total;
+    for (const Router &router : all) {
+      const int64_t e = router.experts, k = router.k;
+      Value affinity = router.sigmoid ? router.sigmoid : router.scores;
+      auto type = cast<RankedTensorType>(affinity.getType());
+      if (type.getNumElements() != sequences * seq * e)
+        return router.op->emitError("--moe-seq-aux-loss-coef: this router scores ")
+               << type.getNumElements() / e << " tokens, not the microbatch's " << sequences
+               << " sequences of " << seq;
+      auto bse = RankedTensorType::get({sequences, seq, e}, f32);
+      Value s = tag(builder.create<nn::ReshapeOp>(
+          loc, RankedTensorType::get({sequences, seq, e}, type.getElementType()),
+          mapping.lookup(affinity)));
+      if (type.getElementType() != f32)
+        s = tag(builder.create<nn::CastOp>(loc, bse, s));
+      if (router.sigmoid) {
+        Value sum = tag(builder.create<nn::ReduceSumOp>(loc, s, builder.getDenseI64ArrayAttr({2}),
+                                                        builder.getUnitAttr()));
+        s = tag(builder.create<nn::DivOp>(loc, bse, s, sum));
+      } else if (router.logits) {
+        s = tag(builder.create<nn::SoftmaxOp>(loc, bse, s, builder.getI64IntegerAttr(2)));
+      }
+      Value p = tag(builder.create<nn::ReduceSumOp>(loc, s, builder.getDenseI64ArrayAttr({1}),
+                                                    UnitAttr()));
+      Value idx = tag(builder.create<nn::ReshapeOp>(
+          loc, RankedTensorType::get({sequences, seq * k, 1}, i64), mapping.lookup(router.choices)));
+      Value iota = tag(builder.create<nn::IotaOp>(
+          loc, RankedTensorType::get({1, 1, e}, i64), builder.getI64IntegerAttr(2),
+          builder.getF64FloatAttr(0), builder.getF64FloatAttr(1)));
+      Value hit = tag(builder.create<nn::CompareOp>(
+          loc, nn::ComparePredicateAttr::get(builder.getContext(), nn::ComparePredicate::eq), idx,
+          iota));
+      Value ones = tag(builder.create<nn::CastOp>(
+          loc, RankedTensorType::get({sequences, seq * k, e}, f32), hit));
+      Value counts = tag(builder.create<nn::ReduceSumOp>(loc, ones, builder.getDenseI64ArrayAttr({1}),
+                                                         UnitAttr()));
+      Value products = tag(builder.create<nn::MulOp>(loc, counts, p));
+      Value sum = tag(builder.create<nn::ReduceSumOp>(loc, products,
+                                                      builder.getDenseI64ArrayAttr({0, 1}), UnitAttr()));
+      // f_i P_i = (e / (k seq)) counts_i x (1 / seq) sum_t s'_it; mean over sequences.
+      Value layer = tag(builder.create<nn::MulOp>(
+          loc, sum,
+          scalarConstant(builder, loc,
+                         double(e) / (double(k) * double(seq) * double(seq) * double(sequences)))));
+      total = total ? tag(builder.create<nn::AddOp>(loc, total, layer)) : layer;
+    }
+    return total;
   }
 
   /// Expert capacity in the forward: for each MoE layer (the grouped GEMMs

@@ -52,6 +52,9 @@ def BuildTrainingStep : Pass<"loom-build-training-step", "mlir::ModuleOp"> {
     Option<"moeAuxLossCoef", "moe-aux-loss-coef", "double", /*default=*/"0.0",
            "add this times the load-balancing loss (Switch Transformer, Mixtral) of the "
            "softmax routers to each microbatch's loss; 0: none">,
+    Option<"moeSeqAuxLossCoef", "moe-seq-aux-loss-coef", "double", /*default=*/"0.0",
+           "add this times DeepSeek-V3's sequence-wise balance loss of every router (softmax "
+           "or sigmoid) to each microbatch's loss; 0: none">,
     Option<"moeBiasUpdateRate", "moe-bias-update-rate", "double", /*default=*/"0.0",
            "DeepSeek-V3's auxiliary-loss-free balancing: after each step, every router's "
            "correction bias (a buffer added to its scores) moves by this towards the "

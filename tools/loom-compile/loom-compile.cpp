@@ -110,6 +110,14 @@ cl::opt<double> moeAuxLossCoef(
              "choices and the mean probability, over every router's tokens) to the loss "
              "(default: 0, none)"),
     cl::init(0.0), cl::cat(category));
+cl::opt<double> moeSeqAuxLossCoef(
+    "moe-seq-aux-loss-coef",
+    cl::desc("add this times DeepSeek-V3's complementary sequence-wise balance loss to the loss: "
+             "for every mixture-of-experts router (softmax or sigmoid) and each sequence, the sum "
+             "over experts of f x P, f = experts / (k x tokens) x the expert's choices in the "
+             "sequence, P = the mean of its affinities normalized over the experts; the mean over "
+             "sequences, summed over layers (default: 0, none; DeepSeek-V3 used 0.0001)"),
+    cl::init(0.0), cl::cat(category));
 cl::opt<double> moeBiasUpdateRate(
     "moe-bias-update-rate",
     cl::desc("DeepSeek-V3's auxiliary-loss-free balancing: after each step, every MoE router's "
@@ -669,6 +677,7 @@ int main(int argc, char **argv) {
   for (const Range &r : {Range{&maxGradNorm, 0, 1e30, false, false},
                          Range{&moeAuxLossCoef, 0, 1e30, false, false},
                          Range{&moeBiasUpdateRate, 0, 1e30, false, false},
+                         Range{&moeSeqAuxLossCoef, 0, 1e30, false, false},
                          Range{&moeCapacityFactor, 0, 1e30, false, false},
                          Range{&weightDecay, 0, 1e30, false, false},
                          Range{&adamBeta1, 0, 1, false, true}, Range{&adamBeta2, 0, 1, false, true},
@@ -693,10 +702,10 @@ int main(int argc, char **argv) {
              "--mode=train or --mode=gradients");
       continue;
     }
-    if (r.option == &moeAuxLossCoef) {
+    if (r.option == &moeAuxLossCoef || r.option == &moeSeqAuxLossCoef) {
       if (r.option->getNumOccurrences() && mode != "train" && mode != "gradients")
-        fail("--moe-aux-loss-coef adds to the training loss: it applies to --mode=train or "
-             "--mode=gradients");
+        fail("--" + r.option->ArgStr + " adds to the training loss: it applies to --mode=train "
+             "or --mode=gradients");
       continue;
     }
     if (r.option->getNumOccurrences() && mode != "train")
@@ -796,6 +805,7 @@ int main(int argc, char **argv) {
   pipelineOptions.maxGradNorm = maxGradNorm;
   pipelineOptions.moeAuxLossCoef = moeAuxLossCoef;
   pipelineOptions.moeBiasUpdateRate = moeBiasUpdateRate;
+  pipelineOptions.moeSeqAuxLossCoef = moeSeqAuxLossCoef;
   pipelineOptions.moeCapacityFactor = moeCapacityFactor;
   pipelineOptions.weightDecay = weightDecay;
   pipelineOptions.adamBeta1 = adamBeta1;
