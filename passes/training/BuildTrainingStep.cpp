@@ -486,7 +486,8 @@ struct BuildTrainingStepPass
     if (routers.empty())
       return emitError(loc, "--moe-aux-loss-coef: the model has no softmax router (top-k "
                             "choices, sorted by expert, over router logits or their softmax; a "
-                            "sigmoid router balances with --moe-bias-update-rate)");
+                            "sigmoid router balances with --moe-bias-update-rate or "
+                            "--moe-seq-aux-loss-coef)");
     Type f32 = builder.getF32Type(), i64 = builder.getI64Type();
     int64_t experts = routers.front().experts, k = routers.front().k;
     Value counts, probs;
