@@ -49,15 +49,16 @@ bool readByEmbedding(nn::ParameterOp param) {
   return false;
 }
 
-/// Whether the GEMM's result reaches the loss or a result of the function
-/// through no other contraction: the model's head.
-bool feedsOutput(Operation *gemm) {
+/// Whether the GEMM's result reaches an op that `stops` through no other
+/// contraction.
+template <typename Stops>
+bool reachesWithoutContraction(Operation *gemm, Stops &&stops) {
   llvm::SetVector<Operation *> seen;
   SmallVector<Value> work(gemm->getResults());
   while (!work.empty()) {
     Value v = work.pop_back_val();
     for (Operation *user : v.getUsers()) {
-      if (isa<func::ReturnOp, nn::ClassParallelLossOpInterface>(user))
+      if (stops(user))
         return true;
       if (isa<nn::FlopCountOpInterface>(user) || !seen.insert(user))
         continue;
@@ -67,24 +68,20 @@ bool feedsOutput(Operation *gemm) {
   return false;
 }
 
+/// Whether the GEMM's result reaches the loss or a result of the function
+/// through no other contraction: the model's head.
+bool feedsOutput(Operation *gemm) {
+  return reachesWithoutContraction(gemm, [](Operation *user) {
+    return isa<func::ReturnOp, nn::ClassParallelLossOpInterface>(user);
+  });
+}
+
 /// Whether the GEMM's result reaches a top-k through no other contraction:
 /// a mixture-of-experts router's logits, which stay in the compute type
 /// (the choice of experts is sensitive to their rounding, and the GEMM is
 /// narrow).
 bool feedsTopk(Operation *gemm) {
-  llvm::SetVector<Operation *> seen;
-  SmallVector<Value> work(gemm->getResults());
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    for (Operation *user : v.getUsers()) {
-      if (isa<nn::TopkOp>(user))
-        return true;
-      if (isa<nn::FlopCountOpInterface>(user) || !seen.insert(user))
-        continue;
-      work.append(user->result_begin(), user->result_end());
-    }
-  }
-  return false;
+  return reachesWithoutContraction(gemm, [](Operation *user) { return isa<nn::TopkOp>(user); });
 }
 
 struct Fp8MarkPass : public loom::impl::Fp8MarkBase<Fp8MarkPass> {

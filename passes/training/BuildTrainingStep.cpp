@@ -214,26 +214,23 @@ struct BuildTrainingStepPass
       if (moeBiasUpdateRate > 0 && !gradientsOnly)
         for (auto &[bias, router] : biasedRouters)
           biasCounts[bias].push_back(mapping.lookup(router.getIndices()));
-      if (moeAuxLossCoef > 0) {
-        FailureOr<Value> aux = loadBalancingLoss(builder, loc, fwdBody, mapping, m);
-        if (failed(aux))
+      // The balance losses, each times its coefficient, join the loss.
+      auto addTerm = [&](FailureOr<Value> term, double coef) -> LogicalResult {
+        if (failed(term))
           return failure();
-        Value scaled = builder.create<nn::MulOp>(loc, *aux,
-                                                 scalarConstant(builder, loc, moeAuxLossCoef));
+        Value scaled = builder.create<nn::MulOp>(loc, *term, scalarConstant(builder, loc, coef));
         loom::setMicrobatch(scaled.getDefiningOp(), m);
         loss = builder.create<nn::AddOp>(loc, loss, scaled);
         loom::setMicrobatch(loss.getDefiningOp(), m);
-      }
-      if (moeSeqAuxLossCoef > 0) {
-        FailureOr<Value> aux = sequenceBalanceLoss(builder, loc, fwdBody, mapping, m, b, seq);
-        if (failed(aux))
-          return failure();
-        Value scaled = builder.create<nn::MulOp>(loc, *aux,
-                                                 scalarConstant(builder, loc, moeSeqAuxLossCoef));
-        loom::setMicrobatch(scaled.getDefiningOp(), m);
-        loss = builder.create<nn::AddOp>(loc, loss, scaled);
-        loom::setMicrobatch(loss.getDefiningOp(), m);
-      }
+        return success();
+      };
+      if (moeAuxLossCoef > 0 &&
+          failed(addTerm(loadBalancingLoss(builder, loc, fwdBody, mapping, m), moeAuxLossCoef)))
+        return failure();
+      if (moeSeqAuxLossCoef > 0 &&
+          failed(addTerm(sequenceBalanceLoss(builder, loc, fwdBody, mapping, m, b, seq),
+                         moeSeqAuxLossCoef)))
+        return failure();
       losses.push_back(loss);
     }
     Value totalLoss = losses.front();
