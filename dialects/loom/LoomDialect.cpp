@@ -1,5 +1,6 @@
 #include "dialects/loom/LoomDialect.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -78,6 +79,13 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   }
   if (name == kRowGroupsAttrName)
     return verifyRowGroups(op, attr);
+  if (name == kVocabSizeAttr) {
+    auto vocab = dyn_cast<IntegerAttr>(value);
+    if (!isa<mlir::ModuleOp>(op) || !vocab || !vocab.getType().isSignlessInteger(64) ||
+        vocab.getInt() < 1)
+      return op->emitOpError("'") << name << "' must be a positive i64 on a module, got " << value;
+    return success();
+  }
   if (name == kNameAttr || name == kUpdatesAttr)
     return op->emitOpError("'") << name
                                 << "' belongs on a function's arguments or results, not on an op";

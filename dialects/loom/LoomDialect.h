@@ -23,6 +23,9 @@ inline constexpr llvm::StringLiteral kMicrobatchAttr = "loom.microbatch";
 /// come as this many microbatches, each split over the data ranks, and the
 /// caller orders them so (IOBinding::rowGroups).
 inline constexpr llvm::StringLiteral kRowGroupsAttrName = "loom.row_groups";
+/// On a module holding a training step: the loss's classes (i64), which the
+/// executable records so that the training loop can check its data.
+inline constexpr llvm::StringLiteral kVocabSizeAttr = "loom.vocab_size";
 inline constexpr llvm::StringLiteral kBackwardAttr = "loom.backward";
 inline constexpr llvm::StringLiteral kStreamAttr = "loom.stream";
 inline constexpr llvm::StringLiteral kHostCopyAttr = "loom.host_copy";

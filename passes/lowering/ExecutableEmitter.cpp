@@ -70,6 +70,9 @@ FailureOr<Executable> loom::emitExecutable(ModuleOp module,
   }
   if (StringAttr csv = rt::getScheduleCsv(module))
     exe.scheduleCsv = csv.str();
+  // The training step's vocabulary (--loom-build-training-step).
+  if (auto vocab = module->getAttrOfType<IntegerAttr>(loom::kVocabSizeAttr))
+    exe.vocabSize = vocab.getInt();
   auto shardingOf = [](Attribute attr) -> Sharding {
     return rt::parseSharding(attr).value_or(Sharding{});
   };

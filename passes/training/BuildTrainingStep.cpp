@@ -94,6 +94,12 @@ struct BuildTrainingStepPass
              << globalBatch << ") must be a multiple of the forward's batch (" << b
              << "): each microbatch runs the forward once";
     int64_t microbatches = globalBatch / b;
+    // The loss's classes: the executable keeps them, and the training loop
+    // refuses data with a token at or past them (an id past the embedding
+    // or a label past the logits would otherwise train on garbage where a
+    // backend does not check, as CUDA's gathers do not).
+    module->setAttr(loom::kVocabSizeAttr,
+                    IntegerAttr::get(IntegerType::get(module.getContext(), 64), vocab));
 
     OpBuilder builder(module.getContext());
     Location loc = forward.getLoc();

@@ -167,6 +167,9 @@ struct Executable {
   /// `# loom-schedule kind=...` header (runtime/schedule/Schedule.h reads it;
   /// the runtime does not need it). Empty: not pipelined.
   std::string scheduleCsv;
+  /// The model's vocabulary for a training step (its loss's classes): the
+  /// training loop refuses data with a token at or past it. 0: unknown.
+  int64_t vocabSize = 0;
 };
 
 /// Serializes to the flatbuffers form.

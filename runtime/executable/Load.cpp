@@ -55,6 +55,7 @@ public:
         exe.mesh.axes.push_back(string(axis));
     exe.mesh.shape = vector(root.mesh_shape());
     exe.scheduleCsv = string(root.schedule_csv());
+    exe.vocabSize = root.vocab_size();
     if (const auto *parameters = root.parameters()) {
       exe.parameters.reserve(parameters->size());
       for (const fb::Parameter *param : *parameters)

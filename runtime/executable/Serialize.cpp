@@ -84,7 +84,7 @@ public:
         builder, exe.formatVersion, builder.CreateString(exe.modelName),
         builder.CreateString(exe.mode), builder.CreateString(exe.compileFlags),
         builder.CreateVector(parameters), builder.CreateVector(ranks), meshAxes,
-        meshShape, scheduleCsv);
+        meshShape, scheduleCsv, exe.vocabSize);
     fb::FinishExecutableBuffer(builder, root);
     const uint8_t *bytes = builder.GetBufferPointer();
     return std::vector<uint8_t>(bytes, bytes + builder.GetSize());

@@ -91,6 +91,8 @@ public:
       return err;
     if (llvm::Error err = checkSchedule())
       return err;
+    if (exe.vocabSize < 0)
+      return failure("negative vocabulary size " + std::to_string(exe.vocabSize));
     parameterBytes.resize(exe.parameters.size());
     for (size_t i = 0; i < exe.parameters.size(); ++i)
       if (llvm::Error err = checkParameter(i))

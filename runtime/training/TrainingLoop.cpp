@@ -259,6 +259,9 @@ llvm::Error runTraining(const Executable &exe, ProgramExecutor &executor,
   dataOptions.sequenceLength = seq;
   dataOptions.seed = options.seed;
   dataOptions.sequential = options.sequentialData;
+  // Every token below the model's vocabulary, checked as the batches are
+  // read (0: an executable that does not record it).
+  dataOptions.vocabSize = exe.vocabSize;
   auto source = openTokenSource(options.data, dataOptions);
   if (!source)
     return source.takeError();

@@ -118,6 +118,8 @@ const BrokenCase kBrokenCases[] = {
      "unsupported format version 0 (this build reads versions 1 to 2)"},
     {"DuplicateRank", [](Executable &e) { e.ranks[1].rank = 0; },
      "rank 0 appears more than once"},
+    {"NegativeVocabulary", [](Executable &e) { e.vocabSize = -5; },
+     "negative vocabulary size -5"},
     // Buffers.
     {"BufferPastArenaEnd",
      [](Executable &e) { rank0(e).buffers[7].offset = 160; },

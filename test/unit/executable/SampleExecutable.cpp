@@ -58,6 +58,7 @@ Executable makeSampleExecutable() {
   exe.modelName = "tiny-mlp";
   exe.mode = "train";
   exe.compileFlags = "--mesh=2 --schedule=1f1b";
+  exe.vocabSize = 32000;
 
   exe.parameters.push_back(
       parameter("model.w", DType::F32, {4, 8}, InitKind::Normal, 0.02));
@@ -147,6 +148,7 @@ void expectSameExecutable(const Executable &expected,
   EXPECT_EQ(expected.mesh.axes, actual.mesh.axes);
   EXPECT_EQ(expected.mesh.shape, actual.mesh.shape);
   EXPECT_EQ(expected.scheduleCsv, actual.scheduleCsv);
+  EXPECT_EQ(expected.vocabSize, actual.vocabSize);
   ASSERT_EQ(expected.parameters.size(), actual.parameters.size());
   for (size_t p = 0; p < expected.parameters.size(); ++p) {
     SCOPED_TRACE("parameter " + std::to_string(p));
