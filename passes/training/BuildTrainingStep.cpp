@@ -477,6 +477,22 @@ struct BuildTrainingStepPass
     return found;
   }
 
+  /// The one-hot of expert ids `ids` [A, B, 1] (i64) over `experts`:
+  /// [A, B, experts] f32 (the counts of the balance losses; no gradient).
+  template <typename Tag>
+  static Value oneHotExperts(OpBuilder &builder, Location loc, Value ids, int64_t experts,
+                             Tag &&tag) {
+    auto shape = cast<RankedTensorType>(ids.getType()).getShape();
+    Value iota = tag(builder.create<nn::IotaOp>(
+        loc, RankedTensorType::get({1, 1, experts}, builder.getI64Type()),
+        builder.getI64IntegerAttr(2), builder.getF64FloatAttr(0), builder.getF64FloatAttr(1)));
+    Value hit = tag(builder.create<nn::CompareOp>(
+        loc, nn::ComparePredicateAttr::get(builder.getContext(), nn::ComparePredicate::eq), ids,
+        iota));
+    return tag(builder.create<nn::CastOp>(
+        loc, RankedTensorType::get({shape[0], shape[1], experts}, builder.getF32Type()), hit));
+  }
+
   /// The load-balancing loss (Switch Transformer; Mixtral's) of microbatch
   /// m's softmax routers, over all their tokens at once: experts x the sum
   /// over choices j and experts e of the fraction of tokens whose j-th
@@ -517,14 +533,7 @@ struct BuildTrainingStepPass
         p = tag(builder.create<nn::SoftmaxOp>(loc, p.getType(), p, builder.getI64IntegerAttr(1)));
       Value idx3 = tag(builder.create<nn::ReshapeOp>(loc, RankedTensorType::get({t, k, 1}, i64),
                                                      idx));
-      Value iota = tag(builder.create<nn::IotaOp>(
-          loc, RankedTensorType::get({1, 1, experts}, i64), builder.getI64IntegerAttr(2),
-          builder.getF64FloatAttr(0), builder.getF64FloatAttr(1)));
-      Value hit = tag(builder.create<nn::CompareOp>(
-          loc, nn::ComparePredicateAttr::get(builder.getContext(), nn::ComparePredicate::eq), idx3,
-          iota));
-      Value mask = tag(builder.create<nn::CastOp>(
-          loc, RankedTensorType::get({t, k, experts}, f32), hit));
+      Value mask = oneHotExperts(builder, loc, idx3, experts, tag);
       Value c = tag(builder.create<nn::ReduceSumOp>(loc, mask, builder.getDenseI64ArrayAttr({0}),
                                                     UnitAttr()));
       Value ps = tag(builder.create<nn::ReduceSumOp>(loc, p, builder.getDenseI64ArrayAttr({0}),
@@ -590,14 +599,7 @@ struct BuildTrainingStepPass
                                                     UnitAttr()));
       Value idx = tag(builder.create<nn::ReshapeOp>(
           loc, RankedTensorType::get({sequences, seq * k, 1}, i64), mapping.lookup(router.choices)));
-      Value iota = tag(builder.create<nn::IotaOp>(
-          loc, RankedTensorType::get({1, 1, e}, i64), builder.getI64IntegerAttr(2),
-          builder.getF64FloatAttr(0), builder.getF64FloatAttr(1)));
-      Value hit = tag(builder.create<nn::CompareOp>(
-          loc, nn::ComparePredicateAttr::get(builder.getContext(), nn::ComparePredicate::eq), idx,
-          iota));
-      Value ones = tag(builder.create<nn::CastOp>(
-          loc, RankedTensorType::get({sequences, seq * k, e}, f32), hit));
+      Value ones = oneHotExperts(builder, loc, idx, e, tag);
       Value counts = tag(builder.create<nn::ReduceSumOp>(loc, ones, builder.getDenseI64ArrayAttr({1}),
                                                          UnitAttr()));
       Value products = tag(builder.create<nn::MulOp>(loc, counts, p));
