@@ -184,9 +184,20 @@ LogicalResult Splitter::classify() {
         }
       }
     }
+    // An op that combines stages (pipe.stage = -1) runs where a sum over
+    // microbatches would, even when it reads one microbatch: with a single
+    // microbatch, the step's loss and gradient norm read only microbatch 0.
+    if (in.state == MbState::Single && in.piece < 0)
+      in.state = MbState::Mixed;
+    // An op of one microbatch runs in the last part that computes its
+    // operands (the square of a weight gradient, with one microbatch, in
+    // the weight-gradient part).
+    if (in.state == MbState::Single && !loom::getBackwardKind(&op))
+      for (Value operand : op.getOperands())
+        if (Operation *def = operand.getDefiningOp();
+            def && info_[def].state == MbState::Single)
+          in.part = std::max(in.part, info_[def].part);
     if (in.state == MbState::Single) {
-      if (in.piece < 0)
-        return op.emitError("reads one microbatch but combines pipeline stages (pipe.stage = -1)");
       if (in.mb < 0 || in.mb >= s_.numMicrobatches)
         return op.emitError("microbatch ") << in.mb << " is not one of the schedule's "
                                            << s_.numMicrobatches;
