@@ -95,8 +95,11 @@ llvm::Expected<DenseElementsAttr> Pt2Payloads::tensor(llvm::StringRef fqn,
   const llvm::json::Array *strides = meta->getArray("strides");
   if (!strides || strides->size() != size_t(expected.getRank()))
     return importError("tensor '" + fqn + "': malformed strides");
+  // A tensor of no elements (a shared expert of size 0) has no layout to
+  // check: torch gives it whatever strides its view had.
+  bool empty = expected.getNumElements() == 0;
   int64_t contiguousStride = 1;
-  for (int64_t d = expected.getRank() - 1; d >= 0; --d) {
+  for (int64_t d = expected.getRank() - 1; d >= 0 && !empty; --d) {
     auto stride = symIntValue((*strides)[d], noSymbols);
     if (!stride)
       return importError("tensor '" + fqn + "': " + llvm::toString(stride.takeError()));

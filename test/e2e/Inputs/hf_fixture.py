@@ -64,18 +64,20 @@ def safetensors_names(path):
 
 
 def write_scaled(src, dst, factor):
-    """Copies a safetensors file with its F32 tensors multiplied by factor."""
+    """Copies a safetensors file with its F32 and F16 tensors multiplied by
+    factor (a power of two: exact in both)."""
     with open(src, "rb") as f:
         raw = f.read()
     (n,) = struct.unpack("<Q", raw[:8])
     header = json.loads(raw[8:8 + n])
     data = bytearray(raw[8 + n:])
     for key, info in header.items():
-        if key == "__metadata__" or info["dtype"] != "F32":
+        if key == "__metadata__" or info["dtype"] not in ("F32", "F16"):
             continue
         lo, hi = info["data_offsets"]
-        values = np.frombuffer(bytes(data[lo:hi]), "<f4") * np.float32(factor)
-        data[lo:hi] = values.astype("<f4").tobytes()
+        t = "<f4" if info["dtype"] == "F32" else "<f2"
+        values = np.frombuffer(bytes(data[lo:hi]), t) * np.dtype(t).type(factor)
+        data[lo:hi] = values.astype(t).tobytes()
     with open(dst, "wb") as f:
         f.write(raw[:8 + n])
         f.write(bytes(data))
