@@ -1,4 +1,5 @@
 #include "kernels/cuda/CudaKernels.h"
+#include "kernels/cpu/OperandChecks.h"
 
 namespace loom::cuda {
 
@@ -72,6 +73,12 @@ llvm::Error launchKernel(KernelId id, llvm::ArrayRef<cpu::Tensor> inputs,
                                    std::string(name).c_str(),
                                    llvm::toString(std::move(err)).c_str());
   };
+  // Results with no elements (the weights of an expert of size 0 and their
+  // gradients) need no launch, and a grid of no blocks is a launch error.
+  if (!outputs.empty() && llvm::all_of(outputs, [](const cpu::Tensor &t) {
+        return cpu::detail::product(t.shape) == 0;
+      }))
+    return llvm::Error::success();
   // The FP8 scale epilogue (KernelList.h), where the launcher does not run
   // it itself: the kernel on its own outputs, then each scale.
   if (attrs.has(kFp8ScaleOfAttr) && !registry().runsFp8ScaleEpilogue(id)) {

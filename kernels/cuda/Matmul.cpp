@@ -209,6 +209,21 @@ llvm::Error launchMatmul(const KernelCall &call) {
   int64_t lhsBatch = cpu::detail::product(lb), rhsBatch = cpu::detail::product(rb);
   size_t elem = dtypeSize(lhs.dtype);
   float alpha = 1.0f, beta = hasAddend ? 1.0f : 0.0f;
+  if (k == 0) {
+    // No products (a contraction over an empty dim, which cuBLASLt has no
+    // algorithm for): the result is the addend, or zeros.
+    if (hasBias || epilogue == CUBLASLT_EPILOGUE_GELU)
+      return cpu::detail::kernelError("epilogue '" + epilogueName +
+                                      "' over an empty contraction (K = 0)");
+    size_t bytes = size_t(cpu::detail::product(out.shape)) * dtypeSize(out.dtype);
+    if (bytes == 0)
+      return llvm::Error::success();
+    return addend ? cudaError(cudaMemcpyAsync(out.data, addend, bytes, cudaMemcpyDeviceToDevice,
+                                              call.ctx.stream),
+                              "cudaMemcpyAsync")
+                  : cudaError(cudaMemsetAsync(out.data, 0, bytes, call.ctx.stream),
+                              "cudaMemsetAsync");
+  }
 
   // D = A B (+ C, the addend at D's offset).
   auto run = [&](const GemmShape &shape, const void *a, const void *b, void *c) -> llvm::Error {

@@ -1581,6 +1581,28 @@ def gen_linear_cross_entropy():
             rtol=2e-2, atol=2e-2, scratch=(3,))
 
 
+def gen_empty_operands():
+    """Operands with no elements (the weights of an expert of size 0 and
+    their gradients): a contraction over nothing gives zeros, or the addend;
+    a result with no elements is nothing to write. cuBLASLt has no algorithm
+    for either; the CUDA backend writes them itself."""
+    for name, dtype, ashape, bshape, tb, addend in [
+            ("f32_empty_contraction", "f32", [4, 0], [0, 3], 0, False),
+            ("bf16_empty_contraction_transposed", "bf16", [2, 5, 0], [6, 0], 1, False),
+            ("bf16_empty_contraction_add", "bf16", [4, 0], [3, 0], 1, True),
+            ("f32_empty_result", "f32", [0, 8], [8, 3], 0, False),
+            ("bf16_empty_columns", "bf16", [5, 8], [0, 8], 1, False)]:
+        a, b = randt(dtype, ashape, -1, 1), randt(dtype, bshape, -1, 1)
+        y = matmul_ref(a.values.astype(np.float64), b.values.astype(np.float64), 0, tb)
+        inputs, attrs = [a, b], {"transpose_lhs": 0, "transpose_rhs": tb}
+        if addend:
+            c = randt(dtype, list(y.shape), -1, 1)
+            inputs.append(c)
+            attrs["epilogue"] = "add"
+            y = y + c.values
+        add("nn.matmul", name, inputs, [T(dtype, y)], attrs=attrs)
+
+
 def gen_matmul_addend():
     """nn.matmul with epilogue "add" (--loom-fuse-matmul-epilogue folds an add of
     the product's shape: a residual, a running sum of gradients): the CPU
@@ -2393,6 +2415,7 @@ def main():
     gen_quantize_big()
     gen_quantize_own_scalar_scales()
     gen_untested_cuda_paths()
+    gen_empty_operands()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
