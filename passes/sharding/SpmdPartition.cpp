@@ -833,10 +833,21 @@ struct SpmdPartitionPass : public loom::impl::SpmdPartitionBase<SpmdPartitionPas
   /// consumed (the optimizer, after the whole backward); placed right after
   /// the gradient's producer instead, it is issued while the rest of the
   /// backward runs, on its own stream, and overlaps it.
+  /// Not one over the pipeline axis: its ranks run different programs, and
+  /// --loom-pipeline-split placed it where every one of them reaches it in
+  /// the same order relative to the schedule's transfers (moved before a
+  /// send, it waits for a rank that waits for that send).
   static void issueReductionsEarly(func::FuncOp func) {
     SmallVector<Operation *> reductions;
     func.walk([&](Operation *op) {
-      if (isa<dist::AllReduceOp, dist::ReduceScatterOp>(op))
+      if (!isa<dist::AllReduceOp, dist::ReduceScatterOp>(op))
+        return;
+      auto axes = op->getAttrOfType<ArrayAttr>("axes");
+      bool pipeline = axes && llvm::any_of(axes, [](Attribute a) {
+        auto s = dyn_cast<StringAttr>(a);
+        return s && s.getValue() == "pp";
+      });
+      if (!pipeline)
         reductions.push_back(op);
     });
     for (Operation *op : reductions) {

@@ -5,7 +5,6 @@
 #include "dialects/dist/DistDialect.h"
 #include "dialects/loom/LoomDialect.h"
 #include "dialects/nn/NNDialect.h"
-#include "dialects/nn/NNOps.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/rt/RtDialect.h"
 #include "frontend/ModelFile.h"
@@ -775,20 +774,6 @@ int main(int argc, char **argv) {
     if (!importUsage.dims.count(name))
       fail("--dim " + name + "=" + llvm::Twine(value) + " does nothing: '" + inputPath +
            "' has no symbolic dimension named '" + name + "'");
-
-  // One microbatch pipelines (each stage runs it in turn), but a
-  // mixture-of-experts model's step, sharded as well, orders its pipeline
-  // and data/tensor/expert collectives differently on the two ends and
-  // deadlocks: refused until that is fixed.
-  if (pp > 1 && microbatches == 1 &&
-      int64_t(dataParallel) * int64_t(tensorParallel) * int64_t(expertParallel) > 1) {
-    bool experts = false;
-    module->walk([&](loom::nn::GroupedMatmulOp) { experts = true; });
-    if (experts)
-      fail("--pp " + llvm::Twine(int64_t(pp)) +
-           " with one microbatch and --dp, --tp or --ep does not run a mixture-of-experts "
-           "model yet: pass --microbatches 2 or more");
-  }
 
   auto emitIR = [&]() {
     std::string text;
