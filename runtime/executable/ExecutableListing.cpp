@@ -795,7 +795,10 @@ MemoryBreakdown summarizeMemory(const Executable &exe, const RankProgram &progra
   }
   for (const IOBinding &output : program.outputs)
     use(output.buffer, std::max<int64_t>(n - 1, 0));
-  std::vector<int64_t> delta(size_t(n) + 1, 0), activationDelta(size_t(n) + 1, 0);
+  // Inputs and outputs count as used at instruction 0 even in a program of
+  // none, so there is always a slot past the last use.
+  const size_t slots = size_t(std::max<int64_t>(n, 1)) + 1;
+  std::vector<int64_t> delta(slots, 0), activationDelta(slots, 0);
   for (size_t b = 0; b < numBuffers; ++b) {
     const BufferDesc &buffer = program.buffers[b];
     uint64_t bytes = buffer.sizeInBytes();
