@@ -839,15 +839,13 @@ struct SpmdPartitionPass : public loom::impl::SpmdPartitionBase<SpmdPartitionPas
   /// send, it waits for a rank that waits for that send).
   static void issueReductionsEarly(func::FuncOp func) {
     SmallVector<Operation *> reductions;
+    auto overPipeline = [](ArrayAttr axes) {
+      return llvm::is_contained(axes.getAsValueRange<StringAttr>(), "pp");
+    };
     func.walk([&](Operation *op) {
-      if (!isa<dist::AllReduceOp, dist::ReduceScatterOp>(op))
-        return;
-      auto axes = op->getAttrOfType<ArrayAttr>("axes");
-      bool pipeline = axes && llvm::any_of(axes, [](Attribute a) {
-        auto s = dyn_cast<StringAttr>(a);
-        return s && s.getValue() == "pp";
-      });
-      if (!pipeline)
+      if (auto r = dyn_cast<dist::AllReduceOp>(op); r && !overPipeline(r.getAxes()))
+        reductions.push_back(op);
+      if (auto r = dyn_cast<dist::ReduceScatterOp>(op); r && !overPipeline(r.getAxes()))
         reductions.push_back(op);
     });
     for (Operation *op : reductions) {
