@@ -56,6 +56,8 @@ namespace cl = llvm::cl;
 namespace {
 
 cl::opt<int> iterations("iterations", cl::desc("timed launches per kernel"), cl::init(20));
+cl::opt<std::string> filter("filter", cl::value_desc("TEXT"),
+                            cl::desc("time only the rows whose name contains TEXT"));
 cl::opt<std::string> calibrationOut(
     "calibration-out", cl::value_desc("FILE"),
     cl::desc("measure this GPU's rates with Loom's kernels and write them to FILE as JSON "
@@ -757,6 +759,8 @@ int main(int argc, char **argv) {
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   for (Case &c : cases) {
+    if (!filter.empty() && c.label.find(filter) == std::string::npos)
+      continue;
     std::vector<cpu::Tensor> in, out;
     size_t bytes = 0;
     for (Buffer &b : c.inputs) {

@@ -4,7 +4,7 @@
 // tiles of one group each, in shared memory, the groups' tiles counted on
 // the device from the offsets, so no count leaves the GPU and the step
 // stays one graph). They compute what the CPU kernels (kernels/cpu/Moe.cpp)
-// do. bf16 and f16 GEMMs run on tensor cores (WMMA, f32 accumulators,
+// do. bf16 and f16 GEMMs run on tensor cores (wgmma, f32 accumulators,
 // 128 x 128 tiles); f32 and f64 ones on CUDA cores (64 x 64 tiles), in
 // their compute type and in increasing k.
 //
@@ -15,10 +15,12 @@
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/DeviceSupport.cuh"
 #include "kernels/cuda/TensorCore.cuh"
+#include "kernels/cuda/Wgmma.cuh"
 #include "kernels/cpu/KernelSupport.h"
 #include "kernels/cpu/OperandChecks.h"
 
 #include <cub/device/device_radix_sort.cuh>
+
 
 namespace loom::cuda {
 namespace {
@@ -158,142 +160,155 @@ __device__ __forceinline__ int64_t groupOfTile(const int64_t *tileStart, int64_t
   return lo;
 }
 
-// Tensor-core grouped GEMMs for bf16 and f16 operands: 128 x 128 output
-// tiles of one group each, 8 warps of 64 x 32, operands staged through
-// shared memory 32 deep with cp.async (4 stages in flight) and fed to mma.sync
-// m16n8k16 by ldmatrix; f32 accumulators, as the contract says, in the
-// tensor cores' order within each 16-deep step. Shared rows are padded by
-// 16 bytes so the 8 rows of each ldmatrix fall in distinct banks. Operand
-// rows must be 16-byte aligned (K and N multiples of 8); other shapes take
-// the CUDA-core kernels.
-namespace tc {
+// Tensor-core grouped GEMMs for bf16 and f16 operands, on Hopper's
+// warpgroup MMA: 128 x 128 output tiles of one group each, two warpgroups
+// of 64 x 128, operands staged 64 deep by cp.async into the 128-byte
+// swizzle (Wgmma.cuh), 3 stages (two blocks an SM). The forward's
+// activations are K-major; the weights, and the weight gradient's
+// activations, are read as they lie (N- and M-major) and wgmma transposes
+// them. f32 accumulators, as the contract says, in the tensor cores' order
+// within each 16-deep step. Operand rows must be 16-byte aligned (K and N
+// multiples of 8); other shapes take the CUDA-core kernels.
+namespace wg {
 
-constexpr int kM = 128, kN = 128, kK = 32, kThreads = 256;
-constexpr int kALd = kK + 8;  // A staged [m][k]
-constexpr int kATLd = kM + 8; // A staged [k][m] (the weight gradient's x)
-constexpr int kBLd = kN + 8;  // B staged [k][n]
-constexpr int kAElems = kM * kALd > kK * kATLd ? kM * kALd : kK * kATLd;
-constexpr int kStages = 4; // cp.async pipeline depth
-constexpr size_t kSmemBytes = size_t(kStages) * (kAElems + kK * kBLd) * sizeof(uint16_t);
+constexpr int kM = 128, kN = 128, kK = 64, kThreads = 256, kStages = 3;
+constexpr int kAElems = kM * kK, kBElems = kK * kN;
+/// The ring, and 1024 bytes to align it to the swizzle's period.
+constexpr size_t kSmemBytes = size_t(kStages) * (kAElems + kBElems) * sizeof(uint16_t) + 1024;
 
 template <DType D> struct Operand;
 template <> struct Operand<DType::BF16> { using T = __nv_bfloat16; };
 template <> struct Operand<DType::F16> { using T = __half; };
 
-/// C[m, n] = sum over k of A(m, k) B(k, n) for one 128 x 128 tile, k in
-/// [kBegin, kEnd). B(k, n) = b[k * ldb + n] (n < nEnd). A(m, k) =
-/// a[m * lda + k] (m < mEnd) or, with AKMajor, a[k * lda + m] (m < mEnd):
-/// rows and columns past their ends read as zero. The tile's rows and
-/// columns start at a and b (the caller offsets them).
-template <DType D, bool AKMajor> struct TileGemm {
-  using T = typename Operand<D>::T;
-  float acc[4][4][4];
+/// Byte offset of the 16-byte chunk `chunk` (8 elements) of row `row` in a
+/// 128-byte-swizzled stage. K-major tile [128 rows][64 k]: row m, chunk
+/// k / 8; rows 128 bytes apart, so 8 rows make one 1024-byte swizzle atom.
+/// MN-major tile [64 k][128 mn]: row k, chunk mn / 8; atom (k / 8, mn / 64)
+/// at ((k / 8) * 2 + mn / 64) * 1024, its rows the 8 k. Within an atom the
+/// chunk index is XORed with the row's index (the hardware's 128-byte
+/// swizzle: address bits 4-6 ^= bits 7-9).
+__device__ __forceinline__ uint32_t kMajorOffset(int row, int chunk) {
+  return row * 128 + ((chunk ^ (row % 8)) * 16);
+}
+__device__ __forceinline__ uint32_t mnMajorOffset(int k, int chunk) {
+  return ((k / 8) * 2 + chunk / 8) * 1024 + (k % 8) * 128 + (((chunk % 8) ^ (k % 8)) * 16);
+}
 
-  /// `smem` holds kStages buffers of both operands (kSmemBytes).
-  __device__ void run(uint16_t *smem, const uint16_t *a, int64_t lda, int64_t mEnd,
+/// C[m, n] = sum over k of A(m, k) B(k, n) for one 128 x 128 tile, k in
+/// [kBegin, kEnd), on two warpgroups of 64 rows. B(k, n) = b[k * ldb + n]
+/// (n < nEnd). A(m, k) = a[m * lda + k] (m < mEnd) or, with AMMajor,
+/// a[k * lda + m]: rows and columns past their ends read as zero. The
+/// tile's rows and columns start at a and b (the caller offsets them).
+template <DType D, bool AMMajor> struct TileGemm {
+  using T = typename Operand<D>::T;
+  float acc[64];
+
+  __device__ void run(uint16_t *smemBase, const uint16_t *a, int64_t lda, int64_t mEnd,
                       const uint16_t *b, int64_t ldb, int64_t nEnd, int64_t kBegin,
                       int64_t kEnd) {
-    for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 4; ++j)
-        for (int c = 0; c < 4; ++c)
-          acc[i][j][c] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 64; ++i)
+      acc[i] = 0.f;
     const int64_t steps = (kEnd - kBegin + kK - 1) / kK;
     if (steps <= 0)
       return;
-    uint16_t *as = smem, *bs = smem + kStages * kAElems;
+    const uint32_t base = (smemAddr(smemBase) + 1023) & ~1023u;
+    const uint32_t as = base, bs = base + kStages * kAElems * 2;
     auto load = [&](int64_t t) {
       if (t < steps)
-        stage(as + (t % kStages) * kAElems, bs + (t % kStages) * kK * kBLd, a, lda, mEnd, b, ldb,
-              nEnd, kBegin + t * kK, kEnd);
-      cpAsyncCommit(); // an empty group past the end keeps the count uniform
+        stage(as + (t % kStages) * kAElems * 2, bs + (t % kStages) * kBElems * 2, a, lda, mEnd,
+              b, ldb, nEnd, kBegin + t * kK, kEnd);
+      cpAsyncCommit();
     };
-    // kStages - 1 steps in flight; each iteration waits for its own, then
-    // refills the buffer the previous iteration read.
     for (int64_t t = 0; t < kStages - 1; ++t)
       load(t);
     for (int64_t t = 0; t < steps; ++t) {
       cpAsyncWait<kStages - 2>();
+      // cp.async wrote through the generic proxy; wgmma reads through the
+      // async one.
+      fenceProxyAsyncShared();
       __syncthreads();
+      // The buffer refilled here was last read by the previous step's
+      // wgmma, which every thread waited for before the barrier.
       load(t + kStages - 1);
-      compute(as + (t % kStages) * kAElems, bs + (t % kStages) * kK * kBLd);
+      compute(as + (t % kStages) * kAElems * 2, bs + (t % kStages) * kBElems * 2);
     }
     cpAsyncWait<0>();
   }
 
-  /// One 32-deep step of both operands into shared memory, zero-filled
-  /// outside [0, mEnd) x [k0, kEnd) and [k0, kEnd) x [0, nEnd).
-  __device__ void stage(uint16_t *as, uint16_t *bs, const uint16_t *a, int64_t lda, int64_t mEnd,
+  /// 1024 chunks of 8 elements in each operand, 4 per thread, consecutive
+  /// threads along a row of global memory.
+  __device__ void stage(uint32_t as, uint32_t bs, const uint16_t *a, int64_t lda, int64_t mEnd,
                         const uint16_t *b, int64_t ldb, int64_t nEnd, int64_t k0, int64_t kEnd) {
-    // 512 chunks of 8 elements in each operand, 2 per thread.
-    for (int c = threadIdx.x; c < kM * kK / 8; c += kThreads) {
-      if constexpr (AKMajor) {
-        const int k = c / (kM / 8), m = (c % (kM / 8)) * 8;
+#pragma unroll
+    for (int i = 0; i < kM * kK / 8 / kThreads; ++i) {
+      const int c = threadIdx.x + i * kThreads;
+      if constexpr (AMMajor) {
+        const int k = c / 16, chunk = c % 16, m = chunk * 8;
         const bool ok = k0 + k < kEnd && m < mEnd;
-        cpAsync16(smemAddr(as + k * kATLd + m), ok ? a + (k0 + k) * lda + m : a, ok);
+        cpAsync16(as + mnMajorOffset(k, chunk), ok ? a + (k0 + k) * lda + m : a, ok);
       } else {
-        const int m = c / (kK / 8), k = (c % (kK / 8)) * 8;
+        const int m = c / 8, chunk = c % 8, k = chunk * 8;
         const bool ok = m < mEnd && k0 + k < kEnd;
-        cpAsync16(smemAddr(as + m * kALd + k), ok ? a + m * lda + k0 + k : a, ok);
+        cpAsync16(as + kMajorOffset(m, chunk), ok ? a + m * lda + k0 + k : a, ok);
       }
-      const int kb = c / (kN / 8), n = (c % (kN / 8)) * 8;
-      const bool okB = k0 + kb < kEnd && n < nEnd;
-      cpAsync16(smemAddr(bs + kb * kBLd + n), okB ? b + (k0 + kb) * ldb + n : b, okB);
+      const int k = c / 16, chunk = c % 16, n = chunk * 8;
+      const bool ok = k0 + k < kEnd && n < nEnd;
+      cpAsync16(bs + mnMajorOffset(k, chunk), ok ? b + (k0 + k) * ldb + n : b, ok);
     }
   }
 
-  __device__ void compute(const uint16_t *as, const uint16_t *bs) {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32; // 2 x 4 warps
-    for (int kk = 0; kk < kK; kk += 16) {
-      uint32_t af[4][4], bf[2][4];
-      for (int i = 0; i < 4; ++i) {
-        const int m0 = wm + i * 16;
-        if constexpr (AKMajor) {
-          // Rows k, columns m: transposed into the row-major A fragment.
-          const int k = kk + (lane % 8) + 8 * (lane / 16), m = m0 + 8 * ((lane / 8) % 2);
-          ldsm4t(af[i], smemAddr(as + k * kATLd + m));
-        } else {
-          const int m = m0 + (lane % 8) + 8 * ((lane / 8) % 2), k = kk + 8 * (lane / 16);
-          ldsm4(af[i], smemAddr(as + m * kALd + k));
-        }
-      }
-      for (int j = 0; j < 2; ++j) {
-        // Rows k, columns n (16 of them: two n8 fragments).
-        const int k = kk + (lane % 8) + 8 * ((lane / 8) % 2), n = wn + j * 16 + 8 * (lane / 16);
-        ldsm4t(bf[j], smemAddr(bs + k * kBLd + n));
-      }
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j)
-          mma16816<T>(acc[i][j], af[i], bf[j / 2][2 * (j % 2)], bf[j / 2][2 * (j % 2) + 1]);
+  __device__ void compute(uint32_t as, uint32_t bs) {
+    const int group = threadIdx.x / 128; // rows 64 * group ..
+    fenceAccumulators();
+    wgmmaFence();
+#pragma unroll
+    for (int s = 0; s < kK / 16; ++s) {
+      // 16 deep. K-major A: the warpgroup's 64 rows (8 atoms of 1024
+      // bytes), 32 bytes further along each row per step. MN-major: two
+      // atoms along K a step, the warpgroup's 64 columns one atom along MN.
+      const uint64_t da = AMMajor ? wgmmaDescSw128(as + s * 4096 + group * 1024, 1024, 2048)
+                                  : wgmmaDescSw128(as + group * 8192 + s * 32, 16, 1024);
+      const uint64_t db = wgmmaDescSw128(bs + s * 4096, 1024, 2048);
+      wgmma64x128x16<T, AMMajor ? 1 : 0>(acc, da, db);
     }
+    wgmmaCommit();
+    wgmmaWait<0>();
+    fenceAccumulators();
+  }
+
+  __device__ void fenceAccumulators() {
+#pragma unroll
+    for (int i = 0; i < 64; ++i)
+      wgmmaFenceOperand(acc[i]);
   }
 
   /// Writes the tile to out[m * ldo + n] for m < mEnd, n < nEnd.
   __device__ void store(uint16_t *out, int64_t ldo, int64_t mEnd, int64_t nEnd) const {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;
-    for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 4; ++j)
-        for (int h = 0; h < 2; ++h) {
-          const int64_t m = wm + i * 16 + lane / 4 + 8 * h, n = wn + j * 8 + 2 * (lane % 4);
-          if (m >= mEnd)
-            continue;
-          if (n + 1 < nEnd) {
-            *reinterpret_cast<uint32_t *>(out + m * ldo + n) =
-                pack2<T>(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
-          } else if (n < nEnd) {
-            out[m * ldo + n] = dev::Elem<D>::store(acc[i][j][2 * h]);
-          }
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32; // 8 warps of 16 rows
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t m = warp * 16 + lane / 4 + 8 * h, n = j * 8 + 2 * (lane % 4);
+        if (m >= mEnd)
+          continue;
+        if (n + 1 < nEnd) {
+          *reinterpret_cast<uint32_t *>(out + m * ldo + n) =
+              pack2<T>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        } else if (n < nEnd) {
+          out[m * ldo + n] = dev::Elem<D>::store(acc[4 * j + 2 * h]);
         }
+      }
   }
 };
 
 /// y[rows of group e] = x[rows of e] w[e]: x [S, K], w [E, K, N], y [S, N].
 template <DType D, typename OffT>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
 groupedMatmul(int64_t S, int64_t K, int64_t N, int64_t E, const uint16_t *x, const uint16_t *w,
               const OffT *offsets, bool prior, const int64_t *tileStart, uint16_t *y) {
-  extern __shared__ __align__(16) uint16_t smem[];
+  extern __shared__ __align__(128) uint16_t smem[];
   const int64_t tile = blockIdx.y;
   if (tile >= tileStart[E])
     return;
@@ -308,10 +323,10 @@ groupedMatmul(int64_t S, int64_t K, int64_t N, int64_t E, const uint16_t *x, con
 
 /// out[e] = x[rows of e]^T g[rows of e]: x [S, K], g [S, N], out [E, K, N].
 template <DType D, typename OffT>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
 groupedWeightGrad(int64_t S, int64_t K, int64_t N, const uint16_t *x, const uint16_t *g,
                   const OffT *offsets, bool prior, uint16_t *out) {
-  extern __shared__ __align__(16) uint16_t smem[];
+  extern __shared__ __align__(128) uint16_t smem[];
   const int64_t e = blockIdx.z;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kM,
                 n0 = static_cast<int64_t>(blockIdx.x) * kN;
@@ -322,7 +337,7 @@ groupedWeightGrad(int64_t S, int64_t K, int64_t N, const uint16_t *x, const uint
   t.store(out + (e * K + k0) * N + n0, N, K - k0, N - n0);
 }
 
-} // namespace tc
+} // namespace wg
 
 /// A thread's 4 x 4 block of a CUDA-core tile: rows ty*4.., columns
 /// tx*4.. of the tile, summed over each 16-deep step in increasing order.
@@ -579,7 +594,7 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
   // others on CUDA cores.
   const bool tensorCores = (input.dtype == DType::BF16 || input.dtype == DType::F16) &&
                            rowsAligned({&input, &weight, &out}, {K, N});
-  const int64_t tileRows = tensorCores ? tc::kM : kTile, tileCols = tensorCores ? tc::kN : kTile;
+  const int64_t tileRows = tensorCores ? wg::kM : kTile, tileCols = tensorCores ? wg::kN : kTile;
   const int64_t maxTiles = (S + tileRows - 1) / tileRows + E;
   if (maxTiles > 65535)
     return kernelError("nn.grouped_matmul: " + llvm::Twine(S) + " rows over " + llvm::Twine(E) +
@@ -598,16 +613,16 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
                       static_cast<unsigned>(maxTiles));
       if constexpr (D == DType::BF16 || D == DType::F16) {
         if (tensorCores) {
-        LOOM_RETURN_IF_ERROR(cudaError(
-            cudaFuncSetAttribute(tc::groupedMatmul<D, OffT>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 int(tc::kSmemBytes)),
-            "cudaFuncSetAttribute"));
-        tc::groupedMatmul<D, OffT><<<grid, tc::kThreads, tc::kSmemBytes, ctx.stream>>>(
-            S, K, N, E, static_cast<const uint16_t *>(input.data),
-            static_cast<const uint16_t *>(weight.data), offs + start, start > 0, tileStart,
-            static_cast<uint16_t *>(out.data));
-        return cudaError(cudaGetLastError(), "nn.grouped_matmul");
+          LOOM_RETURN_IF_ERROR(cudaError(
+              cudaFuncSetAttribute(wg::groupedMatmul<D, OffT>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(wg::kSmemBytes)),
+              "cudaFuncSetAttribute"));
+          wg::groupedMatmul<D, OffT><<<grid, wg::kThreads, wg::kSmemBytes, ctx.stream>>>(
+              S, K, N, E, static_cast<const uint16_t *>(input.data),
+              static_cast<const uint16_t *>(weight.data), offs + start, start > 0, tileStart,
+              static_cast<uint16_t *>(out.data));
+          return cudaError(cudaGetLastError(), "nn.grouped_matmul");
         }
       }
       groupedMatmulTiled<D, OffT><<<grid, kTileThreads, 0, ctx.stream>>>(
@@ -647,19 +662,20 @@ llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
       using OffT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
       if constexpr (D == DType::BF16 || D == DType::F16) {
         if (rowsAligned({&input, &grad, &out}, {K, N})) {
-        const dim3 grid(static_cast<unsigned>((N + tc::kN - 1) / tc::kN),
-                        static_cast<unsigned>((K + tc::kM - 1) / tc::kM),
-                        static_cast<unsigned>(E));
-        LOOM_RETURN_IF_ERROR(cudaError(
-            cudaFuncSetAttribute(tc::groupedWeightGrad<D, OffT>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 int(tc::kSmemBytes)),
-            "cudaFuncSetAttribute"));
-        tc::groupedWeightGrad<D, OffT><<<grid, tc::kThreads, tc::kSmemBytes, call.ctx.stream>>>(
-            S, K, N, static_cast<const uint16_t *>(input.data),
-            static_cast<const uint16_t *>(grad.data), offs + start, start > 0,
-            static_cast<uint16_t *>(out.data));
-        return cudaError(cudaGetLastError(), "nn.grouped_matmul_weight_grad");
+          const dim3 grid(static_cast<unsigned>((N + wg::kN - 1) / wg::kN),
+                          static_cast<unsigned>((K + wg::kM - 1) / wg::kM),
+                          static_cast<unsigned>(E));
+          LOOM_RETURN_IF_ERROR(cudaError(
+              cudaFuncSetAttribute(wg::groupedWeightGrad<D, OffT>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(wg::kSmemBytes)),
+              "cudaFuncSetAttribute"));
+          wg::groupedWeightGrad<D, OffT><<<grid, wg::kThreads, wg::kSmemBytes,
+                                           call.ctx.stream>>>(
+              S, K, N, static_cast<const uint16_t *>(input.data),
+              static_cast<const uint16_t *>(grad.data), offs + start, start > 0,
+              static_cast<uint16_t *>(out.data));
+          return cudaError(cudaGetLastError(), "nn.grouped_matmul_weight_grad");
         }
       }
       const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile),

@@ -2185,6 +2185,13 @@ def gen_untested_cuda_paths():
     g = randt("bf16", [300, 136], -1.0, 1.0)
     grouped_wgrad("tensor_cores_bf16_empty_first", x, g, [0, 130, 130, 290], 4)
     grouped_wgrad("tensor_cores_bf16_block_of_groups", x, g, [10, 130, 200, 290], 2, start=1)
+    # Deeper than the kernels' pipelines (520 = 8 full 64-deep steps and a
+    # part), more than one column tile, rows past the last offset.
+    xd = randt("bf16", [390, 520], -1.0, 1.0)
+    grouped("tensor_cores_bf16_deep", xd, randt("bf16", [3, 520, 264], -1.0, 1.0),
+            [1, 1, 140, 385], start=1)
+    grouped_wgrad("tensor_cores_bf16_deep", randt("bf16", [390, 264], -1.0, 1.0),
+                  randt("bf16", [390, 200], -1.0, 1.0), [70, 75, 385], 3)
 
 
 def gen_quantize_big():
