@@ -6,6 +6,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
@@ -834,6 +835,36 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
     return getResult();
   }
   return {};
+}
+
+namespace {
+/// transpose(grouped_matmul_weight_grad(x, g), [0, 2, 1]) is
+/// grouped_matmul_weight_grad(g, x): the same sums of the same products,
+/// each product's factors swapped, with no pass over the result. Autodiff
+/// makes the pattern wherever a model transposes its experts' weights
+/// before the grouped GEMM (transformers stores them [E, N, K]).
+struct TransposeOfGroupedWeightGrad : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp op, PatternRewriter &rewriter) const override {
+    ArrayRef<int64_t> perm = op.getPermutation();
+    if (!llvm::equal(perm, ArrayRef<int64_t>{0, 2, 1}))
+      return failure();
+    auto grad = op.getInput().getDefiningOp<GroupedMatmulWeightGradOp>();
+    if (!grad || !grad->hasOneUse())
+      return failure();
+    auto swapped = rewriter.create<GroupedMatmulWeightGradOp>(
+        grad.getLoc(), op.getType(), grad.getGrad(), grad.getInput(), grad.getOffsets(),
+        grad.getGroupStartAttr());
+    swapped->setDiscardableAttrs(grad->getDiscardableAttrDictionary());
+    rewriter.replaceOp(op, swapped.getResult());
+    rewriter.eraseOp(grad);
+    return success();
+  }
+};
+} // namespace
+
+void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *context) {
+  patterns.add<TransposeOfGroupedWeightGrad>(context);
 }
 
 LogicalResult BroadcastOp::verify() {

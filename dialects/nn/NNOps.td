@@ -721,6 +721,7 @@ def NN_TransposeOp : NN_KernelOp<"transpose", [Pure, SameOperandsAndResultElemen
     $input `permutation` `=` $permutation attr-dict `:` type($input) `->` type($result)
   }];
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def NN_BroadcastOp : NN_KernelOp<"broadcast", [Pure, SameOperandsAndResultElementType,

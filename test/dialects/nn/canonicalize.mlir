@@ -333,3 +333,34 @@ func.func @parameters_not_merged() -> (tensor<4xf32>, tensor<4xf32>) {
   %1 = nn.parameter "b" : tensor<4xf32>
   return %0, %1 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// The transposed weight gradient of a grouped GEMM is the weight gradient
+// with its operands swapped, its attributes kept.
+// CHECK-LABEL: func.func @transpose_grouped_weight_grad
+// CHECK-SAME: (%[[X:.*]]: tensor<96x32xf32>, %[[G:.*]]: tensor<96x48xf32>, %[[O:.*]]: tensor<4xi32>)
+// CHECK: %[[W:.*]] = nn.grouped_matmul_weight_grad %[[G]], %[[X]], %[[O]] {group_start = 2 : i64, loom.microbatch = 1 : i64} : (tensor<96x48xf32>, tensor<96x32xf32>, tensor<4xi32>) -> tensor<2x48x32xf32>
+// CHECK-NOT: nn.transpose
+// CHECK: return %[[W]]
+func.func @transpose_grouped_weight_grad(%x: tensor<96x32xf32>, %g: tensor<96x48xf32>, %o: tensor<4xi32>) -> tensor<2x48x32xf32> {
+  %0 = nn.grouped_matmul_weight_grad %x, %g, %o {group_start = 2 : i64, loom.microbatch = 1 : i64} : (tensor<96x32xf32>, tensor<96x48xf32>, tensor<4xi32>) -> tensor<2x32x48xf32>
+  %1 = nn.transpose %0 permutation = [0, 2, 1] : tensor<2x32x48xf32> -> tensor<2x48x32xf32>
+  return %1 : tensor<2x48x32xf32>
+}
+
+// -----
+
+// Not where the weight gradient has another reader (it would be computed
+// twice), nor for another permutation.
+// CHECK-LABEL: func.func @transpose_grouped_weight_grad_kept
+// CHECK: nn.grouped_matmul_weight_grad
+// CHECK-NOT: nn.grouped_matmul_weight_grad
+// CHECK: nn.transpose
+// CHECK: nn.transpose
+func.func @transpose_grouped_weight_grad_kept(%x: tensor<96x32xf32>, %g: tensor<96x48xf32>, %o: tensor<4xi32>) -> (tensor<4x48x32xf32>, tensor<4x32x48xf32>, tensor<32x4x48xf32>) {
+  %0 = nn.grouped_matmul_weight_grad %x, %g, %o : (tensor<96x32xf32>, tensor<96x48xf32>, tensor<4xi32>) -> tensor<4x32x48xf32>
+  %1 = nn.transpose %0 permutation = [0, 2, 1] : tensor<4x32x48xf32> -> tensor<4x48x32xf32>
+  %2 = nn.transpose %0 permutation = [1, 0, 2] : tensor<4x32x48xf32> -> tensor<32x4x48xf32>
+  return %1, %0, %2 : tensor<4x48x32xf32>, tensor<4x32x48xf32>, tensor<32x4x48xf32>
+}
