@@ -939,19 +939,19 @@ FailureOr<Value> GroupedMatmulOp::buildOperandGradient(OpBuilder &b, unsigned in
     return dy;
   Location loc = getLoc();
   if (index == 0) {
-    // dx = dy times each group's weight transposed: [E, N, K].
-    auto w = getWeight().getType();
-    auto wt = RankedTensorType::get({w.getDimSize(0), w.getDimSize(2), w.getDimSize(1)},
-                                    w.getElementType());
-    Value weightT = b.create<TransposeOp>(loc, wt, getWeight(),
-                                          b.getDenseI64ArrayAttr({0, 2, 1}));
-    return b
-        .create<GroupedMatmulOp>(loc, getInput().getType(), *dy, weightT, getOffsets(),
-                                 getGroupStartAttr())
-        .getResult();
+    // dx = dy times each group's weight transposed: the same weight, read
+    // the other way.
+    auto grad = b.create<GroupedMatmulOp>(loc, getInput().getType(), *dy, getWeight(),
+                                          getOffsets(), getGroupStartAttr());
+    grad.setTransposeWeight(!getTransposeWeight());
+    return grad.getResult();
   }
+  // [E, K, N]: x^T dy per group; transposed, [E, N, K]: dy^T x.
+  Value rowsK = getInput(), rowsN = *dy;
+  if (getTransposeWeight())
+    std::swap(rowsK, rowsN);
   return b
-      .create<GroupedMatmulWeightGradOp>(loc, getWeight().getType(), getInput(), *dy,
-                                         getOffsets(), getGroupStartAttr())
+      .create<GroupedMatmulWeightGradOp>(loc, getWeight().getType(), rowsK, rowsN, getOffsets(),
+                                         getGroupStartAttr())
       .getResult();
 }

@@ -65,18 +65,22 @@ def NN_GroupedMatmulOp : NN_KernelOp<"grouped_matmul", [Pure, InferTypeOpAdaptor
     DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>,
     DeclareOpInterfaceMethods<NN_GroupedRowsOpInterface>]> {
   let kernelDoc = [{
-    input [S, K], weight [E, K, N] (float, one dtype), offsets [G] (i32/i64,
-    non-decreasing, at most S; G >= group_start + E) -> out [S, N] (input's
-    dtype): rows offsets[g-1] .. offsets[g] (from 0 for g = 0) of group g =
-    group_start + e times weight[e]; every other row is zero. attr
-    group_start (default 0). Accumulates in f32 (f64 for f64), in
-    increasing k.
+    input [S, K], weight [E, K, N], or [E, N, K] with transpose_weight
+    (float, one dtype), offsets [G] (i32/i64, non-decreasing, at most S; G >=
+    group_start + E) -> out [S, N] (input's dtype): rows offsets[g-1] ..
+    offsets[g] (from 0 for g = 0) of group g = group_start + e times
+    weight[e] (its transpose with transpose_weight); every other row is
+    zero. attrs group_start (default 0), transpose_weight (default 0).
+    Accumulates in f32 (f64 for f64), in increasing k.
   }];
   let summary = "one GEMM per group of rows, each with its own weight (the experts' GEMM)";
   let description = [{
     The rows of `input` come grouped by expert: group `e` is rows
     `offsets[e-1]` to `offsets[e]` (the running count of tokens per expert),
-    multiplied by `weight[e]`. Rows past the last offset (tokens dropped, or
+    multiplied by `weight[e]`, or by its transpose with `transpose_weight`
+    (a weight stored `[E, N, K]`, as transformers stores its experts, read
+    in place: the canonicalizer folds an `nn.transpose` of the weight into
+    the attribute). Rows past the last offset (tokens dropped, or
     sent to no local expert) give zeros. An expert with no rows does no work.
 
     With `group_start`, the weight holds a block of the groups (expert
@@ -91,10 +95,17 @@ def NN_GroupedMatmulOp : NN_KernelOp<"grouped_matmul", [Pure, InferTypeOpAdaptor
     ```
   }];
   let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight, NN_IndexTensor:$offsets,
-                   OptionalAttr<I64Attr>:$group_start);
+                   OptionalAttr<I64Attr>:$group_start, UnitAttr:$transpose_weight);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input `,` $weight `,` $offsets attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
+  let extraClassDeclaration = [{
+    /// The weight's contracted dim (1, or 2 with transpose_weight) and its
+    /// output features' dim.
+    unsigned getWeightContractedDim() { return getTransposeWeight() ? 2 : 1; }
+    unsigned getWeightFeatureDim() { return getTransposeWeight() ? 1 : 2; }
+  }];
 }
 
 def NN_GroupedMatmulWeightGradOp : NN_KernelOp<"grouped_matmul_weight_grad", [Pure,

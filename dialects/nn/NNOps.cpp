@@ -1683,9 +1683,11 @@ LogicalResult GroupedMatmulOp::inferReturnTypes(MLIRContext *, std::optional<Loc
                                                 SmallVectorImpl<Type> &results) {
   auto input = tensorOf(adaptor.getInput()), weight = tensorOf(adaptor.getWeight());
   if (input.getRank() != 2 || weight.getRank() != 3)
-    return emitOptionalError(loc, "nn.grouped_matmul takes input [S, K] and weight [E, K, N]");
-  results.push_back(RankedTensorType::get({input.getDimSize(0), weight.getDimSize(2)},
-                                          input.getElementType()));
+    return emitOptionalError(loc, "nn.grouped_matmul takes input [S, K] and weight [E, K, N] "
+                                  "([E, N, K] with transpose_weight)");
+  results.push_back(RankedTensorType::get(
+      {input.getDimSize(0), weight.getDimSize(adaptor.getTransposeWeight() ? 1 : 2)},
+      input.getElementType()));
   return success();
 }
 
@@ -1750,14 +1752,17 @@ bool GroupedMatmulWeightGradOp::writesOnlyGroupRows() { return false; }
 LogicalResult GroupedMatmulOp::verify() {
   auto input = getInput().getType(), weight = getWeight().getType(), out = getType();
   if (weight.getRank() != 3)
-    return emitOpError("weight must be [groups, K, N], got ") << shapeString(weight.getShape());
+    return emitOpError("weight must be [groups, K, N] ([groups, N, K] with transpose_weight), "
+                       "got ")
+           << shapeString(weight.getShape());
   if (failed(verifyGrouped(*this, input, getOffsets().getType(), weight.getDimSize(0),
                            getGroupStart())))
     return failure();
-  if (input.getDimSize(1) != weight.getDimSize(1))
+  if (input.getDimSize(1) != weight.getDimSize(getWeightContractedDim()))
     return emitOpError("contracted dims differ: input ")
-           << shapeString(input.getShape()) << ", weight " << shapeString(weight.getShape());
-  SmallVector<int64_t> shape{input.getDimSize(0), weight.getDimSize(2)};
+           << shapeString(input.getShape()) << ", weight " << shapeString(weight.getShape())
+           << (getTransposeWeight() ? " (transposed)" : "");
+  SmallVector<int64_t> shape{input.getDimSize(0), weight.getDimSize(getWeightFeatureDim())};
   if (out.getShape() != ArrayRef<int64_t>(shape))
     return emitOpError("result should be ") << shapeString(shape) << ", got "
                                             << shapeString(out.getShape());
@@ -1765,6 +1770,18 @@ LogicalResult GroupedMatmulOp::verify() {
       out.getElementType() != input.getElementType())
     return emitOpError("input, weight and result must have one element type");
   return success();
+}
+
+/// A weight transposed on its way in ([E, N, K] -> [E, K, N], as
+/// transformers' experts are) is read in place instead: the attribute
+/// flips, and no pass over the weight is made.
+OpFoldResult GroupedMatmulOp::fold(FoldAdaptor) {
+  auto t = getWeight().getDefiningOp<TransposeOp>();
+  if (!t || !llvm::equal(t.getPermutation(), ArrayRef<int64_t>{0, 2, 1}))
+    return {};
+  getWeightMutable().assign(t.getInput());
+  setTransposeWeight(!getTransposeWeight());
+  return getResult();
 }
 
 LogicalResult GroupedMatmulWeightGradOp::verify() {

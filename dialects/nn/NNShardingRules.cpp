@@ -718,16 +718,18 @@ static ShardingRule rowSelectionRule(Operation *op) {
 ShardingRule TopkOp::getShardingRule() { return rowSelectionRule(*this); }
 ShardingRule SortOp::getShardingRule() { return rowSelectionRule(*this); }
 ShardingRule GroupedMatmulOp::getShardingRule() {
-  // input [S, K], weight [E, K, N] -> [S, N]: a block of the groups gives
-  // zero rows for the others' groups, so the groups are summed over.
+  // input [S, K], weight [E, K, N] ([E, N, K] transposed) -> [S, N]: a
+  // block of the groups gives zero rows for the others' groups, so the
+  // groups are summed over.
   RuleBuilder b(*this);
   ArrayRef<int64_t> w = shapeOf(getWeight());
+  const unsigned kDim = getWeightContractedDim(), nDim = getWeightFeatureDim();
   b.operand(1, 0, b.factor(FactorKind::Reduction, w[0]));
-  int k = b.factor(FactorKind::Reduction, w[1]);
+  int k = b.factor(FactorKind::Reduction, w[kDim]);
   b.operand(0, 1, k);
-  b.operand(1, 1, k);
-  int n = b.factor(FactorKind::Parallel, w[2]);
-  b.operand(1, 2, n);
+  b.operand(1, kDim, k);
+  int n = b.factor(FactorKind::Parallel, w[nDim]);
+  b.operand(1, nDim, n);
   b.result(0, 1, n);
   return b.rule;
 }

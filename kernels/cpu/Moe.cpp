@@ -143,15 +143,20 @@ llvm::Error runSort(const KernelCall &call) {
 llvm::Error runGroupedMatmul(const KernelCall &call) {
   const Tensor &input = call.inputs[0], &weight = call.inputs[1], &offsets = call.inputs[2];
   const Tensor &out = call.outputs[0];
+  LOOM_ASSIGN_OR_RETURN(bool transposed, call.attrs.getBool("transpose_weight", false));
+  const size_t kDim = transposed ? 2 : 1, nDim = transposed ? 1 : 2;
   if (input.shape.size() != 2 || weight.shape.size() != 3 ||
-      input.shape[1] != weight.shape[1] || input.dtype != weight.dtype ||
+      input.shape[1] != weight.shape[kDim] || input.dtype != weight.dtype ||
       out.dtype != input.dtype ||
-      out.shape != std::vector<int64_t>{input.shape[0], weight.shape[2]})
-    return kernelError("nn.grouped_matmul: takes input [S, K], weight [E, K, N] and gives [S, "
-                       "N], one float dtype; got " +
+      out.shape != std::vector<int64_t>{input.shape[0], weight.shape[nDim]})
+    return kernelError("nn.grouped_matmul: takes input [S, K], weight [E, K, N] ([E, N, K] "
+                       "with transpose_weight) and gives [S, N], one float dtype; got " +
                        shapeToString(input.shape) + ", " + shapeToString(weight.shape) + " -> " +
                        shapeToString(out.shape));
-  const int64_t S = input.shape[0], K = input.shape[1], E = weight.shape[0], N = weight.shape[2];
+  const int64_t S = input.shape[0], K = input.shape[1], E = weight.shape[0],
+                N = weight.shape[nDim];
+  // weight[e] (k, n): k * N + n, or n * K + k transposed.
+  const int64_t kStride = transposed ? 1 : N, nStride = transposed ? K : 1;
   LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> bounds,
                         groupBounds(call, offsets, E, S, "nn.grouped_matmul"));
   return dispatchFloat(input.dtype, "nn.grouped_matmul's input", [&](auto zero) {
@@ -173,7 +178,7 @@ llvm::Error runGroupedMatmul(const KernelCall &call) {
         for (int64_t n = 0; n < N; ++n) {
           T acc = 0;
           for (int64_t k = 0; k < K; ++k)
-            acc += xs[k] * we[k * N + n];
+            acc += xs[k] * we[k * kStride + n * nStride];
           row[n] = acc;
         }
       }

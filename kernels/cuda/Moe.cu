@@ -196,10 +196,11 @@ __device__ __forceinline__ uint32_t mnMajorOffset(int k, int chunk) {
 
 /// C[m, n] = sum over k of A(m, k) B(k, n) for one 128 x 128 tile, k in
 /// [kBegin, kEnd), on two warpgroups of 64 rows. B(k, n) = b[k * ldb + n]
-/// (n < nEnd). A(m, k) = a[m * lda + k] (m < mEnd) or, with AMMajor,
-/// a[k * lda + m]: rows and columns past their ends read as zero. The
-/// tile's rows and columns start at a and b (the caller offsets them).
-template <DType D, bool AMMajor> struct TileGemm {
+/// (n < nEnd) or, with BKMajor, b[n * ldb + k]. A(m, k) = a[m * lda + k]
+/// (m < mEnd) or, with AMMajor, a[k * lda + m]: rows and columns past
+/// their ends read as zero. The tile's rows and columns start at a and b
+/// (the caller offsets them).
+template <DType D, bool AMMajor, bool BKMajor = false> struct TileGemm {
   using T = typename Operand<D>::T;
   float acc[64];
 
@@ -252,9 +253,15 @@ template <DType D, bool AMMajor> struct TileGemm {
         const bool ok = m < mEnd && k0 + k < kEnd;
         cpAsync16(as + kMajorOffset(m, chunk), ok ? a + m * lda + k0 + k : a, ok);
       }
-      const int k = c / 16, chunk = c % 16, n = chunk * 8;
-      const bool ok = k0 + k < kEnd && n < nEnd;
-      cpAsync16(bs + mnMajorOffset(k, chunk), ok ? b + (k0 + k) * ldb + n : b, ok);
+      if constexpr (BKMajor) {
+        const int n = c / 8, chunk = c % 8, k = chunk * 8;
+        const bool ok = n < nEnd && k0 + k < kEnd;
+        cpAsync16(bs + kMajorOffset(n, chunk), ok ? b + n * ldb + k0 + k : b, ok);
+      } else {
+        const int k = c / 16, chunk = c % 16, n = chunk * 8;
+        const bool ok = k0 + k < kEnd && n < nEnd;
+        cpAsync16(bs + mnMajorOffset(k, chunk), ok ? b + (k0 + k) * ldb + n : b, ok);
+      }
     }
   }
 
@@ -269,8 +276,10 @@ template <DType D, bool AMMajor> struct TileGemm {
       // atoms along K a step, the warpgroup's 64 columns one atom along MN.
       const uint64_t da = AMMajor ? wgmmaDescSw128(as + s * 4096 + group * 1024, 1024, 2048)
                                   : wgmmaDescSw128(as + group * 8192 + s * 32, 16, 1024);
-      const uint64_t db = wgmmaDescSw128(bs + s * 4096, 1024, 2048);
-      wgmma64x128x16<T, AMMajor ? 1 : 0>(acc, da, db);
+      // B likewise, all 128 of its columns: K-major, 16 atoms of 8 rows.
+      const uint64_t db = BKMajor ? wgmmaDescSw128(bs + s * 32, 16, 1024)
+                                  : wgmmaDescSw128(bs + s * 4096, 1024, 2048);
+      wgmma64x128x16<T, AMMajor ? 1 : 0, BKMajor ? 0 : 1>(acc, da, db);
     }
     wgmmaCommit();
     wgmmaWait<0>();
@@ -303,8 +312,9 @@ template <DType D, bool AMMajor> struct TileGemm {
   }
 };
 
-/// y[rows of group e] = x[rows of e] w[e]: x [S, K], w [E, K, N], y [S, N].
-template <DType D, typename OffT>
+/// y[rows of group e] = x[rows of e] w[e]: x [S, K], w [E, K, N] (or
+/// [E, N, K], read transposed, with WeightKMajor), y [S, N].
+template <DType D, typename OffT, bool WeightKMajor>
 __global__ void __launch_bounds__(kThreads, 2)
 groupedMatmul(int64_t S, int64_t K, int64_t N, int64_t E, const uint16_t *x, const uint16_t *w,
               const OffT *offsets, bool prior, const int64_t *tileStart, uint16_t *y) {
@@ -316,8 +326,9 @@ groupedMatmul(int64_t S, int64_t K, int64_t N, int64_t E, const uint16_t *x, con
   const int64_t rowBegin = groupEnd(offsets, e - 1, S, prior) + (tile - tileStart[e]) * kM;
   const int64_t rows = groupEnd(offsets, e, S, prior) - rowBegin;
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kN;
-  TileGemm<D, false> g;
-  g.run(smem, x + rowBegin * K, K, rows, w + e * K * N + col0, N, N - col0, 0, K);
+  TileGemm<D, false, WeightKMajor> g;
+  g.run(smem, x + rowBegin * K, K, rows, w + e * K * N + (WeightKMajor ? col0 * K : col0),
+        WeightKMajor ? K : N, N - col0, 0, K);
   g.store(y + rowBegin * N + col0, N, rows, N - col0);
 }
 
@@ -384,7 +395,8 @@ template <DType D, typename OffT>
 __global__ void __launch_bounds__(kTileThreads)
 groupedMatmulTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D> *x,
                    const StorageOf<D> *w, const OffT *offsets, bool prior,
-                   const int64_t *tileStart, StorageOf<D> *y) {
+                   const int64_t *tileStart, int64_t kStride, int64_t nStride,
+                   StorageOf<D> *y) {
   using C = ComputeOf<D>;
   __shared__ C as[kDepth][kTile + 1];
   __shared__ C bs[kDepth][kTile];
@@ -404,7 +416,7 @@ groupedMatmulTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D
       as[kk][r] = row < rowEnd && k < K ? dev::Elem<D>::load(x[row * K + k]) : C(0);
       const int bk = t / kTile, bn = t % kTile; // b: 16 k x 64 columns
       const int64_t kb = k0 + bk, n = col0 + bn;
-      bs[bk][bn] = kb < K && n < N ? dev::Elem<D>::load(we[kb * N + n]) : C(0);
+      bs[bk][bn] = kb < K && n < N ? dev::Elem<D>::load(we[kb * kStride + n * nStride]) : C(0);
     }
     __syncthreads();
     tileAcc.step(as, bs);
@@ -577,12 +589,16 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 1, 1));
   const Tensor &input = call.inputs[0], &weight = call.inputs[1], &offsets = call.inputs[2];
   const Tensor &out = call.outputs[0];
-  if (input.shape.size() != 2 || weight.shape.size() != 3 || input.shape[1] != weight.shape[1] ||
-      input.dtype != weight.dtype || out.dtype != input.dtype ||
-      out.shape != std::vector<int64_t>{input.shape[0], weight.shape[2]})
-    return kernelError("nn.grouped_matmul: takes input [S, K], weight [E, K, N], offsets [G] "
-                       "and gives [S, N], one float dtype");
-  const int64_t S = input.shape[0], K = input.shape[1], E = weight.shape[0], N = weight.shape[2];
+  LOOM_ASSIGN_OR_RETURN(bool transposed, call.attrs.getBool("transpose_weight", false));
+  const size_t kDim = transposed ? 2 : 1, nDim = transposed ? 1 : 2;
+  if (input.shape.size() != 2 || weight.shape.size() != 3 ||
+      input.shape[1] != weight.shape[kDim] || input.dtype != weight.dtype ||
+      out.dtype != input.dtype ||
+      out.shape != std::vector<int64_t>{input.shape[0], weight.shape[nDim]})
+    return kernelError("nn.grouped_matmul: takes input [S, K], weight [E, K, N] ([E, N, K] with "
+                       "transpose_weight), offsets [G] and gives [S, N], one float dtype");
+  const int64_t S = input.shape[0], K = input.shape[1], E = weight.shape[0],
+                N = weight.shape[nDim];
   LOOM_ASSIGN_OR_RETURN(int64_t start, groupStart(call, offsets, E, "nn.grouped_matmul"));
   if (S * N == 0)
     return llvm::Error::success();
@@ -613,22 +629,25 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
                       static_cast<unsigned>(maxTiles));
       if constexpr (D == DType::BF16 || D == DType::F16) {
         if (tensorCores) {
-          LOOM_RETURN_IF_ERROR(cudaError(
-              cudaFuncSetAttribute(wg::groupedMatmul<D, OffT>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   int(wg::kSmemBytes)),
-              "cudaFuncSetAttribute"));
-          wg::groupedMatmul<D, OffT><<<grid, wg::kThreads, wg::kSmemBytes, ctx.stream>>>(
-              S, K, N, E, static_cast<const uint16_t *>(input.data),
-              static_cast<const uint16_t *>(weight.data), offs + start, start > 0, tileStart,
-              static_cast<uint16_t *>(out.data));
-          return cudaError(cudaGetLastError(), "nn.grouped_matmul");
+          auto launch = [&](auto kernel) {
+            LOOM_RETURN_IF_ERROR(cudaError(
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(wg::kSmemBytes)),
+                "cudaFuncSetAttribute"));
+            kernel<<<grid, wg::kThreads, wg::kSmemBytes, ctx.stream>>>(
+                S, K, N, E, static_cast<const uint16_t *>(input.data),
+                static_cast<const uint16_t *>(weight.data), offs + start, start > 0,
+                static_cast<const int64_t *>(tileStart), static_cast<uint16_t *>(out.data));
+            return cudaError(cudaGetLastError(), "nn.grouped_matmul");
+          };
+          return transposed ? launch(wg::groupedMatmul<D, OffT, true>)
+                            : launch(wg::groupedMatmul<D, OffT, false>);
         }
       }
       groupedMatmulTiled<D, OffT><<<grid, kTileThreads, 0, ctx.stream>>>(
           S, K, N, E, static_cast<const StorageOf<D> *>(input.data),
           static_cast<const StorageOf<D> *>(weight.data), offs + start, start > 0, tileStart,
-          static_cast<StorageOf<D> *>(out.data));
+          transposed ? 1 : N, transposed ? K : 1, static_cast<StorageOf<D> *>(out.data));
       return cudaError(cudaGetLastError(), "nn.grouped_matmul");
     });
   });

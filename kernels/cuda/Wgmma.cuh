@@ -56,24 +56,25 @@ __device__ __forceinline__ void wgmmaFenceOperand(float &r) {
 #define LOOM_WG_F64 LOOM_WG_F16(0), LOOM_WG_F16(16), LOOM_WG_F16(32), LOOM_WG_F16(48)
 
 /// d[64 x 128] += A[64 x 16] B[16 x 128] for the calling warpgroup, A
-/// K-major (TransA = 0) or M-major (1), B N-major (transposed). Thread t's
+/// K-major (TransA = 0) or M-major (1), B K-major (TransB = 0) or N-major
+/// (1). Thread t's
 /// accumulators: for each 8 columns j, d[4j + 2h + c] is row 16 (t / 32) +
 /// (t % 32) / 4 + 8h, column 8j + 2 (t % 4) + c (the mma.sync m16n8 layout
 /// repeated along N).
-template <typename T, int TransA>
+template <typename T, int TransA, int TransB>
 __device__ __forceinline__ void wgmma64x128x16(float (&d)[64], uint64_t descA, uint64_t descB) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, "
-                 "%67, 1;\n}\n"
+                 "%67, %68;\n}\n"
                  : LOOM_WG_F64
-                 : "l"(descA), "l"(descB), "r"(1), "n"(TransA));
+                 : "l"(descA), "l"(descB), "r"(1), "n"(TransA), "n"(TransB));
   } else {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, "
-                 "%67, 1;\n}\n"
+                 "%67, %68;\n}\n"
                  : LOOM_WG_F64
-                 : "l"(descA), "l"(descB), "r"(1), "n"(TransA));
+                 : "l"(descA), "l"(descB), "r"(1), "n"(TransA), "n"(TransB));
   }
 }
 

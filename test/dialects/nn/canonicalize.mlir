@@ -364,3 +364,21 @@ func.func @transpose_grouped_weight_grad_kept(%x: tensor<96x32xf32>, %g: tensor<
   %2 = nn.transpose %0 permutation = [1, 0, 2] : tensor<4x32x48xf32> -> tensor<32x4x48xf32>
   return %1, %0, %2 : tensor<4x48x32xf32>, tensor<4x32x48xf32>, tensor<32x4x48xf32>
 }
+
+// -----
+
+// A grouped GEMM reads a transposed weight in place: the transpose folds
+// into transpose_weight (and out of it again).
+// CHECK-LABEL: func.func @grouped_matmul_transposed_weight
+// CHECK-SAME: (%[[X:.*]]: tensor<96x32xf32>, %[[W:.*]]: tensor<4x48x32xf32>, %[[V:.*]]: tensor<4x32x48xf32>, %[[O:.*]]: tensor<4xi32>)
+// CHECK-NOT: nn.transpose
+// CHECK: %[[A:.*]] = nn.grouped_matmul %[[X]], %[[W]], %[[O]] {transpose_weight} : (tensor<96x32xf32>, tensor<4x48x32xf32>, tensor<4xi32>) -> tensor<96x48xf32>
+// CHECK: %[[B:.*]] = nn.grouped_matmul %[[X]], %[[V]], %[[O]] : (tensor<96x32xf32>, tensor<4x32x48xf32>, tensor<4xi32>) -> tensor<96x48xf32>
+// CHECK: return %[[A]], %[[B]]
+func.func @grouped_matmul_transposed_weight(%x: tensor<96x32xf32>, %w: tensor<4x48x32xf32>, %v: tensor<4x32x48xf32>, %o: tensor<4xi32>) -> (tensor<96x48xf32>, tensor<96x48xf32>) {
+  %0 = nn.transpose %w permutation = [0, 2, 1] : tensor<4x48x32xf32> -> tensor<4x32x48xf32>
+  %1 = nn.grouped_matmul %x, %0, %o : (tensor<96x32xf32>, tensor<4x32x48xf32>, tensor<4xi32>) -> tensor<96x48xf32>
+  %2 = nn.transpose %v permutation = [0, 2, 1] : tensor<4x32x48xf32> -> tensor<4x48x32xf32>
+  %3 = nn.grouped_matmul %x, %2, %o {transpose_weight} : (tensor<96x32xf32>, tensor<4x48x32xf32>, tensor<4xi32>) -> tensor<96x48xf32>
+  return %1, %3 : tensor<96x48xf32>, tensor<96x48xf32>
+}

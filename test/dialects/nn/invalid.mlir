@@ -1274,3 +1274,13 @@ func.func @quantize_transposed_scale_shape(%x: tensor<8x256xbf16>, %s: tensor<8x
   %q, %qt = nn.quantize %x, %s, %t : (tensor<8x256xbf16>, tensor<8x1xf32>, tensor<3x1xf32>) -> (tensor<8x256xf8E4M3FN>, tensor<256x8xf8E4M3FN>)
   return
 }
+
+// -----
+
+// A grouped GEMM's weight is [E, K, N], or [E, N, K] with transpose_weight:
+// its contracted dim agrees with the input's.
+func.func @grouped_matmul_transposed_k(%x: tensor<96x32xf32>, %w: tensor<4x32x48xf32>, %o: tensor<4xi32>) {
+  // expected-error @+1 {{'nn.grouped_matmul' op contracted dims differ: input [96x32], weight [4x32x48] (transposed)}}
+  %y = nn.grouped_matmul %x, %w, %o {transpose_weight} : (tensor<96x32xf32>, tensor<4x32x48xf32>, tensor<4xi32>) -> tensor<96x32xf32>
+  return
+}

@@ -9,8 +9,9 @@
 // CHECK: %[[X:.*]] = nn.gather %{{.*}}, %[[P]] axis = 0 : (tensor<6x3xf32>, tensor<6xi64>) -> tensor<6x3xf32>
 // CHECK: nn.compare le
 // CHECK: %[[O:.*]] = nn.cast %{{.*}} : tensor<4xi64> -> tensor<4xi32>
-// CHECK: %[[W:.*]] = nn.transpose %arg0 permutation = [0, 2, 1] : tensor<4x5x3xf32> -> tensor<4x3x5xf32>
-// CHECK: %[[G:.*]] = nn.grouped_matmul %[[X]], %[[W]], %[[O]]
+// The stack is [E, N, K]: the GEMM reads it transposed, in place.
+// CHECK-NOT: nn.transpose
+// CHECK: %[[G:.*]] = nn.grouped_matmul %[[X]], %arg0, %[[O]] {transpose_weight}
 // CHECK: %{{.*}}, %[[INV:.*]] = nn.sort %[[P]]
 // CHECK: nn.gather %[[G]], %[[INV]] axis = 0 : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<6x5xf32>
 func.func @batched(%w: tensor<4x5x3xf32>, %ids: tensor<6xi64>, %x: tensor<6x3x1xf32>) -> tensor<6x5x1xf32> {

@@ -2160,13 +2160,19 @@ def gen_untested_cuda_paths():
         b = [0] + [int(v) for v in offsets]
         return [(b[e], b[e + 1]) for e in range(len(offsets))]
 
-    def grouped(name, x, w, offsets, start=0):
+    def grouped(name, x, w, offsets, start=0, transpose=False):
         S = x.values.shape[0]
-        y = np.zeros((S, w.values.shape[2]))
+        y = np.zeros((S, w.values.shape[1 if transpose else 2]))
         for e, (lo, hi) in enumerate(bounds_of(offsets)[start:start + w.values.shape[0]]):
-            y[lo:hi] = x.values[lo:hi].astype(np.float64) @ w.values[e].astype(np.float64)
+            we = w.values[e].T if transpose else w.values[e]
+            y[lo:hi] = x.values[lo:hi].astype(np.float64) @ we.astype(np.float64)
+        attrs = {}
+        if start:
+            attrs["group_start"] = start
+        if transpose:
+            attrs["transpose_weight"] = 1
         add("nn.grouped_matmul", name, [x, w, T("i32", offsets)], [T(x.dtype, y)],
-            attrs={"group_start": start} if start else None)
+            attrs=attrs or None)
 
     def grouped_wgrad(name, x, g, offsets, groups, start=0):
         K, N = x.values.shape[1], g.values.shape[1]
@@ -2192,6 +2198,15 @@ def gen_untested_cuda_paths():
             [1, 1, 140, 385], start=1)
     grouped_wgrad("tensor_cores_bf16_deep", randt("bf16", [390, 264], -1.0, 1.0),
                   randt("bf16", [390, 200], -1.0, 1.0), [70, 75, 385], 3)
+    # The weight stored [E, N, K] and read transposed (K-major on the
+    # tensor cores): deep, ragged N over three column tiles, a block of the
+    # groups; f16; f32 on the CUDA cores.
+    grouped("tensor_cores_bf16_transposed_weight", xd, randt("bf16", [3, 264, 520], -1.0, 1.0),
+            [1, 1, 140, 385], start=1, transpose=True)
+    grouped("tensor_cores_f16_transposed_weight", randt("f16", [300, 72], -1.0, 1.0),
+            randt("f16", [4, 136, 72], -1.0, 1.0), [0, 130, 130, 290], transpose=True)
+    grouped("f32_transposed_weight", randt("f32", [70, 20], -1.0, 1.0),
+            randt("f32", [3, 67, 20], -1.0, 1.0), [10, 10, 65], transpose=True)
 
 
 def gen_quantize_big():
