@@ -143,18 +143,10 @@ llvm::Error runSort(const KernelCall &call) {
 llvm::Error runGroupedMatmul(const KernelCall &call) {
   const Tensor &input = call.inputs[0], &weight = call.inputs[1], &offsets = call.inputs[2];
   const Tensor &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(bool transposed, call.attrs.getBool("transpose_weight", false));
-  const size_t kDim = transposed ? 2 : 1, nDim = transposed ? 1 : 2;
-  if (input.shape.size() != 2 || weight.shape.size() != 3 ||
-      input.shape[1] != weight.shape[kDim] || input.dtype != weight.dtype ||
-      out.dtype != input.dtype ||
-      out.shape != std::vector<int64_t>{input.shape[0], weight.shape[nDim]})
-    return kernelError("nn.grouped_matmul: takes input [S, K], weight [E, K, N] ([E, N, K] "
-                       "with transpose_weight) and gives [S, N], one float dtype; got " +
-                       shapeToString(input.shape) + ", " + shapeToString(weight.shape) + " -> " +
-                       shapeToString(out.shape));
-  const int64_t S = input.shape[0], K = input.shape[1], E = weight.shape[0],
-                N = weight.shape[nDim];
+  LOOM_ASSIGN_OR_RETURN(GroupedMatmulPlan plan,
+                        checkGroupedMatmul(input, weight, out, call.attrs));
+  const int64_t S = plan.rows, K = plan.k, E = plan.groups, N = plan.n;
+  const bool transposed = plan.transposed;
   // weight[e] (k, n): k * N + n, or n * K + k transposed.
   const int64_t kStride = transposed ? 1 : N, nStride = transposed ? K : 1;
   LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> bounds,

@@ -366,6 +366,27 @@ llvm::Expected<DropoutParams> checkDropout(const Tensor &in, const Tensor &out,
   return params;
 }
 
+llvm::Expected<GroupedMatmulPlan> checkGroupedMatmul(const Tensor &input, const Tensor &weight,
+                                                     const Tensor &out,
+                                                     const KernelAttrs &attrs) {
+  GroupedMatmulPlan plan;
+  LOOM_ASSIGN_OR_RETURN(plan.transposed, attrs.getBool("transpose_weight", false));
+  const size_t kDim = plan.transposed ? 2 : 1, nDim = plan.transposed ? 1 : 2;
+  if (input.shape.size() != 2 || weight.shape.size() != 3 ||
+      input.shape[1] != weight.shape[kDim] || input.dtype != weight.dtype ||
+      out.dtype != input.dtype ||
+      out.shape != std::vector<int64_t>{input.shape[0], weight.shape[nDim]})
+    return kernelError("nn.grouped_matmul: takes input [S, K], weight [E, K, N] ([E, N, K] "
+                       "with transpose_weight) and gives [S, N], one float dtype; got " +
+                       shapeToString(input.shape) + ", " + shapeToString(weight.shape) + " -> " +
+                       shapeToString(out.shape));
+  plan.rows = input.shape[0];
+  plan.k = input.shape[1];
+  plan.groups = weight.shape[0];
+  plan.n = weight.shape[nDim];
+  return plan;
+}
+
 llvm::Expected<IotaPlan> checkIota(const Tensor &out, const KernelAttrs &attrs) {
   IotaPlan plan;
   LOOM_ASSIGN_OR_RETURN(int64_t rawDim, attrs.getInt("dim"));

@@ -121,6 +121,16 @@ struct IotaPlan {
 };
 llvm::Expected<IotaPlan> checkIota(const Tensor &out, const KernelAttrs &attrs);
 
+/// nn.grouped_matmul: input [S, K], weight [E, K, N] ([E, N, K] with
+/// transpose_weight), result [S, N], one dtype.
+struct GroupedMatmulPlan {
+  int64_t rows, k, groups, n;
+  bool transposed;
+};
+llvm::Expected<GroupedMatmulPlan> checkGroupedMatmul(const Tensor &input, const Tensor &weight,
+                                                     const Tensor &out,
+                                                     const KernelAttrs &attrs);
+
 /// nn.gelu_grad and nn.silu_grad: input, grad and output alike.
 llvm::Expected<Activation> checkActivationGrad(KernelId id, const Tensor &x,
                                                const Tensor &dy, const Tensor &out,

@@ -589,16 +589,10 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 1, 1));
   const Tensor &input = call.inputs[0], &weight = call.inputs[1], &offsets = call.inputs[2];
   const Tensor &out = call.outputs[0];
-  LOOM_ASSIGN_OR_RETURN(bool transposed, call.attrs.getBool("transpose_weight", false));
-  const size_t kDim = transposed ? 2 : 1, nDim = transposed ? 1 : 2;
-  if (input.shape.size() != 2 || weight.shape.size() != 3 ||
-      input.shape[1] != weight.shape[kDim] || input.dtype != weight.dtype ||
-      out.dtype != input.dtype ||
-      out.shape != std::vector<int64_t>{input.shape[0], weight.shape[nDim]})
-    return kernelError("nn.grouped_matmul: takes input [S, K], weight [E, K, N] ([E, N, K] with "
-                       "transpose_weight), offsets [G] and gives [S, N], one float dtype");
-  const int64_t S = input.shape[0], K = input.shape[1], E = weight.shape[0],
-                N = weight.shape[nDim];
+  LOOM_ASSIGN_OR_RETURN(cpu::detail::GroupedMatmulPlan plan,
+                        cpu::detail::checkGroupedMatmul(input, weight, out, call.attrs));
+  const int64_t S = plan.rows, K = plan.k, E = plan.groups, N = plan.n;
+  const bool transposed = plan.transposed;
   LOOM_ASSIGN_OR_RETURN(int64_t start, groupStart(call, offsets, E, "nn.grouped_matmul"));
   if (S * N == 0)
     return llvm::Error::success();
