@@ -21,6 +21,10 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
 
 namespace loom::cuda {
 namespace {
@@ -144,6 +148,23 @@ __global__ void groupTilesKernel(int64_t S, int64_t E, const OffT *offsets, bool
     total += rows > 0 ? (rows + tileRows - 1) / tileRows : 0;
   }
   tileStart[E] = total;
+  // The rows the groups cover: [tileStart[E + 1], tileStart[E + 2]).
+  tileStart[E + 1] = groupEnd(offsets, -1, S, prior);
+  tileStart[E + 2] = groupEnd(offsets, E - 1, S, prior);
+}
+
+/// Zeroes the rows of y [S, N] outside [bounds[0], bounds[1]) (rows of
+/// other groups, or past the last offset): the tiles write every other row.
+template <typename T>
+__global__ void __launch_bounds__(kBlockSize)
+zeroUncoveredRows(int64_t S, int64_t N, const int64_t *bounds, T *y) {
+  const int64_t begin = bounds[0], end = bounds[1];
+  for (int64_t r = blockIdx.x; r < S; r += gridDim.x) {
+    if (r >= begin && r < end)
+      continue;
+    for (int64_t j = threadIdx.x; j < N; j += blockDim.x)
+      y[r * N + j] = T{};
+  }
 }
 
 /// The group of output row tile `tile`: the last e with tileStart[e] <= tile.
@@ -279,7 +300,7 @@ template <DType D, bool AMMajor, bool BKMajor = false> struct TileGemm {
       // B likewise, all 128 of its columns: K-major, 16 atoms of 8 rows.
       const uint64_t db = BKMajor ? wgmmaDescSw128(bs + s * 32, 16, 1024)
                                   : wgmmaDescSw128(bs + s * 4096, 1024, 2048);
-      wgmma64x128x16<T, AMMajor ? 1 : 0, BKMajor ? 0 : 1>(acc, da, db);
+      wgmma64xNx16<T, 128, AMMajor ? 1 : 0, BKMajor ? 0 : 1>(acc, da, db);
     }
     wgmmaCommit();
     wgmmaWait<0>();
@@ -349,6 +370,228 @@ groupedWeightGrad(int64_t S, int64_t K, int64_t N, const uint16_t *x, const uint
 }
 
 } // namespace wg
+
+// Warp-specialized persistent grouped GEMMs on wgmma: one block an SM
+// walks the output tiles (128 x BN, one group each); a producer warpgroup
+// stages the operands by cp.async into a ring of `Stages` 64-deep stages
+// while two consumer warpgroups multiply the stages already full, 64 rows
+// each. The roles meet on mbarriers, not block-wide barriers: a stage's
+// `full` barrier completes when the producer's 128 threads' copies into it
+// have landed, its `empty` one when the consumers' 256 threads have
+// finished reading it. So the producer runs up to `Stages` steps ahead,
+// across tiles too: the next tile's operands load while the consumers
+// write this one's results. The stages' layouts and the consumers' order of
+// accumulation are the wg kernels'.
+namespace ws {
+
+constexpr int kM = 128, kK = 64, kThreads = 384;
+
+/// A block's shared memory.
+template <int BN, int Stages> struct Shape {
+  static constexpr int kAElems = kM * kK, kBElems = kK * BN;
+  static constexpr size_t kRingBytes = size_t(Stages) * (kAElems + kBElems) * sizeof(uint16_t);
+  /// The ring, 1024 bytes to align it to the swizzle's period, and the
+  /// 2 x Stages barriers.
+  static constexpr size_t kSmemBytes = kRingBytes + 1024 + 16 * Stages;
+};
+
+/// One output tile: C = A B over k in [kBegin, kEnd), as TileGemm's run.
+struct Tile {
+  const uint16_t *a;
+  int64_t lda, mEnd;
+  const uint16_t *b;
+  int64_t ldb, nEnd, kBegin, kEnd;
+  uint16_t *out;
+  int64_t ldo;
+};
+
+/// nn.grouped_matmul: row tiles of one group (tileStart) by column blocks,
+/// in the order group, column block, row tile.
+template <typename OffT, bool WeightKMajor, int BN> struct ForwardTiles {
+  int64_t S, K, N, E;
+  const uint16_t *x, *w;
+  const OffT *offsets;
+  bool prior;
+  const int64_t *tileStart;
+  uint16_t *y;
+
+  __device__ int64_t count() const { return tileStart[E] * ((N + BN - 1) / BN); }
+  __device__ Tile at(int64_t i) const {
+    const int64_t colTiles = (N + BN - 1) / BN;
+    const int64_t e = groupOfTile(tileStart, E, i / colTiles);
+    const int64_t j = i - tileStart[e] * colTiles, rowTiles = tileStart[e + 1] - tileStart[e];
+    const int64_t rowBegin = groupEnd(offsets, e - 1, S, prior) + (j % rowTiles) * kM;
+    const int64_t col0 = (j / rowTiles) * BN;
+    return Tile{x + rowBegin * K,
+                K,
+                groupEnd(offsets, e, S, prior) - rowBegin,
+                w + e * K * N + (WeightKMajor ? col0 * K : col0),
+                WeightKMajor ? K : N,
+                N - col0,
+                0,
+                K,
+                y + rowBegin * N + col0,
+                N};
+  }
+};
+
+/// nn.grouped_matmul_weight_grad: out[e] = x[rows of e]^T g[rows of e], in
+/// the order group, column block, row block; the contraction runs over the
+/// group's rows.
+template <typename OffT, int BN> struct WeightGradTiles {
+  int64_t S, K, N, E;
+  const uint16_t *x, *g;
+  const OffT *offsets;
+  bool prior;
+  uint16_t *out;
+
+  __device__ int64_t count() const { return E * ((K + kM - 1) / kM) * ((N + BN - 1) / BN); }
+  __device__ Tile at(int64_t i) const {
+    const int64_t rowTiles = (K + kM - 1) / kM, perGroup = rowTiles * ((N + BN - 1) / BN);
+    const int64_t e = i / perGroup, j = i % perGroup;
+    const int64_t k0 = (j % rowTiles) * kM, n0 = (j / rowTiles) * BN;
+    return Tile{x + k0,
+                K,
+                K - k0,
+                g + n0,
+                N,
+                N - n0,
+                groupEnd(offsets, e - 1, S, prior),
+                groupEnd(offsets, e, S, prior),
+                out + (e * K + k0) * N + n0,
+                N};
+  }
+};
+
+/// The stage layouts (wg::kMajorOffset for K-major; MN-major with BN / 64
+/// atoms along MN).
+template <int Atoms> __device__ __forceinline__ uint32_t mnMajorOffset(int k, int chunk) {
+  return ((k / 8) * Atoms + chunk / 8) * 1024 + (k % 8) * 128 + (((chunk % 8) ^ (k % 8)) * 16);
+}
+
+template <DType D, bool AMMajor, bool BKMajor, int BN, int Stages, typename Tiles>
+__global__ void __launch_bounds__(kThreads, 1) gemm(Tiles tiles) {
+  using T = typename wg::Operand<D>::T;
+  using Sh = Shape<BN, Stages>;
+  extern __shared__ __align__(128) uint16_t smem[];
+  const uint32_t base = (smemAddr(smem) + 1023) & ~1023u;
+  const uint32_t as = base, bs = base + Stages * Sh::kAElems * 2;
+  const uint32_t full = base + uint32_t(Sh::kRingBytes), empty = full + 8 * Stages;
+  if (threadIdx.x == 0)
+    for (int s = 0; s < Stages; ++s) {
+      mbarrierInit(full + 8 * s, 128);
+      mbarrierInit(empty + 8 * s, 256);
+    }
+  __syncthreads();
+  const int64_t count = tiles.count();
+  uint32_t it = 0; // the steps this thread's role has taken, over all its tiles
+  if (threadIdx.x < 128) {
+    // The producer: 8 chunks of A and BN / 16 of B a thread a stage,
+    // consecutive threads along a row of global memory.
+    const int p = threadIdx.x;
+    for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
+      const Tile t = tiles.at(i);
+      for (int64_t k0 = t.kBegin; k0 < t.kEnd; k0 += kK, ++it) {
+        const uint32_t s = it % Stages, round = it / Stages;
+        if (round > 0)
+          mbarrierWait(empty + 8 * s, (round - 1) & 1);
+        const uint32_t sa = as + s * Sh::kAElems * 2, sb = bs + s * Sh::kBElems * 2;
+#pragma unroll
+        for (int j = 0; j < kM * kK / 8 / 128; ++j) {
+          const int c = p + j * 128;
+          if constexpr (AMMajor) {
+            const int k = c / 16, chunk = c % 16, m = chunk * 8;
+            const bool ok = k0 + k < t.kEnd && m < t.mEnd;
+            cpAsync16(sa + mnMajorOffset<2>(k, chunk), ok ? t.a + (k0 + k) * t.lda + m : t.a, ok);
+          } else {
+            const int m = c / 8, chunk = c % 8, k = chunk * 8;
+            const bool ok = m < t.mEnd && k0 + k < t.kEnd;
+            cpAsync16(sa + wg::kMajorOffset(m, chunk), ok ? t.a + m * t.lda + k0 + k : t.a, ok);
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < kK * BN / 8 / 128; ++j) {
+          const int c = p + j * 128;
+          if constexpr (BKMajor) {
+            const int n = c / 8, chunk = c % 8, k = chunk * 8;
+            const bool ok = n < t.nEnd && k0 + k < t.kEnd;
+            cpAsync16(sb + wg::kMajorOffset(n, chunk), ok ? t.b + n * t.ldb + k0 + k : t.b, ok);
+          } else {
+            const int k = c / (BN / 8), chunk = c % (BN / 8), n = chunk * 8;
+            const bool ok = k0 + k < t.kEnd && n < t.nEnd;
+            cpAsync16(sb + mnMajorOffset<BN / 64>(k, chunk), ok ? t.b + (k0 + k) * t.ldb + n : t.b,
+                      ok);
+          }
+        }
+        cpAsyncMbarrierArrive(full + 8 * s);
+      }
+    }
+    cpAsyncWait<0>();
+    return;
+  }
+  // The consumers: warpgroup `group` computes rows 64 * group .. of each tile.
+  const int group = threadIdx.x / 128 - 1;
+  float acc[BN / 2];
+  for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
+    const Tile t = tiles.at(i);
+#pragma unroll
+    for (int j = 0; j < BN / 2; ++j)
+      acc[j] = 0.f;
+    uint32_t previous = 0;
+    bool pending = false;
+    for (int64_t k0 = t.kBegin; k0 < t.kEnd; k0 += kK, ++it) {
+      const uint32_t s = it % Stages;
+      mbarrierWait(full + 8 * s, (it / Stages) & 1);
+      // cp.async wrote through the generic proxy; wgmma reads through the
+      // async one.
+      fenceProxyAsyncShared();
+      const uint32_t sa = as + s * Sh::kAElems * 2, sb = bs + s * Sh::kBElems * 2;
+#pragma unroll
+      for (int j = 0; j < BN / 2; ++j)
+        wgmmaFenceOperand(acc[j]);
+      wgmmaFence();
+#pragma unroll
+      for (int q = 0; q < kK / 16; ++q) {
+        const uint64_t da = AMMajor ? wgmmaDescSw128(sa + q * 4096 + group * 1024, 1024, 2048)
+                                    : wgmmaDescSw128(sa + group * 8192 + q * 32, 16, 1024);
+        const uint64_t db = BKMajor ? wgmmaDescSw128(sb + q * 32, 16, 1024)
+                                    : wgmmaDescSw128(sb + q * 2 * (BN / 64) * 1024, 1024,
+                                                     (BN / 64) * 1024);
+        wgmma64xNx16<T, BN, AMMajor ? 1 : 0, BKMajor ? 0 : 1>(acc, da, db);
+      }
+      wgmmaCommit();
+      // The step before this one has finished reading its stage.
+      wgmmaWait<1>();
+      if (pending)
+        mbarrierArrive(empty + 8 * previous);
+      previous = s;
+      pending = true;
+    }
+    wgmmaWait<0>();
+    if (pending)
+      mbarrierArrive(empty + 8 * previous);
+#pragma unroll
+    for (int j = 0; j < BN / 2; ++j)
+      wgmmaFenceOperand(acc[j]);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 - 4; // 8 warps of 16 rows
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t m = warp * 16 + lane / 4 + 8 * h, n = j * 8 + 2 * (lane % 4);
+        if (m >= t.mEnd)
+          continue;
+        if (n + 1 < t.nEnd) {
+          *reinterpret_cast<uint32_t *>(t.out + m * t.ldo + n) =
+              pack2<T>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        } else if (n < t.nEnd) {
+          t.out[m * t.ldo + n] = dev::Elem<D>::store(acc[4 * j + 2 * h]);
+        }
+      }
+  }
+}
+
+} // namespace ws
 
 /// A thread's 4 x 4 block of a CUDA-core tile: rows ty*4.., columns
 /// tx*4.. of the tile, summed over each 16-deep step in increasing order.
@@ -585,6 +828,37 @@ bool rowsAligned(std::initializer_list<const Tensor *> tensors,
   return true;
 }
 
+/// Which tensor-core kernels run the grouped GEMMs: the persistent
+/// warp-specialized ones with 128 x 256 tiles (by default) or 128 x 128,
+/// or the wg ones (LOOM_GROUPED_GEMM=ws256|ws128|wg, for measuring them
+/// side by side).
+enum class GroupedKernel { WS256, WS128, WG };
+GroupedKernel groupedKernel() {
+  const char *v = std::getenv("LOOM_GROUPED_GEMM");
+  const std::string_view name = v ? v : "";
+  return name == "wg" ? GroupedKernel::WG
+                      : name == "ws128" ? GroupedKernel::WS128 : GroupedKernel::WS256;
+}
+
+/// Launches ws::gemm on one block an SM, or one a tile where there are fewer.
+template <DType D, bool AMMajor, bool BKMajor, int BN, typename Tiles>
+llvm::Error launchWarpSpecialized(const Tiles &tiles, int64_t maxTiles, cudaStream_t stream,
+                                  const char *what) {
+  constexpr int Stages = BN == 256 ? 4 : 6;
+  constexpr size_t smem = ws::Shape<BN, Stages>::kSmemBytes;
+  auto kernel = ws::gemm<D, AMMajor, BKMajor, BN, Stages, Tiles>;
+  int device = 0, sms = 0;
+  LOOM_RETURN_IF_ERROR(cudaError(cudaGetDevice(&device), "cudaGetDevice"));
+  LOOM_RETURN_IF_ERROR(cudaError(
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute"));
+  LOOM_RETURN_IF_ERROR(cudaError(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+      "cudaFuncSetAttribute"));
+  const auto grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(sms, maxTiles)));
+  kernel<<<grid, ws::kThreads, smem, stream>>>(tiles);
+  return cudaError(cudaGetLastError(), what);
+}
+
 llvm::Error launchGroupedMatmul(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 1, 1));
   const Tensor &input = call.inputs[0], &weight = call.inputs[1], &offsets = call.inputs[2];
@@ -597,9 +871,6 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
   if (S * N == 0)
     return llvm::Error::success();
   const LaunchContext &ctx = call.ctx;
-  // Rows past the last group stay zero; the tiles write every other row.
-  LOOM_RETURN_IF_ERROR(
-      cudaError(cudaMemsetAsync(out.data, 0, out.sizeInBytes(), ctx.stream), "cudaMemsetAsync"));
   // bf16 and f16 with 16-byte rows run on tensor cores (128-row tiles),
   // others on CUDA cores.
   const bool tensorCores = (input.dtype == DType::BF16 || input.dtype == DType::F16) &&
@@ -611,7 +882,7 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
                        " groups are too many tiles for one launch (65535)");
   void *scratch = nullptr;
   LOOM_RETURN_IF_ERROR(cudaError(
-      cudaMallocAsync(&scratch, (E + 1) * sizeof(int64_t), ctx.stream), "cudaMallocAsync"));
+      cudaMallocAsync(&scratch, (E + 3) * sizeof(int64_t), ctx.stream), "cudaMallocAsync"));
   auto *tileStart = static_cast<int64_t *>(scratch);
   llvm::Error launched = dispatchFloatDType(input.dtype, "nn.grouped_matmul's input", [&](auto tag) {
     constexpr DType D = decltype(tag)::value;
@@ -619,9 +890,30 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
       using OffT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
       groupTilesKernel<OffT><<<1, 1, 0, ctx.stream>>>(S, E, offs + start, start > 0, tileRows,
                                                       tileStart);
+      zeroUncoveredRows<<<static_cast<unsigned>(std::min<int64_t>(S, 1024)), kBlockSize, 0,
+                          ctx.stream>>>(S, N, tileStart + E + 1,
+                                        static_cast<StorageOf<D> *>(out.data));
       const dim3 grid(static_cast<unsigned>((N + tileCols - 1) / tileCols),
                       static_cast<unsigned>(maxTiles));
       if constexpr (D == DType::BF16 || D == DType::F16) {
+        if (tensorCores && groupedKernel() != GroupedKernel::WG) {
+          auto launch = [&](auto bn, auto kMajor) -> llvm::Error {
+            constexpr int BN = decltype(bn)::value;
+            constexpr bool WeightKMajor = decltype(kMajor)::value;
+            ws::ForwardTiles<OffT, WeightKMajor, BN> tiles{
+                S, K, N, E, static_cast<const uint16_t *>(input.data),
+                static_cast<const uint16_t *>(weight.data), offs + start, start > 0,
+                static_cast<const int64_t *>(tileStart), static_cast<uint16_t *>(out.data)};
+            return launchWarpSpecialized<D, false, WeightKMajor, BN>(
+                tiles, maxTiles * ((N + BN - 1) / BN), ctx.stream, "nn.grouped_matmul");
+          };
+          using Wide = std::integral_constant<int, 256>;
+          using Narrow = std::integral_constant<int, 128>;
+          const bool wide = groupedKernel() == GroupedKernel::WS256;
+          if (transposed)
+            return wide ? launch(Wide{}, std::true_type{}) : launch(Narrow{}, std::true_type{});
+          return wide ? launch(Wide{}, std::false_type{}) : launch(Narrow{}, std::false_type{});
+        }
         if (tensorCores) {
           auto launch = [&](auto kernel) {
             LOOM_RETURN_IF_ERROR(cudaError(
@@ -674,6 +966,23 @@ llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
     return dispatchOffsets(offsets, [&](auto *offs) {
       using OffT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
       if constexpr (D == DType::BF16 || D == DType::F16) {
+        if (rowsAligned({&input, &grad, &out}, {K, N}) &&
+            groupedKernel() != GroupedKernel::WG) {
+          auto launch = [&](auto bn) -> llvm::Error {
+            constexpr int BN = decltype(bn)::value;
+            ws::WeightGradTiles<OffT, BN> tiles{S, K, N, E,
+                                                static_cast<const uint16_t *>(input.data),
+                                                static_cast<const uint16_t *>(grad.data),
+                                                offs + start, start > 0,
+                                                static_cast<uint16_t *>(out.data)};
+            return launchWarpSpecialized<D, true, false, BN>(
+                tiles, E * ((K + ws::kM - 1) / ws::kM) * ((N + BN - 1) / BN), call.ctx.stream,
+                "nn.grouped_matmul_weight_grad");
+          };
+          return groupedKernel() == GroupedKernel::WS256
+                     ? launch(std::integral_constant<int, 256>{})
+                     : launch(std::integral_constant<int, 128>{});
+        }
         if (rowsAligned({&input, &grad, &out}, {K, N})) {
           const dim3 grid(static_cast<unsigned>((N + wg::kN - 1) / wg::kN),
                           static_cast<unsigned>((K + wg::kM - 1) / wg::kM),
