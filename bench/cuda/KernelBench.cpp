@@ -45,10 +45,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <random>
 #include <tuple>
 
@@ -60,10 +58,6 @@ namespace {
 cl::opt<int> iterations("iterations", cl::desc("timed launches per kernel"), cl::init(20));
 cl::opt<std::string> filter("filter", cl::value_desc("TEXT"),
                             cl::desc("time only the rows whose name contains TEXT"));
-cl::list<std::string> groupedKernels(
-    "grouped-kernels", cl::CommaSeparated, cl::value_desc("KIND,..."),
-    cl::desc("time the grouped GEMM rows once with each of these kernels (ws256, ws128, wg: "
-             "LOOM_GROUPED_GEMM), side by side"));
 cl::opt<std::string> calibrationOut(
     "calibration-out", cl::value_desc("FILE"),
     cl::desc("measure this GPU's rates with Loom's kernels and write them to FILE as JSON "
@@ -770,22 +764,9 @@ int main(int argc, char **argv) {
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
-  std::vector<std::pair<Case *, std::string>> rows;
   for (Case &c : cases) {
     if (!filter.empty() && c.label.find(filter) == std::string::npos)
       continue;
-    if (c.label.rfind("grouped_matmul", 0) == 0)
-      for (const std::string &kind : groupedKernels)
-        rows.push_back({&c, kind});
-    if (c.label.rfind("grouped_matmul", 0) != 0 || groupedKernels.empty())
-      rows.push_back({&c, ""});
-  }
-  std::map<Case *, std::pair<std::string, std::vector<uint16_t>>> firstResults;
-  for (auto &[case_, kind] : rows) {
-    Case &c = *case_;
-    if (!kind.empty())
-      setenv("LOOM_GROUPED_GEMM", kind.c_str(), 1);
-    const std::string label = kind.empty() ? c.label : c.label + " " + kind;
     std::vector<cpu::Tensor> in, out;
     size_t bytes = 0;
     for (Buffer &b : c.inputs) {
@@ -809,33 +790,11 @@ int main(int argc, char **argv) {
     float ms = 0;
     cudaEventElapsedTime(&ms, start, stop);
     double seconds = ms / 1e3 / iterations;
-    // The kernels compared side by side must agree: the largest difference
-    // of each one's bf16 result from the first one's.
-    std::string agreement;
-    if (!kind.empty() && c.outputs[0].tensor.dtype == DType::BF16) {
-      std::vector<uint16_t> result(c.outputs[0].bytes / 2);
-      cudaMemcpy(result.data(), c.outputs[0].tensor.data, c.outputs[0].bytes,
-                 cudaMemcpyDeviceToHost);
-      auto [first, inserted] = firstResults.try_emplace(case_, kind, result);
-      if (!inserted) {
-        auto widen = [](uint16_t b) {
-          uint32_t bits = uint32_t(b) << 16;
-          float f;
-          std::memcpy(&f, &bits, 4);
-          return f;
-        };
-        double worst = 0;
-        for (size_t i = 0; i < result.size(); ++i)
-          worst = std::max(worst, double(std::fabs(widen(result[i]) - widen(first->second.second[i]))));
-        agreement = "  (max |diff| from " + first->second.first + ": " + std::to_string(worst) + ")";
-      }
-    }
     if (c.flops > 0)
-      llvm::outs() << llvm::format("%-40s %10.1f %8.0f TF/s %8.0f%%", label.c_str(), seconds * 1e6,
-                                   c.flops / seconds / 1e12, 100 * c.flops / seconds / kGemmCeiling)
-                   << agreement << "\n";
+      llvm::outs() << llvm::format("%-40s %10.1f %8.0f TF/s %8.0f%%\n", c.label.c_str(), seconds * 1e6,
+                                   c.flops / seconds / 1e12, 100 * c.flops / seconds / kGemmCeiling);
     else
-      llvm::outs() << llvm::format("%-40s %10.1f %8.2f TB/s %8.0f%%\n", label.c_str(), seconds * 1e6,
+      llvm::outs() << llvm::format("%-40s %10.1f %8.2f TB/s %8.0f%%\n", c.label.c_str(), seconds * 1e6,
                                    bytes / seconds / 1e12, 100 * bytes / seconds / copyCeiling);
   }
   return 0;

@@ -73,6 +73,45 @@ def NN_WidenableResultOpInterface : OpInterface<"WidenableResultOpInterface"> {
   ];
 }
 
+def NN_IntegerRangeOpInterface : OpInterface<"IntegerRangeOpInterface"> {
+  let cppNamespace = "::loom::nn";
+  let description = [{
+    An op whose integer (or i1) results hold values in a range known from
+    its operands' ranges, its attributes and its shapes: a top-k's indices
+    lie in [0, n), a sort's values in its input's, a reshape's in its
+    input's. `nn::integerRange` (NNOps.h) follows these through the
+    dataflow, and the canonicalizer replaces an `nn.where` whose condition
+    they settle (an `nn.compare` true, or false, for every value its
+    operands can hold) by the operand it selects: transformers masks the
+    routed rows whose expert id is past the experts, which a top-k over the
+    experts never gives, and the masks' passes over the rows fold away.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The range of result `index`'s values, given each operand's
+        (std::nullopt: unknown, or not an integer). By default the union of
+        the operands of the result's element type: right for ops that only
+        move values (reshape, transpose, broadcast, slice, concat, where).
+      }],
+      "std::optional<::loom::nn::IntegerRange>", "inferIntegerRange",
+      (ins "unsigned":$index,
+           "::llvm::ArrayRef<std::optional<::loom::nn::IntegerRange>>":$operands),
+      [{}], [{
+        ::mlir::Type element =
+            ::mlir::getElementTypeOrSelf($_op->getResult(index).getType());
+        std::optional<::loom::nn::IntegerRange> range;
+        for (auto [i, operand] : ::llvm::enumerate($_op->getOperands())) {
+          if (::mlir::getElementTypeOrSelf(operand.getType()) != element)
+            continue;
+          if (!operands[i])
+            return std::nullopt;
+          range = range ? range->join(*operands[i]) : *operands[i];
+        }
+        return range;
+      }]>,
+  ];
+}
+
 def NN_TransposeAbsorbingOpInterface : OpInterface<"TransposeAbsorbingOpInterface"> {
   let cppNamespace = "::loom::nn";
   let description = [{

@@ -8,7 +8,7 @@
 // elementwise, compare and reduction ops.
 
 def NN_TopkOp : NN_KernelOp<"topk", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>, DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>]> {
   let kernelDoc = [{
     input (float) [..., N] -> values [..., k] (input's dtype), indices
     [..., k] (i64): the k largest of each row along the last dim (the k
@@ -34,7 +34,7 @@ def NN_TopkOp : NN_KernelOp<"topk", [Pure, InferTypeOpAdaptor,
 }
 
 def NN_SortOp : NN_KernelOp<"sort", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>, DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>]> {
   let kernelDoc = [{
     input [..., N] (float or integer) -> values (input's type), indices
     [..., N] (i64): each row along the last dim in ascending order (attr
@@ -111,18 +111,23 @@ def NN_GroupedMatmulOp : NN_KernelOp<"grouped_matmul", [Pure, InferTypeOpAdaptor
 def NN_GroupedMatmulWeightGradOp : NN_KernelOp<"grouped_matmul_weight_grad", [Pure,
     DeclareOpInterfaceMethods<NN_FlopCountOpInterface>,
     DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>,
-    DeclareOpInterfaceMethods<NN_GroupedRowsOpInterface>]> {
+    DeclareOpInterfaceMethods<NN_GroupedRowsOpInterface>,
+    DeclareOpInterfaceMethods<NN_WidenableResultOpInterface>]> {
   let kernelDoc = [{
     input [S, K], grad [S, N] (float, one dtype), offsets [G] (as
-    nn.grouped_matmul, G >= group_start + E) -> out [E, K, N]: out[e] =
-    input[rows of group group_start + e]^T grad[those rows]; zero for a
-    group with no rows. attr group_start (default 0). Accumulates in f32
-    (f64 for f64), in increasing row order.
+    nn.grouped_matmul, G >= group_start + E) -> out [E, K, N] (the
+    operands' dtype, or f32 from bf16/f16): out[e] = input[rows of group
+    group_start + e]^T grad[those rows]; zero for a group with no rows.
+    attr group_start (default 0). Accumulates in f32 (f64 for f64), in
+    increasing row order.
   }];
   let summary = "the weight gradient of nn.grouped_matmul, per group";
   let description = [{
     The result holds groups `group_start` to `group_start + E - 1` (a block
-    of the experts, as the forward's weight does).
+    of the experts, as the forward's weight does). From bf16 or f16
+    operands it may be f32 (`--loom-widen-results`): the accumulators
+    written as they are, for an f32 master weight's gradient, instead of
+    rounded to bf16 and widened again by a cast.
 
     ```mlir
     %dw = nn.grouped_matmul_weight_grad %x, %dy, %offs : (tensor<96x32xf32>, tensor<96x48xf32>, tensor<4xi32>) -> tensor<4x32x48xf32>

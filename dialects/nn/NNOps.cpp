@@ -1798,10 +1798,18 @@ LogicalResult GroupedMatmulWeightGradOp::verify() {
   if (out.getShape() != ArrayRef<int64_t>(shape))
     return emitOpError("result should be ") << shapeString(shape) << ", got "
                                             << shapeString(out.getShape());
-  if (input.getElementType() != grad.getElementType() ||
-      out.getElementType() != input.getElementType())
-    return emitOpError("input, grad and result must have one element type");
+  Type element = input.getElementType();
+  if (element != grad.getElementType() ||
+      (out.getElementType() != element &&
+       !(out.getElementType().isF32() && (element.isBF16() || element.isF16()))))
+    return emitOpError("input, grad and result must have one element type (or an f32 result "
+                       "from bf16 or f16)");
   return success();
+}
+
+bool GroupedMatmulWeightGradOp::canWidenResult(unsigned index, Type elementType) {
+  Type current = getResult().getType().getElementType();
+  return index == 0 && elementType.isF32() && (current.isBF16() || current.isF16());
 }
 
 #define GET_OP_CLASSES

@@ -11,8 +11,12 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <algorithm>
+#include <optional>
 
 namespace loom::nn::OpTrait {
 /// The op's result element types are part of its meaning (NNInterfaces.td).
@@ -33,6 +37,15 @@ enum class FusionKind {
 /// RowReduction when a reduction op (an operand, `dims`) reduces only the
 /// innermost dims of its input, else None.
 FusionKind reductionFusionKind(mlir::Operation *op);
+
+/// The values an integer (or i1: 0 and 1) tensor can hold, [lo, hi]
+/// (IntegerRangeOpInterface).
+struct IntegerRange {
+  int64_t lo, hi;
+  IntegerRange join(IntegerRange other) const {
+    return {std::min(lo, other.lo), std::max(hi, other.hi)};
+  }
+};
 } // namespace loom::nn
 
 #include "dialects/nn/NNEnums.h.inc"
@@ -53,6 +66,12 @@ broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
 
 /// Whether `from` broadcasts to exactly `to`.
 bool isBroadcastableTo(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to);
+
+/// The range of the values of integer (or i1) tensor `value`, from the ops
+/// that compute it (IntegerRangeOpInterface), followed at most `depth` ops
+/// back; std::nullopt where unknown (a function argument, a float, an op
+/// without the interface).
+std::optional<IntegerRange> integerRange(mlir::Value value, int depth = 16);
 
 /// The discardable attribute (an Fp8PolicyAttr) that puts an nn.matmul
 /// under an FP8 recipe (passes/fp8).

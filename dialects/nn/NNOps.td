@@ -23,7 +23,8 @@ class NN_KernelOp<string mnemonic, list<Trait> traits = []>
 //===----------------------------------------------------------------------===//
 
 def NN_ConstantOp : NN_Op<"constant",
-    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>, DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>, DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>,
+     DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>]> {
   let summary = "a constant tensor";
   let description = [{
     ```mlir
@@ -206,31 +207,31 @@ class NN_BinaryOp<string mnemonic, list<Trait> traits = []>
   }];
 }
 
-def NN_AddOp : NN_BinaryOp<"add", [Commutative]> { let summary = "a + b"; 
+def NN_AddOp : NN_BinaryOp<"add", [Commutative, DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>]> { let summary = "a + b"; 
   let kernelScalarFormulas = [NN_ScalarFormula<"$0 + $1">];
 }
-def NN_SubOp : NN_BinaryOp<"sub"> { let summary = "a - b"; 
+def NN_SubOp : NN_BinaryOp<"sub", [DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>]> { let summary = "a - b"; 
   let kernelScalarFormulas = [NN_ScalarFormula<"$0 - $1">];
 }
-def NN_MulOp : NN_BinaryOp<"mul", [Commutative]> { let summary = "a * b"; 
+def NN_MulOp : NN_BinaryOp<"mul", [Commutative, DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>]> { let summary = "a * b"; 
   let kernelScalarFormulas = [NN_ScalarFormula<"$0 * $1">];
 }
-def NN_DivOp : NN_BinaryOp<"div"> { let summary = "a / b"; 
+def NN_DivOp : NN_BinaryOp<"div", [DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>]> { let summary = "a / b"; 
   let kernelScalarFormulas = [NN_ScalarFormula<"$0 / $1">];
 }
 def NN_PowOp : NN_BinaryOp<"pow"> { let summary = "a ^ b"; 
   let kernelScalarFormulas = [NN_ScalarFormula<"powf($0, $1)">];
 }
-def NN_MaximumOp : NN_BinaryOp<"maximum", [Commutative]> { let summary = "max(a, b)"; 
+def NN_MaximumOp : NN_BinaryOp<"maximum", [Commutative, NN_IntegerRangeOpInterface]> { let summary = "max(a, b)"; 
   let kernelScalarFormulas = [NN_ScalarFormula<"($0 != $0 ? $0 : $1 != $1 ? $1 : ($0 > $1 ? $0 : $1))">];
 }
-def NN_MinimumOp : NN_BinaryOp<"minimum", [Commutative]> { let summary = "min(a, b)"; 
+def NN_MinimumOp : NN_BinaryOp<"minimum", [Commutative, NN_IntegerRangeOpInterface]> { let summary = "min(a, b)"; 
   let kernelScalarFormulas = [NN_ScalarFormula<"($0 != $0 ? $0 : $1 != $1 ? $1 : ($0 < $1 ? $0 : $1))">];
 }
 
 def NN_CompareOp : NN_KernelOp<"compare", [Pure, SameOperandsElementType,
                                      InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
-                                     NN_FusibleOpInterface]> {
+                                     NN_FusibleOpInterface, DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>]> {
   let kernelDoc = [{
     attr predicate: eq|ne|lt|le|gt|ge; out i1. Broadcasting.
   }];
@@ -258,7 +259,7 @@ def NN_CompareOp : NN_KernelOp<"compare", [Pure, SameOperandsElementType,
 
 def NN_WhereOp : NN_KernelOp<"where", [Pure, InferTypeOpAdaptor,
                                  DeclareOpInterfaceMethods<NN_GradientOpInterface>,
-                                 NN_FusibleOpInterface]> {
+                                 NN_FusibleOpInterface, NN_IntegerRangeOpInterface]> {
   let kernelDoc = [{
     cond (i1), a, b; broadcasting
   }];
@@ -269,10 +270,11 @@ def NN_WhereOp : NN_KernelOp<"where", [Pure, InferTypeOpAdaptor,
   let assemblyFormat = [{
     $condition `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
   }];
+  let hasCanonicalizer = 1;
 }
 
 def NN_CastOp : NN_KernelOp<"cast", [Pure, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
-                                NN_KeepsResultPrecision,
+                                NN_KeepsResultPrecision, DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>,
                                 DeclareOpInterfaceMethods<NN_FusibleOpInterface, ["getFusionKind"]>]> {
   let kernelDoc = [{
     any dtype to any dtype
@@ -668,7 +670,7 @@ def NN_DropoutOp : NN_KernelOp<"dropout", [Pure, SameOperandsAndResultType,
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def NN_ReshapeOp : NN_Op<"reshape", [Pure, SameOperandsAndResultElementType,
+def NN_ReshapeOp : NN_Op<"reshape", [NN_IntegerRangeOpInterface, Pure, SameOperandsAndResultElementType,
                                      DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "same elements, new shape";
   let arguments = (ins NN_Tensor:$input);
@@ -709,7 +711,7 @@ def NN_ReloadOp : NN_Op<"reload", [SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def NN_TransposeOp : NN_KernelOp<"transpose", [Pure, SameOperandsAndResultElementType,
+def NN_TransposeOp : NN_KernelOp<"transpose", [NN_IntegerRangeOpInterface, Pure, SameOperandsAndResultElementType,
                                          InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let kernelDoc = [{
     attr permutation
@@ -724,7 +726,7 @@ def NN_TransposeOp : NN_KernelOp<"transpose", [Pure, SameOperandsAndResultElemen
   let hasCanonicalizer = 1;
 }
 
-def NN_BroadcastOp : NN_KernelOp<"broadcast", [Pure, SameOperandsAndResultElementType,
+def NN_BroadcastOp : NN_KernelOp<"broadcast", [NN_IntegerRangeOpInterface, Pure, SameOperandsAndResultElementType,
                                          DeclareOpInterfaceMethods<NN_GradientOpInterface>,
                                          DeclareOpInterfaceMethods<NN_FusibleOpInterface, ["getFusionKind"]>]> {
   let kernelDoc = [{
@@ -739,7 +741,7 @@ def NN_BroadcastOp : NN_KernelOp<"broadcast", [Pure, SameOperandsAndResultElemen
   let hasFolder = 1;
 }
 
-def NN_SliceOp : NN_KernelOp<"slice", [Pure, SameOperandsAndResultElementType,
+def NN_SliceOp : NN_KernelOp<"slice", [NN_IntegerRangeOpInterface, Pure, SameOperandsAndResultElementType,
                                  InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>,
                                  DeclareOpInterfaceMethods<NN_SpmdLocalizeOpInterface>]> {
   let kernelDoc = [{
@@ -756,7 +758,7 @@ def NN_SliceOp : NN_KernelOp<"slice", [Pure, SameOperandsAndResultElementType,
   let hasFolder = 1;
 }
 
-def NN_ConcatOp : NN_KernelOp<"concat", [Pure, SameOperandsAndResultElementType,
+def NN_ConcatOp : NN_KernelOp<"concat", [NN_IntegerRangeOpInterface, Pure, SameOperandsAndResultElementType,
                                    InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let kernelDoc = [{
     attr dim
@@ -784,7 +786,7 @@ def NN_SplitOp : NN_KernelOp<"split", [Pure, SameOperandsAndResultElementType,
   let hasVerifier = 1;
 }
 
-def NN_GatherOp : NN_KernelOp<"gather", [Pure, InferTypeOpAdaptor,
+def NN_GatherOp : NN_KernelOp<"gather", [DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>, Pure, InferTypeOpAdaptor,
                                    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let kernelDoc = [{
     data, indices (i32/i64): out = data.shape[:axis] + indices.shape + data.shape[axis+1:]

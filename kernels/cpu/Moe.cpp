@@ -184,10 +184,11 @@ llvm::Error runGroupedMatmulWeightGrad(const KernelCall &call) {
   const Tensor &input = call.inputs[0], &grad = call.inputs[1], &offsets = call.inputs[2];
   const Tensor &out = call.outputs[0];
   if (input.shape.size() != 2 || grad.shape.size() != 2 || out.shape.size() != 3 ||
-      grad.shape[0] != input.shape[0] || input.dtype != grad.dtype || out.dtype != input.dtype ||
-      out.shape[1] != input.shape[1] || out.shape[2] != grad.shape[1])
+      grad.shape[0] != input.shape[0] || input.dtype != grad.dtype ||
+      !weightGradDTypeOk(input.dtype, out.dtype) || out.shape[1] != input.shape[1] ||
+      out.shape[2] != grad.shape[1])
     return kernelError("nn.grouped_matmul_weight_grad: takes input [S, K], grad [S, N] and "
-                       "gives [E, K, N], one float dtype; got " +
+                       "gives [E, K, N], one float dtype (or f32 from bf16 or f16); got " +
                        shapeToString(input.shape) + ", " + shapeToString(grad.shape) + " -> " +
                        shapeToString(out.shape));
   const int64_t S = input.shape[0], K = input.shape[1], E = out.shape[0], N = out.shape[2];

@@ -131,6 +131,14 @@ llvm::Expected<GroupedMatmulPlan> checkGroupedMatmul(const Tensor &input, const 
                                                      const Tensor &out,
                                                      const KernelAttrs &attrs);
 
+/// nn.grouped_matmul_weight_grad's result dtype: the operands', or f32 from
+/// bf16 or f16 operands (a widened result: the f32 accumulators written
+/// without rounding).
+inline bool weightGradDTypeOk(DType operands, DType result) {
+  return result == operands ||
+         (result == DType::F32 && (operands == DType::BF16 || operands == DType::F16));
+}
+
 /// nn.gelu_grad and nn.silu_grad: input, grad and output alike.
 llvm::Expected<Activation> checkActivationGrad(KernelId id, const Tensor &x,
                                                const Tensor &dy, const Tensor &out,

@@ -22,8 +22,6 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 
 namespace loom::cuda {
@@ -300,7 +298,7 @@ template <DType D, bool AMMajor, bool BKMajor = false> struct TileGemm {
       // B likewise, all 128 of its columns: K-major, 16 atoms of 8 rows.
       const uint64_t db = BKMajor ? wgmmaDescSw128(bs + s * 32, 16, 1024)
                                   : wgmmaDescSw128(bs + s * 4096, 1024, 2048);
-      wgmma64xNx16<T, 128, AMMajor ? 1 : 0, BKMajor ? 0 : 1>(acc, da, db);
+      wgmma64x128x16<T, AMMajor ? 1 : 0, BKMajor ? 0 : 1>(acc, da, db);
     }
     wgmmaCommit();
     wgmmaWait<0>();
@@ -314,7 +312,9 @@ template <DType D, bool AMMajor, bool BKMajor = false> struct TileGemm {
   }
 
   /// Writes the tile to out[m * ldo + n] for m < mEnd, n < nEnd.
-  __device__ void store(uint16_t *out, int64_t ldo, int64_t mEnd, int64_t nEnd) const {
+  /// In D, or in f32 (O = F32: a widened result).
+  template <DType O = D>
+  __device__ void store(StorageOf<O> *out, int64_t ldo, int64_t mEnd, int64_t nEnd) const {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32; // 8 warps of 16 rows
 #pragma unroll
     for (int j = 0; j < kN / 8; ++j)
@@ -324,10 +324,14 @@ template <DType D, bool AMMajor, bool BKMajor = false> struct TileGemm {
         if (m >= mEnd)
           continue;
         if (n + 1 < nEnd) {
-          *reinterpret_cast<uint32_t *>(out + m * ldo + n) =
-              pack2<T>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          if constexpr (O == DType::F32)
+            *reinterpret_cast<float2 *>(out + m * ldo + n) =
+                make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          else
+            *reinterpret_cast<uint32_t *>(out + m * ldo + n) =
+                pack2<T>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
         } else if (n < nEnd) {
-          out[m * ldo + n] = dev::Elem<D>::store(acc[4 * j + 2 * h]);
+          out[m * ldo + n] = dev::Elem<O>::store(acc[4 * j + 2 * h]);
         }
       }
   }
@@ -353,11 +357,12 @@ groupedMatmul(int64_t S, int64_t K, int64_t N, int64_t E, const uint16_t *x, con
   g.store(y + rowBegin * N + col0, N, rows, N - col0);
 }
 
-/// out[e] = x[rows of e]^T g[rows of e]: x [S, K], g [S, N], out [E, K, N].
-template <DType D, typename OffT>
+/// out[e] = x[rows of e]^T g[rows of e]: x [S, K], g [S, N], out [E, K, N]
+/// in D or, widened, in f32 (O).
+template <DType D, DType O, typename OffT>
 __global__ void __launch_bounds__(kThreads, 2)
 groupedWeightGrad(int64_t S, int64_t K, int64_t N, const uint16_t *x, const uint16_t *g,
-                  const OffT *offsets, bool prior, uint16_t *out) {
+                  const OffT *offsets, bool prior, StorageOf<O> *out) {
   extern __shared__ __align__(128) uint16_t smem[];
   const int64_t e = blockIdx.z;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kM,
@@ -366,232 +371,10 @@ groupedWeightGrad(int64_t S, int64_t K, int64_t N, const uint16_t *x, const uint
   // A(m, s) = x[s, k0 + m], staged [s][m]; the contraction runs over rows.
   TileGemm<D, true> t;
   t.run(smem, x + k0, K, K - k0, g + n0, N, N - n0, begin, end);
-  t.store(out + (e * K + k0) * N + n0, N, K - k0, N - n0);
+  t.template store<O>(out + (e * K + k0) * N + n0, N, K - k0, N - n0);
 }
 
 } // namespace wg
-
-// Warp-specialized persistent grouped GEMMs on wgmma: one block an SM
-// walks the output tiles (128 x BN, one group each); a producer warpgroup
-// stages the operands by cp.async into a ring of `Stages` 64-deep stages
-// while two consumer warpgroups multiply the stages already full, 64 rows
-// each. The roles meet on mbarriers, not block-wide barriers: a stage's
-// `full` barrier completes when the producer's 128 threads' copies into it
-// have landed, its `empty` one when the consumers' 256 threads have
-// finished reading it. So the producer runs up to `Stages` steps ahead,
-// across tiles too: the next tile's operands load while the consumers
-// write this one's results. The stages' layouts and the consumers' order of
-// accumulation are the wg kernels'.
-namespace ws {
-
-constexpr int kM = 128, kK = 64, kThreads = 384;
-
-/// A block's shared memory.
-template <int BN, int Stages> struct Shape {
-  static constexpr int kAElems = kM * kK, kBElems = kK * BN;
-  static constexpr size_t kRingBytes = size_t(Stages) * (kAElems + kBElems) * sizeof(uint16_t);
-  /// The ring, 1024 bytes to align it to the swizzle's period, and the
-  /// 2 x Stages barriers.
-  static constexpr size_t kSmemBytes = kRingBytes + 1024 + 16 * Stages;
-};
-
-/// One output tile: C = A B over k in [kBegin, kEnd), as TileGemm's run.
-struct Tile {
-  const uint16_t *a;
-  int64_t lda, mEnd;
-  const uint16_t *b;
-  int64_t ldb, nEnd, kBegin, kEnd;
-  uint16_t *out;
-  int64_t ldo;
-};
-
-/// nn.grouped_matmul: row tiles of one group (tileStart) by column blocks,
-/// in the order group, column block, row tile.
-template <typename OffT, bool WeightKMajor, int BN> struct ForwardTiles {
-  int64_t S, K, N, E;
-  const uint16_t *x, *w;
-  const OffT *offsets;
-  bool prior;
-  const int64_t *tileStart;
-  uint16_t *y;
-
-  __device__ int64_t count() const { return tileStart[E] * ((N + BN - 1) / BN); }
-  __device__ Tile at(int64_t i) const {
-    const int64_t colTiles = (N + BN - 1) / BN;
-    const int64_t e = groupOfTile(tileStart, E, i / colTiles);
-    const int64_t j = i - tileStart[e] * colTiles, rowTiles = tileStart[e + 1] - tileStart[e];
-    const int64_t rowBegin = groupEnd(offsets, e - 1, S, prior) + (j % rowTiles) * kM;
-    const int64_t col0 = (j / rowTiles) * BN;
-    return Tile{x + rowBegin * K,
-                K,
-                groupEnd(offsets, e, S, prior) - rowBegin,
-                w + e * K * N + (WeightKMajor ? col0 * K : col0),
-                WeightKMajor ? K : N,
-                N - col0,
-                0,
-                K,
-                y + rowBegin * N + col0,
-                N};
-  }
-};
-
-/// nn.grouped_matmul_weight_grad: out[e] = x[rows of e]^T g[rows of e], in
-/// the order group, column block, row block; the contraction runs over the
-/// group's rows.
-template <typename OffT, int BN> struct WeightGradTiles {
-  int64_t S, K, N, E;
-  const uint16_t *x, *g;
-  const OffT *offsets;
-  bool prior;
-  uint16_t *out;
-
-  __device__ int64_t count() const { return E * ((K + kM - 1) / kM) * ((N + BN - 1) / BN); }
-  __device__ Tile at(int64_t i) const {
-    const int64_t rowTiles = (K + kM - 1) / kM, perGroup = rowTiles * ((N + BN - 1) / BN);
-    const int64_t e = i / perGroup, j = i % perGroup;
-    const int64_t k0 = (j % rowTiles) * kM, n0 = (j / rowTiles) * BN;
-    return Tile{x + k0,
-                K,
-                K - k0,
-                g + n0,
-                N,
-                N - n0,
-                groupEnd(offsets, e - 1, S, prior),
-                groupEnd(offsets, e, S, prior),
-                out + (e * K + k0) * N + n0,
-                N};
-  }
-};
-
-/// The stage layouts (wg::kMajorOffset for K-major; MN-major with BN / 64
-/// atoms along MN).
-template <int Atoms> __device__ __forceinline__ uint32_t mnMajorOffset(int k, int chunk) {
-  return ((k / 8) * Atoms + chunk / 8) * 1024 + (k % 8) * 128 + (((chunk % 8) ^ (k % 8)) * 16);
-}
-
-template <DType D, bool AMMajor, bool BKMajor, int BN, int Stages, typename Tiles>
-__global__ void __launch_bounds__(kThreads, 1) gemm(Tiles tiles) {
-  using T = typename wg::Operand<D>::T;
-  using Sh = Shape<BN, Stages>;
-  extern __shared__ __align__(128) uint16_t smem[];
-  const uint32_t base = (smemAddr(smem) + 1023) & ~1023u;
-  const uint32_t as = base, bs = base + Stages * Sh::kAElems * 2;
-  const uint32_t full = base + uint32_t(Sh::kRingBytes), empty = full + 8 * Stages;
-  if (threadIdx.x == 0)
-    for (int s = 0; s < Stages; ++s) {
-      mbarrierInit(full + 8 * s, 128);
-      mbarrierInit(empty + 8 * s, 256);
-    }
-  __syncthreads();
-  const int64_t count = tiles.count();
-  uint32_t it = 0; // the steps this thread's role has taken, over all its tiles
-  if (threadIdx.x < 128) {
-    // The producer: 8 chunks of A and BN / 16 of B a thread a stage,
-    // consecutive threads along a row of global memory.
-    const int p = threadIdx.x;
-    for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
-      const Tile t = tiles.at(i);
-      for (int64_t k0 = t.kBegin; k0 < t.kEnd; k0 += kK, ++it) {
-        const uint32_t s = it % Stages, round = it / Stages;
-        if (round > 0)
-          mbarrierWait(empty + 8 * s, (round - 1) & 1);
-        const uint32_t sa = as + s * Sh::kAElems * 2, sb = bs + s * Sh::kBElems * 2;
-#pragma unroll
-        for (int j = 0; j < kM * kK / 8 / 128; ++j) {
-          const int c = p + j * 128;
-          if constexpr (AMMajor) {
-            const int k = c / 16, chunk = c % 16, m = chunk * 8;
-            const bool ok = k0 + k < t.kEnd && m < t.mEnd;
-            cpAsync16(sa + mnMajorOffset<2>(k, chunk), ok ? t.a + (k0 + k) * t.lda + m : t.a, ok);
-          } else {
-            const int m = c / 8, chunk = c % 8, k = chunk * 8;
-            const bool ok = m < t.mEnd && k0 + k < t.kEnd;
-            cpAsync16(sa + wg::kMajorOffset(m, chunk), ok ? t.a + m * t.lda + k0 + k : t.a, ok);
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < kK * BN / 8 / 128; ++j) {
-          const int c = p + j * 128;
-          if constexpr (BKMajor) {
-            const int n = c / 8, chunk = c % 8, k = chunk * 8;
-            const bool ok = n < t.nEnd && k0 + k < t.kEnd;
-            cpAsync16(sb + wg::kMajorOffset(n, chunk), ok ? t.b + n * t.ldb + k0 + k : t.b, ok);
-          } else {
-            const int k = c / (BN / 8), chunk = c % (BN / 8), n = chunk * 8;
-            const bool ok = k0 + k < t.kEnd && n < t.nEnd;
-            cpAsync16(sb + mnMajorOffset<BN / 64>(k, chunk), ok ? t.b + (k0 + k) * t.ldb + n : t.b,
-                      ok);
-          }
-        }
-        cpAsyncMbarrierArrive(full + 8 * s);
-      }
-    }
-    cpAsyncWait<0>();
-    return;
-  }
-  // The consumers: warpgroup `group` computes rows 64 * group .. of each tile.
-  const int group = threadIdx.x / 128 - 1;
-  float acc[BN / 2];
-  for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
-    const Tile t = tiles.at(i);
-#pragma unroll
-    for (int j = 0; j < BN / 2; ++j)
-      acc[j] = 0.f;
-    uint32_t previous = 0;
-    bool pending = false;
-    for (int64_t k0 = t.kBegin; k0 < t.kEnd; k0 += kK, ++it) {
-      const uint32_t s = it % Stages;
-      mbarrierWait(full + 8 * s, (it / Stages) & 1);
-      // cp.async wrote through the generic proxy; wgmma reads through the
-      // async one.
-      fenceProxyAsyncShared();
-      const uint32_t sa = as + s * Sh::kAElems * 2, sb = bs + s * Sh::kBElems * 2;
-#pragma unroll
-      for (int j = 0; j < BN / 2; ++j)
-        wgmmaFenceOperand(acc[j]);
-      wgmmaFence();
-#pragma unroll
-      for (int q = 0; q < kK / 16; ++q) {
-        const uint64_t da = AMMajor ? wgmmaDescSw128(sa + q * 4096 + group * 1024, 1024, 2048)
-                                    : wgmmaDescSw128(sa + group * 8192 + q * 32, 16, 1024);
-        const uint64_t db = BKMajor ? wgmmaDescSw128(sb + q * 32, 16, 1024)
-                                    : wgmmaDescSw128(sb + q * 2 * (BN / 64) * 1024, 1024,
-                                                     (BN / 64) * 1024);
-        wgmma64xNx16<T, BN, AMMajor ? 1 : 0, BKMajor ? 0 : 1>(acc, da, db);
-      }
-      wgmmaCommit();
-      // The step before this one has finished reading its stage.
-      wgmmaWait<1>();
-      if (pending)
-        mbarrierArrive(empty + 8 * previous);
-      previous = s;
-      pending = true;
-    }
-    wgmmaWait<0>();
-    if (pending)
-      mbarrierArrive(empty + 8 * previous);
-#pragma unroll
-    for (int j = 0; j < BN / 2; ++j)
-      wgmmaFenceOperand(acc[j]);
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 - 4; // 8 warps of 16 rows
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t m = warp * 16 + lane / 4 + 8 * h, n = j * 8 + 2 * (lane % 4);
-        if (m >= t.mEnd)
-          continue;
-        if (n + 1 < t.nEnd) {
-          *reinterpret_cast<uint32_t *>(t.out + m * t.ldo + n) =
-              pack2<T>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-        } else if (n < t.nEnd) {
-          t.out[m * t.ldo + n] = dev::Elem<D>::store(acc[4 * j + 2 * h]);
-        }
-      }
-  }
-}
-
-} // namespace ws
 
 /// A thread's 4 x 4 block of a CUDA-core tile: rows ty*4.., columns
 /// tx*4.. of the tile, summed over each 16-deep step in increasing order.
@@ -619,7 +402,8 @@ template <DType D> struct CoreTile {
     }
   }
   /// out[r * ld + c] for the tile's row r0 + .. < rowEnd, column c0 + .. < colEnd.
-  __device__ void store(StorageOf<D> *out, int64_t ld, int64_t r0, int64_t rowEnd, int64_t c0,
+  template <DType O = D>
+  __device__ void store(StorageOf<O> *out, int64_t ld, int64_t r0, int64_t rowEnd, int64_t c0,
                         int64_t colEnd) const {
     for (int i = 0; i < 4; ++i) {
       const int64_t r = r0 + ty * 4 + i;
@@ -628,7 +412,7 @@ template <DType D> struct CoreTile {
       for (int j = 0; j < 4; ++j) {
         const int64_t c = c0 + tx * 4 + j;
         if (c < colEnd)
-          out[r * ld + c] = dev::Elem<D>::store(acc[i][j]);
+          out[r * ld + c] = dev::Elem<O>::store(acc[i][j]);
       }
     }
   }
@@ -670,11 +454,11 @@ groupedMatmulTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D
 
 /// out[e] = x[rows of e]^T g[rows of e], [K, N] tiles of one group each,
 /// the rows in increasing order.
-template <DType D, typename OffT>
+template <DType D, DType O, typename OffT>
 __global__ void __launch_bounds__(kTileThreads)
 groupedWeightGradTiled(int64_t S, int64_t K, int64_t N, int64_t E, const StorageOf<D> *x,
                        const StorageOf<D> *g, const OffT *offsets, bool prior,
-                       StorageOf<D> *w) {
+                       StorageOf<O> *w) {
   using C = ComputeOf<D>;
   __shared__ C as[kDepth][kTile + 1];
   __shared__ C bs[kDepth][kTile];
@@ -695,7 +479,7 @@ groupedWeightGradTiled(int64_t S, int64_t K, int64_t N, int64_t E, const Storage
     tileAcc.step(as, bs);
     __syncthreads();
   }
-  tileAcc.store(w + e * K * N, N, k0, K, n0, N);
+  tileAcc.template store<O>(w + e * K * N, N, k0, K, n0, N);
 }
 
 llvm::Error checkRows(const Tensor &input, const Tensor &values, const Tensor &indices,
@@ -828,37 +612,6 @@ bool rowsAligned(std::initializer_list<const Tensor *> tensors,
   return true;
 }
 
-/// Which tensor-core kernels run the grouped GEMMs: the persistent
-/// warp-specialized ones with 128 x 256 tiles (by default) or 128 x 128,
-/// or the wg ones (LOOM_GROUPED_GEMM=ws256|ws128|wg, for measuring them
-/// side by side).
-enum class GroupedKernel { WS256, WS128, WG };
-GroupedKernel groupedKernel() {
-  const char *v = std::getenv("LOOM_GROUPED_GEMM");
-  const std::string_view name = v ? v : "";
-  return name == "wg" ? GroupedKernel::WG
-                      : name == "ws128" ? GroupedKernel::WS128 : GroupedKernel::WS256;
-}
-
-/// Launches ws::gemm on one block an SM, or one a tile where there are fewer.
-template <DType D, bool AMMajor, bool BKMajor, int BN, typename Tiles>
-llvm::Error launchWarpSpecialized(const Tiles &tiles, int64_t maxTiles, cudaStream_t stream,
-                                  const char *what) {
-  constexpr int Stages = BN == 256 ? 4 : 6;
-  constexpr size_t smem = ws::Shape<BN, Stages>::kSmemBytes;
-  auto kernel = ws::gemm<D, AMMajor, BKMajor, BN, Stages, Tiles>;
-  int device = 0, sms = 0;
-  LOOM_RETURN_IF_ERROR(cudaError(cudaGetDevice(&device), "cudaGetDevice"));
-  LOOM_RETURN_IF_ERROR(cudaError(
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute"));
-  LOOM_RETURN_IF_ERROR(cudaError(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-      "cudaFuncSetAttribute"));
-  const auto grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(sms, maxTiles)));
-  kernel<<<grid, ws::kThreads, smem, stream>>>(tiles);
-  return cudaError(cudaGetLastError(), what);
-}
-
 llvm::Error launchGroupedMatmul(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 3, 3, 1, 1));
   const Tensor &input = call.inputs[0], &weight = call.inputs[1], &offsets = call.inputs[2];
@@ -896,24 +649,6 @@ llvm::Error launchGroupedMatmul(const KernelCall &call) {
       const dim3 grid(static_cast<unsigned>((N + tileCols - 1) / tileCols),
                       static_cast<unsigned>(maxTiles));
       if constexpr (D == DType::BF16 || D == DType::F16) {
-        if (tensorCores && groupedKernel() != GroupedKernel::WG) {
-          auto launch = [&](auto bn, auto kMajor) -> llvm::Error {
-            constexpr int BN = decltype(bn)::value;
-            constexpr bool WeightKMajor = decltype(kMajor)::value;
-            ws::ForwardTiles<OffT, WeightKMajor, BN> tiles{
-                S, K, N, E, static_cast<const uint16_t *>(input.data),
-                static_cast<const uint16_t *>(weight.data), offs + start, start > 0,
-                static_cast<const int64_t *>(tileStart), static_cast<uint16_t *>(out.data)};
-            return launchWarpSpecialized<D, false, WeightKMajor, BN>(
-                tiles, maxTiles * ((N + BN - 1) / BN), ctx.stream, "nn.grouped_matmul");
-          };
-          using Wide = std::integral_constant<int, 256>;
-          using Narrow = std::integral_constant<int, 128>;
-          const bool wide = groupedKernel() == GroupedKernel::WS256;
-          if (transposed)
-            return wide ? launch(Wide{}, std::true_type{}) : launch(Narrow{}, std::true_type{});
-          return wide ? launch(Wide{}, std::false_type{}) : launch(Narrow{}, std::false_type{});
-        }
         if (tensorCores) {
           auto launch = [&](auto kernel) {
             LOOM_RETURN_IF_ERROR(cudaError(
@@ -950,10 +685,12 @@ llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
   const Tensor &input = call.inputs[0], &grad = call.inputs[1], &offsets = call.inputs[2];
   const Tensor &out = call.outputs[0];
   if (input.shape.size() != 2 || grad.shape.size() != 2 || out.shape.size() != 3 ||
-      grad.shape[0] != input.shape[0] || input.dtype != grad.dtype || out.dtype != input.dtype ||
+      grad.shape[0] != input.shape[0] || input.dtype != grad.dtype ||
+      !cpu::detail::weightGradDTypeOk(input.dtype, out.dtype) ||
       out.shape[1] != input.shape[1] || out.shape[2] != grad.shape[1])
     return kernelError("nn.grouped_matmul_weight_grad: takes input [S, K], grad [S, N], offsets "
-                       "[G] and gives [E, K, N], one float dtype");
+                       "[G] and gives [E, K, N], one float dtype (or f32 from bf16 or f16)");
+  const bool widened = out.dtype != input.dtype;
   const int64_t S = input.shape[0], K = input.shape[1], E = out.shape[0], N = out.shape[2];
   LOOM_ASSIGN_OR_RETURN(int64_t start,
                         groupStart(call, offsets, E, "nn.grouped_matmul_weight_grad"));
@@ -965,48 +702,39 @@ llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
     constexpr DType D = decltype(tag)::value;
     return dispatchOffsets(offsets, [&](auto *offs) {
       using OffT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
-      if constexpr (D == DType::BF16 || D == DType::F16) {
-        if (rowsAligned({&input, &grad, &out}, {K, N}) &&
-            groupedKernel() != GroupedKernel::WG) {
-          auto launch = [&](auto bn) -> llvm::Error {
-            constexpr int BN = decltype(bn)::value;
-            ws::WeightGradTiles<OffT, BN> tiles{S, K, N, E,
-                                                static_cast<const uint16_t *>(input.data),
-                                                static_cast<const uint16_t *>(grad.data),
-                                                offs + start, start > 0,
-                                                static_cast<uint16_t *>(out.data)};
-            return launchWarpSpecialized<D, true, false, BN>(
-                tiles, E * ((K + ws::kM - 1) / ws::kM) * ((N + BN - 1) / BN), call.ctx.stream,
-                "nn.grouped_matmul_weight_grad");
-          };
-          return groupedKernel() == GroupedKernel::WS256
-                     ? launch(std::integral_constant<int, 256>{})
-                     : launch(std::integral_constant<int, 128>{});
+      // The result in D, or widened to f32.
+      auto run = [&](auto outTag) -> llvm::Error {
+        constexpr DType O = decltype(outTag)::value;
+        if constexpr (D == DType::BF16 || D == DType::F16) {
+          if (rowsAligned({&input, &grad, &out}, {K, N})) {
+            const dim3 grid(static_cast<unsigned>((N + wg::kN - 1) / wg::kN),
+                            static_cast<unsigned>((K + wg::kM - 1) / wg::kM),
+                            static_cast<unsigned>(E));
+            LOOM_RETURN_IF_ERROR(cudaError(
+                cudaFuncSetAttribute(wg::groupedWeightGrad<D, O, OffT>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(wg::kSmemBytes)),
+                "cudaFuncSetAttribute"));
+            wg::groupedWeightGrad<D, O, OffT><<<grid, wg::kThreads, wg::kSmemBytes,
+                                                call.ctx.stream>>>(
+                S, K, N, static_cast<const uint16_t *>(input.data),
+                static_cast<const uint16_t *>(grad.data), offs + start, start > 0,
+                static_cast<StorageOf<O> *>(out.data));
+            return cudaError(cudaGetLastError(), "nn.grouped_matmul_weight_grad");
+          }
         }
-        if (rowsAligned({&input, &grad, &out}, {K, N})) {
-          const dim3 grid(static_cast<unsigned>((N + wg::kN - 1) / wg::kN),
-                          static_cast<unsigned>((K + wg::kM - 1) / wg::kM),
-                          static_cast<unsigned>(E));
-          LOOM_RETURN_IF_ERROR(cudaError(
-              cudaFuncSetAttribute(wg::groupedWeightGrad<D, OffT>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   int(wg::kSmemBytes)),
-              "cudaFuncSetAttribute"));
-          wg::groupedWeightGrad<D, OffT><<<grid, wg::kThreads, wg::kSmemBytes,
-                                           call.ctx.stream>>>(
-              S, K, N, static_cast<const uint16_t *>(input.data),
-              static_cast<const uint16_t *>(grad.data), offs + start, start > 0,
-              static_cast<uint16_t *>(out.data));
-          return cudaError(cudaGetLastError(), "nn.grouped_matmul_weight_grad");
-        }
-      }
-      const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile),
-                      static_cast<unsigned>((K + kTile - 1) / kTile), static_cast<unsigned>(E));
-      groupedWeightGradTiled<D, OffT><<<grid, kTileThreads, 0, call.ctx.stream>>>(
-          S, K, N, E, static_cast<const StorageOf<D> *>(input.data),
-          static_cast<const StorageOf<D> *>(grad.data), offs + start, start > 0,
-          static_cast<StorageOf<D> *>(out.data));
-      return cudaError(cudaGetLastError(), "nn.grouped_matmul_weight_grad");
+        const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile),
+                        static_cast<unsigned>((K + kTile - 1) / kTile), static_cast<unsigned>(E));
+        groupedWeightGradTiled<D, O, OffT><<<grid, kTileThreads, 0, call.ctx.stream>>>(
+            S, K, N, E, static_cast<const StorageOf<D> *>(input.data),
+            static_cast<const StorageOf<D> *>(grad.data), offs + start, start > 0,
+            static_cast<StorageOf<O> *>(out.data));
+        return cudaError(cudaGetLastError(), "nn.grouped_matmul_weight_grad");
+      };
+      if constexpr (D == DType::BF16 || D == DType::F16)
+        if (widened)
+          return run(DTypeTag<DType::F32>{});
+      return run(DTypeTag<D>{});
     });
   });
 }

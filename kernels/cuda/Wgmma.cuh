@@ -51,78 +51,33 @@ __device__ __forceinline__ void wgmmaFenceOperand(float &r) {
   asm volatile("" : "+f"(r)::"memory");
 }
 
-/// mbarriers (PTX ISA, "Parallel Synchronization and Communication
-/// Instructions: mbarrier"): a 64-bit word in shared memory that counts
-/// arrivals; a phase completes when `count` of them have arrived, and the
-/// barrier flips its phase parity and starts the next.
-__device__ __forceinline__ void mbarrierInit(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbarrierArrive(uint32_t bar) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar)
-               : "memory");
-}
-/// Arrives once this thread's earlier cp.async copies have landed (the
-/// arrival is counted in the barrier's `count`: .noinc).
-__device__ __forceinline__ void cpAsyncMbarrierArrive(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-/// Waits until the phase of parity `parity` has completed.
-__device__ __forceinline__ void mbarrierWait(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-  } while (!done);
-}
-
 #define LOOM_WG_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define LOOM_WG_F16(i) LOOM_WG_F4(i), LOOM_WG_F4(i + 4), LOOM_WG_F4(i + 8), LOOM_WG_F4(i + 12)
 #define LOOM_WG_F64 LOOM_WG_F16(0), LOOM_WG_F16(16), LOOM_WG_F16(32), LOOM_WG_F16(48)
-#define LOOM_WG_F128                                                                               \
-  LOOM_WG_F16(0), LOOM_WG_F16(16), LOOM_WG_F16(32), LOOM_WG_F16(48), LOOM_WG_F16(64),              \
-      LOOM_WG_F16(80), LOOM_WG_F16(96), LOOM_WG_F16(112)
 
-/// d[64 x N] += A[64 x 16] B[16 x N] for the calling warpgroup (N 128 or
-/// 256), A K-major (TransA = 0) or M-major (1), B K-major (TransB = 0) or
-/// N-major (1). Thread t's accumulators: for each 8 columns j, d[4j + 2h +
-/// c] is row 16 (t / 32) + (t % 32) / 4 + 8h, column 8j + 2 (t % 4) + c
-/// (the mma.sync m16n8 layout repeated along N).
-template <typename T, int N, int TransA, int TransB>
-__device__ __forceinline__ void wgmma64xNx16(float (&d)[N / 2], uint64_t descA, uint64_t descB) {
-  static_assert(N == 128 || N == 256, "wgmma64xNx16: N is 128 or 256");
-  constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
-  if constexpr (N == 128 && bf16) {
+/// d[64 x 128] += A[64 x 16] B[16 x 128] for the calling warpgroup, A
+/// K-major (TransA = 0) or M-major (1), B K-major (TransB = 0) or N-major
+/// (1). Thread t's
+/// accumulators: for each 8 columns j, d[4j + 2h + c] is row 16 (t / 32) +
+/// (t % 32) / 4 + 8h, column 8j + 2 (t % 4) + c (the mma.sync m16n8 layout
+/// repeated along N).
+template <typename T, int TransA, int TransB>
+__device__ __forceinline__ void wgmma64x128x16(float (&d)[64], uint64_t descA, uint64_t descB) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, "
                  "%67, %68;\n}\n"
                  : LOOM_WG_F64
                  : "l"(descA), "l"(descB), "r"(1), "n"(TransA), "n"(TransB));
-  } else if constexpr (N == 128) {
+  } else {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, "
                  "%67, %68;\n}\n"
                  : LOOM_WG_F64
                  : "l"(descA), "l"(descB), "r"(1), "n"(TransA), "n"(TransB));
-  } else if constexpr (bf16) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, "
-                 "%131, %132;\n}\n"
-                 : LOOM_WG_F128
-                 : "l"(descA), "l"(descB), "r"(1), "n"(TransA), "n"(TransB));
-  } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, "
-                 "%131, %132;\n}\n"
-                 : LOOM_WG_F128
-                 : "l"(descA), "l"(descB), "r"(1), "n"(TransA), "n"(TransB));
   }
 }
 
-#undef LOOM_WG_F128
 #undef LOOM_WG_F64
 #undef LOOM_WG_F16
 #undef LOOM_WG_F4

@@ -382,3 +382,83 @@ func.func @grouped_matmul_transposed_weight(%x: tensor<96x32xf32>, %w: tensor<4x
   %3 = nn.grouped_matmul %x, %2, %o {transpose_weight} : (tensor<96x32xf32>, tensor<4x48x32xf32>, tensor<4xi32>) -> tensor<96x48xf32>
   return %1, %3 : tensor<96x48xf32>, tensor<96x48xf32>
 }
+
+// -----
+
+// Integer ranges (IntegerRangeOpInterface): a top-k's indices over 8
+// experts, sorted, are in [0, 7], so comparing them with 8 is settled and
+// the masks it selects with (transformers masks ids past the experts) fold
+// away: the rows pass through unmasked. The comparison itself stays where
+// something else reads it (here a cast), as a value of its shape.
+// CHECK-LABEL: func.func @mask_of_ids_past_the_experts
+// CHECK-SAME: (%[[S:.*]]: tensor<6x8xf32>, %[[R:.*]]: tensor<12x4xf32>)
+// CHECK-NOT: nn.where
+// CHECK: nn.compare ge
+// CHECK-NOT: nn.where
+// CHECK: return %[[R]], %{{.*}} :
+func.func @mask_of_ids_past_the_experts(%s: tensor<6x8xf32>, %rows: tensor<12x4xf32>) -> (tensor<12x4xf32>, tensor<12xi64>) {
+  %e = nn.constant dense<8> : tensor<i64>
+  %zero = nn.constant dense<0.0> : tensor<f32>
+  %v, %i = nn.topk %s k = 2 : (tensor<6x8xf32>) -> (tensor<6x2xf32>, tensor<6x2xi64>)
+  %flat = nn.reshape %i : tensor<6x2xi64> -> tensor<12xi64>
+  %ids, %perm = nn.sort %flat : (tensor<12xi64>) -> (tensor<12xi64>, tensor<12xi64>)
+  %past = nn.compare ge, %ids, %e : (tensor<12xi64>, tensor<i64>) -> tensor<12xi1>
+  %col = nn.reshape %past : tensor<12xi1> -> tensor<12x1xi1>
+  %masked = nn.where %col, %zero, %rows : (tensor<12x1xi1>, tensor<f32>, tensor<12x4xf32>) -> tensor<12x4xf32>
+  %n = nn.cast %past : tensor<12xi1> -> tensor<12xi64>
+  return %masked, %n : tensor<12x4xf32>, tensor<12xi64>
+}
+
+// -----
+
+// The other way round: an always-true condition selects the left operand.
+// A sort's permutation of 12 is in [0, 11]; sums, products, truncating
+// quotients and casts carry their operands' ranges.
+// CHECK-LABEL: func.func @ranges_through_arithmetic
+// CHECK-SAME: (%[[S:.*]]: tensor<12xi64>, %[[A:.*]]: tensor<3x4xf32>, %[[B:.*]]: tensor<3x4xf32>)
+// CHECK-NOT: nn.where
+// CHECK: return %[[A]]
+func.func @ranges_through_arithmetic(%s: tensor<12xi64>, %a: tensor<3x4xf32>, %b: tensor<3x4xf32>) -> tensor<3x4xf32> {
+  %two = nn.constant dense<2> : tensor<i64>
+  %one = nn.constant dense<1> : tensor<i64>
+  %v, %p = nn.sort %s : (tensor<12xi64>) -> (tensor<12xi64>, tensor<12xi64>)
+  %q = nn.div %p, %two : (tensor<12xi64>, tensor<i64>) -> tensor<12xi64>
+  %r = nn.mul %q, %two : (tensor<12xi64>, tensor<i64>) -> tensor<12xi64>
+  %t = nn.add %r, %one : (tensor<12xi64>, tensor<i64>) -> tensor<12xi64>
+  %n = nn.cast %t : tensor<12xi64> -> tensor<12xi32>
+  %c = nn.constant dense<12> : tensor<i32>
+  %lt = nn.compare lt, %n, %c : (tensor<12xi32>, tensor<i32>) -> tensor<12xi1>
+  %all = nn.reshape %lt : tensor<12xi1> -> tensor<3x4xi1>
+  %w = nn.where %all, %a, %b : (tensor<3x4xi1>, tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %w : tensor<3x4xf32>
+}
+
+// -----
+
+// Ranges that overlap leave the selection to run time, as do values with
+// no known range (a function argument), and a settled selection of an
+// operand smaller than the result (a broadcast would fix the result's
+// shape, which may hold the batch).
+// CHECK-LABEL: func.func @ranges_that_do_not_settle
+// CHECK: nn.compare lt
+// CHECK: nn.where
+// CHECK: nn.compare ge
+// CHECK: nn.where
+// CHECK: nn.where
+func.func @ranges_that_do_not_settle(%s: tensor<6x8xf32>, %x: tensor<12xi64>, %rows: tensor<12x4xf32>) -> (tensor<12x4xf32>, tensor<12x4xf32>, tensor<12x4xf32>) {
+  %seven = nn.constant dense<7> : tensor<i64>
+  %eight = nn.constant dense<8> : tensor<i64>
+  %zero = nn.constant dense<0.0> : tensor<f32>
+  %v, %i = nn.topk %s k = 2 : (tensor<6x8xf32>) -> (tensor<6x2xf32>, tensor<6x2xi64>)
+  %flat = nn.reshape %i : tensor<6x2xi64> -> tensor<12xi64>
+  %lt = nn.compare lt, %flat, %seven : (tensor<12xi64>, tensor<i64>) -> tensor<12xi1>
+  %c1 = nn.reshape %lt : tensor<12xi1> -> tensor<12x1xi1>
+  %m1 = nn.where %c1, %zero, %rows : (tensor<12x1xi1>, tensor<f32>, tensor<12x4xf32>) -> tensor<12x4xf32>
+  %ge = nn.compare ge, %x, %seven : (tensor<12xi64>, tensor<i64>) -> tensor<12xi1>
+  %c2 = nn.reshape %ge : tensor<12xi1> -> tensor<12x1xi1>
+  %m2 = nn.where %c2, %zero, %rows : (tensor<12x1xi1>, tensor<f32>, tensor<12x4xf32>) -> tensor<12x4xf32>
+  %in = nn.compare lt, %flat, %eight : (tensor<12xi64>, tensor<i64>) -> tensor<12xi1>
+  %c3 = nn.reshape %in : tensor<12xi1> -> tensor<12x1xi1>
+  %m3 = nn.where %c3, %zero, %rows : (tensor<12x1xi1>, tensor<f32>, tensor<12x4xf32>) -> tensor<12x4xf32>
+  return %m1, %m2, %m3 : tensor<12x4xf32>, tensor<12x4xf32>, tensor<12x4xf32>
+}

@@ -1284,3 +1284,13 @@ func.func @grouped_matmul_transposed_k(%x: tensor<96x32xf32>, %w: tensor<4x32x48
   %y = nn.grouped_matmul %x, %w, %o {transpose_weight} : (tensor<96x32xf32>, tensor<4x32x48xf32>, tensor<4xi32>) -> tensor<96x32xf32>
   return
 }
+
+// -----
+
+// A grouped weight gradient's result is in its operands' type, or f32 from
+// bf16 or f16 (a widened result); nothing else.
+func.func @grouped_wgrad_result_type(%x: tensor<96x32xf32>, %g: tensor<96x48xf32>, %o: tensor<4xi32>) -> tensor<4x32x48xbf16> {
+  // expected-error @+1 {{'nn.grouped_matmul_weight_grad' op input, grad and result must have one element type (or an f32 result from bf16 or f16)}}
+  %w = nn.grouped_matmul_weight_grad %x, %g, %o : (tensor<96x32xf32>, tensor<96x48xf32>, tensor<4xi32>) -> tensor<4x32x48xbf16>
+  return %w : tensor<4x32x48xbf16>
+}

@@ -13,6 +13,20 @@ func.func @wgrad(%x: tensor<64x192xbf16>, %dy: tensor<64x512xbf16>) -> tensor<19
 
 // -----
 
+// The experts' weight gradient, cast to f32 for their f32 master weights:
+// the grouped GEMM writes its f32 accumulators itself.
+// CHECK-LABEL: func.func @grouped_wgrad
+// CHECK: %[[G:.*]] = nn.grouped_matmul_weight_grad %arg0, %arg1, %arg2 : (tensor<96x32xbf16>, tensor<96x48xbf16>, tensor<4xi32>) -> tensor<4x32x48xf32>
+// CHECK-NOT: nn.cast
+// CHECK: return %[[G]]
+func.func @grouped_wgrad(%x: tensor<96x32xbf16>, %dy: tensor<96x48xbf16>, %o: tensor<4xi32>) -> tensor<4x32x48xf32> {
+  %g = nn.grouped_matmul_weight_grad %x, %dy, %o : (tensor<96x32xbf16>, tensor<96x48xbf16>, tensor<4xi32>) -> tensor<4x32x48xbf16>
+  %f = nn.cast %g : tensor<4x32x48xbf16> -> tensor<4x32x48xf32>
+  return %f : tensor<4x32x48xf32>
+}
+
+// -----
+
 // The bf16 product is read elsewhere too: it stays, and so does the cast.
 // CHECK-LABEL: func.func @two_uses
 // CHECK: nn.matmul {{.*}} -> tensor<4x16xbf16>
