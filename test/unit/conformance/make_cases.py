@@ -2386,6 +2386,32 @@ def gen_fp8_scale_epilogue():
 
 
 
+def gen_grouped_wgrad_widened():
+    """nn.grouped_matmul_weight_grad from bf16 or f16 operands to an f32
+    result (--loom-widen-results): the accumulators unrounded. On CUDA the
+    tensor-core kernel (16-byte rows) and the CUDA-core one (odd widths);
+    experts with no rows, a block of the experts."""
+    def bounds_of(offsets):
+        b = [0] + [int(v) for v in offsets]
+        return [(b[e], b[e + 1]) for e in range(len(offsets))]
+
+    def wgrad(name, x, g, offsets, groups, start=0):
+        K, N = x.values.shape[1], g.values.shape[1]
+        w = np.zeros((groups, K, N))
+        for e, (lo, hi) in enumerate(bounds_of(offsets)[start:start + groups]):
+            w[e] = x.values[lo:hi].T.astype(np.float64) @ g.values[lo:hi].astype(np.float64)
+        add("nn.grouped_matmul_weight_grad", name, [x, g, T("i32", offsets)], [T("f32", w)],
+            attrs={"group_start": start} if start else None, rtol=1e-5, atol=2e-4)
+    x = randt("bf16", [300, 72], -1.0, 1.0)
+    g = randt("bf16", [300, 136], -1.0, 1.0)
+    wgrad("widened_bf16_tensor_cores", x, g, [0, 130, 130, 290], 4)
+    wgrad("widened_bf16_block_of_groups", x, g, [10, 130, 200, 290], 2, start=1)
+    wgrad("widened_f16_tensor_cores", randt("f16", [300, 72], -1.0, 1.0),
+          randt("f16", [300, 136], -1.0, 1.0), [0, 130, 130, 290], 4)
+    wgrad("widened_bf16_odd_widths", randt("bf16", [70, 20], -1.0, 1.0),
+          randt("bf16", [70, 67], -1.0, 1.0), [10, 10, 65], 3)
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -2438,6 +2464,7 @@ def main():
     gen_quantize_own_scalar_scales()
     gen_untested_cuda_paths()
     gen_empty_operands()
+    gen_grouped_wgrad_widened()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
