@@ -123,6 +123,28 @@ struct WhereOfSettledCondition : OpRewritePattern<WhereOp> {
   }
 };
 
+/// x + z, z + x or x - z where z's range is {0}: x, where x has the
+/// result's type (a zero that broadcasts x to a larger shape stays).
+template <typename OpT>
+struct AddOfSettledZero : OpRewritePattern<OpT> {
+  using OpRewritePattern<OpT>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpT op, PatternRewriter &rewriter) const override {
+    auto zero = [](Value v) {
+      std::optional<IntegerRange> range = integerRange(v);
+      return range && range->lo == 0 && range->hi == 0;
+    };
+    Value kept;
+    if (zero(op.getRhs()))
+      kept = op.getLhs();
+    else if (std::is_same_v<OpT, AddOp> && zero(op.getLhs()))
+      kept = op.getRhs();
+    if (!kept || kept.getType() != op.getType())
+      return failure();
+    rewriter.replaceOp(op, kept);
+    return success();
+  }
+};
+
 } // namespace
 
 std::optional<IntegerRange> loom::nn::integerRange(Value value, int depth) {
@@ -151,6 +173,24 @@ std::optional<IntegerRange> AddOp::inferIntegerRange(unsigned, Ranges operands) 
                  [](int64_t x, int64_t y, int64_t &v) { return !__builtin_add_overflow(x, y, &v); });
 }
 
+/// c > 0 if `value` is `x / c * c` or `c * (x / c)` for this `x` and a
+/// settled c (the truncated multiple that a remainder subtracts).
+std::optional<int64_t> truncatedMultipleOf(Value x, Value value) {
+  auto mul = value.getDefiningOp<MulOp>();
+  if (!mul)
+    return std::nullopt;
+  for (auto [quotient, factor] : {std::pair(mul.getLhs(), mul.getRhs()),
+                                  std::pair(mul.getRhs(), mul.getLhs())}) {
+    auto div = quotient.getDefiningOp<DivOp>();
+    if (!div || div.getLhs() != x)
+      continue;
+    std::optional<IntegerRange> c = integerRange(factor), d = integerRange(div.getRhs());
+    if (c && d && c->lo == c->hi && d->lo == d->hi && c->lo == d->lo && c->lo > 0)
+      return c->lo;
+  }
+  return std::nullopt;
+}
+
 std::optional<IntegerRange> SubOp::inferIntegerRange(unsigned, Ranges operands) {
   if (!integerOperands(*this, operands))
     return std::nullopt;
@@ -158,6 +198,12 @@ std::optional<IntegerRange> SubOp::inferIntegerRange(unsigned, Ranges operands) 
   int64_t lo, hi;
   if (__builtin_sub_overflow(a.lo, b.hi, &lo) || __builtin_sub_overflow(a.hi, b.lo, &hi))
     return std::nullopt;
+  // x - x / c * c, the remainder of a truncating division, has x's sign and
+  // magnitude below c (how an exported floor division or modulo starts).
+  if (std::optional<int64_t> c = truncatedMultipleOf(getLhs(), getRhs())) {
+    lo = std::max(lo, a.lo >= 0 ? int64_t(0) : 1 - *c);
+    hi = std::min(hi, a.hi <= 0 ? int64_t(0) : *c - 1);
+  }
   return IntegerRange{lo, hi};
 }
 
@@ -221,6 +267,24 @@ std::optional<IntegerRange> SortOp::inferIntegerRange(unsigned index, Ranges ope
   return positionsAlong(getInput().getType().getShape().back());
 }
 
+std::optional<IntegerRange> WhereOp::inferIntegerRange(unsigned, Ranges operands) {
+  // The branch a settled condition selects, else either.
+  if (std::optional<IntegerRange> condition = operands[0];
+      condition && condition->lo == condition->hi)
+    return operands[condition->lo != 0 ? 1 : 2];
+  if (!operands[1] || !operands[2])
+    return std::nullopt;
+  return operands[1]->join(*operands[2]);
+}
+
 void WhereOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *context) {
   patterns.add<WhereOfSettledCondition>(context);
+}
+
+void AddOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *context) {
+  patterns.add<AddOfSettledZero<AddOp>>(context);
+}
+
+void SubOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *context) {
+  patterns.add<AddOfSettledZero<SubOp>>(context);
 }

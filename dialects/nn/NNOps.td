@@ -208,9 +208,11 @@ class NN_BinaryOp<string mnemonic, list<Trait> traits = []>
 }
 
 def NN_AddOp : NN_BinaryOp<"add", [Commutative, DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>]> { let summary = "a + b"; 
+  let hasCanonicalizer = 1;
   let kernelScalarFormulas = [NN_ScalarFormula<"$0 + $1">];
 }
 def NN_SubOp : NN_BinaryOp<"sub", [DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>]> { let summary = "a - b"; 
+  let hasCanonicalizer = 1;
   let kernelScalarFormulas = [NN_ScalarFormula<"$0 - $1">];
 }
 def NN_MulOp : NN_BinaryOp<"mul", [Commutative, DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>]> { let summary = "a * b"; 
@@ -259,7 +261,8 @@ def NN_CompareOp : NN_KernelOp<"compare", [Pure, SameOperandsElementType,
 
 def NN_WhereOp : NN_KernelOp<"where", [Pure, InferTypeOpAdaptor,
                                  DeclareOpInterfaceMethods<NN_GradientOpInterface>,
-                                 NN_FusibleOpInterface, NN_IntegerRangeOpInterface]> {
+                                 NN_FusibleOpInterface,
+                                 DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>]> {
   let kernelDoc = [{
     cond (i1), a, b; broadcasting
   }];
@@ -1172,6 +1175,8 @@ def NN_GatherGradOp : NN_KernelOp<"gather_grad", [Pure, InferTypeOpAdaptor]> {
   let arguments = (ins NN_IndexTensor:$indices, NN_FloatTensor:$grad,
                    I64Attr:$axis, I64Attr:$axis_size);
   let results = (outs NN_FloatTensor:$result);
+  // Along a permutation it is a gather (NNPermutations.cpp).
+  let hasCanonicalizer = 1;
   let assemblyFormat = [{
     $indices `,` $grad `axis` `=` $axis `axis_size` `=` $axis_size attr-dict
     `:` functional-type(operands, results)

@@ -284,6 +284,44 @@ reduceLeadingKernel(int64_t outCount, int64_t reduceCount, const StorageOf<D> *i
   }
 }
 
+/// Reduction over a middle dim of [outer, reduceCount, inner] (strided, the
+/// inner dim contiguous: the sum of a token's k routed rows): each thread
+/// owns V neighbouring outputs of one outer row, loaded as one 16-byte
+/// vector per reduced position, folded in order as reduceColumnsKernel with
+/// one row does (so its results are that kernel's, bit for bit).
+template <ReduceOp Op, DType D, int V>
+__global__ void __launch_bounds__(kBlockSize)
+reduceMiddleKernel(int64_t vectors, int64_t innerVectors, int64_t outerStride,
+                   int64_t reduceStride, int64_t reduceCount, const StorageOf<D> *in,
+                   StorageOf<D> *out) {
+  using Traits = ReduceTraits<Op, D>;
+  using R = typename Traits::R;
+  using Acc = typename Traits::Acc;
+  using S = StorageOf<D>;
+  using Vec = dev::Vec<S, V>;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < vectors;
+       t += stride) {
+    const int64_t outer = t / innerVectors, column = t - outer * innerVectors;
+    const S *first = in + outer * outerStride + column * V;
+    Acc acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      acc[k] = R::identity();
+    for (int64_t r = 0; r < reduceCount; ++r) {
+      const Vec loaded = *reinterpret_cast<const Vec *>(first + r * reduceStride);
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        R::fold(acc[k], Traits::loadValue(loaded.v[k]), r);
+    }
+    Vec result;
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      result.v[k] = Traits::finish(acc[k], reduceCount);
+    *reinterpret_cast<Vec *>(out + t * V) = result;
+  }
+}
+
 template <ReduceOp Op, DType D>
 llvm::Error launchReduceAs(const KernelCall &call, const ReducePlan &plan) {
   const Tensor &in = call.inputs[0], &out = call.outputs[0];
@@ -331,6 +369,19 @@ llvm::Error launchReduceAs(const KernelCall &call, const ReducePlan &plan) {
   int rows = 1;
   while (rows < 32 && outCount * rows < 256 * 1024 && reduceCount >= 64 * rows)
     rows *= 2;
+  // A middle dim reduced, the innermost kept and contiguous: 16-byte vectors
+  // along it, each reduction in order (what one row below computes).
+  if (V > 1 && rows == 1 && kept.rank == 2 && kept.strides[0][1] == 1 && reduced.rank == 1) {
+    const int64_t inner = plan.keptShape[1], outerStride = plan.keptStrides[0],
+                  reduceStride = plan.reducedStrides[0];
+    if (inner % V == 0 && outerStride % V == 0 && reduceStride % V == 0 &&
+        isAligned(src, 16) && isAligned(dst, 16)) {
+      const int64_t vectors = outCount / V;
+      reduceMiddleKernel<Op, D, V><<<gridFor(vectors, call.ctx), kBlockSize, 0, stream>>>(
+          vectors, inner / V, outerStride, reduceStride, reduceCount, src, dst);
+      return llvm::Error::success();
+    }
+  }
   const unsigned blocks = gridFor(outCount * rows, call.ctx);
   switch (rows) {
   case 1:

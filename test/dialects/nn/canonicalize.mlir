@@ -462,3 +462,125 @@ func.func @ranges_that_do_not_settle(%s: tensor<6x8xf32>, %x: tensor<12xi64>, %r
   %m3 = nn.where %c3, %zero, %rows : (tensor<12x1xi1>, tensor<f32>, tensor<12x4xf32>) -> tensor<12x4xf32>
   return %m1, %m2, %m3 : tensor<12x4xf32>, tensor<12x4xf32>, tensor<12x4xf32>
 }
+
+// -----
+
+// An exported floor division of a sort's positions by k (torch's
+// floor_divide: a truncating quotient less one where the remainder is
+// negative, then negative indices wrapped): the remainder of a
+// non-negative value by 2 is in [0, 1], never negative, so the correction
+// and the wrap fold away, and what is left is the quotient.
+// CHECK-LABEL: func.func @floor_division_of_positions
+// CHECK-SAME: (%[[S:.*]]: tensor<12xi64>)
+// CHECK: %{{.*}}, %[[P:.*]] = nn.sort %[[S]]
+// CHECK: %[[Q:.*]] = nn.div %[[P]]
+// CHECK-NOT: nn.where
+// CHECK-NOT: nn.sub
+// CHECK: return %[[Q]]
+func.func @floor_division_of_positions(%s: tensor<12xi64>) -> tensor<12xi64> {
+  %two = nn.constant dense<2> : tensor<i64>
+  %zero = nn.constant dense<0> : tensor<i64>
+  %one = nn.constant dense<1> : tensor<i64>
+  %six = nn.constant dense<6> : tensor<i64>
+  %false = nn.constant dense<false> : tensor<i1>
+  %v, %p = nn.sort %s : (tensor<12xi64>) -> (tensor<12xi64>, tensor<12xi64>)
+  %q = nn.div %p, %two : (tensor<12xi64>, tensor<i64>) -> tensor<12xi64>
+  %m = nn.mul %q, %two : (tensor<12xi64>, tensor<i64>) -> tensor<12xi64>
+  %r = nn.sub %p, %m : (tensor<12xi64>, tensor<12xi64>) -> tensor<12xi64>
+  %nz = nn.compare ne, %r, %zero : (tensor<12xi64>, tensor<i64>) -> tensor<12xi1>
+  %neg = nn.compare lt, %r, %zero : (tensor<12xi64>, tensor<i64>) -> tensor<12xi1>
+  %neg2 = nn.compare ne, %neg, %false : (tensor<12xi1>, tensor<i1>) -> tensor<12xi1>
+  %fix = nn.where %nz, %neg2, %false : (tensor<12xi1>, tensor<12xi1>, tensor<i1>) -> tensor<12xi1>
+  %d = nn.where %fix, %one, %zero : (tensor<12xi1>, tensor<i64>, tensor<i64>) -> tensor<12xi64>
+  %f = nn.sub %q, %d : (tensor<12xi64>, tensor<12xi64>) -> tensor<12xi64>
+  %w = nn.compare lt, %f, %zero : (tensor<12xi64>, tensor<i64>) -> tensor<12xi1>
+  %wrapped = nn.add %f, %six : (tensor<12xi64>, tensor<i64>) -> tensor<12xi64>
+  %idx = nn.where %w, %wrapped, %f : (tensor<12xi1>, tensor<12xi64>, tensor<12xi64>) -> tensor<12xi64>
+  return %idx : tensor<12xi64>
+}
+
+// -----
+
+// A remainder of a value that may be negative is in (-k, k): the
+// correction stays.
+// CHECK-LABEL: func.func @remainder_of_signed_values
+// CHECK: nn.where
+func.func @remainder_of_signed_values(%x: tensor<12xi64>) -> tensor<12xi64> {
+  %two = nn.constant dense<2> : tensor<i64>
+  %zero = nn.constant dense<0> : tensor<i64>
+  %one = nn.constant dense<1> : tensor<i64>
+  %lo = nn.constant dense<-5> : tensor<i64>
+  %c = nn.maximum %x, %lo : (tensor<12xi64>, tensor<i64>) -> tensor<12xi64>
+  %q = nn.div %c, %two : (tensor<12xi64>, tensor<i64>) -> tensor<12xi64>
+  %m = nn.mul %two, %q : (tensor<i64>, tensor<12xi64>) -> tensor<12xi64>
+  %r = nn.sub %c, %m : (tensor<12xi64>, tensor<12xi64>) -> tensor<12xi64>
+  %neg = nn.compare lt, %r, %zero : (tensor<12xi64>, tensor<i64>) -> tensor<12xi1>
+  %d = nn.where %neg, %one, %zero : (tensor<12xi1>, tensor<i64>, tensor<i64>) -> tensor<12xi64>
+  return %d : tensor<12xi64>
+}
+
+// -----
+
+// The gradient of a gather along a permutation is a gather along its
+// inverse: along the positions that sort p, p itself (the routed rows'
+// gradient, unsorted); along p, an nn.sort of p (the one there, before
+// the gradient, or a new one after p); along p / k, the gather summed over
+// each target's k slices (the tokens' gradient from their k routed rows).
+// CHECK-LABEL: func.func @gather_grad_along_permutations
+// CHECK-SAME: (%[[S:.*]]: tensor<12xi64>, %[[G:.*]]: tensor<12x4xf32>, %[[W:.*]]: tensor<12xf32>)
+// CHECK: %{{.*}}, %[[P:.*]] = nn.sort %[[S]]
+// CHECK: %{{.*}}, %[[INV:.*]] = nn.sort %[[P]]
+// CHECK-NOT: nn.gather_grad
+// CHECK: %[[A:.*]] = nn.gather %[[G]], %[[P]] axis = 0 {loom.microbatch = 1 : i64} : (tensor<12x4xf32>, tensor<12xi64>) -> tensor<12x4xf32>
+// CHECK: %[[B:.*]] = nn.gather %[[W]], %[[INV]] axis = 0
+// CHECK: %[[C:.*]] = nn.gather %[[G]], %[[INV]] axis = 0
+// CHECK: %[[R:.*]] = nn.reshape %[[C]] : tensor<12x4xf32> -> tensor<6x2x4xf32>
+// CHECK: %[[D:.*]] = nn.reduce_sum %[[R]] dims = [1] : tensor<6x2x4xf32> -> tensor<6x4xf32>
+// CHECK: return %[[A]], %[[B]], %[[D]]
+func.func @gather_grad_along_permutations(%s: tensor<12xi64>, %g: tensor<12x4xf32>, %w: tensor<12xf32>) -> (tensor<12x4xf32>, tensor<12xf32>, tensor<6x4xf32>) {
+  %two = nn.constant dense<2> : tensor<i64>
+  %v, %p = nn.sort %s : (tensor<12xi64>) -> (tensor<12xi64>, tensor<12xi64>)
+  %v2, %unsort = nn.sort %p : (tensor<12xi64>) -> (tensor<12xi64>, tensor<12xi64>)
+  %a = nn.gather_grad %unsort, %g axis = 0 axis_size = 12 {loom.microbatch = 1 : i64} : (tensor<12xi64>, tensor<12x4xf32>) -> tensor<12x4xf32>
+  %b = nn.gather_grad %p, %w axis = 0 axis_size = 12 : (tensor<12xi64>, tensor<12xf32>) -> tensor<12xf32>
+  %t = nn.div %p, %two : (tensor<12xi64>, tensor<i64>) -> tensor<12xi64>
+  %c = nn.gather_grad %t, %g axis = 0 axis_size = 6 : (tensor<12xi64>, tensor<12x4xf32>) -> tensor<6x4xf32>
+  return %a, %b, %c : tensor<12x4xf32>, tensor<12xf32>, tensor<6x4xf32>
+}
+
+// -----
+
+// With no sort of p before the gradient, a new one after p's: p's
+// inverse.
+// CHECK-LABEL: func.func @gather_grad_inverse_sorted_anew
+// CHECK: %{{.*}}, %[[P:.*]] = nn.sort %{{.*}} {loom.microbatch = 0 : i64}
+// CHECK-NEXT: %{{.*}}, %[[INV:.*]] = nn.sort %[[P]] {loom.microbatch = 0 : i64}
+// CHECK: nn.gather %{{.*}}, %[[INV]] axis = 0
+func.func @gather_grad_inverse_sorted_anew(%s: tensor<12xi64>, %w: tensor<12xf32>) -> (tensor<12xf32>, tensor<12xf32>) {
+  %v, %p = nn.sort %s {loom.microbatch = 0 : i64} : (tensor<12xi64>) -> (tensor<12xi64>, tensor<12xi64>)
+  %e = nn.exp %w : tensor<12xf32>
+  %b = nn.gather_grad %p, %e axis = 0 axis_size = 12 : (tensor<12xi64>, tensor<12xf32>) -> tensor<12xf32>
+  return %b, %e : tensor<12xf32>, tensor<12xf32>
+}
+
+// -----
+
+// Indices that are not a permutation stay a scatter-add: a top-k's
+// (nothing says each target is named once), a row-wise sort of a matrix (a permutation of each row, not
+// of the whole), and p / k whose targets do not cover p (axis_size * k !=
+// n).
+// CHECK-LABEL: func.func @gather_grad_not_along_permutations
+// CHECK-COUNT-3: nn.gather_grad
+func.func @gather_grad_not_along_permutations(%s: tensor<6x8xf32>, %m: tensor<3x4xi64>, %g: tensor<12x4xf32>) -> (tensor<8x4xf32>, tensor<12x4xf32>, tensor<7x4xf32>) {
+  %two = nn.constant dense<2> : tensor<i64>
+  %v, %i = nn.topk %s k = 2 : (tensor<6x8xf32>) -> (tensor<6x2xf32>, tensor<6x2xi64>)
+  %flat = nn.reshape %i : tensor<6x2xi64> -> tensor<12xi64>
+  %a = nn.gather_grad %flat, %g axis = 0 axis_size = 8 : (tensor<12xi64>, tensor<12x4xf32>) -> tensor<8x4xf32>
+  %mv, %mp = nn.sort %m : (tensor<3x4xi64>) -> (tensor<3x4xi64>, tensor<3x4xi64>)
+  %rows = nn.reshape %mp : tensor<3x4xi64> -> tensor<12xi64>
+  %b = nn.gather_grad %rows, %g axis = 0 axis_size = 12 : (tensor<12xi64>, tensor<12x4xf32>) -> tensor<12x4xf32>
+  %fv, %p = nn.sort %flat : (tensor<12xi64>) -> (tensor<12xi64>, tensor<12xi64>)
+  %t = nn.div %p, %two : (tensor<12xi64>, tensor<i64>) -> tensor<12xi64>
+  %c = nn.gather_grad %t, %g axis = 0 axis_size = 7 : (tensor<12xi64>, tensor<12x4xf32>) -> tensor<7x4xf32>
+  return %a, %b, %c : tensor<8x4xf32>, tensor<12x4xf32>, tensor<7x4xf32>
+}

@@ -2412,6 +2412,23 @@ def gen_grouped_wgrad_widened():
           randt("bf16", [70, 67], -1.0, 1.0), [10, 10, 65], 3)
 
 
+def gen_reduce_middle():
+    """A middle dim reduced, the innermost kept (the sum of a token's k routed
+    rows): the CUDA backend's 16-byte vector path where the inner size is a
+    multiple of the vector (8 bf16, 4 f32), the scalar one where not."""
+    fns = {"nn.reduce_sum": np.sum, "nn.reduce_mean": np.mean, "nn.reduce_max": np.max}
+    for kernel, name, dtype, shape in (
+            ("nn.reduce_sum", "bf16_middle_vectors", "bf16", [8, 3, 2048]),
+            ("nn.reduce_sum", "f32_middle_vectors", "f32", [2, 3, 4096]),
+            ("nn.reduce_max", "bf16_middle_vectors", "bf16", [5, 2, 64]),
+            ("nn.reduce_mean", "f32_middle_vectors", "f32", [4, 2, 12]),
+            ("nn.reduce_sum", "bf16_middle_odd_inner", "bf16", [3, 2, 12])):
+        x = randt(dtype, shape)
+        with np.errstate(all="ignore"):
+            y = fns[kernel](x.values, axis=(1,), keepdims=False)
+        add(kernel, name, [x], [T(dtype, y)], attrs={"dims": [1], "keepdim": 0})
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -2465,6 +2482,7 @@ def main():
     gen_untested_cuda_paths()
     gen_empty_operands()
     gen_grouped_wgrad_widened()
+    gen_reduce_middle()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
