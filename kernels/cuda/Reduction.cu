@@ -372,8 +372,9 @@ llvm::Error launchReduceAs(const KernelCall &call, const ReducePlan &plan) {
   // A middle dim reduced, the innermost kept and contiguous: 16-byte vectors
   // along it, each reduction in order (what one row below computes).
   if (V > 1 && rows == 1 && kept.rank == 2 && kept.strides[0][1] == 1 && reduced.rank == 1) {
-    const int64_t inner = plan.keptShape[1], outerStride = plan.keptStrides[0],
-                  reduceStride = plan.reducedStrides[0];
+    // The maps' dims (size-1 dims dropped, contiguous ones merged), not the plan's.
+    const int64_t inner = kept.shape[1], outerStride = kept.strides[0][0],
+                  reduceStride = reduced.strides[0][0];
     if (inner % V == 0 && outerStride % V == 0 && reduceStride % V == 0 &&
         isAligned(src, 16) && isAligned(dst, 16)) {
       const int64_t vectors = outCount / V;

@@ -2422,11 +2422,17 @@ def gen_reduce_middle():
             ("nn.reduce_sum", "f32_middle_vectors", "f32", [2, 3, 4096]),
             ("nn.reduce_max", "bf16_middle_vectors", "bf16", [5, 2, 64]),
             ("nn.reduce_mean", "f32_middle_vectors", "f32", [4, 2, 12]),
-            ("nn.reduce_sum", "bf16_middle_odd_inner", "bf16", [3, 2, 12])):
-        x = randt(dtype, shape)
+            ("nn.reduce_sum", "bf16_middle_odd_inner", "bf16", [3, 2, 12]),
+            # Kept dims that merge (the leading two), and a size-1 dim dropped:
+            # the vector path sees [6, 16] and [4, 8], not the ops' shapes.
+            ("nn.reduce_sum", "bf16_middle_merged_outer", "bf16", [2, 3, 2, 16]),
+            ("nn.reduce_sum", "f32_middle_size1_outer", "f32", [1, 4, 3, 8]),
+            ("nn.reduce_sum", "i64_middle_vectors", "i64", [2, 8, 8])):
+        x = randt(dtype, shape) if dtype != "i64" else T("i64", ints(shape, -1000, 1000))
+        dim = len(shape) - 2
         with np.errstate(all="ignore"):
-            y = fns[kernel](x.values, axis=(1,), keepdims=False)
-        add(kernel, name, [x], [T(dtype, y)], attrs={"dims": [1], "keepdim": 0})
+            y = fns[kernel](x.values, axis=(dim,), keepdims=False)
+        add(kernel, name, [x], [T(dtype, y)], attrs={"dims": [dim], "keepdim": 0})
 
 
 def main():
