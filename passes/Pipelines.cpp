@@ -230,6 +230,8 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     // After CSE: the grouped GEMMs of one layer then share their offsets.
     if (options.ep > 1 || options.dp > 1 || options.tp > 1)
       pm.addPass(createElideGroupReductions());
+    if (options.epAllToAll && (options.ep > 1 || options.dp > 1))
+      pm.addPass(createGatherGroupRows());
     // The gradients' reductions over the data ranks (dp, and ep for the
     // weights it replicates).
     if (options.dataRanks() > 1 && options.dpBucketMb > 0)

@@ -64,6 +64,9 @@ struct PipelineOptions {
   /// Expert parallelism: the experts split over `ep` ranks, which also
   /// split the batch (dp x ep data ranks).
   int64_t ep = 1;
+  /// The dispatch of routed rows as dist.gather_rows (each row only to the
+  /// ranks whose experts read it) instead of an all-gather of the tokens.
+  bool epAllToAll = false;
   bool sp = false;
   bool zero1 = false;
   double dpBucketMb = 25.0; // 0: one reduction per gradient

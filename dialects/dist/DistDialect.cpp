@@ -616,6 +616,29 @@ LogicalResult AllToAllOp::verify() {
   return success();
 }
 
+LogicalResult GatherRowsOp::verify() {
+  FailureOr<int64_t> n = verifyAxes(*this, getAxes());
+  if (failed(n))
+    return failure();
+  auto x = cast<RankedTensorType>(getX().getType()), rows = cast<RankedTensorType>(getRows().getType()),
+       ranges = cast<RankedTensorType>(getRanges().getType()),
+       out = cast<RankedTensorType>(getResult().getType());
+  for (RankedTensorType index : {rows, ranges})
+    if (!index.getElementType().isSignlessInteger(32) && !index.getElementType().isSignlessInteger(64))
+      return emitOpError("rows and ranges must be i32 or i64, got ") << index;
+  if (x.getRank() < 1 || rows.getRank() != 1)
+    return emitOpError("takes rows of x ([n, ...]) by a 1-D index, got ") << x << " and " << rows;
+  if (ranges.getRank() != 2 || ranges.getDimSize(1) != 2 || (*n && ranges.getDimSize(0) != *n))
+    return emitOpError("ranges must be [group size x 2] (each member's first and end row), got ")
+           << ranges;
+  SmallVector<int64_t> expect(x.getShape());
+  expect[0] = rows.getDimSize(0);
+  if (out.getElementType() != x.getElementType() || ArrayRef<int64_t>(expect) != out.getShape())
+    return emitOpError("result must be ") << RankedTensorType::get(expect, x.getElementType())
+                                          << ", got " << out;
+  return success();
+}
+
 LogicalResult BroadcastOp::verify() {
   FailureOr<int64_t> n = verifyAxes(*this, getAxes());
   if (failed(n))

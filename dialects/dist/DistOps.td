@@ -227,6 +227,30 @@ def Dist_RecvOp : Dist_CollectiveOp<"recv", [MemoryEffects<[MemWrite]>]> {
 }
 
 
+def Dist_GatherRowsOp : Dist_CollectiveOp<"gather_rows", [Pure]> {
+  let summary = "each rank gathers the rows its range names from the ranks holding them (an all-to-all whose counts the indices give)";
+  let description = [{
+    `x` is this rank's block of rows of a tensor split along dim 0 over the
+    group (the blocks in group order make the whole, as `dist.all_gather`
+    would concatenate them); `rows` (`[R]`) names rows of that whole and
+    `ranges` (`[G, 2]`) gives each member's `[first, end)` of the result's
+    rows. Both are the same on every member. Member p's result row i, for i
+    in its range, is row `rows[i]` of the whole; its other rows are zero.
+    Each row moves only from the rank holding it to the ranks whose ranges
+    name it, so an expert-parallel dispatch moves each token to its
+    experts' ranks, not to all of them: `dist.all_gather` then `nn.gather`
+    of the rows, read only in this rank's range, computes the same.
+
+    ```mlir
+    %r = dist.gather_rows %x, %rows, %ranges {axes = ["ep"]} : (tensor<24x32xf32>, tensor<96xi64>, tensor<2x2xi64>) -> tensor<96x32xf32>
+    ```
+  }];
+  let arguments = (ins Dist_Tensor:$x, Dist_Tensor:$rows, Dist_Tensor:$ranges,
+                   StrArrayAttr:$axes);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$x `,` $rows `,` $ranges attr-dict `:` functional-type(operands, results)";
+}
+
 def Dist_ExchangeOp : Dist_CollectiveOp<"exchange", [MemoryEffects<[MemWrite]>]> {
   let summary = "one group of point-to-point transfers, posted together";
   let description = [{

@@ -150,6 +150,7 @@ LOOM_SAME_COLLECTIVE(Broadcast)
 LOOM_SAME_COLLECTIVE(Send)
 LOOM_SAME_COLLECTIVE(Recv)
 LOOM_SAME_COLLECTIVE(Exchange)
+LOOM_SAME_COLLECTIVE(GatherRows)
 #undef LOOM_SAME_COLLECTIVE
 static_assert(getMaxEnumValForCollectiveKind() + 1 == loom::kNumCollectiveKinds);
 static_assert(int(ReduceKind::Sum) == int(loom::ReduceOp::Sum) &&
@@ -385,6 +386,21 @@ LogicalResult CollectiveOp::verify() {
     for (Value v : getOutputs())
       recvTypes.push_back(elementDType(cast<MemRefType>(v.getType()).getElementType()));
     std::string problem = loom::checkExchange(desc, groupSize, sendTypes, recvTypes);
+    if (!problem.empty())
+      return emitOpError(problem);
+    return success();
+  }
+  if (*kind == loom::CollectiveKind::GatherRows) {
+    if (getInputs().size() != 3 || getOutputs().size() != 1)
+      return emitOpError("'gather_rows' takes three inputs (x, rows, ranges) and one output");
+    auto type = [](Value v) {
+      auto t = cast<MemRefType>(v.getType());
+      return loom::OperandType{elementDType(t.getElementType()),
+                               std::vector<int64_t>(t.getShape().begin(), t.getShape().end())};
+    };
+    std::string problem =
+        loom::checkGatherRows(desc, groupSize, type(getInputs()[0]), type(getInputs()[1]),
+                              type(getInputs()[2]), type(getOutputs()[0]));
     if (!problem.empty())
       return emitOpError(problem);
     return success();

@@ -279,6 +279,9 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     } else if (auto c = dyn_cast<dist::RecvOp>(op)) {
       kind = rt::CollectiveKind::Recv;
       peer = c.getPeer();
+    } else if (auto c = dyn_cast<dist::GatherRowsOp>(op)) {
+      kind = rt::CollectiveKind::GatherRows;
+      axes = c.getAxes();
     } else if (auto c = dyn_cast<dist::ExchangeOp>(op)) {
       kind = rt::CollectiveKind::Exchange;
       axes = c.getAxes();

@@ -123,6 +123,30 @@ def ShardingPropagation : Pass<"loom-sharding-propagation", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::dist::DistDialect"];
 }
 
+def GatherGroupRows : Pass<"loom-gather-group-rows", "mlir::ModuleOp"> {
+  let summary = "dispatch each row only to the ranks whose experts read it (dist.gather_rows)";
+  let description = [{
+    Expert parallelism's dispatch, as partitioned: the tokens are
+    all-gathered over the ranks splitting them (`dist.all_gather`), then
+    the routed rows gathered from them (`nn.gather` by the sorted choices'
+    tokens), and each rank's grouped GEMMs read only the rows of its own
+    block of experts. Every token goes to every rank.
+
+    Where every reader of such a gather reads only its block's rows
+    (`GroupedRowsOpInterface`: the same offsets, first group and count,
+    the block moving along the all-gather's axes), the pair becomes one
+    `dist.gather_rows`: each rank receives only the rows of its block, from
+    the ranks holding their tokens (an all-to-all whose counts the routing
+    gives). The ranges it needs, each rank's `[first, end)` of the sorted
+    rows, are read from the offsets: `[offsets[g - 1], offsets[g + count -
+    1])` for a block starting at group g. Rows outside a rank's range are
+    zero, which its readers never read. Decided by interfaces, not names.
+    Off unless asked (`loom-compile --ep-dispatch=all-to-all`): NCCL does
+    not run it yet.
+  }];
+  let dependentDialects = ["loom::dist::DistDialect", "loom::nn::NNDialect"];
+}
+
 def ElideGroupReductions : Pass<"loom-elide-group-reductions", "mlir::ModuleOp"> {
   let summary = "drop the reductions of expert-parallel results that only their own experts read";
   let description = [{

@@ -1,11 +1,13 @@
 #include "runtime/abi/Collective.h"
 
+#include <algorithm>
+
 namespace loom {
 
 namespace {
 constexpr const char *kCollectiveNames[kNumCollectiveKinds] = {
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-    "broadcast",  "send",       "recv",       "exchange"};
+    "broadcast",  "send",       "recv",       "exchange", "gather_rows"};
 constexpr const char *kReduceNames[kNumReduceOps] = {"sum", "max", "avg"};
 } // namespace
 
@@ -71,6 +73,8 @@ std::string checkCollectiveTypes(const CollectiveDesc &desc, int64_t groupSize,
     return name + ": invalid reduction " + std::to_string(int(desc.reduce));
   if (desc.kind == CollectiveKind::Exchange)
     return name + " moves lists of buffers, not one input and one output";
+  if (desc.kind == CollectiveKind::GatherRows)
+    return name + " takes three inputs (the rows, their indices and the ranges), not one";
   if (!desc.sendPeers.empty() || !desc.recvPeers.empty())
     return name + " takes no send or receive peers (only an exchange does)";
   bool wantsIn = desc.kind != CollectiveKind::Recv;
@@ -160,7 +164,65 @@ std::string checkCollectiveTypes(const CollectiveDesc &desc, int64_t groupSize,
   case CollectiveKind::Send:
   case CollectiveKind::Recv:
   case CollectiveKind::Exchange:
+  case CollectiveKind::GatherRows:
     return "";
+  }
+  return "";
+}
+
+std::string checkGatherRows(const CollectiveDesc &desc, int64_t groupSize,
+                            const OperandType &x, const OperandType &rows,
+                            const OperandType &ranges, const OperandType &out) {
+  const std::string name = "gather_rows";
+  if (desc.kind != CollectiveKind::GatherRows)
+    return collectiveKindName(desc.kind) + " is not a gather_rows";
+  if (!isCollectiveDType(x.dtype))
+    return name + ": element type " + std::string(dtypeName(x.dtype)) +
+           " is not one collectives move (f32, bf16, f16, i64, i32, f8E4M3FN, f8E5M2)";
+  if (out.dtype != x.dtype)
+    return name + ": input is " + std::string(dtypeName(x.dtype)) + " but output is " +
+           std::string(dtypeName(out.dtype));
+  for (const OperandType *index : {&rows, &ranges})
+    if (index->dtype != DType::I32 && index->dtype != DType::I64)
+      return name + ": " + (index == &rows ? "rows" : "ranges") + " must be i32 or i64, got " +
+             std::string(dtypeName(index->dtype));
+  if (x.shape.empty())
+    return name + ": x must have a row dim, got a scalar";
+  if (rows.shape.size() != 1)
+    return name + ": rows must be 1-D, got " + shapeText(rows.shape);
+  if (ranges.shape.size() != 2 || ranges.shape[1] != 2 ||
+      (groupSize > 0 && ranges.shape[0] != groupSize))
+    return name + ": ranges must be [" +
+           (groupSize > 0 ? std::to_string(groupSize) : std::string("group")) +
+           "x2] (each member's first and end row), got " + shapeText(ranges.shape);
+  std::vector<int64_t> expected = x.shape;
+  expected[0] = rows.shape[0];
+  if (out.shape != expected)
+    return name + ": output " + shapeText(out.shape) + " should be " + shapeText(expected) +
+           " (a row of x for each of the " + std::to_string(rows.shape[0]) + " rows)";
+  return "";
+}
+
+std::string planGatherRows(int64_t member, int64_t groupSize, int64_t localRows,
+                           const std::vector<int64_t> &rows,
+                           const std::vector<int64_t> &ranges, RowExchangePlan &plan) {
+  const int64_t count = static_cast<int64_t>(rows.size());
+  plan.sends.assign(groupSize, {});
+  plan.receives.assign(groupSize, {});
+  for (int64_t q = 0; q < groupSize; ++q) {
+    const int64_t begin = std::max<int64_t>(ranges[2 * q], 0),
+                  end = std::min<int64_t>(ranges[2 * q + 1], count);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t row = rows[i];
+      if (row < 0 || row >= localRows * groupSize)
+        return "gather_rows: row " + std::to_string(i) + " names row " + std::to_string(row) +
+               " of " + std::to_string(localRows * groupSize);
+      const int64_t holder = row / localRows;
+      if (holder == member)
+        plan.sends[q].push_back(row - holder * localRows);
+      if (q == member)
+        plan.receives[holder].push_back(i);
+    }
   }
   return "";
 }

@@ -28,6 +28,13 @@ namespace loom {
 ///                   `recvPeers[j]`, all in flight at once; transfers between
 ///                   two ranks match in order (any number of inputs and
 ///                   outputs, at least one of either)
+///   gather_rows     inputs x [n, ...], rows [R] and ranges [G, 2] (i32 or
+///                   i64, the same on every member); member p's output
+///                   [R, ...] holds, at each row i in [ranges[p][0],
+///                   ranges[p][1]), row rows[i] of the members' x
+///                   concatenated along dim 0, and zeros elsewhere: each
+///                   member receives only the rows its range names, from
+///                   their holders (a data-dependent all-to-all)
 enum class CollectiveKind : uint8_t {
   AllReduce = 0,
   AllGather = 1,
@@ -37,8 +44,9 @@ enum class CollectiveKind : uint8_t {
   Send = 5,
   Recv = 6,
   Exchange = 7,
+  GatherRows = 8,
 };
-constexpr int kNumCollectiveKinds = 8;
+constexpr int kNumCollectiveKinds = 9;
 
 /// Sums and averages reduce in group order, accumulating f32, f16 and bf16 in
 /// f32 and integers in i64, so results do not depend on timing.
@@ -96,6 +104,32 @@ std::string checkCollectiveTypes(const CollectiveDesc &desc, int64_t groupSize,
 std::string checkExchange(const CollectiveDesc &desc, int64_t groupSize,
                           const std::vector<DType> &sendTypes,
                           const std::vector<DType> &recvTypes);
+
+/// One operand's element type and shape.
+struct OperandType {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+};
+
+/// Checks a gather_rows: x [n, ...], rows [R] and ranges [G, 2] of i32 or
+/// i64, output [R, ...] of x's type, for a group of `groupSize` (0:
+/// unknown). Returns "" or a one-line problem.
+std::string checkGatherRows(const CollectiveDesc &desc, int64_t groupSize,
+                            const OperandType &x, const OperandType &rows,
+                            const OperandType &ranges, const OperandType &out);
+
+/// What one member of a gather_rows sends and receives, from the rows and
+/// ranges every member holds: sends[q] lists the local rows of x (in
+/// order) that member q's range names, receives[q] the output rows (in
+/// order) that come from member q (this member's own included, at
+/// q = `member`). Rows outside [0, n * G) are an error naming the first.
+struct RowExchangePlan {
+  std::vector<std::vector<int64_t>> sends, receives;
+};
+/// `rows` and `ranges` are host copies of the operands, as int64.
+std::string planGatherRows(int64_t member, int64_t groupSize, int64_t localRows,
+                           const std::vector<int64_t> &rows,
+                           const std::vector<int64_t> &ranges, RowExchangePlan &plan);
 
 } // namespace loom
 

@@ -3,6 +3,8 @@
 
 #include "runtime/backends/Backend.h"
 
+#include <cstring>
+
 namespace loom {
 
 namespace {
@@ -161,6 +163,111 @@ llvm::Error Backend::exchange(const CollectiveDesc &desc, llvm::ArrayRef<DeviceT
     if (auto err = copyToDevice(recvs[j].data, hostRecvs[j].data(), hostRecvs[j].size()))
       return err;
   return llvm::Error::success();
+}
+
+namespace {
+/// An i32 or i64 tensor's values as int64 (host memory).
+std::vector<int64_t> indexValues(const std::vector<uint8_t> &bytes, DType dtype) {
+  std::vector<int64_t> values;
+  if (dtype == DType::I32) {
+    values.resize(bytes.size() / 4);
+    for (size_t i = 0; i < values.size(); ++i) {
+      int32_t v;
+      std::memcpy(&v, bytes.data() + 4 * i, 4);
+      values[i] = v;
+    }
+  } else {
+    values.resize(bytes.size() / 8);
+    std::memcpy(values.data(), bytes.data(), values.size() * 8);
+  }
+  return values;
+}
+} // namespace
+
+llvm::Error Backend::gatherRows(const CollectiveDesc &desc, const DeviceTensor &x,
+                                const DeviceTensor &rows, const DeviceTensor &ranges,
+                                const DeviceTensor &out, unsigned) {
+  if (!communicator_)
+    return noCommunicator(desc);
+  std::string problem = checkGatherRows(desc, 0, {x.dtype, x.shape}, {rows.dtype, rows.shape},
+                                        {ranges.dtype, ranges.shape}, {out.dtype, out.shape});
+  if (!problem.empty())
+    return llvm::createStringError(std::errc::invalid_argument, "%s", problem.c_str());
+  auto group = groupOf(communicator_->mesh(), communicator_->rank(), desc.axes);
+  if (!group)
+    return group.takeError();
+  if (ranges.shape[0] != group->size())
+    return llvm::createStringError(std::errc::invalid_argument,
+                                   "gather_rows: ranges name %lld members, the group has %lld",
+                                   (long long)ranges.shape[0], (long long)group->size());
+  if (auto err = synchronize())
+    return err;
+  auto toHost = [&](const DeviceTensor &t, std::vector<uint8_t> &host) {
+    host.resize(t.sizeInBytes());
+    return copyToHost(host.data(), t.data, host.size());
+  };
+  std::vector<uint8_t> xHost, rowsHost, rangesHost;
+  if (auto err = toHost(x, xHost))
+    return err;
+  if (auto err = toHost(rows, rowsHost))
+    return err;
+  if (auto err = toHost(ranges, rangesHost))
+    return err;
+  RowExchangePlan plan;
+  problem = planGatherRows(group->index, group->size(), x.shape[0],
+                           indexValues(rowsHost, rows.dtype),
+                           indexValues(rangesHost, ranges.dtype), plan);
+  if (!problem.empty())
+    return llvm::createStringError(std::errc::invalid_argument, "%s", problem.c_str());
+  const size_t rowBytes = x.shape[0] > 0 ? xHost.size() / x.shape[0] : 0;
+  std::vector<uint8_t> outHost(out.sizeInBytes(), 0);
+  // This member's own rows are copied; the others' are one exchange.
+  for (size_t k = 0; k < plan.sends[group->index].size(); ++k)
+    std::memcpy(outHost.data() + plan.receives[group->index][k] * rowBytes,
+                xHost.data() + plan.sends[group->index][k] * rowBytes, rowBytes);
+  CollectiveDesc exchange;
+  exchange.kind = CollectiveKind::Exchange;
+  exchange.axes = desc.axes;
+  std::vector<std::vector<uint8_t>> packed, received;
+  std::vector<DeviceTensor> sends, recvs;
+  std::vector<int64_t> recvFrom;
+  for (int64_t q = 0; q < group->size(); ++q) {
+    if (q == group->index)
+      continue;
+    if (!plan.sends[q].empty()) {
+      std::vector<uint8_t> &buffer = packed.emplace_back(plan.sends[q].size() * rowBytes);
+      for (size_t k = 0; k < plan.sends[q].size(); ++k)
+        std::memcpy(buffer.data() + k * rowBytes, xHost.data() + plan.sends[q][k] * rowBytes,
+                    rowBytes);
+      exchange.sendPeers.push_back(q);
+    }
+    if (!plan.receives[q].empty()) {
+      received.emplace_back(plan.receives[q].size() * rowBytes);
+      exchange.recvPeers.push_back(q);
+      recvFrom.push_back(q);
+    }
+  }
+  auto rowShape = [&](size_t count) {
+    std::vector<int64_t> shape = x.shape;
+    shape[0] = static_cast<int64_t>(count);
+    return shape;
+  };
+  for (size_t i = 0; i < packed.size(); ++i)
+    sends.push_back({packed[i].data(), x.dtype,
+                     rowShape(packed[i].size() / std::max<size_t>(rowBytes, 1))});
+  for (size_t j = 0; j < received.size(); ++j)
+    recvs.push_back({received[j].data(), x.dtype,
+                     rowShape(received[j].size() / std::max<size_t>(rowBytes, 1))});
+  if ((!sends.empty() || !recvs.empty()) && rowBytes > 0)
+    if (auto err = exchangeUnstaged(exchange, sends, recvs, nullptr))
+      return err;
+  for (size_t j = 0; j < recvFrom.size(); ++j) {
+    const std::vector<int64_t> &targets = plan.receives[recvFrom[j]];
+    for (size_t k = 0; k < targets.size(); ++k)
+      std::memcpy(outHost.data() + targets[k] * rowBytes, received[j].data() + k * rowBytes,
+                  rowBytes);
+  }
+  return copyToDevice(out.data, outHost.data(), outHost.size());
 }
 
 } // namespace loom

@@ -469,6 +469,12 @@ llvm::Error ProgramExecutor::issue() {
                           program_.buffers[instr.inputs[0]].sizeInBytes(), instr.stream);
       break;
     case InstrKind::Collective: {
+      if (instr.collective.kind == CollectiveKind::GatherRows) {
+        err = backend_.gatherRows(instr.collective, tensor(instr.inputs[0]),
+                                  tensor(instr.inputs[1]), tensor(instr.inputs[2]),
+                                  tensor(instr.outputs[0]), instr.stream);
+        break;
+      }
       if (instr.collective.kind == CollectiveKind::Exchange) {
         std::vector<DeviceTensor> sends, recvs;
         for (uint32_t b : instr.inputs)

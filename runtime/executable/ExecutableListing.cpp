@@ -151,6 +151,7 @@ std::string formatCollective(const CollectiveDesc &c) {
   case CollectiveKind::Recv:
     return text + " from rank " + std::to_string(c.peer);
   case CollectiveKind::Exchange:
+  case CollectiveKind::GatherRows:
     break;
   }
   std::string axes;

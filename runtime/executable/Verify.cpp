@@ -451,6 +451,8 @@ private:
     const CollectiveDesc &desc = instr.collective;
     if (desc.kind == CollectiveKind::Exchange)
       return checkExchangeInstr(program, instr, context);
+    if (desc.kind == CollectiveKind::GatherRows)
+      return checkGatherRowsInstr(program, instr, context);
     // A bucket (all_reduce, reduce_scatter): input i pairs with output i.
     // Readers from before buckets refuse one here, as they should.
     size_t pairs = std::max(instr.inputs.size(), instr.outputs.size());
@@ -512,6 +514,30 @@ private:
       recvTypes.push_back(program.buffers[b].dtype);
     std::string problem =
         checkExchange(desc, group->size(), sendTypes, recvTypes);
+    if (!problem.empty())
+      return failure(context + problem);
+    return llvm::Error::success();
+  }
+
+  /// A gather_rows: x, rows and ranges in, one output.
+  llvm::Error checkGatherRowsInstr(const RankProgram &program, const Instruction &instr,
+                                   const std::string &context) {
+    const CollectiveDesc &desc = instr.collective;
+    if (instr.inputs.size() != 3 || instr.outputs.size() != 1)
+      return failure(context + "gather_rows takes three inputs (x, rows, ranges) and one "
+                               "output, has " +
+                     plural(instr.inputs.size(), "input") + " and " +
+                     plural(instr.outputs.size(), "output"));
+    Mesh oneRank; // no mesh: every group is the rank alone
+    auto group = groupOf(hasMesh ? exe.mesh : oneRank, hasMesh ? program.rank : 0, desc.axes);
+    if (!group)
+      return failure(context + llvm::toString(group.takeError()));
+    auto type = [&](uint32_t b) {
+      return OperandType{program.buffers[b].dtype, program.buffers[b].shape};
+    };
+    std::string problem =
+        checkGatherRows(desc, group->size(), type(instr.inputs[0]), type(instr.inputs[1]),
+                        type(instr.inputs[2]), type(instr.outputs[0]));
     if (!problem.empty())
       return failure(context + problem);
     return llvm::Error::success();

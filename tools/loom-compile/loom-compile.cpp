@@ -191,6 +191,13 @@ cl::opt<int64_t> expertParallel(
              "the batch as data-parallel ranks do, so there are dp x ep x tp x pp ranks "
              "(default: 1)"),
     cl::init(1), cl::cat(category));
+cl::opt<std::string> epDispatch(
+    "ep-dispatch",
+    cl::desc("how a mixture-of-experts layer's tokens reach the ranks of their experts: "
+             "all-gather (every token to every rank of the group; the default) or all-to-all "
+             "(each routed row only to the rank whose experts read it, dist.gather_rows; the "
+             "CPU backend's threads and MPI only for now, not NCCL)"),
+    cl::init("all-gather"), cl::cat(category));
 cl::opt<bool> sequenceParallel("sp", cl::desc("sequence parallelism over the tensor-parallel ranks (default off)"),
                                cl::init(false), cl::cat(category));
 cl::opt<bool> zero1("zero1", cl::desc("ZeRO-1: optimizer state and updates split over the data-parallel ranks "
@@ -662,6 +669,8 @@ int main(int argc, char **argv) {
   // The ranks that split the batch: data- and expert-parallel.
   const int64_t dataRanks = int64_t(dataParallel) * int64_t(expertParallel);
   const std::string dataFlag = expertParallel > 1 ? "--dp x --ep" : "--dp";
+  if (epDispatch != "all-gather" && epDispatch != "all-to-all")
+    fail("--ep-dispatch must be all-gather or all-to-all, got '" + epDispatch + "'");
   if (sequenceParallel && tensorParallel == 1)
     fail("--sp splits the sequence over the tensor-parallel ranks: it needs --tp > 1");
   if (!std::isfinite(double(dpBucketMb)) || dpBucketMb < 0 || dpBucketMb > 1e6)
@@ -819,6 +828,7 @@ int main(int argc, char **argv) {
   pipelineOptions.tp = tensorParallel;
   pipelineOptions.dp = dataParallel;
   pipelineOptions.ep = expertParallel;
+  pipelineOptions.epAllToAll = epDispatch == "all-to-all";
   pipelineOptions.sp = sequenceParallel;
   pipelineOptions.zero1 = zero1;
   pipelineOptions.dpBucketMb = dpBucketMb;

@@ -443,6 +443,22 @@ public:
     return pace();
   }
 
+  /// Through host memory with a host communicator; NCCL would need the
+  /// send and receive lists on the host mid-step (a synchronization that a
+  /// captured step cannot hold), which is not built yet.
+  llvm::Error gatherRows(const CollectiveDesc &desc, const DeviceTensor &x,
+                         const DeviceTensor &rows, const DeviceTensor &ranges,
+                         const DeviceTensor &out, unsigned stream) override {
+    if (communicator_ && communicator_->name() == "nccl")
+      return llvm::createStringError(
+          std::errc::not_supported,
+          "gather_rows (loom-compile --ep-dispatch=all-to-all) does not run over NCCL yet; "
+          "compile with --ep-dispatch=all-gather (the default) for GPUs");
+    if (auto err = checkStream(stream))
+      return err;
+    return Backend::gatherRows(desc, x, rows, ranges, out, stream);
+  }
+
   llvm::Error recordEvent(unsigned event, unsigned stream) override {
     if (auto err = checkStream(stream))
       return err;

@@ -310,3 +310,34 @@ module attributes {dist.zero1 = true} {
 // expected-error @+1 {{has an unknown dist attribute 'dist.shardings'}}
 module attributes {dist.shardings = []} {
 }
+
+// -----
+
+// gather_rows: a row of x for each index, ranges one [first, end) a member.
+module attributes {dist.mesh = #dist.mesh<["ep"=2]>} {
+  func.func @gather_rows_result(%x: tensor<4x8xf32>, %rows: tensor<6xi64>, %ranges: tensor<2x2xi64>) -> tensor<4x8xf32> {
+    // expected-error @+1 {{result must be 'tensor<6x8xf32>', got 'tensor<4x8xf32>'}}
+    %y = dist.gather_rows %x, %rows, %ranges {axes = ["ep"]} : (tensor<4x8xf32>, tensor<6xi64>, tensor<2x2xi64>) -> tensor<4x8xf32>
+    return %y : tensor<4x8xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<["ep"=2]>} {
+  func.func @gather_rows_ranges(%x: tensor<4x8xf32>, %rows: tensor<6xi64>, %ranges: tensor<4x2xi64>) -> tensor<6x8xf32> {
+    // expected-error @+1 {{ranges must be [group size x 2] (each member's first and end row), got 'tensor<4x2xi64>'}}
+    %y = dist.gather_rows %x, %rows, %ranges {axes = ["ep"]} : (tensor<4x8xf32>, tensor<6xi64>, tensor<4x2xi64>) -> tensor<6x8xf32>
+    return %y : tensor<6x8xf32>
+  }
+}
+
+// -----
+
+module attributes {dist.mesh = #dist.mesh<["ep"=2]>} {
+  func.func @gather_rows_index_type(%x: tensor<4x8xf32>, %rows: tensor<6xf32>, %ranges: tensor<2x2xi64>) -> tensor<6x8xf32> {
+    // expected-error @+1 {{rows and ranges must be i32 or i64, got 'tensor<6xf32>'}}
+    %y = dist.gather_rows %x, %rows, %ranges {axes = ["ep"]} : (tensor<4x8xf32>, tensor<6xf32>, tensor<2x2xi64>) -> tensor<6x8xf32>
+    return %y : tensor<6x8xf32>
+  }
+}

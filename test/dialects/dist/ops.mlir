@@ -22,6 +22,10 @@ module attributes {dist.mesh = #dist.mesh<["dp"=2, "tp"=2]>} {
     %d = dist.reduce_scatter %c {axes = ["tp"], dim = 1 : i64, reduce = #dist.reduce<sum>} : tensor<4x16xf32> -> tensor<4x8xf32>
     // CHECK: dist.all_to_all %{{.*}} {axes = ["tp"], concat_dim = 0 : i64, split_dim = 1 : i64} : tensor<4x8xf32> -> tensor<8x4xf32>
     %e = dist.all_to_all %d {axes = ["tp"], split_dim = 1 : i64, concat_dim = 0 : i64} : tensor<4x8xf32> -> tensor<8x4xf32>
+    // CHECK: dist.gather_rows %{{.*}}, %{{.*}}, %{{.*}} {axes = ["dp"]} : (tensor<8x4xf32>, tensor<6xi64>, tensor<2x2xi32>) -> tensor<6x4xf32>
+    %rows = nn.constant dense<[0, 15, 3, 8, 2, 9]> : tensor<6xi64>
+    %ranges = nn.constant dense<[[0, 2], [2, 6]]> : tensor<2x2xi32>
+    %gathered = dist.gather_rows %e, %rows, %ranges {axes = ["dp"]} : (tensor<8x4xf32>, tensor<6xi64>, tensor<2x2xi32>) -> tensor<6x4xf32>
     // CHECK: dist.broadcast %{{.*}} {axes = ["dp"], root = 1 : i64} : tensor<8x4xf32>
     %f = dist.broadcast %e {axes = ["dp"], root = 1 : i64} : tensor<8x4xf32>
     // CHECK: dist.send %{{.*}} {peer = 3 : i64} : tensor<8x4xf32>
