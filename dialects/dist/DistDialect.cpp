@@ -639,6 +639,27 @@ LogicalResult GatherRowsOp::verify() {
   return success();
 }
 
+LogicalResult ScatterRowsOp::verify() {
+  FailureOr<int64_t> n = verifyAxes(*this, getAxes());
+  if (failed(n))
+    return failure();
+  auto y = cast<RankedTensorType>(getY().getType()), rows = cast<RankedTensorType>(getRows().getType()),
+       ranges = cast<RankedTensorType>(getRanges().getType()),
+       out = cast<RankedTensorType>(getResult().getType());
+  for (RankedTensorType index : {rows, ranges})
+    if (!index.getElementType().isSignlessInteger(32) && !index.getElementType().isSignlessInteger(64))
+      return emitOpError("rows and ranges must be i32 or i64, got ") << index;
+  if (y.getRank() < 1 || rows.getRank() != 1 || y.getDimSize(0) != rows.getDimSize(0))
+    return emitOpError("takes a row of y for each index, got ") << y << " and " << rows;
+  if (ranges.getRank() != 2 || ranges.getDimSize(1) != 2 || (*n && ranges.getDimSize(0) != *n))
+    return emitOpError("ranges must be [group size x 2] (each member's first and end row), got ")
+           << ranges;
+  if (out.getElementType() != y.getElementType() || out.getRank() != y.getRank() ||
+      out.getShape().drop_front() != y.getShape().drop_front())
+    return emitOpError("result must be rows of y's (") << y << "), got " << out;
+  return success();
+}
+
 LogicalResult BroadcastOp::verify() {
   FailureOr<int64_t> n = verifyAxes(*this, getAxes());
   if (failed(n))

@@ -251,6 +251,28 @@ def Dist_GatherRowsOp : Dist_CollectiveOp<"gather_rows", [Pure]> {
   let assemblyFormat = "$x `,` $rows `,` $ranges attr-dict `:` functional-type(operands, results)";
 }
 
+def Dist_ScatterRowsOp : Dist_CollectiveOp<"scatter_rows", [Pure]> {
+  let summary = "each rank's rows in its range go to the ranks holding the rows they name, which add them (dist.gather_rows' transpose)";
+  let description = [{
+    The result is this rank's block of rows of a tensor split along dim 0
+    over the group (`n` rows each, in group order). `rows` (`[R]`) and
+    `ranges` (`[G, 2]`) are as `dist.gather_rows` takes them: result row t
+    of member q is the sum, over the members p in group order and the rows
+    i of p's range in order with `rows[i] == q * n + t`, of p's `y[i]`
+    (accumulated in f32). So an expert-parallel combine sends each expert's
+    output row to the rank holding its token, which adds the token's k
+    rows; rows of `y` outside a rank's range are not read.
+
+    ```mlir
+    %t = dist.scatter_rows %y, %rows, %ranges {axes = ["ep"]} : (tensor<96x32xf32>, tensor<96xi64>, tensor<2x2xi32>) -> tensor<24x32xf32>
+    ```
+  }];
+  let arguments = (ins Dist_Tensor:$y, Dist_Tensor:$rows, Dist_Tensor:$ranges,
+                   StrArrayAttr:$axes);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$y `,` $rows `,` $ranges attr-dict `:` functional-type(operands, results)";
+}
+
 def Dist_ExchangeOp : Dist_CollectiveOp<"exchange", [MemoryEffects<[MemWrite]>]> {
   let summary = "one group of point-to-point transfers, posted together";
   let description = [{

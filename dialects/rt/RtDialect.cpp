@@ -151,6 +151,7 @@ LOOM_SAME_COLLECTIVE(Send)
 LOOM_SAME_COLLECTIVE(Recv)
 LOOM_SAME_COLLECTIVE(Exchange)
 LOOM_SAME_COLLECTIVE(GatherRows)
+LOOM_SAME_COLLECTIVE(ScatterRows)
 #undef LOOM_SAME_COLLECTIVE
 static_assert(getMaxEnumValForCollectiveKind() + 1 == loom::kNumCollectiveKinds);
 static_assert(int(ReduceKind::Sum) == int(loom::ReduceOp::Sum) &&
@@ -390,9 +391,11 @@ LogicalResult CollectiveOp::verify() {
       return emitOpError(problem);
     return success();
   }
-  if (*kind == loom::CollectiveKind::GatherRows) {
+  if (*kind == loom::CollectiveKind::GatherRows || *kind == loom::CollectiveKind::ScatterRows) {
     if (getInputs().size() != 3 || getOutputs().size() != 1)
-      return emitOpError("'gather_rows' takes three inputs (x, rows, ranges) and one output");
+      return emitOpError("'") << stringifyCollectiveKind(getKind())
+                              << "' takes three inputs (rows of data, their indices, ranges) "
+                                 "and one output";
     auto type = [](Value v) {
       auto t = cast<MemRefType>(v.getType());
       return loom::OperandType{elementDType(t.getElementType()),

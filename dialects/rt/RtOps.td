@@ -39,7 +39,8 @@ def Rt_CollectiveKind : I32EnumAttr<"CollectiveKind", "what a collective does", 
   I32EnumAttrCase<"Send", 5, "send">,
   I32EnumAttrCase<"Recv", 6, "recv">,
   I32EnumAttrCase<"Exchange", 7, "exchange">,
-  I32EnumAttrCase<"GatherRows", 8, "gather_rows">]> {
+  I32EnumAttrCase<"GatherRows", 8, "gather_rows">,
+  I32EnumAttrCase<"ScatterRows", 9, "scatter_rows">]> {
   let cppNamespace = "::loom::rt";
   let genSpecializedAttr = 0;
 }

@@ -282,6 +282,9 @@ struct LowerToRtPass : public loom::impl::LowerToRtBase<LowerToRtPass> {
     } else if (auto c = dyn_cast<dist::GatherRowsOp>(op)) {
       kind = rt::CollectiveKind::GatherRows;
       axes = c.getAxes();
+    } else if (auto c = dyn_cast<dist::ScatterRowsOp>(op)) {
+      kind = rt::CollectiveKind::ScatterRows;
+      axes = c.getAxes();
     } else if (auto c = dyn_cast<dist::ExchangeOp>(op)) {
       kind = rt::CollectiveKind::Exchange;
       axes = c.getAxes();

@@ -7,7 +7,7 @@ namespace loom {
 namespace {
 constexpr const char *kCollectiveNames[kNumCollectiveKinds] = {
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-    "broadcast",  "send",       "recv",       "exchange", "gather_rows"};
+    "broadcast",  "send",       "recv",       "exchange", "gather_rows", "scatter_rows"};
 constexpr const char *kReduceNames[kNumReduceOps] = {"sum", "max", "avg"};
 } // namespace
 
@@ -73,7 +73,7 @@ std::string checkCollectiveTypes(const CollectiveDesc &desc, int64_t groupSize,
     return name + ": invalid reduction " + std::to_string(int(desc.reduce));
   if (desc.kind == CollectiveKind::Exchange)
     return name + " moves lists of buffers, not one input and one output";
-  if (desc.kind == CollectiveKind::GatherRows)
+  if (desc.kind == CollectiveKind::GatherRows || desc.kind == CollectiveKind::ScatterRows)
     return name + " takes three inputs (the rows, their indices and the ranges), not one";
   if (!desc.sendPeers.empty() || !desc.recvPeers.empty())
     return name + " takes no send or receive peers (only an exchange does)";
@@ -165,6 +165,7 @@ std::string checkCollectiveTypes(const CollectiveDesc &desc, int64_t groupSize,
   case CollectiveKind::Recv:
   case CollectiveKind::Exchange:
   case CollectiveKind::GatherRows:
+  case CollectiveKind::ScatterRows:
     return "";
   }
   return "";
@@ -173,12 +174,16 @@ std::string checkCollectiveTypes(const CollectiveDesc &desc, int64_t groupSize,
 std::string checkGatherRows(const CollectiveDesc &desc, int64_t groupSize,
                             const OperandType &x, const OperandType &rows,
                             const OperandType &ranges, const OperandType &out) {
-  const std::string name = "gather_rows";
-  if (desc.kind != CollectiveKind::GatherRows)
-    return collectiveKindName(desc.kind) + " is not a gather_rows";
+  const bool scatter = desc.kind == CollectiveKind::ScatterRows;
+  const std::string name = collectiveKindName(desc.kind);
+  if (desc.kind != CollectiveKind::GatherRows && !scatter)
+    return name + " is not a gather_rows or scatter_rows";
   if (!isCollectiveDType(x.dtype))
     return name + ": element type " + std::string(dtypeName(x.dtype)) +
            " is not one collectives move (f32, bf16, f16, i64, i32, f8E4M3FN, f8E5M2)";
+  if (scatter && !isReducedDType(x.dtype))
+    return name + ": element type " + std::string(dtypeName(x.dtype)) +
+           " is moved but not added (f32, bf16, f16, i64, i32)";
   if (out.dtype != x.dtype)
     return name + ": input is " + std::string(dtypeName(x.dtype)) + " but output is " +
            std::string(dtypeName(out.dtype));
@@ -186,8 +191,8 @@ std::string checkGatherRows(const CollectiveDesc &desc, int64_t groupSize,
     if (index->dtype != DType::I32 && index->dtype != DType::I64)
       return name + ": " + (index == &rows ? "rows" : "ranges") + " must be i32 or i64, got " +
              std::string(dtypeName(index->dtype));
-  if (x.shape.empty())
-    return name + ": x must have a row dim, got a scalar";
+  if (x.shape.empty() || out.shape.empty())
+    return name + ": its input and output must have a row dim, got a scalar";
   if (rows.shape.size() != 1)
     return name + ": rows must be 1-D, got " + shapeText(rows.shape);
   if (ranges.shape.size() != 2 || ranges.shape[1] != 2 ||
@@ -195,6 +200,16 @@ std::string checkGatherRows(const CollectiveDesc &desc, int64_t groupSize,
     return name + ": ranges must be [" +
            (groupSize > 0 ? std::to_string(groupSize) : std::string("group")) +
            "x2] (each member's first and end row), got " + shapeText(ranges.shape);
+  if (scatter) {
+    if (x.shape[0] != rows.shape[0])
+      return name + ": y has " + std::to_string(x.shape[0]) + " rows but rows names " +
+             std::to_string(rows.shape[0]);
+    if (std::vector<int64_t>(x.shape.begin() + 1, x.shape.end()) !=
+        std::vector<int64_t>(out.shape.begin() + 1, out.shape.end()))
+      return name + ": output " + shapeText(out.shape) + " and y " + shapeText(x.shape) +
+             " must agree past the row dim";
+    return "";
+  }
   std::vector<int64_t> expected = x.shape;
   expected[0] = rows.shape[0];
   if (out.shape != expected)
@@ -215,8 +230,8 @@ std::string planGatherRows(int64_t member, int64_t groupSize, int64_t localRows,
     for (int64_t i = begin; i < end; ++i) {
       const int64_t row = rows[i];
       if (row < 0 || row >= localRows * groupSize)
-        return "gather_rows: row " + std::to_string(i) + " names row " + std::to_string(row) +
-               " of " + std::to_string(localRows * groupSize);
+        return "row " + std::to_string(i) + " names row " + std::to_string(row) + " of " +
+               std::to_string(localRows * groupSize);
       const int64_t holder = row / localRows;
       if (holder == member)
         plan.sends[q].push_back(row - holder * localRows);

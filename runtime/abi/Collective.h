@@ -35,6 +35,10 @@ namespace loom {
 ///                   concatenated along dim 0, and zeros elsewhere: each
 ///                   member receives only the rows its range names, from
 ///                   their holders (a data-dependent all-to-all)
+///   scatter_rows    its transpose: inputs y [R, ...], rows, ranges; member
+///                   q's output [n, ...] holds at row t the sum, over members
+///                   p in group order and rows i of p's range in order with
+///                   rows[i] == q * n + t, of p's y[i] (f32 accumulation)
 enum class CollectiveKind : uint8_t {
   AllReduce = 0,
   AllGather = 1,
@@ -45,8 +49,9 @@ enum class CollectiveKind : uint8_t {
   Recv = 6,
   Exchange = 7,
   GatherRows = 8,
+  ScatterRows = 9,
 };
-constexpr int kNumCollectiveKinds = 9;
+constexpr int kNumCollectiveKinds = 10;
 
 /// Sums and averages reduce in group order, accumulating f32, f16 and bf16 in
 /// f32 and integers in i64, so results do not depend on timing.
@@ -113,7 +118,8 @@ struct OperandType {
 
 /// Checks a gather_rows: x [n, ...], rows [R] and ranges [G, 2] of i32 or
 /// i64, output [R, ...] of x's type, for a group of `groupSize` (0:
-/// unknown). Returns "" or a one-line problem.
+/// unknown); or a scatter_rows: y [R, ...] of a type collectives reduce,
+/// rows and ranges, output [n, ...]. Returns "" or a one-line problem.
 std::string checkGatherRows(const CollectiveDesc &desc, int64_t groupSize,
                             const OperandType &x, const OperandType &rows,
                             const OperandType &ranges, const OperandType &out);

@@ -3,6 +3,8 @@
 
 #include "runtime/backends/Backend.h"
 
+#include "runtime/support/FloatTypes.h"
+
 #include <cstring>
 
 namespace loom {
@@ -184,88 +186,144 @@ std::vector<int64_t> indexValues(const std::vector<uint8_t> &bytes, DType dtype)
 }
 } // namespace
 
-llvm::Error Backend::gatherRows(const CollectiveDesc &desc, const DeviceTensor &x,
-                                const DeviceTensor &rows, const DeviceTensor &ranges,
-                                const DeviceTensor &out, unsigned) {
+llvm::Error Backend::moveRows(const CollectiveDesc &desc, const DeviceTensor &data,
+                              const DeviceTensor &rows, const DeviceTensor &ranges,
+                              const DeviceTensor &out, unsigned) {
   if (!communicator_)
     return noCommunicator(desc);
-  std::string problem = checkGatherRows(desc, 0, {x.dtype, x.shape}, {rows.dtype, rows.shape},
-                                        {ranges.dtype, ranges.shape}, {out.dtype, out.shape});
+  const bool scatter = desc.kind == CollectiveKind::ScatterRows;
+  std::string problem =
+      checkGatherRows(desc, 0, {data.dtype, data.shape}, {rows.dtype, rows.shape},
+                      {ranges.dtype, ranges.shape}, {out.dtype, out.shape});
   if (!problem.empty())
     return llvm::createStringError(std::errc::invalid_argument, "%s", problem.c_str());
   auto group = groupOf(communicator_->mesh(), communicator_->rank(), desc.axes);
   if (!group)
     return group.takeError();
-  if (ranges.shape[0] != group->size())
+  const int64_t me = group->index, members = group->size();
+  if (ranges.shape[0] != members)
     return llvm::createStringError(std::errc::invalid_argument,
-                                   "gather_rows: ranges name %lld members, the group has %lld",
-                                   (long long)ranges.shape[0], (long long)group->size());
+                                   "%s: ranges name %lld members, the group has %lld",
+                                   collectiveKindName(desc.kind).c_str(),
+                                   (long long)ranges.shape[0], (long long)members);
   if (auto err = synchronize())
     return err;
   auto toHost = [&](const DeviceTensor &t, std::vector<uint8_t> &host) {
     host.resize(t.sizeInBytes());
     return copyToHost(host.data(), t.data, host.size());
   };
-  std::vector<uint8_t> xHost, rowsHost, rangesHost;
-  if (auto err = toHost(x, xHost))
+  std::vector<uint8_t> dataHost, rowsHost, rangesHost;
+  if (auto err = toHost(data, dataHost))
     return err;
   if (auto err = toHost(rows, rowsHost))
     return err;
   if (auto err = toHost(ranges, rangesHost))
     return err;
+  // The rows of the split tensor each member holds: data's (gather) or
+  // out's (scatter).
+  const int64_t held = scatter ? out.shape[0] : data.shape[0];
   RowExchangePlan plan;
-  problem = planGatherRows(group->index, group->size(), x.shape[0],
-                           indexValues(rowsHost, rows.dtype),
+  problem = planGatherRows(me, members, held, indexValues(rowsHost, rows.dtype),
                            indexValues(rangesHost, ranges.dtype), plan);
   if (!problem.empty())
-    return llvm::createStringError(std::errc::invalid_argument, "%s", problem.c_str());
-  const size_t rowBytes = x.shape[0] > 0 ? xHost.size() / x.shape[0] : 0;
-  std::vector<uint8_t> outHost(out.sizeInBytes(), 0);
-  // This member's own rows are copied; the others' are one exchange.
-  for (size_t k = 0; k < plan.sends[group->index].size(); ++k)
-    std::memcpy(outHost.data() + plan.receives[group->index][k] * rowBytes,
-                xHost.data() + plan.sends[group->index][k] * rowBytes, rowBytes);
+    return llvm::createStringError(std::errc::invalid_argument, "%s: %s",
+                                   collectiveKindName(desc.kind).c_str(), problem.c_str());
+  // A gather sends plan.sends[q] (rows of data) to q and receives
+  // plan.receives[q] (rows of out) from it; a scatter the transpose: it
+  // sends plan.receives[q] (rows of y) to q and receives, from q, values
+  // for plan.sends[q] (rows of out).
+  const std::vector<std::vector<int64_t>> &sent = scatter ? plan.receives : plan.sends;
+  const std::vector<std::vector<int64_t>> &placed = scatter ? plan.sends : plan.receives;
+  const int64_t rowElements = data.shape[0] > 0 ? data.numElements() / data.shape[0] : 0;
+  const size_t rowBytes = rowElements * dtypeSize(data.dtype);
   CollectiveDesc exchange;
   exchange.kind = CollectiveKind::Exchange;
   exchange.axes = desc.axes;
-  std::vector<std::vector<uint8_t>> packed, received;
+  std::vector<std::vector<uint8_t>> packed, received(members);
   std::vector<DeviceTensor> sends, recvs;
-  std::vector<int64_t> recvFrom;
-  for (int64_t q = 0; q < group->size(); ++q) {
-    if (q == group->index)
-      continue;
-    if (!plan.sends[q].empty()) {
-      std::vector<uint8_t> &buffer = packed.emplace_back(plan.sends[q].size() * rowBytes);
-      for (size_t k = 0; k < plan.sends[q].size(); ++k)
-        std::memcpy(buffer.data() + k * rowBytes, xHost.data() + plan.sends[q][k] * rowBytes,
-                    rowBytes);
-      exchange.sendPeers.push_back(q);
-    }
-    if (!plan.receives[q].empty()) {
-      received.emplace_back(plan.receives[q].size() * rowBytes);
-      exchange.recvPeers.push_back(q);
-      recvFrom.push_back(q);
-    }
-  }
   auto rowShape = [&](size_t count) {
-    std::vector<int64_t> shape = x.shape;
+    std::vector<int64_t> shape = data.shape;
     shape[0] = static_cast<int64_t>(count);
     return shape;
   };
-  for (size_t i = 0; i < packed.size(); ++i)
-    sends.push_back({packed[i].data(), x.dtype,
-                     rowShape(packed[i].size() / std::max<size_t>(rowBytes, 1))});
-  for (size_t j = 0; j < received.size(); ++j)
-    recvs.push_back({received[j].data(), x.dtype,
-                     rowShape(received[j].size() / std::max<size_t>(rowBytes, 1))});
-  if ((!sends.empty() || !recvs.empty()) && rowBytes > 0)
+  for (int64_t q = 0; q < members; ++q) {
+    if (q == me)
+      continue;
+    if (!sent[q].empty()) {
+      std::vector<uint8_t> &buffer = packed.emplace_back(sent[q].size() * rowBytes);
+      for (size_t k = 0; k < sent[q].size(); ++k)
+        std::memcpy(buffer.data() + k * rowBytes, dataHost.data() + sent[q][k] * rowBytes,
+                    rowBytes);
+      exchange.sendPeers.push_back(q);
+    }
+    if (!placed[q].empty()) {
+      received[q].resize(placed[q].size() * rowBytes);
+      exchange.recvPeers.push_back(q);
+    }
+  }
+  for (std::vector<uint8_t> &buffer : packed)
+    sends.push_back({buffer.data(), data.dtype, rowShape(buffer.size() / rowBytes)});
+  for (int64_t q : exchange.recvPeers)
+    recvs.push_back({received[q].data(), data.dtype, rowShape(placed[q].size())});
+  if (rowBytes > 0 && (!sends.empty() || !recvs.empty()))
     if (auto err = exchangeUnstaged(exchange, sends, recvs, nullptr))
       return err;
-  for (size_t j = 0; j < recvFrom.size(); ++j) {
-    const std::vector<int64_t> &targets = plan.receives[recvFrom[j]];
-    for (size_t k = 0; k < targets.size(); ++k)
-      std::memcpy(outHost.data() + targets[k] * rowBytes, received[j].data() + k * rowBytes,
+  // This member's own rows need no transfer.
+  {
+    std::vector<uint8_t> &own = received[me];
+    own.resize(placed[me].size() * rowBytes);
+    for (size_t k = 0; k < sent[me].size(); ++k)
+      std::memcpy(own.data() + k * rowBytes, dataHost.data() + sent[me][k] * rowBytes,
                   rowBytes);
+  }
+  std::vector<uint8_t> outHost(out.sizeInBytes(), 0);
+  if (!scatter) {
+    for (int64_t q = 0; q < members; ++q)
+      for (size_t k = 0; k < placed[q].size(); ++k)
+        std::memcpy(outHost.data() + placed[q][k] * rowBytes, received[q].data() + k * rowBytes,
+                    rowBytes);
+    return copyToDevice(out.data, outHost.data(), outHost.size());
+  }
+  // Sums, members in group order and each member's rows in order.
+  const bool integer = data.dtype == DType::I64 || data.dtype == DType::I32;
+  std::vector<double> sums(static_cast<size_t>(out.numElements()), 0.0);
+  std::vector<float> values(rowElements);
+  for (int64_t q = 0; q < members; ++q)
+    for (size_t k = 0; k < placed[q].size(); ++k) {
+      double *target = sums.data() + placed[q][k] * rowElements;
+      const uint8_t *row = received[q].data() + k * rowBytes;
+      if (integer) {
+        for (int64_t e = 0; e < rowElements; ++e) {
+          int64_t v;
+          if (data.dtype == DType::I64) {
+            std::memcpy(&v, row + 8 * e, 8);
+          } else {
+            int32_t w;
+            std::memcpy(&w, row + 4 * e, 4);
+            v = w;
+          }
+          target[e] += static_cast<double>(v);
+        }
+      } else {
+        loadFloats(row, data.dtype, 0, rowElements, values.data());
+        // f32 accumulation, as the reductions of Communicator.cpp.
+        for (int64_t e = 0; e < rowElements; ++e)
+          target[e] = static_cast<float>(static_cast<float>(target[e]) + values[e]);
+      }
+    }
+  if (integer) {
+    for (int64_t e = 0; e < out.numElements(); ++e) {
+      const int64_t v = static_cast<int64_t>(sums[e]);
+      if (data.dtype == DType::I64) {
+        std::memcpy(outHost.data() + 8 * e, &v, 8);
+      } else {
+        const int32_t w = static_cast<int32_t>(v);
+        std::memcpy(outHost.data() + 4 * e, &w, 4);
+      }
+    }
+  } else {
+    std::vector<float> narrow(sums.begin(), sums.end());
+    storeFloats(outHost.data(), data.dtype, 0, out.numElements(), narrow.data());
   }
   return copyToDevice(out.data, outHost.data(), outHost.size());
 }

@@ -81,16 +81,19 @@ public:
   /// stages device memory through the host.
   virtual llvm::Error exchange(const CollectiveDesc &desc, llvm::ArrayRef<DeviceTensor> sends,
                                llvm::ArrayRef<DeviceTensor> recvs, unsigned stream);
-  /// Runs a gather_rows of this rank (Collective.h): `out` gets, at each
-  /// row its range names, that row of the members' `x`, fetched from the
-  /// member holding it, and zeros elsewhere. Every member computes every
+  /// Runs a gather_rows or scatter_rows of this rank (Collective.h). A
+  /// gather_rows' `out` gets, at each row its range names, that row of the
+  /// members' `data`, fetched from the member holding it, and zeros
+  /// elsewhere; a scatter_rows sends each row of its range to the member
+  /// holding the row it names, which adds what arrives (members in group
+  /// order, rows in order, f32 accumulation). Every member computes every
   /// send and receive list from `rows` and `ranges` (the same on all), so
   /// only the rows move: one exchange. The default reads the operands
   /// through the host and exchanges host copies (threads, MPI); a backend
   /// whose communicator moves device memory overrides it.
-  virtual llvm::Error gatherRows(const CollectiveDesc &desc, const DeviceTensor &x,
-                                 const DeviceTensor &rows, const DeviceTensor &ranges,
-                                 const DeviceTensor &out, unsigned stream);
+  virtual llvm::Error moveRows(const CollectiveDesc &desc, const DeviceTensor &data,
+                               const DeviceTensor &rows, const DeviceTensor &ranges,
+                               const DeviceTensor &out, unsigned stream);
   /// Readies `kernel` for its first launch in a step, before any step runs.
   /// On CUDA, cuBLASLt loads a GEMM's kernel at its first use, and loading
   /// waits for the GPU to go idle: mid-step, while a peer's transfer spins

@@ -469,10 +469,11 @@ llvm::Error ProgramExecutor::issue() {
                           program_.buffers[instr.inputs[0]].sizeInBytes(), instr.stream);
       break;
     case InstrKind::Collective: {
-      if (instr.collective.kind == CollectiveKind::GatherRows) {
-        err = backend_.gatherRows(instr.collective, tensor(instr.inputs[0]),
-                                  tensor(instr.inputs[1]), tensor(instr.inputs[2]),
-                                  tensor(instr.outputs[0]), instr.stream);
+      if (instr.collective.kind == CollectiveKind::GatherRows ||
+          instr.collective.kind == CollectiveKind::ScatterRows) {
+        err = backend_.moveRows(instr.collective, tensor(instr.inputs[0]),
+                                tensor(instr.inputs[1]), tensor(instr.inputs[2]),
+                                tensor(instr.outputs[0]), instr.stream);
         break;
       }
       if (instr.collective.kind == CollectiveKind::Exchange) {

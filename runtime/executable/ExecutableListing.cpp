@@ -152,6 +152,7 @@ std::string formatCollective(const CollectiveDesc &c) {
     return text + " from rank " + std::to_string(c.peer);
   case CollectiveKind::Exchange:
   case CollectiveKind::GatherRows:
+  case CollectiveKind::ScatterRows:
     break;
   }
   std::string axes;

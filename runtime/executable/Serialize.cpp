@@ -39,6 +39,7 @@ LOOM_SAME_ENUM(CollectiveKind::Send, fb::CollectiveKind::Send);
 LOOM_SAME_ENUM(CollectiveKind::Recv, fb::CollectiveKind::Recv);
 LOOM_SAME_ENUM(CollectiveKind::Exchange, fb::CollectiveKind::Exchange);
 LOOM_SAME_ENUM(CollectiveKind::GatherRows, fb::CollectiveKind::GatherRows);
+LOOM_SAME_ENUM(CollectiveKind::ScatterRows, fb::CollectiveKind::ScatterRows);
 LOOM_SAME_ENUM(kNumCollectiveKinds - 1, fb::CollectiveKind::MAX);
 LOOM_SAME_ENUM(ReduceOp::Sum, fb::ReduceOp::Sum);
 LOOM_SAME_ENUM(ReduceOp::Max, fb::ReduceOp::Max);

@@ -451,7 +451,7 @@ private:
     const CollectiveDesc &desc = instr.collective;
     if (desc.kind == CollectiveKind::Exchange)
       return checkExchangeInstr(program, instr, context);
-    if (desc.kind == CollectiveKind::GatherRows)
+    if (desc.kind == CollectiveKind::GatherRows || desc.kind == CollectiveKind::ScatterRows)
       return checkGatherRowsInstr(program, instr, context);
     // A bucket (all_reduce, reduce_scatter): input i pairs with output i.
     // Readers from before buckets refuse one here, as they should.
@@ -524,8 +524,9 @@ private:
                                    const std::string &context) {
     const CollectiveDesc &desc = instr.collective;
     if (instr.inputs.size() != 3 || instr.outputs.size() != 1)
-      return failure(context + "gather_rows takes three inputs (x, rows, ranges) and one "
-                               "output, has " +
+      return failure(context + collectiveKindName(desc.kind) +
+                     " takes three inputs (rows of data, their indices, ranges) and one "
+                     "output, has " +
                      plural(instr.inputs.size(), "input") + " and " +
                      plural(instr.outputs.size(), "output"));
     Mesh oneRank; // no mesh: every group is the rank alone

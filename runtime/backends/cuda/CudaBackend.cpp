@@ -446,17 +446,18 @@ public:
   /// Through host memory with a host communicator; NCCL would need the
   /// send and receive lists on the host mid-step (a synchronization that a
   /// captured step cannot hold), which is not built yet.
-  llvm::Error gatherRows(const CollectiveDesc &desc, const DeviceTensor &x,
-                         const DeviceTensor &rows, const DeviceTensor &ranges,
-                         const DeviceTensor &out, unsigned stream) override {
+  llvm::Error moveRows(const CollectiveDesc &desc, const DeviceTensor &data,
+                       const DeviceTensor &rows, const DeviceTensor &ranges,
+                       const DeviceTensor &out, unsigned stream) override {
     if (communicator_ && communicator_->name() == "nccl")
       return llvm::createStringError(
           std::errc::not_supported,
-          "gather_rows (loom-compile --ep-dispatch=all-to-all) does not run over NCCL yet; "
-          "compile with --ep-dispatch=all-gather (the default) for GPUs");
+          "%s (loom-compile --ep-dispatch=all-to-all) does not run over NCCL yet; compile "
+          "with --ep-dispatch=all-gather (the default) for GPUs",
+          collectiveKindName(desc.kind).c_str());
     if (auto err = checkStream(stream))
       return err;
-    return Backend::gatherRows(desc, x, rows, ranges, out, stream);
+    return Backend::moveRows(desc, data, rows, ranges, out, stream);
   }
 
   llvm::Error recordEvent(unsigned event, unsigned stream) override {

@@ -341,3 +341,14 @@ module attributes {dist.mesh = #dist.mesh<["ep"=2]>} {
     return %y : tensor<6x8xf32>
   }
 }
+
+// -----
+
+// scatter_rows: a row of y for each index; the result keeps y's row shape.
+module attributes {dist.mesh = #dist.mesh<["ep"=2]>} {
+  func.func @scatter_rows_result(%y: tensor<6x8xf32>, %rows: tensor<6xi64>, %ranges: tensor<2x2xi64>) -> tensor<3x4xf32> {
+    // expected-error @+1 {{result must be rows of y's ('tensor<6x8xf32>'), got 'tensor<3x4xf32>'}}
+    %t = dist.scatter_rows %y, %rows, %ranges {axes = ["ep"]} : (tensor<6x8xf32>, tensor<6xi64>, tensor<2x2xi64>) -> tensor<3x4xf32>
+    return %t : tensor<3x4xf32>
+  }
+}

@@ -26,6 +26,8 @@ module attributes {dist.mesh = #dist.mesh<["dp"=2, "tp"=2]>} {
     %rows = nn.constant dense<[0, 15, 3, 8, 2, 9]> : tensor<6xi64>
     %ranges = nn.constant dense<[[0, 2], [2, 6]]> : tensor<2x2xi32>
     %gathered = dist.gather_rows %e, %rows, %ranges {axes = ["dp"]} : (tensor<8x4xf32>, tensor<6xi64>, tensor<2x2xi32>) -> tensor<6x4xf32>
+    // CHECK: dist.scatter_rows %{{.*}}, %{{.*}}, %{{.*}} {axes = ["dp"]} : (tensor<6x4xf32>, tensor<6xi64>, tensor<2x2xi32>) -> tensor<8x4xf32>
+    %scattered_rows = dist.scatter_rows %gathered, %rows, %ranges {axes = ["dp"]} : (tensor<6x4xf32>, tensor<6xi64>, tensor<2x2xi32>) -> tensor<8x4xf32>
     // CHECK: dist.broadcast %{{.*}} {axes = ["dp"], root = 1 : i64} : tensor<8x4xf32>
     %f = dist.broadcast %e {axes = ["dp"], root = 1 : i64} : tensor<8x4xf32>
     // CHECK: dist.send %{{.*}} {peer = 3 : i64} : tensor<8x4xf32>
