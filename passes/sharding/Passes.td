@@ -140,9 +140,13 @@ def GatherGroupRows : Pass<"loom-gather-group-rows", "mlir::ModuleOp"> {
     gives). The ranges it needs, each rank's `[first, end)` of the sorted
     rows, are read from the offsets: `[offsets[g - 1], offsets[g + count -
     1])` for a block starting at group g. Rows outside a rank's range are
-    zero, which its readers never read. Decided by interfaces, not names.
-    Off unless asked (`loom-compile --ep-dispatch=all-to-all`): NCCL does
-    not run it yet.
+    zero, which its readers never read. The combine, rows zero outside
+    each rank's block (a grouped op's, maybe scaled row by row) unsorted by
+    the inverse of a sort's positions p, summed over each token's k rows and
+    reduce-scattered, becomes a `dist.scatter_rows` by `p / k`; the
+    backward's two are the same shapes. Decided by interfaces, not names.
+    Off unless asked (`loom-compile --ep-dispatch=all-to-all`): over NCCL
+    the row lists are read on the host, so the step is not captured.
   }];
   let dependentDialects = ["loom::dist::DistDialect", "loom::nn::NNDialect"];
 }

@@ -323,6 +323,19 @@ llvm::Error ProgramExecutor::run() {
   // A profiled step can be captured too where the backend stamps times on
   // the device: the stamps are recorded in the graph, and each replay is
   // timed as it really runs.
+  // The all-to-all's row collectives read their indices on the host, which
+  // a captured step cannot: such a program runs eagerly.
+  if (stepCapture_ && !captured_) {
+    for (const Instruction &instr : program_.instructions)
+      if (instr.kind == InstrKind::Collective &&
+          (instr.collective.kind == CollectiveKind::GatherRows ||
+           instr.collective.kind == CollectiveKind::ScatterRows)) {
+        stepCapture_ = false;
+        captureStatus_ = "not captured (gather_rows and scatter_rows read their row indices on "
+                         "the host); running eagerly";
+        break;
+      }
+  }
   const bool capturing = stepCapture_ && backend_.canCapture() &&
                          (!profiling_ || backend_.canTimestamp());
   if (!capturing)

@@ -195,8 +195,9 @@ cl::opt<std::string> epDispatch(
     "ep-dispatch",
     cl::desc("how a mixture-of-experts layer's tokens reach the ranks of their experts: "
              "all-gather (every token to every rank of the group; the default) or all-to-all "
-             "(each routed row only to the rank whose experts read it, dist.gather_rows; the "
-             "CPU backend's threads and MPI only for now, not NCCL)"),
+             "(each routed row only to the rank whose experts read it and back, "
+             "dist.gather_rows and dist.scatter_rows; on GPUs the step then runs uncaptured, "
+             "its row lists read on the host)"),
     cl::init("all-gather"), cl::cat(category));
 cl::opt<bool> sequenceParallel("sp", cl::desc("sequence parallelism over the tensor-parallel ranks (default off)"),
                                cl::init(false), cl::cat(category));

@@ -8,6 +8,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 
 #include <cuda_runtime_api.h>
 
@@ -443,21 +444,168 @@ public:
     return pace();
   }
 
-  /// Through host memory with a host communicator; NCCL would need the
-  /// send and receive lists on the host mid-step (a synchronization that a
-  /// captured step cannot hold), which is not built yet.
+  /// With a host communicator, through host memory (Backend::moveRows).
+  /// Over NCCL the send and receive lists come from the rows' indices,
+  /// read on the host: the step waits for its streams here (so a program
+  /// with these collectives is never captured), then packs the rows to
+  /// send with a gather, exchanges them (one NCCL group), and places or
+  /// adds what arrived with one scatter-add (nn.gather_grad: a row a
+  /// position for gather_rows; members in group order, rows in order, for
+  /// scatter_rows). The transfer buffers are allocated per call.
   llvm::Error moveRows(const CollectiveDesc &desc, const DeviceTensor &data,
                        const DeviceTensor &rows, const DeviceTensor &ranges,
                        const DeviceTensor &out, unsigned stream) override {
-    if (communicator_ && communicator_->name() == "nccl")
-      return llvm::createStringError(
-          std::errc::not_supported,
-          "%s (loom-compile --ep-dispatch=all-to-all) does not run over NCCL yet; compile "
-          "with --ep-dispatch=all-gather (the default) for GPUs",
-          collectiveKindName(desc.kind).c_str());
     if (auto err = checkStream(stream))
       return err;
-    return Backend::moveRows(desc, data, rows, ranges, out, stream);
+    if (!communicator_ || communicator_->name() != "nccl")
+      return Backend::moveRows(desc, data, rows, ranges, out, stream);
+    const bool scatter = desc.kind == CollectiveKind::ScatterRows;
+    std::string problem =
+        checkGatherRows(desc, 0, {data.dtype, data.shape}, {rows.dtype, rows.shape},
+                        {ranges.dtype, ranges.shape}, {out.dtype, out.shape});
+    if (!problem.empty())
+      return llvm::createStringError(std::errc::invalid_argument, "%s", problem.c_str());
+    auto group = groupOf(communicator_->mesh(), communicator_->rank(), desc.axes);
+    if (!group)
+      return group.takeError();
+    const int64_t me = group->index, members = group->size();
+    if (ranges.shape[0] != members)
+      return llvm::createStringError(std::errc::invalid_argument,
+                                     "%s: ranges name %lld members, the group has %lld",
+                                     collectiveKindName(desc.kind).c_str(),
+                                     (long long)ranges.shape[0], (long long)members);
+    if (auto err = synchronize())
+      return err;
+    auto indices = [&](const DeviceTensor &t) -> llvm::Expected<std::vector<int64_t>> {
+      std::vector<uint8_t> host(t.sizeInBytes());
+      if (auto err = copyToHost(host.data(), t.data, host.size()))
+        return std::move(err);
+      std::vector<int64_t> values(t.numElements());
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (t.dtype == DType::I32) {
+          int32_t v;
+          std::memcpy(&v, host.data() + 4 * i, 4);
+          values[i] = v;
+        } else {
+          std::memcpy(&values[i], host.data() + 8 * i, 8);
+        }
+      }
+      return values;
+    };
+    auto rowValues = indices(rows);
+    if (!rowValues)
+      return rowValues.takeError();
+    auto rangeValues = indices(ranges);
+    if (!rangeValues)
+      return rangeValues.takeError();
+    RowExchangePlan plan;
+    problem = planGatherRows(me, members, scatter ? out.shape[0] : data.shape[0], *rowValues,
+                             *rangeValues, plan);
+    if (!problem.empty())
+      return llvm::createStringError(std::errc::invalid_argument, "%s: %s",
+                                     collectiveKindName(desc.kind).c_str(), problem.c_str());
+    const std::vector<std::vector<int64_t>> &sent = scatter ? plan.receives : plan.sends;
+    const std::vector<std::vector<int64_t>> &placed = scatter ? plan.sends : plan.receives;
+    // Rows of data to send (peers in order, this member's own first: they
+    // land in its own slot of the received rows) and positions of out.
+    std::vector<int64_t> sendRows(sent[me].begin(), sent[me].end()), positions;
+    for (int64_t q = 0; q < members; ++q)
+      if (q != me)
+        sendRows.insert(sendRows.end(), sent[q].begin(), sent[q].end());
+    std::vector<int64_t> slot(members + 1, 0); // received rows' offsets, by member
+    for (int64_t q = 0; q < members; ++q) {
+      slot[q + 1] = slot[q] + static_cast<int64_t>(placed[q].size());
+      positions.insert(positions.end(), placed[q].begin(), placed[q].end());
+    }
+    const int64_t rowElements = data.shape[0] > 0 ? data.numElements() / data.shape[0] : 0;
+    const size_t rowBytes = rowElements * dtypeSize(data.dtype);
+    auto rowShape = [&](int64_t count) {
+      std::vector<int64_t> shape = data.shape;
+      shape[0] = count;
+      return shape;
+    };
+    // Scratch: the rows to send, the rows received, and the two index lists.
+    const int64_t sendCount = static_cast<int64_t>(sendRows.size()),
+                  recvCount = slot[members];
+    std::vector<void *> scratch;
+    auto release = llvm::make_scope_exit([&] {
+      for (void *p : scratch)
+        cudaFree(p);
+    });
+    auto alloc = [&](size_t bytes) -> llvm::Expected<void *> {
+      void *p = nullptr;
+      if (auto err = check(cudaMalloc(&p, std::max<size_t>(bytes, 256)), "cudaMalloc (rows)"))
+        return std::move(err);
+      scratch.push_back(p);
+      return p;
+    };
+    auto upload = [&](const std::vector<int64_t> &values) -> llvm::Expected<DeviceTensor> {
+      auto p = alloc(values.size() * 8);
+      if (!p)
+        return p.takeError();
+      if (auto err = copyToDevice(*p, values.data(), values.size() * 8))
+        return std::move(err);
+      return DeviceTensor{*p, DType::I64, {static_cast<int64_t>(values.size())}};
+    };
+    auto sendBuffer = alloc(sendCount * rowBytes), recvBuffer = alloc(recvCount * rowBytes);
+    if (!sendBuffer)
+      return sendBuffer.takeError();
+    if (!recvBuffer)
+      return recvBuffer.takeError();
+    auto sendIndex = upload(sendRows);
+    if (!sendIndex)
+      return sendIndex.takeError();
+    auto positionIndex = upload(positions);
+    if (!positionIndex)
+      return positionIndex.takeError();
+    KernelAttrs axis0;
+    axis0.set("axis", int64_t(0));
+    if (sendCount > 0 && rowBytes > 0)
+      if (auto err = launch(KernelId::Gather, {data, *sendIndex},
+                            {DeviceTensor{*sendBuffer, data.dtype, rowShape(sendCount)}}, axis0,
+                            stream))
+        return err;
+    // This member's own rows: from the send buffer's head to its slot.
+    const size_t own = sent[me].size() * rowBytes;
+    if (own > 0)
+      if (auto err = check(cudaMemcpyAsync(static_cast<char *>(*recvBuffer) + slot[me] * rowBytes,
+                                           *sendBuffer, own, cudaMemcpyDeviceToDevice,
+                                           streams_[stream]),
+                           "cudaMemcpyAsync (own rows)"))
+        return err;
+    CollectiveDesc exchange;
+    exchange.kind = CollectiveKind::Exchange;
+    exchange.axes = desc.axes;
+    std::vector<DeviceTensor> sends, recvs;
+    int64_t offset = static_cast<int64_t>(sent[me].size());
+    for (int64_t q = 0; q < members; ++q) {
+      if (q == me)
+        continue;
+      if (!sent[q].empty()) {
+        const int64_t n = static_cast<int64_t>(sent[q].size());
+        sends.push_back({static_cast<char *>(*sendBuffer) + offset * rowBytes, data.dtype,
+                         rowShape(n)});
+        exchange.sendPeers.push_back(q);
+        offset += n;
+      }
+      if (!placed[q].empty()) {
+        recvs.push_back({static_cast<char *>(*recvBuffer) + slot[q] * rowBytes, data.dtype,
+                         rowShape(slot[q + 1] - slot[q])});
+        exchange.recvPeers.push_back(q);
+      }
+    }
+    if (rowBytes > 0 && (!sends.empty() || !recvs.empty()))
+      if (auto err = exchangeUnstaged(exchange, sends, recvs, streams_[stream]))
+        return err;
+    // Placed (gather) or added (scatter), in the received order.
+    KernelAttrs place;
+    place.set("axis", int64_t(0));
+    place.set("axis_size", out.shape[0]);
+    if (auto err = launch(KernelId::GatherGrad,
+                          {*positionIndex, DeviceTensor{*recvBuffer, data.dtype, rowShape(recvCount)}},
+                          {out}, place, stream))
+      return err;
+    return synchronize(); // the scratch is freed on return
   }
 
   llvm::Error recordEvent(unsigned event, unsigned stream) override {
