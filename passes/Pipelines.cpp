@@ -503,6 +503,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<int64_t> tp{*this, "tp", llvm::cl::desc("tensor-parallel ranks"), llvm::cl::init(1)};
   Option<int64_t> dp{*this, "dp", llvm::cl::desc("data-parallel ranks"), llvm::cl::init(1)};
   Option<int64_t> ep{*this, "ep", llvm::cl::desc("expert-parallel ranks"), llvm::cl::init(1)};
+  Option<std::string> epDispatch{
+      *this, "ep-dispatch",
+      llvm::cl::desc("all-gather, or all-to-all (dist.gather_rows and dist.scatter_rows)"),
+      llvm::cl::init("all-gather")};
   Option<bool> sp{*this, "sp", llvm::cl::desc("sequence parallelism over tp"),
                   llvm::cl::init(false)};
   Option<bool> zero1{*this, "zero1", llvm::cl::desc("ZeRO-1 over dp"), llvm::cl::init(false)};
@@ -609,6 +613,9 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
     o.tp = tp;
     o.dp = dp;
     o.ep = ep;
+    o.epAllToAll = epDispatch == "all-to-all";
+    if (epDispatch != "all-gather" && epDispatch != "all-to-all")
+      return error("ep-dispatch must be all-gather or all-to-all, got '" + epDispatch + "'");
     o.sp = sp;
     o.zero1 = zero1;
     o.dpBucketMb = dpBucketMb;

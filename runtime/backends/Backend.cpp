@@ -186,9 +186,10 @@ std::vector<int64_t> indexValues(const std::vector<uint8_t> &bytes, DType dtype)
 }
 } // namespace
 
-llvm::Error Backend::moveRows(const CollectiveDesc &desc, const DeviceTensor &data,
-                              const DeviceTensor &rows, const DeviceTensor &ranges,
-                              const DeviceTensor &out, unsigned) {
+llvm::Expected<Backend::RowMoves>
+Backend::planRowMoves(const CollectiveDesc &desc, const DeviceTensor &data,
+                      const DeviceTensor &rows, const DeviceTensor &ranges,
+                      const DeviceTensor &out) {
   if (!communicator_)
     return noCommunicator(desc);
   const bool scatter = desc.kind == CollectiveKind::ScatterRows;
@@ -200,30 +201,26 @@ llvm::Error Backend::moveRows(const CollectiveDesc &desc, const DeviceTensor &da
   auto group = groupOf(communicator_->mesh(), communicator_->rank(), desc.axes);
   if (!group)
     return group.takeError();
-  const int64_t me = group->index, members = group->size();
-  if (ranges.shape[0] != members)
+  RowMoves moves;
+  moves.me = group->index;
+  moves.members = group->size();
+  if (ranges.shape[0] != moves.members)
     return llvm::createStringError(std::errc::invalid_argument,
                                    "%s: ranges name %lld members, the group has %lld",
                                    collectiveKindName(desc.kind).c_str(),
-                                   (long long)ranges.shape[0], (long long)members);
+                                   (long long)ranges.shape[0], (long long)moves.members);
   if (auto err = synchronize())
-    return err;
-  auto toHost = [&](const DeviceTensor &t, std::vector<uint8_t> &host) {
-    host.resize(t.sizeInBytes());
-    return copyToHost(host.data(), t.data, host.size());
-  };
-  std::vector<uint8_t> dataHost, rowsHost, rangesHost;
-  if (auto err = toHost(data, dataHost))
-    return err;
-  if (auto err = toHost(rows, rowsHost))
-    return err;
-  if (auto err = toHost(ranges, rangesHost))
-    return err;
+    return std::move(err);
+  std::vector<uint8_t> rowsHost(rows.sizeInBytes()), rangesHost(ranges.sizeInBytes());
+  if (auto err = copyToHost(rowsHost.data(), rows.data, rowsHost.size()))
+    return std::move(err);
+  if (auto err = copyToHost(rangesHost.data(), ranges.data, rangesHost.size()))
+    return std::move(err);
   // The rows of the split tensor each member holds: data's (gather) or
   // out's (scatter).
-  const int64_t held = scatter ? out.shape[0] : data.shape[0];
   RowExchangePlan plan;
-  problem = planGatherRows(me, members, held, indexValues(rowsHost, rows.dtype),
+  problem = planGatherRows(moves.me, moves.members, scatter ? out.shape[0] : data.shape[0],
+                           indexValues(rowsHost, rows.dtype),
                            indexValues(rangesHost, ranges.dtype), plan);
   if (!problem.empty())
     return llvm::createStringError(std::errc::invalid_argument, "%s: %s",
@@ -232,8 +229,23 @@ llvm::Error Backend::moveRows(const CollectiveDesc &desc, const DeviceTensor &da
   // plan.receives[q] (rows of out) from it; a scatter the transpose: it
   // sends plan.receives[q] (rows of y) to q and receives, from q, values
   // for plan.sends[q] (rows of out).
-  const std::vector<std::vector<int64_t>> &sent = scatter ? plan.receives : plan.sends;
-  const std::vector<std::vector<int64_t>> &placed = scatter ? plan.sends : plan.receives;
+  moves.sent = scatter ? std::move(plan.receives) : std::move(plan.sends);
+  moves.placed = scatter ? std::move(plan.sends) : std::move(plan.receives);
+  return moves;
+}
+
+llvm::Error Backend::moveRows(const CollectiveDesc &desc, const DeviceTensor &data,
+                              const DeviceTensor &rows, const DeviceTensor &ranges,
+                              const DeviceTensor &out, unsigned) {
+  auto moves = planRowMoves(desc, data, rows, ranges, out);
+  if (!moves)
+    return moves.takeError();
+  const bool scatter = desc.kind == CollectiveKind::ScatterRows;
+  const int64_t me = moves->me, members = moves->members;
+  const std::vector<std::vector<int64_t>> &sent = moves->sent, &placed = moves->placed;
+  std::vector<uint8_t> dataHost(data.sizeInBytes());
+  if (auto err = copyToHost(dataHost.data(), data.data, dataHost.size()))
+    return err;
   const int64_t rowElements = data.shape[0] > 0 ? data.numElements() / data.shape[0] : 0;
   const size_t rowBytes = rowElements * dtypeSize(data.dtype);
   CollectiveDesc exchange;

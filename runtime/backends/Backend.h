@@ -197,6 +197,18 @@ protected:
   /// The exchange on the tensors' own memory, no staging: host memory (the
   /// CPU backend), or device memory that the communicator reads itself
   /// (NCCL, on `commStream`).
+  /// A gather_rows' or scatter_rows' lists (moveRows): its operands
+  /// checked, the streams' work waited for, rows and ranges read on the
+  /// host. `sent[q]` lists the rows of data this member sends to member q
+  /// (its own at q = me), `placed[q]` the rows of out what q sends lands
+  /// in, in order.
+  struct RowMoves {
+    int64_t me = 0, members = 0;
+    std::vector<std::vector<int64_t>> sent, placed;
+  };
+  llvm::Expected<RowMoves> planRowMoves(const CollectiveDesc &desc, const DeviceTensor &data,
+                                        const DeviceTensor &rows, const DeviceTensor &ranges,
+                                        const DeviceTensor &out);
   llvm::Error exchangeUnstaged(const CollectiveDesc &desc, llvm::ArrayRef<DeviceTensor> sends,
                                llvm::ArrayRef<DeviceTensor> recvs, void *commStream);
 

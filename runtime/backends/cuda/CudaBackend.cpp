@@ -459,53 +459,11 @@ public:
       return err;
     if (!communicator_ || communicator_->name() != "nccl")
       return Backend::moveRows(desc, data, rows, ranges, out, stream);
-    const bool scatter = desc.kind == CollectiveKind::ScatterRows;
-    std::string problem =
-        checkGatherRows(desc, 0, {data.dtype, data.shape}, {rows.dtype, rows.shape},
-                        {ranges.dtype, ranges.shape}, {out.dtype, out.shape});
-    if (!problem.empty())
-      return llvm::createStringError(std::errc::invalid_argument, "%s", problem.c_str());
-    auto group = groupOf(communicator_->mesh(), communicator_->rank(), desc.axes);
-    if (!group)
-      return group.takeError();
-    const int64_t me = group->index, members = group->size();
-    if (ranges.shape[0] != members)
-      return llvm::createStringError(std::errc::invalid_argument,
-                                     "%s: ranges name %lld members, the group has %lld",
-                                     collectiveKindName(desc.kind).c_str(),
-                                     (long long)ranges.shape[0], (long long)members);
-    if (auto err = synchronize())
-      return err;
-    auto indices = [&](const DeviceTensor &t) -> llvm::Expected<std::vector<int64_t>> {
-      std::vector<uint8_t> host(t.sizeInBytes());
-      if (auto err = copyToHost(host.data(), t.data, host.size()))
-        return std::move(err);
-      std::vector<int64_t> values(t.numElements());
-      for (size_t i = 0; i < values.size(); ++i) {
-        if (t.dtype == DType::I32) {
-          int32_t v;
-          std::memcpy(&v, host.data() + 4 * i, 4);
-          values[i] = v;
-        } else {
-          std::memcpy(&values[i], host.data() + 8 * i, 8);
-        }
-      }
-      return values;
-    };
-    auto rowValues = indices(rows);
-    if (!rowValues)
-      return rowValues.takeError();
-    auto rangeValues = indices(ranges);
-    if (!rangeValues)
-      return rangeValues.takeError();
-    RowExchangePlan plan;
-    problem = planGatherRows(me, members, scatter ? out.shape[0] : data.shape[0], *rowValues,
-                             *rangeValues, plan);
-    if (!problem.empty())
-      return llvm::createStringError(std::errc::invalid_argument, "%s: %s",
-                                     collectiveKindName(desc.kind).c_str(), problem.c_str());
-    const std::vector<std::vector<int64_t>> &sent = scatter ? plan.receives : plan.sends;
-    const std::vector<std::vector<int64_t>> &placed = scatter ? plan.sends : plan.receives;
+    auto moves = planRowMoves(desc, data, rows, ranges, out);
+    if (!moves)
+      return moves.takeError();
+    const int64_t me = moves->me, members = moves->members;
+    const std::vector<std::vector<int64_t>> &sent = moves->sent, &placed = moves->placed;
     // Rows of data to send (peers in order, this member's own first: they
     // land in its own slot of the received rows) and positions of out.
     std::vector<int64_t> sendRows(sent[me].begin(), sent[me].end()), positions;
