@@ -616,6 +616,20 @@ LogicalResult AllToAllOp::verify() {
   return success();
 }
 
+/// The indices of gather_rows and scatter_rows: i32 or i64 rows and ranges,
+/// the ranges one [first, end) per member of a group of `n` (0: unknown).
+static LogicalResult verifyRowIndices(Operation *op, RankedTensorType rows, RankedTensorType ranges,
+                               int64_t n) {
+  for (RankedTensorType index : {rows, ranges})
+    if (!index.getElementType().isSignlessInteger(32) && !index.getElementType().isSignlessInteger(64))
+      return op->emitOpError("rows and ranges must be i32 or i64, got ") << index;
+  if (ranges.getRank() != 2 || ranges.getDimSize(1) != 2 || (n && ranges.getDimSize(0) != n))
+    return op->emitOpError(
+               "ranges must be [group size x 2] (each member's first and end row), got ")
+           << ranges;
+  return success();
+}
+
 LogicalResult GatherRowsOp::verify() {
   FailureOr<int64_t> n = verifyAxes(*this, getAxes());
   if (failed(n))
@@ -623,14 +637,10 @@ LogicalResult GatherRowsOp::verify() {
   auto x = cast<RankedTensorType>(getX().getType()), rows = cast<RankedTensorType>(getRows().getType()),
        ranges = cast<RankedTensorType>(getRanges().getType()),
        out = cast<RankedTensorType>(getResult().getType());
-  for (RankedTensorType index : {rows, ranges})
-    if (!index.getElementType().isSignlessInteger(32) && !index.getElementType().isSignlessInteger(64))
-      return emitOpError("rows and ranges must be i32 or i64, got ") << index;
+  if (failed(verifyRowIndices(*this, rows, ranges, *n)))
+    return failure();
   if (x.getRank() < 1 || rows.getRank() != 1)
     return emitOpError("takes rows of x ([n, ...]) by a 1-D index, got ") << x << " and " << rows;
-  if (ranges.getRank() != 2 || ranges.getDimSize(1) != 2 || (*n && ranges.getDimSize(0) != *n))
-    return emitOpError("ranges must be [group size x 2] (each member's first and end row), got ")
-           << ranges;
   SmallVector<int64_t> expect(x.getShape());
   expect[0] = rows.getDimSize(0);
   if (out.getElementType() != x.getElementType() || ArrayRef<int64_t>(expect) != out.getShape())
@@ -646,14 +656,10 @@ LogicalResult ScatterRowsOp::verify() {
   auto y = cast<RankedTensorType>(getY().getType()), rows = cast<RankedTensorType>(getRows().getType()),
        ranges = cast<RankedTensorType>(getRanges().getType()),
        out = cast<RankedTensorType>(getResult().getType());
-  for (RankedTensorType index : {rows, ranges})
-    if (!index.getElementType().isSignlessInteger(32) && !index.getElementType().isSignlessInteger(64))
-      return emitOpError("rows and ranges must be i32 or i64, got ") << index;
+  if (failed(verifyRowIndices(*this, rows, ranges, *n)))
+    return failure();
   if (y.getRank() < 1 || rows.getRank() != 1 || y.getDimSize(0) != rows.getDimSize(0))
     return emitOpError("takes a row of y for each index, got ") << y << " and " << rows;
-  if (ranges.getRank() != 2 || ranges.getDimSize(1) != 2 || (*n && ranges.getDimSize(0) != *n))
-    return emitOpError("ranges must be [group size x 2] (each member's first and end row), got ")
-           << ranges;
   if (out.getElementType() != y.getElementType() || out.getRank() != y.getRank() ||
       out.getShape().drop_front() != y.getShape().drop_front())
     return emitOpError("result must be rows of y's (") << y << "), got " << out;

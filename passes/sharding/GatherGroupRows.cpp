@@ -240,8 +240,8 @@ struct GatherGroupRowsPass : public loom::impl::GatherGroupRowsBase<GatherGroupR
     Operation *offsetsDef = block->offsets.getDefiningOp();
     if (offsetsDef && offsetsDef->getBlock() == first->getBlock() &&
         !offsetsDef->isBeforeInBlock(first)) {
-      // The offsets come after the first reader: move the gather's readers
-      // that come before them? Simpler and always right: give up.
+      // The offsets come after the first reader: the ranges could not be
+      // computed before it, so the all-gather stays.
       return;
     }
     OpBuilder b(first);
