@@ -27,7 +27,8 @@ Writes, into --out DIR:
                           ids [batch, seq] (int64) -> logits [batch, seq,
                           vocab] (use_cache=False), in the default training
                           IR (in-place ops such as copy_ or masked_fill_ are
-                          kept), saved with torch.export.save. The batch is
+                          kept; --ir functional or core for the
+                          decomposed forms), saved with torch.export.save. The batch is
                           a torch.export.Dim unless --static-batch.
                           Parameter names in its graph signature are the
                           model's state_dict names (model.embed_tokens.weight,
@@ -130,6 +131,12 @@ def parse_args(argv):
                      help="export the batch dimension as a torch.export.Dim (default)")
     dyn.add_argument("--static-batch", dest="dynamic_batch", action="store_false",
                      help="export with the example batch fixed")
+    ap.add_argument("--ir", choices=["training", "functional", "core"], default="training",
+                    help="the .pt2's op set: torch.export's default training IR (in-place "
+                         "ops kept), 'functional' (ExportedProgram.run_decompositions({}): "
+                         "functionalized, composite ops kept) or 'core' "
+                         "(run_decompositions(): core ATen, linear as addmm, softmax as "
+                         "_softmax, layer_norm as native_layer_norm, ...)")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
                     help="parameter dtype of the exported model (default float32; "
                          "logits.npy is float32 either way)")
@@ -506,6 +513,12 @@ def run(args):
             raise
         except Exception as e:
             raise ExportError("torch.export.export failed: %s" % first_line(e))
+        if args.ir != "training":
+            try:
+                ep = ep.run_decompositions({} if args.ir == "functional" else None)
+            except Exception as e:
+                raise ExportError("run_decompositions failed: %s" % first_line(e))
+            label += ", %s IR" % args.ir
         names = check_names(ep, model)
         pt2_path = os.path.join(out, args.pt2_name)
         torch.export.save(ep, pt2_path)

@@ -204,7 +204,7 @@ Error convertDiv(NodeContext &node) {
   if (!mode)
     return mode.takeError();
   if (!mode->empty())
-    return importError("rounding_mode '" + *mode + "' is not supported");
+    return convertRoundedDivide(node, *mode);
   return convertArithmetic<nn::DivOp>(node);
 }
 
@@ -874,6 +874,85 @@ Error convertSlice(NodeContext &node) {
   if (!result)
     return result.takeError();
   return node.setResult(0, *result);
+}
+
+/// slice_scatter(self, src, dim, start, end, step): self with
+/// self[start:end:step] along dim replaced by src (what functionalization
+/// makes of an in-place slice assignment): the slices before and after,
+/// joined around src. Steps other than 1 are refused.
+Error convertSliceScatter(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto src = node.tensor("src", 1);
+  if (!src)
+    return src.takeError();
+  auto dim = node.integer("dim", 2, 0);
+  if (!dim)
+    return dim.takeError();
+  RankedTensorType selfType = tensorType(*self);
+  auto axis = normalizeDim(*dim, selfType.getRank());
+  if (!axis)
+    return axis.takeError();
+  auto start = node.optionalInteger("start", 3);
+  if (!start)
+    return start.takeError();
+  auto end = node.optionalInteger("end", 4);
+  if (!end)
+    return end.takeError();
+  auto step = node.integer("step", 5, 1);
+  if (!step)
+    return step.takeError();
+  GraphImporter &g = node.importer();
+  int64_t size = selfType.getDimSize(*axis);
+  auto clampBound = [&](std::optional<int64_t> bound, int64_t fallback) {
+    if (!bound)
+      return fallback;
+    int64_t v = *bound < 0 ? *bound + size : *bound;
+    return std::clamp<int64_t>(v, 0, size);
+  };
+  int64_t begin = clampBound(*start, 0);
+  int64_t limit = std::max(begin, clampBound(*end, size));
+  auto value = g.castTo(*src, selfType.getElementType());
+  if (!value)
+    return value.takeError();
+  RankedTensorType srcType = tensorType(*value);
+  if (srcType.getRank() != selfType.getRank())
+    return importError("slice_scatter: src has rank " + llvm::Twine(srcType.getRank()) +
+                       ", self " + llvm::Twine(selfType.getRank()));
+  if (*step != 1 && limit - begin > 1)
+    return importError("slice_scatter with step " + llvm::Twine(*step) +
+                       " is not supported (only contiguous slices)");
+  if (srcType.getDimSize(*axis) != limit - begin)
+    return importError("slice_scatter: src has " + llvm::Twine(srcType.getDimSize(*axis)) +
+                       " elements along dim " + llvm::Twine(*axis) + " for a slice of " +
+                       llvm::Twine(limit - begin));
+  llvm::SmallVector<Value> parts;
+  if (begin > 0) {
+    auto before = sliceAlong(g, *self, *axis, 0, begin, 1);
+    if (!before)
+      return before.takeError();
+    parts.push_back(*before);
+  }
+  if (limit > begin)
+    parts.push_back(*value);
+  if (limit < size) {
+    auto after = sliceAlong(g, *self, *axis, limit, size, 1);
+    if (!after)
+      return after.takeError();
+    parts.push_back(*after);
+  }
+  if (parts.empty())
+    return node.setResult(0, *self);
+  if (parts.size() == 1)
+    return node.setResult(0, parts.front());
+  auto joined = g.create<nn::ConcatOp>(*type, parts, g.builder().getI64IntegerAttr(*axis));
+  if (!joined)
+    return joined.takeError();
+  return node.setResult(0, *joined);
 }
 
 Error convertNarrow(NodeContext &node) {
@@ -1708,6 +1787,17 @@ Error convertLayerNorm(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
+/// native_layer_norm (core ATen): layer_norm's arguments, and the mean and
+/// reciprocal standard deviation, which only a decomposed backward reads.
+Error convertNativeLayerNorm(NodeContext &node) {
+  if (Error err = convertLayerNorm(node))
+    return err;
+  node.setUnavailable(1, "native_layer_norm's mean, which Loom does not compute");
+  node.setUnavailable(2, "native_layer_norm's reciprocal standard deviation, which Loom does "
+                         "not compute");
+  return Error::success();
+}
+
 Error convertRmsNorm(NodeContext &node) {
   auto type = node.resultType(0);
   if (!type)
@@ -2011,7 +2101,8 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.new_full"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 2); };
     t["aten.scalar_tensor"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "s", 0); };
     for (const char *name : {"aten.zeros", "aten.zeros_like", "aten.new_zeros", "aten.empty",
-                             "aten.empty_like", "aten.new_empty"})
+                             "aten.empty_like", "aten.new_empty", "aten.empty_permuted",
+                             "aten.empty_strided"})
       t[name] = [](NodeContext &n) { return convertFill(n, 0.0, "", 0); };
     for (const char *name : {"aten.ones", "aten.ones_like", "aten.new_ones"})
       t[name] = [](NodeContext &n) { return convertFill(n, 1.0, "", 0); };
@@ -2028,6 +2119,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.permute"] = convertPermute;
     t["aten.numpy_T"] = convertNumpyT;
     t["aten.slice"] = convertSlice;
+    t["aten.slice_scatter"] = convertSliceScatter;
     t["aten.narrow"] = convertNarrow;
     t["aten.select"] = convertSelect;
     t["aten.cat"] = convertCat;
@@ -2060,6 +2152,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.log_softmax"] = convertSoftmax<nn::LogSoftmaxOp>;
     t["aten._log_softmax"] = convertSoftmax<nn::LogSoftmaxOp>;
     t["aten.layer_norm"] = convertLayerNorm;
+    t["aten.native_layer_norm"] = convertNativeLayerNorm;
     t["aten.rms_norm"] = convertRmsNorm;
     t["aten.scaled_dot_product_attention"] = convertAttention;
     // Symbolic sizes and runtime checks.

@@ -404,16 +404,17 @@ Error convertCumsumAtRunTime(NodeContext &node, Value self, int64_t dim) {
 namespace {
 
 
-/// aten.floor_divide(self, other) on integers: truncating division, then
-/// one less where the remainder is nonzero and the signs differ.
-Error convertFloorDivide(NodeContext &node) {
+/// aten.floor_divide(self, other) on integers (and div with rounding_mode
+/// 'floor', or 'trunc' when `floor` is false): truncating division, then,
+/// for floor, one less where the remainder is nonzero and the signs differ.
+Error divideRounded(NodeContext &node, bool floor) {
   auto type = node.resultType(0);
   if (!type)
     return type.takeError();
   Type element = type->getElementType();
   if (!isa<IntegerType>(element))
-    return importError("floor_divide of " + typeString(element) +
-                       " is not supported (integers only)");
+    return importError(llvm::Twine(floor ? "floor" : "truncating") + " division of " +
+                       typeString(element) + " is not supported (integers only)");
   GraphImporter &g = node.importer();
   auto self = node.tensorOrNumber("self", 0, element);
   if (!self)
@@ -430,6 +431,8 @@ Error convertFloorDivide(NodeContext &node) {
   auto q = g.create<nn::DivOp>(*type, *x, *y);
   if (!q)
     return q.takeError();
+  if (!floor)
+    return node.setResult(0, *q);
   auto qy = g.create<nn::MulOp>(*type, *q, *y);
   if (!qy)
     return qy.takeError();
@@ -685,7 +688,102 @@ llvm::Error convertIndexPutIntegers(NodeContext &node, Value self, Value index, 
   return setShapedResult(node, combined);
 }
 
+namespace {
+
+Error convertFloorDivide(NodeContext &node) { return divideRounded(node, true); }
+
+/// any / all over `dim` (an int or a list; every dim when absent), as a
+/// maximum of the elements that are (any) or are not (all) nonzero.
+Error convertAnyAll(NodeContext &node, bool all) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  GraphImporter &g = node.importer();
+  RankedTensorType selfType = tensorType(*self);
+  int64_t rank = selfType.getRank();
+  SmallVector<int64_t> dims;
+  if (node.has("dim", 1)) {
+    SmallVector<int64_t> given;
+    if (node.isNumber("dim", 1)) {
+      auto one = node.integer("dim", 1);
+      if (!one)
+        return one.takeError();
+      given.push_back(*one);
+    } else {
+      auto list = node.integers("dim", 1);
+      if (!list)
+        return list.takeError();
+      given = *list;
+    }
+    for (int64_t d : given) {
+      int64_t axis = d < 0 ? d + rank : d;
+      if (axis < 0 || axis >= std::max<int64_t>(rank, 1))
+        return importError("dim " + llvm::Twine(d) + " is out of range for rank " +
+                           llvm::Twine(rank));
+      if (!llvm::is_contained(dims, axis))
+        dims.push_back(axis);
+    }
+  }
+  if (dims.empty())
+    dims = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  llvm::sort(dims);
+  auto keepdim = node.boolean("keepdim", 2, false);
+  if (!keepdim)
+    return keepdim.takeError();
+  Type i32 = g.builder().getI32Type();
+  Value zero = g.scalar(selfType.getElementType().isInteger(1) ? i32 : selfType.getElementType(), 0);
+  Value input = *self;
+  if (selfType.getElementType().isInteger(1)) {
+    auto widened = g.castTo(input, i32);
+    if (!widened)
+      return widened.takeError();
+    input = *widened;
+  }
+  // Elements that decide: nonzero ones for any, zeros for all.
+  auto hit = compareValues(g, all ? nn::ComparePredicate::eq : nn::ComparePredicate::ne, input,
+                           zero, selfType.getShape());
+  if (!hit)
+    return hit.takeError();
+  auto counted = g.castTo(*hit, i32);
+  if (!counted)
+    return counted.takeError();
+  Value found = *counted;
+  if (rank > 0) {
+    SmallVector<int64_t> shape;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (!llvm::is_contained(dims, d))
+        shape.push_back(selfType.getDimSize(d));
+      else if (*keepdim)
+        shape.push_back(1);
+    }
+    auto reduced = g.create<nn::ReduceMaxOp>(RankedTensorType::get(shape, i32), *counted,
+                                             g.builder().getDenseI64ArrayAttr(dims),
+                                             *keepdim ? g.builder().getUnitAttr() : UnitAttr());
+    if (!reduced)
+      return reduced.takeError();
+    found = *reduced;
+  }
+  auto result = compareValues(g, all ? nn::ComparePredicate::eq : nn::ComparePredicate::ne, found,
+                              g.scalar(i32, 0), tensorType(found).getShape());
+  if (!result)
+    return result.takeError();
+  auto cast = g.castTo(*result, type->getElementType());
+  if (!cast)
+    return cast.takeError();
+  return node.setResult(0, *cast);
+}
+
+Error convertAny(NodeContext &node) { return convertAnyAll(node, false); }
+Error convertAll(NodeContext &node) { return convertAnyAll(node, true); }
+
+} // namespace
+
 void addRoutingConverters(llvm::StringMap<OperatorConverter> &t) {
+  t["aten.any"] = convertAny;
+  t["aten.all"] = convertAll;
   t["aten.topk"] = convertTopk;
   t["aten.sort"] = convertSort;
   t["aten.histc"] = convertHistc;
@@ -694,6 +792,12 @@ void addRoutingConverters(llvm::StringMap<OperatorConverter> &t) {
   t["aten.scatter"] = convertScatterValue;
   t["transformers.grouped_mm_fallback"] = convertGroupedMm;
   t["aten._grouped_mm"] = convertGroupedMm;
+}
+
+Error convertRoundedDivide(NodeContext &node, llvm::StringRef mode) {
+  if (mode != "floor" && mode != "trunc")
+    return importError("rounding_mode '" + mode + "' is not supported (floor or trunc)");
+  return divideRounded(node, mode == "floor");
 }
 
 } // namespace loom::torch_export

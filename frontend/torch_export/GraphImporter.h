@@ -222,6 +222,9 @@ using OperatorConverter = llvm::Error (*)(NodeContext &node);
 OperatorConverter findOperatorConverter(llvm::StringRef target);
 /// A node that reads or makes a complex tensor (AtenOps.cpp).
 llvm::Error convertComplexNode(NodeContext &node);
+/// div(self, other, rounding_mode='floor' or 'trunc') of integers
+/// (AtenRoutingOps.cpp).
+llvm::Error convertRoundedDivide(NodeContext &node, llvm::StringRef mode);
 
 } // namespace loom::torch_export
 
