@@ -120,6 +120,35 @@ def RaiseGroupedGemm : Pass<"loom-raise-grouped-gemm", "mlir::ModuleOp"> {
   }];
 }
 
+def RaiseMatmulForms : Pass<"loom-raise-matmul-forms", "mlir::ModuleOp"> {
+  let summary = "a decomposed export's matrix products in the form raising reads";
+  let description = [{
+    torch.export's core ATen IR (`ExportedProgram.run_decompositions()`)
+    spells a linear layer `aten.t` + `aten.mm` (or `addmm`) and a batched
+    matmul `aten.bmm` over its batch dims flattened into one. A 2-D
+    transpose read by a matmul becomes the matmul's transpose flag, and a
+    3-D matmul of operands that a reshape flattened, whose result is
+    reshaped back, becomes one matmul over the unflattened batch dims, so
+    linear layers, attention (`--loom-raise-attention`) and tensor
+    parallelism see what an unflattened export gives them.
+
+    Before:
+    ```mlir
+    %wt = nn.transpose %w permutation = [1, 0] : tensor<16x32xf32> -> tensor<32x16xf32>
+    %y = nn.matmul %x, %wt : (tensor<24x32xf32>, tensor<32x16xf32>) -> tensor<24x16xf32>
+    %a = nn.reshape %q : tensor<2x4x12x8xf32> -> tensor<8x12x8xf32>
+    %b = nn.reshape %kt : tensor<2x4x8x12xf32> -> tensor<8x8x12xf32>
+    %s = nn.matmul %a, %b : (tensor<8x12x8xf32>, tensor<8x8x12xf32>) -> tensor<8x12x12xf32>
+    %r = nn.reshape %s : tensor<8x12x12xf32> -> tensor<2x4x12x12xf32>
+    ```
+    After:
+    ```mlir
+    %y = nn.matmul %x, %w {transpose_rhs} : (tensor<24x32xf32>, tensor<16x32xf32>) -> tensor<24x16xf32>
+    %r = nn.matmul %q, %kt : (tensor<2x4x12x8xf32>, tensor<2x4x8x12xf32>) -> tensor<2x4x12x12xf32>
+    ```
+  }];
+}
+
 def RaiseSilu : Pass<"loom-raise-silu", "mlir::ModuleOp"> {
   let summary = "x * sigmoid(x) becomes nn.silu";
   let description = [{

@@ -12,6 +12,7 @@ void loom::buildRaisingPipeline(mlir::OpPassManager &pm, bool raise) {
     return;
   // Small patterns first: attention's scores and RoPE's inputs are then
   // already in their final form.
+  pm.addPass(createRaiseMatmulForms());
   pm.addPass(createRaiseSilu());
   pm.addPass(createRaiseGelu());
   pm.addPass(createRaiseRmsNorm());
