@@ -822,13 +822,9 @@ Error convertPermute(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
-/// input[start:end:step] along `dim`, with Python's clamping of the bounds.
-Expected<Value> sliceAlong(GraphImporter &g, Value input, int64_t dim, std::optional<int64_t> start,
-                           std::optional<int64_t> end, int64_t step) {
-  RankedTensorType type = tensorType(input);
-  int64_t size = type.getDimSize(dim);
-  if (step <= 0)
-    return importError("slice step must be positive, got " + llvm::Twine(step));
+/// [start, end) along a dim of `size`, clamped as Python clamps slice bounds.
+std::pair<int64_t, int64_t> clampSliceBounds(int64_t size, std::optional<int64_t> start,
+                                             std::optional<int64_t> end) {
   auto clampBound = [&](std::optional<int64_t> bound, int64_t fallback) {
     if (!bound)
       return fallback;
@@ -836,7 +832,17 @@ Expected<Value> sliceAlong(GraphImporter &g, Value input, int64_t dim, std::opti
     return std::clamp<int64_t>(v, 0, size);
   };
   int64_t begin = clampBound(start, 0);
-  int64_t limit = std::max(begin, clampBound(end, size));
+  return {begin, std::max(begin, clampBound(end, size))};
+}
+
+/// input[start:end:step] along `dim`, with Python's clamping of the bounds.
+Expected<Value> sliceAlong(GraphImporter &g, Value input, int64_t dim, std::optional<int64_t> start,
+                           std::optional<int64_t> end, int64_t step) {
+  RankedTensorType type = tensorType(input);
+  int64_t size = type.getDimSize(dim);
+  if (step <= 0)
+    return importError("slice step must be positive, got " + llvm::Twine(step));
+  auto [begin, limit] = clampSliceBounds(size, start, end);
   if (begin == 0 && limit == size && step == 1)
     return input;
   llvm::SmallVector<int64_t> starts(type.getRank(), 0), limits(type.getShape()),
@@ -908,14 +914,7 @@ Error convertSliceScatter(NodeContext &node) {
     return step.takeError();
   GraphImporter &g = node.importer();
   int64_t size = selfType.getDimSize(*axis);
-  auto clampBound = [&](std::optional<int64_t> bound, int64_t fallback) {
-    if (!bound)
-      return fallback;
-    int64_t v = *bound < 0 ? *bound + size : *bound;
-    return std::clamp<int64_t>(v, 0, size);
-  };
-  int64_t begin = clampBound(*start, 0);
-  int64_t limit = std::max(begin, clampBound(*end, size));
+  auto [begin, limit] = clampSliceBounds(size, *start, *end);
   auto value = g.castTo(*src, selfType.getElementType());
   if (!value)
     return value.takeError();
@@ -1601,16 +1600,9 @@ Error convertAddmm(NodeContext &node) {
 // Reductions and normalization
 //===----------------------------------------------------------------------===//
 
-/// mean/sum/amax/max over `dim` (all dims when absent or empty).
-template <typename OpT>
-Error convertReduceWith(NodeContext &node, bool withIndices) {
-  auto type = node.resultType(0);
-  if (!type)
-    return type.takeError();
-  auto self = node.tensor("self", 0);
-  if (!self)
-    return self.takeError();
-  int64_t rank = tensorType(*self).getRank();
+} // namespace
+
+Expected<llvm::SmallVector<int64_t>> reductionDims(NodeContext &node, int64_t rank) {
   llvm::SmallVector<int64_t> dims;
   if (node.has("dim", 1)) {
     auto given = node.integers("dim", 1);
@@ -1627,6 +1619,25 @@ Error convertReduceWith(NodeContext &node, bool withIndices) {
   if (dims.empty())
     dims = llvm::to_vector(llvm::seq<int64_t>(0, rank));
   llvm::sort(dims);
+  return dims;
+}
+
+namespace {
+
+/// mean/sum/amax/max over `dim` (all dims when absent or empty).
+template <typename OpT>
+Error convertReduceWith(NodeContext &node, bool withIndices) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  int64_t rank = tensorType(*self).getRank();
+  auto reduced = reductionDims(node, rank);
+  if (!reduced)
+    return reduced.takeError();
+  llvm::SmallVector<int64_t> dims = std::move(*reduced);
   auto keepdim = node.boolean("keepdim", 2, false);
   if (!keepdim)
     return keepdim.takeError();

@@ -704,32 +704,10 @@ Error convertAnyAll(NodeContext &node, bool all) {
   GraphImporter &g = node.importer();
   RankedTensorType selfType = tensorType(*self);
   int64_t rank = selfType.getRank();
-  SmallVector<int64_t> dims;
-  if (node.has("dim", 1)) {
-    SmallVector<int64_t> given;
-    if (node.isNumber("dim", 1)) {
-      auto one = node.integer("dim", 1);
-      if (!one)
-        return one.takeError();
-      given.push_back(*one);
-    } else {
-      auto list = node.integers("dim", 1);
-      if (!list)
-        return list.takeError();
-      given = *list;
-    }
-    for (int64_t d : given) {
-      int64_t axis = d < 0 ? d + rank : d;
-      if (axis < 0 || axis >= std::max<int64_t>(rank, 1))
-        return importError("dim " + llvm::Twine(d) + " is out of range for rank " +
-                           llvm::Twine(rank));
-      if (!llvm::is_contained(dims, axis))
-        dims.push_back(axis);
-    }
-  }
-  if (dims.empty())
-    dims = llvm::to_vector(llvm::seq<int64_t>(0, rank));
-  llvm::sort(dims);
+  auto reduced = reductionDims(node, rank);
+  if (!reduced)
+    return reduced.takeError();
+  SmallVector<int64_t> dims = std::move(*reduced);
   auto keepdim = node.boolean("keepdim", 2, false);
   if (!keepdim)
     return keepdim.takeError();

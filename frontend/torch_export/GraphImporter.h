@@ -222,6 +222,9 @@ using OperatorConverter = llvm::Error (*)(NodeContext &node);
 OperatorConverter findOperatorConverter(llvm::StringRef target);
 /// A node that reads or makes a complex tensor (AtenOps.cpp).
 llvm::Error convertComplexNode(NodeContext &node);
+/// The dims a reduction node's `dim` argument (position 1: an int, a list,
+/// or absent or empty for every dim) names, normalized and sorted.
+llvm::Expected<llvm::SmallVector<int64_t>> reductionDims(NodeContext &node, int64_t rank);
 /// div(self, other, rounding_mode='floor' or 'trunc') of integers
 /// (AtenRoutingOps.cpp).
 llvm::Error convertRoundedDivide(NodeContext &node, llvm::StringRef mode);
