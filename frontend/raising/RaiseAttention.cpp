@@ -9,6 +9,7 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cmath>
+#include <limits>
 
 namespace loom {
 #define GEN_PASS_DEF_RAISEATTENTION
@@ -176,6 +177,148 @@ Value transposedKey(Value kt, double &scale) {
   return {};
 }
 
+/// One row of a tensor (its last dim) as the set of values it holds: a
+/// known number, or some finite number (nullopt).
+using RowValue = std::optional<double>;
+using RowSet = SmallVector<RowValue, 2>;
+
+void addRowValue(RowSet &set, RowValue v) {
+  if (!llvm::is_contained(set, v))
+    set.push_back(v);
+}
+
+/// `a pred b` where at most one side is "some finite number"; nullopt when
+/// that depends on which finite number it is.
+std::optional<bool> compareRowValues(nn::ComparePredicate pred, RowValue a, RowValue b) {
+  if (!a && !b)
+    return std::nullopt;
+  if (a && b) {
+    switch (pred) {
+    case nn::ComparePredicate::eq: return *a == *b;
+    case nn::ComparePredicate::ne: return *a != *b;
+    case nn::ComparePredicate::lt: return *a < *b;
+    case nn::ComparePredicate::le: return *a <= *b;
+    case nn::ComparePredicate::gt: return *a > *b;
+    case nn::ComparePredicate::ge: return *a >= *b;
+    }
+    return std::nullopt;
+  }
+  // One side finite and unknown: decided only against an infinity or NaN.
+  double known = a ? *a : *b;
+  bool finiteOnLeft = !a;
+  if (std::isnan(known))
+    return pred == nn::ComparePredicate::ne;
+  if (!std::isinf(known))
+    return std::nullopt;
+  bool knownIsPlus = known > 0;
+  // The finite side's relation to the infinity: finite < +inf, finite > -inf.
+  bool finiteBelow = knownIsPlus;
+  switch (pred) {
+  case nn::ComparePredicate::eq: return false;
+  case nn::ComparePredicate::ne: return true;
+  case nn::ComparePredicate::lt:
+  case nn::ComparePredicate::le: return finiteOnLeft ? finiteBelow : !finiteBelow;
+  case nn::ComparePredicate::gt:
+  case nn::ComparePredicate::ge: return finiteOnLeft ? !finiteBelow : finiteBelow;
+  }
+  return std::nullopt;
+}
+
+/// Evaluates `v`, computed from `root` (whose last dim is a row) by
+/// comparisons and casts against splat constants and a max over the row,
+/// for a row of `root` holding the values `rootRow`. `perRow` is set once a
+/// reduction makes every element of the row's result one value. Fails on
+/// anything else: the evaluation is exact, never a guess.
+FailureOr<RowSet> evaluateOverRow(Value v, Value root, const RowSet &rootRow, bool &perRow,
+                                  int depth = 0) {
+  if (v == root) {
+    perRow = false;
+    return rootRow;
+  }
+  Operation *op = v.getDefiningOp();
+  if (!op || depth > 16)
+    return failure();
+  auto rootRank = cast<RankedTensorType>(root.getType()).getRank();
+  if (auto cmp = dyn_cast<nn::CompareOp>(op)) {
+    for (int side = 0; side < 2; ++side) {
+      Value tensor = side == 0 ? cmp.getLhs() : cmp.getRhs();
+      std::optional<double> c = splatValue(side == 0 ? cmp.getRhs() : cmp.getLhs());
+      if (!c || cast<RankedTensorType>(tensor.getType()).getShape() !=
+                    cast<RankedTensorType>(cmp.getType()).getShape())
+        continue;
+      FailureOr<RowSet> in = evaluateOverRow(tensor, root, rootRow, perRow, depth + 1);
+      if (failed(in))
+        return failure();
+      RowSet out;
+      for (RowValue x : *in) {
+        std::optional<bool> r = side == 0 ? compareRowValues(cmp.getPredicate(), x, *c)
+                                          : compareRowValues(cmp.getPredicate(), *c, x);
+        if (!r)
+          return failure();
+        addRowValue(out, *r ? 1.0 : 0.0);
+      }
+      return out;
+    }
+    return failure();
+  }
+  if (auto castOp = dyn_cast<nn::CastOp>(op)) {
+    FailureOr<RowSet> in = evaluateOverRow(castOp.getInput(), root, rootRow, perRow, depth + 1);
+    if (failed(in))
+      return failure();
+    Type to = getElementTypeOrSelf(castOp.getType());
+    RowSet out;
+    for (RowValue x : *in) {
+      if (!x && !isa<FloatType>(to))
+        return failure();
+      if (x && to.isInteger(1))
+        x = *x != 0 ? 1.0 : 0.0;
+      else if (x && isa<IntegerType>(to) && *x != std::trunc(*x))
+        return failure();
+      addRowValue(out, x);
+    }
+    return out;
+  }
+  if (auto max = dyn_cast<nn::ReduceMaxOp>(op)) {
+    auto inType = cast<RankedTensorType>(max.getInput().getType());
+    if (inType.getRank() != rootRank || max.getDims() != ArrayRef<int64_t>{rootRank - 1})
+      return failure();
+    FailureOr<RowSet> in = evaluateOverRow(max.getInput(), root, rootRow, perRow, depth + 1);
+    if (failed(in) || perRow || in->empty())
+      return failure();
+    double best = -std::numeric_limits<double>::infinity();
+    for (RowValue x : *in) {
+      if (!x)
+        return failure();
+      best = std::max(best, *x);
+    }
+    perRow = true;
+    return RowSet{best};
+  }
+  return failure();
+}
+
+/// Whether `guard` = where(c, softmax, other) or where(c, other, softmax)
+/// takes the softmax in every row that can occur: rows of finite scores,
+/// some of them masked to -inf. SDPA's "safe softmax" (zero for a row
+/// that is -inf throughout) is this guard: a causal or absent mask leaves
+/// a finite score in every row.
+bool guardKeepsSoftmax(nn::WhereOp guard, nn::SoftmaxOp softmax) {
+  bool softmaxWhenTrue = guard.getLhs() == softmax.getResult();
+  if (!softmaxWhenTrue && guard.getRhs() != softmax.getResult())
+    return false;
+  Value root = softmax.getInput();
+  if (softmax.getDim() != cast<RankedTensorType>(root.getType()).getRank() - 1)
+    return false;
+  const double negInf = -std::numeric_limits<double>::infinity();
+  for (const RowSet &row : {RowSet{std::nullopt}, RowSet{std::nullopt, negInf}}) {
+    bool perRow = false;
+    FailureOr<RowSet> c = evaluateOverRow(guard.getCondition(), root, row, perRow);
+    if (failed(c) || c->size() != 1 || !(*c)[0] || (*(*c)[0] != 0) != softmaxWhenTrue)
+      return false;
+  }
+  return true;
+}
+
 struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(nn::MatmulOp out, PatternRewriter &rewriter) const override {
@@ -189,6 +332,11 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
           isNan.getLhs() == guard.getRhs() && isNan.getRhs() == guard.getRhs() &&
           isSplat(guard.getLhs(), 0.0))
         p = guard.getRhs();
+      else
+        for (Value branch : {guard.getLhs(), guard.getRhs()})
+          if (auto softmax = branch.getDefiningOp<nn::SoftmaxOp>();
+              softmax && guardKeepsSoftmax(guard, softmax))
+            p = branch;
     }
     auto softmax = p.getDefiningOp<nn::SoftmaxOp>();
     if (!softmax || softmax.getDim() != 3)
@@ -226,14 +374,32 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
     if (!qk || qk.getTransposeLhs())
       return failure();
     Value q = peelScale(qk.getLhs(), scale);
-    Value k = qk.getTransposeRhs() ? stripHeadRepeat(peelScale(qk.getRhs(), scale))
-                                   : transposedKey(qk.getRhs(), scale);
-    if (!k)
-      return failure();
+    // k^T as one transpose of another layout (GPT-2's [B, S, H, D] keys
+    // transposed by [0, 2, 3, 1]: the head split and k^T composed) is k
+    // transposed by that permutation with its last two entries swapped.
+    Value k, keySource;
+    SmallVector<int64_t> keyPermutation;
+    double keyScale = scale;
+    if (auto t = peelScale(qk.getRhs(), keyScale).getDefiningOp<nn::TransposeOp>();
+        t && !qk.getTransposeRhs() && t.getPermutation().size() == 4 &&
+        t.getPermutation() != ArrayRef<int64_t>{0, 1, 3, 2}) {
+      scale = keyScale;
+      keyPermutation.assign(t.getPermutation().begin(), t.getPermutation().end());
+      std::swap(keyPermutation[2], keyPermutation[3]);
+      keySource = t.getInput();
+    } else {
+      k = qk.getTransposeRhs() ? stripHeadRepeat(peelScale(qk.getRhs(), scale))
+                               : transposedKey(qk.getRhs(), scale);
+      if (!k)
+        return failure();
+    }
     Value v = stripHeadRepeat(out.getRhs());
 
     auto qs = cast<RankedTensorType>(q.getType()).getShape();
-    auto ks = cast<RankedTensorType>(k.getType()).getShape();
+    SmallVector<int64_t> ks(cast<RankedTensorType>((k ? k : keySource).getType()).getShape());
+    if (keySource)
+      for (auto [i, from] : llvm::enumerate(keyPermutation))
+        ks[i] = cast<RankedTensorType>(keySource.getType()).getDimSize(from);
     auto vs = cast<RankedTensorType>(v.getType()).getShape();
     if (qs.size() != 4 || ks.size() != 4 || vs.size() != 4 || ks[1] != vs[1] ||
         ks[1] == 0 || qs[1] % ks[1] != 0 || qs[3] != ks[3] || ks[2] != vs[2] ||
@@ -242,6 +408,13 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
       return failure();
     if (mask == MaskKind::Causal && ks[2] < qs[2])
       return failure();
+    if (keySource) {
+      auto sourceType = cast<RankedTensorType>(keySource.getType());
+      k = keyPermutation == ArrayRef<int64_t>{0, 1, 2, 3}
+              ? keySource
+              : rewriter.create<nn::TransposeOp>(out.getLoc(), sourceType.clone(ks), keySource,
+                                                 rewriter.getDenseI64ArrayAttr(keyPermutation));
+    }
     auto attention = rewriter.create<nn::AttentionOp>(
         out.getLoc(), out.getType(), q, k, v, mask == MaskKind::Causal,
         rewriter.getF64FloatAttr(scale), /*seq_major=*/0);

@@ -106,10 +106,44 @@ struct UnflattenBatchedMatmul : OpRewritePattern<nn::ReshapeOp> {
   }
 };
 
+/// nn.matmul %x, (nn.broadcast %w) where %x is [..., M, K] and the
+/// broadcast only repeats a 2-D %w over %x's batch dims (core ATen's
+/// expand + bmm for a linear layer on a non-contiguous input) becomes
+/// reshape(nn.matmul(reshape(%x) to [prod(...) * M, K], %w)): the form
+/// a linear layer imports in.
+struct MatmulOfBroadcastWeight : OpRewritePattern<nn::MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(nn::MatmulOp mm, PatternRewriter &rewriter) const override {
+    auto broadcast = mm.getRhs().getDefiningOp<nn::BroadcastOp>();
+    if (!broadcast || mm.getTransposeLhs())
+      return failure();
+    auto w = cast<RankedTensorType>(broadcast.getInput().getType());
+    auto x = cast<RankedTensorType>(mm.getLhs().getType());
+    auto outType = cast<RankedTensorType>(mm.getType());
+    auto expanded = cast<RankedTensorType>(broadcast.getType());
+    if (w.getRank() != 2 || x.getRank() < 3 || !x.hasStaticShape() ||
+        expanded.getRank() != x.getRank() ||
+        expanded.getShape().take_back(2) != w.getShape() ||
+        expanded.getShape().drop_back(2) != x.getShape().drop_back(2))
+      return failure();
+    int64_t rows = product(x.getShape().drop_back(1));
+    Location loc = mm.getLoc();
+    Value flat = rewriter.create<nn::ReshapeOp>(
+        loc, x.clone({rows, x.getShape().back()}), mm.getLhs());
+    Value product2D = rewriter.create<nn::MatmulOp>(
+        loc, outType.clone({rows, outType.getShape().back()}), flat, broadcast.getInput(),
+        UnitAttr(), mm.getTransposeRhsAttr());
+    rewriter.replaceOpWithNewOp<nn::ReshapeOp>(mm, outType, product2D);
+    if (broadcast->use_empty())
+      rewriter.eraseOp(broadcast);
+    return success();
+  }
+};
+
 struct RaiseMatmulFormsPass : public loom::impl::RaiseMatmulFormsBase<RaiseMatmulFormsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<MatmulOfTransposed2D, UnflattenBatchedMatmul>(&getContext());
+    patterns.add<MatmulOfTransposed2D, UnflattenBatchedMatmul, MatmulOfBroadcastWeight>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -286,3 +286,102 @@ func.func @negative_scale(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: 
   %o = nn.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %o : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// SDPA's safe softmax as a decomposed export spells it: where(the row is
+// -inf throughout, 0, softmax). Under a causal mask every row keeps a
+// finite score, so the guard always takes the softmax: causal attention.
+// CHECK-LABEL: func.func @safe_softmax_causal
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x4x8xf32>, %[[K:.*]]: tensor<1x2x4x8xf32>, %[[V:.*]]: tensor<1x2x4x8xf32>)
+// CHECK: %[[O:.*]] = nn.attention %[[Q]], %[[K]], %[[V]] causal scale = 1.250000e-01 : (
+// CHECK: return %[[O]]
+func.func @safe_softmax_causal(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %kt = nn.transpose %k permutation = [0, 1, 3, 2] : tensor<1x2x4x8xf32> -> tensor<1x2x8x4xf32>
+  %s = nn.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = nn.constant dense<0.125> : tensor<f32>
+  %ss = nn.mul %s, %c : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m = nn.constant dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %a = nn.add %ss, %m : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = nn.softmax %a dim = 3 : tensor<1x2x4x4xf32>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %false = nn.constant dense<false> : tensor<i1>
+  %zero = nn.constant dense<0> : tensor<i32>
+  %zeros = nn.constant dense<0.0> : tensor<1x2x4x4xf32>
+  %isinf = nn.compare eq, %a, %ninf : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xi1>
+  %finite = nn.compare eq, %isinf, %false : (tensor<1x2x4x4xi1>, tensor<i1>) -> tensor<1x2x4x4xi1>
+  %fi = nn.cast %finite : tensor<1x2x4x4xi1> -> tensor<1x2x4x4xi32>
+  %nz = nn.compare ne, %fi, %zero : (tensor<1x2x4x4xi32>, tensor<i32>) -> tensor<1x2x4x4xi1>
+  %nzi = nn.cast %nz : tensor<1x2x4x4xi1> -> tensor<1x2x4x4xi32>
+  %any = nn.reduce_max %nzi dims = [3] keepdim : tensor<1x2x4x4xi32> -> tensor<1x2x4x1xi32>
+  %anyb = nn.compare ne, %any, %zero : (tensor<1x2x4x1xi32>, tensor<i32>) -> tensor<1x2x4x1xi1>
+  %none = nn.compare eq, %anyb, %false : (tensor<1x2x4x1xi1>, tensor<i1>) -> tensor<1x2x4x1xi1>
+  %safe = nn.where %none, %zeros, %p : (tensor<1x2x4x1xi1>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = nn.matmul %safe, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// A guard that zeroes rows holding any -inf (not a safe softmax: under a
+// causal mask it zeroes all but the last row) stays.
+// CHECK-LABEL: func.func @guard_changes_rows
+// CHECK-NOT: nn.attention
+// CHECK: nn.where
+func.func @guard_changes_rows(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %kt = nn.transpose %k permutation = [0, 1, 3, 2] : tensor<1x2x4x8xf32> -> tensor<1x2x8x4xf32>
+  %s = nn.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %m = nn.constant dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %a = nn.add %s, %m : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = nn.softmax %a dim = 3 : tensor<1x2x4x4xf32>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %zero = nn.constant dense<0> : tensor<i32>
+  %zeros = nn.constant dense<0.0> : tensor<1x2x4x4xf32>
+  %isinf = nn.compare eq, %a, %ninf : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xi1>
+  %ii = nn.cast %isinf : tensor<1x2x4x4xi1> -> tensor<1x2x4x4xi32>
+  %any = nn.reduce_max %ii dims = [3] keepdim : tensor<1x2x4x4xi32> -> tensor<1x2x4x1xi32>
+  %anyb = nn.compare ne, %any, %zero : (tensor<1x2x4x1xi32>, tensor<i32>) -> tensor<1x2x4x1xi1>
+  %g = nn.where %anyb, %zeros, %p : (tensor<1x2x4x1xi1>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = nn.matmul %g, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// A guard whose condition depends on the scores' finite values (here
+// score > 0) cannot be decided and stays.
+// CHECK-LABEL: func.func @guard_on_values
+// CHECK-NOT: nn.attention
+// CHECK: nn.where
+func.func @guard_on_values(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %kt = nn.transpose %k permutation = [0, 1, 3, 2] : tensor<1x2x4x8xf32> -> tensor<1x2x8x4xf32>
+  %s = nn.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = nn.softmax %s dim = 3 : tensor<1x2x4x4xf32>
+  %zero = nn.constant dense<0.0> : tensor<f32>
+  %zeros = nn.constant dense<0.0> : tensor<1x2x4x4xf32>
+  %pos = nn.compare gt, %s, %zero : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xi1>
+  %g = nn.where %pos, %zeros, %p : (tensor<1x2x4x4xi1>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = nn.matmul %g, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// GPT-2's keys: [B, S, H, D] transposed by [0, 2, 3, 1] (the head split
+// and k^T in one transpose). k is the [0, 2, 1, 3] transpose.
+// CHECK-LABEL: func.func @key_transpose_composed
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x4x8xf32>, %[[K:.*]]: tensor<1x4x2x8xf32>, %[[V:.*]]: tensor<1x2x4x8xf32>)
+// CHECK: %[[KH:.*]] = nn.transpose %[[K]] permutation = [0, 2, 1, 3] : tensor<1x4x2x8xf32> -> tensor<1x2x4x8xf32>
+// CHECK: %[[O:.*]] = nn.attention %[[Q]], %[[KH]], %[[V]] causal scale = 5.000000e-01 : (
+// CHECK: return %[[O]]
+func.func @key_transpose_composed(%q: tensor<1x2x4x8xf32>, %k: tensor<1x4x2x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %kt = nn.transpose %k permutation = [0, 2, 3, 1] : tensor<1x4x2x8xf32> -> tensor<1x2x8x4xf32>
+  %s = nn.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = nn.constant dense<0.5> : tensor<f32>
+  %ss = nn.mul %s, %c : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m = nn.constant dense<[[[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %a = nn.add %ss, %m : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = nn.softmax %a dim = 3 : tensor<1x2x4x4xf32>
+  %o = nn.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}

@@ -45,3 +45,29 @@ func.func @bmm_kept(%q: tensor<2x4x12x8xf32>, %k: tensor<2x4x8x12xf32>) -> tenso
   %s = nn.matmul %a, %b : (tensor<8x12x8xf32>, tensor<8x8x12xf32>) -> tensor<8x12x12xf32>
   return %s : tensor<8x12x12xf32>
 }
+
+// A linear layer on a [B, S, K] input as core ATen spells it when the
+// input is not contiguous: the transposed weight expanded over B and bmm.
+// It becomes the 2-D product with transpose_rhs, viewed back.
+// CHECK-LABEL: func.func @expanded_weight
+// CHECK-NEXT: %[[X:.*]] = nn.reshape %arg0 : tensor<2x12x32xf32> -> tensor<24x32xf32>
+// CHECK-NEXT: %[[Y:.*]] = nn.matmul %[[X]], %arg1 {transpose_rhs} : (tensor<24x32xf32>, tensor<16x32xf32>) -> tensor<24x16xf32>
+// CHECK-NEXT: %[[R:.*]] = nn.reshape %[[Y]] : tensor<24x16xf32> -> tensor<2x12x16xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @expanded_weight(%x: tensor<2x12x32xf32>, %w: tensor<16x32xf32>) -> tensor<2x12x16xf32> {
+  %wt = nn.transpose %w permutation = [1, 0] : tensor<16x32xf32> -> tensor<32x16xf32>
+  %wb = nn.broadcast %wt : tensor<32x16xf32> -> tensor<2x32x16xf32>
+  %y = nn.matmul %x, %wb : (tensor<2x12x32xf32>, tensor<2x32x16xf32>) -> tensor<2x12x16xf32>
+  return %y : tensor<2x12x16xf32>
+}
+
+// A broadcast that repeats the weight along other dims than the input's
+// batch dims stays.
+// CHECK-LABEL: func.func @expanded_weight_other_batch
+// CHECK: nn.broadcast
+// CHECK: nn.matmul {{.*}} -> tensor<2x3x12x16xf32>
+func.func @expanded_weight_other_batch(%x: tensor<1x3x12x32xf32>, %w: tensor<32x16xf32>) -> tensor<2x3x12x16xf32> {
+  %wb = nn.broadcast %w : tensor<32x16xf32> -> tensor<2x3x32x16xf32>
+  %y = nn.matmul %x, %wb : (tensor<1x3x12x32xf32>, tensor<2x3x32x16xf32>) -> tensor<2x3x12x16xf32>
+  return %y : tensor<2x3x12x16xf32>
+}
