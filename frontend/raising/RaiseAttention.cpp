@@ -325,6 +325,12 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
     if (out.getTransposeLhs() || out.getTransposeRhs() || out.getType().getRank() != 4)
       return failure();
     Value p = out.getLhs();
+    // A low-precision model's softmax in f32 (transformers' eager
+    // attention: softmax(s, dtype=float32).to(s.dtype)): the casts around it
+    // are what fused attention does inside, with f32 statistics.
+    nn::CastOp narrowed = p.getDefiningOp<nn::CastOp>();
+    if (narrowed)
+      p = narrowed.getInput();
     // where(isnan(p), 0, p): a guard for rows that see no key.
     if (auto guard = p.getDefiningOp<nn::WhereOp>()) {
       auto isNan = guard.getCondition().getDefiningOp<nn::CompareOp>();
@@ -343,6 +349,16 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
       return failure();
 
     Value scores = softmax.getInput();
+    if (narrowed) {
+      auto widened = scores.getDefiningOp<nn::CastOp>();
+      Type low = getElementTypeOrSelf(narrowed.getType());
+      auto wide = dyn_cast<FloatType>(getElementTypeOrSelf(scores.getType()));
+      if (!widened || !isa<FloatType>(low) || !wide ||
+          getElementTypeOrSelf(widened.getInput().getType()) != low ||
+          wide.getWidth() <= cast<FloatType>(low).getWidth())
+        return failure();
+      scores = widened.getInput();
+    }
     MaskKind mask = MaskKind::None;
     if (auto add = scores.getDefiningOp<nn::AddOp>()) {
       for (auto [s, m] : {std::pair{add.getLhs(), add.getRhs()},

@@ -385,3 +385,42 @@ func.func @key_transpose_composed(%q: tensor<1x2x4x8xf32>, %k: tensor<1x4x2x8xf3
   %o = nn.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %o : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// A bf16 model's eager attention takes the softmax in f32 and casts the
+// probabilities back (softmax(s, dtype=float32).to(bf16)): attention in
+// bf16, whose softmax statistics are f32 anyway.
+// CHECK-LABEL: func.func @bf16_softmax_in_f32
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x4x8xbf16>, %[[K:.*]]: tensor<1x2x4x8xbf16>, %[[V:.*]]: tensor<1x2x4x8xbf16>)
+// CHECK: %[[O:.*]] = nn.attention %[[Q]], %[[K]], %[[V]] causal scale = 1.250000e-01 : (
+// CHECK-NOT: nn.softmax
+// CHECK: return %[[O]]
+func.func @bf16_softmax_in_f32(%q: tensor<1x2x4x8xbf16>, %k: tensor<1x2x4x8xbf16>, %v: tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xbf16> {
+  %kt = nn.transpose %k permutation = [0, 1, 3, 2] : tensor<1x2x4x8xbf16> -> tensor<1x2x8x4xbf16>
+  %s = nn.matmul %q, %kt : (tensor<1x2x4x8xbf16>, tensor<1x2x8x4xbf16>) -> tensor<1x2x4x4xbf16>
+  %c = nn.constant dense<0.125> : tensor<bf16>
+  %ss = nn.mul %s, %c : (tensor<1x2x4x4xbf16>, tensor<bf16>) -> tensor<1x2x4x4xbf16>
+  %m = nn.constant dense<[[[[0.0, 0xFF80, 0xFF80, 0xFF80], [0.0, 0.0, 0xFF80, 0xFF80], [0.0, 0.0, 0.0, 0xFF80], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xbf16>
+  %a = nn.add %ss, %m : (tensor<1x2x4x4xbf16>, tensor<1x1x4x4xbf16>) -> tensor<1x2x4x4xbf16>
+  %w = nn.cast %a : tensor<1x2x4x4xbf16> -> tensor<1x2x4x4xf32>
+  %p = nn.softmax %w dim = 3 : tensor<1x2x4x4xf32>
+  %pb = nn.cast %p : tensor<1x2x4x4xf32> -> tensor<1x2x4x4xbf16>
+  %o = nn.matmul %pb, %v : (tensor<1x2x4x4xbf16>, tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xbf16>
+  return %o : tensor<1x2x4x8xbf16>
+}
+
+// -----
+
+// Probabilities narrowed to another type than the scores' stay.
+// CHECK-LABEL: func.func @softmax_cast_to_other_type
+// CHECK-NOT: nn.attention
+// CHECK: nn.softmax
+func.func @softmax_cast_to_other_type(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xbf16> {
+  %kt = nn.transpose %k permutation = [0, 1, 3, 2] : tensor<1x2x4x8xf32> -> tensor<1x2x8x4xf32>
+  %s = nn.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = nn.softmax %s dim = 3 : tensor<1x2x4x4xf32>
+  %pb = nn.cast %p : tensor<1x2x4x4xf32> -> tensor<1x2x4x4xbf16>
+  %o = nn.matmul %pb, %v : (tensor<1x2x4x4xbf16>, tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xbf16>
+  return %o : tensor<1x2x4x8xbf16>
+}
