@@ -42,11 +42,15 @@ int64_t MatmulOp::getFlops() {
 /// The keys each query sees, on average: the key length (dim 2 of the key,
 /// or dim 1 when it is stored sequence-major: seq_major bit 1), half of it
 /// under a causal mask over a square score matrix (the kernels skip the
-/// masked blocks).
+/// masked blocks), at most the window under a sliding window.
 static int64_t attentionKeys(Operation *op) {
   auto key = cast<RankedTensorType>(op->getOperand(1).getType());
   int64_t mask = cast<IntegerAttr>(op->getAttr("seq_major")).getInt();
   int64_t keys = key.getDimSize(mask & 2 ? 1 : 2);
+  int64_t window = cast<IntegerAttr>(op->getAttr("window")).getInt();
+  if (window > 0 && window < keys)
+    // Rows 0..W-1 see 1..W keys, the rest W each.
+    return (window * (window + 1) / 2 + (keys - window) * window) / keys;
   return op->hasAttr("causal") ? (keys + 1) / 2 : keys;
 }
 

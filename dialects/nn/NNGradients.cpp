@@ -732,7 +732,8 @@ AttentionOp::buildOperandGradient(OpBuilder &b, unsigned index,
   auto grads = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(),
                                          getValue(), *dy, getCausalAttr(),
                                          getScaleAttr(),
-                                         b.getI64IntegerAttr((mask & 0b1111) | (mask & 0b111) << 4));
+                                         b.getI64IntegerAttr((mask & 0b1111) | (mask & 0b111) << 4),
+                                         getWindowAttr());
   return grads->getResult(index);
 }
 

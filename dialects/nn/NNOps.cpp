@@ -607,7 +607,7 @@ LOOM_ATTENTION_ABSORBS_TRANSPOSES(AttentionGradWithStatsOp)
 /// nn.attention_grad, which must accept exactly the same operands.
 static LogicalResult inferAttention(std::optional<Location> loc,
                                     RankedTensorType q, RankedTensorType k,
-                                    RankedTensorType v, bool causal,
+                                    RankedTensorType v, bool causal, int64_t window,
                                     std::optional<llvm::APFloat> scale,
                                     SmallVectorImpl<Type> &results) {
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
@@ -634,6 +634,11 @@ static LogicalResult inferAttention(std::optional<Location> loc,
     return emitOptionalError(loc, "causal attention needs at least as many "
                                   "keys as queries, got ",
                              qs[2], " queries and ", ks[2], " keys");
+  if (window < 0)
+    return emitOptionalError(loc, "window must be positive (or 0 for none), got ", window);
+  if (window > 0 && !causal)
+    return emitOptionalError(loc, "a sliding window (window = ", window,
+                             ") needs causal attention");
   if (scale) {
     double value = scale->convertToDouble();
     if (!(value > 0) || std::isinf(value))
@@ -654,7 +659,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
       failed(inferAttention(loc, seqMajorSwap(tensorOf(adaptor.getQuery()), mask, 0),
                             seqMajorSwap(tensorOf(adaptor.getKey()), mask, 1),
                             seqMajorSwap(tensorOf(adaptor.getValue()), mask, 2),
-                            adaptor.getCausal(), adaptor.getScale(), results)))
+                            adaptor.getCausal(), adaptor.getWindow(), adaptor.getScale(), results)))
     return failure();
   results[0] = seqMajorSwap(cast<RankedTensorType>(results[0]), mask, 3);
   return success();
@@ -687,7 +692,7 @@ LogicalResult AttentionWithStatsOp::inferReturnTypes(MLIRContext *,
       failed(inferAttention(loc, seqMajorSwap(tensorOf(adaptor.getQuery()), mask, 0),
                             seqMajorSwap(tensorOf(adaptor.getKey()), mask, 1),
                             seqMajorSwap(tensorOf(adaptor.getValue()), mask, 2),
-                            adaptor.getCausal(), adaptor.getScale(), results)))
+                            adaptor.getCausal(), adaptor.getWindow(), adaptor.getScale(), results)))
     return failure();
   results.push_back(attentionStatsType(results.front()));
   results[0] = seqMajorSwap(cast<RankedTensorType>(results[0]), mask, 3);
@@ -1097,7 +1102,7 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
   auto q = seqMajorSwap(tensorOf(adaptor.getQuery()), mask, 0);
   auto k = seqMajorSwap(tensorOf(adaptor.getKey()), mask, 1);
   auto v = seqMajorSwap(tensorOf(adaptor.getValue()), mask, 2);
-  if (failed(inferAttention(loc, q, k, v, adaptor.getCausal(),
+  if (failed(inferAttention(loc, q, k, v, adaptor.getCausal(), adaptor.getWindow(),
                             adaptor.getScale(), forward)))
     return failure();
   auto grad = seqMajorSwap(tensorOf(adaptor.getGrad()), mask, 3);
@@ -1131,8 +1136,8 @@ LogicalResult AttentionGradWithStatsOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(loc, "query, key and value must share an element type, got ",
                              q.getElementType(), ", ", k.getElementType(), " and ",
                              v.getElementType());
-  if (failed(inferAttention(loc, q, k, v, adaptor.getCausal(), adaptor.getScale(),
-                            forward)))
+  if (failed(inferAttention(loc, q, k, v, adaptor.getCausal(), adaptor.getWindow(),
+                            adaptor.getScale(), forward)))
     return failure();
   for (auto [name, value, position] :
        {std::tuple<StringRef, Value, unsigned>{"out", adaptor.getOut(), 3},

@@ -502,7 +502,8 @@ def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElemen
                                          DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     q [B, Hq, S, D], k/v [B, Hkv, Skv, D], Hq % Hkv == 0; attrs causal (0/1),
-    scale (f64, the effective one), seq_major (bit i: tensor i of the call,
+    window (0: none; W > 0 with causal: query i sees keys j with
+    i + Skv - S - W < j <= i + Skv - S), scale (f64, the effective one), seq_major (bit i: tensor i of the call,
     inputs then outputs, is [B, S, H, D]; on all four attention kernels, never
     the lse). out [B, Hq, S, Dv].
   }];
@@ -512,8 +513,11 @@ def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElemen
     `softmax(q k^T * scale + mask) v` per head. `q` is `[B, Hq, S, D]`, `k`
     is `[B, Hkv, Skv, D]`, `v` is `[B, Hkv, Skv, Dv]`; `Hq` is a multiple of
     `Hkv` (grouped-query attention: query head `h` reads KV head
-    `h / (Hq / Hkv)`). `causal` lets query `i` see keys `j <= i + Skv - S`.
-    `scale` defaults to `1/sqrt(D)`.
+    `h / (Hq / Hkv)`). `causal` lets query `i` see keys `j <= i + Skv - S`;
+    a `window` W > 0 (only with `causal`: a sliding window, as Mistral's,
+    Gemma's and EXAONE's local layers use) also hides keys `j <= i + Skv -
+    S - W`, so each query sees at most its last W keys. `scale` defaults to
+    `1/sqrt(D)`.
 
     `seq_major` (a bit mask, default 0) stores some tensors sequence-major:
     bit `i` set means the op's tensor `i` (operands, then results) is
@@ -530,10 +534,11 @@ def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElemen
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                    NN_FloatTensor:$value, UnitAttr:$causal,
                    OptionalAttr<F64Attr>:$scale,
-                   DefaultValuedAttr<I64Attr, "0">:$seq_major);
+                   DefaultValuedAttr<I64Attr, "0">:$seq_major,
+                   DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`causal` $causal^)? (`scale` `=` $scale^)?
+    $query `,` $key `,` $value (`causal` $causal^)? (`window` `=` $window^)? (`scale` `=` $scale^)?
     attr-dict `:` functional-type(operands, results)
   }];
   let extraClassDeclaration = [{
@@ -546,7 +551,7 @@ def NN_AttentionWithStatsOp : NN_KernelOp<"attention_with_stats", [Pure,
     SameOperandsElementType, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<NN_TransposeAbsorbingOpInterface>, DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
-    q, k, v and attrs causal, scale as nn.attention -> out (nn.attention's
+    q, k, v and attrs causal, window, scale as nn.attention -> out (nn.attention's
     output) and lse [B, Hq, S] f32: per query row, the natural logsumexp of
     its scaled visible scores, max + log(sum exp(s - max)); -inf for a row
     that sees no key.
@@ -574,10 +579,11 @@ def NN_AttentionWithStatsOp : NN_KernelOp<"attention_with_stats", [Pure,
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                    NN_FloatTensor:$value, UnitAttr:$causal,
                    OptionalAttr<F64Attr>:$scale,
-                   DefaultValuedAttr<I64Attr, "0">:$seq_major);
+                   DefaultValuedAttr<I64Attr, "0">:$seq_major,
+                   DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs NN_FloatTensor:$result, StaticShapeTensorOf<[F32]>:$lse);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`causal` $causal^)? (`scale` `=` $scale^)?
+    $query `,` $key `,` $value (`causal` $causal^)? (`window` `=` $window^)? (`scale` `=` $scale^)?
     attr-dict `:` functional-type(operands, results)
   }];
   let extraClassDeclaration = [{
@@ -955,7 +961,7 @@ def NN_AttentionGradOp : NN_KernelOp<"attention_grad", [Pure,
     DeclareOpInterfaceMethods<NN_TransposeAbsorbingOpInterface>, DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     q, k, v, dOut (the nn.attention operands and its result's gradient) ->
-    dq, dk, dv; attrs causal (0/1), scale (f64). dk/dv of a KV head sum over
+    dq, dk, dv; attrs causal (0/1), window, scale (f64). dk/dv of a KV head sum over
     the query heads that share it.
   }];
   let kernelExtraAttrs = [NN_KernelAttr<"scale", "F64", "$_op.getEffectiveScale()">];
@@ -974,11 +980,12 @@ def NN_AttentionGradOp : NN_KernelOp<"attention_grad", [Pure,
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                    NN_FloatTensor:$value, NN_FloatTensor:$grad,
                    UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
-                   DefaultValuedAttr<I64Attr, "0">:$seq_major);
+                   DefaultValuedAttr<I64Attr, "0">:$seq_major,
+                   DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
                  NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $grad (`causal` $causal^)?
+    $query `,` $key `,` $value `,` $grad (`causal` $causal^)? (`window` `=` $window^)?
     (`scale` `=` $scale^)? attr-dict `:` functional-type(operands, results)
   }];
   let extraClassDeclaration = [{
@@ -992,7 +999,7 @@ def NN_AttentionGradWithStatsOp : NN_KernelOp<"attention_grad_with_stats", [Pure
     DeclareOpInterfaceMethods<NN_TransposeAbsorbingOpInterface>, DeclareOpInterfaceMethods<NN_FlopCountOpInterface>]> {
   let kernelDoc = [{
     q, k, v, out, lse, dOut -> dq, dk, dv; out and lse [B, Hq, S] (f32) are
-    nn.attention_with_stats' results for q, k, v; attrs causal (0/1), scale
+    nn.attention_with_stats' results for q, k, v; attrs causal (0/1), window, scale
     (f64). Results as nn.attention_grad's (dk/dv of a KV head sum over the
     query heads that share it).
   }];
@@ -1015,11 +1022,12 @@ def NN_AttentionGradWithStatsOp : NN_KernelOp<"attention_grad_with_stats", [Pure
                    NN_FloatTensor:$value, NN_FloatTensor:$out,
                    StaticShapeTensorOf<[F32]>:$lse, NN_FloatTensor:$grad,
                    UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
-                   DefaultValuedAttr<I64Attr, "0">:$seq_major);
+                   DefaultValuedAttr<I64Attr, "0">:$seq_major,
+                   DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
                  NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $out `,` $lse `,` $grad (`causal` $causal^)?
+    $query `,` $key `,` $value `,` $out `,` $lse `,` $grad (`causal` $causal^)? (`window` `=` $window^)?
     (`scale` `=` $scale^)? attr-dict `:` functional-type(operands, results)
   }];
   let extraClassDeclaration = [{

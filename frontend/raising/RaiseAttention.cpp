@@ -39,44 +39,56 @@ FailureOr<DenseElementsAttr> maskValue(Value m) {
   return evaluateConstant(m);
 }
 
+/// A mask's kind, and for a causal one its sliding window (0: none).
+struct MaskClass {
+  MaskKind kind = MaskKind::Other;
+  int64_t window = 0;
+};
+
 /// Classifies a mask broadcast over scores [..., S, Skv]. Causal needs the
 /// mask's own last two dims to be [S, Skv]: a mask broadcast along them
 /// (say [S, 1]) hides whole rows or columns, whatever its values look like.
-MaskKind classifyMask(DenseElementsAttr mask, bool additive,
-                      ArrayRef<int64_t> scoresShape) {
+/// A causal mask that also hides the keys W or more before each query's
+/// last (Mistral's, Gemma's, EXAONE's sliding windows) is causal with
+/// window W.
+MaskClass classifyMask(DenseElementsAttr mask, bool additive, ArrayRef<int64_t> scoresShape) {
   auto type = cast<RankedTensorType>(mask.getType());
   if (type.getRank() < 2)
-    return MaskKind::Other;
+    return {};
   int64_t s = type.getDimSize(type.getRank() - 2), skv = type.getShape().back();
-  bool allAllowed = true, causal = true;
-  int64_t index = 0;
-  auto check = [&](bool allowed) {
-    int64_t j = index % skv, i = (index / skv) % s;
-    bool causalAllowed = j <= i + (skv - s);
-    allAllowed &= allowed;
-    causal &= allowed == causalAllowed;
-    ++index;
-  };
+  std::vector<char> allowed;
+  allowed.reserve(mask.getNumElements());
   if (additive) {
     if (!isa<FloatType>(type.getElementType()))
-      return MaskKind::Other;
+      return {};
     for (APFloat v : mask.getValues<APFloat>()) {
       double d = v.convertToDouble();
       if (d != 0.0 && !(d <= kMaskedScore))
-        return MaskKind::Other;
-      check(d == 0.0);
+        return {};
+      allowed.push_back(d == 0.0);
     }
   } else {
     if (!type.getElementType().isInteger(1))
-      return MaskKind::Other;
+      return {};
     for (bool v : mask.getValues<bool>())
-      check(v);
+      allowed.push_back(v);
   }
-  if (allAllowed)
-    return MaskKind::None;
-  if (!causal || type.getShape().take_back(2) != scoresShape.take_back(2))
-    return MaskKind::Other;
-  return MaskKind::Causal;
+  if (llvm::all_of(allowed, [](char a) { return a; }))
+    return {MaskKind::None, 0};
+  if (type.getShape().take_back(2) != scoresShape.take_back(2) || s == 0 || skv < s)
+    return {};
+  // The window, if any, from the last query's row: it sees its last W keys.
+  int64_t window = llvm::count(ArrayRef<char>(allowed).slice((s - 1) * skv, skv), 1);
+  if (window == skv)
+    window = 0;
+  for (int64_t index = 0, n = int64_t(allowed.size()); index < n; ++index) {
+    int64_t j = index % skv, i = (index / skv) % s;
+    int64_t last = i + (skv - s);
+    bool expected = j <= last && (window == 0 || j > last - window);
+    if (bool(allowed[index]) != expected)
+      return {};
+  }
+  return {MaskKind::Causal, window};
 }
 
 /// Peels multiplications and divisions by splat constants, accumulating them.
@@ -359,7 +371,7 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
         return failure();
       scores = widened.getInput();
     }
-    MaskKind mask = MaskKind::None;
+    MaskClass mask{MaskKind::None, 0};
     if (auto add = scores.getDefiningOp<nn::AddOp>()) {
       for (auto [s, m] : {std::pair{add.getLhs(), add.getRhs()},
                           std::pair{add.getRhs(), add.getLhs()}}) {
@@ -381,7 +393,7 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
       mask = classifyMask(*value, /*additive=*/false, where.getType().getShape());
       scores = where.getLhs();
     }
-    if (mask == MaskKind::Other)
+    if (mask.kind == MaskKind::Other)
       return failure();
 
     double scale = 1.0;
@@ -422,7 +434,7 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
         !(scale > 0) ||
         out.getType().getShape() != ArrayRef<int64_t>{qs[0], qs[1], qs[2], vs[3]})
       return failure();
-    if (mask == MaskKind::Causal && ks[2] < qs[2])
+    if (mask.kind == MaskKind::Causal && ks[2] < qs[2])
       return failure();
     if (keySource) {
       auto sourceType = cast<RankedTensorType>(keySource.getType());
@@ -432,8 +444,8 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
                                                  rewriter.getDenseI64ArrayAttr(keyPermutation));
     }
     auto attention = rewriter.create<nn::AttentionOp>(
-        out.getLoc(), out.getType(), q, k, v, mask == MaskKind::Causal,
-        rewriter.getF64FloatAttr(scale), /*seq_major=*/0);
+        out.getLoc(), out.getType(), q, k, v, mask.kind == MaskKind::Causal,
+        rewriter.getF64FloatAttr(scale), /*seq_major=*/0, mask.window);
     rewriter.replaceOp(out, attention.getResult());
     return success();
   }

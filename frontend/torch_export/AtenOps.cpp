@@ -1886,7 +1886,9 @@ Expected<bool> isCausalMask(DenseElementsAttr mask, int64_t queries, int64_t key
 }
 
 /// Attention under a mask that is neither causal nor open (a sliding
-/// window, a padding mask computed at run time, any pattern): the product, the scale, the mask (a float
+/// window, which --loom-raise-attention raises back to nn.attention with
+/// its window; a padding mask computed at run time; any pattern): the
+/// product, the scale, the mask (a float
 /// mask added, a bool one choosing -inf where it is false), softmax and the
 /// product with the values, as torch's math backend computes it; fewer
 /// key/value heads than query heads (enable_gqa) are repeated to them.

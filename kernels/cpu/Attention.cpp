@@ -61,7 +61,6 @@ llvm::Error attentionForward(const KernelCall &call, const AttentionShape &s, co
                              const Tensor *lse) {
   const int64_t batch = s.batch, qHeads = s.qHeads, seq = s.seq, headDim = s.headDim;
   const int64_t kvHeads = s.kvHeads, kvSeq = s.kvSeq, valueDim = s.valueDim;
-  const bool causal = s.causal;
   const double scale = s.scale;
   const int64_t groupSize = qHeads / kvHeads;
   float *lseData = lse ? static_cast<float *>(lse->data) : nullptr;
@@ -80,15 +79,15 @@ llvm::Error attentionForward(const KernelCall &call, const AttentionShape &s, co
         const int64_t head = (row / seq) % qHeads;
         const int64_t b = row / (seq * qHeads);
         const int64_t kvHead = head / groupSize;
-        // Causal: query i sees keys j <= i + (kvSeq - seq), the end aligned.
-        const int64_t visible =
-            causal ? std::clamp<int64_t>(i + (kvSeq - seq) + 1, 0, kvSeq) : kvSeq;
+        // Causal: query i sees keys j <= i + (kvSeq - seq), the end
+        // aligned; a window also hides those W or more before that.
+        const auto [first, visible] = s.visibleKeys(i);
         const T *qRow = qs.data() + lq.at(b, head, i);
         std::fill(acc.begin(), acc.end(), 0.0);
         double rowLse = -std::numeric_limits<double>::infinity();
-        if (visible > 0) {
+        if (visible > first) {
           double maxScore = -std::numeric_limits<double>::infinity();
-          for (int64_t j = 0; j < visible; ++j) {
+          for (int64_t j = first; j < visible; ++j) {
             const T *kRow = ks.data() + lk.at(b, kvHead, j);
             double dot = 0.0;
             for (int64_t d = 0; d < headDim; ++d)
@@ -97,7 +96,7 @@ llvm::Error attentionForward(const KernelCall &call, const AttentionShape &s, co
             maxScore = std::max(maxScore, scores[j]);
           }
           double sum = 0.0;
-          for (int64_t j = 0; j < visible; ++j) {
+          for (int64_t j = first; j < visible; ++j) {
             const double weight = std::exp(scores[j] - maxScore);
             sum += weight;
             const T *vRow = vs.data() + lv.at(b, kvHead, j);

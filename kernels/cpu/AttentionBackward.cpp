@@ -26,7 +26,6 @@ llvm::Error attentionBackward(const KernelCall &call, const AttentionShape &s, c
   const Tensor &dq = call.outputs[0], &dk = call.outputs[1], &dv = call.outputs[2];
   const int64_t batch = s.batch, qHeads = s.qHeads, seq = s.seq, headDim = s.headDim;
   const int64_t kvHeads = s.kvHeads, kvSeq = s.kvSeq, valueDim = s.valueDim;
-  const bool causal = s.causal;
   const double scale = s.scale;
   const int64_t groupSize = qHeads / kvHeads;
   using R = AttentionRole;
@@ -49,15 +48,14 @@ llvm::Error attentionBackward(const KernelCall &call, const AttentionShape &s, c
         for (int64_t g = 0; g < groupSize; ++g) {
           const int64_t head = kvHead * groupSize + g;
           for (int64_t i = 0; i < seq; ++i) {
-            // Causal: query i sees keys j <= i + (kvSeq - seq), as forward.
-            const int64_t visible =
-                causal ? std::clamp<int64_t>(i + (kvSeq - seq) + 1, 0, kvSeq) : kvSeq;
+            // The keys the forward's query i saw.
+            const auto [first, visible] = s.visibleKeys(i);
             const T *qRow = qs.data() + lq.at(b, head, i);
             const T *doRow = dos.data() + lg.at(b, head, i);
             std::fill(dqRow.begin(), dqRow.end(), 0.0);
-            if (visible > 0) {
+            if (visible > first) {
               double maxScore = -std::numeric_limits<double>::infinity();
-              for (int64_t j = 0; j < visible; ++j) {
+              for (int64_t j = first; j < visible; ++j) {
                 const T *kRow = ks.data() + lk.at(b, kvHead, j);
                 double dot = 0.0;
                 for (int64_t d = 0; d < headDim; ++d)
@@ -66,12 +64,12 @@ llvm::Error attentionBackward(const KernelCall &call, const AttentionShape &s, c
                 maxScore = std::max(maxScore, probs[j]);
               }
               double sum = 0.0;
-              for (int64_t j = 0; j < visible; ++j) {
+              for (int64_t j = first; j < visible; ++j) {
                 probs[j] = std::exp(probs[j] - maxScore);
                 sum += probs[j];
               }
               double weightedDProb = 0.0; // sum_j P_j dP_j = dO . O
-              for (int64_t j = 0; j < visible; ++j) {
+              for (int64_t j = first; j < visible; ++j) {
                 probs[j] /= sum;
                 const T *vRow = vs.data() + lv.at(b, kvHead, j);
                 double dot = 0.0;
@@ -80,7 +78,7 @@ llvm::Error attentionBackward(const KernelCall &call, const AttentionShape &s, c
                 dProbs[j] = dot;
                 weightedDProb += probs[j] * dot;
               }
-              for (int64_t j = 0; j < visible; ++j) {
+              for (int64_t j = first; j < visible; ++j) {
                 const double dScore = probs[j] * (dProbs[j] - weightedDProb);
                 const T *kRow = ks.data() + lk.at(b, kvHead, j);
                 for (int64_t d = 0; d < headDim; ++d) {

@@ -645,6 +645,10 @@ llvm::Expected<AttentionShape> attentionShape(const Tensor &q, const Tensor &k,
 
 llvm::Error readAttentionAttrs(AttentionShape &s, const KernelAttrs &attrs) {
   LOOM_ASSIGN_OR_RETURN(s.causal, attrs.getBool("causal", false));
+  LOOM_ASSIGN_OR_RETURN(s.window, attrs.getInt("window", 0));
+  if (s.window < 0 || (s.window > 0 && !s.causal))
+    return kernelError("window " + llvm::Twine(s.window) +
+                       ": a sliding window is positive and needs causal attention");
   const double defaultScale = s.headDim > 0 ? 1.0 / std::sqrt(double(s.headDim)) : 1.0;
   LOOM_ASSIGN_OR_RETURN(s.scale, attrs.getF64("scale", defaultScale));
   return llvm::Error::success();

@@ -19,11 +19,13 @@
 
 #include "llvm/ADT/Twine.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace loom::cpu::detail {
@@ -237,7 +239,19 @@ struct AttentionLayout {
 struct AttentionShape {
   int64_t batch, qHeads, seq, headDim, kvHeads, kvSeq, valueDim;
   bool causal;
+  /// A sliding window (with causal): each query sees at most its last
+  /// `window` keys; 0 for none.
+  int64_t window = 0;
   double scale;
+  /// The keys query row `i` sees: [first, end). Causal masks are aligned
+  /// to the end (query i sees keys j <= i + kvSeq - seq).
+  std::pair<int64_t, int64_t> visibleKeys(int64_t i) const {
+    if (!causal)
+      return {0, kvSeq};
+    const int64_t end = std::clamp<int64_t>(i + (kvSeq - seq) + 1, 0, kvSeq);
+    const int64_t first = window > 0 ? std::max<int64_t>(end - window, 0) : 0;
+    return {first, end};
+  }
   /// Bit r (AttentionRole) set: that tensor is stored [B, S, H, D].
   unsigned seqMajorRoles = 0;
   std::vector<int64_t> outShape() const { return {batch, qHeads, seq, valueDim}; }

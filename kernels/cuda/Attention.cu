@@ -163,6 +163,7 @@ struct AttnParams {
   int qkPad, vPad;         // columns padded to 64
   int qkDepth, vDepth;     // columns rounded up to 4 (the dot-product depths)
   int causal;
+  int window; // a sliding window (with causal): 0 for none
   float scale, scaleLog2;
 };
 
@@ -304,9 +305,20 @@ __global__ void __launch_bounds__(256)
 }
 
 /// Whether query `row` sees `key`: causal masks are aligned to the end
-/// (query i sees keys j <= i + kvSeq - seq), as in the CPU reference.
-__device__ __forceinline__ bool keyVisible(int key, int row, int kvSeq, int seq, int causal) {
-  return key < kvSeq && (!causal || key <= row + (kvSeq - seq));
+/// (query i sees keys j <= i + kvSeq - seq), and a sliding window also
+/// hides keys j <= i + kvSeq - seq - window, as in the CPU reference.
+__device__ __forceinline__ bool keyVisible(int key, int row, int kvSeq, int seq, int causal,
+                                           int window) {
+  const int last = row + (kvSeq - seq);
+  return key < kvSeq && (!causal || (key <= last && (window <= 0 || key > last - window)));
+}
+
+/// The first key tile (of `bk` keys) that query rows from `q0` on can
+/// see: 0 without a sliding window.
+__device__ __forceinline__ int firstKeyTile(const AttnParams &p, int q0, int bk) {
+  if (!p.causal || p.window <= 0)
+    return 0;
+  return max(0, q0 + (p.kvSeq - p.seq) - p.window + 1) / bk * bk;
 }
 
 /// STATS = false: out = softmax(scale q k^T) v. STATS = true: nothing is
@@ -342,6 +354,7 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionForwardKernel(AttnPa
   int kvEnd = p.kvSeq;
   if (p.causal)
     kvEnd = max(0, min(p.kvSeq, q0 + BQ + (p.kvSeq - p.seq)));
+  const int kvStart = firstKeyTile(p, q0, BK);
 
   float m[R], l[R], acc[R][NC][4];
 #pragma unroll
@@ -355,7 +368,7 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionForwardKernel(AttnPa
         acc[i][c][e] = 0.f;
   }
 
-  for (int k0 = 0; k0 < kvEnd; k0 += BK) {
+  for (int k0 = kvStart; k0 < kvEnd; k0 += BK) {
     __syncthreads(); // the previous tile's readers are done
     loadTile(Ks, p.qkStride, kg + k0 * p.lk.row, p.lk.row, p.kvSeq - k0, BK, D, p.qkPad);
     loadTile(Vs, p.vStride, vg + k0 * p.lv.row, p.lv.row, p.kvSeq - k0, BK, Dv, p.vPad);
@@ -369,7 +382,7 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionForwardKernel(AttnPa
 #pragma unroll
       for (int j = 0; j < CB; ++j) {
         const int key = k0 + tc + 16 * j;
-        s[i][j] = keyVisible(key, row, p.kvSeq, p.seq, p.causal) ? s[i][j] * p.scaleLog2
+        s[i][j] = keyVisible(key, row, p.kvSeq, p.seq, p.causal, p.window) ? s[i][j] * p.scaleLog2
                                                                  : -INFINITY;
         mx = fmaxf(mx, s[i][j]);
       }
@@ -489,7 +502,7 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionGradQKernel(AttnPara
   if (p.causal)
     kvEnd = max(0, min(p.kvSeq, q0 + BQ + (p.kvSeq - p.seq)));
 
-  for (int k0 = 0; k0 < kvEnd; k0 += BK) {
+  for (int k0 = firstKeyTile(p, q0, BK); k0 < kvEnd; k0 += BK) {
     __syncthreads();
     loadTile(Ks, p.qkStride, kg + k0 * p.lk.row, p.lk.row, p.kvSeq - k0, BK, D, p.qkPad);
     loadTile(Vs, p.vStride, vg + k0 * p.lv.row, p.lv.row, p.kvSeq - k0, BK, Dv, p.vPad);
@@ -504,7 +517,7 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionGradQKernel(AttnPara
       for (int j = 0; j < CB; ++j) {
         const int key = k0 + tc + 16 * j;
         float ds = 0.f;
-        if (row < p.seq && keyVisible(key, row, p.kvSeq, p.seq, p.causal)) {
+        if (row < p.seq && keyVisible(key, row, p.kvSeq, p.seq, p.causal, p.window)) {
           const float prob = exp2f(s[i][j] * p.scaleLog2 - lse[i]);
           ds = prob * (dp[i][j] - delta[i]);
         }
@@ -580,11 +593,13 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionGradKVKernel(AttnPar
   int qStart = 0;
   if (p.causal)
     qStart = (max(0, k0 - off) / BQ) * BQ;
+  // A sliding window: key j is seen by queries i < j - off + window.
+  const int qEnd = p.causal && p.window > 0 ? min(p.seq, k0 + BKEY - 1 - off + p.window) : p.seq;
 
   for (int g = 0; g < p.group; ++g) {
     const int head = kvHead * p.group + g;
     const int64_t qRowBase = (int64_t(b) * p.qHeads + head) * p.seq; // lse, delta
-    for (int q0 = qStart; q0 < p.seq; q0 += BQ) {
+    for (int q0 = qStart; q0 < qEnd; q0 += BQ) {
       __syncthreads(); // the previous tile's readers are done
       loadTile(Qs, p.qkStride, static_cast<const T *>(p.q) + p.lq.at(b, head, q0), p.lq.row,
                p.seq - q0, BQ, D, p.qkPad);
@@ -607,7 +622,7 @@ __global__ void __launch_bounds__(kAttnThreads, 1) attentionGradKVKernel(AttnPar
           const int qi = tc + 16 * j;
           const int row = q0 + qi;
           float prob = 0.f, ds = 0.f;
-          if (row < p.seq && keyVisible(key, row, p.kvSeq, p.seq, p.causal)) {
+          if (row < p.seq && keyVisible(key, row, p.kvSeq, p.seq, p.causal, p.window)) {
             prob = exp2f(st[i][j] * p.scaleLog2 - lseS[qi]);
             ds = prob * (dpt[i][j] - deltaS[qi]);
           }
@@ -742,6 +757,7 @@ AttnParams makeAttnParams(const AttnShape &s) {
   p.qkDepth = (p.headDim + 3) / 4 * 4;
   p.vDepth = (p.valueDim + 3) / 4 * 4;
   p.causal = s.causal ? 1 : 0;
+  p.window = int(s.window);
   p.scale = static_cast<float>(s.scale);
   p.scaleLog2 = static_cast<float>(s.scale * 1.4426950408889634);
   p.lq = rowLayout(s, AttnRole::Q);
@@ -808,6 +824,7 @@ FlashAttnArgs makeFlashArgs(const AttnShape &s, const Tensor &q, const Tensor &k
   a.kvSeq = int(s.kvSeq);
   a.headDim = int(s.headDim);
   a.causal = s.causal;
+  a.window = int(s.window);
   a.scale = static_cast<float>(s.scale);
   a.qLayout = rowLayout(s, AttnRole::Q);
   a.kLayout = rowLayout(s, AttnRole::K);
@@ -836,6 +853,7 @@ CudnnAttnArgs makeCudnnArgs(const AttnShape &s, const Tensor &q, const Tensor &k
   a.headDim = s.headDim;
   a.valueDim = s.valueDim;
   a.causal = s.causal;
+  a.window = s.window;
   a.scale = s.scale;
   a.qLayout = cudnnLayout(s, AttnRole::Q);
   a.kLayout = cudnnLayout(s, AttnRole::K);

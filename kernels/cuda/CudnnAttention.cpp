@@ -786,6 +786,10 @@ std::string unsupportedReason(const CudnnAttnArgs &a) {
     return "head dims must be multiples of 8, at most 256";
   if (a.causal && a.seq > a.kvSeq)
     return "causal with more queries than keys (rows with no key)";
+  if (a.window > 0)
+    // Loom's graph has no band mask; its own kernels skip the key tiles
+    // outside the window.
+    return "a sliding window";
   if (a.seq > INT32_MAX || a.kvSeq > INT32_MAX)
     return "sequence too long";
   for (const void *p : std::initializer_list<const void *>{a.q, a.k, a.v, a.out, a.dout, a.dq,

@@ -61,6 +61,7 @@ struct FaParams {
   // are contiguous [B, Hq, S] and indexed by the head-major row number.
   AttnRowLayout lq, lk, lv, lo, lg, ldq, ldk, ldv;
   int qHeads, kvHeads, group, seq, kvSeq, causal;
+  int window; // a sliding window (with causal): 0 for none
   float scale, scaleLog2;
 };
 
@@ -106,8 +107,25 @@ __device__ __forceinline__ void loadBCols(uint32_t (&b)[4], const T *m, int n0, 
                      ((lane >> 4) << 3)));
 }
 
-__device__ __forceinline__ bool faVisible(int key, int row, int kvSeq, int off, int causal) {
-  return key < kvSeq && (!causal || key <= row + off);
+/// Whether query `row` sees `key`: causal keys j <= row + off, and under a
+/// sliding window also j > row + off - window.
+__device__ __forceinline__ bool faVisible(int key, int row, int kvSeq, int off, int causal,
+                                          int window) {
+  return key < kvSeq &&
+         (!causal || (key <= row + off && (window <= 0 || key > row + off - window)));
+}
+
+/// Whether a tile of queries [q0, q0 + rows) and keys from k0 holds keys
+/// that a sliding window hides from some of its queries.
+__device__ __forceinline__ bool windowCuts(const FaParams &p, int q0, int rows, int k0, int off) {
+  return p.causal && p.window > 0 && k0 <= q0 + rows - 1 + off - p.window;
+}
+
+/// The first key (a multiple of `bk`) that queries from `q0` on can see.
+__device__ __forceinline__ int firstVisibleKey(const FaParams &p, int q0, int off, int bk) {
+  if (!p.causal || p.window <= 0)
+    return 0;
+  return max(0, q0 + off - p.window + 1) / bk * bk;
 }
 
 __device__ __forceinline__ float quadMax(float v) {
@@ -161,12 +179,13 @@ __global__ void __launch_bounds__(kFaThreads, 2) faForwardKernel(FaParams p) {
   int kvEnd = p.kvSeq;
   if (p.causal)
     kvEnd = max(0, min(p.kvSeq, q0 + BQ + off));
-  const int nTiles = (kvEnd + BK - 1) / BK;
+  const int kBase = firstVisibleKey(p, q0, off, BK);
+  const int nTiles = kvEnd > kBase ? (kvEnd - kBase + BK - 1) / BK : 0;
 
   loadTileAsync<BQ, D>(Qs, qg, p.lq.row, p.seq - q0, p.q);
   if (nTiles > 0) {
-    loadTileAsync<BK, D>(Ks, kg, p.lk.row, p.kvSeq, p.k);
-    loadTileAsync<BK, D>(Vs, vg, p.lv.row, p.kvSeq, p.v);
+    loadTileAsync<BK, D>(Ks, kg + kBase * p.lk.row, p.lk.row, p.kvSeq - kBase, p.k);
+    loadTileAsync<BK, D>(Vs, vg + kBase * p.lv.row, p.lv.row, p.kvSeq - kBase, p.v);
   }
   cpAsyncCommit();
 
@@ -180,7 +199,7 @@ __global__ void __launch_bounds__(kFaThreads, 2) faForwardKernel(FaParams p) {
   uint32_t qf[DK][4];
 
   for (int j = 0; j < nTiles; ++j) {
-    const int k0 = j * BK;
+    const int k0 = kBase + j * BK;
     if (j + 1 < nTiles) {
       const int n0 = k0 + BK, nb = (j + 1) & 1;
       loadTileAsync<BK, D>(Ks + nb * BK * S, kg + n0 * p.lk.row, p.lk.row, p.kvSeq - n0, p.k);
@@ -215,7 +234,8 @@ __global__ void __launch_bounds__(kFaThreads, 2) faForwardKernel(FaParams p) {
         mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
       }
 
-    const bool needMask = k0 + BK > p.kvSeq || (p.causal && k0 + BK - 1 > q0 + off);
+    const bool needMask = k0 + BK > p.kvSeq || (p.causal && k0 + BK - 1 > q0 + off) ||
+                          windowCuts(p, q0, BQ, k0, off);
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -224,7 +244,7 @@ __global__ void __launch_bounds__(kFaThreads, 2) faForwardKernel(FaParams p) {
         float x = s[nt][e] * p.scaleLog2;
         if (needMask) {
           const int key = k0 + nt * 8 + 2 * t + (e & 1);
-          if (!faVisible(key, row0 + (e >> 1) * 8, p.kvSeq, off, p.causal))
+          if (!faVisible(key, row0 + (e >> 1) * 8, p.kvSeq, off, p.causal, p.window))
             x = -INFINITY;
         }
         s[nt][e] = x;
@@ -339,15 +359,16 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradQKernel(FaParams p) {
   int kvEnd = p.kvSeq;
   if (p.causal)
     kvEnd = max(0, min(p.kvSeq, q0 + BQ + off));
-  const int nTiles = (kvEnd + BK - 1) / BK;
+  const int kBase = firstVisibleKey(p, q0, off, BK);
+  const int nTiles = kvEnd > kBase ? (kvEnd - kBase + BK - 1) / BK : 0;
 
   loadTileAsync<BQ, D>(Qs, static_cast<const T *>(p.q) + p.lq.at(b, head, q0), p.lq.row,
                        p.seq - q0, p.q);
   loadTileAsync<BQ, D>(dOs, static_cast<const T *>(p.dout) + p.lg.at(b, head, q0), p.lg.row,
                        p.seq - q0, p.dout);
   if (nTiles > 0) {
-    loadTileAsync<BK, D>(Ks, kg, p.lk.row, p.kvSeq, p.k);
-    loadTileAsync<BK, D>(Vs, vg, p.lv.row, p.kvSeq, p.v);
+    loadTileAsync<BK, D>(Ks, kg + kBase * p.lk.row, p.lk.row, p.kvSeq - kBase, p.k);
+    loadTileAsync<BK, D>(Vs, vg + kBase * p.lv.row, p.lv.row, p.kvSeq - kBase, p.v);
   }
   cpAsyncCommit();
 
@@ -368,7 +389,7 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradQKernel(FaParams p) {
   const T *Qw = Qs + warp * 16 * S;
   const T *dOw = dOs + warp * 16 * S;
   for (int j = 0; j < nTiles; ++j) {
-    const int k0 = j * BK;
+    const int k0 = kBase + j * BK;
     if (j + 1 < nTiles) {
       const int n0 = k0 + BK, nb = (j + 1) & 1;
       loadTileAsync<BK, D>(Ks + nb * BK * S, kg + n0 * p.lk.row, p.lk.row, p.kvSeq - n0, p.k);
@@ -415,7 +436,8 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradQKernel(FaParams p) {
       }
     }
 
-    const bool needMask = k0 + BK > p.kvSeq || (p.causal && k0 + BK - 1 > q0 + off);
+    const bool needMask = k0 + BK > p.kvSeq || (p.causal && k0 + BK - 1 > q0 + off) ||
+                          windowCuts(p, q0, BQ, k0, off);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -424,7 +446,7 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradQKernel(FaParams p) {
         float pr = exp2f(s[nt][e] * p.scaleLog2 - lse[i]);
         if (needMask) {
           const int key = k0 + nt * 8 + 2 * t + (e & 1);
-          if (!faVisible(key, row0 + 8 * i, p.kvSeq, off, p.causal))
+          if (!faVisible(key, row0 + 8 * i, p.kvSeq, off, p.causal, p.window))
             pr = 0.f;
         }
         s[nt][e] = pr * (dp[nt][e] - delta[i]);
@@ -493,7 +515,9 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradKVKernel(FaParams p) {
   int qStart = 0;
   if (p.causal)
     qStart = (max(0, k0 - off) / BQ) * BQ;
-  const int nQ = qStart < p.seq ? (p.seq - qStart + BQ - 1) / BQ : 0;
+  // A sliding window: key j is seen by queries i < j - off + window.
+  const int qEnd = p.causal && p.window > 0 ? min(p.seq, k0 + BKEY - 1 - off + p.window) : p.seq;
+  const int nQ = qStart < qEnd ? (qEnd - qStart + BQ - 1) / BQ : 0;
   const int iters = nQ * p.group;
 
   const T *qAll = static_cast<const T *>(p.q);
@@ -572,7 +596,7 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradKVKernel(FaParams p) {
       }
     }
     const bool needMask = k0 + BKEY > p.kvSeq || q0 + BQ > p.seq ||
-                          (p.causal && k0 + BKEY - 1 > q0 + off);
+                          (p.causal && k0 + BKEY - 1 > q0 + off) || windowCuts(p, q0, BQ, k0, off);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -581,7 +605,7 @@ __global__ void __launch_bounds__(kFaThreads, 2) faGradKVKernel(FaParams p) {
         float pr = exp2f(st[nt][e] * p.scaleLog2 - lseB[qi]);
         if (needMask) {
           const int row = q0 + qi;
-          if (row >= p.seq || !faVisible(key0 + 8 * (e >> 1), row, p.kvSeq, off, p.causal))
+          if (row >= p.seq || !faVisible(key0 + 8 * (e >> 1), row, p.kvSeq, off, p.causal, p.window))
             pr = 0.f;
         }
         st[nt][e] = pr;
@@ -693,6 +717,7 @@ FaParams makeParams(const FlashAttnArgs &a) {
   p.seq = a.seq;
   p.kvSeq = a.kvSeq;
   p.causal = a.causal ? 1 : 0;
+  p.window = a.causal ? a.window : 0;
   p.scale = a.scale;
   p.scaleLog2 = static_cast<float>(double(a.scale) * 1.4426950408889634);
   return p;

@@ -47,6 +47,9 @@ struct FlashAttnArgs {
   bool statsReady = false;
   int batch = 0, qHeads = 0, kvHeads = 0, seq = 0, kvSeq = 0, headDim = 0;
   bool causal = false;
+  /// A sliding window (with causal): each query sees at most its last
+  /// `window` keys; 0 for none.
+  int window = 0;
   float scale = 1.f;
 };
 

@@ -32,10 +32,11 @@ uint64_t scaleBits(double scale) {
   return bits;
 }
 
-/// Whether `grad` differentiates `forward`: the same q, k, v, mask and scale.
+/// Whether `grad` differentiates `forward`: the same q, k, v, mask, window and scale.
 bool differentiates(nn::AttentionGradOp grad, nn::AttentionOp forward) {
   return grad.getQuery() == forward.getQuery() && grad.getKey() == forward.getKey() &&
          grad.getValue() == forward.getValue() && grad.getCausal() == forward.getCausal() &&
+         grad.getWindow() == forward.getWindow() &&
          scaleBits(grad.getEffectiveScale()) == scaleBits(forward.getEffectiveScale()) &&
          grad.getGrad().getType() == forward.getType();
 }
@@ -94,7 +95,8 @@ struct AttentionStatsPass : public loom::impl::AttentionStatsBase<AttentionStats
       b.setInsertionPoint(forward);
       auto stats = b.create<nn::AttentionWithStatsOp>(
           forward.getLoc(), forward.getQuery(), forward.getKey(), forward.getValue(),
-          forward.getCausalAttr(), forward.getScaleAttr(), forward.getSeqMajorAttr());
+          forward.getCausalAttr(), forward.getScaleAttr(), forward.getSeqMajorAttr(),
+          forward.getWindowAttr());
       // Stage, microbatch and stream tags stay with the op; the result
       // shardings gain lse's.
       stats->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
@@ -112,7 +114,7 @@ struct AttentionStatsPass : public loom::impl::AttentionStatsBase<AttentionStats
         auto backward = b.create<nn::AttentionGradWithStatsOp>(
             grad.getLoc(), grad.getQuery(), grad.getKey(), grad.getValue(), stats.getResult(),
             stats.getLse(), grad.getGrad(), grad.getCausalAttr(), grad.getScaleAttr(),
-            b.getI64IntegerAttr(mask));
+            b.getI64IntegerAttr(mask), grad.getWindowAttr());
         backward->setDiscardableAttrs(grad->getDiscardableAttrDictionary());
         grad->replaceAllUsesWith(backward->getResults());
         grad.erase();

@@ -740,6 +740,25 @@ func.func @attention_scale(%q: tensor<1x8x16x32xf32>) {
 
 // -----
 
+// A sliding window only narrows a causal mask.
+func.func @attention_window_not_causal(%q: tensor<1x8x16x32xf32>) {
+  // expected-error @+2 {{a sliding window (window = 4) needs causal attention}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.attention %q, %q, %q window = 4 : (tensor<1x8x16x32xf32>, tensor<1x8x16x32xf32>, tensor<1x8x16x32xf32>) -> tensor<1x8x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_window_negative(%q: tensor<1x8x16x32xf32>) {
+  // expected-error @+2 {{window must be positive (or 0 for none), got -2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.attention %q, %q, %q causal window = -2 : (tensor<1x8x16x32xf32>, tensor<1x8x16x32xf32>, tensor<1x8x16x32xf32>) -> tensor<1x8x16x32xf32>
+  return
+}
+
+// -----
+
 // Causal attention with fewer keys than queries leaves the first queries
 // with no key to attend to.
 func.func @attention_causal_short_kv(%q: tensor<1x8x16x32xf32>, %k: tensor<1x8x4x32xf32>) {

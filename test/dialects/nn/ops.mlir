@@ -368,6 +368,11 @@ func.func @attention(%q: tensor<1x8x16x32xf32>, %k: tensor<1x8x16x32xf32>,
   %3 = nn.attention %q, %k, %v scale = 0.125 : (tensor<1x8x16x32xf32>, tensor<1x8x16x32xf32>, tensor<1x8x16x32xf32>) -> tensor<1x8x16x32xf32>
   // CHECK: nn.attention %arg5, %arg3, %arg3 causal scale = 5.000000e-01 : (tensor<1x8x1x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> tensor<1x8x1x32xf32>
   %4 = nn.attention %q1, %kg, %kg causal scale = 0.5 : (tensor<1x8x1x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> tensor<1x8x1x32xf32>
+  // A sliding window of 4 keys, and its gradient.
+  // CHECK: nn.attention %arg0, %arg3, %arg4 causal window = 4 : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x64xf32>) -> tensor<1x8x16x64xf32>
+  %5 = nn.attention %q, %kg, %vg causal window = 4 : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x64xf32>) -> tensor<1x8x16x64xf32>
+  // CHECK: nn.attention_grad %arg0, %arg3, %arg4, %{{.*}} causal window = 4 : (
+  %6:3 = nn.attention_grad %q, %kg, %vg, %5 causal window = 4 : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x64xf32>, tensor<1x8x16x64xf32>) -> (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x64xf32>)
   return
 }
 

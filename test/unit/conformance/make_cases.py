@@ -738,8 +738,9 @@ def gen_rope_transposed():
             attrs={"interleaved": inter, "transpose": mode})
 
 
-def attention_ref(q, k, v, causal, scale):
-    """Returns out and a closure for the backward pass."""
+def attention_ref(q, k, v, causal, scale, window=0):
+    """Returns out and a closure for the backward pass. A window W (with
+    causal) also hides keys j <= i + Skv - S - W."""
     B, Hq, S, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     g = Hq // Hkv
@@ -751,6 +752,8 @@ def attention_ref(q, k, v, causal, scale):
         i = np.arange(S)[:, None]
         j = np.arange(Skv)[None, :]
         mask = j <= i + (Skv - S)  # ends aligned
+        if window:
+            mask &= j > i + (Skv - S) - window
     scores = np.where(mask, scores, -np.inf)
     m = scores.max(-1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
@@ -1712,6 +1715,59 @@ def gen_attention_seq_major():
             attrs={"causal": causal, "seq_major": gws}, backend_atol=atol)
 
 
+def gen_attention_window():
+    """The four attention kernels under a sliding window (attr window, with
+    causal): each query sees its last W keys. Shapes for the SIMT kernels
+    (f32, odd, more keys than queries, GQA), and for the tensor-core ones
+    (bf16, head dims 64 and 128) with windows shorter than a key tile and
+    spanning several, so whole tiles before the window are skipped; cuDNN
+    declines windows, so CUDA runs Loom's own kernels on all of them."""
+    specs = [
+        # name, dtype, B, Hq, Hkv, S, Skv, D, window, cuda atol of the grads
+        ("f32_gqa_square_odd_w3", "f32", 1, 4, 2, 13, 13, 16, 3, None),
+        ("f32_skv_gt_s_w4", "f32", 2, 2, 1, 5, 9, 8, 4, None),
+        ("f32_window_past_start_w20", "f32", 1, 2, 2, 11, 11, 8, 20, None),
+        ("bf16_d64_gqa_w7_odd", "bf16", 1, 4, 2, 37, 45, 64, 7, 0.08),
+        ("bf16_d64_w70_tiles", "bf16", 1, 2, 1, 200, 200, 64, 70, 0.08),
+        ("bf16_d128_w33_tiles", "bf16", 1, 2, 2, 161, 161, 128, 33, 0.08),
+    ]
+    for name, dtype, B, Hq, Hkv, S, Skv, D, window, grad_atol in specs:
+        name = "window_" + name
+        q = randt(dtype, [B, Hq, S, D])
+        k = randt(dtype, [B, Hkv, Skv, D])
+        v = randt(dtype, [B, Hkv, Skv, D])
+        dout = randt(dtype, [B, Hq, S, D])
+        eff = 1 / math.sqrt(D)
+        attrs = {"causal": 1, "window": window}
+        out, backward, lse = attention_ref(q.values, k.values, v.values, 1, eff, window)
+        if S <= 13:
+            # Against a direct derivation: each row's softmax over its window.
+            g = Hq // Hkv
+            ke, ve = np.repeat(k.values, g, axis=1), np.repeat(v.values, g, axis=1)
+            for i in range(S):
+                last = i + Skv - S
+                lo = max(0, last - window + 1)
+                sc = np.einsum("bhd,bhjd->bhj", q.values[:, :, i], ke[:, :, lo:last + 1]) * eff
+                pr = np.exp(sc - sc.max(-1, keepdims=True))
+                pr /= pr.sum(-1, keepdims=True)
+                assert np.allclose(np.einsum("bhj,bhjd->bhd", pr, ve[:, :, lo:last + 1]),
+                                   out[:, :, i])
+        dq, dk, dv = backward(dout.values)
+        if dtype == "f32":
+            fq = lambda x: attention_ref(x, k.values, v.values, 1, eff, window)[0]
+            fk = lambda x: attention_ref(q.values, x, v.values, 1, eff, window)[0]
+            check_grad(fq, q.values, dout.values, dq)
+            check_grad(fk, k.values, dout.values, dk)
+        atol = {"cuda": grad_atol} if grad_atol else None
+        o = T(dtype, out)
+        add("nn.attention", name, [q, k, v], [o], attrs=attrs)
+        add("nn.attention_with_stats", name, [q, k, v], [o, T("f32", lse)], attrs=attrs)
+        grads = [T(dtype, dq), T(dtype, dk), T(dtype, dv)]
+        add("nn.attention_grad", name, [q, k, v, dout], grads, attrs=attrs, backend_atol=atol)
+        add("nn.attention_grad_with_stats", name, [q, k, v, o, T("f32", lse), dout], grads,
+            attrs=attrs, backend_atol=atol)
+
+
 def gen_adamw_multi_copies():
     """nn.adamw_multi with attr copies: after the 3 results per parameter, the
     listed parameters' compute copies, the new f32 parameter rounded to the
@@ -2489,6 +2545,7 @@ def main():
     gen_empty_operands()
     gen_grouped_wgrad_widened()
     gen_reduce_middle()
+    gen_attention_window()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
