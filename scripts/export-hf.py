@@ -42,6 +42,10 @@ Writes, into --out DIR:
   config.json             the model's config (so DIR is itself a checkpoint).
   ids.npy, logits.npy     the example ids (int64) and PyTorch's logits for
                           them (float32).
+  ids.seqN.npy, logits.seqN.npy
+                          with --dynamic-seq: ids of another length N
+                          (--seq - 4) and PyTorch's logits for them, for
+                          checking a compile at --seq N.
   model.onnx              with --onnx: torch.onnx.export(dynamo=True),
                           opset 18, weights inline, dynamic batch unless
                           --static-batch; checked with onnxruntime when it
@@ -131,6 +135,11 @@ def parse_args(argv):
                      help="export the batch dimension as a torch.export.Dim (default)")
     dyn.add_argument("--static-batch", dest="dynamic_batch", action="store_false",
                      help="export with the example batch fixed")
+    ap.add_argument("--dynamic-seq", action="store_true",
+                    help="export the sequence dimension as a torch.export.Dim too "
+                         "(Dim('seq', min=2, max=--max-seq)); Loom fixes it with --seq")
+    ap.add_argument("--max-seq", type=int, default=128,
+                    help="the largest sequence a --dynamic-seq export takes (default 128)")
     ap.add_argument("--ir", choices=["training", "functional", "core"], default="training",
                     help="the .pt2's op set: torch.export's default training IR (in-place "
                          "ops kept), 'functional' (ExportedProgram.run_decompositions({}): "
@@ -306,8 +315,14 @@ def batch_is_symbolic(ep, torch):
     return False
 
 
-def export_pt2(model, ids, dynamic, torch):
+def export_pt2(model, ids, dynamic, torch, seq_dim=None):
+    """seq_dim: a torch.export.Dim for the sequence (--dynamic-seq), or None."""
+    extra = {1: seq_dim} if seq_dim is not None else {}
+    label_seq = ", dynamic sequence" if seq_dim is not None else ""
     if not dynamic:
+        if extra:
+            return (torch.export.export(model, (ids,), dynamic_shapes=(extra,)),
+                    "static batch %d%s" % (ids.shape[0], label_seq))
         return torch.export.export(model, (ids,)), "static batch %d" % ids.shape[0]
     Dim = torch.export.Dim
     attempts = [("Dim('batch', min=1, max=4096)", lambda: Dim("batch", min=1, max=4096)),
@@ -317,12 +332,12 @@ def export_pt2(model, ids, dynamic, torch):
     errors = []
     for label, dim in attempts:
         try:
-            ep = torch.export.export(model, (ids,), dynamic_shapes=({0: dim()},))
+            ep = torch.export.export(model, (ids,), dynamic_shapes=(dict({0: dim()}, **extra),))
         except Exception as e:
             errors.append("%s: %s" % (label, first_line(e)))
             continue
         if batch_is_symbolic(ep, torch):
-            return ep, "dynamic batch, %s" % label
+            return ep, "dynamic batch, %s%s" % (label, label_seq)
         errors.append("%s: the batch was specialized" % label)
     raise ExportError("the batch dimension could not be exported as dynamic (%s); "
                       "try --static-batch" % "; ".join(errors))
@@ -503,12 +518,25 @@ def run(args):
         logits = model(input_ids=ids, use_cache=False).logits.float().numpy()
     np.save(os.path.join(out, "ids.npy"), ids.numpy())
     np.save(os.path.join(out, "logits.npy"), logits)
+    if args.dynamic_seq:
+        other_seq = max(2, args.seq - 4)
+        ids_other = torch.randint(0, vocab, (args.batch, other_seq), generator=g,
+                                  dtype=torch.int64)
+        with torch.no_grad():
+            logits_other = model(input_ids=ids_other, use_cache=False).logits.float().numpy()
+        np.save(os.path.join(out, "ids.seq%d.npy" % other_seq), ids_other.numpy())
+        np.save(os.path.join(out, "logits.seq%d.npy" % other_seq), logits_other)
     model.config.to_json_file(os.path.join(out, "config.json"))
 
     restore = logits_forward(model)
     try:
         try:
-            ep, label = export_pt2(model, ids, args.dynamic_batch, torch)
+            longest = min(args.max_seq, positions) if positions else args.max_seq
+            if args.dynamic_seq and args.seq > longest:
+                raise ExportError("--seq %d exceeds --max-seq %d" % (args.seq, longest))
+            seq_dim = (torch.export.Dim("seq", min=2, max=longest)
+                       if args.dynamic_seq else None)
+            ep, label = export_pt2(model, ids, args.dynamic_batch, torch, seq_dim)
         except ExportError:
             raise
         except Exception as e:

@@ -47,7 +47,8 @@ static int64_t attentionKeys(Operation *op) {
   auto key = cast<RankedTensorType>(op->getOperand(1).getType());
   int64_t mask = cast<IntegerAttr>(op->getAttr("seq_major")).getInt();
   int64_t keys = key.getDimSize(mask & 2 ? 1 : 2);
-  int64_t window = cast<IntegerAttr>(op->getAttr("window")).getInt();
+  auto windowAttr = dyn_cast_or_null<IntegerAttr>(op->getAttr("window"));
+  int64_t window = windowAttr ? windowAttr.getInt() : 0;
   if (window > 0 && window < keys)
     // Rows 0..W-1 see 1..W keys, the rest W each.
     return (window * (window + 1) / 2 + (keys - window) * window) / keys;

@@ -603,6 +603,9 @@ LOOM_ATTENTION_ABSORBS_TRANSPOSES(AttentionGradOp)
 LOOM_ATTENTION_ABSORBS_TRANSPOSES(AttentionGradWithStatsOp)
 #undef LOOM_ATTENTION_ABSORBS_TRANSPOSES
 
+/// An attention op's window attribute as a number: 0 when absent.
+static int64_t windowOf(IntegerAttr window) { return window ? window.getInt() : 0; }
+
 /// The result type of attention over q, k, v: shared by nn.attention and
 /// nn.attention_grad, which must accept exactly the same operands.
 static LogicalResult inferAttention(std::optional<Location> loc,
@@ -659,7 +662,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
       failed(inferAttention(loc, seqMajorSwap(tensorOf(adaptor.getQuery()), mask, 0),
                             seqMajorSwap(tensorOf(adaptor.getKey()), mask, 1),
                             seqMajorSwap(tensorOf(adaptor.getValue()), mask, 2),
-                            adaptor.getCausal(), adaptor.getWindow(), adaptor.getScale(), results)))
+                            adaptor.getCausal(), windowOf(adaptor.getWindowAttr()), adaptor.getScale(), results)))
     return failure();
   results[0] = seqMajorSwap(cast<RankedTensorType>(results[0]), mask, 3);
   return success();
@@ -692,7 +695,7 @@ LogicalResult AttentionWithStatsOp::inferReturnTypes(MLIRContext *,
       failed(inferAttention(loc, seqMajorSwap(tensorOf(adaptor.getQuery()), mask, 0),
                             seqMajorSwap(tensorOf(adaptor.getKey()), mask, 1),
                             seqMajorSwap(tensorOf(adaptor.getValue()), mask, 2),
-                            adaptor.getCausal(), adaptor.getWindow(), adaptor.getScale(), results)))
+                            adaptor.getCausal(), windowOf(adaptor.getWindowAttr()), adaptor.getScale(), results)))
     return failure();
   results.push_back(attentionStatsType(results.front()));
   results[0] = seqMajorSwap(cast<RankedTensorType>(results[0]), mask, 3);
@@ -1102,7 +1105,7 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
   auto q = seqMajorSwap(tensorOf(adaptor.getQuery()), mask, 0);
   auto k = seqMajorSwap(tensorOf(adaptor.getKey()), mask, 1);
   auto v = seqMajorSwap(tensorOf(adaptor.getValue()), mask, 2);
-  if (failed(inferAttention(loc, q, k, v, adaptor.getCausal(), adaptor.getWindow(),
+  if (failed(inferAttention(loc, q, k, v, adaptor.getCausal(), windowOf(adaptor.getWindowAttr()),
                             adaptor.getScale(), forward)))
     return failure();
   auto grad = seqMajorSwap(tensorOf(adaptor.getGrad()), mask, 3);
@@ -1136,7 +1139,7 @@ LogicalResult AttentionGradWithStatsOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(loc, "query, key and value must share an element type, got ",
                              q.getElementType(), ", ", k.getElementType(), " and ",
                              v.getElementType());
-  if (failed(inferAttention(loc, q, k, v, adaptor.getCausal(), adaptor.getWindow(),
+  if (failed(inferAttention(loc, q, k, v, adaptor.getCausal(), windowOf(adaptor.getWindowAttr()),
                             adaptor.getScale(), forward)))
     return failure();
   for (auto [name, value, position] :

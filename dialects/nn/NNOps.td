@@ -535,7 +535,7 @@ def NN_AttentionOp : NN_KernelOp<"attention", [Pure, SameOperandsAndResultElemen
                    NN_FloatTensor:$value, UnitAttr:$causal,
                    OptionalAttr<F64Attr>:$scale,
                    DefaultValuedAttr<I64Attr, "0">:$seq_major,
-                   DefaultValuedAttr<I64Attr, "0">:$window);
+                   OptionalAttr<I64Attr>:$window);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`causal` $causal^)? (`window` `=` $window^)? (`scale` `=` $scale^)?
@@ -580,7 +580,7 @@ def NN_AttentionWithStatsOp : NN_KernelOp<"attention_with_stats", [Pure,
                    NN_FloatTensor:$value, UnitAttr:$causal,
                    OptionalAttr<F64Attr>:$scale,
                    DefaultValuedAttr<I64Attr, "0">:$seq_major,
-                   DefaultValuedAttr<I64Attr, "0">:$window);
+                   OptionalAttr<I64Attr>:$window);
   let results = (outs NN_FloatTensor:$result, StaticShapeTensorOf<[F32]>:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`causal` $causal^)? (`window` `=` $window^)? (`scale` `=` $scale^)?
@@ -981,7 +981,7 @@ def NN_AttentionGradOp : NN_KernelOp<"attention_grad", [Pure,
                    NN_FloatTensor:$value, NN_FloatTensor:$grad,
                    UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
                    DefaultValuedAttr<I64Attr, "0">:$seq_major,
-                   DefaultValuedAttr<I64Attr, "0">:$window);
+                   OptionalAttr<I64Attr>:$window);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
                  NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
@@ -1023,7 +1023,7 @@ def NN_AttentionGradWithStatsOp : NN_KernelOp<"attention_grad_with_stats", [Pure
                    StaticShapeTensorOf<[F32]>:$lse, NN_FloatTensor:$grad,
                    UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
                    DefaultValuedAttr<I64Attr, "0">:$seq_major,
-                   DefaultValuedAttr<I64Attr, "0">:$window);
+                   OptionalAttr<I64Attr>:$window);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
                  NN_FloatTensor:$value_grad);
   let assemblyFormat = [{

@@ -445,7 +445,8 @@ struct AttentionFromSoftmax : OpRewritePattern<nn::MatmulOp> {
     }
     auto attention = rewriter.create<nn::AttentionOp>(
         out.getLoc(), out.getType(), q, k, v, mask.kind == MaskKind::Causal,
-        rewriter.getF64FloatAttr(scale), /*seq_major=*/0, mask.window);
+        rewriter.getF64FloatAttr(scale), /*seq_major=*/0,
+        mask.window ? rewriter.getI64IntegerAttr(mask.window) : IntegerAttr());
     rewriter.replaceOp(out, attention.getResult());
     return success();
   }

@@ -2012,7 +2012,7 @@ Error convertAttention(NodeContext &node) {
   auto result = g.create<nn::AttentionOp>(*type, *query, *key, *value,
                                           causal ? g.builder().getUnitAttr() : UnitAttr(),
                                           *scale ? g.builder().getF64FloatAttr(**scale) : FloatAttr(),
-                                          g.builder().getI64IntegerAttr(0));
+                                          g.builder().getI64IntegerAttr(0), IntegerAttr());
   if (!result)
     return result.takeError();
   return node.setResult(0, *result);

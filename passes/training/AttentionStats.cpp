@@ -36,7 +36,7 @@ uint64_t scaleBits(double scale) {
 bool differentiates(nn::AttentionGradOp grad, nn::AttentionOp forward) {
   return grad.getQuery() == forward.getQuery() && grad.getKey() == forward.getKey() &&
          grad.getValue() == forward.getValue() && grad.getCausal() == forward.getCausal() &&
-         grad.getWindow() == forward.getWindow() &&
+         grad.getWindowAttr() == forward.getWindowAttr() &&
          scaleBits(grad.getEffectiveScale()) == scaleBits(forward.getEffectiveScale()) &&
          grad.getGrad().getType() == forward.getType();
 }

@@ -19,6 +19,7 @@ loom-compile, loom-run and compare.py's rule come from PATH and this folder.
 import argparse
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -116,6 +117,19 @@ def main():
         if not err <= args.rtol:
             fail("%s %s: logits differ from PyTorch's by %s (tolerance %.0e)" % (
                 name, m, shown, args.rtol))
+
+    # A dynamic-sequence export (export-hf.py --dynamic-seq) at its other
+    # length: ids.seqN.npy and logits.seqN.npy, compiled with --seq N.
+    for other in sorted(f for f in os.listdir(d) if re.fullmatch(r"ids\.seq\d+\.npy", f)):
+        n = other.split(".")[1][3:]
+        want = np.load(os.path.join(d, "logits.seq%s.npy" % n))
+        for m in (m for m in models if m.endswith(".pt2")):
+            got, _ = infer(os.path.join(d, m), m.replace(".", "_") + "_seq" + n, ["--seq", n],
+                           input_path=os.path.join(d, other))
+            err, shown = rel_err(got, want)
+            print("%s %s --seq %s: logits rel err %s" % (name, m, n, shown))
+            if not err <= args.rtol:
+                fail("%s %s at --seq %s: logits differ by %s" % (name, m, n, shown))
 
     # One sequence through the model exported at batch 4.
     one = os.path.join(args.work, "ids1.npy")

@@ -60,16 +60,18 @@ TEST(RopeGradientTest, HalvesAndInterleaved) {
   }
 }
 
-TEST(AttentionGradientTest, PlainCausalAndGrouped) {
+TEST(AttentionGradientTest, PlainCausalGroupedAndWindowed) {
   struct Case {
     const char *name;
     int64_t qHeads, kvHeads, seq, kvSeq;
     bool causal;
     std::optional<double> scale;
+    int64_t window = 0;
   };
   for (const Case &c : {Case{"plain", 2, 2, 3, 3, false, std::nullopt},
                         Case{"causal grouped", 4, 2, 3, 5, true, std::nullopt},
-                        Case{"grouped scaled", 3, 1, 2, 4, false, 0.3}}) {
+                        Case{"grouped scaled", 3, 1, 2, 4, false, 0.3},
+                        Case{"sliding window", 4, 2, 5, 6, true, std::nullopt, 2}}) {
     SCOPED_TRACE(c.name);
     GradientCheck g;
     OpBuilder &b = g.builder();
@@ -79,7 +81,8 @@ TEST(AttentionGradientTest, PlainCausalAndGrouped) {
     g.check(b.create<AttentionOp>(g.loc(), q, k, v,
                                   c.causal ? b.getUnitAttr() : UnitAttr(),
                                   c.scale ? b.getF64FloatAttr(*c.scale) : FloatAttr(),
-                                  b.getI64IntegerAttr(0)));
+                                  b.getI64IntegerAttr(0),
+                                  c.window ? b.getI64IntegerAttr(c.window) : IntegerAttr()));
   }
 }
 
