@@ -136,10 +136,11 @@ def parse_args(argv):
     dyn.add_argument("--static-batch", dest="dynamic_batch", action="store_false",
                      help="export with the example batch fixed")
     ap.add_argument("--dynamic-seq", action="store_true",
-                    help="export the sequence dimension as a torch.export.Dim too "
-                         "(Dim('seq', min=2, max=--max-seq)); Loom fixes it with --seq")
+                    help="export the sequence dimension as dynamic too (Dim.DYNAMIC, or "
+                         "Dim('seq', min=2, max=--max-seq) on an older torch); Loom fixes "
+                         "it with --seq")
     ap.add_argument("--max-seq", type=int, default=128,
-                    help="the largest sequence a --dynamic-seq export takes (default 128)")
+                    help="the largest sequence of a named seq Dim (default 128)")
     ap.add_argument("--ir", choices=["training", "functional", "core"], default="training",
                     help="the .pt2's op set: torch.export's default training IR (in-place "
                          "ops kept), 'functional' (ExportedProgram.run_decompositions({}): "
@@ -332,7 +333,7 @@ def export_pt2(model, ids, dynamic, torch, seq_dim=None):
     errors = []
     for label, dim in attempts:
         try:
-            ep = torch.export.export(model, (ids,), dynamic_shapes=(dict({0: dim()}, **extra),))
+            ep = torch.export.export(model, (ids,), dynamic_shapes=({0: dim(), **extra},))
         except Exception as e:
             errors.append("%s: %s" % (label, first_line(e)))
             continue
@@ -534,8 +535,12 @@ def run(args):
             longest = min(args.max_seq, positions) if positions else args.max_seq
             if args.dynamic_seq and args.seq > longest:
                 raise ExportError("--seq %d exceeds --max-seq %d" % (args.seq, longest))
-            seq_dim = (torch.export.Dim("seq", min=2, max=longest)
-                       if args.dynamic_seq else None)
+            # Dim.DYNAMIC: a named Dim with bounds fails on guards such as
+            # min(8*s, 16*s) == 8*s that torch cannot prove over a range.
+            seq_dim = None
+            if args.dynamic_seq:
+                seq_dim = (torch.export.Dim.DYNAMIC if hasattr(torch.export.Dim, "DYNAMIC")
+                           else torch.export.Dim("seq", min=2, max=longest))
             ep, label = export_pt2(model, ids, args.dynamic_batch, torch, seq_dim)
         except ExportError:
             raise
