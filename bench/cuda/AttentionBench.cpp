@@ -48,8 +48,9 @@ cl::opt<bool> captureOnly("capture-only",
                           cl::init(false));
 
 cl::opt<std::string> timingProblems(
-    "timing-problems", cl::value_desc("B,HQ,HKV,S,D;..."),
-    cl::desc("the causal bf16 problems to time (default: 4,16,16,2048,128;1,32,8,8192,128)"),
+    "timing-problems", cl::value_desc("B,HQ,HKV,S,D[,WINDOW];..."),
+    cl::desc("the causal bf16 problems to time, each with an optional sliding window "
+             "(default: 4,16,16,2048,128;1,32,8,8192,128)"),
     cl::init("4,16,16,2048,128;1,32,8,8192,128"));
 cl::opt<bool> cudnnOnly("cudnn-only", cl::desc("time only the cuDNN path"), cl::init(false));
 cl::opt<std::string> inputInit("init",
@@ -105,14 +106,22 @@ struct Problem {
   int64_t b, hq, hkv, s, skv, d;
   bool causal;
   DType dtype = DType::BF16;
+  int64_t window = 0; // a sliding window (with causal), 0 for none
   std::string label() const {
     std::string r = "[" + std::to_string(b) + "," + std::to_string(hq) + "q/" + std::to_string(hkv) +
                     "kv," + std::to_string(s) + (skv != s ? "x" + std::to_string(skv) : "") + "," +
                     std::to_string(d) + "]" + (causal ? " causal" : "") +
+                    (window ? " window " + std::to_string(window) : "") +
                     (dtype == DType::F16 ? " f16" : " bf16");
     return r;
   }
-  double fwdFlops() const { return 4.0 * b * hq * s * skv * d * (causal ? 0.5 : 1.0); }
+  /// Two GEMMs over the scores each query sees: half of them causal (a
+  /// square problem), min(i + 1, W) for query i under a window W.
+  double fwdFlops() const {
+    if (causal && window > 0 && window < s && s == skv)
+      return 4.0 * b * hq * d * (double(window) * (window + 1) / 2 + double(s - window) * window);
+    return 4.0 * b * hq * s * skv * d * (causal ? 0.5 : 1.0);
+  }
 };
 
 struct Buffers {
@@ -138,6 +147,8 @@ struct Buffers {
 cpu::KernelAttrs attrsOf(const Problem &p) {
   cpu::KernelAttrs a;
   a.set("causal", int64_t(p.causal)).set("scale", 1.0 / std::sqrt(double(p.d)));
+  if (p.window > 0)
+    a.set("window", p.window);
   return a;
 }
 
@@ -424,12 +435,14 @@ int main(int argc, char **argv) {
     rest = tail;
     llvm::SmallVector<llvm::StringRef> f;
     one.split(f, ',');
-    int64_t v[5];
-    if (f.size() != 5 || llvm::any_of(llvm::seq(0, 5), [&](int i) {
+    int64_t v[6] = {0, 0, 0, 0, 0, 0};
+    if ((f.size() != 5 && f.size() != 6) || llvm::any_of(llvm::seq(0, int(f.size())), [&](int i) {
           return f[size_t(i)].trim().getAsInteger(10, v[i]) || v[i] <= 0;
         }))
-      die("--timing-problems: '" + one.str() + "' is not B,HQ,HKV,S,D");
-    timed.push_back({v[0], v[1], v[2], v[3], v[3], v[4], true});
+      die("--timing-problems: '" + one.str() + "' is not B,HQ,HKV,S,D[,WINDOW]");
+    Problem p{v[0], v[1], v[2], v[3], v[3], v[4], true};
+    p.window = v[5];
+    timed.push_back(p);
   }
   llvm::outs() << "\ntiming (" << iterations.getValue()
                << " launches each; backward FLOPs = 2.5 x forward; Loom's and cuDNN's "
@@ -439,8 +452,10 @@ int main(int argc, char **argv) {
     Buffers b(p);
     for (auto [path, name] : {std::pair{cuda::AttentionPath::Loom, "loom"},
                               std::pair{cuda::AttentionPath::Cudnn, "cudnn"}}) {
-      if (cudnnOnly && path == cuda::AttentionPath::Loom)
+      if (cudnnOnly && path == cuda::AttentionPath::Loom && p.window == 0)
         continue;
+      if (path == cuda::AttentionPath::Cudnn && p.window > 0)
+        continue; // cuDNN declines windows: Loom's kernels run them
       cuda::setAttentionPath(path);
       auto check = [&](llvm::Error err) {
         if (err)
