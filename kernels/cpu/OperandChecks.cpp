@@ -649,6 +649,9 @@ llvm::Error readAttentionAttrs(AttentionShape &s, const KernelAttrs &attrs) {
   if (s.window < 0 || (s.window > 0 && !s.causal))
     return kernelError("window " + llvm::Twine(s.window) +
                        ": a sliding window is positive and needs causal attention");
+  // A window as long as the keys hides none of them.
+  if (s.window >= s.kvSeq)
+    s.window = 0;
   const double defaultScale = s.headDim > 0 ? 1.0 / std::sqrt(double(s.headDim)) : 1.0;
   LOOM_ASSIGN_OR_RETURN(s.scale, attrs.getF64("scale", defaultScale));
   return llvm::Error::success();
