@@ -6,6 +6,9 @@
 //   S = S * scale                pointwise MUL, scalar by value
 //   [causal] r = row index (+ Skv - S), c = column index,
 //            S = (r >= c) ? S : -inf     GEN_INDEX, ADD/SUB, CMP_GE, BINARY_SELECT
+//   [window W] S = (c + W - (Skv - S) > r) ? S : -inf
+//                                GEN_INDEX, ADD (f32 bound), CMP_GT, BINARY_SELECT
+//                                (cuDNN's left-bound band: the sliding window)
 //   M = max_row(S); E = exp(S - M); Z = sum_row(E)
 //   Stats = M + log(Z)           f32 [B, Hq, S, 1], kept for the backward
 //   P = E / Z                    virtual bf16/f16
@@ -26,8 +29,8 @@
 // memory with the last two strides swapped). Stats, Dsum and the dQ
 // accumulator are Loom's own buffers, always contiguous [B, Hq, S, *].
 //
-// Plans are built once per (device, thread, shape, layouts, causal, scale,
-// dtype) and kept for the life of the process; each call then costs one
+// Plans are built once per (device, thread, shape, layouts, causal, window,
+// scale, dtype) and kept for the life of the process; each call then costs one
 // variant pack. The layouts are part of the key: strides are baked into a
 // plan's tensor descriptors, so a head-major and a sequence-major call of one
 // shape need (and get) different plans.
@@ -265,9 +268,14 @@ public:
   Desc dense(int64_t uid, cudnnDataType_t type, std::array<int64_t, 4> dims) {
     return tensor(uid, type, dims, contiguous(dims));
   }
+  /// A by-value scalar; one descriptor per uid however many ops read it.
   Desc scalar(int64_t uid, cudnnDataType_t type) {
-    scalars.push_back(uid);
-    return tensor(uid, type, {1, 1, 1, 1}, {1, 1, 1, 1}, /*byValue=*/true);
+    auto [it, inserted] = scalarDescs.try_emplace(uid, nullptr);
+    if (inserted) {
+      scalars.push_back(uid);
+      it->second = tensor(uid, type, {1, 1, 1, 1}, {1, 1, 1, 1}, /*byValue=*/true);
+    }
+    return it->second;
   }
   static std::array<int64_t, 4> contiguous(std::array<int64_t, 4> d) {
     return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
@@ -336,6 +344,7 @@ public:
 
   std::vector<Desc> ops;
   std::vector<int64_t> scalars; // uids of the by-value scalars used
+  std::map<int64_t, Desc> scalarDescs;
 
 private:
   bool check(cudnnStatus_t status, const char *what) {
@@ -355,7 +364,7 @@ private:
 
 // Tensor uids shared by the graphs and their variant packs.
 enum Uid : int64_t {
-  kQ = 1, kK, kV, kO, kStats, kScale, kNegInf, kKvLen, kQLen, kOne,
+  kQ = 1, kK, kV, kO, kStats, kScale, kNegInf, kKvLen, kQLen, kOne, kLeftBound,
   kDO, kDQ, kDK, kDV, kDsum, kDQAcc,
 };
 
@@ -368,12 +377,13 @@ struct PlanKey {
   bool backward;
   int64_t b, hq, hkv, s, skv, d, dv;
   bool causal;
+  int64_t window; // 0: none
   uint64_t scaleBits;
   /// Each operand's {batch, head, row} strides (CudnnAttnLayout); zeros for
   /// the operands a forward graph does not have.
   std::array<std::array<int64_t, 3>, kNumOperands> layouts;
   auto tie() const {
-    return std::tie(device, dtype, backward, b, hq, hkv, s, skv, d, dv, causal, scaleBits,
+    return std::tie(device, dtype, backward, b, hq, hkv, s, skv, d, dv, causal, window, scaleBits,
                     layouts);
   }
   bool operator<(const PlanKey &o) const { return tie() < o.tie(); }
@@ -398,6 +408,8 @@ struct Plan {
   // By-value scalars (the variant pack points at these).
   float scale = 1.f, negInf = -std::numeric_limits<float>::infinity(), one = 1.f;
   int32_t kvLen = 0, qLen = 0;
+  /// The window's bound on column + bound > row: W - (Skv - S).
+  float leftBound = 0.f;
   bool bottomRight = false;
   std::vector<int64_t> scalars; // which of them the graph uses
 };
@@ -427,6 +439,35 @@ Desc causalMask(GraphBuilder &g, Desc s, std::array<int64_t, 4> dims, const Plan
   return masked;
 }
 
+/// The sliding window on causal scores `s` (virtual f32): a key W or more
+/// before its query's last visible key is hidden, (col + W - (Skv - S) > row)
+/// ? s : -inf. This is the band's left bound in the form cuDNN's fused
+/// engines match (the bound a by-value f32 scalar added to the column).
+Desc windowMask(GraphBuilder &g, Desc s, std::array<int64_t, 4> dims) {
+  Desc row = g.dense(-1, CUDNN_DATA_INT32, dims);
+  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, s, row, nullptr, nullptr, 2);
+  Desc col = g.dense(-1, CUDNN_DATA_INT32, dims);
+  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, s, col, nullptr, nullptr, 3);
+  Desc bounded = g.dense(-1, CUDNN_DATA_FLOAT, dims);
+  g.pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, col, bounded,
+              g.scalar(kLeftBound, CUDNN_DATA_FLOAT));
+  Desc keep = g.dense(-1, CUDNN_DATA_BOOLEAN, dims);
+  g.pointwise(CUDNN_POINTWISE_CMP_GT, CUDNN_DATA_BOOLEAN, bounded, keep, row);
+  Desc masked = g.dense(-1, CUDNN_DATA_FLOAT, dims);
+  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, masked,
+              g.scalar(kNegInf, CUDNN_DATA_FLOAT), keep);
+  return masked;
+}
+
+/// The causal mask, then the window's where there is one.
+Desc applyMasks(GraphBuilder &g, Desc s, std::array<int64_t, 4> dims, const PlanKey &k,
+                const Plan &p) {
+  if (!k.causal)
+    return s;
+  Desc masked = causalMask(g, s, dims, p);
+  return k.window > 0 ? windowMask(g, masked, dims) : masked;
+}
+
 void buildForward(GraphBuilder &g, const PlanKey &k, const Plan &p) {
   const cudnnDataType_t io = cudnnType(k.dtype), f32 = CUDNN_DATA_FLOAT;
   const std::array<int64_t, 4> sDims = {k.b, k.hq, k.s, k.skv}, rowDims = {k.b, k.hq, k.s, 1};
@@ -440,7 +481,7 @@ void buildForward(GraphBuilder &g, const PlanKey &k, const Plan &p) {
   g.matmul(q, kt, s);
   Desc scaled = g.dense(-1, f32, sDims);
   g.pointwise(CUDNN_POINTWISE_MUL, f32, s, scaled, g.scalar(kScale, f32));
-  Desc logits = k.causal ? causalMask(g, scaled, sDims, p) : scaled;
+  Desc logits = applyMasks(g, scaled, sDims, k, p);
   Desc mx = g.dense(-1, f32, rowDims);
   g.reduction(CUDNN_REDUCE_TENSOR_MAX, logits, mx);
   Desc centered = g.dense(-1, f32, sDims);
@@ -489,7 +530,7 @@ void buildBackward(GraphBuilder &g, const PlanKey &k, const Plan &p) {
   g.pointwise(CUDNN_POINTWISE_MUL, f32, s, scaled, scale);
   Desc centered = g.dense(-1, f32, sDims);
   g.pointwise(CUDNN_POINTWISE_SUB, f32, scaled, centered, stats);
-  Desc logits = k.causal ? causalMask(g, centered, sDims, p) : centered;
+  Desc logits = applyMasks(g, centered, sDims, k, p);
   Desc prob = g.dense(-1, f32, sDims);
   g.pointwise(CUDNN_POINTWISE_EXP, f32, logits, prob);
 
@@ -675,6 +716,7 @@ llvm::Expected<const Plan *> getPlan(const PlanKey &key, cudaStream_t stream) {
   plan->kvLen = int32_t(key.skv);
   plan->qLen = int32_t(key.s);
   plan->bottomRight = key.causal && key.s != key.skv;
+  plan->leftBound = float(key.window - (key.skv - key.s));
   if (api().version < 91000)
     plan->negInf = std::numeric_limits<float>::lowest(); // older cuDNN prefers it
   GraphBuilder g(plan->pool);
@@ -693,6 +735,7 @@ llvm::Expected<const Plan *> getPlan(const PlanKey &key, cudaStream_t stream) {
                         std::to_string(key.hkv) + ", S=" + std::to_string(key.s) + ", Skv=" +
                         std::to_string(key.skv) + ", D=" + std::to_string(key.d) + ", Dv=" +
                         std::to_string(key.dv) + (key.causal ? ", causal" : "") +
+                        (key.window > 0 ? ", window=" + std::to_string(key.window) : "") +
                         seqMajorOperands(key) + "]";
     llvm::errs() << "loom: cuDNN attention cannot run the " << shape
                  << ", using Loom's kernel for it: " << plan->error << "\n";
@@ -710,6 +753,7 @@ llvm::Error execute(const Plan &plan, cudnnHandle_t handle, cudaStream_t stream,
                   : uid == kNegInf ? static_cast<void *>(&p.negInf)
                   : uid == kOne    ? static_cast<void *>(&p.one)
                   : uid == kKvLen  ? static_cast<void *>(&p.kvLen)
+                  : uid == kLeftBound ? static_cast<void *>(&p.leftBound)
                                    : static_cast<void *>(&p.qLen);
     tensors.push_back({uid, value});
   }
@@ -786,10 +830,8 @@ std::string unsupportedReason(const CudnnAttnArgs &a) {
     return "head dims must be multiples of 8, at most 256";
   if (a.causal && a.seq > a.kvSeq)
     return "causal with more queries than keys (rows with no key)";
-  if (a.window > 0)
-    // Loom's graph has no band mask; its own kernels skip the key tiles
-    // outside the window.
-    return "a sliding window";
+  if (a.window > 0 && !a.causal)
+    return "a sliding window without causal";
   if (a.seq > INT32_MAX || a.kvSeq > INT32_MAX)
     return "sequence too long";
   for (const void *p : std::initializer_list<const void *>{a.q, a.k, a.v, a.out, a.dout, a.dq,
@@ -837,6 +879,8 @@ PlanKey makeKey(int device, DType dtype, bool backward, const CudnnAttnArgs &a) 
   k.d = a.headDim;
   k.dv = a.valueDim;
   k.causal = a.causal;
+  // A window as long as the keys hides none of them.
+  k.window = a.window > 0 && a.window < a.kvSeq ? a.window : 0;
   std::memcpy(&k.scaleBits, &a.scale, sizeof a.scale);
   auto strides = [](const CudnnAttnLayout &l) { return std::array<int64_t, 3>{l.batch, l.head, l.row}; };
   k.layouts[kOpQ] = strides(a.qLayout);

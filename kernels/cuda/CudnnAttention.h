@@ -76,7 +76,8 @@ struct CudnnAttnArgs {
   float *lse = nullptr;
   int64_t batch = 0, qHeads = 0, kvHeads = 0, seq = 0, kvSeq = 0, headDim = 0, valueDim = 0;
   bool causal = false;
-  /// A sliding window (with causal); cuDNN declines it (Loom's kernels run it).
+  /// A sliding window (with causal): keys `window` or more before a query's
+  /// last visible key are hidden (cuDNN's band left bound); 0 for none.
   int64_t window = 0;
   double scale = 1.0;
 };
