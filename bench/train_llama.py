@@ -24,6 +24,9 @@ flags to export and bench):
   Mixtral-shaped:  --family mixtral --layers 8 --experts 8 --top-k 2 --ffn 5632 --kv-heads 8
   DeepSeek-shaped: --family deepseek --experts 64 --top-k 6 --expert-ffn 1408 --shared-experts 2
 MFU counts the experts each token is routed to.
+Sliding-window attention (Mistral's layers, every layer windowed):
+  --family mistral --window 4096 [--torch-attention sdpa|flex_attention|eager]
+MFU counts the scores each query sees.
 
 Options of the bench step beside the timed runs:
   --attention auto,loom   one Loom run per LOOM_ATTENTION value (cuDNN's fused
@@ -66,9 +69,17 @@ def model_args(ap):
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     # Mixture-of-experts families (issue 21): transformers' own MoE layers.
-    ap.add_argument("--family", choices=["llama", "mixtral", "deepseek"], default="llama",
-                    help="llama (dense), mixtral (softmax top-k experts), deepseek (DeepSeek-V3: "
-                         "MLA attention, sigmoid routing, shared experts)")
+    ap.add_argument("--family", choices=["llama", "mistral", "mixtral", "deepseek"],
+                    default="llama",
+                    help="llama (dense), mistral (dense, sliding-window attention: --window), "
+                         "mixtral (softmax top-k experts), deepseek (DeepSeek-V3: MLA attention, "
+                         "sigmoid routing, shared experts)")
+    ap.add_argument("--window", type=int, default=4096,
+                    help="mistral: the sliding window, in tokens")
+    ap.add_argument("--torch-attention", default="sdpa",
+                    help="the attention transformers runs for PyTorch's runs: sdpa (default; a "
+                         "window is a boolean mask), flex_attention (a block mask), eager; "
+                         "comma-separated for one run of each")
     ap.add_argument("--experts", type=int, default=8, help="routed experts per MoE layer")
     ap.add_argument("--top-k", type=int, default=2, help="experts per token")
     ap.add_argument("--expert-ffn", type=int, default=0,
@@ -88,7 +99,7 @@ class LogitsOnly(torch.nn.Module):
 
 
 def moe_layers(args):
-    if args.family == "llama":
+    if args.family in ("llama", "mistral"):
         return 0
     return args.layers - (args.dense_layers if args.family == "deepseek" else 0)
 
@@ -96,6 +107,15 @@ def moe_layers(args):
 def build(args):
     torch.manual_seed(args.seed)
     ffn = args.expert_ffn or args.ffn
+    if args.family == "mistral":
+        from transformers import MistralConfig, MistralForCausalLM
+        cfg = MistralConfig(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.ffn,
+                            num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                            num_key_value_heads=args.kv_heads or args.heads,
+                            head_dim=args.hidden // args.heads, max_position_embeddings=args.seq,
+                            rms_norm_eps=1e-5, sliding_window=args.window,
+                            tie_word_embeddings=False)
+        return LogitsOnly(MistralForCausalLM(cfg)).eval()
     if args.family == "mixtral":
         from transformers import MixtralConfig, MixtralForCausalLM
         cfg = MixtralConfig(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=ffn,
@@ -125,6 +145,15 @@ def build(args):
                       num_key_value_heads=args.kv_heads or args.heads, max_position_embeddings=args.seq,
                       rms_norm_eps=1e-5, tie_word_embeddings=False)
     return LogitsOnly(LlamaForCausalLM(cfg)).eval()
+
+
+def set_attention(model, attention):
+    """The attention transformers runs (sdpa, flex_attention, eager)."""
+    inner = model.model
+    if hasattr(inner, "set_attn_implementation"):
+        inner.set_attn_implementation(attention)
+    else:
+        inner.config._attn_implementation = attention
 
 
 def export(args):
@@ -171,11 +200,17 @@ class PeakMemory:
 
 def flops_per_token(params, args):
     # 6N for the matrix products forward and backward, plus attention's
-    # scores and values (12 * layers * hidden * seq per token). Of a MoE,
-    # N counts the experts a token is routed to, not the others.
+    # scores and values (12 * layers * hidden * seq per token, the causal
+    # half not taken off, as PaLM's MFU counts it). Of a MoE, N counts the
+    # experts a token is routed to, not the others; under a sliding window
+    # seq becomes twice the mean keys a query sees (seq under causal alone).
     idle = moe_layers(args) * (args.experts - args.top_k) * 3 * args.hidden * (
         args.expert_ffn or args.ffn)
-    return 6 * (params - idle) + 12 * args.layers * args.hidden * args.seq
+    seen = args.seq
+    if args.family == "mistral" and args.window < args.seq:
+        w, s = args.window, args.seq
+        seen = 2 * (w * (w + 1) / 2 + (s - w) * w) / s  # twice the mean keys a query sees
+    return 6 * (params - idle) + 12 * args.layers * args.hidden * seen
 
 
 def torch_run(model, batches, args, compiled):
@@ -333,29 +368,40 @@ def bench(args):
                 nodes = max(int(l.split(":")[2].split()[0]) for l in graphs)
                 counts.append((run, "GPU kernels in the step's CUDA graph (CUPTI)", nodes))
     runs = {"eager": ("pytorch eager", False), "compile": ("torch.compile", True)}
-    for name, compiled in [runs[r] for r in args.pytorch.split(",") if r in runs]:
-        model.load_state_dict(initial)
-        losses, times, peak, kernels = torch_run(model, batches, args, compiled)
-        summarize(name, losses, times, peak)
-        if kernels:
-            counts.append((name, "GPU kernels in one step (torch.profiler)", kernels))
+    attentions = [a for a in args.torch_attention.split(",") if a]
+    for attention in attentions:
+        set_attention(model, attention)
+        for name, compiled in [runs[r] for r in args.pytorch.split(",") if r in runs]:
+            if attentions != ["sdpa"]:
+                name = "%s (%s)" % (name, attention)
+            model.load_state_dict(initial)
+            try:
+                losses, times, peak, kernels = torch_run(model, batches, args, compiled)
+            except Exception as e:  # one failed run leaves the others' figures
+                print("%s failed: %s" % (name, str(e).splitlines()[0] if str(e) else type(e).__name__))
+                model.cpu()
+                torch.cuda.empty_cache()
+                continue
+            summarize(name, losses, times, peak)
+            if kernels:
+                counts.append((name, "GPU kernels in one step (torch.profiler)", kernels))
 
     print("\nmodel: %s, %.3fB parameters, batch %d x %d tokens, bf16 compute, f32 master weights, "
           "AdamW" % (args.family, params / 1e9, args.batch, args.seq))
-    print("%-18s %12s %10s %7s %10s" % ("", "tokens/s", "step (ms)", "MFU", "peak GiB"))
+    print("%-30s %12s %10s %7s %10s" % ("", "tokens/s", "step (ms)", "MFU", "peak GiB"))
     for name, tps, st, mfu, peak, _ in rows:
-        print("%-18s %12.0f %10.1f %6.1f%% %10.1f" % (name, tps, st * 1e3, mfu * 100, peak))
-    compiled = [r for r in rows if r[0] == "torch.compile"]
-    for r in rows:
-        if r[0].startswith("loom") and compiled:
-            print("%s / torch.compile: %.3fx tokens/s" % (r[0], r[1] / compiled[0][1]))
+        print("%-30s %12.0f %10.1f %6.1f%% %10.1f" % (name, tps, st * 1e3, mfu * 100, peak))
+    for c in [r for r in rows if r[0].startswith("torch.compile")]:
+        for r in rows:
+            if r[0].startswith("loom"):
+                print("%s / %s: %.3fx tokens/s" % (r[0], c[0], r[1] / c[1]))
     if counts:
         print("\nkernels per training step:")
         for run, what, n in counts:
             print("%-18s %8.0f  %s" % (run, n, what))
     print("\nfirst losses:")
     for name, *_, losses in rows:
-        print("%-18s %s" % (name, " ".join("%.4f" % l for l in losses[:20])))
+        print("%-30s %s" % (name, " ".join("%.4f" % l for l in losses[:20])))
     with open(os.path.join(args.out or work, "bench.json"), "w") as f:
         json.dump([{"name": r[0], "tokens_per_s": r[1], "step_s": r[2], "mfu": r[3],
                     "peak_gib": r[4], "losses": r[5]} for r in rows]
