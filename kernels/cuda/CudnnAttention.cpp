@@ -419,11 +419,17 @@ cudnnDataType_t cudnnType(DType t) {
 }
 
 /// The causal mask on scores `s` (virtual f32): (row [+ Skv - S] >= col) ? s : -inf.
-Desc causalMask(GraphBuilder &g, Desc s, std::array<int64_t, 4> dims, const Plan &p) {
+/// The row and column index of each score of `s` (int32, virtual).
+std::pair<Desc, Desc> scoreIndices(GraphBuilder &g, Desc s, std::array<int64_t, 4> dims) {
   Desc row = g.dense(-1, CUDNN_DATA_INT32, dims);
   g.pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, s, row, nullptr, nullptr, 2);
   Desc col = g.dense(-1, CUDNN_DATA_INT32, dims);
   g.pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, s, col, nullptr, nullptr, 3);
+  return {row, col};
+}
+
+Desc causalMask(GraphBuilder &g, Desc s, std::array<int64_t, 4> dims, const Plan &p) {
+  auto [row, col] = scoreIndices(g, s, dims);
   if (p.bottomRight) {
     Desc plusKv = g.dense(-1, CUDNN_DATA_INT32, dims);
     g.pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, row, plusKv, g.scalar(kKvLen, CUDNN_DATA_INT32));
@@ -444,10 +450,7 @@ Desc causalMask(GraphBuilder &g, Desc s, std::array<int64_t, 4> dims, const Plan
 /// ? s : -inf. This is the band's left bound in the form cuDNN's fused
 /// engines match (the bound a by-value f32 scalar added to the column).
 Desc windowMask(GraphBuilder &g, Desc s, std::array<int64_t, 4> dims) {
-  Desc row = g.dense(-1, CUDNN_DATA_INT32, dims);
-  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, s, row, nullptr, nullptr, 2);
-  Desc col = g.dense(-1, CUDNN_DATA_INT32, dims);
-  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, s, col, nullptr, nullptr, 3);
+  auto [row, col] = scoreIndices(g, s, dims);
   Desc bounded = g.dense(-1, CUDNN_DATA_FLOAT, dims);
   g.pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, col, bounded,
               g.scalar(kLeftBound, CUDNN_DATA_FLOAT));
