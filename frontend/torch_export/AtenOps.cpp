@@ -609,6 +609,112 @@ Error convertIndexPut(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
+/// square(x) = x * x.
+Error convertSquare(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto input = node.importer().castTo(*self, type->getElementType());
+  if (!input)
+    return input.takeError();
+  auto result = node.importer().create<nn::MulOp>(*type, *input, *input);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// expm1(x) = exp(x) - 1 (without log1p's care for tiny x: an absolute
+/// error of an ulp of 1 there).
+Error convertExpm1(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  Type element = type->getElementType();
+  if (!isa<FloatType>(element))
+    return importError("expm1 of a non-float tensor");
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  GraphImporter &g = node.importer();
+  auto x = g.castTo(*self, element);
+  if (!x)
+    return x.takeError();
+  auto e = g.create<nn::ExpOp>(*type, *x);
+  if (!e)
+    return e.takeError();
+  auto result = g.create<nn::SubOp>(*type, *e, g.scalar(element, 1.0));
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
+/// softplus(x, beta, threshold) = log(1 + exp(beta x)) / beta, and x where
+/// beta x > threshold (torch's linear regime). The exponent is clamped to
+/// the threshold first, so the branch not taken is finite and its
+/// gradient zero, never NaN.
+Error convertSoftplus(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  Type element = type->getElementType();
+  if (!isa<FloatType>(element))
+    return importError("softplus of a non-float tensor");
+  GraphImporter &g = node.importer();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto beta = node.number("beta", 1, 1.0);
+  if (!beta)
+    return beta.takeError();
+  auto threshold = node.number("threshold", 2, 20.0);
+  if (!threshold)
+    return threshold.takeError();
+  if (*beta == 0)
+    return importError("softplus with beta = 0 divides by zero");
+  auto x = g.castTo(*self, element);
+  if (!x)
+    return x.takeError();
+  Value scaled = *x;
+  if (*beta != 1) {
+    auto product = g.create<nn::MulOp>(*type, *x, g.scalar(element, *beta));
+    if (!product)
+      return product.takeError();
+    scaled = *product;
+  }
+  auto capped = g.create<nn::MinimumOp>(*type, scaled, g.scalar(element, *threshold));
+  if (!capped)
+    return capped.takeError();
+  auto e = g.create<nn::ExpOp>(*type, *capped);
+  if (!e)
+    return e.takeError();
+  auto onePlus = g.create<nn::AddOp>(*type, *e, g.scalar(element, 1.0));
+  if (!onePlus)
+    return onePlus.takeError();
+  auto soft = g.create<nn::LogOp>(*type, *onePlus);
+  if (!soft)
+    return soft.takeError();
+  Value softValue = *soft;
+  if (*beta != 1) {
+    auto quotient = g.create<nn::DivOp>(*type, softValue, g.scalar(element, *beta));
+    if (!quotient)
+      return quotient.takeError();
+    softValue = *quotient;
+  }
+  auto linear = g.create<nn::CompareOp>(
+      type->clone(IntegerType::get(g.context(), 1)),
+      nn::ComparePredicateAttr::get(g.context(), nn::ComparePredicate::gt), scaled,
+      g.scalar(element, *threshold));
+  if (!linear)
+    return linear.takeError();
+  auto result = g.create<nn::WhereOp>(*type, *linear, *x, softValue);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
 Error convertClamp(NodeContext &node) {
   auto type = node.resultType(0);
   if (!type)
@@ -1309,6 +1415,44 @@ Error convertRepeatInterleave(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
+/// repeat(self, repeats): the tensor tiled repeats[i] times along dim i
+/// (more repeats than dims add leading dims): each dim d of size n becomes
+/// [r, n] (the copy outer), broadcast from [1, n], then merged.
+Error convertRepeat(NodeContext &node) {
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto repeats = node.integers("repeats", 1);
+  if (!repeats)
+    return repeats.takeError();
+  RankedTensorType type = tensorType(*self);
+  const int64_t rank = type.getRank(), n = int64_t(repeats->size());
+  if (n < rank)
+    return importError("repeat: " + std::to_string(n) + " repeat counts for a tensor of rank " +
+                       std::to_string(rank));
+  llvm::SmallVector<int64_t> padded(n - rank, 1), split, tiled, result;
+  padded.append(type.getShape().begin(), type.getShape().end());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = (*repeats)[i];
+    if (r < 0)
+      return importError("repeat: repeat counts must be >= 0, got " + std::to_string(r));
+    split.append({1, padded[i]});
+    tiled.append({r, padded[i]});
+    result.push_back(r * padded[i]);
+  }
+  GraphImporter &g = node.importer();
+  auto unsqueezed = g.reshapeTo(*self, split);
+  if (!unsqueezed)
+    return unsqueezed.takeError();
+  auto broadcast = g.broadcastTo(*unsqueezed, tiled);
+  if (!broadcast)
+    return broadcast.takeError();
+  auto merged = g.reshapeTo(*broadcast, result);
+  if (!merged)
+    return merged.takeError();
+  return node.setResult(0, *merged);
+}
+
 Error convertDiff(NodeContext &node) {
   auto type = node.resultType(0);
   if (!type)
@@ -1551,7 +1695,9 @@ Error convertLinear(NodeContext &node) {
   return node.setResult(0, result);
 }
 
-/// addmm: beta * self + alpha * (mat1 @ mat2).
+/// addmm: beta * self + alpha * (mat1 @ mat2); baddbmm the same with
+/// batched products (batch1 @ batch2), self broadcast. A beta of 0 ignores
+/// self (its NaNs too), as torch does.
 Error convertAddmm(NodeContext &node) {
   auto type = node.resultType(0);
   if (!type)
@@ -1559,10 +1705,11 @@ Error convertAddmm(NodeContext &node) {
   auto bias = node.tensor("self", 0);
   if (!bias)
     return bias.takeError();
-  auto mat1 = node.tensor("mat1", 1);
+  const bool batched = node.target().contains("baddbmm");
+  auto mat1 = node.tensor(batched ? "batch1" : "mat1", 1);
   if (!mat1)
     return mat1.takeError();
-  auto mat2 = node.tensor("mat2", 2);
+  auto mat2 = node.tensor(batched ? "batch2" : "mat2", 2);
   if (!mat2)
     return mat2.takeError();
   auto beta = node.number("beta", 3, 1.0);
@@ -1583,6 +1730,8 @@ Error convertAddmm(NodeContext &node) {
       return scaled.takeError();
     scaledProduct = *scaled;
   }
+  if (*beta == 0)
+    return node.setResult(0, scaledProduct);
   Value scaledBias = *bias;
   if (*beta != 1) {
     auto scaled = g.create<nn::MulOp>(tensorType(*bias), scaledBias, g.scalar(element, *beta));
@@ -2091,6 +2240,9 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.log"] = convertUnary<nn::LogOp>;
     t["aten.sqrt"] = convertUnary<nn::SqrtOp>;
     t["aten.rsqrt"] = convertUnary<nn::RsqrtOp>;
+    t["aten.square"] = convertSquare;
+    t["aten.softplus"] = convertSoftplus;
+    t["aten.expm1"] = convertExpm1;
     t["aten.reciprocal"] = convertUnary<nn::ReciprocalOp>;
     t["aten.tanh"] = convertUnary<nn::TanhOp>;
     t["aten.erf"] = convertUnary<nn::ErfOp>;
@@ -2145,6 +2297,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.embedding"] = convertEmbedding;
     t["aten.diff"] = convertDiff;
     t["aten.repeat_interleave"] = convertRepeatInterleave;
+    t["aten.repeat"] = convertRepeat;
     t["aten.cumsum"] = convertCumsum;
     t["aten.triu"] = convertTriangle<true>;
     t["aten.tril"] = convertTriangle<false>;
@@ -2154,6 +2307,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.mm"] = convertMatmul;
     t["aten.bmm"] = convertMatmul;
     t["aten.addmm"] = convertAddmm;
+    t["aten.baddbmm"] = convertAddmm;
     // Reductions and normalization.
     t["aten.mean"] = convertReduce<nn::ReduceMeanOp>;
     t["aten.sum"] = convertReduce<nn::ReduceSumOp>;

@@ -478,24 +478,47 @@ Error convertGatherElements(NodeContext &node) {
   auto index = node.tensor("index", 2);
   if (!index)
     return index.takeError();
-  RankedTensorType selfType = tensorType(*self), indexType = tensorType(*index);
-  if (auto axis = lastDim(*dim, selfType.getRank(), "gather"); !axis)
-    return axis.takeError();
+  GraphImporter &g = node.importer();
+  const int64_t rank = tensorType(*self).getRank();
+  if (*dim < -std::max<int64_t>(rank, 1) || *dim >= std::max<int64_t>(rank, 1))
+    return importError("gather: dim " + llvm::Twine(*dim) + " is out of range for rank " +
+                       llvm::Twine(rank));
+  const int64_t axis = *dim < 0 ? *dim + std::max<int64_t>(rank, 1) : *dim;
+  // Along another dim: that dim and the last swapped in self, index and
+  // the result (GPT-J gathers its rotary table along the positions).
+  SmallVector<int64_t> swap = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  if (rank > 0)
+    std::swap(swap[axis], swap.back());
+  auto swapped = [&](Value v) -> Expected<Value> {
+    if (rank == 0 || axis == rank - 1)
+      return v;
+    SmallVector<int64_t> shape;
+    for (int64_t d : swap)
+      shape.push_back(tensorType(v).getDimSize(d));
+    return g.create<nn::TransposeOp>(tensorType(v).clone(shape), v,
+                                     g.builder().getDenseI64ArrayAttr(swap));
+  };
+  auto selfLast = swapped(*self);
+  if (!selfLast)
+    return selfLast.takeError();
+  auto indexLast = swapped(*index);
+  if (!indexLast)
+    return indexLast.takeError();
+  RankedTensorType selfType = tensorType(*selfLast), indexType = tensorType(*indexLast);
   if (indexType.getRank() != selfType.getRank() ||
       indexType.getShape().drop_back() != selfType.getShape().drop_back())
     return importError("gather: index " + typeString(indexType) + " and self " +
                        typeString(selfType) + " differ outside the gathered dim");
-  GraphImporter &g = node.importer();
   Type element = selfType.getElementType();
   if (!isa<FloatType>(element))
     return importError("gather of " + typeString(selfType) + " is not supported (floats only)");
   int64_t n = selfType.getShape().back();
-  auto hot = oneHot(g, *index, n, IntegerType::get(g.context(), 1), "gather");
+  auto hot = oneHot(g, *indexLast, n, IntegerType::get(g.context(), 1), "gather");
   if (!hot)
     return hot.takeError();
   SmallVector<int64_t> rowShape(selfType.getShape());
   rowShape.insert(rowShape.end() - 1, 1);
-  auto rows = g.reshapeTo(*self, rowShape);
+  auto rows = g.reshapeTo(*selfLast, rowShape);
   if (!rows)
     return rows.takeError();
   SmallVector<int64_t> full(indexType.getShape());
@@ -509,12 +532,19 @@ Error convertGatherElements(NodeContext &node) {
                                       g.scalar(element, 0));
   if (!picked)
     return picked.takeError();
-  auto result = g.create<nn::ReduceSumOp>(*type, *picked,
+  auto result = g.create<nn::ReduceSumOp>(indexType.clone(element), *picked,
                                           g.builder().getDenseI64ArrayAttr({int64_t(full.size()) - 1}),
                                           UnitAttr());
   if (!result)
     return result.takeError();
-  return node.setResult(0, *result);
+  // Swapping the two dims back is the same permutation again.
+  auto back = swapped(*result);
+  if (!back)
+    return back.takeError();
+  if (tensorType(*back) != *type)
+    return importError("gather: the result " + typeString(tensorType(*back)) +
+                       " is not the node's " + typeString(*type));
+  return node.setResult(0, *back);
 }
 
 /// aten.scatter(self, dim, index, value) along the last dim with a scalar:
