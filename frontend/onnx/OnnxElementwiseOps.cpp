@@ -83,6 +83,28 @@ LogicalResult importUnary(NodeImporter &n) {
   return n.setOutput(0, n.b.create<OpTy>(n.loc, x->getType(), *x).getResult());
 }
 
+/// Softplus(x) = ln(exp(x) + 1): x itself past 20 (where the two agree in
+/// f32), and the exponent clamped there so the branch not taken stays
+/// finite, its gradient zero.
+LogicalResult importSoftplus(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  if (failed(x))
+    return failure();
+  Type type = x->getType();
+  Type element = NodeImporter::typeOf(*x).getElementType();
+  if (!isa<FloatType>(element))
+    return n.fail("Softplus of a non-float tensor");
+  Value limit = n.scalar(element, 20.0);
+  Value capped = n.b.create<nn::MinimumOp>(n.loc, type, *x, limit);
+  Value e = n.b.create<nn::ExpOp>(n.loc, type, capped);
+  Value onePlus = n.b.create<nn::AddOp>(n.loc, type, e, n.scalar(element, 1.0));
+  Value soft = n.b.create<nn::LogOp>(n.loc, type, onePlus);
+  Value linear = n.b.create<nn::CompareOp>(
+      n.loc, NodeImporter::typeOf(*x).clone(n.b.getI1Type()),
+      nn::ComparePredicateAttr::get(n.b.getContext(), nn::ComparePredicate::gt), *x, limit);
+  return n.setOutput(0, n.b.create<nn::WhereOp>(n.loc, type, linear, *x, soft).getResult());
+}
+
 LogicalResult importGelu(NodeImporter &n) {
   FailureOr<Value> x = n.input(0);
   FailureOr<std::string> approximate = n.stringAttr("approximate", "none");
@@ -258,6 +280,7 @@ void addElementwiseOps(OpTable &table) {
   table["Neg"] = importUnary<nn::NegOp>;
   table["Abs"] = importUnary<nn::AbsOp>;
   table["Exp"] = importUnary<nn::ExpOp>;
+  table["Softplus"] = importSoftplus;
   table["Log"] = importUnary<nn::LogOp>;
   table["Sqrt"] = importUnary<nn::SqrtOp>;
   table["Reciprocal"] = importUnary<nn::ReciprocalOp>;

@@ -327,6 +327,36 @@ LogicalResult importExpand(NodeImporter &n) {
   return n.setOutput(0, *result);
 }
 
+/// Tile(input, repeats): the input copied repeats[i] times along dim i, the
+/// copy outer: each dim of size d becomes [r, d] (broadcast from [1, d]),
+/// then merged.
+LogicalResult importTile(NodeImporter &n) {
+  FailureOr<Value> data = n.input(0);
+  FailureOr<std::vector<int64_t>> repeats = n.constantInts(1, "repeats");
+  if (failed(data) || failed(repeats))
+    return failure();
+  ArrayRef<int64_t> shape = NodeImporter::typeOf(*data).getShape();
+  if (repeats->size() != shape.size())
+    return n.fail("repeats has " + Twine(repeats->size()) + " entries for a tensor of rank " +
+                  Twine(shape.size()));
+  SmallVector<int64_t> split, tiled, merged;
+  for (auto [r, d] : llvm::zip(*repeats, shape)) {
+    if (r < 0)
+      return n.fail("repeats must be >= 0, got " + Twine(r));
+    split.append({1, d});
+    tiled.append({r, d});
+    merged.push_back(r * d);
+  }
+  FailureOr<Value> result = n.reshape(*data, split);
+  if (succeeded(result))
+    result = n.broadcastTo(*result, tiled);
+  if (succeeded(result))
+    result = n.reshape(*result, merged);
+  if (failed(result))
+    return failure();
+  return n.setOutput(0, *result);
+}
+
 /// Gather(data, indices, axis): an embedding lookup when it selects rows of a
 /// 2-D float table, else nn.gather. Constant indices may be negative (from
 /// the end).
@@ -442,6 +472,7 @@ void addShapeOps(OpTable &table) {
   table["Split"] = importSplit;
   table["Slice"] = importSlice;
   table["Expand"] = importExpand;
+  table["Tile"] = importTile;
   table["Gather"] = importGather;
   table["GatherND"] = importGatherND;
 }

@@ -362,11 +362,24 @@ def gelu_opset20():
     return m, [x], [exact, approx]
 
 
+def softplus_tile():
+    """Softplus (values past its linear threshold and far below zero too)
+    and Tile (repeats of 1, 2 and 3, the copy outer)."""
+    x = randf(2, 3) * 4
+    x[0, 0], x[1, 2] = 40.0, -40.0
+    m = model([helper.make_node("Softplus", ["x"], ["soft"]),
+               helper.make_node("Tile", ["x", "repeats"], ["tiled"])],
+              [vi("x", F32, [2, 3])], [vi("soft", F32, None), vi("tiled", F32, None)],
+              [ints("repeats", [2, 3])])
+    xd = x.astype(np.float64)
+    return m, [x], [np.logaddexp(0, xd), np.tile(xd, (2, 3))]
+
+
 CASES = {f.__name__.rstrip("_"): f for f in [
     shape_chain, range_constant_of_shape, causal_mask, expand_where_compare, gemm, cumsum,
     split, split_opset17, slice_, reduce_norm, reduce_opset17, gather_misc, gather_nd,
     symbolic_dims,
-    gelu_opset20]}
+    gelu_opset20, softplus_tile]}
 
 
 def write_case(name, out):
