@@ -626,26 +626,36 @@ Error convertSquare(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
-/// expm1(x) = exp(x) - 1 (without log1p's care for tiny x: an absolute
-/// error of an ulp of 1 there).
-Error convertExpm1(NodeContext &node) {
+/// A float op's result type and its `self` operand cast to that type.
+Expected<std::pair<RankedTensorType, Value>> floatOperand(NodeContext &node,
+                                                         llvm::StringRef what) {
   auto type = node.resultType(0);
   if (!type)
     return type.takeError();
-  Type element = type->getElementType();
-  if (!isa<FloatType>(element))
-    return importError("expm1 of a non-float tensor");
+  if (!isa<FloatType>(type->getElementType()))
+    return importError(what + llvm::Twine(" of a non-float tensor"));
   auto self = node.tensor("self", 0);
   if (!self)
     return self.takeError();
-  GraphImporter &g = node.importer();
-  auto x = g.castTo(*self, element);
+  auto x = node.importer().castTo(*self, type->getElementType());
   if (!x)
     return x.takeError();
-  auto e = g.create<nn::ExpOp>(*type, *x);
+  return std::pair{*type, *x};
+}
+
+/// expm1(x) = exp(x) - 1 (without log1p's care for tiny x: an absolute
+/// error of an ulp of 1 there).
+Error convertExpm1(NodeContext &node) {
+  auto operand = floatOperand(node, "expm1");
+  if (!operand)
+    return operand.takeError();
+  auto [type, x] = *operand;
+  Type element = type.getElementType();
+  GraphImporter &g = node.importer();
+  auto e = g.create<nn::ExpOp>(type, x);
   if (!e)
     return e.takeError();
-  auto result = g.create<nn::SubOp>(*type, *e, g.scalar(element, 1.0));
+  auto result = g.create<nn::SubOp>(type, *e, g.scalar(element, 1.0));
   if (!result)
     return result.takeError();
   return node.setResult(0, *result);
@@ -656,16 +666,12 @@ Error convertExpm1(NodeContext &node) {
 /// the threshold first, so the branch not taken is finite and its
 /// gradient zero, never NaN.
 Error convertSoftplus(NodeContext &node) {
-  auto type = node.resultType(0);
-  if (!type)
-    return type.takeError();
-  Type element = type->getElementType();
-  if (!isa<FloatType>(element))
-    return importError("softplus of a non-float tensor");
+  auto operand = floatOperand(node, "softplus");
+  if (!operand)
+    return operand.takeError();
+  auto [type, x] = *operand;
+  Type element = type.getElementType();
   GraphImporter &g = node.importer();
-  auto self = node.tensor("self", 0);
-  if (!self)
-    return self.takeError();
   auto beta = node.number("beta", 1, 1.0);
   if (!beta)
     return beta.takeError();
@@ -674,42 +680,39 @@ Error convertSoftplus(NodeContext &node) {
     return threshold.takeError();
   if (*beta == 0)
     return importError("softplus with beta = 0 divides by zero");
-  auto x = g.castTo(*self, element);
-  if (!x)
-    return x.takeError();
-  Value scaled = *x;
+  Value scaled = x;
   if (*beta != 1) {
-    auto product = g.create<nn::MulOp>(*type, *x, g.scalar(element, *beta));
+    auto product = g.create<nn::MulOp>(type, x, g.scalar(element, *beta));
     if (!product)
       return product.takeError();
     scaled = *product;
   }
-  auto capped = g.create<nn::MinimumOp>(*type, scaled, g.scalar(element, *threshold));
+  auto capped = g.create<nn::MinimumOp>(type, scaled, g.scalar(element, *threshold));
   if (!capped)
     return capped.takeError();
-  auto e = g.create<nn::ExpOp>(*type, *capped);
+  auto e = g.create<nn::ExpOp>(type, *capped);
   if (!e)
     return e.takeError();
-  auto onePlus = g.create<nn::AddOp>(*type, *e, g.scalar(element, 1.0));
+  auto onePlus = g.create<nn::AddOp>(type, *e, g.scalar(element, 1.0));
   if (!onePlus)
     return onePlus.takeError();
-  auto soft = g.create<nn::LogOp>(*type, *onePlus);
+  auto soft = g.create<nn::LogOp>(type, *onePlus);
   if (!soft)
     return soft.takeError();
   Value softValue = *soft;
   if (*beta != 1) {
-    auto quotient = g.create<nn::DivOp>(*type, softValue, g.scalar(element, *beta));
+    auto quotient = g.create<nn::DivOp>(type, softValue, g.scalar(element, *beta));
     if (!quotient)
       return quotient.takeError();
     softValue = *quotient;
   }
   auto linear = g.create<nn::CompareOp>(
-      type->clone(IntegerType::get(g.context(), 1)),
+      type.clone(IntegerType::get(g.context(), 1)),
       nn::ComparePredicateAttr::get(g.context(), nn::ComparePredicate::gt), scaled,
       g.scalar(element, *threshold));
   if (!linear)
     return linear.takeError();
-  auto result = g.create<nn::WhereOp>(*type, *linear, *x, softValue);
+  auto result = g.create<nn::WhereOp>(type, *linear, x, softValue);
   if (!result)
     return result.takeError();
   return node.setResult(0, *result);
