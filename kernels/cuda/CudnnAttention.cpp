@@ -418,7 +418,6 @@ cudnnDataType_t cudnnType(DType t) {
   return t == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
 }
 
-/// The causal mask on scores `s` (virtual f32): (row [+ Skv - S] >= col) ? s : -inf.
 /// The row and column index of each score of `s` (int32, virtual).
 std::pair<Desc, Desc> scoreIndices(GraphBuilder &g, Desc s, std::array<int64_t, 4> dims) {
   Desc row = g.dense(-1, CUDNN_DATA_INT32, dims);
@@ -428,6 +427,7 @@ std::pair<Desc, Desc> scoreIndices(GraphBuilder &g, Desc s, std::array<int64_t, 
   return {row, col};
 }
 
+/// The causal mask on scores `s` (virtual f32): (row [+ Skv - S] >= col) ? s : -inf.
 Desc causalMask(GraphBuilder &g, Desc s, std::array<int64_t, 4> dims, const Plan &p) {
   auto [row, col] = scoreIndices(g, s, dims);
   if (p.bottomRight) {
