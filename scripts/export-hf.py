@@ -101,6 +101,18 @@ GENERIC_PRESET = dict(vocab_size=128, hidden_size=64, intermediate_size=128,
                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
                       max_position_embeddings=256, head_dim=16)
 
+# Mixture-of-experts and low-rank attention fields, shrunk when a type's
+# defaults are larger (its full-size expert count and widths would make a
+# "tiny" model of hundreds of megabytes): 8 experts, top-2, groups of two.
+SMALL_FIELDS = dict(num_experts=8, n_routed_experts=8, num_local_experts=8, moe_num_experts=8,
+                    num_experts_per_tok=2, moe_k=2, moe_topk=2,
+                    moe_intermediate_size=32, shared_expert_intermediate_size=32,
+                    moe_shared_expert_intermediate_size=32, shared_intermediate_size=32,
+                    dense_intermediate_size=128,
+                    kv_lora_rank=32, q_lora_rank=48, qk_nope_head_dim=16, qk_rope_head_dim=8,
+                    v_head_dim=16, qk_head_dim=24, index_head_dim=16, index_n_heads=2,
+                    first_k_dense_replace=1, num_dense_layers=1, n_group=4, topk_group=2)
+
 DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 SAFETENSORS_DTYPES = {
     "float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64",
@@ -231,6 +243,9 @@ def build_config(args, overrides):
         if preset is None:
             generic = CONFIG_MAPPING[spec]().to_dict()
             preset = {k: v for k, v in GENERIC_PRESET.items() if k in generic}
+            preset.update({k: v for k, v in SMALL_FIELDS.items()
+                           if isinstance(generic.get(k), int) and not isinstance(generic[k], bool)
+                           and generic[k] > v})
             if "head_dim" in preset:
                 heads = overrides.get("num_attention_heads", preset.get("num_attention_heads", 4))
                 hidden = overrides.get("hidden_size", preset.get("hidden_size", 64))
