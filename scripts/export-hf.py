@@ -108,7 +108,7 @@ SMALL_FIELDS = dict(num_experts=8, n_routed_experts=8, num_local_experts=8, moe_
                     num_experts_per_tok=2, moe_k=2, moe_topk=2,
                     moe_intermediate_size=32, shared_expert_intermediate_size=32,
                     moe_shared_expert_intermediate_size=32, shared_intermediate_size=32,
-                    dense_intermediate_size=128,
+                    dense_intermediate_size=128, intermediate_size_mlp=128,
                     kv_lora_rank=32, q_lora_rank=48, qk_nope_head_dim=16, qk_rope_head_dim=8,
                     v_head_dim=16, qk_head_dim=24, index_head_dim=16, index_n_heads=2,
                     first_k_dense_replace=1, num_dense_layers=1, n_group=4, topk_group=2)
@@ -278,6 +278,22 @@ def build_config(args, overrides):
     return config
 
 
+def randomize_zero_matrices(model, config, torch):
+    """Some families initialize a router's weight to zeros (ERNIE 4.5 MoE,
+    AFMoE): every token's experts then tie, and which of the tied experts
+    top-k picks is up to the kernel. A fresh model's all-zero matrices are
+    drawn like its other weights instead, so its routing is decided."""
+    std = getattr(config, "initializer_range", 0.02) or 0.02
+    names = []
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() >= 2 and p.is_floating_point() and not p.any():
+                p.normal_(0.0, std)
+                names.append(name)
+    if names:
+        print("%s: all-zero matrices drawn from N(0, %g): %s" % (PROG, std, ", ".join(names)))
+
+
 def build_model(args, config, torch):
     from transformers import AutoModelForCausalLM
 
@@ -292,6 +308,7 @@ def build_model(args, config, torch):
             torch.manual_seed(args.seed)
             model = AutoModelForCausalLM.from_config(config, attn_implementation=args.attn,
                                                      **extra)
+            randomize_zero_matrices(model, config, torch)
     except Exception as e:
         what = ("checkpoint %s" % args.checkpoint) if args.checkpoint else "config"
         raise ExportError("cannot build a causal LM from the %s: %s" % (what, first_line(e)))

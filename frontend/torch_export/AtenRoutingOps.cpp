@@ -547,8 +547,9 @@ Error convertGatherElements(NodeContext &node) {
   return node.setResult(0, *back);
 }
 
-/// aten.scatter(self, dim, index, value) along the last dim with a scalar:
-/// self where no index hits, value where one does.
+/// aten.scatter(self, dim, index, value) along the last dim, with a scalar
+/// value or a tensor src the shape of index: self where no index hits, the
+/// value where one does.
 Error convertScatterValue(NodeContext &node) {
   auto type = node.resultType(0);
   if (!type)
@@ -562,8 +563,6 @@ Error convertScatterValue(NodeContext &node) {
   auto index = node.tensor("index", 2);
   if (!index)
     return index.takeError();
-  if (!node.isNumber("value", 3))
-    return importError("scatter with a tensor of values is not supported; only a scalar value");
   RankedTensorType selfType = tensorType(*self), indexType = tensorType(*index);
   if (auto axis = lastDim(*dim, selfType.getRank(), "scatter"); !axis)
     return axis.takeError();
@@ -573,14 +572,49 @@ Error convertScatterValue(NodeContext &node) {
                        typeString(selfType) + " differ outside the scattered dim");
   GraphImporter &g = node.importer();
   Type element = type->getElementType();
-  auto value = node.tensorOrNumber("value", 3, element);
-  if (!value)
-    return value.takeError();
   int64_t n = selfType.getShape().back();
   Type i64 = g.builder().getI64Type();
   auto hot = oneHot(g, *index, n, i64, "scatter");
   if (!hot)
     return hot.takeError();
+  Expected<Value> value = Value();
+  if (node.isNumber("value", 3)) {
+    value = node.tensorOrNumber("value", 3, element);
+  } else {
+    // A tensor of values (scatter.src, Llama 4's router scores): value j of
+    // each row lands at index j; summed over j, a position no index names
+    // gets zero here and self's value below.
+    auto src = node.tensor("src", 3);
+    if (!src)
+      return src.takeError();
+    if (tensorType(*src).getShape() != indexType.getShape())
+      return importError("scatter: src " + typeString(tensorType(*src)) + " is not the shape of index " +
+                         typeString(indexType));
+    auto srcCast = g.castTo(*src, element);
+    if (!srcCast)
+      return srcCast.takeError();
+    SmallVector<int64_t> column(indexType.getShape()), full(indexType.getShape());
+    column.push_back(1);
+    full.push_back(n);
+    auto srcColumn = g.reshapeTo(*srcCast, column);
+    if (!srcColumn)
+      return srcColumn.takeError();
+    auto srcFull = g.broadcastTo(*srcColumn, full);
+    if (!srcFull)
+      return srcFull.takeError();
+    auto hotMask = g.castTo(*hot, IntegerType::get(g.context(), 1));
+    if (!hotMask)
+      return hotMask.takeError();
+    auto placed = g.create<nn::WhereOp>(RankedTensorType::get(full, element), *hotMask, *srcFull,
+                                        g.scalar(element, 0));
+    if (!placed)
+      return placed.takeError();
+    value = g.create<nn::ReduceSumOp>(*type, *placed,
+                                      g.builder().getDenseI64ArrayAttr({int64_t(full.size()) - 2}),
+                                      UnitAttr());
+  }
+  if (!value)
+    return value.takeError();
   auto hits = g.create<nn::ReduceMaxOp>(
       RankedTensorType::get(selfType.getShape(), i64), *hot,
       g.builder().getDenseI64ArrayAttr({selfType.getRank() - 1}), UnitAttr());

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <numeric>
+#include <variant>
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -546,10 +547,20 @@ llvm::Error GraphImporter::convertHigherOrderWrap(NodeContext &node, int graphPo
   const llvm::json::Array *graphInputs = graph ? graph->getArray("inputs") : nullptr;
   if (!graphInputs)
     return importError("argument " + llvm::Twine(graphPosition) + " is not a graph");
-  // The operands after the graph are its inputs, in order.
-  llvm::SmallVector<Value> operands;
+  // The operands after the graph are its inputs, in order: tensors, or
+  // symbolic ints (sizes the subgraph computes with).
+  llvm::SmallVector<std::variant<Value, int64_t>> operands;
   for (size_t i = 0; i < graphInputs->size(); ++i) {
-    auto value = node.tensor("", graphPosition + 1 + int(i));
+    const llvm::json::Object *input = (*graphInputs)[i].getAsObject();
+    int position = graphPosition + 1 + int(i);
+    if (input && input->get("as_sym_int")) {
+      auto value = node.integer("", position);
+      if (!value)
+        return value.takeError();
+      operands.push_back(*value);
+      continue;
+    }
+    auto value = node.tensor("", position);
     if (!value)
       return value.takeError();
     operands.push_back(*value);
@@ -557,13 +568,23 @@ llvm::Error GraphImporter::convertHigherOrderWrap(NodeContext &node, int graphPo
   pushScope(*graph);
   for (auto [input, value] : llvm::zip(*graphInputs, operands)) {
     const llvm::json::Object *object = input.getAsObject();
+    if (const int64_t *size = std::get_if<int64_t>(&value)) {
+      const llvm::json::Object *sym = object->getObject("as_sym_int");
+      std::optional<llvm::StringRef> name = sym ? sym->getString("as_name") : std::nullopt;
+      if (!name) {
+        popScope();
+        return importError("a subgraph's symbolic int input has no name");
+      }
+      scope().symInts[*name] = *size;
+      continue;
+    }
     std::optional<llvm::StringRef> name =
         object ? tensorName(object->get("as_tensor")) : std::nullopt;
     if (!name) {
       popScope();
-      return importError("a subgraph input is not a tensor");
+      return importError("a subgraph input is neither a tensor nor a symbolic int");
     }
-    scope().tensors[*name] = value;
+    scope().tensors[*name] = std::get<Value>(value);
   }
   auto results = importGraph(*graph);
   popScope();
