@@ -1,6 +1,6 @@
 // ONNX operators of mixture-of-experts routing (issue 21), as PyTorch's ONNX
 // exporter writes them for transformers' MoE models: TopK (nn.topk),
-// GatherElements and ScatterElements along the last axis (masks of a
+// GatherElements (along any axis) and ScatterElements along the last axis (masks of a
 // one-hot over that axis, as the .pt2 importer builds aten.gather and
 // aten.scatter), and ScatterND with constant indices (a slice assignment:
 // one gather of the data and the updates together).
@@ -87,21 +87,41 @@ FailureOr<Value> oneHot(NodeImporter &n, Value indices, int64_t classes) {
   return n.inferred<nn::CompareOp>(nn::ComparePredicate::eq, *col, row);
 }
 
-/// GatherElements along the last axis: out[..., j] = data[..., idx[..., j]].
+/// `v` with dims `axis` and the last swapped (their own inverse); `v` itself
+/// when `axis` is the last.
+FailureOr<Value> swapWithLast(NodeImporter &n, Value v, int64_t axis) {
+  int64_t rank = NodeImporter::typeOf(v).getRank();
+  if (axis == rank - 1)
+    return v;
+  SmallVector<int64_t> permutation = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  std::swap(permutation[axis], permutation.back());
+  return n.inferred<nn::TransposeOp>(v, n.b.getDenseI64ArrayAttr(permutation));
+}
+
+/// GatherElements: out[..., j] = data[..., idx[..., j]] along the last
+/// axis; along another axis (GPT-J's rotary table), that axis swapped with
+/// the last in the data, the indices and the result.
 LogicalResult importGatherElements(NodeImporter &n) {
   FailureOr<Value> data = n.input(0), indices = n.input(1);
   FailureOr<int64_t> axis = n.intAttr("axis", 0);
   if (failed(data) || failed(indices) || failed(axis))
     return failure();
+  FailureOr<int64_t> along =
+      n.normalizeAxis(*axis, NodeImporter::typeOf(*data).getRank(), "axis");
+  if (failed(along))
+    return failure();
+  if (NodeImporter::typeOf(*indices).getRank() != NodeImporter::typeOf(*data).getRank())
+    return n.fail("indices and data must have one rank");
+  data = swapWithLast(n, *data, *along);
+  indices = swapWithLast(n, *indices, *along);
+  if (failed(data) || failed(indices))
+    return failure();
   RankedTensorType dataType = NodeImporter::typeOf(*data),
                    indexType = NodeImporter::typeOf(*indices);
-  if (failed(lastAxis(n, *axis, dataType.getRank())))
-    return failure();
   if (!isa<FloatType>(dataType.getElementType()))
     return n.fail("only float data is supported");
-  if (indexType.getRank() != dataType.getRank() ||
-      indexType.getShape().drop_back() != dataType.getShape().drop_back())
-    return n.fail("indices and data must agree outside the last axis");
+  if (indexType.getShape().drop_back() != dataType.getShape().drop_back())
+    return n.fail("indices and data must agree outside the gathered axis");
   int64_t classes = dataType.getShape().back();
   FailureOr<Value> hot = oneHot(n, *indices, classes);
   if (failed(hot))
@@ -120,6 +140,9 @@ LogicalResult importGatherElements(NodeImporter &n) {
     return failure();
   FailureOr<Value> result = n.inferred<nn::ReduceSumOp>(
       *picked, n.b.getDenseI64ArrayAttr({dataType.getRank()}), UnitAttr());
+  if (failed(result))
+    return failure();
+  result = swapWithLast(n, *result, *along);
   if (failed(result))
     return failure();
   return n.setOutput(0, *result);

@@ -375,11 +375,29 @@ def softplus_tile():
     return m, [x], [np.logaddexp(0, xd), np.tile(xd, (2, 3))]
 
 
+def gather_elements_axes():
+    """GatherElements along the first, a middle and the last axis (GPT-J's
+    rotary table gathers along the positions), negative indices too."""
+    x = randf(3, 4, 5)
+    i0 = np.random.default_rng(7).integers(-3, 3, (2, 4, 5)).astype(np.int64)
+    i1 = np.random.default_rng(8).integers(0, 4, (3, 6, 5)).astype(np.int64)
+    i2 = np.random.default_rng(9).integers(0, 5, (3, 4, 2)).astype(np.int64)
+    m = model([helper.make_node("GatherElements", ["x", "i0"], ["y0"], axis=0),
+               helper.make_node("GatherElements", ["x", "i1"], ["y1"], axis=-2),
+               helper.make_node("GatherElements", ["x", "i2"], ["y2"], axis=2)],
+              [vi("x", F32, [3, 4, 5])], [vi("y0", F32, None), vi("y1", F32, None),
+                                          vi("y2", F32, None)],
+              [numpy_helper.from_array(i0, "i0"), numpy_helper.from_array(i1, "i1"),
+               numpy_helper.from_array(i2, "i2")])
+    return m, [x], [np.take_along_axis(x, np.where(i0 < 0, i0 + 3, i0), 0),
+                    np.take_along_axis(x, i1, 1), np.take_along_axis(x, i2, 2)]
+
+
 CASES = {f.__name__.rstrip("_"): f for f in [
     shape_chain, range_constant_of_shape, causal_mask, expand_where_compare, gemm, cumsum,
     split, split_opset17, slice_, reduce_norm, reduce_opset17, gather_misc, gather_nd,
     symbolic_dims,
-    gelu_opset20, softplus_tile]}
+    gelu_opset20, softplus_tile, gather_elements_axes]}
 
 
 def write_case(name, out):
@@ -442,8 +460,8 @@ def write_errors(out):
     # Shapes that do not broadcast.
     onnx.save(model([helper.make_node("Add", ["x", "x3"], ["y"], name="add")],
                     [x, vi("x3", F32, [3, 2])], [y]), os.path.join(out, "broadcast.onnx"))
-    # Mixture-of-experts routing: TopK, GatherElements and ScatterElements
-    # along the last axis only, TopK's K and ScatterND's indices constant.
+    # Mixture-of-experts routing: TopK and ScatterElements along the last
+    # axis only, TopK's K and ScatterND's indices constant.
     k = vi("k", I64, [1])
     v, i = vi("v", F32, None), vi("i", I64, None)
     onnx.save(model([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="route")], [x, k],
@@ -453,8 +471,6 @@ def write_errors(out):
     onnx.save(model([helper.make_node("TopK", ["x", "kc"], ["v", "i"], name="route")],
                     [x], [v, i], [ints("kc", [9])]), os.path.join(out, "topk_large_k.onnx"))
     idx = vi("idx", I64, [2, 3])
-    onnx.save(model([helper.make_node("GatherElements", ["x", "idx"], ["y"], name="pick", axis=0)],
-                    [x, idx], [y]), os.path.join(out, "gather_elements_axis0.onnx"))
     onnx.save(model([helper.make_node("ScatterElements", ["x", "idx", "x"], ["y"], name="put",
                                       axis=1, reduction="add")], [x, idx], [y]),
               os.path.join(out, "scatter_elements_add.onnx"))
