@@ -767,6 +767,23 @@ Error convertClamp(NodeContext &node) {
 // Tensor creation
 //===----------------------------------------------------------------------===//
 
+/// aten.eye(n, m): the identity, a constant of the result's type.
+Error convertEye(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  if (type->getRank() != 2)
+    return importError("eye must give a 2-D tensor, not " + typeString(*type));
+  int64_t rows = type->getDimSize(0), cols = type->getDimSize(1);
+  if (rows * cols > (int64_t(1) << 26))
+    return importError("eye of " + llvm::Twine(rows) + " x " + llvm::Twine(cols) +
+                       " is too large for a constant");
+  std::vector<double> values(rows * cols, 0.0);
+  for (int64_t i = 0; i < std::min(rows, cols); ++i)
+    values[i * cols + i] = 1.0;
+  return node.setResult(0, node.importer().constant(fromDoubles(*type, values)));
+}
+
 Error convertArange(NodeContext &node) {
   auto type = node.resultType(0);
   if (!type)
@@ -1416,6 +1433,205 @@ Error convertRepeatInterleave(NodeContext &node) {
   if (!result)
     return result.takeError();
   return node.setResult(0, *result);
+}
+
+/// aten.pad(self, pad, mode="constant", value) and aten.constant_pad_nd:
+/// `pad` lists (before, after) pairs from the last dim backwards, as
+/// torch.nn.functional.pad; negative amounts crop.
+Error convertConstantPad(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto pad = node.integers("pad", 1);
+  if (!pad)
+    return pad.takeError();
+  bool padOp = node.target().contains("aten.pad.");
+  if (padOp) {
+    auto mode = node.string("mode", 2, std::string("constant"));
+    if (!mode)
+      return mode.takeError();
+    if (*mode != "constant")
+      return importError("pad mode '" + *mode + "' is not supported (only constant)");
+  }
+  auto value = node.optionalNumber("value", padOp ? 3 : 2);
+  if (!value)
+    return value.takeError();
+  GraphImporter &g = node.importer();
+  RankedTensorType selfType = tensorType(*self);
+  const int64_t rank = selfType.getRank();
+  if (pad->size() % 2 || int64_t(pad->size()) > 2 * rank)
+    return importError("pad of " + llvm::Twine(pad->size()) + " amounts for a rank-" +
+                       llvm::Twine(rank) + " tensor");
+  SmallVector<int64_t> low(rank, 0), high(rank, 0), crop(rank, 0), cropHigh(rank, 0);
+  for (size_t i = 0; i < pad->size() / 2; ++i) {
+    int64_t d = rank - 1 - int64_t(i);
+    int64_t before = (*pad)[2 * i], after = (*pad)[2 * i + 1];
+    (before < 0 ? crop[d] : low[d]) = std::abs(before);
+    (after < 0 ? cropHigh[d] : high[d]) = std::abs(after);
+  }
+  Value x = *self;
+  if (llvm::any_of(crop, [](int64_t c) { return c; }) ||
+      llvm::any_of(cropHigh, [](int64_t c) { return c; })) {
+    for (int64_t d = 0; d < rank; ++d) {
+      if (!crop[d] && !cropHigh[d])
+        continue;
+      int64_t size = tensorType(x).getDimSize(d);
+      if (crop[d] + cropHigh[d] > size)
+        return importError("pad crops more than dim " + llvm::Twine(d) + " holds");
+      auto cropped = sliceAlong(g, x, d, crop[d], size - cropHigh[d], 1);
+      if (!cropped)
+        return cropped.takeError();
+      x = *cropped;
+    }
+  }
+  SmallVector<int64_t> shape(tensorType(x).getShape());
+  for (int64_t d = 0; d < rank; ++d)
+    shape[d] += low[d] + high[d];
+  SmallVector<int64_t> interior(rank, 0);
+  auto padded = g.create<nn::PadOp>(tensorType(x).clone(shape), x,
+                                    g.builder().getDenseI64ArrayAttr(low),
+                                    g.builder().getDenseI64ArrayAttr(high),
+                                    g.builder().getDenseI64ArrayAttr(interior),
+                                    g.builder().getF64FloatAttr(value->value_or(0.0)));
+  if (!padded)
+    return padded.takeError();
+  return node.setResult(0, *padded);
+}
+
+/// aten.conv1d(input [B, C, T] or [C, T], weight [O, C / groups, K], bias,
+/// stride, padding, dilation, groups), for groups 1 (a matmul per tap) and
+/// depthwise (groups = C = O: a product per tap; the short causal
+/// convolutions of Mamba and linear-attention layers): the sum over the K
+/// taps of the weight's tap times the padded input's strided window.
+Error convertConv1d(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto input = node.tensor("input", 0);
+  if (!input)
+    return input.takeError();
+  auto weight = node.tensor("weight", 1);
+  if (!weight)
+    return weight.takeError();
+  auto bias = node.optionalTensor("bias", 2);
+  if (!bias)
+    return bias.takeError();
+  auto stride = node.integers("stride", 3);
+  if (!stride)
+    return stride.takeError();
+  int64_t padding = 0;
+  if (node.arg("padding", 4) && node.arg("padding", 4)->get("as_string"))
+    return importError("conv1d with a padding string is not supported (give the amount)");
+  auto paddings = node.integers("padding", 4);
+  if (!paddings)
+    return paddings.takeError();
+  auto dilation = node.integers("dilation", 5);
+  if (!dilation)
+    return dilation.takeError();
+  auto groups = node.integer("groups", 6, 1);
+  if (!groups)
+    return groups.takeError();
+  if (stride->size() != 1 || paddings->size() != 1 || dilation->size() != 1)
+    return importError("conv1d takes one stride, padding and dilation");
+  padding = (*paddings)[0];
+  int64_t s = (*stride)[0], d = (*dilation)[0];
+  GraphImporter &g = node.importer();
+  RankedTensorType inType = tensorType(*input), wType = tensorType(*weight);
+  const bool batched = inType.getRank() == 3;
+  if ((inType.getRank() != 2 && !batched) || wType.getRank() != 3)
+    return importError("conv1d of " + typeString(inType) + " by " + typeString(wType));
+  Type element = type->getElementType();
+  if (!isa<FloatType>(element) || s < 1 || d < 1 || padding < 0)
+    return importError("conv1d: float data, positive stride and dilation, padding >= 0");
+  const int64_t c = inType.getDimSize(batched ? 1 : 0), o = wType.getDimSize(0),
+                k = wType.getDimSize(2);
+  const bool depthwise = *groups == c && o == c && wType.getDimSize(1) == 1;
+  if (!depthwise && !(*groups == 1 && wType.getDimSize(1) == c))
+    return importError("conv1d with " + llvm::Twine(*groups) + " groups of " + llvm::Twine(c) +
+                       " channels into " + llvm::Twine(o) +
+                       " is not supported (groups 1, or depthwise: groups = channels = outputs)");
+  const int64_t timeDim = inType.getRank() - 1;
+  const int64_t t = inType.getDimSize(timeDim) + 2 * padding;
+  const int64_t tOut = (t - d * (k - 1) - 1) / s + 1;
+  if (tOut < 1 || type->getShape().back() != tOut)
+    return importError("conv1d: the result " + typeString(*type) + " is not " +
+                       llvm::Twine(tOut) + " steps long");
+  auto x = g.castTo(*input, element);
+  if (!x)
+    return x.takeError();
+  Value xp = *x;
+  if (padding) {
+    SmallVector<int64_t> low(inType.getRank(), 0), interior(inType.getRank(), 0);
+    low[timeDim] = padding;
+    SmallVector<int64_t> shape(inType.getShape());
+    shape[timeDim] = t;
+    auto padded = g.create<nn::PadOp>(inType.clone(element).clone(shape), xp,
+                                      g.builder().getDenseI64ArrayAttr(low),
+                                      g.builder().getDenseI64ArrayAttr(low),
+                                      g.builder().getDenseI64ArrayAttr(interior),
+                                      g.builder().getF64FloatAttr(0.0));
+    if (!padded)
+      return padded.takeError();
+    xp = *padded;
+  }
+  auto w = g.castTo(*weight, element);
+  if (!w)
+    return w.takeError();
+  Value sum;
+  for (int64_t tap = 0; tap < k; ++tap) {
+    auto window = sliceAlong(g, xp, timeDim, tap * d, tap * d + (tOut - 1) * s + 1, s);
+    if (!window)
+      return window.takeError();
+    auto wTap = sliceAlong(g, *w, 2, tap, tap + 1, 1);
+    if (!wTap)
+      return wTap.takeError();
+    Expected<Value> term = Value();
+    if (depthwise) {
+      // weight[:, 0, tap] as [C, 1], against [B, C, T'] or [C, T'].
+      auto column = g.reshapeTo(*wTap, {c, 1});
+      if (!column)
+        return column.takeError();
+      term = g.create<nn::MulOp>(*type, *window, *column);
+    } else {
+      auto matrix = g.reshapeTo(*wTap, {o, c});
+      if (!matrix)
+        return matrix.takeError();
+      Value m = *matrix;
+      if (batched) {
+        auto wide = g.broadcastTo(m, {inType.getDimSize(0), o, c});
+        if (!wide)
+          return wide.takeError();
+        m = *wide;
+      }
+      term = g.create<nn::MatmulOp>(*type, m, *window);
+    }
+    if (!term)
+      return term.takeError();
+    if (sum) {
+      auto added = g.create<nn::AddOp>(*type, sum, *term);
+      if (!added)
+        return added.takeError();
+      sum = *added;
+    } else {
+      sum = *term;
+    }
+  }
+  if (*bias) {
+    auto b = g.castTo(**bias, element);
+    if (!b)
+      return b.takeError();
+    auto column = g.reshapeTo(*b, {o, 1});
+    if (!column)
+      return column.takeError();
+    auto added = g.create<nn::AddOp>(*type, sum, *column);
+    if (!added)
+      return added.takeError();
+    sum = *added;
+  }
+  return node.setResult(0, sum);
 }
 
 /// repeat(self, repeats): the tensor tiled repeats[i] times along dim i
@@ -2264,6 +2480,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.dropout"] = convertDropout;
     // Creation.
     t["aten.arange"] = convertArange;
+    t["aten.eye"] = convertEye;
     t["aten.full"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 1); };
     t["aten.full_like"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 1); };
     t["aten.new_full"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 2); };
@@ -2301,6 +2518,9 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.diff"] = convertDiff;
     t["aten.repeat_interleave"] = convertRepeatInterleave;
     t["aten.repeat"] = convertRepeat;
+    t["aten.pad"] = convertConstantPad;
+    t["aten.constant_pad_nd"] = convertConstantPad;
+    t["aten.conv1d"] = convertConv1d;
     t["aten.cumsum"] = convertCumsum;
     t["aten.triu"] = convertTriangle<true>;
     t["aten.tril"] = convertTriangle<false>;

@@ -348,13 +348,47 @@ Error convertCumsumAtRunTime(NodeContext &node, Value self, int64_t dim) {
   auto type = node.resultType(0);
   if (!type)
     return type.takeError();
+  GraphImporter &g = node.importer();
+  const int64_t rank = tensorType(self).getRank();
+  const int64_t extent = std::max<int64_t>(rank, 1);
+  if (dim < -extent || dim >= extent)
+    return importError("cumsum: dim " + llvm::Twine(dim) + " is out of range for rank " +
+                       llvm::Twine(rank));
+  const int64_t axis = dim < 0 ? dim + extent : dim;
+  // Along another dim (Mamba's chunked scan): that dim and the last
+  // swapped, the sums taken along the last, and swapped back.
+  SmallVector<int64_t> swap = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  const bool swapped = rank > 0 && axis != rank - 1;
+  if (swapped) {
+    std::swap(swap[axis], swap.back());
+    SmallVector<int64_t> shape;
+    for (int64_t d : swap)
+      shape.push_back(tensorType(self).getDimSize(d));
+    auto moved = g.create<nn::TransposeOp>(tensorType(self).clone(shape), self,
+                                           g.builder().getDenseI64ArrayAttr(swap));
+    if (!moved)
+      return moved.takeError();
+    self = *moved;
+  }
+  auto finish = [&](Value sums) -> Error {
+    if (!swapped)
+      return setShapedResult(node, sums);
+    auto shaped = g.reshapeTo(sums, tensorType(self).getShape());
+    if (!shaped)
+      return shaped.takeError();
+    auto back = g.create<nn::TransposeOp>(type->clone(tensorType(sums).getElementType()), *shaped,
+                                          g.builder().getDenseI64ArrayAttr(swap));
+    if (!back)
+      return back.takeError();
+    auto result = g.castTo(*back, type->getElementType());
+    if (!result)
+      return result.takeError();
+    return node.setResult(0, *result);
+  };
   RankedTensorType selfType = tensorType(self);
-  if (auto axis = lastDim(dim, selfType.getRank(), "cumsum"); !axis)
-    return axis.takeError();
   int64_t n = selfType.getRank() ? selfType.getShape().back() : 1;
   if (n * n > kMaxBuiltElements)
     return tooLarge("cumsum", n * n);
-  GraphImporter &g = node.importer();
   int64_t rows = selfType.getRank() ? selfType.getNumElements() / std::max<int64_t>(n, 1) : 1;
   auto flat = g.reshapeTo(self, {rows, n});
   if (!flat)
@@ -382,7 +416,7 @@ Error convertCumsumAtRunTime(NodeContext &node, Value self, int64_t dim) {
                                           g.builder().getDenseI64ArrayAttr({1}), UnitAttr());
     if (!sums)
       return sums.takeError();
-    return setShapedResult(node, *sums);
+    return finish(*sums);
   }
   Type compute = type->getElementType();
   auto x = g.castTo(*flat, compute);
@@ -398,7 +432,7 @@ Error convertCumsumAtRunTime(NodeContext &node, Value self, int64_t dim) {
                                      UnitAttr(), UnitAttr());
   if (!sums)
     return sums.takeError();
-  return setShapedResult(node, *sums);
+  return finish(*sums);
 }
 
 namespace {
