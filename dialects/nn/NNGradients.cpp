@@ -841,6 +841,28 @@ FailureOr<Value> SliceOp::buildOperandGradient(OpBuilder &b, unsigned index,
       .getResult();
 }
 
+FailureOr<Value> PadOp::buildOperandGradient(OpBuilder &b, unsigned index,
+                                             ArrayRef<Value> resultGradients) {
+  FailureOr<Value> dy = incomingGradient(*this, index, resultGradients);
+  if (failed(dy) || !*dy)
+    return dy;
+  // The input's elements sit at low + i * (interior + 1): a strided slice
+  // of dy reads their gradients back (the padding's value has none).
+  auto input = getInput().getType();
+  SmallVector<int64_t> starts, limits, strides;
+  for (int64_t d = 0; d < input.getRank(); ++d) {
+    int64_t n = input.getDimSize(d), stride = getInterior()[d] + 1;
+    starts.push_back(getLow()[d]);
+    limits.push_back(n ? getLow()[d] + (n - 1) * stride + 1 : getLow()[d]);
+    strides.push_back(stride);
+  }
+  return b
+      .create<SliceOp>(getLoc(), input.clone(cast<RankedTensorType>((*dy).getType()).getElementType()),
+                       *dy, b.getDenseI64ArrayAttr(starts), b.getDenseI64ArrayAttr(limits),
+                       b.getDenseI64ArrayAttr(strides))
+      .getResult();
+}
+
 FailureOr<Value> ConcatOp::buildOperandGradient(OpBuilder &b, unsigned index,
                                                 ArrayRef<Value> resultGradients) {
   FailureOr<Value> dy = incomingGradient(*this, index, resultGradients);

@@ -816,7 +816,7 @@ def NN_GatherOp : NN_KernelOp<"gather", [DeclareOpInterfaceMethods<NN_IntegerRan
 //===----------------------------------------------------------------------===//
 
 def NN_PadOp : NN_KernelOp<"pad", [Pure, SameOperandsAndResultElementType,
-                             InferTypeOpAdaptor]> {
+                             InferTypeOpAdaptor, DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let kernelDoc = [{
     attrs low, high, interior (int lists, >= 0), value (f64): the input placed
     in a tensor of `value` (the gradient of a strided slice). Any dtype.
