@@ -37,6 +37,15 @@ TEST(DataMovementGradientTest, StridedSlice) {
                             b.getDenseI64ArrayAttr({2, 3, 1})));
 }
 
+TEST(DataMovementGradientTest, PadWithInteriorAndValue) {
+  GradientCheck g;
+  OpBuilder &b = g.builder();
+  Value x = g.random({3, 4, 2});
+  g.check(b.create<PadOp>(g.loc(), x, b.getDenseI64ArrayAttr({2, 0, 1}),
+                          b.getDenseI64ArrayAttr({0, 3, 1}), b.getDenseI64ArrayAttr({1, 0, 2}),
+                          b.getF64FloatAttr(-1.5)));
+}
+
 TEST(DataMovementGradientTest, Concat) {
   GradientCheck g;
   Value a = g.random({2, 1, 3}), b = g.random({2, 4, 3}), c = g.random({2, 2, 3});

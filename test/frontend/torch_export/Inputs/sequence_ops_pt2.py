@@ -1,0 +1,111 @@
+"""Writes a small hand-made torch.export program of the operators that
+state-space and linear-attention layers (Mamba-2, gated delta nets) and
+Llama 4's router bring: conv1d (depthwise with bias and padding; dense with
+stride and dilation), pad (with a value, and cropping), constant_pad_nd,
+cumsum along a dim that is not the last, eye and scatter with a tensor of
+values; with its inputs and NumPy's results.
+
+usage: sequence_ops_pt2.py OUTDIR   (writes model.pt2, x.npy, w.npy,
+expected{0..6}.npy)
+"""
+import json
+import os
+import sys
+import zipfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from synthetic_pt2 import FLOAT32, INT64, Program, meta, tensor  # noqa: E402
+
+
+def conv1d(x, w, bias, stride, padding, dilation, groups):
+    b, c, t = x.shape
+    o, _, k = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding)))
+    t_out = (t + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    out = np.zeros((b, o, t_out), np.float64)
+    per = c // groups
+    outs = o // groups
+    for oc in range(o):
+        g = oc // outs
+        for tt in range(t_out):
+            for kk in range(k):
+                window = xp[:, g * per:(g + 1) * per, tt * stride + kk * dilation]
+                out[:, oc, tt] += window @ w[oc, :, kk]
+    if bias is not None:
+        out += bias[None, :, None]
+    return out
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(3)
+    xv = rng.standard_normal((2, 6, 9)).astype(np.float32)
+    wv = rng.standard_normal((6, 1, 4)).astype(np.float32)
+    bv = rng.standard_normal(6).astype(np.float32)
+    dv = rng.standard_normal((5, 6, 3)).astype(np.float32)
+    p = Program()
+    p.values["x"] = meta(FLOAT32, [2, 6, 9])
+    p.values["w"] = meta(FLOAT32, [6, 1, 4])
+    p.values["b"] = meta(FLOAT32, [6])
+    p.values["d"] = meta(FLOAT32, [5, 6, 3])
+    x, w, b, d = tensor("x"), tensor("w"), tensor("b"), tensor("d")
+    # Depthwise, padding 3 (a causal conv once sliced to the first 9 steps).
+    p.node("conv1d.default", "dw", FLOAT32, [2, 6, 12], input=x, weight=w, bias=b,
+           stride={"as_ints": [1]}, padding={"as_ints": [3]}, dilation={"as_ints": [1]},
+           groups={"as_int": 6})
+    # Dense, stride 2, dilation 2, no bias: (9 + 2 - 4 - 1) // 2 + 1 = 4 steps.
+    p.node("conv1d.default", "dense", FLOAT32, [2, 5, 4], input=x, weight=d,
+           bias={"as_none": True}, stride={"as_ints": [2]}, padding={"as_ints": [1]},
+           dilation={"as_ints": [2]}, groups={"as_int": 1})
+    p.node("pad.default", "padded", FLOAT32, [2, 7, 10], self=x,
+           pad={"as_ints": [2, -1, 0, 1]}, mode={"as_string": "constant"},
+           value={"as_float": -0.5})
+    p.node("constant_pad_nd.default", "cpad", FLOAT32, [3, 6, 9], self=x,
+           pad={"as_ints": [0, 0, 0, 0, 1, 0]}, value={"as_float": 2.0})
+    p.node("cumsum.default", "running", FLOAT32, [2, 6, 9], self=x, dim={"as_int": -2})
+    p.node("eye.m", "identity", FLOAT32, [3, 4], n={"as_int": 3}, m={"as_int": 4})
+    p.node2("topk.default", [("top", FLOAT32, [2, 6, 2]), ("where", INT64, [2, 6, 2])], self=x,
+            k={"as_int": 2})
+    p.node("full_like.default", "minf", FLOAT32, [2, 6, 9], self=x,
+           fill_value={"as_float": -1e30})
+    p.node("scatter.src", "scores", FLOAT32, [2, 6, 9], self=tensor("minf"), dim={"as_int": 2},
+           index=tensor("where"), src=tensor("top"))
+    # Llama 4's gate: sigmoid of the scattered scores (zero off the top k).
+    p.node("sigmoid.default", "gate", FLOAT32, [2, 6, 9], self=tensor("scores"))
+    outputs = ["dw", "dense", "padded", "cpad", "running", "identity", "gate"]
+    inputs = [x, w, b, d]
+    program = {
+        "graph_module": {
+            "graph": {"inputs": inputs, "outputs": [tensor(o) for o in outputs], "nodes": p.nodes,
+                      "tensor_values": p.values, "sym_int_values": {}, "sym_bool_values": {},
+                      "is_single_tensor_return": False, "custom_obj_values": {},
+                      "sym_float_values": {}},
+            "signature": {"input_specs": [{"user_input": {"arg": i}} for i in inputs],
+                          "output_specs": [{"user_output": {"arg": tensor(o)}} for o in outputs]},
+            "module_call_graph": [], "metadata": {}},
+        "opset_version": {"aten": 10}, "range_constraints": {},
+        "schema_version": {"major": 8, "minor": 17}, "verifiers": [], "torch_version": "2.11.0"}
+    with zipfile.ZipFile(os.path.join(out, "model.pt2"), "w") as archive:
+        archive.writestr("sequence/models/model.json", json.dumps(program))
+        archive.writestr("sequence/byteorder", "little")
+    for name, value in (("x", xv), ("w", wv), ("b", bv), ("d", dv)):
+        np.save(os.path.join(out, name + ".npy"), value)
+
+    x64 = xv.astype(np.float64)
+    padded = np.pad(x64, ((0, 0), (0, 1), (2, 0)), constant_values=-0.5)[:, :, :-1]
+    cpad = np.pad(x64, ((1, 0), (0, 0), (0, 0)), constant_values=2.0)
+    order = np.argsort(-x64, axis=-1, kind="stable")[..., :2]
+    scores = np.full_like(x64, -1e30)
+    np.put_along_axis(scores, order, np.take_along_axis(x64, order, -1), -1)
+    expected = [conv1d(x64, wv.astype(np.float64), bv.astype(np.float64), 1, 3, 1, 6),
+                conv1d(x64, dv.astype(np.float64), None, 2, 1, 2, 1), padded, cpad,
+                np.cumsum(x64, axis=-2), np.eye(3, 4), 1 / (1 + np.exp(-scores))]
+    for i, value in enumerate(expected):
+        np.save(os.path.join(out, "expected%d.npy" % i), value.astype(np.float32))
+
+
+if __name__ == "__main__":
+    main()
