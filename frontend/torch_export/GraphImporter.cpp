@@ -1,5 +1,6 @@
 #include "frontend/torch_export/GraphImporter.h"
 
+#include "dialects/loom/LoomDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "frontend/common/ConstantEvaluator.h"
 
@@ -586,10 +587,30 @@ llvm::Error GraphImporter::convertHigherOrderWrap(NodeContext &node, int graphPo
     }
     scope().tensors[*name] = std::get<Value>(value);
   }
+  // Under wrap_with_set_grad_enabled(False, ...) (torch's no_grad), the
+  // subgraph's ops are marked so autodiff sends no gradient through them.
+  bool noGrad = false;
+  if (graphPosition == 1) {
+    auto enabled = node.boolean("", 0);
+    if (!enabled) {
+      popScope();
+      return enabled.takeError();
+    }
+    noGrad = !*enabled;
+  }
+  Block *block = builder_.getInsertionBlock();
+  llvm::DenseSet<Operation *> earlier;
+  if (noGrad)
+    for (Operation &op : *block)
+      earlier.insert(&op);
   auto results = importGraph(*graph);
   popScope();
   if (!results)
     return results.takeError();
+  if (noGrad)
+    for (Operation &op : *block)
+      if (!earlier.contains(&op) && op.getNumResults())
+        op.setAttr(loom::kNoGradAttr, builder_.getUnitAttr());
   if (results->size() != node.numResults())
     return importError("the subgraph returns " + llvm::Twine(results->size()) +
                        " values for " + llvm::Twine(node.numResults()) + " results");

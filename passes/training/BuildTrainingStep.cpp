@@ -954,6 +954,9 @@ struct BuildTrainingStepPass
           active.insert(p.getResult());
         continue;
       }
+      // Computed under no_grad: its results are constants to autodiff.
+      if (op->hasAttr(loom::kNoGradAttr))
+        continue;
       if (llvm::any_of(op->getOperands(), [&](Value v) { return active.contains(v); }))
         for (Value r : op->getResults())
           if (isa<FloatType>(tensorType(r).getElementType()))
