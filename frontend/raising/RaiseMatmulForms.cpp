@@ -140,10 +140,132 @@ struct MatmulOfBroadcastWeight : OpRewritePattern<nn::MatmulOp> {
   }
 };
 
+/// reduce_sum(mul(a, b)) over dims where both operands are full, with dims
+/// only `a` spans (M) and dims only `b` spans (N) besides, is a batched
+/// matrix product: eager code's `(x[..., :, None, :] * y[..., None, :,
+/// :]).sum(-1)` (Mamba-2's chunked scan) becomes one nn.matmul instead of
+/// a broadcast product of M x N x K elements a batch. Only when both M and
+/// N have more than one element: a product that one side only broadcasts
+/// (a mixture of experts' weighted sum over its k choices) stays as it is.
+struct ContractionOfProducts : OpRewritePattern<nn::ReduceSumOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(nn::ReduceSumOp sum, PatternRewriter &rewriter) const override {
+    auto mul = sum.getInput().getDefiningOp<nn::MulOp>();
+    if (!mul || !mul->hasOneUse())
+      return failure();
+    auto r = cast<RankedTensorType>(mul.getType());
+    auto aType = dyn_cast<RankedTensorType>(mul.getLhs().getType());
+    auto bType = dyn_cast<RankedTensorType>(mul.getRhs().getType());
+    if (!aType || !bType || !r.hasStaticShape() || !aType.hasStaticShape() ||
+        !bType.hasStaticShape() || !isa<FloatType>(r.getElementType()) ||
+        aType.getElementType() != r.getElementType() ||
+        bType.getElementType() != r.getElementType() || aType.getRank() > r.getRank() ||
+        bType.getRank() > r.getRank())
+      return failure();
+    const int64_t rank = r.getRank();
+    auto padded = [&](RankedTensorType t) {
+      SmallVector<int64_t> shape(rank - t.getRank(), 1);
+      shape.append(t.getShape().begin(), t.getShape().end());
+      return shape;
+    };
+    SmallVector<int64_t> a = padded(aType), b = padded(bType);
+    SmallVector<bool> reduced(rank, false);
+    for (int64_t d : sum.getDims())
+      reduced[d < 0 ? d + rank : d] = true;
+    SmallVector<int64_t> batch, m, n, k;
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t size = r.getDimSize(d);
+      if (reduced[d]) {
+        if (a[d] != size || b[d] != size)
+          return failure();
+        k.push_back(d);
+      } else if (a[d] == size && b[d] == size) {
+        batch.push_back(d);
+      } else if (a[d] == size && b[d] == 1) {
+        m.push_back(d);
+      } else if (b[d] == size && a[d] == 1) {
+        n.push_back(d);
+      } else {
+        return failure();
+      }
+    }
+    auto extent = [&](ArrayRef<int64_t> dims) {
+      int64_t p = 1;
+      for (int64_t d : dims)
+        p *= r.getDimSize(d);
+      return p;
+    };
+    const int64_t bt = extent(batch), mt = extent(m), nt = extent(n), kt = extent(k);
+    if (mt < 2 || nt < 2 || kt < 2)
+      return failure();
+    Location loc = sum.getLoc();
+    // An operand viewed at the product's rank, its dims in `order`, then
+    // flattened to `flat`.
+    auto arrange = [&](Value v, ArrayRef<int64_t> shape, ArrayRef<int64_t> order,
+                       ArrayRef<int64_t> flat) -> Value {
+      auto type = cast<RankedTensorType>(v.getType());
+      if (type.getShape() != shape)
+        v = rewriter.create<nn::ReshapeOp>(loc, type.clone(shape), v);
+      bool identity = llvm::equal(order, llvm::seq<int64_t>(0, rank));
+      if (!identity) {
+        SmallVector<int64_t> moved;
+        for (int64_t d : order)
+          moved.push_back(shape[d]);
+        v = rewriter.create<nn::TransposeOp>(loc, type.clone(moved), v,
+                                             rewriter.getDenseI64ArrayAttr(order));
+      }
+      return rewriter.create<nn::ReshapeOp>(loc, type.clone(flat), v);
+    };
+    SmallVector<int64_t> aOrder(batch), bOrder(batch);
+    llvm::append_range(aOrder, m);
+    llvm::append_range(aOrder, k);
+    llvm::append_range(aOrder, n);
+    llvm::append_range(bOrder, k);
+    llvm::append_range(bOrder, n);
+    llvm::append_range(bOrder, m);
+    bool batched = bt > 1;
+    auto dims = [&](std::initializer_list<int64_t> inner) {
+      SmallVector<int64_t> shape;
+      if (batched)
+        shape.push_back(bt);
+      shape.append(inner.begin(), inner.end());
+      return shape;
+    };
+    Value lhs = arrange(mul.getLhs(), a, aOrder, dims({mt, kt}));
+    Value rhs = arrange(mul.getRhs(), b, bOrder, dims({kt, nt}));
+    Value product = rewriter.create<nn::MatmulOp>(loc, r.clone(dims({mt, nt})), lhs, rhs,
+                                                  UnitAttr(), UnitAttr());
+    // Back to the kept dims' order: [batch..., M..., N...] -> as in the sum.
+    SmallVector<int64_t> grouped(batch), groupedShape;
+    llvm::append_range(grouped, m);
+    llvm::append_range(grouped, n);
+    for (int64_t d : grouped)
+      groupedShape.push_back(r.getDimSize(d));
+    product = rewriter.create<nn::ReshapeOp>(loc, r.clone(groupedShape), product);
+    SmallVector<int64_t> kept, order;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!reduced[d])
+        kept.push_back(d);
+    for (int64_t d : kept)
+      order.push_back(llvm::find(grouped, d) - grouped.begin());
+    if (!llvm::equal(order, llvm::seq<int64_t>(0, int64_t(order.size())))) {
+      SmallVector<int64_t> shape;
+      for (int64_t d : kept)
+        shape.push_back(r.getDimSize(d));
+      product = rewriter.create<nn::TransposeOp>(loc, r.clone(shape), product,
+                                                 rewriter.getDenseI64ArrayAttr(order));
+    }
+    rewriter.replaceOpWithNewOp<nn::ReshapeOp>(sum, sum.getType(), product);
+    rewriter.eraseOp(mul);
+    return success();
+  }
+};
+
 struct RaiseMatmulFormsPass : public loom::impl::RaiseMatmulFormsBase<RaiseMatmulFormsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<MatmulOfTransposed2D, UnflattenBatchedMatmul, MatmulOfBroadcastWeight>(&getContext());
+    patterns.add<MatmulOfTransposed2D, UnflattenBatchedMatmul, MatmulOfBroadcastWeight,
+                 ContractionOfProducts>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -71,3 +71,35 @@ func.func @expanded_weight_other_batch(%x: tensor<1x3x12x32xf32>, %w: tensor<32x
   %y = nn.matmul %x, %wb : (tensor<1x3x12x32xf32>, tensor<2x3x32x16xf32>) -> tensor<2x3x12x16xf32>
   return %y : tensor<2x3x12x16xf32>
 }
+
+// Mamba-2's chunked scan in eager code: (C[:, :, :, None] * B[:, :, None])
+// summed over the state dim is a matmul per (batch, head), not a broadcast
+// product of L x S x N elements.
+// CHECK-LABEL: func.func @contraction
+// CHECK-NOT: nn.mul
+// CHECK: nn.transpose {{.*}} permutation = [0, 3, 1, 4, 2] : tensor<2x8x1x3x4xf32> -> tensor<2x3x8x4x1xf32>
+// CHECK: nn.reshape {{.*}} -> tensor<6x8x4xf32>
+// CHECK: nn.transpose {{.*}} permutation = [0, 3, 4, 2, 1] : tensor<2x1x5x3x4xf32> -> tensor<2x3x4x5x1xf32>
+// CHECK: nn.reshape {{.*}} -> tensor<6x4x5xf32>
+// CHECK: nn.matmul {{.*}} : (tensor<6x8x4xf32>, tensor<6x4x5xf32>) -> tensor<6x8x5xf32>
+// CHECK: nn.reshape {{.*}} -> tensor<2x3x8x5xf32>
+// CHECK: nn.transpose {{.*}} permutation = [0, 2, 3, 1] : tensor<2x3x8x5xf32> -> tensor<2x8x5x3xf32>
+// CHECK-NOT: nn.reduce_sum
+func.func @contraction(%c: tensor<2x8x3x4xf32>, %b: tensor<2x5x3x4xf32>) -> tensor<2x8x5x3xf32> {
+  %cl = nn.reshape %c : tensor<2x8x3x4xf32> -> tensor<2x8x1x3x4xf32>
+  %bs = nn.reshape %b : tensor<2x5x3x4xf32> -> tensor<2x1x5x3x4xf32>
+  %p = nn.mul %cl, %bs : (tensor<2x8x1x3x4xf32>, tensor<2x1x5x3x4xf32>) -> tensor<2x8x5x3x4xf32>
+  %s = nn.reduce_sum %p dims = [4] : tensor<2x8x5x3x4xf32> -> tensor<2x8x5x3xf32>
+  return %s : tensor<2x8x5x3xf32>
+}
+
+// A product only one side broadcasts (a mixture of experts' weighted sum
+// over its k choices) stays a product and a sum.
+// CHECK-LABEL: func.func @weighted_sum
+// CHECK: nn.mul
+// CHECK: nn.reduce_sum
+func.func @weighted_sum(%w: tensor<6x2x1xf32>, %y: tensor<6x2x16xf32>) -> tensor<6x16xf32> {
+  %p = nn.mul %w, %y : (tensor<6x2x1xf32>, tensor<6x2x16xf32>) -> tensor<6x2x16xf32>
+  %s = nn.reduce_sum %p dims = [1] : tensor<6x2x16xf32> -> tensor<6x16xf32>
+  return %s : tensor<6x16xf32>
+}
