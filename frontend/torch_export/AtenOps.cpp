@@ -767,6 +767,26 @@ Error convertClamp(NodeContext &node) {
 // Tensor creation
 //===----------------------------------------------------------------------===//
 
+/// aten.floor of a constant (positions, as Llama 4's and Ministral 3's
+/// attention temperature computes them), folded; Loom has no rounding op
+/// for values computed at run time.
+Error convertFloor(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  std::optional<DenseElementsAttr> value = node.importer().constantValue(*self);
+  if (!value)
+    return importError("floor of a value computed at run time is not supported (only of "
+                       "constants, which are folded)");
+  std::vector<double> values = toDoubles(*value);
+  for (double &v : values)
+    v = std::floor(v);
+  return node.setResult(0, node.importer().constant(fromDoubles(*type, values)));
+}
+
 /// aten.eye(n, m): the identity, a constant of the result's type.
 Error convertEye(NodeContext &node) {
   auto type = node.resultType(0);
@@ -2031,6 +2051,72 @@ Error convertReduce(NodeContext &node) {
   return convertReduceWith<OpT>(node, false);
 }
 
+/// logsumexp(self, dim, keepdim): m + log(sum(exp(self - m))) with m the
+/// maximum over the dims (zero where it is not finite, so a row of -inf
+/// gives -inf rather than NaN).
+Error convertLogsumexp(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  Type element = type->getElementType();
+  if (!isa<FloatType>(element))
+    return importError("logsumexp of " + typeString(*type) + " (floats only)");
+  const int64_t rank = tensorType(*self).getRank();
+  auto dims = reductionDims(node, rank);
+  if (!dims)
+    return dims.takeError();
+  auto keepdim = node.boolean("keepdim", 2, false);
+  if (!keepdim)
+    return keepdim.takeError();
+  GraphImporter &g = node.importer();
+  auto x = g.castTo(*self, element);
+  if (!x)
+    return x.takeError();
+  SmallVector<int64_t> kept(tensorType(*x).getShape());
+  for (int64_t d : *dims)
+    kept[d] = 1;
+  auto keptType = RankedTensorType::get(kept, element);
+  auto dimsAttr = g.builder().getDenseI64ArrayAttr(*dims);
+  auto m = g.create<nn::ReduceMaxOp>(keptType, *x, dimsAttr, g.builder().getUnitAttr());
+  if (!m)
+    return m.takeError();
+  // |m| < inf: m == m and |m| != inf, as a compare of m - m with zero.
+  auto mm = g.create<nn::SubOp>(keptType, *m, *m);
+  if (!mm)
+    return mm.takeError();
+  auto finite = g.create<nn::CompareOp>(
+      keptType.clone(IntegerType::get(g.context(), 1)),
+      nn::ComparePredicateAttr::get(g.context(), nn::ComparePredicate::eq), *mm,
+      g.scalar(element, 0));
+  if (!finite)
+    return finite.takeError();
+  auto shift = g.create<nn::WhereOp>(keptType, *finite, *m, g.scalar(element, 0));
+  if (!shift)
+    return shift.takeError();
+  auto centered = g.create<nn::SubOp>(tensorType(*x), *x, *shift);
+  if (!centered)
+    return centered.takeError();
+  auto e = g.create<nn::ExpOp>(tensorType(*x), *centered);
+  if (!e)
+    return e.takeError();
+  auto total = g.create<nn::ReduceSumOp>(keptType, *e, dimsAttr, g.builder().getUnitAttr());
+  if (!total)
+    return total.takeError();
+  auto logTotal = g.create<nn::LogOp>(keptType, *total);
+  if (!logTotal)
+    return logTotal.takeError();
+  auto result = g.create<nn::AddOp>(keptType, *logTotal, *shift);
+  if (!result)
+    return result.takeError();
+  auto shaped = g.reshapeTo(*result, type->getShape());
+  if (!shaped)
+    return shaped.takeError();
+  return node.setResult(0, *shaped);
+}
+
 /// max.dim (values and indices): a top-1 along the dim (moved last and back
 /// when it is not), whose ties go to the first position as torch's do and
 /// whose gradient goes to the chosen positions as max's does.
@@ -2481,6 +2567,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
     // Creation.
     t["aten.arange"] = convertArange;
     t["aten.eye"] = convertEye;
+    t["aten.floor"] = convertFloor;
     t["aten.full"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 1); };
     t["aten.full_like"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 1); };
     t["aten.new_full"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 2); };
@@ -2535,6 +2622,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.mean"] = convertReduce<nn::ReduceMeanOp>;
     t["aten.sum"] = convertReduce<nn::ReduceSumOp>;
     t["aten.amax"] = convertReduce<nn::ReduceMaxOp>;
+    t["aten.logsumexp"] = convertLogsumexp;
     t["aten.max"] = convertMax;
     t["aten.min"] = convertMin;
     t["aten.softmax"] = convertSoftmax<nn::SoftmaxOp>;

@@ -496,9 +496,10 @@ Error divideRounded(NodeContext &node, bool floor) {
   return node.setResult(0, *result);
 }
 
-/// aten.gather(self, dim, index) along the last dim: out[..., j] =
-/// self[..., index[..., j]], as a one-hot times self summed over the last
-/// dim (the gradient goes back the same way).
+/// aten.gather(self, dim, index): out[..., j] = self[..., index[..., j]]
+/// along the last dim (another dim swapped there and back), self's values
+/// chosen by a one-hot and summed over the last dim (the gradient goes back
+/// the same way); floats or integers (BERT's buffered token type ids).
 Error convertGatherElements(NodeContext &node) {
   auto type = node.resultType(0);
   if (!type)
@@ -544,8 +545,8 @@ Error convertGatherElements(NodeContext &node) {
     return importError("gather: index " + typeString(indexType) + " and self " +
                        typeString(selfType) + " differ outside the gathered dim");
   Type element = selfType.getElementType();
-  if (!isa<FloatType>(element))
-    return importError("gather of " + typeString(selfType) + " is not supported (floats only)");
+  if (element.isInteger(1))
+    return importError("gather of " + typeString(selfType) + " is not supported (numbers only)");
   int64_t n = selfType.getShape().back();
   auto hot = oneHot(g, *indexLast, n, IntegerType::get(g.context(), 1), "gather");
   if (!hot)

@@ -2,11 +2,12 @@
 state-space and linear-attention layers (Mamba-2, gated delta nets) and
 Llama 4's router bring: conv1d (depthwise with bias and padding; dense with
 stride and dilation), pad (with a value, and cropping), constant_pad_nd,
-cumsum along a dim that is not the last, eye and scatter with a tensor of
-values; with its inputs and NumPy's results.
+cumsum along a dim that is not the last, eye, scatter with a tensor of
+values, logsumexp, floor (of constants) and gather of integers; with its
+inputs and NumPy's results.
 
 usage: sequence_ops_pt2.py OUTDIR   (writes model.pt2, x.npy, w.npy,
-expected{0..6}.npy)
+expected{0..9}.npy)
 """
 import json
 import os
@@ -75,7 +76,21 @@ def main():
            index=tensor("where"), src=tensor("top"))
     # Llama 4's gate: sigmoid of the scattered scores (zero off the top k).
     p.node("sigmoid.default", "gate", FLOAT32, [2, 6, 9], self=tensor("scores"))
-    outputs = ["dw", "dense", "padded", "cpad", "running", "identity", "gate"]
+    # logsumexp over the last dim; floor of constant positions (folded);
+    # gather of integers.
+    p.node("logsumexp.default", "lse", FLOAT32, [2, 6], self=x, dim={"as_ints": [-1]},
+           keepdim={"as_bool": False})
+    p.node("arange.default", "positions", INT64, [9], end={"as_int": 9})
+    p.node("mul.Tensor", "scaled", FLOAT32, [9], self=tensor("positions"),
+           other={"as_float": 0.3})
+    p.node("floor.default", "floored", FLOAT32, [9], self=tensor("scaled"))
+    p.node("slice.Tensor", "picks", INT64, [4], self=tensor("positions"), dim={"as_int": 0},
+           start={"as_int": 2}, end={"as_int": 6})
+    p.node("mul.Tensor", "tripled", INT64, [9], self=tensor("positions"), other={"as_int": 3})
+    p.node("gather.default", "gathered", INT64, [4], self=tensor("tripled"), dim={"as_int": 0},
+           index=tensor("picks"))
+    outputs = ["dw", "dense", "padded", "cpad", "running", "identity", "gate", "lse", "floored",
+               "gathered"]
     inputs = [x, w, b, d]
     program = {
         "graph_module": {
@@ -103,8 +118,12 @@ def main():
     expected = [conv1d(x64, wv.astype(np.float64), bv.astype(np.float64), 1, 3, 1, 6),
                 conv1d(x64, dv.astype(np.float64), None, 2, 1, 2, 1), padded, cpad,
                 np.cumsum(x64, axis=-2), np.eye(3, 4), 1 / (1 + np.exp(-scores))]
+    m = x64.max(axis=-1, keepdims=True)
+    expected += [(m + np.log(np.exp(x64 - m).sum(axis=-1, keepdims=True)))[..., 0],
+                 np.floor(np.arange(9) * 0.3)]
     for i, value in enumerate(expected):
         np.save(os.path.join(out, "expected%d.npy" % i), value.astype(np.float32))
+    np.save(os.path.join(out, "expected9.npy"), (3 * np.arange(2, 6)).astype(np.int64))
 
 
 if __name__ == "__main__":
