@@ -795,7 +795,7 @@ Error convertEye(NodeContext &node) {
   if (type->getRank() != 2)
     return importError("eye must give a 2-D tensor, not " + typeString(*type));
   int64_t rows = type->getDimSize(0), cols = type->getDimSize(1);
-  if (rows * cols > (int64_t(1) << 26))
+  if (rows < 0 || cols < 0 || (rows > 0 && cols > (int64_t(1) << 26) / rows))
     return importError("eye of " + llvm::Twine(rows) + " x " + llvm::Twine(cols) +
                        " is too large for a constant");
   std::vector<double> values(rows * cols, 0.0);
@@ -1486,9 +1486,13 @@ Error convertConstantPad(NodeContext &node) {
     return importError("pad of " + llvm::Twine(pad->size()) + " amounts for a rank-" +
                        llvm::Twine(rank) + " tensor");
   SmallVector<int64_t> low(rank, 0), high(rank, 0), crop(rank, 0), cropHigh(rank, 0);
+  constexpr int64_t kMaxPad = int64_t(1) << 31;
   for (size_t i = 0; i < pad->size() / 2; ++i) {
     int64_t d = rank - 1 - int64_t(i);
     int64_t before = (*pad)[2 * i], after = (*pad)[2 * i + 1];
+    if (before <= -kMaxPad || before >= kMaxPad || after <= -kMaxPad || after >= kMaxPad)
+      return importError("pad amount out of range: " + llvm::Twine(before) + ", " +
+                         llvm::Twine(after));
     (before < 0 ? crop[d] : low[d]) = std::abs(before);
     (after < 0 ? cropHigh[d] : high[d]) = std::abs(after);
   }
@@ -1564,10 +1568,18 @@ Error convertConv1d(NodeContext &node) {
   if ((inType.getRank() != 2 && !batched) || wType.getRank() != 3)
     return importError("conv1d of " + typeString(inType) + " by " + typeString(wType));
   Type element = type->getElementType();
-  if (!isa<FloatType>(element) || s < 1 || d < 1 || padding < 0)
+  constexpr int64_t kMaxConv = int64_t(1) << 31;
+  if (!isa<FloatType>(element) || s < 1 || d < 1 || padding < 0 || s >= kMaxConv ||
+      d >= kMaxConv || padding >= kMaxConv)
     return importError("conv1d: float data, positive stride and dilation, padding >= 0");
   const int64_t c = inType.getDimSize(batched ? 1 : 0), o = wType.getDimSize(0),
                 k = wType.getDimSize(2);
+  // One slice and product per tap: a short convolution's handful, not a
+  // long filter's thousands.
+  constexpr int64_t kMaxTaps = 256;
+  if (k < 1 || k > kMaxTaps || c < 1 || o < 1)
+    return importError("conv1d with " + llvm::Twine(k) + " taps is not supported (1 to " +
+                       llvm::Twine(kMaxTaps) + ")");
   const bool depthwise = *groups == c && o == c && wType.getDimSize(1) == 1;
   if (!depthwise && !(*groups == 1 && wType.getDimSize(1) == c))
     return importError("conv1d with " + llvm::Twine(*groups) + " groups of " + llvm::Twine(c) +
