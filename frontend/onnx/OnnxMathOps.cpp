@@ -1,7 +1,10 @@
 // ONNX contractions, normalizations and reductions: MatMul, Gemm, Softmax,
-// LogSoftmax, LayerNormalization, ReduceSum/ReduceMean/ReduceMax.
+// LogSoftmax, LayerNormalization, ReduceSum/ReduceMean/ReduceMax/ReduceLogSumExp,
+// Conv (1-D).
 
 #include "frontend/onnx/OnnxNodeImporter.h"
+
+#include "frontend/common/Compositions.h"
 
 #include "llvm/ADT/SmallSet.h"
 
@@ -130,14 +133,13 @@ LogicalResult importLayerNorm(NodeImporter &n) {
 /// ReduceSum (opset 13+) and the others from opset 18 take axes as an input;
 /// before that, as an attribute. No axes reduce everything, unless
 /// noop_with_empty_axes.
-template <typename OpTy>
-LogicalResult importReduce(NodeImporter &n) {
-  FailureOr<Value> x = n.input(0);
-  FailureOr<int64_t> keepdims = n.intAttr("keepdims", 1);
+/// The dims a Reduce* node reduces, sorted; nullopt when it is the
+/// identity (no axes with noop_with_empty_axes).
+FailureOr<std::optional<SmallVector<int64_t>>> reducedDims(NodeImporter &n, Value x) {
   FailureOr<int64_t> noopWithEmptyAxes = n.intAttr("noop_with_empty_axes", 0);
-  if (failed(x) || failed(keepdims) || failed(noopWithEmptyAxes))
+  if (failed(noopWithEmptyAxes))
     return failure();
-  int64_t rank = NodeImporter::typeOf(*x).getRank();
+  int64_t rank = NodeImporter::typeOf(x).getRank();
   bool axesAsInput = n.node.op_type() == "ReduceSum" || n.opset >= 18;
   std::vector<int64_t> axes;
   if (axesAsInput) {
@@ -156,7 +158,7 @@ LogicalResult importReduce(NodeImporter &n) {
   }
   if (axes.empty()) {
     if (*noopWithEmptyAxes)
-      return n.setOutput(0, *x);
+      return std::optional<SmallVector<int64_t>>();
     for (int64_t i = 0; i < rank; ++i)
       axes.push_back(i);
   }
@@ -171,11 +173,90 @@ LogicalResult importReduce(NodeImporter &n) {
     dims.push_back(*d);
   }
   llvm::sort(dims);
-  FailureOr<Value> result = n.inferred<OpTy>(*x, n.b.getDenseI64ArrayAttr(dims),
+  return std::optional<SmallVector<int64_t>>(dims);
+}
+
+template <typename OpTy>
+LogicalResult importReduce(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  FailureOr<int64_t> keepdims = n.intAttr("keepdims", 1);
+  if (failed(x) || failed(keepdims))
+    return failure();
+  FailureOr<std::optional<SmallVector<int64_t>>> dims = reducedDims(n, *x);
+  if (failed(dims))
+    return failure();
+  if (!*dims)
+    return n.setOutput(0, *x);
+  FailureOr<Value> result = n.inferred<OpTy>(*x, n.b.getDenseI64ArrayAttr(**dims),
                                              *keepdims ? n.b.getUnitAttr() : UnitAttr());
   if (failed(result))
     return failure();
   return n.setOutput(0, *result);
+}
+
+/// ReduceLogSumExp: the maximum taken out before the exponent (Granite's
+/// logsumexp, as PyTorch's exporter writes it).
+LogicalResult importReduceLogSumExp(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  FailureOr<int64_t> keepdims = n.intAttr("keepdims", 1);
+  if (failed(x) || failed(keepdims))
+    return failure();
+  if (!isa<FloatType>(NodeImporter::typeOf(*x).getElementType()))
+    return n.fail("data must be a float tensor");
+  FailureOr<std::optional<SmallVector<int64_t>>> dims = reducedDims(n, *x);
+  if (failed(dims))
+    return failure();
+  if (!*dims)
+    return n.setOutput(0, *x);
+  return n.setOutput(0, buildLogSumExp(n.b, n.loc, *x, **dims, *keepdims != 0));
+}
+
+/// Conv over one spatial dim (X [N, C, L], W [M, C / group, K], B [M]):
+/// groups 1 or depthwise, as buildConv1d builds them; explicit pads or
+/// auto_pad VALID.
+LogicalResult importConv(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0), w = n.input(1);
+  FailureOr<int64_t> group = n.intAttr("group", 1);
+  FailureOr<std::string> autoPad = n.stringAttr("auto_pad", "NOTSET");
+  FailureOr<std::optional<std::vector<int64_t>>> pads = n.intsAttr("pads"),
+                                                 strides = n.intsAttr("strides"),
+                                                 dilations = n.intsAttr("dilations");
+  if (failed(x) || failed(w) || failed(group) || failed(autoPad) || failed(pads) ||
+      failed(strides) || failed(dilations))
+    return failure();
+  if (NodeImporter::typeOf(*x).getRank() != 3)
+    return n.fail("only 1-D convolutions (X of rank 3) are supported");
+  if (*autoPad != "NOTSET" && *autoPad != "VALID")
+    return n.fail("auto_pad '" + *autoPad + "' is not supported (NOTSET or VALID)");
+  Conv1dShape shape;
+  shape.groups = *group;
+  auto one = [&](const std::optional<std::vector<int64_t>> &v, size_t count, int64_t &first,
+                 int64_t *second, llvm::StringRef what) -> LogicalResult {
+    if (!v)
+      return success();
+    if (v->size() != count)
+      return n.fail(what + " must have " + Twine(count) + " values for a 1-D convolution");
+    first = (*v)[0];
+    if (second)
+      *second = (*v)[1];
+    return success();
+  };
+  if (failed(one(*strides, 1, shape.stride, nullptr, "strides")) ||
+      failed(one(*dilations, 1, shape.dilation, nullptr, "dilations")) ||
+      (*autoPad == "NOTSET" && failed(one(*pads, 2, shape.padLow, &shape.padHigh, "pads"))))
+    return failure();
+  Value bias;
+  if (n.hasInput(2)) {
+    FailureOr<Value> b = n.input(2);
+    if (failed(b))
+      return failure();
+    bias = *b;
+  }
+  std::string why;
+  FailureOr<Value> out = buildConv1d(n.b, n.loc, *x, *w, bias, shape, why);
+  if (failed(out))
+    return n.fail(why);
+  return n.setOutput(0, *out);
 }
 
 } // namespace
@@ -189,6 +270,8 @@ void addMathOps(OpTable &table) {
   table["ReduceSum"] = importReduce<nn::ReduceSumOp>;
   table["ReduceMean"] = importReduce<nn::ReduceMeanOp>;
   table["ReduceMax"] = importReduce<nn::ReduceMaxOp>;
+  table["ReduceLogSumExp"] = importReduceLogSumExp;
+  table["Conv"] = importConv;
 }
 
 } // namespace loom::onnx_import

@@ -1,8 +1,10 @@
 // ONNX data-movement operators: Reshape, Flatten, Squeeze, Unsqueeze,
-// Transpose, Concat, Split, Slice, Expand, Gather. Shape operands (Reshape's
+// Transpose, Concat, Split, Slice, Expand, Gather, Pad (constant). Shape operands (Reshape's
 // shape, Slice's bounds, axes) must be constants: Loom compiles static shapes.
 
 #include "frontend/onnx/OnnxNodeImporter.h"
+
+#include "frontend/common/Compositions.h"
 
 #include "llvm/ADT/SmallSet.h"
 
@@ -460,10 +462,65 @@ LogicalResult importGatherND(NodeImporter &n) {
   return n.setOutput(0, *result);
 }
 
+/// Pad (opset 11+, mode constant): pads [begins..., ends...] over `axes`
+/// (all dims when absent), constant_value a constant scalar; negative
+/// amounts crop.
+LogicalResult importPad(NodeImporter &n) {
+  if (n.opset < 11)
+    return n.fail("Pad before opset 11 (pads as an attribute) is not supported");
+  FailureOr<Value> data = n.input(0);
+  FailureOr<std::string> mode = n.stringAttr("mode", "constant");
+  FailureOr<std::vector<int64_t>> pads = n.constantInts(1, "pads");
+  if (failed(data) || failed(mode) || failed(pads))
+    return failure();
+  if (*mode != "constant")
+    return n.fail("mode '" + *mode + "' is not supported (only constant)");
+  const int64_t rank = NodeImporter::typeOf(*data).getRank();
+  std::vector<int64_t> axes;
+  if (n.hasInput(3)) {
+    FailureOr<std::vector<int64_t>> given = n.constantInts(3, "axes");
+    if (failed(given))
+      return failure();
+    for (int64_t axis : *given) {
+      FailureOr<int64_t> d = n.normalizeAxis(axis, rank, "axis");
+      if (failed(d))
+        return failure();
+      axes.push_back(*d);
+    }
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  if (pads->size() != 2 * axes.size())
+    return n.fail("pads has " + Twine(pads->size()) + " values for " + Twine(axes.size()) +
+                  " axes");
+  double value = 0;
+  if (n.hasInput(2)) {
+    FailureOr<DenseElementsAttr> c = n.constantInput(2, "constant_value");
+    if (failed(c))
+      return failure();
+    std::vector<double> values = elementsAsDoubles(*c);
+    if (values.size() != 1)
+      return n.fail("constant_value must be one value");
+    value = values[0];
+  }
+  SmallVector<int64_t> before(rank, 0), after(rank, 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    before[axes[i]] += (*pads)[i];
+    after[axes[i]] += (*pads)[axes.size() + i];
+  }
+  std::string why;
+  FailureOr<Value> out = buildConstantPad(n.b, n.loc, *data, before, after, value, why);
+  if (failed(out))
+    return n.fail(why);
+  return n.setOutput(0, *out);
+}
+
 } // namespace
 
 void addShapeOps(OpTable &table) {
   table["Reshape"] = importReshape;
+  table["Pad"] = importPad;
   table["Flatten"] = importFlatten;
   table["Squeeze"] = importSqueeze;
   table["Unsqueeze"] = importUnsqueeze;

@@ -8,6 +8,7 @@
 #include "frontend/torch_export/GraphImporter.h"
 
 #include "dialects/nn/NNOps.h"
+#include "frontend/common/Compositions.h"
 
 #include "llvm/ADT/StringMap.h"
 
@@ -1459,9 +1460,6 @@ Error convertRepeatInterleave(NodeContext &node) {
 /// `pad` lists (before, after) pairs from the last dim backwards, as
 /// torch.nn.functional.pad; negative amounts crop.
 Error convertConstantPad(NodeContext &node) {
-  auto type = node.resultType(0);
-  if (!type)
-    return type.takeError();
   auto self = node.tensor("self", 0);
   if (!self)
     return self.takeError();
@@ -1480,48 +1478,20 @@ Error convertConstantPad(NodeContext &node) {
   if (!value)
     return value.takeError();
   GraphImporter &g = node.importer();
-  RankedTensorType selfType = tensorType(*self);
-  const int64_t rank = selfType.getRank();
+  const int64_t rank = tensorType(*self).getRank();
   if (pad->size() % 2 || int64_t(pad->size()) > 2 * rank)
     return importError("pad of " + llvm::Twine(pad->size()) + " amounts for a rank-" +
                        llvm::Twine(rank) + " tensor");
-  SmallVector<int64_t> low(rank, 0), high(rank, 0), crop(rank, 0), cropHigh(rank, 0);
-  constexpr int64_t kMaxPad = int64_t(1) << 31;
+  SmallVector<int64_t> before(rank, 0), after(rank, 0);
   for (size_t i = 0; i < pad->size() / 2; ++i) {
-    int64_t d = rank - 1 - int64_t(i);
-    int64_t before = (*pad)[2 * i], after = (*pad)[2 * i + 1];
-    if (before <= -kMaxPad || before >= kMaxPad || after <= -kMaxPad || after >= kMaxPad)
-      return importError("pad amount out of range: " + llvm::Twine(before) + ", " +
-                         llvm::Twine(after));
-    (before < 0 ? crop[d] : low[d]) = std::abs(before);
-    (after < 0 ? cropHigh[d] : high[d]) = std::abs(after);
+    before[rank - 1 - int64_t(i)] = (*pad)[2 * i];
+    after[rank - 1 - int64_t(i)] = (*pad)[2 * i + 1];
   }
-  Value x = *self;
-  if (llvm::any_of(crop, [](int64_t c) { return c; }) ||
-      llvm::any_of(cropHigh, [](int64_t c) { return c; })) {
-    for (int64_t d = 0; d < rank; ++d) {
-      if (!crop[d] && !cropHigh[d])
-        continue;
-      int64_t size = tensorType(x).getDimSize(d);
-      if (crop[d] + cropHigh[d] > size)
-        return importError("pad crops more than dim " + llvm::Twine(d) + " holds");
-      auto cropped = sliceAlong(g, x, d, crop[d], size - cropHigh[d], 1);
-      if (!cropped)
-        return cropped.takeError();
-      x = *cropped;
-    }
-  }
-  SmallVector<int64_t> shape(tensorType(x).getShape());
-  for (int64_t d = 0; d < rank; ++d)
-    shape[d] += low[d] + high[d];
-  SmallVector<int64_t> interior(rank, 0);
-  auto padded = g.create<nn::PadOp>(tensorType(x).clone(shape), x,
-                                    g.builder().getDenseI64ArrayAttr(low),
-                                    g.builder().getDenseI64ArrayAttr(high),
-                                    g.builder().getDenseI64ArrayAttr(interior),
-                                    g.builder().getF64FloatAttr(value->value_or(0.0)));
-  if (!padded)
-    return padded.takeError();
+  std::string why;
+  FailureOr<Value> padded = buildConstantPad(g.builder(), g.loc(), *self, before, after,
+                                             value->value_or(0.0), why);
+  if (failed(padded))
+    return importError(why);
   return node.setResult(0, *padded);
 }
 
@@ -1531,9 +1501,6 @@ Error convertConstantPad(NodeContext &node) {
 /// convolutions of Mamba and linear-attention layers): the sum over the K
 /// taps of the weight's tap times the padded input's strided window.
 Error convertConv1d(NodeContext &node) {
-  auto type = node.resultType(0);
-  if (!type)
-    return type.takeError();
   auto input = node.tensor("input", 0);
   if (!input)
     return input.takeError();
@@ -1546,124 +1513,31 @@ Error convertConv1d(NodeContext &node) {
   auto stride = node.integers("stride", 3);
   if (!stride)
     return stride.takeError();
-  int64_t padding = 0;
   if (node.arg("padding", 4) && node.arg("padding", 4)->get("as_string"))
     return importError("conv1d with a padding string is not supported (give the amount)");
-  auto paddings = node.integers("padding", 4);
-  if (!paddings)
-    return paddings.takeError();
+  auto padding = node.integers("padding", 4);
+  if (!padding)
+    return padding.takeError();
   auto dilation = node.integers("dilation", 5);
   if (!dilation)
     return dilation.takeError();
   auto groups = node.integer("groups", 6, 1);
   if (!groups)
     return groups.takeError();
-  if (stride->size() != 1 || paddings->size() != 1 || dilation->size() != 1)
+  if (stride->size() != 1 || padding->size() != 1 || dilation->size() != 1)
     return importError("conv1d takes one stride, padding and dilation");
-  padding = (*paddings)[0];
-  int64_t s = (*stride)[0], d = (*dilation)[0];
+  Conv1dShape shape;
+  shape.stride = (*stride)[0];
+  shape.padLow = shape.padHigh = (*padding)[0];
+  shape.dilation = (*dilation)[0];
+  shape.groups = *groups;
   GraphImporter &g = node.importer();
-  RankedTensorType inType = tensorType(*input), wType = tensorType(*weight);
-  const bool batched = inType.getRank() == 3;
-  if ((inType.getRank() != 2 && !batched) || wType.getRank() != 3)
-    return importError("conv1d of " + typeString(inType) + " by " + typeString(wType));
-  Type element = type->getElementType();
-  constexpr int64_t kMaxConv = int64_t(1) << 31;
-  if (!isa<FloatType>(element) || s < 1 || d < 1 || padding < 0 || s >= kMaxConv ||
-      d >= kMaxConv || padding >= kMaxConv)
-    return importError("conv1d: float data, positive stride and dilation, padding >= 0");
-  const int64_t c = inType.getDimSize(batched ? 1 : 0), o = wType.getDimSize(0),
-                k = wType.getDimSize(2);
-  // One slice and product per tap: a short convolution's handful, not a
-  // long filter's thousands.
-  constexpr int64_t kMaxTaps = 256;
-  if (k < 1 || k > kMaxTaps || c < 1 || o < 1)
-    return importError("conv1d with " + llvm::Twine(k) + " taps is not supported (1 to " +
-                       llvm::Twine(kMaxTaps) + ")");
-  const bool depthwise = *groups == c && o == c && wType.getDimSize(1) == 1;
-  if (!depthwise && !(*groups == 1 && wType.getDimSize(1) == c))
-    return importError("conv1d with " + llvm::Twine(*groups) + " groups of " + llvm::Twine(c) +
-                       " channels into " + llvm::Twine(o) +
-                       " is not supported (groups 1, or depthwise: groups = channels = outputs)");
-  const int64_t timeDim = inType.getRank() - 1;
-  const int64_t t = inType.getDimSize(timeDim) + 2 * padding;
-  const int64_t tOut = (t - d * (k - 1) - 1) / s + 1;
-  if (tOut < 1 || type->getShape().back() != tOut)
-    return importError("conv1d: the result " + typeString(*type) + " is not " +
-                       llvm::Twine(tOut) + " steps long");
-  auto x = g.castTo(*input, element);
-  if (!x)
-    return x.takeError();
-  Value xp = *x;
-  if (padding) {
-    SmallVector<int64_t> low(inType.getRank(), 0), interior(inType.getRank(), 0);
-    low[timeDim] = padding;
-    SmallVector<int64_t> shape(inType.getShape());
-    shape[timeDim] = t;
-    auto padded = g.create<nn::PadOp>(inType.clone(element).clone(shape), xp,
-                                      g.builder().getDenseI64ArrayAttr(low),
-                                      g.builder().getDenseI64ArrayAttr(low),
-                                      g.builder().getDenseI64ArrayAttr(interior),
-                                      g.builder().getF64FloatAttr(0.0));
-    if (!padded)
-      return padded.takeError();
-    xp = *padded;
-  }
-  auto w = g.castTo(*weight, element);
-  if (!w)
-    return w.takeError();
-  Value sum;
-  for (int64_t tap = 0; tap < k; ++tap) {
-    auto window = sliceAlong(g, xp, timeDim, tap * d, tap * d + (tOut - 1) * s + 1, s);
-    if (!window)
-      return window.takeError();
-    auto wTap = sliceAlong(g, *w, 2, tap, tap + 1, 1);
-    if (!wTap)
-      return wTap.takeError();
-    Expected<Value> term = Value();
-    if (depthwise) {
-      // weight[:, 0, tap] as [C, 1], against [B, C, T'] or [C, T'].
-      auto column = g.reshapeTo(*wTap, {c, 1});
-      if (!column)
-        return column.takeError();
-      term = g.create<nn::MulOp>(*type, *window, *column);
-    } else {
-      auto matrix = g.reshapeTo(*wTap, {o, c});
-      if (!matrix)
-        return matrix.takeError();
-      Value m = *matrix;
-      if (batched) {
-        auto wide = g.broadcastTo(m, {inType.getDimSize(0), o, c});
-        if (!wide)
-          return wide.takeError();
-        m = *wide;
-      }
-      term = g.create<nn::MatmulOp>(*type, m, *window);
-    }
-    if (!term)
-      return term.takeError();
-    if (sum) {
-      auto added = g.create<nn::AddOp>(*type, sum, *term);
-      if (!added)
-        return added.takeError();
-      sum = *added;
-    } else {
-      sum = *term;
-    }
-  }
-  if (*bias) {
-    auto b = g.castTo(**bias, element);
-    if (!b)
-      return b.takeError();
-    auto column = g.reshapeTo(*b, {o, 1});
-    if (!column)
-      return column.takeError();
-    auto added = g.create<nn::AddOp>(*type, sum, *column);
-    if (!added)
-      return added.takeError();
-    sum = *added;
-  }
-  return node.setResult(0, sum);
+  std::string why;
+  FailureOr<Value> out = buildConv1d(g.builder(), g.loc(), *input, *weight,
+                                     *bias ? **bias : Value(), shape, why);
+  if (failed(out))
+    return importError(why);
+  return node.setResult(0, *out);
 }
 
 /// repeat(self, repeats): the tensor tiled repeats[i] times along dim i
@@ -2067,66 +1941,19 @@ Error convertReduce(NodeContext &node) {
 /// maximum over the dims (zero where it is not finite, so a row of -inf
 /// gives -inf rather than NaN).
 Error convertLogsumexp(NodeContext &node) {
-  auto type = node.resultType(0);
-  if (!type)
-    return type.takeError();
   auto self = node.tensor("self", 0);
   if (!self)
     return self.takeError();
-  Type element = type->getElementType();
-  if (!isa<FloatType>(element))
-    return importError("logsumexp of " + typeString(*type) + " (floats only)");
-  const int64_t rank = tensorType(*self).getRank();
-  auto dims = reductionDims(node, rank);
+  if (!isa<FloatType>(tensorType(*self).getElementType()))
+    return importError("logsumexp of " + typeString(tensorType(*self)) + " (floats only)");
+  auto dims = reductionDims(node, tensorType(*self).getRank());
   if (!dims)
     return dims.takeError();
   auto keepdim = node.boolean("keepdim", 2, false);
   if (!keepdim)
     return keepdim.takeError();
   GraphImporter &g = node.importer();
-  auto x = g.castTo(*self, element);
-  if (!x)
-    return x.takeError();
-  SmallVector<int64_t> kept(tensorType(*x).getShape());
-  for (int64_t d : *dims)
-    kept[d] = 1;
-  auto keptType = RankedTensorType::get(kept, element);
-  auto dimsAttr = g.builder().getDenseI64ArrayAttr(*dims);
-  auto m = g.create<nn::ReduceMaxOp>(keptType, *x, dimsAttr, g.builder().getUnitAttr());
-  if (!m)
-    return m.takeError();
-  // |m| < inf: m == m and |m| != inf, as a compare of m - m with zero.
-  auto mm = g.create<nn::SubOp>(keptType, *m, *m);
-  if (!mm)
-    return mm.takeError();
-  auto finite = g.create<nn::CompareOp>(
-      keptType.clone(IntegerType::get(g.context(), 1)),
-      nn::ComparePredicateAttr::get(g.context(), nn::ComparePredicate::eq), *mm,
-      g.scalar(element, 0));
-  if (!finite)
-    return finite.takeError();
-  auto shift = g.create<nn::WhereOp>(keptType, *finite, *m, g.scalar(element, 0));
-  if (!shift)
-    return shift.takeError();
-  auto centered = g.create<nn::SubOp>(tensorType(*x), *x, *shift);
-  if (!centered)
-    return centered.takeError();
-  auto e = g.create<nn::ExpOp>(tensorType(*x), *centered);
-  if (!e)
-    return e.takeError();
-  auto total = g.create<nn::ReduceSumOp>(keptType, *e, dimsAttr, g.builder().getUnitAttr());
-  if (!total)
-    return total.takeError();
-  auto logTotal = g.create<nn::LogOp>(keptType, *total);
-  if (!logTotal)
-    return logTotal.takeError();
-  auto result = g.create<nn::AddOp>(keptType, *logTotal, *shift);
-  if (!result)
-    return result.takeError();
-  auto shaped = g.reshapeTo(*result, type->getShape());
-  if (!shaped)
-    return shaped.takeError();
-  return node.setResult(0, *shaped);
+  return node.setResult(0, buildLogSumExp(g.builder(), g.loc(), *self, *dims, *keepdim));
 }
 
 /// max.dim (values and indices): a top-1 along the dim (moved last and back

@@ -393,11 +393,59 @@ def gather_elements_axes():
                     np.take_along_axis(x, i1, 1), np.take_along_axis(x, i2, 2)]
 
 
+def conv1d_reference(x, w, bias, stride, pad_low, pad_high, dilation, groups):
+    n, c, length = x.shape
+    o, _, k = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad_low, pad_high)))
+    steps = (length + pad_low + pad_high - dilation * (k - 1) - 1) // stride + 1
+    out = np.zeros((n, o, steps))
+    per, outs = c // groups, o // groups
+    for oc in range(o):
+        g = oc // outs
+        for t in range(steps):
+            for kk in range(k):
+                window = xp[:, g * per:(g + 1) * per, t * stride + kk * dilation]
+                out[:, oc, t] += window @ w[oc, :, kk]
+    return out if bias is None else out + bias[None, :, None]
+
+
+def conv_pad_lse():
+    """Conv over one dim (depthwise with a bias and pads 3, 3; dense with
+    stride 2, dilation 2 and pads 1, 0), Pad (a value, and a negative amount
+    that crops) and ReduceLogSumExp: the operators of Mamba's and Granite's
+    ONNX exports."""
+    x = randf(2, 6, 9)
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((6, 1, 4)).astype(np.float32)
+    bias = rng.standard_normal(6).astype(np.float32)
+    w2 = rng.standard_normal((5, 6, 3)).astype(np.float32)
+    m = model([helper.make_node("Conv", ["x", "w", "bias"], ["depthwise"], group=6, pads=[3, 3]),
+               helper.make_node("Conv", ["x", "w2"], ["dense"], strides=[2], dilations=[2],
+                                pads=[1, 0]),
+               helper.make_node("Pad", ["x", "pads", "value"], ["padded"]),
+               helper.make_node("ReduceLogSumExp", ["x", "axes"], ["lse"], keepdims=0)],
+              [vi("x", F32, [2, 6, 9])],
+              [vi("depthwise", F32, None), vi("dense", F32, None), vi("padded", F32, None),
+               vi("lse", F32, None)],
+              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "bias"),
+               numpy_helper.from_array(w2, "w2"),
+               ints("pads", [0, 1, 2, 0, 0, -1]),
+               numpy_helper.from_array(np.array(-0.5, np.float32), "value"),
+               ints("axes", [-1])])
+    xd = x.astype(np.float64)
+    padded = np.pad(xd, ((0, 0), (1, 0), (2, 0)), constant_values=-0.5)[:, :, :-1]
+    mx = xd.max(axis=-1, keepdims=True)
+    lse = (mx + np.log(np.exp(xd - mx).sum(axis=-1, keepdims=True)))[..., 0]
+    return m, [x], [conv1d_reference(xd, w.astype(np.float64), bias.astype(np.float64), 1, 3, 3,
+                                     1, 6),
+                    conv1d_reference(xd, w2.astype(np.float64), None, 2, 1, 0, 2, 1), padded, lse]
+
+
 CASES = {f.__name__.rstrip("_"): f for f in [
     shape_chain, range_constant_of_shape, causal_mask, expand_where_compare, gemm, cumsum,
     split, split_opset17, slice_, reduce_norm, reduce_opset17, gather_misc, gather_nd,
     symbolic_dims,
-    gelu_opset20, softplus_tile, gather_elements_axes]}
+    gelu_opset20, softplus_tile, gather_elements_axes, conv_pad_lse]}
 
 
 def write_case(name, out):

@@ -1,0 +1,50 @@
+#ifndef LOOM_FRONTEND_COMMON_COMPOSITIONS_H
+#define LOOM_FRONTEND_COMMON_COMPOSITIONS_H
+
+// Operators that both importers (torch.export and ONNX) build from nn ops
+// because Loom has no op of their own: a 1-D convolution, a constant pad
+// that may crop, and log-sum-exp. Each either builds its ops or says why
+// not in one line, touching nothing.
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Value.h"
+
+#include <string>
+
+namespace loom {
+
+struct Conv1dShape {
+  int64_t stride = 1;
+  int64_t padLow = 0;
+  int64_t padHigh = 0;
+  int64_t dilation = 1;
+  int64_t groups = 1;
+};
+
+/// input [B, C, T] or [C, T] (float), weight [O, C / groups, K], bias [O] or
+/// null: for groups 1 (a matmul per tap) or depthwise (groups = C = O, a
+/// product per tap: the short causal convolutions of Mamba and
+/// linear-attention layers), the sum over the K taps of the tap's weight
+/// times the padded input's strided window. `why` says what does not fit.
+mlir::FailureOr<mlir::Value> buildConv1d(mlir::OpBuilder &b, mlir::Location loc,
+                                         mlir::Value input, mlir::Value weight,
+                                         mlir::Value bias, const Conv1dShape &shape,
+                                         std::string &why);
+
+/// `input` with before[d] and after[d] elements of `value` around dim d; a
+/// negative amount crops instead.
+mlir::FailureOr<mlir::Value> buildConstantPad(mlir::OpBuilder &b, mlir::Location loc,
+                                              mlir::Value input,
+                                              llvm::ArrayRef<int64_t> before,
+                                              llvm::ArrayRef<int64_t> after, double value,
+                                              std::string &why);
+
+/// log(sum(exp(input))) over `dims` (sorted, distinct), as m + log(sum(exp(
+/// input - m))) with m the maximum, zero where that is not finite, so a row
+/// of -inf gives -inf rather than NaN.
+mlir::Value buildLogSumExp(mlir::OpBuilder &b, mlir::Location loc, mlir::Value input,
+                           llvm::ArrayRef<int64_t> dims, bool keepdim);
+
+} // namespace loom
+
+#endif
