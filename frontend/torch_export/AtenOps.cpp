@@ -1496,7 +1496,8 @@ Error convertConstantPad(NodeContext &node) {
 }
 
 /// aten.conv1d(input [B, C, T] or [C, T], weight [O, C / groups, K], bias,
-/// stride, padding, dilation, groups), for groups 1 (a matmul per tap) and
+/// stride, padding, dilation, groups), and aten.convolution (core ATen's,
+/// not transposed) over one dim, for groups 1 (a matmul per tap) and
 /// depthwise (groups = C = O: a product per tap; the short causal
 /// convolutions of Mamba and linear-attention layers): the sum over the K
 /// taps of the weight's tap times the padded input's strided window.
@@ -1521,11 +1522,22 @@ Error convertConv1d(NodeContext &node) {
   auto dilation = node.integers("dilation", 5);
   if (!dilation)
     return dilation.takeError();
-  auto groups = node.integer("groups", 6, 1);
+  // aten.convolution (core ATen's form) has transposed and output_padding
+  // before groups.
+  const bool core = node.target().contains("aten.convolution");
+  if (core) {
+    auto transposed = node.boolean("transposed", 6, false);
+    if (!transposed)
+      return transposed.takeError();
+    if (*transposed)
+      return importError("transposed convolution is not supported");
+  }
+  auto groups = node.integer("groups", core ? 8 : 6, 1);
   if (!groups)
     return groups.takeError();
   if (stride->size() != 1 || padding->size() != 1 || dilation->size() != 1)
-    return importError("conv1d takes one stride, padding and dilation");
+    return importError("only 1-D convolutions are supported (one stride, padding and "
+                       "dilation)");
   Conv1dShape shape;
   shape.stride = (*stride)[0];
   shape.padLow = shape.padHigh = (*padding)[0];
@@ -2447,6 +2459,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.pad"] = convertConstantPad;
     t["aten.constant_pad_nd"] = convertConstantPad;
     t["aten.conv1d"] = convertConv1d;
+    t["aten.convolution"] = convertConv1d;
     t["aten.cumsum"] = convertCumsum;
     t["aten.triu"] = convertTriangle<true>;
     t["aten.tril"] = convertTriangle<false>;

@@ -7,7 +7,7 @@ values, logsumexp, floor (of constants) and gather of integers; with its
 inputs and NumPy's results.
 
 usage: sequence_ops_pt2.py OUTDIR   (writes model.pt2, x.npy, w.npy,
-expected{0..9}.npy)
+expected{0..10}.npy)
 """
 import json
 import os
@@ -61,6 +61,11 @@ def main():
     p.node("conv1d.default", "dense", FLOAT32, [2, 5, 4], input=x, weight=d,
            bias={"as_none": True}, stride={"as_ints": [2]}, padding={"as_ints": [1]},
            dilation={"as_ints": [2]}, groups={"as_int": 1})
+    # The same in core ATen's form (run_decompositions: aten.convolution).
+    p.node("convolution.default", "core", FLOAT32, [2, 5, 4], input=x, weight=d,
+           bias={"as_none": True}, stride={"as_ints": [2]}, padding={"as_ints": [1]},
+           dilation={"as_ints": [2]}, transposed={"as_bool": False},
+           output_padding={"as_ints": [0]}, groups={"as_int": 1})
     p.node("pad.default", "padded", FLOAT32, [2, 7, 10], self=x,
            pad={"as_ints": [2, -1, 0, 1]}, mode={"as_string": "constant"},
            value={"as_float": -0.5})
@@ -90,7 +95,7 @@ def main():
     p.node("gather.default", "gathered", INT64, [4], self=tensor("tripled"), dim={"as_int": 0},
            index=tensor("picks"))
     outputs = ["dw", "dense", "padded", "cpad", "running", "identity", "gate", "lse", "floored",
-               "gathered"]
+               "gathered", "core"]
     inputs = [x, w, b, d]
     program = {
         "graph_module": {
@@ -124,6 +129,7 @@ def main():
     for i, value in enumerate(expected):
         np.save(os.path.join(out, "expected%d.npy" % i), value.astype(np.float32))
     np.save(os.path.join(out, "expected9.npy"), (3 * np.arange(2, 6)).astype(np.int64))
+    np.save(os.path.join(out, "expected10.npy"), expected[1].astype(np.float32))
 
 
 if __name__ == "__main__":
