@@ -137,6 +137,9 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
       llvm::report_fatal_error("loom pipeline: no raising pipeline in PipelineHooks (the tool "
                                "must pass loom::buildRaisingPipeline)");
     hooks.buildRaising(pm, options.raise);
+    // no_grad and detach matter to a backward only.
+    if (options.mode == PipelineMode::Infer)
+      pm.addPass(createStripStopGradients());
     return;
   case PipelineStep::Precision:
     pm.addPass(createCastCompute(CastComputeOptions{"bf16"}));

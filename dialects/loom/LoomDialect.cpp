@@ -64,7 +64,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   }
   if (name == kStreamAttr)
     return verifyNonEmptyString(op, attr);
-  if (name == kHostCopyAttr || name == kNoGradAttr) {
+  if (name == kHostCopyAttr) {
     if (!isa<UnitAttr>(value))
       return op->emitOpError("'") << name << "' must be a unit attribute, got " << value;
     return success();

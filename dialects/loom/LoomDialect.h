@@ -30,10 +30,6 @@ inline constexpr llvm::StringLiteral kBackwardAttr = "loom.backward";
 inline constexpr llvm::StringLiteral kStreamAttr = "loom.stream";
 inline constexpr llvm::StringLiteral kHostCopyAttr = "loom.host_copy";
 inline constexpr llvm::StringLiteral kMemoryAttr = "loom.memory";
-/// On an op computed under torch's no_grad (an exported
-/// `wrap_with_set_grad_enabled(False, ...)` subgraph): autodiff treats its
-/// results as constants, so no gradient flows back through it.
-inline constexpr llvm::StringLiteral kNoGradAttr = "loom.no_grad";
 
 /// `loom.name`: the name a step input or output has in the executable.
 mlir::StringAttr getArgName(mlir::FunctionOpInterface fn, unsigned i);

@@ -24,7 +24,6 @@ def Loom_Dialect : Dialect {
     | `loom.backward`    | op                        | `#loom.backward<weight>` or `<input>` |
     | `loom.stream`      | op                        | non-empty string             |
     | `loom.host_copy`   | `rt.copy`                 | unit                         |
-    | `loom.no_grad`     | op                        | unit: computed under torch's no_grad; autodiff sends no gradient through it |
 
     ```mlir
     %g = nn.matmul %dy, %x {loom.backward = #loom.backward<weight>, loom.microbatch = 0 : i64} : ...

@@ -841,6 +841,11 @@ FailureOr<Value> SliceOp::buildOperandGradient(OpBuilder &b, unsigned index,
       .getResult();
 }
 
+FailureOr<Value> StopGradientOp::buildOperandGradient(OpBuilder &, unsigned,
+                                                     ArrayRef<Value>) {
+  return Value(); // none, whatever reaches the result
+}
+
 FailureOr<Value> PadOp::buildOperandGradient(OpBuilder &b, unsigned index,
                                              ArrayRef<Value> resultGradients) {
   FailureOr<Value> dy = incomingGradient(*this, index, resultGradients);

@@ -785,6 +785,13 @@ LogicalResult ReshapeOp::verify() {
   return success();
 }
 
+OpFoldResult StopGradientOp::fold(FoldAdaptor adaptor) {
+  // A constant has no gradient to stop; anything else stays until autodiff.
+  if (auto dense = dyn_cast_if_present<DenseElementsAttr>(adaptor.getInput()))
+    return dense;
+  return {};
+}
+
 OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();

@@ -679,6 +679,32 @@ def NN_DropoutOp : NN_KernelOp<"dropout", [Pure, SameOperandsAndResultType,
 // Data movement
 //===----------------------------------------------------------------------===//
 
+def NN_StopGradientOp : NN_Op<"stop_gradient", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let summary = "the value, through which no gradient flows (torch's no_grad, detach)";
+  let description = [{
+    The importer puts one on each float result of a subgraph computed under
+    `torch.no_grad` (an exported `wrap_with_set_grad_enabled(False, ...)`)
+    and on a `detach`. Autodiff sends nothing back through it;
+    `--loom-build-training-step` then replaces it by its input, and an
+    inference compile drops it after raising, so no kernel ever runs it. Of
+    a constant it is the constant.
+
+    ```mlir
+    %s = nn.stop_gradient %scores : tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::loom::nn::ShardingRule $cppClass::getShardingRule() {
+      return ::loom::nn::elementwiseShardingRule(*this, /*linear=*/false);
+    }
+  }];
+}
+
 def NN_ReshapeOp : NN_Op<"reshape", [NN_IntegerRangeOpInterface, Pure, SameOperandsAndResultElementType,
                                      DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "same elements, new shape";

@@ -56,7 +56,8 @@ FailureOr<Value> buildConstantPad(OpBuilder &b, Location loc, Value input,
   SmallVector<int64_t> low(rank, 0), high(rank, 0);
   Value x = input;
   for (int64_t d = 0; d < rank; ++d) {
-    if (std::abs(before[d]) >= kMaxAmount || std::abs(after[d]) >= kMaxAmount) {
+    if (before[d] <= -kMaxAmount || before[d] >= kMaxAmount || after[d] <= -kMaxAmount ||
+        after[d] >= kMaxAmount) {
       why = "pad amount out of range: " + std::to_string(before[d]) + ", " +
             std::to_string(after[d]);
       return failure();

@@ -52,6 +52,8 @@ evaluateOp(Operation *op, ArrayRef<DenseElementsAttr> operands) {
       return failure();
     return SmallVector<DenseElementsAttr>{dense};
   }
+  if (isa<nn::StopGradientOp>(op))
+    return SmallVector<DenseElementsAttr>{operands[0]};
   if (auto reshape = dyn_cast<nn::ReshapeOp>(op))
     return SmallVector<DenseElementsAttr>{
         DenseElementsAttr(operands[0]).reshape(reshape.getType())};

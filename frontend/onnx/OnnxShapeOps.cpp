@@ -485,6 +485,8 @@ LogicalResult importPad(NodeImporter &n) {
       FailureOr<int64_t> d = n.normalizeAxis(axis, rank, "axis");
       if (failed(d))
         return failure();
+      if (llvm::is_contained(axes, *d))
+        return n.fail("axis " + Twine(axis) + " is repeated");
       axes.push_back(*d);
     }
   } else {

@@ -389,6 +389,21 @@ Error convertIdentity(NodeContext &node) {
   return node.setResult(0, *self);
 }
 
+/// detach: the value, through which no gradient flows (a constant, as the
+/// causal masks' detach_ reads, stays itself).
+Error convertDetach(NodeContext &node) {
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  GraphImporter &g = node.importer();
+  if (!isa<FloatType>(tensorType(*self).getElementType()) || g.constantValue(*self))
+    return node.setResult(0, *self);
+  auto stopped = g.create<nn::StopGradientOp>(*self);
+  if (!stopped)
+    return stopped.takeError();
+  return node.setResult(0, *stopped);
+}
+
 /// to.dtype, to.dtype_layout, to.device, _to_copy, type_as: a cast to the result dtype.
 Error convertCast(NodeContext &node) {
   auto type = node.resultType(0);
@@ -782,6 +797,9 @@ Error convertFloor(NodeContext &node) {
   if (!value)
     return importError("floor of a value computed at run time is not supported (only of "
                        "constants, which are folded)");
+  if (value->getNumElements() != type->getNumElements())
+    return importError("floor: the input has " + llvm::Twine(value->getNumElements()) +
+                       " elements for a result of " + llvm::Twine(type->getNumElements()));
   std::vector<double> values = toDoubles(*value);
   for (double &v : values)
     v = std::floor(v);
@@ -1511,15 +1529,23 @@ Error convertConv1d(NodeContext &node) {
   auto bias = node.optionalTensor("bias", 2);
   if (!bias)
     return bias.takeError();
-  auto stride = node.integers("stride", 3);
+  // conv1d's stride, padding and dilation have defaults, which an export
+  // leaves out.
+  auto ints = [&](llvm::StringRef name, int position,
+                  int64_t fallback) -> Expected<SmallVector<int64_t>> {
+    if (!node.has(name, position))
+      return SmallVector<int64_t>{fallback};
+    return node.integers(name, position);
+  };
+  auto stride = ints("stride", 3, 1);
   if (!stride)
     return stride.takeError();
   if (node.arg("padding", 4) && node.arg("padding", 4)->get("as_string"))
     return importError("conv1d with a padding string is not supported (give the amount)");
-  auto padding = node.integers("padding", 4);
+  auto padding = ints("padding", 4, 0);
   if (!padding)
     return padding.takeError();
-  auto dilation = node.integers("dilation", 5);
+  auto dilation = ints("dilation", 5, 1);
   if (!dilation)
     return dilation.takeError();
   // aten.convolution (core ATen's form) has transposed and output_padding
@@ -1964,6 +1990,8 @@ Error convertLogsumexp(NodeContext &node) {
   auto keepdim = node.boolean("keepdim", 2, false);
   if (!keepdim)
     return keepdim.takeError();
+  if (tensorType(*self).getRank() == 0) // of one value: that value
+    return node.setResult(0, *self);
   GraphImporter &g = node.importer();
   return node.setResult(0, buildLogSumExp(g.builder(), g.loc(), *self, *dims, *keepdim));
 }
@@ -2409,9 +2437,10 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.cos"] = [](NodeContext &node) { return convertHostUnary(node, cosine); };
     t["aten.sin"] = [](NodeContext &node) { return convertHostUnary(node, sine); };
     // Values passed through or converted.
-    for (const char *name : {"aten.alias", "aten.clone", "aten.detach", "aten.contiguous",
+    for (const char *name : {"aten.alias", "aten.clone", "aten.contiguous",
                              "aten.lift_fresh_copy"})
       t[name] = convertIdentity;
+    t["aten.detach"] = convertDetach;
     for (const char *name : {"aten.to", "aten._to_copy", "aten.type_as"})
       t[name] = convertCast;
     t["aten.dropout"] = convertDropout;

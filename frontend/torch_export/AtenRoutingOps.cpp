@@ -519,6 +519,9 @@ Error convertGatherElements(NodeContext &node) {
     return importError("gather: dim " + llvm::Twine(*dim) + " is out of range for rank " +
                        llvm::Twine(rank));
   const int64_t axis = *dim < 0 ? *dim + std::max<int64_t>(rank, 1) : *dim;
+  if (rank == 0 || tensorType(*index).getRank() != rank)
+    return importError("gather: index " + typeString(tensorType(*index)) + " and self " +
+                       typeString(tensorType(*self)) + " must have one rank, at least 1");
   // Along another dim: that dim and the last swapped in self, index and
   // the result (GPT-J gathers its rotary table along the positions).
   SmallVector<int64_t> swap = llvm::to_vector(llvm::seq<int64_t>(0, rank));
@@ -598,6 +601,8 @@ Error convertScatterValue(NodeContext &node) {
   auto index = node.tensor("index", 2);
   if (!index)
     return index.takeError();
+  if (node.has("reduce", 4))
+    return importError("scatter with a reduction is not supported (only plain assignment)");
   RankedTensorType selfType = tensorType(*self), indexType = tensorType(*index);
   if (auto axis = lastDim(*dim, selfType.getRank(), "scatter"); !axis)
     return axis.takeError();

@@ -1,6 +1,5 @@
 #include "frontend/torch_export/GraphImporter.h"
 
-#include "dialects/loom/LoomDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "frontend/common/ConstantEvaluator.h"
 
@@ -587,8 +586,9 @@ llvm::Error GraphImporter::convertHigherOrderWrap(NodeContext &node, int graphPo
     }
     scope().tensors[*name] = std::get<Value>(value);
   }
-  // Under wrap_with_set_grad_enabled(False, ...) (torch's no_grad), the
-  // subgraph's ops are marked so autodiff sends no gradient through them.
+  // Under wrap_with_set_grad_enabled(False, ...) (torch's no_grad) no
+  // gradient leaves the subgraph: each float result goes through an
+  // nn.stop_gradient, whatever computed it (even a subgraph input).
   bool noGrad = false;
   if (graphPosition == 1) {
     auto enabled = node.boolean("", 0);
@@ -598,19 +598,19 @@ llvm::Error GraphImporter::convertHigherOrderWrap(NodeContext &node, int graphPo
     }
     noGrad = !*enabled;
   }
-  Block *block = builder_.getInsertionBlock();
-  llvm::DenseSet<Operation *> earlier;
-  if (noGrad)
-    for (Operation &op : *block)
-      earlier.insert(&op);
   auto results = importGraph(*graph);
   popScope();
   if (!results)
     return results.takeError();
   if (noGrad)
-    for (Operation &op : *block)
-      if (!earlier.contains(&op) && op.getNumResults())
-        op.setAttr(loom::kNoGradAttr, builder_.getUnitAttr());
+    for (Value &value : *results)
+      if (auto type = dyn_cast<RankedTensorType>(value.getType());
+          type && isa<FloatType>(type.getElementType())) {
+        auto stopped = create<nn::StopGradientOp>(value);
+        if (!stopped)
+          return stopped.takeError();
+        value = *stopped;
+      }
   if (results->size() != node.numResults())
     return importError("the subgraph returns " + llvm::Twine(results->size()) +
                        " values for " + llvm::Twine(node.numResults()) + " results");

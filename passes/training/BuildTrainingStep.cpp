@@ -19,6 +19,7 @@
 
 namespace loom {
 #define GEN_PASS_DEF_BUILDTRAININGSTEP
+#define GEN_PASS_DEF_STRIPSTOPGRADIENTS
 #include "passes/training/Passes.h.inc"
 } // namespace loom
 
@@ -63,7 +64,9 @@ struct BuildTrainingStepPass
 
   void runOnOperation() override {
     if (failed(build()))
-      signalPassFailure();
+      return signalPassFailure();
+    // The backward is built: no_grad and detach have done their work.
+    stripStopGradients(getOperation());
   }
 
   LogicalResult build() {
@@ -954,8 +957,8 @@ struct BuildTrainingStepPass
           active.insert(p.getResult());
         continue;
       }
-      // Computed under no_grad: its results are constants to autodiff.
-      if (op->hasAttr(loom::kNoGradAttr))
+      // torch's no_grad and detach: constants to autodiff.
+      if (isa<nn::StopGradientOp>(op))
         continue;
       if (llvm::any_of(op->getOperands(), [&](Value v) { return active.contains(v); }))
         for (Value r : op->getResults())
@@ -1060,4 +1063,20 @@ struct BuildTrainingStepPass
   }
 };
 
+} // namespace
+
+void loom::stripStopGradients(Operation *root) {
+  SmallVector<nn::StopGradientOp> stops;
+  root->walk([&](nn::StopGradientOp op) { stops.push_back(op); });
+  for (nn::StopGradientOp op : stops) {
+    op.getResult().replaceAllUsesWith(op.getInput());
+    op->erase();
+  }
+}
+
+namespace {
+struct StripStopGradientsPass
+    : public loom::impl::StripStopGradientsBase<StripStopGradientsPass> {
+  void runOnOperation() override { loom::stripStopGradients(getOperation()); }
+};
 } // namespace

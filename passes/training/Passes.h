@@ -13,6 +13,9 @@ namespace loom {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/training/Passes.h.inc"
+
+/// Replaces every nn.stop_gradient under `root` by its input.
+void stripStopGradients(mlir::Operation *root);
 } // namespace loom
 
 #endif

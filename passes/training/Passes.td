@@ -120,6 +120,16 @@ def Rebatch : Pass<"loom-rebatch", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::nn::NNDialect"];
 }
 
+def StripStopGradients : Pass<"loom-strip-stop-gradients", "mlir::ModuleOp"> {
+  let summary = "replace each nn.stop_gradient by its input";
+  let description = [{
+    `nn.stop_gradient` (torch's no_grad and detach) matters to autodiff
+    only: --loom-build-training-step replaces them itself once the backward
+    is built, and an inference compile runs this pass after raising, so no
+    kernel ever runs one.
+  }];
+}
+
 def PromoteMasters : Pass<"loom-promote-masters", "mlir::ModuleOp"> {
   let summary = "train a bf16 or f16 model through f32 master weights";
   let description = [{

@@ -7,7 +7,7 @@ values, logsumexp, floor (of constants) and gather of integers; with its
 inputs and NumPy's results.
 
 usage: sequence_ops_pt2.py OUTDIR   (writes model.pt2, x.npy, w.npy,
-expected{0..10}.npy)
+expected{0..12}.npy)
 """
 import json
 import os
@@ -61,6 +61,8 @@ def main():
     p.node("conv1d.default", "dense", FLOAT32, [2, 5, 4], input=x, weight=d,
            bias={"as_none": True}, stride={"as_ints": [2]}, padding={"as_ints": [1]},
            dilation={"as_ints": [2]}, groups={"as_int": 1})
+    # With its defaults left out, as an export writes nn.Conv1d(6, 5, 3).
+    p.node("conv1d.default", "plain", FLOAT32, [2, 5, 7], input=x, weight=d)
     # The same in core ATen's form (run_decompositions: aten.convolution).
     p.node("convolution.default", "core", FLOAT32, [2, 5, 4], input=x, weight=d,
            bias={"as_none": True}, stride={"as_ints": [2]}, padding={"as_ints": [1]},
@@ -94,8 +96,29 @@ def main():
     p.node("mul.Tensor", "tripled", INT64, [9], self=tensor("positions"), other={"as_int": 3})
     p.node("gather.default", "gathered", INT64, [4], self=tensor("tripled"), dim={"as_int": 0},
            index=tensor("picks"))
+    # A subgraph under torch.no_grad (wrap_with_set_grad_enabled(False)),
+    # given a tensor and a symbolic int: x times 3.
+    sub = {"inputs": [tensor("sx"), {"as_sym_int": {"as_name": "n"}}],
+           "outputs": [tensor("sy")],
+           "nodes": [{"target": "torch.ops.aten.mul.Tensor", "name": "sy",
+                      "inputs": [{"name": "self", "arg": tensor("sx"), "kind": 1},
+                                 {"name": "other", "arg": {"as_sym_int": {"as_name": "n"}},
+                                  "kind": 1}],
+                      "outputs": [tensor("sy")], "metadata": {}}],
+           "tensor_values": {"sx": meta(FLOAT32, [2, 6, 9]), "sy": meta(FLOAT32, [2, 6, 9])},
+           "sym_int_values": {}, "sym_bool_values": {}, "is_single_tensor_return": False,
+           "custom_obj_values": {}, "sym_float_values": {}}
+    p.nodes.append({"target": "torch.ops.higher_order.wrap_with_set_grad_enabled",
+                    "name": "nograd",
+                    "inputs": [{"name": "", "arg": {"as_bool": False}, "kind": 1},
+                               {"name": "", "arg": {"as_graph": {"name": "submod_0",
+                                                                 "graph": sub}}, "kind": 1},
+                               {"name": "", "arg": x, "kind": 1},
+                               {"name": "", "arg": {"as_int": 3}, "kind": 1}],
+                    "outputs": [tensor("tripled_x")], "metadata": {}})
+    p.values["tripled_x"] = meta(FLOAT32, [2, 6, 9])
     outputs = ["dw", "dense", "padded", "cpad", "running", "identity", "gate", "lse", "floored",
-               "gathered", "core"]
+               "gathered", "core", "tripled_x", "plain"]
     inputs = [x, w, b, d]
     program = {
         "graph_module": {
@@ -130,6 +153,9 @@ def main():
         np.save(os.path.join(out, "expected%d.npy" % i), value.astype(np.float32))
     np.save(os.path.join(out, "expected9.npy"), (3 * np.arange(2, 6)).astype(np.int64))
     np.save(os.path.join(out, "expected10.npy"), expected[1].astype(np.float32))
+    np.save(os.path.join(out, "expected11.npy"), (3 * x64).astype(np.float32))
+    np.save(os.path.join(out, "expected12.npy"),
+            conv1d(x64, dv.astype(np.float64), None, 1, 0, 1, 1).astype(np.float32))
 
 
 if __name__ == "__main__":
