@@ -268,45 +268,53 @@ private:
   }
 
   /// An operand of a broadcasting op that has no batch but the batch's size
-  /// in a dim aligned with an operand's batch dim: made again at the new
+  /// in a dim aligned with an operand's batch dim (or that dim's size, the
+  /// batch merged with other dims there: BLOOM's ALiBi bias, [B * heads, 1,
+  /// S], folded beside scores [B * heads, S, S]): made again at the new
   /// size, if it is the same for every sequence.
   LogicalResult remakeUnbatchedOperands(Operation *op) {
-    if (B == 1)
-      return success(); // a dim of 1 broadcasts against any batch
     int64_t rank = 0;
     for (Value v : op->getOperands())
       rank = std::max<int64_t>(rank, oldShape(v).size());
-    llvm::SmallDenseSet<int64_t> batchDims; // aligned from the right
+    // Aligned from the right: the batch dim's old size and its outer factor.
+    llvm::SmallDenseMap<int64_t, std::pair<int64_t, int64_t>> batchDims;
     for (Value v : op->getOperands())
       if (auto it = batched.find(v); it != batched.end())
-        batchDims.insert(it->second.dim + rank - int64_t(oldShape(v).size()));
+        batchDims.try_emplace(it->second.dim + rank - int64_t(oldShape(v).size()),
+                              oldShape(v)[it->second.dim], it->second.outer);
     for (OpOperand &operand : op->getOpOperands()) {
       Value v = operand.get();
       if (batched.count(v))
         continue;
       SmallVector<int64_t> shape = oldShape(v);
       int64_t offset = rank - int64_t(shape.size());
-      for (int64_t p : batchDims) {
+      for (auto [p, sizeAndOuter] : batchDims) {
+        auto [size, outer] = sizeAndOuter;
         int64_t q = p - offset;
-        if (q < 0 || shape[q] != B)
+        // A dim of 1 where the batch alone was 1 broadcasts against any batch.
+        if (q < 0 || shape[q] != size || (size == 1 && B == 1))
           continue;
-        FailureOr<Value> again = remake(v, q, op, 0);
+        FailureOr<Value> again = remake(v, q, op, 0, outer);
         if (failed(again))
           return failure();
         operand.set(*again);
-        batched[*again] = {q, 1};
+        batched[*again] = {q, outer};
         break;
       }
     }
     return success();
   }
 
-  FailureOr<Value> remake(Value v, int64_t dim, Operation *user, int depth) {
+  /// `v` made again with dim `dim` (outer * B * inner elements) at outer *
+  /// N * inner.
+  FailureOr<Value> remake(Value v, int64_t dim, Operation *user, int depth,
+                          int64_t dimOuter = 1) {
     if (auto it = remade.find({v, dim}); it != remade.end())
       return it->second;
     RankedTensorType type = tensorTypeOf(v);
     SmallVector<int64_t> shape(type.getShape());
-    shape[dim] = N;
+    const int64_t dimInner = shape[dim] / (dimOuter * B);
+    shape[dim] = dimOuter * N * dimInner;
     RankedTensorType newType = type.clone(shape);
     Operation *def = v.getDefiningOp();
     auto baked = [&]() {
@@ -340,8 +348,9 @@ private:
         values = DenseElementsAttr::get(newType, dense.getSplatValue<Attribute>());
       } else {
         SmallVector<Attribute> old(dense.getValues<Attribute>());
-        int64_t inner = product(ArrayRef<int64_t>(type.getShape()).drop_front(dim + 1));
-        int64_t outer = product(ArrayRef<int64_t>(type.getShape()).take_front(dim));
+        int64_t inner = product(ArrayRef<int64_t>(type.getShape()).drop_front(dim + 1)) *
+                        dimInner;
+        int64_t outer = product(ArrayRef<int64_t>(type.getShape()).take_front(dim)) * dimOuter;
         for (int64_t o = 0; o < outer; ++o)
           for (int64_t b = 1; b < B; ++b)
             for (int64_t i = 0; i < inner; ++i)
@@ -374,9 +383,9 @@ private:
       for (OpOperand &operand : clone->getOpOperands()) {
         RankedTensorType t = tensorTypeOf(operand.get());
         int64_t q = dim - (type.getRank() - t.getRank());
-        if (q < 0 || t.getDimSize(q) != B)
+        if (q < 0 || t.getDimSize(q) != type.getDimSize(dim))
           continue;
-        FailureOr<Value> again = remake(operand.get(), q, def, depth + 1);
+        FailureOr<Value> again = remake(operand.get(), q, def, depth + 1, dimOuter);
         if (failed(again)) {
           clone->erase();
           return failure();

@@ -81,3 +81,29 @@ module {
     return %y : tensor<3x4xf32>
   }
 }
+
+// -----
+
+// A constant folded with the batch merged into another dim (BLOOM's ALiBi
+// bias, [B * heads, 1, S], added to scores [B * heads, S, S]) is made again
+// at the new batch when every sequence's rows are the same: its per-head
+// rows repeat, batch outer.
+// CHECK-LABEL: func.func @main(%arg0: tensor<8x3xi64>)
+// CHECK: nn.constant dense<{{\[\[\[}}1.000000e+00, 2.000000e+00, 3.000000e+00]], {{\[\[}}4.000000e+00, 5.000000e+00, 6.000000e+00]], {{\[\[}}1.000000e+00, 2.000000e+00, 3.000000e+00]]{{.*}}> : tensor<16x1x3xf32>
+// CHECK: nn.add {{.*}} -> tensor<16x3x3xf32>
+// ONE-LABEL: func.func @main(%arg0: tensor<1x3xi64>)
+// ONE: nn.constant dense<{{\[\[\[}}1.000000e+00, 2.000000e+00, 3.000000e+00]], {{\[\[}}4.000000e+00, 5.000000e+00, 6.000000e+00]]]> : tensor<2x1x3xf32>
+// ONE: nn.add {{.*}} -> tensor<2x3x3xf32>
+module {
+  func.func @main(%ids: tensor<2x3xi64>) -> tensor<2x2x3x3xf32> {
+    %table = nn.parameter "embed" : tensor<16x3xf32>
+    %e = nn.embedding %table, %ids : (tensor<16x3xf32>, tensor<2x3xi64>) -> tensor<2x3x3xf32>
+    %q = nn.reshape %e : tensor<2x3x3xf32> -> tensor<2x1x3x3xf32>
+    %qb = nn.broadcast %q : tensor<2x1x3x3xf32> -> tensor<2x2x3x3xf32>
+    %s = nn.reshape %qb : tensor<2x2x3x3xf32> -> tensor<4x3x3xf32>
+    %alibi = nn.constant dense<[[[1.0, 2.0, 3.0]], [[4.0, 5.0, 6.0]], [[1.0, 2.0, 3.0]], [[4.0, 5.0, 6.0]]]> : tensor<4x1x3xf32>
+    %biased = nn.add %s, %alibi : (tensor<4x3x3xf32>, tensor<4x1x3xf32>) -> tensor<4x3x3xf32>
+    %out = nn.reshape %biased : tensor<4x3x3xf32> -> tensor<2x2x3x3xf32>
+    return %out : tensor<2x2x3x3xf32>
+  }
+}
