@@ -623,7 +623,9 @@ Error convertScatterValue(NodeContext &node) {
   } else {
     // A tensor of values (scatter.src, Llama 4's router scores): value j of
     // each row lands at index j; summed over j, a position no index names
-    // gets zero here and self's value below.
+    // gets zero here and self's value below. An index repeated within a row
+    // (torch leaves which value wins open; top-k indices never repeat) gets
+    // the sum of its values.
     auto src = node.tensor("src", 3);
     if (!src)
       return src.takeError();
