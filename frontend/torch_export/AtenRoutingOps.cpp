@@ -75,6 +75,22 @@ Error setShapedResult(NodeContext &node, Value value) {
   return node.setResult(0, *result);
 }
 
+/// `v` with dim `axis` and its last dim swapped (a permutation that is its
+/// own inverse, so the same call swaps them back); `v` itself when `axis`
+/// is the last.
+Expected<Value> swapWithLast(GraphImporter &g, Value v, int64_t axis) {
+  const int64_t rank = tensorType(v).getRank();
+  if (rank == 0 || axis == rank - 1)
+    return v;
+  SmallVector<int64_t> swap = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  std::swap(swap[axis], swap.back());
+  SmallVector<int64_t> shape;
+  for (int64_t d : swap)
+    shape.push_back(tensorType(v).getDimSize(d));
+  return g.create<nn::TransposeOp>(tensorType(v).clone(shape), v,
+                                   g.builder().getDenseI64ArrayAttr(swap));
+}
+
 /// A constant i64 row 0 .. n-1 of shape [1, ..., 1, n] (rank `rank`).
 Expected<Value> positions(GraphImporter &g, int64_t n, int64_t rank) {
   SmallVector<int64_t> shape(rank, 1);
@@ -357,27 +373,18 @@ Error convertCumsumAtRunTime(NodeContext &node, Value self, int64_t dim) {
   const int64_t axis = dim < 0 ? dim + extent : dim;
   // Along another dim (Mamba's chunked scan): that dim and the last
   // swapped, the sums taken along the last, and swapped back.
-  SmallVector<int64_t> swap = llvm::to_vector(llvm::seq<int64_t>(0, rank));
   const bool swapped = rank > 0 && axis != rank - 1;
-  if (swapped) {
-    std::swap(swap[axis], swap.back());
-    SmallVector<int64_t> shape;
-    for (int64_t d : swap)
-      shape.push_back(tensorType(self).getDimSize(d));
-    auto moved = g.create<nn::TransposeOp>(tensorType(self).clone(shape), self,
-                                           g.builder().getDenseI64ArrayAttr(swap));
-    if (!moved)
-      return moved.takeError();
-    self = *moved;
-  }
+  auto moved = swapWithLast(g, self, axis);
+  if (!moved)
+    return moved.takeError();
+  self = *moved;
   auto finish = [&](Value sums) -> Error {
     if (!swapped)
       return setShapedResult(node, sums);
     auto shaped = g.reshapeTo(sums, tensorType(self).getShape());
     if (!shaped)
       return shaped.takeError();
-    auto back = g.create<nn::TransposeOp>(type->clone(tensorType(sums).getElementType()), *shaped,
-                                          g.builder().getDenseI64ArrayAttr(swap));
+    auto back = swapWithLast(g, *shaped, axis);
     if (!back)
       return back.takeError();
     auto result = g.castTo(*back, type->getElementType());
@@ -524,18 +531,7 @@ Error convertGatherElements(NodeContext &node) {
                        typeString(tensorType(*self)) + " must have one rank, at least 1");
   // Along another dim: that dim and the last swapped in self, index and
   // the result (GPT-J gathers its rotary table along the positions).
-  SmallVector<int64_t> swap = llvm::to_vector(llvm::seq<int64_t>(0, rank));
-  if (rank > 0)
-    std::swap(swap[axis], swap.back());
-  auto swapped = [&](Value v) -> Expected<Value> {
-    if (rank == 0 || axis == rank - 1)
-      return v;
-    SmallVector<int64_t> shape;
-    for (int64_t d : swap)
-      shape.push_back(tensorType(v).getDimSize(d));
-    return g.create<nn::TransposeOp>(tensorType(v).clone(shape), v,
-                                     g.builder().getDenseI64ArrayAttr(swap));
-  };
+  auto swapped = [&](Value v) { return swapWithLast(g, v, axis); };
   auto selfLast = swapped(*self);
   if (!selfLast)
     return selfLast.takeError();
