@@ -170,6 +170,11 @@ def parse_args(argv):
                     help="append a report to FILE inside --out: the command, the .pt2's "
                          "operators (in-place ones apart), its mutations, and the "
                          "reload/onnxruntime errors against logits.npy")
+    ap.add_argument("--trace-nodes", metavar="FILE",
+                    help="write FILE.npz inside --out: the value of every tensor the exported "
+                         "program computes, by node name, at the example ids (to find where "
+                         "a compiler's result first departs from PyTorch's: "
+                         "test/e2e/Inputs/pt2_bisect.py)")
     ap.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
     ap.add_argument("--debug", action="store_true", help="print full tracebacks on errors")
     args = ap.parse_args(argv)
@@ -273,7 +278,12 @@ def build_config(args, overrides):
     except Exception as e:
         raise ExportError("bad config (%s): %s" % (where, first_line(e)))
     if preset is not None:
-        shown = {k: getattr(config, k, v) for k, v in preset.items()}
+        def shown_value(key, value):
+            try:
+                return getattr(config, key, value)
+            except Exception:  # a per-layer field that the config will not read globally
+                return value
+        shown = {k: shown_value(k, v) for k, v in preset.items()}
         print("%s: %s preset %s" % (PROG, model_type, json.dumps(shown, default=str)))
     return config
 
@@ -604,12 +614,23 @@ def run(args):
         PROG, pt2_path, how, list(ids.shape), list(logits.shape),
         ", model.onnx (%s)" % onnx_how if onnx_how else ""))
 
+    if args.trace_nodes:
+        write_node_trace(ep, ids, os.path.join(out, args.trace_nodes), torch, np)
+
     if args.report:
         lines = ["# " + " ".join(["scripts/" + PROG] + args.argv),
                  "model %s, transformers %s, torch %s" % (
                      type(model).__name__, transformers.__version__, torch.__version__),
                  "weights: %d tensors, first %s" % (len(names), names[0] if names else "-")]
         lines += pt2_summary(ep, label, args.pt2_name)
+        # The exported program itself, before saving: tells an export that
+        # differs from the eager model apart from a .pt2 that will not reload.
+        try:
+            with torch.no_grad():
+                got = ep.module()(ids).float().numpy()
+            lines.append("exported program vs logits.npy: rel err %s" % rel_err(got, logits, np))
+        except Exception as e:
+            lines.append("exported program: FAILED to run: %s" % first_line(e))
         try:
             reloaded = torch.export.load(pt2_path).module()
             with torch.no_grad():
@@ -643,6 +664,31 @@ def run(args):
     print("  build/bin/loom-run %s/train.loomx --weights %s/model.safetensors --steps 100 "
           "--data synthetic:%d" % (shown, shown, vocab))
     return 0
+
+
+def write_node_trace(ep, ids, path, torch, np):
+    """Every tensor result of the exported program's top-level nodes at the
+    example ids, saved by node name (a node with several results as
+    NAME.0, NAME.1, ...)."""
+    values = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            result = super().run_node(n)
+            if n.op == "call_function":
+                items = result if isinstance(result, (tuple, list)) else [result]
+                for i, item in enumerate(items):
+                    if isinstance(item, torch.Tensor) and item.dtype != torch.bool \
+                            and not item.is_complex():
+                        key = n.name if len(items) == 1 else "%s.%d" % (n.name, i)
+                        values[key] = item.detach().float().numpy().copy() \
+                            if item.is_floating_point() else item.detach().numpy().copy()
+            return result
+
+    with torch.no_grad():
+        Recorder(ep.module()).run(ids)
+    np.savez_compressed(path, **values)
+    print("%s: traced %d node values into %s" % (PROG, len(values), path))
 
 
 def main(argv=None):

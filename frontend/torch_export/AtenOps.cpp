@@ -677,6 +677,39 @@ Error convertExpm1(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
+/// log_sigmoid(x) = min(x, 0) - log(1 + exp(-|x|)): exp never overflows,
+/// and a large |x| gives x (or 0) rather than log of 0.
+Error convertLogSigmoid(NodeContext &node) {
+  auto operand = floatOperand(node, "log_sigmoid");
+  if (!operand)
+    return operand.takeError();
+  auto [type, x] = *operand;
+  Type element = type.getElementType();
+  GraphImporter &g = node.importer();
+  auto low = g.create<nn::MinimumOp>(type, x, g.scalar(element, 0.0));
+  if (!low)
+    return low.takeError();
+  auto magnitude = g.create<nn::AbsOp>(type, x);
+  if (!magnitude)
+    return magnitude.takeError();
+  auto negated = g.create<nn::NegOp>(type, *magnitude);
+  if (!negated)
+    return negated.takeError();
+  auto e = g.create<nn::ExpOp>(type, *negated);
+  if (!e)
+    return e.takeError();
+  auto onePlus = g.create<nn::AddOp>(type, *e, g.scalar(element, 1.0));
+  if (!onePlus)
+    return onePlus.takeError();
+  auto log = g.create<nn::LogOp>(type, *onePlus);
+  if (!log)
+    return log.takeError();
+  auto result = g.create<nn::SubOp>(type, *low, *log);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
 /// softplus(x, beta, threshold) = log(1 + exp(beta x)) / beta, and x where
 /// beta x > threshold (torch's linear regime). The exponent is clamped to
 /// the threshold first, so the branch not taken is finite and its
@@ -783,10 +816,11 @@ Error convertClamp(NodeContext &node) {
 // Tensor creation
 //===----------------------------------------------------------------------===//
 
-/// aten.floor of a constant (positions, as Llama 4's and Ministral 3's
-/// attention temperature computes them), folded; Loom has no rounding op
-/// for values computed at run time.
-Error convertFloor(NodeContext &node) {
+/// A unary op of a constant, folded: Loom has no kernel for it on values
+/// computed at run time. floor: the positions of Llama 4's and Ministral 3's
+/// attention temperature. erfinv: the constants torch.distributions.Normal
+/// computes (Gemma 3n's activation sparsity takes a normal quantile).
+Error convertConstantUnary(NodeContext &node, llvm::StringRef name, double (*fn)(double)) {
   auto type = node.resultType(0);
   if (!type)
     return type.takeError();
@@ -795,15 +829,78 @@ Error convertFloor(NodeContext &node) {
     return self.takeError();
   std::optional<DenseElementsAttr> value = node.importer().constantValue(*self);
   if (!value)
-    return importError("floor of a value computed at run time is not supported (only of "
-                       "constants, which are folded)");
+    return importError(name + " of a value computed at run time is not supported (only of "
+                                "constants, which are folded)");
   if (value->getNumElements() != type->getNumElements())
-    return importError("floor: the input has " + llvm::Twine(value->getNumElements()) +
+    return importError(name + ": the input has " + llvm::Twine(value->getNumElements()) +
                        " elements for a result of " + llvm::Twine(type->getNumElements()));
   std::vector<double> values = toDoubles(*value);
   for (double &v : values)
-    v = std::floor(v);
+    v = fn(v);
   return node.setResult(0, node.importer().constant(fromDoubles(*type, values)));
+}
+
+double floorOf(double x) { return std::floor(x); }
+
+/// The inverse of erf on (-1, 1), ±inf at ±1, NaN outside: a first guess
+/// from the logistic-like bound, then Newton steps on erf in double.
+double erfinvOf(double y) {
+  if (std::isnan(y) || y < -1 || y > 1)
+    return std::nan("");
+  if (y == 1 || y == -1)
+    return y * std::numeric_limits<double>::infinity();
+  double w = -std::log((1 - y) * (1 + y));
+  double x = std::copysign(std::sqrt(std::max(0.0, std::sqrt(w * w / 4 + 2 * w / 0.147 +
+                                                             4 / (M_PI * 0.147 * M_PI * 0.147)) -
+                                                   (2 / (M_PI * 0.147) + w / 2))),
+                           y);
+  for (int i = 0; i < 4; ++i)
+    x -= (std::erf(x) - y) / (2 / std::sqrt(M_PI) * std::exp(-x * x));
+  return x;
+}
+
+/// _is_all_true: whether every element is true, a 0-d bool (torch's
+/// argument checks, e.g. torch.distributions'). 1 - max(1 - x) over all
+/// elements, compared with 1.
+Error convertIsAllTrue(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  GraphImporter &g = node.importer();
+  Type f32 = Float32Type::get(g.context());
+  auto x = g.castTo(*self, f32);
+  if (!x)
+    return x.takeError();
+  RankedTensorType floatType = tensorType(*x);
+  auto falseness = g.create<nn::SubOp>(floatType, g.scalar(f32, 1.0), *x);
+  if (!falseness)
+    return falseness.takeError();
+  Value flat = *falseness;
+  if (floatType.getRank() != 1) {
+    auto reshaped = g.reshapeTo(flat, {floatType.getNumElements()});
+    if (!reshaped)
+      return reshaped.takeError();
+    flat = *reshaped;
+  }
+  if (floatType.getNumElements() == 0)
+    return node.setResult(0, g.constant(fromDoubles(*type, {1.0})));
+  auto anyFalse = g.create<nn::ReduceMaxOp>(RankedTensorType::get({}, f32), flat,
+                                            g.builder().getDenseI64ArrayAttr({0}), UnitAttr());
+  if (!anyFalse)
+    return anyFalse.takeError();
+  auto all = g.create<nn::CompareOp>(
+      type->clone(g.builder().getI1Type()),
+      nn::ComparePredicateAttr::get(g.context(), nn::ComparePredicate::eq), *anyFalse,
+      g.scalar(f32, 0.0));
+  if (!all)
+    return all.takeError();
+  auto result = g.castTo(*all, type->getElementType());
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
 }
 
 /// aten.eye(n, m): the identity, a constant of the result's type.
@@ -943,6 +1040,33 @@ Error convertTranspose(NodeContext &node) {
   if (!result)
     return result.takeError();
   return node.setResult(0, *result);
+}
+
+/// broadcast_tensors: each tensor of the list expanded to their common
+/// shape (each result's, from the export).
+Error convertBroadcastTensors(NodeContext &node) {
+  auto tensors = node.tensorList("tensors", 0);
+  if (!tensors)
+    return tensors.takeError();
+  if (tensors->size() != node.numResults())
+    return importError("broadcast_tensors of " + llvm::Twine(tensors->size()) + " tensors has " +
+                       llvm::Twine(node.numResults()) + " results");
+  for (auto [i, tensor] : llvm::enumerate(*tensors)) {
+    if (!tensor)
+      return importError("broadcast_tensors of a None tensor");
+    auto type = node.resultType(i);
+    if (!type)
+      return type.takeError();
+    if (!broadcastShapes(tensorType(*tensor).getShape(), type->getShape()))
+      return importError("broadcast_tensors cannot expand " + typeString(tensorType(*tensor)) +
+                         " to " + typeString(*type));
+    auto result = node.importer().broadcastTo(*tensor, type->getShape());
+    if (!result)
+      return result.takeError();
+    if (Error err = node.setResult(i, *result))
+      return err;
+  }
+  return Error::success();
 }
 
 /// numpy_T (`x.T`): every dim reversed.
@@ -1975,6 +2099,85 @@ Error convertReduce(NodeContext &node) {
   return convertReduceWith<OpT>(node, false);
 }
 
+/// var and std over `dim` (all dims when absent): the mean of the squared
+/// deviations from the mean, over N - correction (`unbiased` is a
+/// correction of 1, torch's default), and its square root for std.
+Error convertVariance(NodeContext &node, bool root) {
+  llvm::StringRef what = root ? "std" : "var";
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  if (!isa<FloatType>(type->getElementType()))
+    return importError(what + llvm::Twine(" of a non-float tensor"));
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  int64_t rank = tensorType(*self).getRank();
+  auto reduced = reductionDims(node, rank);
+  if (!reduced)
+    return reduced.takeError();
+  llvm::SmallVector<int64_t> dims = std::move(*reduced);
+  double correction = 1;
+  if (node.has("correction", -1)) {
+    auto given = node.number("correction", -1);
+    if (!given)
+      return given.takeError();
+    correction = *given;
+  } else if (node.has("unbiased", -1)) {
+    auto unbiased = node.boolean("unbiased", -1);
+    if (!unbiased)
+      return unbiased.takeError();
+    correction = *unbiased ? 1 : 0;
+  }
+  auto keepdim = node.boolean("keepdim", -1, false);
+  if (!keepdim)
+    return keepdim.takeError();
+  GraphImporter &g = node.importer();
+  Type element = type->getElementType();
+  auto x = g.castTo(*self, element);
+  if (!x)
+    return x.takeError();
+  RankedTensorType inputType = tensorType(*x);
+  int64_t count = 1;
+  llvm::SmallVector<int64_t> keptShape(inputType.getShape());
+  for (int64_t d : dims) {
+    count *= inputType.getDimSize(d);
+    keptShape[d] = 1;
+  }
+  Value result;
+  if (rank == 0) {
+    result = g.scalar(element, 0.0);
+  } else {
+    auto dimsAttr = g.builder().getDenseI64ArrayAttr(dims);
+    auto mean = g.create<nn::ReduceMeanOp>(inputType.clone(keptShape), *x, dimsAttr,
+                                           g.builder().getUnitAttr());
+    if (!mean)
+      return mean.takeError();
+    auto deviation = g.create<nn::SubOp>(inputType, *x, *mean);
+    if (!deviation)
+      return deviation.takeError();
+    auto square = g.create<nn::MulOp>(inputType, *deviation, *deviation);
+    if (!square)
+      return square.takeError();
+    auto sum = g.create<nn::ReduceSumOp>(*type, *square, dimsAttr,
+                                         *keepdim ? g.builder().getUnitAttr() : UnitAttr());
+    if (!sum)
+      return sum.takeError();
+    result = *sum;
+  }
+  // torch divides by max(0, N - correction): a zero divisor gives inf or NaN.
+  double divisor = std::max(0.0, double(count) - correction);
+  auto quotient = g.create<nn::DivOp>(*type, result, g.scalar(element, divisor));
+  if (!quotient)
+    return quotient.takeError();
+  if (!root)
+    return node.setResult(0, *quotient);
+  auto sqrt = g.create<nn::SqrtOp>(*type, *quotient);
+  if (!sqrt)
+    return sqrt.takeError();
+  return node.setResult(0, *sqrt);
+}
+
 /// logsumexp(self, dim, keepdim): m + log(sum(exp(self - m))) with m the
 /// maximum over the dims (zero where it is not finite, so a row of -inf
 /// gives -inf rather than NaN).
@@ -2371,6 +2574,29 @@ Error convertSymSize(NodeContext &node) {
   return node.setSymIntResult(0, type.getDimSize(*axis));
 }
 
+/// item() of a one-element integer tensor: its value, where the importer
+/// knows it (a constant). A value computed from the inputs would size later
+/// tensors by data (JetMoE splits its tokens by their counts per expert),
+/// which a program of static shapes cannot hold.
+Error convertItem(NodeContext &node) {
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  RankedTensorType type = tensorType(*self);
+  if (type.getNumElements() != 1)
+    return importError("item() of " + typeString(type) + " (one element expected)");
+  if (!isa<IntegerType>(type.getElementType()))
+    return importError("item() of a float tensor used as a number is not supported");
+  std::optional<DenseElementsAttr> constant = node.importer().constantValue(*self);
+  if (!constant)
+    return importError("item() of a tensor computed from the inputs: the export's later "
+                       "shapes depend on data, which Loom's static shapes cannot hold (for "
+                       "a mixture of experts, export with an experts implementation of "
+                       "static shapes, such as grouped_mm or batched_mm, where the model "
+                       "has one)");
+  return node.setSymIntResult(0, (*constant->getValues<APInt>().begin()).getSExtValue());
+}
+
 /// Runtime checks torch.export records; shapes here are static and checked.
 Error skipAssertion(NodeContext &) { return Error::success(); }
 
@@ -2426,6 +2652,8 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.rsqrt"] = convertUnary<nn::RsqrtOp>;
     t["aten.square"] = convertSquare;
     t["aten.softplus"] = convertSoftplus;
+    t["aten.log_sigmoid"] = convertLogSigmoid;
+    t["aten.log_sigmoid_forward"] = convertLogSigmoid;
     t["aten.expm1"] = convertExpm1;
     t["aten.reciprocal"] = convertUnary<nn::ReciprocalOp>;
     t["aten.tanh"] = convertUnary<nn::TanhOp>;
@@ -2447,7 +2675,9 @@ const llvm::StringMap<OperatorConverter> &converters() {
     // Creation.
     t["aten.arange"] = convertArange;
     t["aten.eye"] = convertEye;
-    t["aten.floor"] = convertFloor;
+    t["aten.floor"] = [](NodeContext &n) { return convertConstantUnary(n, "floor", floorOf); };
+    t["aten.erfinv"] = [](NodeContext &n) { return convertConstantUnary(n, "erfinv", erfinvOf); };
+    t["aten._is_all_true"] = convertIsAllTrue;
     t["aten.full"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 1); };
     t["aten.full_like"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 1); };
     t["aten.new_full"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 2); };
@@ -2465,6 +2695,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
       t[name] = convertReshape;
     for (const char *name : {"aten.expand", "aten.expand_as", "aten.broadcast_to"})
       t[name] = convertExpand;
+    t["aten.broadcast_tensors"] = convertBroadcastTensors;
     t["aten.transpose"] = convertTranspose;
     t["aten.swapaxes"] = convertTranspose;
     t["aten.t"] = convertTranspose;
@@ -2501,6 +2732,8 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.baddbmm"] = convertAddmm;
     // Reductions and normalization.
     t["aten.mean"] = convertReduce<nn::ReduceMeanOp>;
+    t["aten.var"] = [](NodeContext &n) { return convertVariance(n, false); };
+    t["aten.std"] = [](NodeContext &n) { return convertVariance(n, true); };
     t["aten.sum"] = convertReduce<nn::ReduceSumOp>;
     t["aten.amax"] = convertReduce<nn::ReduceMaxOp>;
     t["aten.logsumexp"] = convertLogsumexp;
@@ -2516,12 +2749,25 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.scaled_dot_product_attention"] = convertAttention;
     // Symbolic sizes and runtime checks.
     t["aten.sym_size"] = convertSymSize;
+    t["aten.item"] = convertItem;
+    t["aten._local_scalar_dense"] = convertItem;
     t["aten.sym_numel"] = convertSymSize;
     for (const char *name : {"aten._assert_tensor_metadata", "aten._assert_scalar",
                              "aten._assert_async", "aten.sym_constrain_range",
                              "aten.sym_constrain_range_for_size"})
       t[name] = skipAssertion;
     addRoutingConverters(t);
+    // torch's NumPy-style alias names of the same operators.
+    for (auto [alias, name] : std::initializer_list<std::pair<const char *, const char *>>{
+             {"aten.multiply", "aten.mul"}, {"aten.subtract", "aten.sub"},
+             {"aten.divide", "aten.div"}, {"aten.greater", "aten.gt"},
+             {"aten.greater_equal", "aten.ge"}, {"aten.less", "aten.lt"},
+             {"aten.less_equal", "aten.le"}, {"aten.not_equal", "aten.ne"},
+             {"aten.absolute", "aten.abs"}, {"aten.negative", "aten.neg"},
+             {"aten.clip", "aten.clamp"}, {"aten.concatenate", "aten.cat"},
+             {"aten.swapdims", "aten.transpose"}, {"aten.special_expit", "aten.sigmoid"}})
+      if (t.count(name))
+        t[alias] = t.lookup(name);
     return t;
   }();
   return table;
