@@ -710,6 +710,23 @@ Error convertLogSigmoid(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
+/// log1p(x) = log(1 + x) (as expm1: an absolute error of an ulp of 1 for
+/// tiny x; core ATen's softplus and Mamba's decay come here).
+Error convertLog1p(NodeContext &node) {
+  auto operand = floatOperand(node, "log1p");
+  if (!operand)
+    return operand.takeError();
+  auto [type, x] = *operand;
+  GraphImporter &g = node.importer();
+  auto onePlus = g.create<nn::AddOp>(type, x, g.scalar(type.getElementType(), 1.0));
+  if (!onePlus)
+    return onePlus.takeError();
+  auto result = g.create<nn::LogOp>(type, *onePlus);
+  if (!result)
+    return result.takeError();
+  return node.setResult(0, *result);
+}
+
 /// softplus(x, beta, threshold) = log(1 + exp(beta x)) / beta, and x where
 /// beta x > threshold (torch's linear regime). The exponent is clamped to
 /// the threshold first, so the branch not taken is finite and its
@@ -1175,6 +1192,33 @@ Error convertSlice(NodeContext &node) {
 /// self[start:end:step] along dim replaced by src (what functionalization
 /// makes of an in-place slice assignment): the slices before and after,
 /// joined around src. Steps other than 1 are refused.
+/// self with rows [begin, limit) along `axis` replaced by value: the parts
+/// of self before and after, concatenated around it.
+Expected<Value> placeAlong(GraphImporter &g, RankedTensorType type, Value self, Value value,
+                           int64_t axis, int64_t begin, int64_t limit) {
+  int64_t size = tensorType(self).getDimSize(axis);
+  llvm::SmallVector<Value> parts;
+  if (begin > 0) {
+    auto before = sliceAlong(g, self, axis, 0, begin, 1);
+    if (!before)
+      return before.takeError();
+    parts.push_back(*before);
+  }
+  if (limit > begin)
+    parts.push_back(value);
+  if (limit < size) {
+    auto after = sliceAlong(g, self, axis, limit, size, 1);
+    if (!after)
+      return after.takeError();
+    parts.push_back(*after);
+  }
+  if (parts.empty())
+    return self;
+  if (parts.size() == 1)
+    return parts.front();
+  return g.create<nn::ConcatOp>(type, parts, g.builder().getI64IntegerAttr(axis));
+}
+
 Error convertSliceScatter(NodeContext &node) {
   auto type = node.resultType(0);
   if (!type)
@@ -1218,29 +1262,60 @@ Error convertSliceScatter(NodeContext &node) {
     return importError("slice_scatter: src has " + llvm::Twine(srcType.getDimSize(*axis)) +
                        " elements along dim " + llvm::Twine(*axis) + " for a slice of " +
                        llvm::Twine(limit - begin));
-  llvm::SmallVector<Value> parts;
-  if (begin > 0) {
-    auto before = sliceAlong(g, *self, *axis, 0, begin, 1);
-    if (!before)
-      return before.takeError();
-    parts.push_back(*before);
-  }
-  if (limit > begin)
-    parts.push_back(*value);
-  if (limit < size) {
-    auto after = sliceAlong(g, *self, *axis, limit, size, 1);
-    if (!after)
-      return after.takeError();
-    parts.push_back(*after);
-  }
-  if (parts.empty())
-    return node.setResult(0, *self);
-  if (parts.size() == 1)
-    return node.setResult(0, parts.front());
-  auto joined = g.create<nn::ConcatOp>(*type, parts, g.builder().getI64IntegerAttr(*axis));
-  if (!joined)
-    return joined.takeError();
-  return node.setResult(0, *joined);
+  auto placed = placeAlong(g, *type, *self, *value, *axis, begin, limit);
+  if (!placed)
+    return placed.takeError();
+  return node.setResult(0, *placed);
+}
+
+/// select_scatter(self, src, dim, index): self with its slice at `index`
+/// along `dim` replaced by src (which lacks that dim).
+Error convertSelectScatter(NodeContext &node) {
+  auto type = node.resultType(0);
+  if (!type)
+    return type.takeError();
+  auto self = node.tensor("self", 0);
+  if (!self)
+    return self.takeError();
+  auto src = node.tensor("src", 1);
+  if (!src)
+    return src.takeError();
+  auto dim = node.integer("dim", 2);
+  if (!dim)
+    return dim.takeError();
+  auto index = node.integer("index", 3);
+  if (!index)
+    return index.takeError();
+  RankedTensorType selfType = tensorType(*self);
+  auto axis = normalizeDim(*dim, selfType.getRank());
+  if (!axis)
+    return axis.takeError();
+  int64_t size = selfType.getDimSize(*axis);
+  int64_t at = *index < 0 ? *index + size : *index;
+  if (at < 0 || at >= size)
+    return importError("select_scatter index " + llvm::Twine(*index) + " out of range for " +
+                       llvm::Twine(size) + " elements along dim " + llvm::Twine(*axis));
+  GraphImporter &g = node.importer();
+  auto value = g.castTo(*src, selfType.getElementType());
+  if (!value)
+    return value.takeError();
+  llvm::SmallVector<int64_t> shape(tensorType(*value).getShape());
+  if (int64_t(shape.size()) + 1 != selfType.getRank())
+    return importError("select_scatter: src has rank " + llvm::Twine(shape.size()) + ", self " +
+                       llvm::Twine(selfType.getRank()));
+  shape.insert(shape.begin() + *axis, 1);
+  llvm::SmallVector<int64_t> expected(selfType.getShape());
+  expected[*axis] = 1;
+  if (shape != expected)
+    return importError("select_scatter: src " + typeString(tensorType(*value)) +
+                       " does not fit a slice of " + typeString(selfType));
+  auto slab = g.reshapeTo(*value, shape);
+  if (!slab)
+    return slab.takeError();
+  auto placed = placeAlong(g, *type, *self, *slab, *axis, at, at + 1);
+  if (!placed)
+    return placed.takeError();
+  return node.setResult(0, *placed);
 }
 
 Error convertNarrow(NodeContext &node) {
@@ -2655,6 +2730,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.log_sigmoid"] = convertLogSigmoid;
     t["aten.log_sigmoid_forward"] = convertLogSigmoid;
     t["aten.expm1"] = convertExpm1;
+    t["aten.log1p"] = convertLog1p;
     t["aten.reciprocal"] = convertUnary<nn::ReciprocalOp>;
     t["aten.tanh"] = convertUnary<nn::TanhOp>;
     t["aten.erf"] = convertUnary<nn::ErfOp>;
@@ -2703,6 +2779,7 @@ const llvm::StringMap<OperatorConverter> &converters() {
     t["aten.numpy_T"] = convertNumpyT;
     t["aten.slice"] = convertSlice;
     t["aten.slice_scatter"] = convertSliceScatter;
+    t["aten.select_scatter"] = convertSelectScatter;
     t["aten.narrow"] = convertNarrow;
     t["aten.select"] = convertSelect;
     t["aten.cat"] = convertCat;

@@ -200,7 +200,8 @@ private:
         known[i] = in;
       }
     } else {
-      if (isBroadcastingElementwise(op) && failed(remakeUnbatchedOperands(op)))
+      if ((isBroadcastingElementwise(op) || isa<nn::ConcatOp>(op)) &&
+          failed(remakeUnbatchedOperands(op)))
         return failure();
       if (failed(inferResultTypes(op, newTypes)))
         return failure();
@@ -267,12 +268,15 @@ private:
                     "infers its types nor broadcasts its operands)");
   }
 
-  /// An operand of a broadcasting op that has no batch but the batch's size
-  /// in a dim aligned with an operand's batch dim (or that dim's size, the
-  /// batch merged with other dims there: BLOOM's ALiBi bias, [B * heads, 1,
-  /// S], folded beside scores [B * heads, S, S]): made again at the new
-  /// size, if it is the same for every sequence.
+  /// An operand of a broadcasting op or a concat that has no batch but the
+  /// batch's size in a dim aligned with an operand's batch dim (or that
+  /// dim's size, the batch merged with other dims there: BLOOM's ALiBi bias,
+  /// [B * heads, 1, S], folded beside scores [B * heads, S, S]; the zeros a
+  /// static export's pooling window starts from, concatenated beside the
+  /// batch's values along another dim): made again at the new size, if it
+  /// is the same for every sequence.
   LogicalResult remakeUnbatchedOperands(Operation *op) {
+    auto concat = dyn_cast<nn::ConcatOp>(op);
     int64_t rank = 0;
     for (Value v : op->getOperands())
       rank = std::max<int64_t>(rank, oldShape(v).size());
@@ -293,6 +297,9 @@ private:
         int64_t q = p - offset;
         // A dim of 1 where the batch alone was 1 broadcasts against any batch.
         if (q < 0 || shape[q] != size || (size == 1 && B == 1))
+          continue;
+        // Sequences joined along the batch dim itself stay as they are.
+        if (concat && q == concat.getDim())
           continue;
         FailureOr<Value> again = remake(v, q, op, 0, outer);
         if (failed(again))

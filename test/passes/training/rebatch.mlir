@@ -107,3 +107,24 @@ module {
     return %out : tensor<2x2x3x3xf32>
   }
 }
+
+// -----
+
+// A constant concatenated beside the batch's values along another dim (the
+// zeros a static export's pooling window starts from) is made again at the
+// new batch; sequences joined along the batch dim itself are not.
+// CHECK-LABEL: func.func @main(%arg0: tensor<8x3xi64>) -> tensor<8x5x3xf32>
+// CHECK: nn.constant dense<0.000000e+00> : tensor<8x2x3xf32>
+// CHECK: nn.concat {{.*}} : (tensor<8x2x3xf32>, tensor<8x3x3xf32>) -> tensor<8x5x3xf32>
+// ONE-LABEL: func.func @main(%arg0: tensor<1x3xi64>) -> tensor<1x5x3xf32>
+// ONE: nn.constant dense<0.000000e+00> : tensor<1x2x3xf32>
+// ONE: nn.concat {{.*}} : (tensor<1x2x3xf32>, tensor<1x3x3xf32>) -> tensor<1x5x3xf32>
+module {
+  func.func @main(%ids: tensor<2x3xi64>) -> tensor<2x5x3xf32> {
+    %table = nn.parameter "embed" : tensor<16x3xf32>
+    %e = nn.embedding %table, %ids : (tensor<16x3xf32>, tensor<2x3xi64>) -> tensor<2x3x3xf32>
+    %zeros = nn.constant dense<0.0> : tensor<2x2x3xf32>
+    %out = nn.concat %zeros, %e dim = 1 : (tensor<2x2x3xf32>, tensor<2x3x3xf32>) -> tensor<2x5x3xf32>
+    return %out : tensor<2x5x3xf32>
+  }
+}
