@@ -193,4 +193,75 @@ Value buildLogSumExp(OpBuilder &b, Location loc, Value input, ArrayRef<int64_t> 
   return reshaped(b, loc, sum, result);
 }
 
+namespace {
+
+/// v with dims `axis` and last swapped (itself when they are one).
+Value swappedWithLast(OpBuilder &b, Location loc, Value v, int64_t axis) {
+  RankedTensorType type = typeOf(v);
+  const int64_t rank = type.getRank();
+  if (rank == 0 || axis == rank - 1)
+    return v;
+  SmallVector<int64_t> order = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  std::swap(order[axis], order.back());
+  SmallVector<int64_t> shape;
+  for (int64_t d : order)
+    shape.push_back(type.getDimSize(d));
+  return b.create<nn::TransposeOp>(loc, type.clone(shape), v, b.getDenseI64ArrayAttr(order));
+}
+
+} // namespace
+
+FailureOr<Value> buildCumSum(OpBuilder &b, Location loc, Value input, int64_t axis,
+                             bool exclusive, bool reverse, std::string &why) {
+  RankedTensorType inputType = typeOf(input);
+  const int64_t rank = inputType.getRank();
+  if (rank > 0 && (axis < 0 || axis >= rank)) {
+    why = "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank);
+    return failure();
+  }
+  Value x = swappedWithLast(b, loc, input, axis);
+  SmallVector<int64_t> movedShape(typeOf(x).getShape());
+  const int64_t n = rank ? movedShape.back() : 1;
+  if (n * n > (int64_t(1) << 26)) {
+    why = "a running sum over " + std::to_string(n) + " elements needs a triangle of " +
+          std::to_string(n * n) + " (more than 2^26)";
+    return failure();
+  }
+  const int64_t rows = n ? typeOf(x).getNumElements() / n : 0;
+  // tri[j, i] = 1 where x[j] counts towards out[i].
+  auto counts = [&](int64_t j, int64_t i) {
+    return reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
+  };
+  Type element = inputType.getElementType();
+  Value sums;
+  if (!isa<FloatType>(element)) {
+    Type i64 = b.getI64Type();
+    Value flat = reshaped(b, loc, x, {rows, n, 1});
+    if (!element.isInteger(64))
+      flat = b.create<nn::CastOp>(loc, typeOf(flat).clone(i64), flat);
+    std::vector<int64_t> ones(n * n);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < n; ++i)
+        ones[j * n + i] = counts(j, i);
+    auto triType = RankedTensorType::get({1, n, n}, i64);
+    Value tri = b.create<nn::ConstantOp>(
+        loc, triType, DenseElementsAttr::get(triType, llvm::ArrayRef<int64_t>(ones)));
+    Value terms = b.create<nn::MulOp>(loc, RankedTensorType::get({rows, n, n}, i64), flat, tri);
+    sums = b.create<nn::ReduceSumOp>(loc, RankedTensorType::get({rows, n}, i64), terms,
+                                     b.getDenseI64ArrayAttr({1}), UnitAttr());
+    element = i64;
+  } else {
+    Value flat = reshaped(b, loc, x, {rows, n});
+    auto triType = RankedTensorType::get({n, n}, element);
+    std::vector<Attribute> ones(n * n);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < n; ++i)
+        ones[j * n + i] = b.getFloatAttr(element, counts(j, i) ? 1.0 : 0.0);
+    Value tri = b.create<nn::ConstantOp>(loc, triType, DenseElementsAttr::get(triType, ones));
+    sums = b.create<nn::MatmulOp>(loc, RankedTensorType::get({rows, n}, element), flat, tri,
+                                  UnitAttr(), UnitAttr());
+  }
+  return swappedWithLast(b, loc, reshaped(b, loc, sums, movedShape), axis);
+}
+
 } // namespace loom

@@ -3,7 +3,7 @@
 
 // Operators that both importers (torch.export and ONNX) build from nn ops
 // because Loom has no op of their own: a 1-D convolution, a constant pad
-// that may crop, and log-sum-exp. Each either builds its ops or says why
+// that may crop, log-sum-exp and running sums. Each either builds its ops or says why
 // not in one line, touching nothing.
 
 #include "mlir/IR/Builders.h"
@@ -44,6 +44,16 @@ mlir::FailureOr<mlir::Value> buildConstantPad(mlir::OpBuilder &b, mlir::Location
 /// of -inf gives -inf rather than NaN.
 mlir::Value buildLogSumExp(mlir::OpBuilder &b, mlir::Location loc, mlir::Value input,
                            llvm::ArrayRef<int64_t> dims, bool keepdim);
+
+/// Running sums of `input` along `axis`: out[i] = sum of x[j] over j <= i
+/// (j < i when `exclusive`; j >= i or j > i when `reverse`). Integers sum in
+/// i64 as products with a triangle of ones reduced (exact, and untouched by
+/// a bf16 step) and come back as i64; floats as a matmul with the triangle,
+/// in their own type. The axis is swapped with the last and back. `why`
+/// says what does not fit (a triangle of more than 2^26 elements).
+mlir::FailureOr<mlir::Value> buildCumSum(mlir::OpBuilder &b, mlir::Location loc,
+                                         mlir::Value input, int64_t axis, bool exclusive,
+                                         bool reverse, std::string &why);
 
 } // namespace loom
 

@@ -1,9 +1,13 @@
 // ONNX operators Loom evaluates at import time because their results depend
 // only on constants and static shapes: Constant, Shape, Size,
-// ConstantOfShape, Range, CumSum. Trilu on a constant is computed here too;
+// ConstantOfShape, Range, CumSum (a running sum of a value known only at run
+// time is built from nn ops instead). Trilu on a constant is computed here too;
 // on a variable it masks with nn.where.
 
+#include "frontend/common/Compositions.h"
 #include "frontend/onnx/OnnxNodeImporter.h"
+
+#include "dialects/nn/NNOps.h"
 
 #include <cmath>
 
@@ -140,15 +144,40 @@ LogicalResult importRange(NodeImporter &n) {
                             RankedTensorType::get({count}, elementType), values)));
 }
 
+/// CumSum: of a constant, computed here; of a value known at run time, the
+/// composition both importers share (buildCumSum: a matmul with a triangle
+/// of ones, integers summed in i64 and cast back).
 LogicalResult importCumSum(NodeImporter &n) {
-  FailureOr<DenseElementsAttr> x = n.constantInput(0, "x: Loom has no cumulative sum op");
   FailureOr<std::vector<int64_t>> axisValue = n.constantInts(1, "axis");
   FailureOr<int64_t> exclusive = n.intAttr("exclusive", 0), reverse = n.intAttr("reverse", 0);
-  if (failed(x) || failed(axisValue) || failed(exclusive) || failed(reverse))
+  if (failed(axisValue) || failed(exclusive) || failed(reverse))
     return failure();
-  auto type = cast<RankedTensorType>(x->getType());
   if (axisValue->size() != 1)
     return n.fail("axis must be a scalar");
+  if (!n.isConstantInput(0)) {
+    FailureOr<Value> input = n.input(0);
+    if (failed(input))
+      return failure();
+    auto type = cast<RankedTensorType>(input->getType());
+    if (type.getElementType().isInteger(1))
+      return n.fail("unsupported element type bool");
+    FailureOr<int64_t> axis = n.normalizeAxis((*axisValue)[0], type.getRank(), "axis");
+    if (failed(axis))
+      return failure();
+    std::string why;
+    FailureOr<Value> sums =
+        buildCumSum(n.b, n.loc, *input, *axis, *exclusive != 0, *reverse != 0, why);
+    if (failed(sums))
+      return n.fail(why);
+    Value result = *sums;
+    if (cast<RankedTensorType>(result.getType()).getElementType() != type.getElementType())
+      result = n.b.create<nn::CastOp>(n.loc, type, result);
+    return n.setOutput(0, result);
+  }
+  FailureOr<DenseElementsAttr> x = n.constantInput(0, "x");
+  if (failed(x))
+    return failure();
+  auto type = cast<RankedTensorType>(x->getType());
   FailureOr<int64_t> axis = n.normalizeAxis((*axisValue)[0], type.getRank(), "axis");
   if (failed(axis))
     return failure();

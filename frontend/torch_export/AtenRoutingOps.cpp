@@ -8,6 +8,7 @@
 // triangle over the counts), which is small for routing; each refuses,
 // with a one-line error, a size where that would not be.
 
+#include "frontend/common/Compositions.h"
 #include "frontend/torch_export/GraphImporter.h"
 #include "frontend/torch_export/TorchTypes.h"
 
@@ -356,10 +357,8 @@ Error convertHistc(NodeContext &node) {
 
 } // namespace
 
-/// aten.cumsum(self, dim, dtype) of a value known only at run time, along
-/// the last dim: integers in i64 as sums of a triangle of terms (exact, and
-/// left alone by a bf16 step), floats as a product with the upper triangle
-/// of ones.
+/// aten.cumsum(self, dim, dtype) of a value known only at run time
+/// (buildCumSum): integers summed in i64, floats in the result's type.
 Error convertCumsumAtRunTime(NodeContext &node, Value self, int64_t dim) {
   auto type = node.resultType(0);
   if (!type)
@@ -370,76 +369,18 @@ Error convertCumsumAtRunTime(NodeContext &node, Value self, int64_t dim) {
   if (dim < -extent || dim >= extent)
     return importError("cumsum: dim " + llvm::Twine(dim) + " is out of range for rank " +
                        llvm::Twine(rank));
-  const int64_t axis = dim < 0 ? dim + extent : dim;
-  // Along another dim (Mamba's chunked scan): that dim and the last
-  // swapped, the sums taken along the last, and swapped back.
-  const bool swapped = rank > 0 && axis != rank - 1;
-  auto moved = swapWithLast(g, self, axis);
-  if (!moved)
-    return moved.takeError();
-  self = *moved;
-  auto finish = [&](Value sums) -> Error {
-    if (!swapped)
-      return setShapedResult(node, sums);
-    auto shaped = g.reshapeTo(sums, tensorType(self).getShape());
-    if (!shaped)
-      return shaped.takeError();
-    auto back = swapWithLast(g, *shaped, axis);
-    if (!back)
-      return back.takeError();
-    auto result = g.castTo(*back, type->getElementType());
-    if (!result)
-      return result.takeError();
-    return node.setResult(0, *result);
-  };
-  RankedTensorType selfType = tensorType(self);
-  int64_t n = selfType.getRank() ? selfType.getShape().back() : 1;
-  if (n * n > kMaxBuiltElements)
-    return tooLarge("cumsum", n * n);
-  int64_t rows = selfType.getRank() ? selfType.getNumElements() / std::max<int64_t>(n, 1) : 1;
-  auto flat = g.reshapeTo(self, {rows, n});
-  if (!flat)
-    return flat.takeError();
-  if (!isa<FloatType>(type->getElementType())) {
-    // Integer sums in i64 (exact, and untouched by a bf16 step):
-    // out[r, i] = sum_j x[r, j] * (j <= i).
-    Type i64 = g.builder().getI64Type();
-    auto x = g.castTo(*flat, i64);
-    if (!x)
-      return x.takeError();
-    auto column = g.reshapeTo(*x, {rows, n, 1});
-    if (!column)
-      return column.takeError();
-    std::vector<int64_t> ones(n * n);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < n; ++i)
-        ones[j * n + i] = j <= i;
-    auto triType = RankedTensorType::get({1, n, n}, i64);
-    Value tri = g.constant(DenseElementsAttr::get(triType, llvm::ArrayRef<int64_t>(ones)));
-    auto terms = g.create<nn::MulOp>(RankedTensorType::get({rows, n, n}, i64), *column, tri);
-    if (!terms)
-      return terms.takeError();
-    auto sums = g.create<nn::ReduceSumOp>(RankedTensorType::get({rows, n}, i64), *terms,
-                                          g.builder().getDenseI64ArrayAttr({1}), UnitAttr());
-    if (!sums)
-      return sums.takeError();
-    return finish(*sums);
+  if (isa<FloatType>(type->getElementType())) {
+    auto cast = g.castTo(self, type->getElementType());
+    if (!cast)
+      return cast.takeError();
+    self = *cast;
   }
-  Type compute = type->getElementType();
-  auto x = g.castTo(*flat, compute);
-  if (!x)
-    return x.takeError();
-  auto triangleType = RankedTensorType::get({n, n}, compute);
-  std::vector<Attribute> ones(n * n);
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i < n; ++i)
-      ones[j * n + i] = g.builder().getFloatAttr(compute, j <= i ? 1.0 : 0.0);
-  Value triangle = g.constant(DenseElementsAttr::get(triangleType, ones));
-  auto sums = g.create<nn::MatmulOp>(RankedTensorType::get({rows, n}, compute), *x, triangle,
-                                     UnitAttr(), UnitAttr());
-  if (!sums)
-    return sums.takeError();
-  return finish(*sums);
+  std::string why;
+  FailureOr<Value> sums = buildCumSum(g.builder(), node.loc(), self, dim < 0 ? dim + extent : dim,
+                                      /*exclusive=*/false, /*reverse=*/false, why);
+  if (failed(sums))
+    return importError("cumsum: " + why);
+  return setShapedResult(node, *sums);
 }
 
 namespace {

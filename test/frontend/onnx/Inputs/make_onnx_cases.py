@@ -441,11 +441,31 @@ def conv_pad_lse():
                     conv1d_reference(xd, w2.astype(np.float64), None, 2, 1, 0, 2, 1), padded, lse]
 
 
+def cumsum_runtime():
+    """CumSum of a value known only at run time (Mamba-2's chunked scan in
+    Falcon-H1's and Nemotron-H's ONNX exports), along a middle axis, and
+    exclusive and reversed along the last; of integers too."""
+    x = randf(2, 5, 4)
+    m = model([helper.make_node("CumSum", ["x", "ax1"], ["mid"]),
+               helper.make_node("CumSum", ["x", "axm1"], ["rev"], exclusive=1, reverse=1),
+               helper.make_node("Greater", ["x", "zero"], ["positive"]),
+               helper.make_node("Cast", ["positive"], ["xi"], to=TensorProto.INT64),
+               helper.make_node("CumSum", ["xi", "ax1"], ["ints"], reverse=1)],
+              [vi("x", F32, [2, 5, 4])],
+              [vi("mid", F32, None), vi("rev", F32, None), vi("ints", TensorProto.INT64, None)],
+              [ints("ax1", [1]), ints("axm1", [-1]),
+               numpy_helper.from_array(np.array(0.0, np.float32), "zero")])
+    xd = x.astype(np.float64)
+    rev = np.flip(np.cumsum(np.flip(xd, -1), -1), -1) - xd
+    xi = (x > 0).astype(np.int64)
+    return m, [x], [np.cumsum(xd, 1), rev, np.flip(np.cumsum(np.flip(xi, 1), 1), 1)]
+
+
 CASES = {f.__name__.rstrip("_"): f for f in [
     shape_chain, range_constant_of_shape, causal_mask, expand_where_compare, gemm, cumsum,
     split, split_opset17, slice_, reduce_norm, reduce_opset17, gather_misc, gather_nd,
     symbolic_dims,
-    gelu_opset20, softplus_tile, gather_elements_axes, conv_pad_lse]}
+    gelu_opset20, softplus_tile, gather_elements_axes, conv_pad_lse, cumsum_runtime]}
 
 
 def write_case(name, out):
