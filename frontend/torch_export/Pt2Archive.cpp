@@ -53,8 +53,14 @@ llvm::Expected<std::unique_ptr<Pt2Archive>> Pt2Archive::open(llvm::StringRef pat
       result->root_ = name.substr(0, models).str();
     }
   }
-  if (result->programEntry_.empty())
+  if (result->programEntry_.empty()) {
+    if (llvm::any_of(result->entries_, [](const std::string &entry) {
+          return llvm::StringRef(entry).contains("/aotinductor/");
+        }))
+      return fail("the archive is an AOTInductor package (compiled code, no graph): save "
+                  "the ExportedProgram itself with torch.export.save");
     return fail("the archive holds no models/*.json: not a torch.export program");
+  }
   return std::move(result);
 }
 

@@ -2,7 +2,7 @@
 
 usage: make_pt2.py KIND SOURCE.pt2 OUT.pt2
 
-KIND is one of: random, empty, truncated, no-program, bad-json, corrupt-entry,
+KIND is one of: random, empty, truncated, no-program, aoti, bad-json, corrupt-entry,
 schema, unsupported-op, bad-dtype, short-weight, non-causal-mask, symbolic.
 """
 import json
@@ -52,6 +52,12 @@ def main():
     elif kind == "no-program":
         with zipfile.ZipFile(out, "w") as dst:
             dst.writestr("model/data/readme.txt", "no program here")
+    elif kind == "aoti":
+        # What torch._inductor.aoti_compile_and_package writes: compiled
+        # code and constants, no program.
+        with zipfile.ZipFile(out, "w") as dst:
+            dst.writestr("model/archive_format", "pt2")
+            dst.writestr("model/data/aotinductor/model/model.wrapper.so", b"\x7fELF")
     elif kind == "bad-json":
         rewrite(source, out, lambda p: b'{"graph_module": {"graph": [1, 2,')
     elif kind == "corrupt-entry":
