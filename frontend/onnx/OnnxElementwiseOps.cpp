@@ -3,6 +3,8 @@
 
 #include "frontend/onnx/OnnxNodeImporter.h"
 
+#include <cmath>
+
 using namespace mlir;
 
 namespace loom::onnx_import {
@@ -267,7 +269,37 @@ LogicalResult importClip(NodeImporter &n) {
 
 } // namespace
 
+namespace {
+
+/// A unary operator Loom has no op for, of a constant: evaluated here (the
+/// rotary tables an export computes from positions: Cos, Sin; Floor, Ceil).
+template <double (*Function)(double)>
+LogicalResult importHostUnary(NodeImporter &n) {
+  FailureOr<DenseElementsAttr> x =
+      n.constantInput(0, "Loom has no op for it, so it is evaluated at import time");
+  if (failed(x))
+    return failure();
+  auto type = cast<RankedTensorType>(x->getType());
+  if (!isa<FloatType>(type.getElementType()))
+    return n.fail("expects a float input");
+  std::vector<double> values = elementsAsDoubles(*x);
+  for (double &v : values)
+    v = Function(v);
+  return n.setOutput(0, n.constant(elementsFromDoubles(type, values)));
+}
+
+double cosOf(double x) { return std::cos(x); }
+double sinOf(double x) { return std::sin(x); }
+double floorOf(double x) { return std::floor(x); }
+double ceilOf(double x) { return std::ceil(x); }
+
+} // namespace
+
 void addElementwiseOps(OpTable &table) {
+  table["Cos"] = importHostUnary<cosOf>;
+  table["Sin"] = importHostUnary<sinOf>;
+  table["Floor"] = importHostUnary<floorOf>;
+  table["Ceil"] = importHostUnary<ceilOf>;
   table["Add"] = importBinary<nn::AddOp>;
   table["Sub"] = importBinary<nn::SubOp>;
   table["Mul"] = importBinary<nn::MulOp>;

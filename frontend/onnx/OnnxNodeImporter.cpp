@@ -1,6 +1,7 @@
 #include "frontend/onnx/OnnxNodeImporter.h"
 
 #include "frontend/common/ConstantEvaluator.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include "llvm/ADT/APFloat.h"
 
@@ -117,11 +118,53 @@ FailureOr<Value> NodeImporter::input(int index) {
   return it->second;
 }
 
+/// Makes `v` a constant where it is computed only from constants and
+/// initializers the importer took for weights: those initializers are
+/// buffers (a rotary table's inverse frequencies, which the exporter lifted
+/// to initializers), since their value is needed now. Each becomes an
+/// nn.constant of its value, for every reader.
+static void freezeBuffersUnder(Value v, llvm::StringMap<Value> &values) {
+  SmallVector<nn::ParameterOp> params;
+  llvm::DenseSet<Operation *> seen;
+  SmallVector<Value> stack{v};
+  while (!stack.empty()) {
+    Operation *def = stack.pop_back_val().getDefiningOp();
+    if (!def)
+      return; // a graph input: not a constant at all
+    if (!seen.insert(def).second || isa<nn::ConstantOp>(def))
+      continue;
+    if (auto param = dyn_cast<nn::ParameterOp>(def)) {
+      if (!param.getValue() || !isa<DenseElementsAttr>(*param.getValue()))
+        return;
+      params.push_back(param);
+      continue;
+    }
+    for (Value operand : def->getOperands())
+      stack.push_back(operand);
+  }
+  for (nn::ParameterOp param : params) {
+    OpBuilder at(param);
+    Value constant = at.create<nn::ConstantOp>(param.getLoc(), param.getType(),
+                                               cast<DenseElementsAttr>(*param.getValue()));
+    for (auto &entry : values)
+      if (entry.second == param.getResult())
+        entry.second = constant;
+    param.getResult().replaceAllUsesWith(constant);
+    param.erase();
+  }
+}
+
 FailureOr<DenseElementsAttr> NodeImporter::constantInput(int index, StringRef role) {
   FailureOr<Value> value = input(index);
   if (failed(value))
     return failure();
   FailureOr<DenseElementsAttr> attr = evaluateConstant(*value);
+  if (failed(attr)) {
+    freezeBuffersUnder(*value, values);
+    value = input(index);
+    if (succeeded(value))
+      attr = evaluateConstant(*value);
+  }
   if (failed(attr))
     return fail("input '" + node.input(index) + "' (" + role +
                 ") must be a constant: Loom compiles static shapes");

@@ -833,30 +833,10 @@ Error convertClamp(NodeContext &node) {
 // Tensor creation
 //===----------------------------------------------------------------------===//
 
-/// A unary op of a constant, folded: Loom has no kernel for it on values
-/// computed at run time. floor: the positions of Llama 4's and Ministral 3's
-/// attention temperature. erfinv: the constants torch.distributions.Normal
-/// computes (Gemma 3n's activation sparsity takes a normal quantile).
-Error convertConstantUnary(NodeContext &node, llvm::StringRef name, double (*fn)(double)) {
-  auto type = node.resultType(0);
-  if (!type)
-    return type.takeError();
-  auto self = node.tensor("self", 0);
-  if (!self)
-    return self.takeError();
-  std::optional<DenseElementsAttr> value = node.importer().constantValue(*self);
-  if (!value)
-    return importError(name + " of a value computed at run time is not supported (only of "
-                                "constants, which are folded)");
-  if (value->getNumElements() != type->getNumElements())
-    return importError(name + ": the input has " + llvm::Twine(value->getNumElements()) +
-                       " elements for a result of " + llvm::Twine(type->getNumElements()));
-  std::vector<double> values = toDoubles(*value);
-  for (double &v : values)
-    v = fn(v);
-  return node.setResult(0, node.importer().constant(fromDoubles(*type, values)));
-}
-
+// floor: the positions of Llama 4's and Ministral 3's attention
+// temperature; erfinv: the constants torch.distributions.Normal computes
+// (Gemma 3n's activation sparsity takes a normal quantile). Both of
+// constants only (convertHostUnary).
 double floorOf(double x) { return std::floor(x); }
 
 /// The inverse of erf on (-1, 1), ±inf at ±1, NaN outside: a first guess
@@ -2751,8 +2731,8 @@ const llvm::StringMap<OperatorConverter> &converters() {
     // Creation.
     t["aten.arange"] = convertArange;
     t["aten.eye"] = convertEye;
-    t["aten.floor"] = [](NodeContext &n) { return convertConstantUnary(n, "floor", floorOf); };
-    t["aten.erfinv"] = [](NodeContext &n) { return convertConstantUnary(n, "erfinv", erfinvOf); };
+    t["aten.floor"] = [](NodeContext &n) { return convertHostUnary(n, floorOf); };
+    t["aten.erfinv"] = [](NodeContext &n) { return convertHostUnary(n, erfinvOf); };
     t["aten._is_all_true"] = convertIsAllTrue;
     t["aten.full"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 1); };
     t["aten.full_like"] = [](NodeContext &n) { return convertFill(n, std::nullopt, "fill_value", 1); };

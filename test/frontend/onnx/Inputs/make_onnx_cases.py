@@ -441,6 +441,40 @@ def conv_pad_lse():
                     conv1d_reference(xd, w2.astype(np.float64), None, 2, 1, 0, 2, 1), padded, lse]
 
 
+def rotary_buffer():
+    """Cos and Sin of a rotary table computed from a float initializer (the
+    inverse frequencies, a buffer the exporter lifted to an initializer) and
+    positions from the input's shape (DeepSeek-V4's compressor's rotary in
+    its ONNX export): evaluated at import, the initializer made a constant;
+    Floor and Ceil of constants too."""
+    x = randf(2, 4, 3)
+    inv_freq = np.array([1.0, 0.1, 0.01], np.float32)
+    m = model([helper.make_node("Shape", ["x"], ["shape"], start=1, end=2),
+               helper.make_node("Squeeze", ["shape"], ["n"]),
+               helper.make_node("Range", ["zero", "n", "one"], ["pos"]),
+               helper.make_node("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT),
+               helper.make_node("Unsqueeze", ["posf", "ax1"], ["col"]),
+               helper.make_node("Unsqueeze", ["inv_freq", "ax0"], ["row"]),
+               helper.make_node("MatMul", ["col", "row"], ["angles"]),
+               helper.make_node("Cos", ["angles"], ["cos"]),
+               helper.make_node("Sin", ["angles"], ["sin"]),
+               helper.make_node("Mul", ["x", "cos"], ["xc"]),
+               helper.make_node("Add", ["xc", "sin"], ["rot"]),
+               helper.make_node("Mul", ["inv_freq", "ten"], ["scaled"]),
+               helper.make_node("Floor", ["scaled"], ["down"]),
+               helper.make_node("Ceil", ["scaled"], ["up"]),
+               helper.make_node("Add", ["down", "up"], ["rounded"])],
+              [vi("x", F32, [2, 4, 3])], [vi("rot", F32, None), vi("rounded", F32, None)],
+              [numpy_helper.from_array(inv_freq, "inv_freq"), ints("ax0", [0]), ints("ax1", [1]),
+               numpy_helper.from_array(np.array(0, np.int64), "zero"),
+               numpy_helper.from_array(np.array(1, np.int64), "one"),
+               numpy_helper.from_array(np.array(10.0, np.float32), "ten")])
+    angles = np.arange(4, dtype=np.float64)[:, None] * inv_freq.astype(np.float64)[None, :]
+    scaled = inv_freq.astype(np.float32) * np.float32(10)
+    return m, [x], [x.astype(np.float64) * np.cos(angles) + np.sin(angles),
+                    np.floor(scaled) + np.ceil(scaled)]
+
+
 def cumsum_runtime():
     """CumSum of a value known only at run time (Mamba-2's chunked scan in
     Falcon-H1's and Nemotron-H's ONNX exports), along a middle axis, and
@@ -465,7 +499,8 @@ CASES = {f.__name__.rstrip("_"): f for f in [
     shape_chain, range_constant_of_shape, causal_mask, expand_where_compare, gemm, cumsum,
     split, split_opset17, slice_, reduce_norm, reduce_opset17, gather_misc, gather_nd,
     symbolic_dims,
-    gelu_opset20, softplus_tile, gather_elements_axes, conv_pad_lse, cumsum_runtime]}
+    gelu_opset20, softplus_tile, gather_elements_axes, conv_pad_lse, cumsum_runtime,
+    rotary_buffer]}
 
 
 def write_case(name, out):
@@ -549,6 +584,9 @@ def write_errors(out):
                     [x, vi("u", F32, [1, 3])], [y], [numpy_helper.from_array(
                         np.array([[7]], np.int64), "ind")]),
               os.path.join(out, "scatter_nd_out_of_range.onnx"))
+    # Cos of a value computed from the input: Loom has no cos op.
+    onnx.save(model([helper.make_node("Cos", ["x"], ["y"], name="cos")], [x], [y]),
+              os.path.join(out, "cos_of_input.onnx"))
     # Random bytes (fixed seed) that protobuf cannot parse.
     with open(os.path.join(out, "random.onnx"), "wb") as f:
         f.write(np.random.default_rng(1).integers(0, 256, 4096, dtype=np.uint8).tobytes())
