@@ -1020,9 +1020,11 @@ llvm::Expected<Value> GraphImporter::scatterIntoBase(llvm::ArrayRef<std::string>
     return importError("mutates '" + name + "', a view of '" + root +
                        "' that Loom cannot map back onto it");
 
-  // A block of the base cut along one dim only (a slice assignment such as
-  // `t[..., a:b] = v`): the base's parts around it joined with the new
-  // values, which keeps every other dim whole (a new batch re-infers it).
+  // A block of the base (a slice assignment such as `t[..., a:b] = v`, or
+  // `t[:, 1:, :4] = v` cut along several dims): along each cut dim in turn,
+  // the base's parts around the block joined with the block placed along
+  // the later dims. Slices and concats keep every uncut dim whole, so a new
+  // batch re-infers them (a flat gather's table would carry the batch).
   auto viewType = cast<RankedTensorType>(value.getType());
   if (viewType.getRank() == rootType.getRank() && viewType.getNumElements() > 0) {
     llvm::ArrayRef<int64_t> shape = rootType.getShape(), sizes = viewType.getShape();
@@ -1054,41 +1056,55 @@ llvm::Expected<Value> GraphImporter::scatterIntoBase(llvm::ArrayRef<std::string>
         pos[d] = 0;
       }
     }
-    if (block && cut.size() <= 1) {
-      auto cast = castTo(value, rootType.getElementType());
-      if (!cast)
-        return cast.takeError();
-      if (cut.empty())
-        return *cast;
-      int64_t d = cut.front();
-      auto piece = [&](int64_t begin, int64_t end) -> llvm::Expected<Value> {
-        llvm::SmallVector<int64_t> lo(shape.size(), 0), hi(shape), step(shape.size(), 1);
-        lo[d] = begin;
-        hi[d] = end;
-        llvm::SmallVector<int64_t> pieceShape(shape);
-        pieceShape[d] = end - begin;
-        return create<nn::SliceOp>(rootType.clone(pieceShape), *rootValue,
-                                   builder_.getDenseI64ArrayAttr(lo),
-                                   builder_.getDenseI64ArrayAttr(hi),
-                                   builder_.getDenseI64ArrayAttr(step));
+    if (block) {
+      auto blockValues = castTo(value, rootType.getElementType());
+      if (!blockValues)
+        return blockValues.takeError();
+      // Nested along each cut dim: the block's rows of `within` along dim
+      // cut[i] replaced by `inner` (itself placed along the later cuts).
+      std::function<llvm::Expected<Value>(Value, size_t)> place =
+          [&](Value within, size_t i) -> llvm::Expected<Value> {
+        if (i == cut.size())
+          return *blockValues;
+        int64_t d = cut[i];
+        auto withinType = cast<RankedTensorType>(within.getType());
+        auto piece = [&](int64_t begin, int64_t end) -> llvm::Expected<Value> {
+          llvm::SmallVector<int64_t> lo(shape.size(), 0), hi(withinType.getShape()),
+              step(shape.size(), 1);
+          lo[d] = begin;
+          hi[d] = end;
+          llvm::SmallVector<int64_t> pieceShape(withinType.getShape());
+          pieceShape[d] = end - begin;
+          return create<nn::SliceOp>(withinType.clone(pieceShape), within,
+                                     builder_.getDenseI64ArrayAttr(lo),
+                                     builder_.getDenseI64ArrayAttr(hi),
+                                     builder_.getDenseI64ArrayAttr(step));
+        };
+        auto middle = piece(starts[d], starts[d] + sizes[d]);
+        if (!middle)
+          return middle.takeError();
+        auto inner = place(*middle, i + 1);
+        if (!inner)
+          return inner.takeError();
+        llvm::SmallVector<Value> pieces;
+        if (starts[d] > 0) {
+          auto before = piece(0, starts[d]);
+          if (!before)
+            return before.takeError();
+          pieces.push_back(*before);
+        }
+        pieces.push_back(*inner);
+        if (starts[d] + sizes[d] < shape[d]) {
+          auto after = piece(starts[d] + sizes[d], shape[d]);
+          if (!after)
+            return after.takeError();
+          pieces.push_back(*after);
+        }
+        if (pieces.size() == 1)
+          return pieces.front();
+        return create<nn::ConcatOp>(withinType, pieces, builder_.getI64IntegerAttr(d));
       };
-      llvm::SmallVector<Value> pieces;
-      if (starts[d] > 0) {
-        auto before = piece(0, starts[d]);
-        if (!before)
-          return before.takeError();
-        pieces.push_back(*before);
-      }
-      pieces.push_back(*cast);
-      if (starts[d] + sizes[d] < shape[d]) {
-        auto after = piece(starts[d] + sizes[d], shape[d]);
-        if (!after)
-          return after.takeError();
-        pieces.push_back(*after);
-      }
-      if (pieces.size() == 1)
-        return pieces.front();
-      return create<nn::ConcatOp>(rootType, pieces, builder_.getI64IntegerAttr(d));
+      return place(*rootValue, 0);
     }
   }
 

@@ -80,6 +80,20 @@ def main():
         b = X.copy()
         b[:, 1:3] *= 10
         save(out, expected0=b + 0.5, expected1=b[:, 1:3])
+    elif case == "block":
+        # A block cut along both dims, b[1:, 0:3] *= 10 (DeepSeek-V4's pooling
+        # window fills such blocks of a zeros tensor of the batch).
+        p.node("clone.default", "b", F, [2, 4], self=x)
+        p.node("slice.Tensor", "rows", F, [1, 4], self=tensor("b"), dim={"as_int": 0},
+               start={"as_int": 1}, end={"as_int": 9223372036854775807})
+        p.node("slice.Tensor", "v", F, [1, 3], self=tensor("rows"), dim={"as_int": 1},
+               start={"as_int": 0}, end={"as_int": 3})
+        p.node("mul_.Tensor", "mul_", F, [1, 3], self=tensor("v"), other={"as_float": 10.0})
+        p.node("add.Tensor", "after", F, [2, 4], self=tensor("b"), other={"as_float": 0.5})
+        archive(out, p, ["x"], user_x, ["after"], user_outputs(["after"]))
+        b = X.copy()
+        b[1:, 0:3] *= 10
+        save(out, expected0=b + 0.5)
     elif case == "view-chain":
         p.node("clone.default", "b", F, [2, 4], self=x)
         p.node("t.default", "bt", F, [4, 2], self=tensor("b"))
