@@ -1025,22 +1025,36 @@ llvm::Expected<Value> GraphImporter::scatterIntoBase(llvm::ArrayRef<std::string>
   // the base's parts around the block joined with the block placed along
   // the later dims. Slices and concats keep every uncut dim whole, so a new
   // batch re-infers them (a flat gather's table would carry the batch).
+  // The view may drop dims of one element (`t[..., i, :i] = v`, a select
+  // then a slice: the gated delta rule's row by row updates): the block's
+  // extent in the base is from its first element to its last.
   auto viewType = cast<RankedTensorType>(value.getType());
-  if (viewType.getRank() == rootType.getRank() && viewType.getNumElements() > 0) {
-    llvm::ArrayRef<int64_t> shape = rootType.getShape(), sizes = viewType.getShape();
-    llvm::SmallVector<int64_t> starts(shape.size(), 0);
-    int64_t first = (*indices->getValues<llvm::APInt>().begin()).getSExtValue();
-    for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
-      starts[d] = shape[d] ? first % shape[d] : 0;
-      first = shape[d] ? first / shape[d] : 0;
-    }
+  if (viewType.getNumElements() > 0 && rootType.getRank() > 0) {
+    llvm::ArrayRef<int64_t> shape = rootType.getShape();
+    auto coordinates = [&](int64_t flat) {
+      llvm::SmallVector<int64_t> at(shape.size(), 0);
+      for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+        at[d] = shape[d] ? flat % shape[d] : 0;
+        flat = shape[d] ? flat / shape[d] : 0;
+      }
+      return at;
+    };
+    auto values = indices->getValues<llvm::APInt>();
+    llvm::SmallVector<int64_t> starts = coordinates((*values.begin()).getSExtValue());
+    llvm::SmallVector<int64_t> lasts =
+        coordinates((*(values.begin() + (indices->getNumElements() - 1))).getSExtValue());
+    llvm::SmallVector<int64_t> sizes(shape.size());
     llvm::SmallVector<int64_t> cut;
     bool block = true;
+    int64_t blockElements = 1;
     for (size_t d = 0; d < shape.size() && block; ++d) {
-      block = starts[d] + sizes[d] <= shape[d];
+      sizes[d] = lasts[d] - starts[d] + 1;
+      block = sizes[d] > 0 && starts[d] + sizes[d] <= shape[d];
+      blockElements *= std::max<int64_t>(sizes[d], 0);
       if (sizes[d] != shape[d])
         cut.push_back(int64_t(d));
     }
+    block = block && blockElements == viewType.getNumElements();
     // Every view element is the base element of its position in the block.
     llvm::SmallVector<int64_t> pos(shape.size(), 0);
     for (const llvm::APInt &index : indices->getValues<llvm::APInt>()) {
@@ -1057,7 +1071,10 @@ llvm::Expected<Value> GraphImporter::scatterIntoBase(llvm::ArrayRef<std::string>
       }
     }
     if (block) {
-      auto blockValues = castTo(value, rootType.getElementType());
+      auto reshaped = reshapeTo(value, sizes);
+      if (!reshaped)
+        return reshaped.takeError();
+      auto blockValues = castTo(*reshaped, rootType.getElementType());
       if (!blockValues)
         return blockValues.takeError();
       // Nested along each cut dim: the block's rows of `within` along dim

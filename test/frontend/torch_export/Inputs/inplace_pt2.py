@@ -94,6 +94,20 @@ def main():
         b = X.copy()
         b[1:, 0:3] *= 10
         save(out, expected0=b + 0.5)
+    elif case == "row-block":
+        # A row's leading elements, b[1, :3] *= 10: a select, then a slice
+        # (the gated delta rule's row by row updates, attn[..., i, :i]).
+        p.node("clone.default", "b", F, [2, 4], self=x)
+        p.node("select.int", "row", F, [4], self=tensor("b"), dim={"as_int": 0},
+               index={"as_int": 1})
+        p.node("slice.Tensor", "v", F, [3], self=tensor("row"), dim={"as_int": 0},
+               start={"as_int": 0}, end={"as_int": 3})
+        p.node("mul_.Tensor", "mul_", F, [3], self=tensor("v"), other={"as_float": 10.0})
+        p.node("add.Tensor", "after", F, [2, 4], self=tensor("b"), other={"as_float": 0.5})
+        archive(out, p, ["x"], user_x, ["after"], user_outputs(["after"]))
+        b = X.copy()
+        b[1, :3] *= 10
+        save(out, expected0=b + 0.5)
     elif case == "view-chain":
         p.node("clone.default", "b", F, [2, 4], self=x)
         p.node("t.default", "bt", F, [4, 2], self=tensor("b"))
