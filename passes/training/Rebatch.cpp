@@ -200,7 +200,7 @@ private:
         known[i] = in;
       }
     } else {
-      if ((isBroadcastingElementwise(op) || isa<nn::ConcatOp>(op)) &&
+      if ((isBroadcastingElementwise(op) || isa<nn::ConcatOp, nn::MatmulOp>(op)) &&
           failed(remakeUnbatchedOperands(op)))
         return failure();
       if (failed(inferResultTypes(op, newTypes)))
@@ -268,7 +268,7 @@ private:
                     "infers its types nor broadcasts its operands)");
   }
 
-  /// An operand of a broadcasting op or a concat that has no batch but the
+  /// An operand of a broadcasting op, a concat or a matmul that has no batch but the
   /// batch's size in a dim aligned with an operand's batch dim (or that
   /// dim's size, the batch merged with other dims there: BLOOM's ALiBi bias,
   /// [B * heads, 1, S], folded beside scores [B * heads, S, S]; the zeros a
@@ -277,6 +277,7 @@ private:
   /// is the same for every sequence.
   LogicalResult remakeUnbatchedOperands(Operation *op) {
     auto concat = dyn_cast<nn::ConcatOp>(op);
+    bool matmul = isa<nn::MatmulOp>(op);
     int64_t rank = 0;
     for (Value v : op->getOperands())
       rank = std::max<int64_t>(rank, oldShape(v).size());
@@ -298,8 +299,10 @@ private:
         // A dim of 1 where the batch alone was 1 broadcasts against any batch.
         if (q < 0 || shape[q] != size || (size == 1 && B == 1))
           continue;
-        // Sequences joined along the batch dim itself stay as they are.
-        if (concat && q == concat.getDim())
+        // Sequences joined along the batch dim itself stay as they are; a
+        // matmul's batch dims are all but its last two (a state of zeros of
+        // the export's batch that a chunked scan multiplies: Qwen3-Next).
+        if ((concat && q == concat.getDim()) || (matmul && q >= int64_t(shape.size()) - 2))
           continue;
         FailureOr<Value> again = remake(v, q, op, 0, outer);
         if (failed(again))

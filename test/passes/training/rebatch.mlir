@@ -128,3 +128,25 @@ module {
     return %out : tensor<2x5x3xf32>
   }
 }
+
+// -----
+
+// A constant of the export's batch multiplied in a batched matmul (the
+// zeros a chunked delta rule starts its state from) is made again at the
+// new batch; a matmul's last two dims are never the batch.
+// CHECK-LABEL: func.func @main(%arg0: tensor<8x3xi64>) -> tensor<8x3x3xf32>
+// CHECK: nn.constant dense<0.000000e+00> : tensor<8x3x3xf32>
+// CHECK: nn.matmul {{.*}} : (tensor<8x3x3xf32>, tensor<8x3x3xf32>) -> tensor<8x3x3xf32>
+// ONE-LABEL: func.func @main(%arg0: tensor<1x3xi64>) -> tensor<1x3x3xf32>
+// ONE: nn.constant dense<0.000000e+00> : tensor<1x3x3xf32>
+// ONE: nn.matmul {{.*}} : (tensor<1x3x3xf32>, tensor<1x3x3xf32>) -> tensor<1x3x3xf32>
+module {
+  func.func @main(%ids: tensor<2x3xi64>) -> tensor<2x3x3xf32> {
+    %table = nn.parameter "embed" : tensor<16x3xf32>
+    %e = nn.embedding %table, %ids : (tensor<16x3xf32>, tensor<2x3xi64>) -> tensor<2x3x3xf32>
+    %state = nn.constant dense<0.0> : tensor<2x3x3xf32>
+    %y = nn.matmul %e, %state : (tensor<2x3x3xf32>, tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
+    %out = nn.sub %e, %y : (tensor<2x3x3xf32>, tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
+    return %out : tensor<2x3x3xf32>
+  }
+}
