@@ -193,10 +193,7 @@ Value buildLogSumExp(OpBuilder &b, Location loc, Value input, ArrayRef<int64_t> 
   return reshaped(b, loc, sum, result);
 }
 
-namespace {
-
-/// v with dims `axis` and last swapped (itself when they are one).
-Value swappedWithLast(OpBuilder &b, Location loc, Value v, int64_t axis) {
+Value buildSwapWithLast(OpBuilder &b, Location loc, Value v, int64_t axis) {
   RankedTensorType type = typeOf(v);
   const int64_t rank = type.getRank();
   if (rank == 0 || axis == rank - 1)
@@ -209,8 +206,6 @@ Value swappedWithLast(OpBuilder &b, Location loc, Value v, int64_t axis) {
   return b.create<nn::TransposeOp>(loc, type.clone(shape), v, b.getDenseI64ArrayAttr(order));
 }
 
-} // namespace
-
 FailureOr<Value> buildCumSum(OpBuilder &b, Location loc, Value input, int64_t axis,
                              bool exclusive, bool reverse, std::string &why) {
   RankedTensorType inputType = typeOf(input);
@@ -219,7 +214,7 @@ FailureOr<Value> buildCumSum(OpBuilder &b, Location loc, Value input, int64_t ax
     why = "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank);
     return failure();
   }
-  Value x = swappedWithLast(b, loc, input, axis);
+  Value x = buildSwapWithLast(b, loc, input, axis);
   SmallVector<int64_t> movedShape(typeOf(x).getShape());
   const int64_t n = rank ? movedShape.back() : 1;
   if (n * n > (int64_t(1) << 26)) {
@@ -261,7 +256,7 @@ FailureOr<Value> buildCumSum(OpBuilder &b, Location loc, Value input, int64_t ax
     sums = b.create<nn::MatmulOp>(loc, RankedTensorType::get({rows, n}, element), flat, tri,
                                   UnitAttr(), UnitAttr());
   }
-  return swappedWithLast(b, loc, reshaped(b, loc, sums, movedShape), axis);
+  return buildSwapWithLast(b, loc, reshaped(b, loc, sums, movedShape), axis);
 }
 
 } // namespace loom

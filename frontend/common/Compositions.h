@@ -45,6 +45,12 @@ mlir::FailureOr<mlir::Value> buildConstantPad(mlir::OpBuilder &b, mlir::Location
 mlir::Value buildLogSumExp(mlir::OpBuilder &b, mlir::Location loc, mlir::Value input,
                            llvm::ArrayRef<int64_t> dims, bool keepdim);
 
+/// `v` with dims `axis` and last swapped (a transpose that is its own
+/// inverse, so the same call swaps them back); `v` itself when `axis` is the
+/// last or `v` is a scalar.
+mlir::Value buildSwapWithLast(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
+                              int64_t axis);
+
 /// Running sums of `input` along `axis`: out[i] = sum of x[j] over j <= i
 /// (j < i when `exclusive`; j >= i or j > i when `reverse`). Integers sum in
 /// i64 as products with a triangle of ones reduced (exact, and untouched by

@@ -677,6 +677,15 @@ Error convertExpm1(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
+/// log(1 + x), as log1p, softplus and log_sigmoid need it (an absolute
+/// error of an ulp of 1 for tiny x, as expm1 above).
+Expected<Value> logOnePlus(GraphImporter &g, RankedTensorType type, Value x) {
+  auto onePlus = g.create<nn::AddOp>(type, x, g.scalar(type.getElementType(), 1.0));
+  if (!onePlus)
+    return onePlus.takeError();
+  return g.create<nn::LogOp>(type, *onePlus);
+}
+
 /// log_sigmoid(x) = min(x, 0) - log(1 + exp(-|x|)): exp never overflows,
 /// and a large |x| gives x (or 0) rather than log of 0.
 Error convertLogSigmoid(NodeContext &node) {
@@ -698,10 +707,7 @@ Error convertLogSigmoid(NodeContext &node) {
   auto e = g.create<nn::ExpOp>(type, *negated);
   if (!e)
     return e.takeError();
-  auto onePlus = g.create<nn::AddOp>(type, *e, g.scalar(element, 1.0));
-  if (!onePlus)
-    return onePlus.takeError();
-  auto log = g.create<nn::LogOp>(type, *onePlus);
+  auto log = logOnePlus(g, type, *e);
   if (!log)
     return log.takeError();
   auto result = g.create<nn::SubOp>(type, *low, *log);
@@ -710,18 +716,13 @@ Error convertLogSigmoid(NodeContext &node) {
   return node.setResult(0, *result);
 }
 
-/// log1p(x) = log(1 + x) (as expm1: an absolute error of an ulp of 1 for
-/// tiny x; core ATen's softplus and Mamba's decay come here).
+/// log1p (core ATen's softplus and Mamba's decay come here).
 Error convertLog1p(NodeContext &node) {
   auto operand = floatOperand(node, "log1p");
   if (!operand)
     return operand.takeError();
   auto [type, x] = *operand;
-  GraphImporter &g = node.importer();
-  auto onePlus = g.create<nn::AddOp>(type, x, g.scalar(type.getElementType(), 1.0));
-  if (!onePlus)
-    return onePlus.takeError();
-  auto result = g.create<nn::LogOp>(type, *onePlus);
+  auto result = logOnePlus(node.importer(), type, x);
   if (!result)
     return result.takeError();
   return node.setResult(0, *result);
@@ -759,10 +760,7 @@ Error convertSoftplus(NodeContext &node) {
   auto e = g.create<nn::ExpOp>(type, *capped);
   if (!e)
     return e.takeError();
-  auto onePlus = g.create<nn::AddOp>(type, *e, g.scalar(element, 1.0));
-  if (!onePlus)
-    return onePlus.takeError();
-  auto soft = g.create<nn::LogOp>(type, *onePlus);
+  auto soft = logOnePlus(g, type, *e);
   if (!soft)
     return soft.takeError();
   Value softValue = *soft;

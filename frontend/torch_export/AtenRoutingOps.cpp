@@ -80,16 +80,7 @@ Error setShapedResult(NodeContext &node, Value value) {
 /// own inverse, so the same call swaps them back); `v` itself when `axis`
 /// is the last.
 Expected<Value> swapWithLast(GraphImporter &g, Value v, int64_t axis) {
-  const int64_t rank = tensorType(v).getRank();
-  if (rank == 0 || axis == rank - 1)
-    return v;
-  SmallVector<int64_t> swap = llvm::to_vector(llvm::seq<int64_t>(0, rank));
-  std::swap(swap[axis], swap.back());
-  SmallVector<int64_t> shape;
-  for (int64_t d : swap)
-    shape.push_back(tensorType(v).getDimSize(d));
-  return g.create<nn::TransposeOp>(tensorType(v).clone(shape), v,
-                                   g.builder().getDenseI64ArrayAttr(swap));
+  return buildSwapWithLast(g.builder(), g.loc(), v, axis);
 }
 
 /// A constant i64 row 0 .. n-1 of shape [1, ..., 1, n] (rank `rank`).

@@ -11,33 +11,18 @@ usage: hybrid_ops_pt2.py OUTDIR [--computed-item]
   a program taking item() of a value computed from its input, which Loom
   refuses)
 """
-import json
 import math
 import os
 import sys
-import zipfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from synthetic_pt2 import BOOL, FLOAT32, INT64, Program, meta, tensor  # noqa: E402
+from synthetic_pt2 import BOOL, FLOAT32, INT64, Program, meta, tensor, write_archive  # noqa: E402
 
 
 def write(out, p, inputs, outputs):
-    program = {
-        "graph_module": {
-            "graph": {"inputs": inputs, "outputs": [tensor(o) for o in outputs], "nodes": p.nodes,
-                      "tensor_values": p.values, "sym_int_values": {}, "sym_bool_values": {},
-                      "is_single_tensor_return": False, "custom_obj_values": {},
-                      "sym_float_values": {}},
-            "signature": {"input_specs": [{"user_input": {"arg": i}} for i in inputs],
-                          "output_specs": [{"user_output": {"arg": tensor(o)}} for o in outputs]},
-            "module_call_graph": [], "metadata": {}},
-        "opset_version": {"aten": 10}, "range_constraints": {},
-        "schema_version": {"major": 8, "minor": 17}, "verifiers": [], "torch_version": "2.11.0"}
-    with zipfile.ZipFile(os.path.join(out, "model.pt2"), "w") as archive:
-        archive.writestr("hybrid/models/model.json", json.dumps(program))
-        archive.writestr("hybrid/byteorder", "little")
+    write_archive(os.path.join(out, "model.pt2"), "hybrid", p, inputs, outputs)
 
 
 def computed_item(out):

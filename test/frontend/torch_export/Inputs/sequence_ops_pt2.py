@@ -9,15 +9,13 @@ inputs and NumPy's results.
 usage: sequence_ops_pt2.py OUTDIR   (writes model.pt2, x.npy, w.npy,
 expected{0..12}.npy)
 """
-import json
 import os
 import sys
-import zipfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from synthetic_pt2 import FLOAT32, INT64, Program, meta, tensor  # noqa: E402
+from synthetic_pt2 import FLOAT32, INT64, Program, meta, tensor, write_archive  # noqa: E402
 
 
 def conv1d(x, w, bias, stride, padding, dilation, groups):
@@ -120,20 +118,7 @@ def main():
     outputs = ["dw", "dense", "padded", "cpad", "running", "identity", "gate", "lse", "floored",
                "gathered", "core", "tripled_x", "plain"]
     inputs = [x, w, b, d]
-    program = {
-        "graph_module": {
-            "graph": {"inputs": inputs, "outputs": [tensor(o) for o in outputs], "nodes": p.nodes,
-                      "tensor_values": p.values, "sym_int_values": {}, "sym_bool_values": {},
-                      "is_single_tensor_return": False, "custom_obj_values": {},
-                      "sym_float_values": {}},
-            "signature": {"input_specs": [{"user_input": {"arg": i}} for i in inputs],
-                          "output_specs": [{"user_output": {"arg": tensor(o)}} for o in outputs]},
-            "module_call_graph": [], "metadata": {}},
-        "opset_version": {"aten": 10}, "range_constraints": {},
-        "schema_version": {"major": 8, "minor": 17}, "verifiers": [], "torch_version": "2.11.0"}
-    with zipfile.ZipFile(os.path.join(out, "model.pt2"), "w") as archive:
-        archive.writestr("sequence/models/model.json", json.dumps(program))
-        archive.writestr("sequence/byteorder", "little")
+    write_archive(os.path.join(out, "model.pt2"), "sequence", p, inputs, outputs)
     for name, value in (("x", xv), ("w", wv), ("b", bv), ("d", dv)):
         np.save(os.path.join(out, name + ".npy"), value)
 

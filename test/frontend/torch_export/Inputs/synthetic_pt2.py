@@ -48,6 +48,25 @@ class Program:
             program.values[name] = meta(dtype, shape)
 
 
+def write_archive(path, root, p, inputs, outputs):
+    """A .pt2 holding `p`'s nodes as a torch.export program under `root/`,
+    with the graph inputs `inputs` (tensor args) and the named outputs."""
+    program = {
+        "graph_module": {
+            "graph": {"inputs": inputs, "outputs": [tensor(o) for o in outputs], "nodes": p.nodes,
+                      "tensor_values": p.values, "sym_int_values": {}, "sym_bool_values": {},
+                      "is_single_tensor_return": False, "custom_obj_values": {},
+                      "sym_float_values": {}},
+            "signature": {"input_specs": [{"user_input": {"arg": i}} for i in inputs],
+                          "output_specs": [{"user_output": {"arg": tensor(o)}} for o in outputs]},
+            "module_call_graph": [], "metadata": {}},
+        "opset_version": {"aten": 10}, "range_constraints": {},
+        "schema_version": {"major": 8, "minor": 17}, "verifiers": [], "torch_version": "2.11.0"}
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(root + "/models/model.json", json.dumps(program))
+        archive.writestr(root + "/byteorder", "little")
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -85,20 +104,7 @@ def main():
     p.node2("max.dim", [("ux", FLOAT32, [4, 1]), ("ui", INT64, [4, 1])], self=tensor("upper"),
             dim={"as_int": 1}, keepdim={"as_bool": True})
     outputs = ["s", "mf", "chosen", "w", "sm", "st", "mx", "mi", "ui"]
-    program = {
-        "graph_module": {
-            "graph": {"inputs": [x], "outputs": [tensor(o) for o in outputs], "nodes": p.nodes,
-                      "tensor_values": p.values, "sym_int_values": {}, "sym_bool_values": {},
-                      "is_single_tensor_return": False, "custom_obj_values": {},
-                      "sym_float_values": {}},
-            "signature": {"input_specs": [{"user_input": {"arg": x}}],
-                          "output_specs": [{"user_output": {"arg": tensor(o)}} for o in outputs]},
-            "module_call_graph": [], "metadata": {}},
-        "opset_version": {"aten": 10}, "range_constraints": {},
-        "schema_version": {"major": 8, "minor": 17}, "verifiers": [], "torch_version": "2.11.0"}
-    with zipfile.ZipFile(os.path.join(out, "model.pt2"), "w") as archive:
-        archive.writestr("synthetic/models/model.json", json.dumps(program))
-        archive.writestr("synthetic/byteorder", "little")
+    write_archive(os.path.join(out, "model.pt2"), "synthetic", p, [x], outputs)
 
     xv = np.array([[0.3, -1.2, 0.9, 2.0], [-0.4, 0.7, 0.1, -2.5]], dtype=np.float32)
     np.save(os.path.join(out, "x.npy"), xv)
