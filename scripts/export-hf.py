@@ -70,6 +70,7 @@ import argparse
 import json
 import os
 import struct
+import shlex
 import sys
 import traceback
 import types
@@ -171,7 +172,7 @@ def parse_args(argv):
                          "operators (in-place ones apart), its mutations, and the "
                          "reload/onnxruntime errors against logits.npy")
     ap.add_argument("--trace-nodes", metavar="FILE",
-                    help="write FILE.npz inside --out: the value of every tensor the exported "
+                    help="write FILE (.npz) inside --out: the value of every tensor the exported "
                          "program computes, by node name, at the example ids (to find where "
                          "a compiler's result first departs from PyTorch's: "
                          "test/e2e/Inputs/pt2_bisect.py)")
@@ -618,7 +619,7 @@ def run(args):
         write_node_trace(ep, ids, os.path.join(out, args.trace_nodes), torch, np)
 
     if args.report:
-        lines = ["# " + " ".join(["scripts/" + PROG] + args.argv),
+        lines = ["# " + shlex.join(["scripts/" + PROG] + args.argv),
                  "model %s, transformers %s, torch %s" % (
                      type(model).__name__, transformers.__version__, torch.__version__),
                  "weights: %d tensors, first %s" % (len(names), names[0] if names else "-")]
