@@ -1170,33 +1170,6 @@ Error convertSlice(NodeContext &node) {
 /// self[start:end:step] along dim replaced by src (what functionalization
 /// makes of an in-place slice assignment): the slices before and after,
 /// joined around src. Steps other than 1 are refused.
-/// self with rows [begin, limit) along `axis` replaced by value: the parts
-/// of self before and after, concatenated around it.
-Expected<Value> placeAlong(GraphImporter &g, RankedTensorType type, Value self, Value value,
-                           int64_t axis, int64_t begin, int64_t limit) {
-  int64_t size = tensorType(self).getDimSize(axis);
-  llvm::SmallVector<Value> parts;
-  if (begin > 0) {
-    auto before = sliceAlong(g, self, axis, 0, begin, 1);
-    if (!before)
-      return before.takeError();
-    parts.push_back(*before);
-  }
-  if (limit > begin)
-    parts.push_back(value);
-  if (limit < size) {
-    auto after = sliceAlong(g, self, axis, limit, size, 1);
-    if (!after)
-      return after.takeError();
-    parts.push_back(*after);
-  }
-  if (parts.empty())
-    return self;
-  if (parts.size() == 1)
-    return parts.front();
-  return g.create<nn::ConcatOp>(type, parts, g.builder().getI64IntegerAttr(axis));
-}
-
 Error convertSliceScatter(NodeContext &node) {
   auto type = node.resultType(0);
   if (!type)
@@ -1240,7 +1213,7 @@ Error convertSliceScatter(NodeContext &node) {
     return importError("slice_scatter: src has " + llvm::Twine(srcType.getDimSize(*axis)) +
                        " elements along dim " + llvm::Twine(*axis) + " for a slice of " +
                        llvm::Twine(limit - begin));
-  auto placed = placeAlong(g, *type, *self, *value, *axis, begin, limit);
+  auto placed = g.placeAlong(*self, *value, *axis, begin, limit);
   if (!placed)
     return placed.takeError();
   return node.setResult(0, *placed);
@@ -1290,7 +1263,7 @@ Error convertSelectScatter(NodeContext &node) {
   auto slab = g.reshapeTo(*value, shape);
   if (!slab)
     return slab.takeError();
-  auto placed = placeAlong(g, *type, *self, *slab, *axis, at, at + 1);
+  auto placed = g.placeAlong(*self, *slab, *axis, at, at + 1);
   if (!placed)
     return placed.takeError();
   return node.setResult(0, *placed);

@@ -497,6 +497,47 @@ llvm::Expected<Value> GraphImporter::broadcastTo(Value value, llvm::ArrayRef<int
   return create<nn::BroadcastOp>(type.clone(shape), value);
 }
 
+llvm::Expected<Value> GraphImporter::rowsAlong(Value value, int64_t axis, int64_t begin,
+                                               int64_t end) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (begin == 0 && end == type.getDimSize(axis))
+    return value;
+  llvm::SmallVector<int64_t> lo(type.getRank(), 0), hi(type.getShape()), step(type.getRank(), 1),
+      shape(type.getShape());
+  lo[axis] = begin;
+  hi[axis] = end;
+  shape[axis] = end - begin;
+  return create<nn::SliceOp>(type.clone(shape), value, builder_.getDenseI64ArrayAttr(lo),
+                             builder_.getDenseI64ArrayAttr(hi),
+                             builder_.getDenseI64ArrayAttr(step));
+}
+
+llvm::Expected<Value> GraphImporter::placeAlong(Value base, Value rows, int64_t axis,
+                                                int64_t begin, int64_t limit) {
+  auto type = cast<RankedTensorType>(base.getType());
+  int64_t size = type.getDimSize(axis);
+  llvm::SmallVector<Value> parts;
+  if (begin > 0) {
+    auto before = rowsAlong(base, axis, 0, begin);
+    if (!before)
+      return before.takeError();
+    parts.push_back(*before);
+  }
+  if (limit > begin)
+    parts.push_back(rows);
+  if (limit < size) {
+    auto after = rowsAlong(base, axis, limit, size);
+    if (!after)
+      return after.takeError();
+    parts.push_back(*after);
+  }
+  if (parts.empty())
+    return base;
+  if (parts.size() == 1)
+    return parts.front();
+  return create<nn::ConcatOp>(type, parts, builder_.getI64IntegerAttr(axis));
+}
+
 std::optional<DenseElementsAttr> GraphImporter::constantValue(Value value) const {
   if (auto constantOp = value.getDefiningOp<nn::ConstantOp>())
     if (auto dense = dyn_cast<DenseElementsAttr>(constantOp.getValue()))
@@ -1078,48 +1119,19 @@ llvm::Expected<Value> GraphImporter::scatterIntoBase(llvm::ArrayRef<std::string>
       if (!blockValues)
         return blockValues.takeError();
       // Nested along each cut dim: the block's rows of `within` along dim
-      // cut[i] replaced by `inner` (itself placed along the later cuts).
+      // cut[i] replaced by the block placed along the later cuts.
       std::function<llvm::Expected<Value>(Value, size_t)> place =
           [&](Value within, size_t i) -> llvm::Expected<Value> {
         if (i == cut.size())
           return *blockValues;
         int64_t d = cut[i];
-        auto withinType = cast<RankedTensorType>(within.getType());
-        auto piece = [&](int64_t begin, int64_t end) -> llvm::Expected<Value> {
-          llvm::SmallVector<int64_t> lo(shape.size(), 0), hi(withinType.getShape()),
-              step(shape.size(), 1);
-          lo[d] = begin;
-          hi[d] = end;
-          llvm::SmallVector<int64_t> pieceShape(withinType.getShape());
-          pieceShape[d] = end - begin;
-          return create<nn::SliceOp>(withinType.clone(pieceShape), within,
-                                     builder_.getDenseI64ArrayAttr(lo),
-                                     builder_.getDenseI64ArrayAttr(hi),
-                                     builder_.getDenseI64ArrayAttr(step));
-        };
-        auto middle = piece(starts[d], starts[d] + sizes[d]);
+        auto middle = rowsAlong(within, d, starts[d], starts[d] + sizes[d]);
         if (!middle)
           return middle.takeError();
         auto inner = place(*middle, i + 1);
         if (!inner)
           return inner.takeError();
-        llvm::SmallVector<Value> pieces;
-        if (starts[d] > 0) {
-          auto before = piece(0, starts[d]);
-          if (!before)
-            return before.takeError();
-          pieces.push_back(*before);
-        }
-        pieces.push_back(*inner);
-        if (starts[d] + sizes[d] < shape[d]) {
-          auto after = piece(starts[d] + sizes[d], shape[d]);
-          if (!after)
-            return after.takeError();
-          pieces.push_back(*after);
-        }
-        if (pieces.size() == 1)
-          return pieces.front();
-        return create<nn::ConcatOp>(withinType, pieces, builder_.getI64IntegerAttr(d));
+        return placeAlong(within, *inner, d, starts[d], starts[d] + sizes[d]);
       };
       return place(*rootValue, 0);
     }

@@ -170,6 +170,13 @@ public:
   llvm::Expected<mlir::Value> reshapeTo(mlir::Value value, llvm::ArrayRef<int64_t> shape);
   /// `value` broadcast NumPy-style to `shape`.
   llvm::Expected<mlir::Value> broadcastTo(mlir::Value value, llvm::ArrayRef<int64_t> shape);
+  /// Rows [begin, end) of `value` along `axis` (itself when that is all).
+  llvm::Expected<mlir::Value> rowsAlong(mlir::Value value, int64_t axis, int64_t begin,
+                                        int64_t end);
+  /// `base` with rows [begin, limit) along `axis` replaced by `rows` (their
+  /// shape): the parts of `base` before and after, concatenated around them.
+  llvm::Expected<mlir::Value> placeAlong(mlir::Value base, mlir::Value rows, int64_t axis,
+                                         int64_t begin, int64_t limit);
   /// The value of `value` if it is a compile-time constant.
   std::optional<mlir::DenseElementsAttr> constantValue(mlir::Value value) const;
   /// Attention masks already read, by (mask, queries, keys): whether each
