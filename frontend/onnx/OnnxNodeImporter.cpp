@@ -1,9 +1,9 @@
 #include "frontend/onnx/OnnxNodeImporter.h"
 
 #include "frontend/common/ConstantEvaluator.h"
-#include "llvm/ADT/DenseSet.h"
 
 #include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/DenseSet.h"
 
 using namespace mlir;
 

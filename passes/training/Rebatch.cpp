@@ -268,13 +268,13 @@ private:
                     "infers its types nor broadcasts its operands)");
   }
 
-  /// An operand of a broadcasting op, a concat or a matmul that has no batch but the
-  /// batch's size in a dim aligned with an operand's batch dim (or that
-  /// dim's size, the batch merged with other dims there: BLOOM's ALiBi bias,
-  /// [B * heads, 1, S], folded beside scores [B * heads, S, S]; the zeros a
-  /// static export's pooling window starts from, concatenated beside the
-  /// batch's values along another dim): made again at the new size, if it
-  /// is the same for every sequence.
+  /// An operand of a broadcasting op, a concat or a matmul that has no
+  /// batch but the batch's size in a dim aligned with an operand's batch dim
+  /// (or that dim's size, the batch merged with other dims there: BLOOM's
+  /// ALiBi bias, [B * heads, 1, S], folded beside scores [B * heads, S, S];
+  /// the zeros a static export's pooling window starts from, concatenated
+  /// beside the batch's values along another dim): made again at the new
+  /// size, if it is the same for every sequence.
   LogicalResult remakeUnbatchedOperands(Operation *op) {
     auto concat = dyn_cast<nn::ConcatOp>(op);
     bool matmul = isa<nn::MatmulOp>(op);
