@@ -10,6 +10,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "Inputs"))
+from numpy_reference import conv1d_reference  # noqa: E402
+
 F32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 rng = np.random.default_rng(7)
 
@@ -391,22 +394,6 @@ def gather_elements_axes():
                numpy_helper.from_array(i2, "i2")])
     return m, [x], [np.take_along_axis(x, np.where(i0 < 0, i0 + 3, i0), 0),
                     np.take_along_axis(x, i1, 1), np.take_along_axis(x, i2, 2)]
-
-
-def conv1d_reference(x, w, bias, stride, pad_low, pad_high, dilation, groups):
-    n, c, length = x.shape
-    o, _, k = w.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (pad_low, pad_high)))
-    steps = (length + pad_low + pad_high - dilation * (k - 1) - 1) // stride + 1
-    out = np.zeros((n, o, steps))
-    per, outs = c // groups, o // groups
-    for oc in range(o):
-        g = oc // outs
-        for t in range(steps):
-            for kk in range(k):
-                window = xp[:, g * per:(g + 1) * per, t * stride + kk * dilation]
-                out[:, oc, t] += window @ w[oc, :, kk]
-    return out if bias is None else out + bias[None, :, None]
 
 
 def conv_pad_lse():

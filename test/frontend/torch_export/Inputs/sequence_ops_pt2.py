@@ -15,26 +15,13 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "Inputs"))
+from numpy_reference import conv1d_reference  # noqa: E402
 from synthetic_pt2 import FLOAT32, INT64, Program, meta, tensor, write_archive  # noqa: E402
 
 
 def conv1d(x, w, bias, stride, padding, dilation, groups):
-    b, c, t = x.shape
-    o, _, k = w.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding)))
-    t_out = (t + 2 * padding - dilation * (k - 1) - 1) // stride + 1
-    out = np.zeros((b, o, t_out), np.float64)
-    per = c // groups
-    outs = o // groups
-    for oc in range(o):
-        g = oc // outs
-        for tt in range(t_out):
-            for kk in range(k):
-                window = xp[:, g * per:(g + 1) * per, tt * stride + kk * dilation]
-                out[:, oc, tt] += window @ w[oc, :, kk]
-    if bias is not None:
-        out += bias[None, :, None]
-    return out
+    return conv1d_reference(x, w, bias, stride, padding, padding, dilation, groups)
 
 
 def main():
