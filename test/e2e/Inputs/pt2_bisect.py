@@ -82,6 +82,10 @@ def main():
     ap.add_argument("--node", action="append", default=[])
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
+    for needed in ("model.pt2", "ids.npy", args.trace):
+        if not os.path.isfile(os.path.join(args.dir, needed)):
+            sys.exit("pt2_bisect.py: %s has no %s (the trace comes from scripts/export-hf.py "
+                     "--trace-nodes)" % (args.dir, needed))
     trace = np.load(os.path.join(args.dir, args.trace))
     with zipfile.ZipFile(os.path.join(args.dir, "model.pt2")) as z:
         name = next(n for n in z.namelist() if n.endswith("models/model.json"))
