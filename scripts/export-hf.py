@@ -48,7 +48,9 @@ Writes, into --out DIR:
                           checking a compile at --seq N.
   model.onnx              with --onnx: torch.onnx.export(dynamo=True),
                           opset 18, weights inline, dynamic batch unless
-                          --static-batch; checked with onnxruntime when it
+                          --static-batch (--onnx-exporter torchscript: the
+                          TorchScript tracer, opset 17, dynamic batch and
+                          sequence axes); checked with onnxruntime when it
                           is installed.
 
 Examples:
@@ -165,6 +167,10 @@ def parse_args(argv):
                          "logits.npy is float32 either way)")
     ap.add_argument("--onnx", action="store_true",
                     help="also write model.onnx (torch.onnx.export, dynamo=True, opset 18)")
+    ap.add_argument("--onnx-exporter", choices=["dynamo", "torchscript"], default="dynamo",
+                    help="with --onnx: torch.export-based (dynamo=True, the default) or the "
+                         "TorchScript tracer (dynamo=False, as Optimum exports), opset 17, "
+                         "batch and sequence as dynamic axes")
     ap.add_argument("--pt2-name", default="model.pt2", metavar="FILE",
                     help="file name of the .pt2 inside --out (default model.pt2)")
     ap.add_argument("--report", metavar="FILE",
@@ -477,7 +483,20 @@ def rel_err(got, ref, np):
     return "%.2e" % (np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
 
 
-def export_onnx(model, ep, ids, path, dynamic, torch):
+def export_onnx_torchscript(model, ids, path, dynamic, torch):
+    axes = {0: "batch", 1: "sequence"} if dynamic else {1: "sequence"}
+    try:
+        torch.onnx.export(model, (ids,), path, input_names=["input_ids"],
+                          output_names=["logits"], opset_version=17, dynamo=False,
+                          dynamic_axes={"input_ids": axes, "logits": axes})
+    except Exception as e:
+        raise ExportError("torch.onnx.export(dynamo=False) failed: %s" % first_line(e))
+    return "by the TorchScript tracer (dynamo=False, opset 17)"
+
+
+def export_onnx(model, ep, ids, path, dynamic, torch, exporter="dynamo"):
+    if exporter == "torchscript":
+        return export_onnx_torchscript(model, ids, path, dynamic, torch)
     kwargs = dict(input_names=["input_ids"], output_names=["logits"], opset_version=18,
                   dynamo=True, external_data=False)
     errors = []
@@ -602,7 +621,8 @@ def run(args):
         how = write_safetensors(os.path.join(out, "model.safetensors"),
                                 {n: state[n] for n in names}, torch)
         onnx_path = os.path.join(out, "model.onnx")
-        onnx_how = export_onnx(model, ep, ids, onnx_path, args.dynamic_batch, torch) \
+        onnx_how = export_onnx(model, ep, ids, onnx_path, args.dynamic_batch, torch,
+                               args.onnx_exporter) \
             if args.onnx else None
     finally:
         restore()

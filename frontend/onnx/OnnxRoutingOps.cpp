@@ -1,5 +1,5 @@
 // ONNX operators of mixture-of-experts routing (issue 21), as PyTorch's ONNX
-// exporter writes them for transformers' MoE models: TopK (nn.topk),
+// exporters write them for transformers' MoE models: TopK (nn.topk), OneHot,
 // GatherElements (along any axis) and ScatterElements along the last axis (masks of a
 // one-hot over that axis, as the .pt2 importer builds aten.gather and
 // aten.scatter), and ScatterND with constant indices (a slice assignment:
@@ -85,6 +85,49 @@ FailureOr<Value> oneHot(NodeImporter &n, Value indices, int64_t classes) {
                                      n.b.getI64IntegerAttr(int64_t(rowShape.size()) - 1),
                                      n.b.getF64FloatAttr(0), n.b.getF64FloatAttr(1));
   return n.inferred<nn::CompareOp>(nn::ComparePredicate::eq, *col, row);
+}
+
+/// OneHot(indices, depth, values; axis): values[1] where an index (negative
+/// ones counted from the end) names the class, values[0] elsewhere; the
+/// classes along `axis` of the result (by default the last). Indices
+/// outside [-depth, depth) give a row of values[0], as the operator asks.
+LogicalResult importOneHot(NodeImporter &n) {
+  FailureOr<Value> indices = n.input(0), values = n.input(2);
+  FailureOr<std::vector<int64_t>> depth = n.constantInts(1, "depth");
+  FailureOr<int64_t> axis = n.intAttr("axis", -1);
+  if (failed(indices) || failed(values) || failed(depth) || failed(axis))
+    return failure();
+  if (depth->size() != 1 || (*depth)[0] < 1)
+    return n.fail("depth must be one positive value");
+  RankedTensorType valuesType = NodeImporter::typeOf(*values);
+  if (valuesType.getRank() != 1 || valuesType.getDimSize(0) != 2)
+    return n.fail("values must be [off_value, on_value], got " +
+                  Twine(valuesType.getRank() == 1 ? valuesType.getDimSize(0) : -1) + " values");
+  int64_t rank = NodeImporter::typeOf(*indices).getRank() + 1;
+  FailureOr<int64_t> along = n.normalizeAxis(*axis, rank, "axis");
+  if (failed(along))
+    return failure();
+  FailureOr<Value> hot = oneHot(n, *indices, (*depth)[0]);
+  if (failed(hot))
+    return failure();
+  // values[hot]: a gather of the two values by 0 or 1.
+  Value which = n.b.create<nn::CastOp>(
+      n.loc, NodeImporter::typeOf(*hot).clone(n.b.getI64Type()), *hot);
+  FailureOr<Value> result = n.inferred<nn::GatherOp>(*values, which, n.b.getI64IntegerAttr(0));
+  if (failed(result))
+    return failure();
+  if (*along != rank - 1) {
+    SmallVector<int64_t> permutation;
+    for (int64_t d = 0; d < rank - 1; ++d) {
+      if (d == *along)
+        permutation.push_back(rank - 1);
+      permutation.push_back(d);
+    }
+    result = n.inferred<nn::TransposeOp>(*result, n.b.getDenseI64ArrayAttr(permutation));
+    if (failed(result))
+      return failure();
+  }
+  return n.setOutput(0, *result);
 }
 
 /// `v` with dims `axis` and the last swapped (their own inverse); `v` itself
@@ -279,6 +322,7 @@ LogicalResult importScatterND(NodeImporter &n) {
 
 void addRoutingOps(OpTable &table) {
   table["TopK"] = importTopK;
+  table["OneHot"] = importOneHot;
   table["GatherElements"] = importGatherElements;
   table["ScatterElements"] = importScatterElements;
   table["ScatterND"] = importScatterND;

@@ -19,7 +19,8 @@ namespace {
 
 /// A batched GEMM of per-row weights picked from a stack by index,
 ///   nn.matmul (nn.gather %w [E, N, K], %ids [R] axis 0), %x [R, K, 1]
-/// (or %x [R, 1, K] times the picked weights transposed), is one GEMM per
+/// (or %x [R, 1, K] times the picked weights transposed, or %x [R, 1, K]
+/// times weights picked from a stack [E, K, N]), is one GEMM per
 /// index: the rows sorted by index (stably), one nn.grouped_matmul over
 /// them with the stack as its weights, and the rows put back in order.
 struct GroupedFromGatheredWeights : OpRewritePattern<nn::MatmulOp> {
@@ -29,8 +30,10 @@ struct GroupedFromGatheredWeights : OpRewritePattern<nn::MatmulOp> {
     if (mm.getTransposeLhs())
       return failure();
     // Form A: picked [R, N, K] x rows [R, K, 1]. Form B: rows [R, 1, K] x
-    // picked [R, N, K] transposed.
-    bool formA = !mm.getTransposeRhs();
+    // picked [R, N, K] transposed. Form C: rows [R, 1, K] x picked [R, K, N]
+    // (a stack stored [E, K, N], as gpt-oss keeps its experts).
+    bool formA = !mm.getTransposeRhs() && mm.getLhs().getDefiningOp<nn::GatherOp>();
+    bool formC = !mm.getTransposeRhs() && !formA;
     Value picked = formA ? mm.getLhs() : mm.getRhs();
     Value rows = formA ? mm.getRhs() : mm.getLhs();
     auto gather = picked.getDefiningOp<nn::GatherOp>();
@@ -44,8 +47,8 @@ struct GroupedFromGatheredWeights : OpRewritePattern<nn::MatmulOp> {
         idsType.getRank() != 1 || rowsType.getRank() != 3 || !stackType.hasStaticShape() ||
         !rowsType.hasStaticShape() || !idsType.hasStaticShape())
       return failure();
-    const int64_t e = stackType.getDimSize(0), n = stackType.getDimSize(1),
-                  k = stackType.getDimSize(2), r = idsType.getDimSize(0);
+    const int64_t e = stackType.getDimSize(0), n = stackType.getDimSize(formC ? 2 : 1),
+                  k = stackType.getDimSize(formC ? 1 : 2), r = idsType.getDimSize(0);
     if (r < 1 || e < 1)
       return failure();
     if (formA ? rowsType.getShape() != ArrayRef<int64_t>{r, k, 1}
@@ -80,9 +83,10 @@ struct GroupedFromGatheredWeights : OpRewritePattern<nn::MatmulOp> {
                                                   UnitAttr());
     Value offsets =
         rewriter.create<nn::CastOp>(loc, RankedTensorType::get({e}, rewriter.getI32Type()), ends);
-    Value weights = rewriter.create<nn::TransposeOp>(
-        loc, RankedTensorType::get({e, k, n}, elem), gather.getData(),
-        rewriter.getDenseI64ArrayAttr({0, 2, 1}));
+    Value weights = formC ? gather.getData()
+                          : rewriter.create<nn::TransposeOp>(
+                                loc, RankedTensorType::get({e, k, n}, elem), gather.getData(),
+                                rewriter.getDenseI64ArrayAttr({0, 2, 1}));
     auto rowsOut = RankedTensorType::get({r, n}, elem);
     Value grouped =
         rewriter.create<nn::GroupedMatmulOp>(loc, rowsOut, sorted, weights, offsets, IntegerAttr());

@@ -43,3 +43,18 @@ func.func @not_rows(%w: tensor<4x5x3xf32>, %ids: tensor<6xi64>, %x: tensor<6x3x2
   %y = nn.matmul %p, %x : (tensor<6x5x3xf32>, tensor<6x3x2xf32>) -> tensor<6x5x2xf32>
   return %y : tensor<6x5x2xf32>
 }
+
+// -----
+
+// Rows times weights picked from a stack stored [E, K, N] (gpt-oss's
+// experts, as the TorchScript ONNX exporter writes them): the stack is the
+// grouped GEMM's weight as it is.
+// CHECK-LABEL: func.func @stack_k_major
+// CHECK-NOT: tensor<6x3x5xf32>
+// CHECK: %[[G:.*]] = nn.grouped_matmul %{{.*}}, %arg0, %{{.*}} : (tensor<6x3xf32>, tensor<4x3x5xf32>, tensor<4xi32>) -> tensor<6x5xf32>
+// CHECK-NOT: nn.matmul
+func.func @stack_k_major(%w: tensor<4x3x5xf32>, %ids: tensor<6xi64>, %x: tensor<6x1x3xf32>) -> tensor<6x1x5xf32> {
+  %p = nn.gather %w, %ids axis = 0 : (tensor<4x3x5xf32>, tensor<6xi64>) -> tensor<6x3x5xf32>
+  %y = nn.matmul %x, %p : (tensor<6x1x3xf32>, tensor<6x3x5xf32>) -> tensor<6x1x5xf32>
+  return %y : tensor<6x1x5xf32>
+}
