@@ -140,6 +140,10 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     // no_grad and detach matter to a backward only.
     if (options.mode == PipelineMode::Infer)
       pm.addPass(createStripStopGradients());
+    // A training step feeds token ids alone: an attention_mask and the like
+    // take their values for unpadded sequences.
+    if (options.training())
+      pm.addPass(createBindTrainingInputs());
     return;
   case PipelineStep::Precision:
     pm.addPass(createCastCompute(CastComputeOptions{"bf16"}));

@@ -46,12 +46,14 @@ Writes, into --out DIR:
                           with --dynamic-seq: ids of another length N
                           (--seq - 4) and PyTorch's logits for them, for
                           checking a compile at --seq N.
+  attention_mask.npy      with --onnx-exporter torchscript: the mask given
+                          with ids.npy (ones).
   model.onnx              with --onnx: torch.onnx.export(dynamo=True),
                           opset 18, weights inline, dynamic batch unless
                           --static-batch (--onnx-exporter torchscript: the
-                          TorchScript tracer, opset 17, dynamic batch and
-                          sequence axes); checked with onnxruntime when it
-                          is installed.
+                          TorchScript tracer, opset 17, inputs input_ids and
+                          attention_mask, dynamic batch and sequence axes);
+                          checked with onnxruntime when it is installed.
 
 Examples:
   python3 scripts/export-hf.py --config llama --out llama/
@@ -169,8 +171,9 @@ def parse_args(argv):
                     help="also write model.onnx (torch.onnx.export, dynamo=True, opset 18)")
     ap.add_argument("--onnx-exporter", choices=["dynamo", "torchscript"], default="dynamo",
                     help="with --onnx: torch.export-based (dynamo=True, the default) or the "
-                         "TorchScript tracer (dynamo=False, as Optimum exports), opset 17, "
-                         "batch and sequence as dynamic axes")
+                         "TorchScript tracer (dynamo=False, as Optimum exports): opset 17, "
+                         "inputs input_ids and attention_mask, batch and sequence as "
+                         "dynamic axes")
     ap.add_argument("--pt2-name", default="model.pt2", metavar="FILE",
                     help="file name of the .pt2 inside --out (default model.pt2)")
     ap.add_argument("--report", metavar="FILE",
@@ -484,14 +487,31 @@ def rel_err(got, ref, np):
 
 
 def export_onnx_torchscript(model, ids, path, dynamic, torch):
+    """The TorchScript tracer, called as Optimum calls it: input_ids and an
+    attention_mask (ones here), batch and sequence dynamic. transformers 5's
+    mask code needs the attention_mask: without one it reaches aten::diff,
+    which the tracer cannot export."""
     axes = {0: "batch", 1: "sequence"} if dynamic else {1: "sequence"}
+    hf_forward = type(model).forward
+    traced = model.forward
+
+    def forward(self, input_ids, attention_mask):
+        return hf_forward(self, input_ids=input_ids, attention_mask=attention_mask,
+                          use_cache=False).logits
+
+    model.forward = types.MethodType(forward, model)
     try:
-        torch.onnx.export(model, (ids,), path, input_names=["input_ids"],
-                          output_names=["logits"], opset_version=17, dynamo=False,
-                          dynamic_axes={"input_ids": axes, "logits": axes})
+        torch.onnx.export(model, (ids, torch.ones_like(ids)), path,
+                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                          opset_version=17, dynamo=False,
+                          dynamic_axes={"input_ids": axes, "attention_mask": axes, "logits": axes})
     except Exception as e:
         raise ExportError("torch.onnx.export(dynamo=False) failed: %s" % first_line(e))
-    return "by the TorchScript tracer (dynamo=False, opset 17)"
+    finally:
+        model.forward = traced
+    import numpy as np
+    np.save(os.path.join(os.path.dirname(path), "attention_mask.npy"), np.ones_like(ids.numpy()))
+    return "by the TorchScript tracer (dynamo=False, opset 17, inputs input_ids and attention_mask)"
 
 
 def export_onnx(model, ep, ids, path, dynamic, torch, exporter="dynamo"):
@@ -530,7 +550,11 @@ def onnx_summary(path, ids, logits, np):
     try:
         import onnxruntime as ort
         sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-        got = sess.run(None, {sess.get_inputs()[0].name: ids})[0]
+        feed = {sess.get_inputs()[0].name: ids}
+        # An attention_mask input (the TorchScript exporter's): no padding.
+        feed.update({i.name: np.ones_like(ids) for i in sess.get_inputs()[1:]
+                     if i.name == "attention_mask"})
+        got = sess.run(None, feed)[0]
         lines.append("onnxruntime vs logits.npy: rel err %s" % rel_err(got, logits, np))
     except ImportError:
         lines.append("onnxruntime: not installed, not checked")

@@ -267,6 +267,38 @@ LogicalResult importClip(NodeImporter &n) {
   return n.setOutput(0, result);
 }
 
+/// Mod(A, B; fmod) of integers: the remainder of truncated division, C's
+/// fmod (fmod = 1: the sign of A), or of floored division, Python's %
+/// (fmod = 0: the sign of B), which is the first plus B where the two are
+/// nonzero and of opposite signs.
+LogicalResult importMod(NodeImporter &n) {
+  FailureOr<Value> a = n.input(0), b = n.input(1);
+  FailureOr<int64_t> fmod = n.intAttr("fmod", 0);
+  if (failed(a) || failed(b) || failed(fmod) || failed(n.requireSameElementType(*a, *b)))
+    return failure();
+  Type elementType = NodeImporter::typeOf(*a).getElementType();
+  if (!isa<IntegerType>(elementType) || elementType.isInteger(1))
+    return n.fail("only integer operands are supported");
+  FailureOr<Value> quotient = n.inferred<nn::DivOp>(*a, *b);
+  FailureOr<Value> multiple = failed(quotient) ? quotient : n.inferred<nn::MulOp>(*quotient, *b);
+  FailureOr<Value> result = failed(multiple) ? multiple : n.inferred<nn::SubOp>(*a, *multiple);
+  if (failed(result))
+    return failure();
+  if (*fmod == 0) {
+    // Opposite signs, both nonzero: the product is negative.
+    FailureOr<Value> product = n.inferred<nn::MulOp>(*result, *b);
+    FailureOr<Value> opposite =
+        failed(product) ? product
+                        : n.inferred<nn::CompareOp>(nn::ComparePredicate::lt, *product,
+                                                    n.scalar(elementType, 0));
+    FailureOr<Value> shifted = failed(opposite) ? opposite : n.inferred<nn::AddOp>(*result, *b);
+    result = failed(shifted) ? shifted : n.inferred<nn::WhereOp>(*opposite, *shifted, *result);
+    if (failed(result))
+      return failure();
+  }
+  return n.setOutput(0, *result);
+}
+
 } // namespace
 
 namespace {
@@ -305,6 +337,7 @@ void addElementwiseOps(OpTable &table) {
   table["Mul"] = importBinary<nn::MulOp>;
   table["Div"] = importBinary<nn::DivOp>;
   table["Pow"] = importPow;
+  table["Mod"] = importMod;
   table["Sum"] = importVariadic<nn::AddOp>;
   table["Max"] = importVariadic<nn::MaximumOp>;
   table["Min"] = importVariadic<nn::MinimumOp>;

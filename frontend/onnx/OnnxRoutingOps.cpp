@@ -1,5 +1,5 @@
 // ONNX operators of mixture-of-experts routing (issue 21), as PyTorch's ONNX
-// exporters write them for transformers' MoE models: TopK (nn.topk), OneHot,
+// exporters write them for transformers' MoE models: TopK (nn.topk), ArgMax and ArgMin (a top-1), OneHot,
 // GatherElements (along any axis) and ScatterElements along the last axis (masks of a
 // one-hot over that axis, as the .pt2 importer builds aten.gather and
 // aten.scatter), and ScatterND with constant indices (a slice assignment:
@@ -139,6 +139,47 @@ FailureOr<Value> swapWithLast(NodeImporter &n, Value v, int64_t axis) {
   SmallVector<int64_t> permutation = llvm::to_vector(llvm::seq<int64_t>(0, rank));
   std::swap(permutation[axis], permutation.back());
   return n.inferred<nn::TransposeOp>(v, n.b.getDenseI64ArrayAttr(permutation));
+}
+
+/// ArgMax and ArgMin(data; axis, keepdims, select_last_index): the first
+/// best position along `axis`, as i64: a top-1 (ties by position) along the
+/// last axis, `axis` swapped with it first.
+LogicalResult importArgBest(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  FailureOr<int64_t> axis = n.intAttr("axis", 0), keepdims = n.intAttr("keepdims", 1),
+                     last = n.intAttr("select_last_index", 0);
+  if (failed(x) || failed(axis) || failed(keepdims) || failed(last))
+    return failure();
+  RankedTensorType type = NodeImporter::typeOf(*x);
+  if (type.getRank() < 1 || !isa<FloatType>(type.getElementType()))
+    return n.fail("data must be a float tensor of rank 1 or more");
+  if (*last)
+    return n.fail("select_last_index = 1 is unsupported (ties go to the first index)");
+  FailureOr<int64_t> along = n.normalizeAxis(*axis, type.getRank(), "axis");
+  if (failed(along))
+    return failure();
+  FailureOr<Value> swapped = swapWithLast(n, *x, *along);
+  if (failed(swapped))
+    return failure();
+  SmallVector<int64_t> shape(NodeImporter::typeOf(*swapped).getShape());
+  shape.back() = 1;
+  bool largest = n.node.op_type() == "ArgMax";
+  auto top = n.b.create<nn::TopkOp>(
+      n.loc,
+      TypeRange{RankedTensorType::get(shape, type.getElementType()),
+                RankedTensorType::get(shape, n.b.getI64Type())},
+      *swapped, n.b.getI64IntegerAttr(1), largest ? UnitAttr() : n.b.getUnitAttr());
+  FailureOr<Value> result = swapWithLast(n, top.getIndices(), *along);
+  if (failed(result))
+    return failure();
+  if (!*keepdims) {
+    SmallVector<int64_t> kept(type.getShape());
+    kept.erase(kept.begin() + *along);
+    result = n.reshape(*result, kept);
+    if (failed(result))
+      return failure();
+  }
+  return n.setOutput(0, *result);
 }
 
 /// GatherElements: out[..., j] = data[..., idx[..., j]] along the last
@@ -323,6 +364,8 @@ LogicalResult importScatterND(NodeImporter &n) {
 void addRoutingOps(OpTable &table) {
   table["TopK"] = importTopK;
   table["OneHot"] = importOneHot;
+  table["ArgMax"] = importArgBest;
+  table["ArgMin"] = importArgBest;
   table["GatherElements"] = importGatherElements;
   table["ScatterElements"] = importScatterElements;
   table["ScatterND"] = importScatterND;

@@ -75,6 +75,13 @@ struct BuildTrainingStepPass
     if (!forward)
       return module.emitError("no function @main to train");
     FunctionType fwdType = forward.getFunctionType();
+    if (fwdType.getNumInputs() > 1 && fwdType.getNumResults() >= 1) {
+      auto name = forward.getArgAttrOfType<StringAttr>(1, kNameAttr);
+      return forward.emitError("training feeds the forward token ids alone; its ")
+             << (name ? "input '" + name.getValue().str() + "'" : std::string("second input"))
+             << " is not one a training step can fill (attention_mask, position_ids, "
+                "token_type_ids)";
+    }
     if (fwdType.getNumInputs() != 1 || fwdType.getNumResults() < 1)
       return forward.emitError("training needs a forward that takes token ids and "
                                "returns logits first; @main takes ")

@@ -130,6 +130,36 @@ def StripStopGradients : Pass<"loom-strip-stop-gradients", "mlir::ModuleOp"> {
   }];
 }
 
+def BindTrainingInputs : Pass<"loom-bind-training-inputs", "mlir::ModuleOp"> {
+  let summary = "give a forward's attention_mask, position_ids and token_type_ids their training values";
+  let description = [{
+    A training step feeds the forward token ids only: packed sequences of
+    the data, none padded. A model exported with more inputs (the
+    TorchScript ONNX exporter and Optimum export `input_ids` and
+    `attention_mask`; some exports add `position_ids` or `token_type_ids`)
+    gets, for each input of `@main` after the first named one of these,
+    the value it has for such sequences, and loses the input:
+
+    - `attention_mask` [batch, seq], of any type: ones (no padding);
+    - `position_ids` [batch or 1, seq], integers: 0, 1, ..., seq - 1;
+    - `token_type_ids` [batch, seq]: zeros.
+
+    Another shape is an error naming the input; an input of another name is
+    left for --loom-build-training-step to refuse, naming it.
+
+    Before:
+    ```mlir
+    func.func @main(%ids: tensor<2x16xi64> {loom.name = "input_ids"},
+                    %mask: tensor<2x16xi64> {loom.name = "attention_mask"}) -> tensor<2x16x256xf32>
+    ```
+    After:
+    ```mlir
+    func.func @main(%ids: tensor<2x16xi64> {loom.name = "input_ids"}) -> tensor<2x16x256xf32> {
+      %mask = nn.constant dense<1> : tensor<2x16xi64>
+    ```
+  }];
+}
+
 def PromoteMasters : Pass<"loom-promote-masters", "mlir::ModuleOp"> {
   let summary = "train a bf16 or f16 model through f32 master weights";
   let description = [{

@@ -7,7 +7,10 @@ CPU backend, exiting non-zero on the first failure:
 
   1. every model.pt2 / model.dyn.pt2 / model.onnx in the folder compiles for
      inference, runs on ids.npy, and matches PyTorch's logits.npy within
-     --rtol (relative to the largest logit);
+     --rtol (relative to the largest logit); an ONNX export with an
+     attention_mask input (export-hf.py --onnx-exporter torchscript writes
+     attention_mask.npy beside it) gets that mask, its sequence fixed by
+     --seq;
   2. the dynamic-batch .pt2 (else the static one, re-batched) compiled at
      batch 1 matches the first sequence's logits;
   3. loom-run --weights model.safetensors loads every tensor of the file by
@@ -119,11 +122,22 @@ def main():
     ids = os.path.join(d, "ids.npy")
     logits = np.load(os.path.join(d, "logits.npy"))
 
+    mask = os.path.join(d, "attention_mask.npy")
+    mask = mask if os.path.exists(mask) else None
+
     def infer(model, tag, extra_compile=(), extra_run=(), input_path=ids):
         exe = os.path.join(args.work, tag + ".loomx")
         out = os.path.join(args.work, tag + ".npy")
+        inputs = ["--input", input_path]
+        if mask and model.endswith(".onnx"):
+            # The mask of the rows given: all ones, as the export's.
+            rows = np.load(input_path)
+            mask_path = os.path.join(args.work, tag + ".mask.npy")
+            np.save(mask_path, np.ones_like(rows))
+            inputs += ["--input", mask_path]
+            extra_compile = list(extra_compile) + ["--seq", str(rows.shape[1])]
         run(["loom-compile", model, "--mode=infer", "--target=cpu", "-o", exe] + list(extra_compile))
-        text = run(["loom-run", exe, "--input", input_path, "--output", out] + list(extra_run))
+        text = run(["loom-run", exe] + inputs + ["--output", out] + list(extra_run))
         return from_bf16_bits(np.load(out)), text
 
     models = [m for m in ("model.pt2", "model.dyn.pt2", "model.onnx")

@@ -482,12 +482,41 @@ def cumsum_runtime():
     return m, [x], [np.cumsum(xd, 1), rev, np.flip(np.cumsum(np.flip(xi, 1), 1), 1)]
 
 
+def onehot_argmax_mod():
+    """What the TorchScript exporter writes for transformers' routers and
+    scans: OneHot of run-time ids (negative ones from the end, out of range
+    ones all off) with its classes on a middle axis, ArgMax along a middle
+    axis with ties (the first wins) and ArgMin keeping no dims, and Mod of
+    integers both ways (fmod 0: Python's %, the divisor's sign; fmod 1: C's,
+    the dividend's)."""
+    x = np.round(randf(2, 5, 4) * 2) / 2  # halves: ties along every axis
+    ids = np.array([[0, 3, -1], [4, -5, 2]], np.int64)
+    a = np.array([7, -7, 7, -7, 0, 5, -6], np.int64)
+    b = np.array([3, 3, -3, -3, 3, -5, 4], np.int64)
+    m = model([helper.make_node("OneHot", ["ids", "depth", "values"], ["hot"], axis=1),
+               helper.make_node("ArgMax", ["x"], ["amax"], axis=1),
+               helper.make_node("ArgMin", ["x"], ["amin"], axis=-1, keepdims=0),
+               helper.make_node("Mod", ["a", "b"], ["floored"]),
+               helper.make_node("Mod", ["a", "b"], ["truncated"], fmod=1)],
+              [vi("x", F32, [2, 5, 4]), vi("ids", I64, [2, 3]), vi("a", I64, [7]),
+               vi("b", I64, [7])],
+              [vi("hot", F32, None), vi("amax", I64, None), vi("amin", I64, None),
+               vi("floored", I64, None), vi("truncated", I64, None)],
+              [ints("depth", [4]),
+               numpy_helper.from_array(np.array([-1.0, 2.5], np.float32), "values")])
+    wrapped = np.where(ids < 0, ids + 4, ids)
+    hot = np.where(wrapped[..., None] == np.arange(4), 2.5, -1.0).astype(np.float32)
+    hot = np.moveaxis(hot, -1, 1)
+    return m, [x, ids, a, b], [hot, np.argmax(x, 1)[:, None, :], np.argmin(x, -1),
+                               np.mod(a, b), np.fmod(a, b)]
+
+
 CASES = {f.__name__.rstrip("_"): f for f in [
     shape_chain, range_constant_of_shape, causal_mask, expand_where_compare, gemm, cumsum,
     split, split_opset17, slice_, reduce_norm, reduce_opset17, gather_misc, gather_nd,
     symbolic_dims,
     gelu_opset20, softplus_tile, gather_elements_axes, conv_pad_lse, cumsum_runtime,
-    rotary_buffer]}
+    rotary_buffer, onehot_argmax_mod]}
 
 
 def write_case(name, out):
