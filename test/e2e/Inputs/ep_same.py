@@ -31,6 +31,7 @@ def main():
     ap.add_argument("--common", default="",
                     help="compile flags of both runs (e.g. --moe-aux-loss-coef 0.01)")
     ap.add_argument("--rtol", type=float, default=1e-6)
+    ap.add_argument("--model", default="model.pt2")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     name = os.path.basename(os.path.normpath(a.fixture))
@@ -39,7 +40,7 @@ def main():
     for label, extra in (("one", common), ("layout", a.layout.split() + common)):
         exe = os.path.join(a.work, label + ".loomx")
         metrics = os.path.join(a.work, label + ".jsonl")
-        run(["loom-compile", os.path.join(a.fixture, "model.pt2"), "--mode=train", "--batch", "4",
+        run(["loom-compile", os.path.join(a.fixture, a.model), "--mode=train", "--batch", "4",
              "-o", exe] + extra)
         # The weights from model.safetensors by name where the fixture has
         # one, else those the .pt2 holds.
