@@ -124,11 +124,23 @@ LogicalResult importGelu(NodeImporter &n) {
   return n.setOutput(0, n.b.create<nn::GeluOp>(n.loc, x->getType(), *x, kind).getResult());
 }
 
+/// Identity. Of a weight, a weight of its own: the TorchScript exporter
+/// keeps one of several initializers with equal values (a fresh model's
+/// norms, all ones) and names each of the others by an Identity of it
+/// (`model.layers.1.input_layernorm.weight = Identity(model.layers.0...)`);
+/// they were apart in the model and train apart. (Tied weights are one
+/// initializer read twice, not an Identity.)
 LogicalResult importIdentity(NodeImporter &n) {
   FailureOr<Value> x = n.input(0);
   if (failed(x))
     return failure();
-  return n.setOutput(0, *x);
+  auto param = x->getDefiningOp<nn::ParameterOp>();
+  if (!param || !param.getValue() || param.getFrozen())
+    return n.setOutput(0, *x);
+  auto copy = n.b.create<nn::ParameterOp>(
+      n.loc, param.getType(), n.b.getStringAttr(n.node.output(0)), param.getFrozenAttr(),
+      param.getInitAttr(), param.getInitScaleAttr(), *param.getValue());
+  return n.setOutput(0, copy.getResult());
 }
 
 /// Dropout at inference is the identity; its mask output is all true.

@@ -18,6 +18,7 @@
 #include "llvm/Support/Path.h"
 
 #include <climits>
+#include <cstring>
 
 #include <google/protobuf/unknown_field_set.h>
 
@@ -141,6 +142,7 @@ private:
   FailureOr<ArrayRef<char>> externalBytes(const onnx::TensorProto &tensor,
                                           StringRef what, int64_t byteCount);
   LogicalResult importInitializer(OpBuilder &b, const onnx::TensorProto &tensor);
+  void retieFoldedTransposes(OpBuilder &b);
   void recordModulePaths(const onnx::NodeProto &node);
   LogicalResult importNode(OpBuilder &b, const onnx::NodeProto &node);
   std::string nodeLabel(const onnx::NodeProto &node, int64_t opset) const;
@@ -421,6 +423,62 @@ void GraphImporter::recordModulePaths(const onnx::NodeProto &node) {
   }
 }
 
+/// Whether `name` is an exporter's own (`onnx::MatMul_512`, `val_93`)
+/// rather than a module's parameter (`model.embed_tokens.weight`).
+static bool isFoldedName(StringRef name) {
+  return name.contains("::") || !name.contains('.');
+}
+
+/// Whether `b` [n, m] is `a` [m, n] transposed, element for element.
+static bool isTransposeOf(DenseElementsAttr a, DenseElementsAttr b) {
+  auto aType = cast<RankedTensorType>(a.getType()), bType = cast<RankedTensorType>(b.getType());
+  if (aType.getElementType() != bType.getElementType() || a.isSplat() || b.isSplat())
+    return false;
+  int64_t m = aType.getDimSize(0), n = aType.getDimSize(1);
+  if (bType.getDimSize(0) != n || bType.getDimSize(1) != m)
+    return false;
+  unsigned bytes = aType.getElementTypeBitWidth() / 8;
+  ArrayRef<char> aRaw = a.getRawData(), bRaw = b.getRawData();
+  if (bytes == 0 || aRaw.size() != size_t(m * n * bytes) || bRaw.size() != aRaw.size())
+    return false;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      if (std::memcmp(aRaw.data() + (i * n + j) * bytes, bRaw.data() + (j * m + i) * bytes,
+                      bytes) != 0)
+        return false;
+  return true;
+}
+
+/// A tied weight read transposed (a tied LM head, `embed.weight.t()`): the
+/// exporters fold the transpose into an initializer of their own
+/// (`onnx::MatMul_600`), a copy that would train apart from the weight. An
+/// initializer of such a name that is another, module-named one transposed
+/// becomes that transpose again, so the two stay one weight.
+void GraphImporter::retieFoldedTransposes(OpBuilder &b) {
+  SmallVector<nn::ParameterOp> named, folded;
+  for (auto &entry : values) {
+    auto param = entry.second.getDefiningOp<nn::ParameterOp>();
+    auto type = param ? dyn_cast<RankedTensorType>(param.getType()) : nullptr;
+    if (!type || type.getRank() != 2 || !param.getValue() || entry.getKey() != param.getName())
+      continue;
+    (isFoldedName(param.getName()) ? folded : named).push_back(param);
+  }
+  llvm::sort(named, [](nn::ParameterOp x, nn::ParameterOp y) { return x.getName() < y.getName(); });
+  for (nn::ParameterOp copy : folded) {
+    auto copyValue = cast<DenseElementsAttr>(*copy.getValue());
+    for (nn::ParameterOp weight : named) {
+      if (!isTransposeOf(cast<DenseElementsAttr>(*weight.getValue()), copyValue))
+        continue;
+      // After every initializer, before any node reads one.
+      Value tied = b.create<nn::TransposeOp>(copy.getLoc(), copy.getType(), weight.getResult(),
+                                             b.getDenseI64ArrayAttr({1, 0}));
+      values[copy.getName()] = tied;
+      copy.erase();
+      break;
+    }
+  }
+}
+
 LogicalResult GraphImporter::importInitializer(OpBuilder &b,
                                                const onnx::TensorProto &tensor) {
   std::string what = "initializer '" + tensor.name() + "'";
@@ -570,6 +628,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   for (const onnx::TensorProto &tensor : graph.initializer())
     if (failed(importInitializer(b, tensor)))
       return nullptr;
+  retieFoldedTransposes(b);
   for (const onnx::NodeProto &node : graph.node()) {
     if (failed(importNode(b, node)))
       return nullptr;

@@ -5,7 +5,9 @@ Compiles FIXTURE_DIR/model.pt2 for training twice, on one rank and with the
 layout FLAGS (default "--ep 2"; batch 4), both with the --common FLAGS, trains each from
 FIXTURE_DIR/model.safetensors (else the weights in the .pt2) on TOKENS for --steps steps on the CPU
 backend, and exits non-zero unless the losses and gradient norms agree
-within R relative (default 1e-6). loom-compile and loom-run come from PATH.
+within R relative (default 1e-6). With --other, the second run compiles
+FIXTURE_DIR/NAME instead (another export of the same model; --layout "" for
+no other flags). loom-compile and loom-run come from PATH.
 """
 import argparse
 import json
@@ -32,15 +34,17 @@ def main():
                     help="compile flags of both runs (e.g. --moe-aux-loss-coef 0.01)")
     ap.add_argument("--rtol", type=float, default=1e-6)
     ap.add_argument("--model", default="model.pt2")
+    ap.add_argument("--other", help="the second run's model (default: --model)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     name = os.path.basename(os.path.normpath(a.fixture))
     rows = {}
     common = a.common.split()
-    for label, extra in (("one", common), ("layout", a.layout.split() + common)):
+    for label, model, extra in (("one", a.model, common),
+                                ("layout", a.other or a.model, a.layout.split() + common)):
         exe = os.path.join(a.work, label + ".loomx")
         metrics = os.path.join(a.work, label + ".jsonl")
-        run(["loom-compile", os.path.join(a.fixture, a.model), "--mode=train", "--batch", "4",
+        run(["loom-compile", os.path.join(a.fixture, model), "--mode=train", "--batch", "4",
              "-o", exe] + extra)
         # The weights from model.safetensors by name where the fixture has
         # one, else those the .pt2 holds.
@@ -57,10 +61,13 @@ def main():
                      (name, len(one), len(ep), key, a.steps))
         for step, (x, y) in enumerate(zip(one, ep), 1):
             if abs(x - y) > a.rtol * max(abs(x), 1e-12):
-                sys.exit("ep_same.py: FAIL: %s step %d: %s %.7g on one rank, %.7g under %s" %
-                         (name, step, key, x, y, a.layout))
-    print("%s: %s gives one rank's losses (%s)" %
-          (name, a.layout, " ".join("%.5f" % r["loss"] for r in rows["one"])))
+                sys.exit("ep_same.py: FAIL: %s step %d: %s %.7g from %s, %.7g from %s %s" %
+                         (name, step, key, x, a.model, y, a.other or a.model, a.layout))
+    losses = " ".join("%.5f" % r["loss"] for r in rows["one"])
+    if a.other:
+        print("%s: %s %s trains as %s does (%s)" % (name, a.other, a.layout, a.model, losses))
+    else:
+        print("%s: %s gives one rank's losses (%s)" % (name, a.layout, losses))
 
 
 if __name__ == "__main__":

@@ -511,12 +511,32 @@ def onehot_argmax_mod():
                                np.mod(a, b), np.fmod(a, b)]
 
 
+def tied_and_merged():
+    """What the TorchScript exporter writes for a fresh model with tied
+    embeddings: two norms' equal weights kept as one initializer and the
+    other named by an Identity of it, and the LM head's transposed copy of
+    the embedding folded into an initializer of the exporter's own name."""
+    embed = randf(8, 4)
+    m = model([helper.make_node("Identity", ["m.a.weight"], ["m.b.weight"], name="Identity_1"),
+               helper.make_node("Gather", ["m.embed.weight", "ids"], ["h"], name="/m/embed/Gather"),
+               helper.make_node("Mul", ["h", "m.a.weight"], ["ha"], name="/m/a/Mul"),
+               helper.make_node("Mul", ["ha", "m.b.weight"], ["hb"], name="/m/b/Mul"),
+               helper.make_node("MatMul", ["hb", "onnx::MatMul_9"], ["logits"],
+                                name="/lm_head/MatMul")],
+              [vi("ids", I64, [2, 3])], [vi("logits", F32, None)],
+              [numpy_helper.from_array(embed, "m.embed.weight"),
+               numpy_helper.from_array(np.ones(4, np.float32), "m.a.weight"),
+               numpy_helper.from_array(np.ascontiguousarray(embed.T), "onnx::MatMul_9")])
+    ids = np.array([[0, 3, 7], [5, 5, 1]], np.int64)
+    return m, [ids], [embed[ids].astype(np.float64) @ embed.T.astype(np.float64)]
+
+
 CASES = {f.__name__.rstrip("_"): f for f in [
     shape_chain, range_constant_of_shape, causal_mask, expand_where_compare, gemm, cumsum,
     split, split_opset17, slice_, reduce_norm, reduce_opset17, gather_misc, gather_nd,
     symbolic_dims,
     gelu_opset20, softplus_tile, gather_elements_axes, conv_pad_lse, cumsum_runtime,
-    rotary_buffer, onehot_argmax_mod]}
+    rotary_buffer, onehot_argmax_mod, tied_and_merged]}
 
 
 def write_case(name, out):
