@@ -157,9 +157,13 @@ LogicalResult importTranspose(NodeImporter &n) {
     return failure();
   int64_t rank = NodeImporter::typeOf(*data).getRank();
   SmallVector<int64_t> permutation;
-  if (*perm)
-    permutation.assign((*perm)->begin(), (*perm)->end());
-  else
+  if (*perm) {
+    // Negative entries count from the end, as torch's permute reads them:
+    // the TorchScript exporter writes x.permute(0, -2, -1, 1) (Mamba-2's
+    // scan) as it stands, which the ONNX operator does not allow.
+    for (int64_t p : **perm)
+      permutation.push_back(p < 0 && p >= -rank ? p + rank : p);
+  } else
     for (int64_t i = rank - 1; i >= 0; --i)
       permutation.push_back(i);
   FailureOr<Value> result =
@@ -281,6 +285,7 @@ LogicalResult importSlice(NodeImporter &n) {
 
   SmallVector<int64_t> lo(rank, 0), hi(type.getShape()), stride(rank, 1);
   llvm::SmallSet<int64_t, 4> seen;
+  SmallVector<std::pair<int64_t, SmallVector<int64_t>>> backwards;
   for (size_t i = 0; i < axes.size(); ++i) {
     FailureOr<int64_t> axis = n.normalizeAxis(axes[i], rank, "axis");
     if (failed(axis))
@@ -289,10 +294,23 @@ LogicalResult importSlice(NodeImporter &n) {
       return n.fail("axis " + Twine(axes[i]) + " is repeated");
     if (steps[i] == 0)
       return n.fail("step 0 on axis " + Twine(axes[i]));
-    if (steps[i] < 0)
-      return n.fail("negative step " + Twine(steps[i]) + " on axis " +
-                    Twine(axes[i]) + " is unsupported");
     int64_t dim = type.getDimSize(*axis);
+    if (steps[i] < 0) {
+      // Backwards (x[::-1]): start clamps to [0, dim - 1] and end to
+      // [-1, dim - 1]; the positions start, start + step, ... above end,
+      // gathered after the slice of the other axes.
+      auto bound = [dim](int64_t index, int64_t low) {
+        if (index < 0)
+          index += dim;
+        return std::clamp(index, low, dim - 1);
+      };
+      int64_t end = bound((*ends)[i], -1);
+      SmallVector<int64_t> picked;
+      for (int64_t at = bound((*starts)[i], 0); at > end && dim > 0; at += steps[i])
+        picked.push_back(at);
+      backwards.emplace_back(*axis, std::move(picked));
+      continue;
+    }
     // Negative indices count from the end; both bounds clamp to [0, dim].
     auto clampIndex = [dim](int64_t index) {
       if (index < 0)
@@ -308,6 +326,14 @@ LogicalResult importSlice(NodeImporter &n) {
   FailureOr<Value> result = n.inferred<nn::SliceOp>(
       *data, n.b.getDenseI64ArrayAttr(lo), n.b.getDenseI64ArrayAttr(hi),
       n.b.getDenseI64ArrayAttr(stride));
+  for (auto &[axis, picked] : backwards) {
+    if (failed(result))
+      return failure();
+    auto indexType =
+        RankedTensorType::get({int64_t(picked.size())}, n.b.getI64Type());
+    Value index = n.constant(DenseElementsAttr::get(indexType, ArrayRef<int64_t>(picked)));
+    result = n.inferred<nn::GatherOp>(*result, index, n.b.getI64IntegerAttr(axis));
+  }
   if (failed(result))
     return failure();
   return n.setOutput(0, *result);

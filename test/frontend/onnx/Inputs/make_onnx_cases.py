@@ -531,12 +531,27 @@ def tied_and_merged():
     return m, [ids], [embed[ids].astype(np.float64) @ embed.T.astype(np.float64)]
 
 
+def backwards():
+    """Slices of negative step (x[::-1], as the TorchScript exporter writes
+    a flip), one beside a forward step on another axis, and a Transpose
+    whose perm counts from the end (x.permute(0, -1, 1) as written)."""
+    x = randf(3, 5, 4)
+    m = model([helper.make_node("Slice", ["x", "s0", "e0", "a0", "m1"], ["flipped"]),
+               helper.make_node("Slice", ["x", "s1", "e1", "a1", "st1"], ["mixed"]),
+               helper.make_node("Transpose", ["x"], ["t"], perm=[0, -1, 1])],
+              [vi("x", F32, [3, 5, 4])],
+              [vi("flipped", F32, None), vi("mixed", F32, None), vi("t", F32, None)],
+              [ints("s0", [-1]), ints("e0", [-(2 ** 62)]), ints("a0", [0]), ints("m1", [-1]),
+               ints("s1", [1, 9]), ints("e1", [5, 0]), ints("a1", [1, 2]), ints("st1", [2, -2])])
+    return m, [x], [x[::-1], x[:, 1:5:2, 3:0:-2], np.transpose(x, (0, 2, 1))]
+
+
 CASES = {f.__name__.rstrip("_"): f for f in [
     shape_chain, range_constant_of_shape, causal_mask, expand_where_compare, gemm, cumsum,
     split, split_opset17, slice_, reduce_norm, reduce_opset17, gather_misc, gather_nd,
     symbolic_dims,
     gelu_opset20, softplus_tile, gather_elements_axes, conv_pad_lse, cumsum_runtime,
-    rotary_buffer, onehot_argmax_mod, tied_and_merged]}
+    rotary_buffer, onehot_argmax_mod, tied_and_merged, backwards]}
 
 
 def write_case(name, out):
@@ -584,10 +599,10 @@ def write_errors(out):
     # Reshape whose shape depends on an input's values.
     onnx.save(model([helper.make_node("Reshape", ["x", "shape"], ["y"], name="view")],
                     [x, vi("shape", I64, [2])], [y]), os.path.join(out, "dynamic_reshape.onnx"))
-    # A Slice with a negative step.
-    onnx.save(model([helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"], name="flip")],
-                    [x], [y], [ints("s", [-1]), ints("e", [-10]), ints("a", [1]), ints("st", [-1])]),
-              os.path.join(out, "negative_step.onnx"))
+    # A Slice with a step of 0.
+    onnx.save(model([helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"], name="still")],
+                    [x], [y], [ints("s", [0]), ints("e", [2]), ints("a", [1]), ints("st", [0])]),
+              os.path.join(out, "zero_step.onnx"))
     # LayerNormalization over a dim other than the last.
     onnx.save(model([helper.make_node("LayerNormalization", ["x", "g"], ["y"], name="ln", axis=0)],
                     [x], [y], [numpy_helper.from_array(randf(2, 3), "g")]),
