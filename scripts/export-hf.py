@@ -265,6 +265,15 @@ def build_config(args, overrides):
                 heads = overrides.get("num_attention_heads", preset.get("num_attention_heads", 4))
                 hidden = overrides.get("hidden_size", preset.get("hidden_size", 64))
                 preset["head_dim"] = hidden // heads if heads else 16
+                # Low-rank (MLA) attention rotates qk_rope_head_dim of each
+                # head: its rotary tables are head_dim wide (DeepSeek-V2/V3).
+                if "qk_rope_head_dim" in generic:
+                    preset["head_dim"] = overrides.get(
+                        "qk_rope_head_dim", preset.get("qk_rope_head_dim", generic["qk_rope_head_dim"]))
+            # A top-k left unset (None) by the type's defaults (DeepSeek-V2).
+            for key in ("num_experts_per_tok",):
+                if key in generic and generic[key] is None:
+                    preset[key] = SMALL_FIELDS[key]
         preset = dict(preset)
         # The family's special token ids are for its full vocabulary; ids past
         # the preset's would index past the embedding (padding_idx).
