@@ -7,7 +7,10 @@
 
 #include "frontend/onnx/OnnxNodeImporter.h"
 
+#include <algorithm>
+#include <limits>
 #include <map>
+#include <optional>
 
 using namespace mlir;
 
@@ -290,6 +293,84 @@ LogicalResult importScatterElements(NodeImporter &n) {
   return n.setOutput(0, *result);
 }
 
+/// ScatterND whose index tuples enumerate a box in row-major order (a
+/// slice assignment, `x[:, 1:3, :4] = u`, as the TorchScript exporter writes
+/// one): the updates padded to the data's shape and chosen inside the box,
+/// with no table of positions (a gather's table would hold one entry per row
+/// of the data, in every such node). nullopt when the tuples are no box;
+/// a null Value when building failed (the error is set).
+std::optional<Value> placeBlock(NodeImporter &n, Value data, Value updates,
+                                ArrayRef<int64_t> ids, int64_t k) {
+  RankedTensorType type = NodeImporter::typeOf(data);
+  int64_t tuples = int64_t(ids.size()) / k;
+  SmallVector<int64_t> lo(k, std::numeric_limits<int64_t>::max()), size(k, 0);
+  for (int64_t t = 0; t < tuples; ++t)
+    for (int64_t d = 0; d < k; ++d)
+      lo[d] = std::min(lo[d], ids[t * k + d]);
+  int64_t boxed = 1;
+  for (int64_t d = 0; d < k; ++d) {
+    for (int64_t t = 0; t < tuples; ++t)
+      size[d] = std::max(size[d], ids[t * k + d] - lo[d] + 1);
+    boxed *= size[d];
+  }
+  if (tuples < 1 || boxed != tuples)
+    return std::nullopt;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t rest = t;
+    for (int64_t d = k - 1; d >= 0; --d) {
+      if (ids[t * k + d] != lo[d] + rest % size[d])
+        return std::nullopt;
+      rest /= size[d];
+    }
+  }
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> blockShape(size), low(rank, 0), high(rank, 0);
+  blockShape.append(type.getShape().begin() + k, type.getShape().end());
+  for (int64_t d = 0; d < k; ++d) {
+    low[d] = lo[d];
+    high[d] = type.getDimSize(d) - lo[d] - size[d];
+  }
+  FailureOr<Value> block = n.reshape(updates, blockShape);
+  if (failed(block))
+    return Value();
+  Value padded = n.b.create<nn::PadOp>(n.loc, type, *block, n.b.getDenseI64ArrayAttr(low),
+                                       n.b.getDenseI64ArrayAttr(high),
+                                       n.b.getDenseI64ArrayAttr(SmallVector<int64_t>(rank, 0)),
+                                       n.b.getF64FloatAttr(0));
+  // Inside the box: lo <= i < lo + size along each of the first k dims.
+  Type i64 = n.b.getI64Type();
+  Value inside;
+  for (int64_t d = 0; d < k; ++d) {
+    if (low[d] == 0 && high[d] == 0)
+      continue;
+    SmallVector<int64_t> along(rank, 1);
+    along[d] = type.getDimSize(d);
+    Value at = n.b.create<nn::IotaOp>(n.loc, RankedTensorType::get(along, i64),
+                                      n.b.getI64IntegerAttr(d), n.b.getF64FloatAttr(0),
+                                      n.b.getF64FloatAttr(1));
+    FailureOr<Value> above =
+        n.inferred<nn::CompareOp>(nn::ComparePredicate::ge, at, n.scalar(i64, lo[d]));
+    FailureOr<Value> below = n.inferred<nn::CompareOp>(nn::ComparePredicate::lt, at,
+                                                       n.scalar(i64, lo[d] + size[d]));
+    FailureOr<Value> both = failed(above) || failed(below)
+                                ? FailureOr<Value>(failure())
+                                : n.inferred<nn::WhereOp>(*above, *below,
+                                                          n.scalar(n.b.getI1Type(), 0));
+    if (failed(both))
+      return Value();
+    if (inside) {
+      both = n.inferred<nn::WhereOp>(inside, *both, n.scalar(n.b.getI1Type(), 0));
+      if (failed(both))
+        return Value();
+    }
+    inside = *both;
+  }
+  if (!inside)
+    return padded; // The box is the whole data.
+  FailureOr<Value> result = n.inferred<nn::WhereOp>(inside, padded, data);
+  return failed(result) ? Value() : *result;
+}
+
 /// ScatterND (reduction none) with constant indices: the rows the index
 /// tuples name (over the data's leading K dims) take the updates, in order
 /// (a later tuple naming the same row wins); the rest keep the data. One
@@ -323,17 +404,23 @@ LogicalResult importScatterND(NodeImporter &n) {
   if (NodeImporter::typeOf(*updates).getShape() != ArrayRef<int64_t>(updateShape))
     return n.fail("updates must be [indices' leading dims..., data's dims past K]");
   std::vector<int64_t> ids = elementsAsInts(*indexValues);
+  for (int64_t t = 0; t < tuples; ++t)
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t dim = dataType.getDimSize(d), &id = ids[t * k + d];
+      if (id < -dim || id >= dim)
+        return n.fail("index " + Twine(id) + " is out of range for a dim of size " + Twine(dim));
+      if (id < 0)
+        id += dim;
+    }
+  if (std::optional<Value> placed = placeBlock(n, *data, *updates, ids, k))
+    return *placed ? n.setOutput(0, *placed) : failure();
   std::vector<int64_t> source(rows);
   for (int64_t r = 0; r < rows; ++r)
     source[r] = r;
   for (int64_t t = 0; t < tuples; ++t) {
     int64_t row = 0;
-    for (int64_t d = 0; d < k; ++d) {
-      int64_t dim = dataType.getDimSize(d), id = ids[t * k + d];
-      if (id < -dim || id >= dim)
-        return n.fail("index " + Twine(id) + " is out of range for a dim of size " + Twine(dim));
-      row = row * dim + (id < 0 ? id + dim : id);
-    }
+    for (int64_t d = 0; d < k; ++d)
+      row = row * dataType.getDimSize(d) + ids[t * k + d];
     source[row] = rows + t;
   }
   SmallVector<int64_t> dataRows{rows}, updateRows{tuples};

@@ -546,12 +546,39 @@ def backwards():
     return m, [x], [x[::-1], x[:, 1:5:2, 3:0:-2], np.transpose(x, (0, 2, 1))]
 
 
+def scatter_nd_box():
+    """ScatterND of constant indices that enumerate a box (a slice
+    assignment: x[:, 1:3, :2] = u over all three dims, x[0, 1:3] = v over
+    two), which the importer places by padding and choosing rather than
+    through a gather table, and indices that are no box (a gather)."""
+    x = randf(2, 5, 4)
+    u = randf(2, 2, 2)
+    v = randf(2, 4)
+    w = randf(2, 4)
+    box = np.stack(np.meshgrid(np.arange(2), np.arange(1, 3), np.arange(2), indexing="ij"), -1)
+    m = model([helper.make_node("ScatterND", ["x", "box", "u"], ["y0"]),
+               helper.make_node("ScatterND", ["x", "rows", "v"], ["y1"]),
+               helper.make_node("ScatterND", ["x", "apart", "w"], ["y2"])],
+              [vi("x", F32, [2, 5, 4]), vi("u", F32, [2, 2, 2]), vi("v", F32, [2, 4]),
+               vi("w", F32, [2, 4])],
+              [vi("y0", F32, None), vi("y1", F32, None), vi("y2", F32, None)],
+              [ints("box", box), ints("rows", [[0, 1], [0, -3]]), ints("apart", [[1, 4], [0, 0]])])
+    y0 = x.copy()
+    y0[:, 1:3, :2] = u
+    y1 = x.copy()
+    y1[0, 1:3] = v
+    y2 = x.copy()
+    y2[1, 4] = w[0]
+    y2[0, 0] = w[1]
+    return m, [x, u, v, w], [y0, y1, y2]
+
+
 CASES = {f.__name__.rstrip("_"): f for f in [
     shape_chain, range_constant_of_shape, causal_mask, expand_where_compare, gemm, cumsum,
     split, split_opset17, slice_, reduce_norm, reduce_opset17, gather_misc, gather_nd,
     symbolic_dims,
     gelu_opset20, softplus_tile, gather_elements_axes, conv_pad_lse, cumsum_runtime,
-    rotary_buffer, onehot_argmax_mod, tied_and_merged, backwards]}
+    rotary_buffer, onehot_argmax_mod, tied_and_merged, backwards, scatter_nd_box]}
 
 
 def write_case(name, out):
