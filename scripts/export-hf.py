@@ -46,8 +46,9 @@ Writes, into --out DIR:
                           with --dynamic-seq: ids of another length N
                           (--seq - 4) and PyTorch's logits for them, for
                           checking a compile at --seq N.
-  attention_mask.npy      with --onnx-exporter torchscript: the mask given
-                          with ids.npy (ones).
+  attention_mask.npy      with --attention-mask or --onnx-exporter
+                          torchscript: the mask given with ids.npy (ones);
+                          the exports then take input_ids and attention_mask.
   model.onnx              with --onnx: torch.onnx.export(dynamo=True),
                           opset 18, weights inline, dynamic batch unless
                           --static-batch (--onnx-exporter torchscript: the
@@ -167,6 +168,9 @@ def parse_args(argv):
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
                     help="parameter dtype of the exported model (default float32; "
                          "logits.npy is float32 either way)")
+    ap.add_argument("--attention-mask", action="store_true",
+                    help="export forward(input_ids, attention_mask), as a user passing both "
+                         "does (batch dynamic in both); writes attention_mask.npy (ones)")
     ap.add_argument("--onnx", action="store_true",
                     help="also write model.onnx (torch.onnx.export, dynamo=True, opset 18)")
     ap.add_argument("--onnx-exporter", choices=["dynamo", "torchscript"], default="dynamo",
@@ -174,6 +178,8 @@ def parse_args(argv):
                          "TorchScript tracer (dynamo=False, as Optimum exports): opset 17, "
                          "inputs input_ids and attention_mask, batch and sequence as "
                          "dynamic axes")
+    ap.add_argument("--onnx-opset", type=int, metavar="N",
+                    help="with --onnx: the opset (default 18 for dynamo, 17 for torchscript)")
     ap.add_argument("--pt2-name", default="model.pt2", metavar="FILE",
                     help="file name of the .pt2 inside --out (default model.pt2)")
     ap.add_argument("--report", metavar="FILE",
@@ -349,17 +355,22 @@ def build_model(args, config, torch):
     return model
 
 
-def logits_forward(model):
-    """Makes the model's own forward ids -> logits, in place. Exporting the
-    model itself (rather than a wrapper module) keeps its state_dict names in
-    the .pt2. Returns a function that restores the original forward."""
+def logits_forward(model, with_mask=False):
+    """Makes the model's own forward ids -> logits (ids, attention_mask ->
+    logits with_mask), in place. Exporting the model itself (rather than a
+    wrapper module) keeps its state_dict names in the .pt2. Returns a
+    function that restores the original forward."""
     had_own = "forward" in model.__dict__
     original = model.forward
 
     def forward(self, input_ids):
         return original(input_ids=input_ids, use_cache=False).logits
 
-    model.forward = types.MethodType(forward, model)
+    def forward_masked(self, input_ids, attention_mask):
+        return original(input_ids=input_ids, attention_mask=attention_mask,
+                        use_cache=False).logits
+
+    model.forward = types.MethodType(forward_masked if with_mask else forward, model)
 
     def restore():
         if had_own:
@@ -377,15 +388,17 @@ def batch_is_symbolic(ep, torch):
     return False
 
 
-def export_pt2(model, ids, dynamic, torch, seq_dim=None):
-    """seq_dim: a torch.export.Dim for the sequence (--dynamic-seq), or None."""
+def export_pt2(model, inputs, dynamic, torch, seq_dim=None):
+    """inputs: (ids,) or (ids, attention_mask), alike in shape; seq_dim: a
+    torch.export.Dim for the sequence (--dynamic-seq), or None."""
+    ids = inputs[0]
     extra = {1: seq_dim} if seq_dim is not None else {}
     label_seq = ", dynamic sequence" if seq_dim is not None else ""
     if not dynamic:
         if extra:
-            return (torch.export.export(model, (ids,), dynamic_shapes=(extra,)),
+            return (torch.export.export(model, inputs, dynamic_shapes=(extra,) * len(inputs)),
                     "static batch %d%s" % (ids.shape[0], label_seq))
-        return torch.export.export(model, (ids,)), "static batch %d" % ids.shape[0]
+        return torch.export.export(model, inputs), "static batch %d" % ids.shape[0]
     Dim = torch.export.Dim
     attempts = [("Dim('batch', min=1, max=4096)", lambda: Dim("batch", min=1, max=4096)),
                 ("Dim('batch', min=2, max=4096)", lambda: Dim("batch", min=2, max=4096))]
@@ -394,7 +407,9 @@ def export_pt2(model, ids, dynamic, torch, seq_dim=None):
     errors = []
     for label, dim in attempts:
         try:
-            ep = torch.export.export(model, (ids,), dynamic_shapes=({0: dim(), **extra},))
+            batch = dim()
+            ep = torch.export.export(model, inputs,
+                                     dynamic_shapes=({0: batch, **extra},) * len(inputs))
         except Exception as e:
             errors.append("%s: %s" % (label, first_line(e)))
             continue
@@ -495,7 +510,7 @@ def rel_err(got, ref, np):
     return "%.2e" % (np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
 
 
-def export_onnx_torchscript(model, ids, path, dynamic, torch):
+def export_onnx_torchscript(model, ids, path, dynamic, torch, opset=17):
     """The TorchScript tracer, called as Optimum calls it: input_ids and an
     attention_mask (ones here), batch and sequence dynamic. transformers 5's
     mask code needs the attention_mask: without one it reaches aten::diff,
@@ -512,7 +527,7 @@ def export_onnx_torchscript(model, ids, path, dynamic, torch):
     try:
         torch.onnx.export(model, (ids, torch.ones_like(ids)), path,
                           input_names=["input_ids", "attention_mask"], output_names=["logits"],
-                          opset_version=17, dynamo=False,
+                          opset_version=opset, dynamo=False,
                           dynamic_axes={"input_ids": axes, "attention_mask": axes, "logits": axes})
     except Exception as e:
         raise ExportError("torch.onnx.export(dynamo=False) failed: %s" % first_line(e))
@@ -520,23 +535,26 @@ def export_onnx_torchscript(model, ids, path, dynamic, torch):
         model.forward = traced
     import numpy as np
     np.save(os.path.join(os.path.dirname(path), "attention_mask.npy"), np.ones_like(ids.numpy()))
-    return "by the TorchScript tracer (dynamo=False, opset 17, inputs input_ids and attention_mask)"
+    return ("by the TorchScript tracer (dynamo=False, opset %d, inputs input_ids and "
+            "attention_mask)" % opset)
 
 
-def export_onnx(model, ep, ids, path, dynamic, torch, exporter="dynamo"):
+def export_onnx(model, ep, inputs, path, dynamic, torch, exporter="dynamo", opset=None):
     if exporter == "torchscript":
-        return export_onnx_torchscript(model, ids, path, dynamic, torch)
-    kwargs = dict(input_names=["input_ids"], output_names=["logits"], opset_version=18,
+        return export_onnx_torchscript(model, inputs[0], path, dynamic, torch, opset or 17)
+    names = ["input_ids", "attention_mask"][:len(inputs)]
+    kwargs = dict(input_names=names, output_names=["logits"], opset_version=opset or 18,
                   dynamo=True, external_data=False)
     errors = []
     try:
-        dyn = ({0: torch.export.Dim("batch", min=1, max=4096)},) if dynamic else None
-        torch.onnx.export(model, (ids,), path, dynamic_shapes=dyn, **kwargs)
+        batch = torch.export.Dim("batch", min=1, max=4096)
+        dyn = ({0: batch},) * len(inputs) if dynamic else None
+        torch.onnx.export(model, inputs, path, dynamic_shapes=dyn, **kwargs)
         return "from the model"
     except Exception as e:
         errors.append("from the model: %s" % first_line(e))
     try:
-        torch.onnx.export(ep, (ids,), path, **kwargs)
+        torch.onnx.export(ep, inputs, path, **kwargs)
         return "from the ExportedProgram"
     except Exception as e:
         errors.append("from the ExportedProgram: %s" % first_line(e))
@@ -623,8 +641,17 @@ def run(args):
         np.save(os.path.join(out, "ids.seq%d.npy" % other_seq), ids_other.numpy())
         np.save(os.path.join(out, "logits.seq%d.npy" % other_seq), logits_other)
     model.config.to_json_file(os.path.join(out, "config.json"))
+    # The inputs of the export: the ids, and with --attention-mask a mask of
+    # ones beside them (no padding: the logits are the unmasked model's).
+    inputs = (ids,)
+    if args.attention_mask:
+        inputs = (ids, torch.ones_like(ids))
+        np.save(os.path.join(out, "attention_mask.npy"), inputs[1].numpy())
 
-    restore = logits_forward(model)
+    def with_mask(x):
+        return (x, torch.ones_like(x)) if args.attention_mask else (x,)
+
+    restore = logits_forward(model, args.attention_mask)
     try:
         try:
             longest = min(args.max_seq, positions) if positions else args.max_seq
@@ -636,7 +663,7 @@ def run(args):
             if args.dynamic_seq:
                 seq_dim = (torch.export.Dim.DYNAMIC if hasattr(torch.export.Dim, "DYNAMIC")
                            else torch.export.Dim("seq", min=2, max=longest))
-            ep, label = export_pt2(model, ids, args.dynamic_batch, torch, seq_dim)
+            ep, label = export_pt2(model, inputs, args.dynamic_batch, torch, seq_dim)
         except ExportError:
             raise
         except Exception as e:
@@ -654,8 +681,8 @@ def run(args):
         how = write_safetensors(os.path.join(out, "model.safetensors"),
                                 {n: state[n] for n in names}, torch)
         onnx_path = os.path.join(out, "model.onnx")
-        onnx_how = export_onnx(model, ep, ids, onnx_path, args.dynamic_batch, torch,
-                               args.onnx_exporter) \
+        onnx_how = export_onnx(model, ep, inputs, onnx_path, args.dynamic_batch, torch,
+                               args.onnx_exporter, args.onnx_opset) \
             if args.onnx else None
     finally:
         restore()
@@ -669,7 +696,7 @@ def run(args):
         ", model.onnx (%s)" % onnx_how if onnx_how else ""))
 
     if args.trace_nodes:
-        write_node_trace(ep, ids, os.path.join(out, args.trace_nodes), torch, np)
+        write_node_trace(ep, inputs, os.path.join(out, args.trace_nodes), torch, np)
 
     if args.report:
         lines = ["# " + shlex.join(["scripts/" + PROG] + args.argv),
@@ -681,21 +708,21 @@ def run(args):
         # differs from the eager model apart from a .pt2 that will not reload.
         try:
             with torch.no_grad():
-                got = ep.module()(ids).float().numpy()
+                got = ep.module()(*inputs).float().numpy()
             lines.append("exported program vs logits.npy: rel err %s" % rel_err(got, logits, np))
         except Exception as e:
             lines.append("exported program: FAILED to run: %s" % first_line(e))
         try:
             reloaded = torch.export.load(pt2_path).module()
             with torch.no_grad():
-                got = reloaded(ids).float().numpy()
+                got = reloaded(*inputs).float().numpy()
             lines.append("pt2 reloaded vs logits.npy: rel err %s" % rel_err(got, logits, np))
             if args.dynamic_batch:
                 other = args.batch + 1
                 ids2 = torch.randint(0, vocab, (other, args.seq), generator=g, dtype=torch.int64)
                 with torch.no_grad():
                     want = model(input_ids=ids2, use_cache=False).logits.float().numpy()
-                    got = reloaded(ids2).float().numpy()
+                    got = reloaded(*with_mask(ids2)).float().numpy()
                 lines.append("pt2 reloaded at batch %d vs PyTorch: rel err %s" % (
                     other, rel_err(got, want, np)))
         except Exception as e:
@@ -710,8 +737,9 @@ def run(args):
     shown = out.rstrip("/") or "."
     print("Next (from Loom's build; docs/models.md):")
     print("  build/bin/loom-compile %s/%s -o %s/model.loomx" % (shown, args.pt2_name, shown))
-    print("  build/bin/loom-run %s/model.loomx --input %s/ids.npy --output %s/out.npy" % (
-        shown, shown, shown))
+    print("  build/bin/loom-run %s/model.loomx --input %s/ids.npy%s --output %s/out.npy" % (
+        shown, shown, " --input %s/attention_mask.npy" % shown if args.attention_mask else "",
+        shown))
     print("  python3 test/e2e/Inputs/compare.py %s/out.npy %s/logits.npy --rtol 1e-4" % (shown, shown))
     print("  build/bin/loom-compile %s/%s --mode=train --batch 16 -o %s/train.loomx" % (
         shown, args.pt2_name, shown))
@@ -720,7 +748,7 @@ def run(args):
     return 0
 
 
-def write_node_trace(ep, ids, path, torch, np):
+def write_node_trace(ep, inputs, path, torch, np):
     """Every tensor result of the exported program's top-level nodes at the
     example ids, saved by node name (a node with several results as
     NAME.0, NAME.1, ...)."""
@@ -740,7 +768,7 @@ def write_node_trace(ep, ids, path, torch, np):
             return result
 
     with torch.no_grad():
-        Recorder(ep.module()).run(ids)
+        Recorder(ep.module()).run(*inputs)
     np.savez_compressed(path, **values)
     print("%s: traced %d node values into %s" % (PROG, len(values), path))
 

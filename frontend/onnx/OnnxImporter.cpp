@@ -92,8 +92,12 @@ std::optional<std::string> moduleScope(const onnx::NodeProto &node) {
 
 using namespace onnx_import;
 
-constexpr int64_t kMinOpset = 17;
-constexpr int64_t kMaxOpset = 21;
+// From 13 (Softmax over one axis, Squeeze/Unsqueeze/ReduceSum axes as
+// inputs: the TorchScript exporter's and Optimum's usual 14) to 23
+// (RMSNormalization); an operator whose meaning changed in between is
+// imported by its node's opset.
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 23;
 // Larger tensors than this (elements) are certainly a corrupt header.
 constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
 

@@ -130,6 +130,33 @@ LogicalResult importLayerNorm(NodeImporter &n) {
   return n.setOutput(0, norm.getResult());
 }
 
+/// RMSNormalization (opset 23): X / sqrt(mean(X^2) + epsilon) * scale over
+/// the last dim (Loom's norms normalize over the last dim only).
+LogicalResult importRmsNorm(NodeImporter &n) {
+  FailureOr<Value> x = n.input(0);
+  FailureOr<int64_t> axisAttr = n.intAttr("axis", -1);
+  FailureOr<float> epsilon = n.floatAttr("epsilon", 1e-5f);
+  if (failed(x) || failed(axisAttr) || failed(epsilon))
+    return failure();
+  int64_t rank = NodeImporter::typeOf(*x).getRank();
+  FailureOr<int64_t> axis = n.normalizeAxis(*axisAttr, rank, "axis");
+  if (failed(axis))
+    return failure();
+  if (*axis != rank - 1)
+    return n.fail("axis = " + Twine(*axisAttr) +
+                  " is unsupported: Loom normalizes over the last dimension only");
+  Value scale;
+  if (n.hasInput(1)) {
+    FailureOr<Value> v = n.input(1);
+    if (failed(v) || failed(n.requireSameElementType(*x, *v)))
+      return failure();
+    scale = *v;
+  }
+  auto norm = n.b.create<nn::RmsNormOp>(n.loc, x->getType(), *x, scale,
+                                        n.b.getF64FloatAttr(*epsilon));
+  return n.setOutput(0, norm.getResult());
+}
+
 /// ReduceSum (opset 13+) and the others from opset 18 take axes as an input;
 /// before that, as an attribute. No axes reduce everything, unless
 /// noop_with_empty_axes.
@@ -267,6 +294,7 @@ void addMathOps(OpTable &table) {
   table["Softmax"] = importSoftmax<nn::SoftmaxOp>;
   table["LogSoftmax"] = importSoftmax<nn::LogSoftmaxOp>;
   table["LayerNormalization"] = importLayerNorm;
+  table["RMSNormalization"] = importRmsNorm;
   table["ReduceSum"] = importReduce<nn::ReduceSumOp>;
   table["ReduceMean"] = importReduce<nn::ReduceMeanOp>;
   table["ReduceMax"] = importReduce<nn::ReduceMaxOp>;

@@ -7,10 +7,10 @@ CPU backend, exiting non-zero on the first failure:
 
   1. every model.pt2 / model.dyn.pt2 / model.onnx in the folder compiles for
      inference, runs on ids.npy, and matches PyTorch's logits.npy within
-     --rtol (relative to the largest logit); an ONNX export with an
-     attention_mask input (export-hf.py --onnx-exporter torchscript writes
-     attention_mask.npy beside it) gets that mask, its sequence fixed by
-     --seq;
+     --rtol (relative to the largest logit); a model with an
+     attention_mask input (export-hf.py --attention-mask or --onnx-exporter
+     torchscript writes attention_mask.npy beside it) gets a mask of ones,
+     and a symbolic sequence is fixed by --seq;
   2. the dynamic-batch .pt2 (else the static one, re-batched) compiled at
      batch 1 matches the first sequence's logits;
   3. loom-run --weights model.safetensors loads every tensor of the file by
@@ -129,14 +129,20 @@ def main():
         exe = os.path.join(args.work, tag + ".loomx")
         out = os.path.join(args.work, tag + ".npy")
         inputs = ["--input", input_path]
-        if mask and model.endswith(".onnx"):
+        rows = np.load(input_path)
+        compile_cmd = ["loom-compile", model, "--mode=infer", "--target=cpu", "-o", exe]
+        compile_cmd += list(extra_compile)
+        proc = subprocess.run(compile_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+        if proc.returncode != 0 and "symbolic dimension" in proc.stdout:
+            # A sequence the export left symbolic (the TorchScript ONNX's).
+            compile_cmd += ["--seq", str(rows.shape[1])]
+        run(compile_cmd)
+        if mask and "    attention_mask:" in run(["loom-inspect", exe]):
             # The mask of the rows given: all ones, as the export's.
-            rows = np.load(input_path)
             mask_path = os.path.join(args.work, tag + ".mask.npy")
             np.save(mask_path, np.ones_like(rows))
             inputs += ["--input", mask_path]
-            extra_compile = list(extra_compile) + ["--seq", str(rows.shape[1])]
-        run(["loom-compile", model, "--mode=infer", "--target=cpu", "-o", exe] + list(extra_compile))
         text = run(["loom-run", exe] + inputs + ["--output", out] + list(extra_run))
         return from_bf16_bits(np.load(out)), text
 

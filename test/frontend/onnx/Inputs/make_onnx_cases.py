@@ -573,12 +573,44 @@ def scatter_nd_box():
     return m, [x, u, v, w], [y0, y1, y2]
 
 
+def opset13():
+    """Opset 13 (what Optimum and older TorchScript exports use, 14 or so):
+    ReduceMean's axes an attribute, Squeeze/Unsqueeze's and Split's an
+    input, Softmax over one axis."""
+    x = randf(2, 3, 4)
+    m = model([helper.make_node("ReduceMean", ["x"], ["mean"], axes=[-1], keepdims=1),
+               helper.make_node("Sub", ["x", "mean"], ["centered"]),
+               helper.make_node("Softmax", ["centered"], ["soft"], axis=1),
+               helper.make_node("Unsqueeze", ["soft", "ax0"], ["u"]),
+               helper.make_node("Squeeze", ["u", "ax0"], ["back"]),
+               helper.make_node("Split", ["back", "halves"], ["a", "b"], axis=2)],
+              [vi("x", F32, [2, 3, 4])], [vi("a", F32, None), vi("b", F32, None)],
+              [ints("ax0", [0]), ints("halves", [1, 3])], opset=13)
+    c = x.astype(np.float64) - x.astype(np.float64).mean(-1, keepdims=True)
+    soft = np.exp(c - c.max(1, keepdims=True))
+    soft /= soft.sum(1, keepdims=True)
+    return m, [x], [soft[..., :1], soft[..., 1:]]
+
+
+def rms_norm_opset23():
+    """RMSNormalization (opset 23, what the dynamo exporter writes for a
+    norm at that opset) over the last axis."""
+    x = randf(2, 3, 8)
+    g = randf(8)
+    m = model([helper.make_node("RMSNormalization", ["x", "g"], ["y"], axis=-1, epsilon=1e-6)],
+              [vi("x", F32, [2, 3, 8])], [vi("y", F32, None)],
+              [numpy_helper.from_array(g, "g")], opset=23)
+    xd = x.astype(np.float64)
+    return m, [x], [xd / np.sqrt((xd ** 2).mean(-1, keepdims=True) + 1e-6) * g]
+
+
 CASES = {f.__name__.rstrip("_"): f for f in [
     shape_chain, range_constant_of_shape, causal_mask, expand_where_compare, gemm, cumsum,
     split, split_opset17, slice_, reduce_norm, reduce_opset17, gather_misc, gather_nd,
     symbolic_dims,
     gelu_opset20, softplus_tile, gather_elements_axes, conv_pad_lse, cumsum_runtime,
-    rotary_buffer, onehot_argmax_mod, tied_and_merged, backwards, scatter_nd_box]}
+    rotary_buffer, onehot_argmax_mod, tied_and_merged, backwards, scatter_nd_box, opset13,
+    rms_norm_opset23]}
 
 
 def write_case(name, out):
