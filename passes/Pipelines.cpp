@@ -64,7 +64,7 @@ bool stepRuns(PipelineStep step, const PipelineOptions &options) {
     // A training step casts inside its own step, before autodiff.
     return options.precision == ComputePrecision::BF16 && !options.training();
   case PipelineStep::Rebatch:
-    return options.stepBatch > 0;
+    return options.stepBatch > 0 || options.training();
   case PipelineStep::Partition:
   case PipelineStep::Schedule:
   case PipelineStep::PipeSplit:
@@ -140,17 +140,19 @@ void buildPipelineStep(OpPassManager &pm, const PipelineOptions &options,
     // no_grad and detach matter to a backward only.
     if (options.mode == PipelineMode::Infer)
       pm.addPass(createStripStopGradients());
-    // A training step feeds token ids alone: an attention_mask and the like
-    // take their values for unpadded sequences.
-    if (options.training())
-      pm.addPass(createBindTrainingInputs());
     return;
   case PipelineStep::Precision:
     pm.addPass(createCastCompute(CastComputeOptions{"bf16"}));
     pm.addPass(createCanonicalizerPass());
     return;
   case PipelineStep::Rebatch:
-    pm.addPass(createRebatch(RebatchOptions{options.stepBatch, options.entry}));
+    if (options.stepBatch > 0)
+      pm.addPass(createRebatch(RebatchOptions{options.stepBatch, options.entry}));
+    // A training step feeds token ids alone: an attention_mask and the like
+    // take their values for unpadded sequences, after --loom-rebatch, which
+    // follows the batch through them as inputs.
+    if (options.training())
+      pm.addPass(createBindTrainingInputs());
     return;
   case PipelineStep::Partition:
     pm.addPass(createPipelinePartition(partitionOptions(options)));

@@ -200,6 +200,8 @@ private:
         known[i] = in;
       }
     } else {
+      if (auto gather = dyn_cast<nn::GatherOp>(op); gather && failed(remakeGatherIndices(gather)))
+        return failure();
       if ((isBroadcastingElementwise(op) || isa<nn::ConcatOp, nn::MatmulOp>(op)) &&
           failed(remakeUnbatchedOperands(op)))
         return failure();
@@ -275,6 +277,30 @@ private:
   /// the zeros a static export's pooling window starts from, concatenated
   /// beside the batch's values along another dim): made again at the new
   /// size, if it is the same for every sequence.
+  /// A gather whose data has the batch in the gathered dim (the rows of
+  /// every sequence, flattened: `mask[arange(B)[:, None], kv]` taken as
+  /// positions b * S + kv) through indices made without the batch but with
+  /// a dim of its size: the indices made again at the new batch, if they
+  /// count along that dim (countedAlongBatch).
+  LogicalResult remakeGatherIndices(nn::GatherOp gather) {
+    auto it = batched.find(gather.getData());
+    Value indices = gather.getIndices();
+    if (it == batched.end() || it->second.dim != gather.getAxis() || batched.count(indices))
+      return success();
+    SmallVector<int64_t> shape = oldShape(indices);
+    for (int64_t q = 0; q < int64_t(shape.size()); ++q) {
+      if (shape[q] != B)
+        continue;
+      FailureOr<Value> again = remake(indices, q, gather, 0, 1);
+      if (failed(again))
+        return failure();
+      gather.getIndicesMutable().assign(*again);
+      batched[*again] = {q, 1};
+      return success();
+    }
+    return success();
+  }
+
   LogicalResult remakeUnbatchedOperands(Operation *op) {
     auto concat = dyn_cast<nn::ConcatOp>(op);
     bool matmul = isa<nn::MatmulOp>(op);
@@ -313,6 +339,44 @@ private:
       }
     }
     return success();
+  }
+
+  /// An integer constant that counts along the batch dim, the same step for
+  /// every position of the other dims (`arange(B)` as an advanced index of
+  /// every sequence: `mask[arange(B)[:, None], kv]`, as positions of the
+  /// batch's rows, b * S + kv), counted on over the new batch; nullopt when
+  /// it does not count so.
+  std::optional<DenseElementsAttr> countedAlongBatch(DenseElementsAttr dense,
+                                                     RankedTensorType type,
+                                                     RankedTensorType newType, int64_t dim,
+                                                     int64_t dimOuter, int64_t dimInner) {
+    if (B < 2 || !isa<IntegerType>(type.getElementType()) ||
+        type.getElementType().isInteger(1))
+      return std::nullopt;
+    SmallVector<APInt> old(dense.getValues<APInt>());
+    int64_t inner = product(type.getShape().drop_front(dim + 1)) * dimInner;
+    int64_t outer = product(type.getShape().take_front(dim)) * dimOuter;
+    auto at = [&](int64_t o, int64_t b, int64_t i) -> const APInt & {
+      return old[(o * B + b) * inner + i];
+    };
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        APInt step = at(o, 1, i) - at(o, 0, i);
+        if (step.isZero())
+          return std::nullopt; // the same for every sequence: the caller's case
+        for (int64_t b = 2; b < B; ++b)
+          if (at(o, b, i) - at(o, b - 1, i) != step)
+            return std::nullopt;
+      }
+    SmallVector<APInt> fresh;
+    fresh.reserve(outer * N * inner);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t b = 0; b < N; ++b)
+        for (int64_t i = 0; i < inner; ++i) {
+          APInt step = at(o, 1, i) - at(o, 0, i);
+          fresh.push_back(at(o, 0, i) + step * APInt(step.getBitWidth(), b));
+        }
+    return DenseElementsAttr::get(newType, fresh);
   }
 
   /// `v` made again with dim `dim` (outer * B * inner elements) at outer *
@@ -356,6 +420,9 @@ private:
       DenseElementsAttr values;
       if (dense.isSplat()) {
         values = DenseElementsAttr::get(newType, dense.getSplatValue<Attribute>());
+      } else if (std::optional<DenseElementsAttr> counted =
+                     countedAlongBatch(dense, type, newType, dim, dimOuter, dimInner)) {
+        values = *counted;
       } else {
         SmallVector<Attribute> old(dense.getValues<Attribute>());
         int64_t inner = product(ArrayRef<int64_t>(type.getShape()).drop_front(dim + 1)) *
@@ -378,11 +445,21 @@ private:
     } else if (auto broadcast = dyn_cast<nn::BroadcastOp>(def)) {
       ArrayRef<int64_t> in = tensorTypeOf(broadcast.getInput()).getShape();
       int64_t q = dim - (type.getRank() - int64_t(in.size()));
-      if (q >= 0 && in[q] != 1)
-        return baked();
-      result = builder.create<nn::BroadcastOp>(def->getLoc(), newType, broadcast.getInput());
+      Value input = broadcast.getInput();
+      if (q >= 0 && in[q] != 1) {
+        // The batch was there before the broadcast: made again there.
+        if (in[q] != type.getDimSize(dim) || depth >= 16)
+          return baked();
+        FailureOr<Value> again = remake(input, q, def, depth + 1, dimOuter);
+        if (failed(again))
+          return failure();
+        input = *again;
+      }
+      result = builder.create<nn::BroadcastOp>(def->getLoc(), newType, input);
     } else if (auto iota = dyn_cast<nn::IotaOp>(def)) {
-      if (iota.getDim() == dim)
+      // Along the batch dim alone, it counts over the new batch as it did
+      // over the old (an index of every sequence).
+      if (iota.getDim() == dim && (dimOuter != 1 || dimInner != 1))
         return baked();
       Operation *clone = builder.clone(*def);
       clone->getResult(0).setType(newType);

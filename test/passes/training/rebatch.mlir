@@ -150,3 +150,27 @@ module {
     return %out : tensor<2x3x3xf32>
   }
 }
+
+// -----
+
+// A padding mask indexed per sequence, mask[arange(B)[:, None], kv], as a
+// static-batch export with an attention_mask input writes it: the mask's
+// rows flattened and gathered at b * S + kv. The positions count along the
+// batch (a constant arange(2), broadcast, times S), and are counted on over
+// the new batch.
+// CHECK-LABEL: func.func @main(%arg0: tensor<8x4xi64>, %arg1: tensor<8x4xi1>) -> tensor<8x1x4xi1>
+// CHECK: nn.constant dense<{{\[\[\[}}0]], {{\[\[}}1]], {{\[\[}}2]], {{\[\[}}3]], {{\[\[}}4]], {{\[\[}}5]], {{\[\[}}6]], {{\[\[}}7]]]> : tensor<8x1x1xi64>
+// CHECK: nn.gather {{.*}} : (tensor<32xi1>, tensor<8x1x4xi64>) -> tensor<8x1x4xi1>
+// ONE-LABEL: func.func @main(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi1>) -> tensor<1x1x4xi1>
+// ONE: nn.gather {{.*}} : (tensor<4xi1>, tensor<1x1x4xi64>) -> tensor<1x1x4xi1>
+func.func @main(%ids: tensor<2x4xi64>, %mask: tensor<2x4xi1>) -> tensor<2x1x4xi1> {
+  %b = nn.constant dense<[[[0]], [[1]]]> : tensor<2x1x1xi64>
+  %bb = nn.broadcast %b : tensor<2x1x1xi64> -> tensor<2x1x4xi64>
+  %s = nn.constant dense<4> : tensor<i64>
+  %rows = nn.mul %bb, %s : (tensor<2x1x4xi64>, tensor<i64>) -> tensor<2x1x4xi64>
+  %kv = nn.iota dim = 2 : tensor<1x1x4xi64>
+  %pos = nn.add %rows, %kv : (tensor<2x1x4xi64>, tensor<1x1x4xi64>) -> tensor<2x1x4xi64>
+  %flat = nn.reshape %mask : tensor<2x4xi1> -> tensor<8xi1>
+  %g = nn.gather %flat, %pos axis = 0 : (tensor<8xi1>, tensor<2x1x4xi64>) -> tensor<2x1x4xi1>
+  return %g : tensor<2x1x4xi1>
+}
