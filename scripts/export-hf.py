@@ -168,6 +168,10 @@ def parse_args(argv):
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
                     help="parameter dtype of the exported model (default float32; "
                          "logits.npy is float32 either way)")
+    ap.add_argument("--plain-forward", action="store_true",
+                    help="export the model's own forward as called with the ids alone "
+                         "(use_cache left on: the outputs are the logits and the key/value "
+                         "cache), as a user calling torch.export.export(model, (ids,)) gets")
     ap.add_argument("--attention-mask", action="store_true",
                     help="export forward(input_ids, attention_mask), as a user passing both "
                          "does (batch dynamic in both); writes attention_mask.npy (ones)")
@@ -378,6 +382,14 @@ def logits_forward(model, with_mask=False):
         else:
             del model.forward
     return restore
+
+
+def logits_of(out):
+    """The logits of what a forward returned: a tensor, or a ModelOutput
+    (--plain-forward) whose first entry they are."""
+    if hasattr(out, "logits"):
+        return out.logits
+    return out[0] if isinstance(out, (tuple, list)) else out
 
 
 def batch_is_symbolic(ep, torch):
@@ -651,7 +663,7 @@ def run(args):
     def with_mask(x):
         return (x, torch.ones_like(x)) if args.attention_mask else (x,)
 
-    restore = logits_forward(model, args.attention_mask)
+    restore = (lambda: None) if args.plain_forward else logits_forward(model, args.attention_mask)
     try:
         try:
             longest = min(args.max_seq, positions) if positions else args.max_seq
@@ -708,21 +720,21 @@ def run(args):
         # differs from the eager model apart from a .pt2 that will not reload.
         try:
             with torch.no_grad():
-                got = ep.module()(*inputs).float().numpy()
+                got = logits_of(ep.module()(*inputs)).float().numpy()
             lines.append("exported program vs logits.npy: rel err %s" % rel_err(got, logits, np))
         except Exception as e:
             lines.append("exported program: FAILED to run: %s" % first_line(e))
         try:
             reloaded = torch.export.load(pt2_path).module()
             with torch.no_grad():
-                got = reloaded(*inputs).float().numpy()
+                got = logits_of(reloaded(*inputs)).float().numpy()
             lines.append("pt2 reloaded vs logits.npy: rel err %s" % rel_err(got, logits, np))
             if args.dynamic_batch:
                 other = args.batch + 1
                 ids2 = torch.randint(0, vocab, (other, args.seq), generator=g, dtype=torch.int64)
                 with torch.no_grad():
                     want = model(input_ids=ids2, use_cache=False).logits.float().numpy()
-                    got = reloaded(*with_mask(ids2)).float().numpy()
+                    got = logits_of(reloaded(*with_mask(ids2))).float().numpy()
                 lines.append("pt2 reloaded at batch %d vs PyTorch: rel err %s" % (
                     other, rel_err(got, want, np)))
         except Exception as e:
