@@ -97,7 +97,9 @@ LogicalResult importSoftmax(NodeImporter &n) {
       0, n.b.create<OpTy>(n.loc, x->getType(), *x, n.b.getI64IntegerAttr(*axis)).getResult());
 }
 
-LogicalResult importLayerNorm(NodeImporter &n) {
+/// A normalization's input X and its epsilon, once its `axis` is checked to
+/// be the last (Loom's norms normalize over the last dim only).
+FailureOr<std::pair<Value, float>> lastAxisNormInput(NodeImporter &n) {
   FailureOr<Value> x = n.input(0);
   FailureOr<int64_t> axisAttr = n.intAttr("axis", -1);
   FailureOr<float> epsilon = n.floatAttr("epsilon", 1e-5f);
@@ -110,6 +112,14 @@ LogicalResult importLayerNorm(NodeImporter &n) {
   if (*axis != rank - 1)
     return n.fail("axis = " + Twine(*axisAttr) +
                   " is unsupported: Loom normalizes over the last dimension only");
+  return std::make_pair(*x, *epsilon);
+}
+
+LogicalResult importLayerNorm(NodeImporter &n) {
+  FailureOr<std::pair<Value, float>> in = lastAxisNormInput(n);
+  if (failed(in))
+    return failure();
+  auto [x, epsilon] = *in;
   if (n.wantsOutput(1) || n.wantsOutput(2))
     return n.fail("the Mean and InvStdDev outputs are unsupported");
   Value scale, bias;
@@ -125,35 +135,27 @@ LogicalResult importLayerNorm(NodeImporter &n) {
       return failure();
     bias = *v;
   }
-  auto norm = n.b.create<nn::LayerNormOp>(n.loc, x->getType(), *x, scale, bias,
-                                          n.b.getF64FloatAttr(*epsilon));
+  auto norm = n.b.create<nn::LayerNormOp>(n.loc, x.getType(), x, scale, bias,
+                                          n.b.getF64FloatAttr(epsilon));
   return n.setOutput(0, norm.getResult());
 }
 
 /// RMSNormalization (opset 23): X / sqrt(mean(X^2) + epsilon) * scale over
 /// the last dim (Loom's norms normalize over the last dim only).
 LogicalResult importRmsNorm(NodeImporter &n) {
-  FailureOr<Value> x = n.input(0);
-  FailureOr<int64_t> axisAttr = n.intAttr("axis", -1);
-  FailureOr<float> epsilon = n.floatAttr("epsilon", 1e-5f);
-  if (failed(x) || failed(axisAttr) || failed(epsilon))
+  FailureOr<std::pair<Value, float>> in = lastAxisNormInput(n);
+  if (failed(in))
     return failure();
-  int64_t rank = NodeImporter::typeOf(*x).getRank();
-  FailureOr<int64_t> axis = n.normalizeAxis(*axisAttr, rank, "axis");
-  if (failed(axis))
-    return failure();
-  if (*axis != rank - 1)
-    return n.fail("axis = " + Twine(*axisAttr) +
-                  " is unsupported: Loom normalizes over the last dimension only");
+  auto [x, epsilon] = *in;
   Value scale;
   if (n.hasInput(1)) {
     FailureOr<Value> v = n.input(1);
-    if (failed(v) || failed(n.requireSameElementType(*x, *v)))
+    if (failed(v) || failed(n.requireSameElementType(x, *v)))
       return failure();
     scale = *v;
   }
-  auto norm = n.b.create<nn::RmsNormOp>(n.loc, x->getType(), *x, scale,
-                                        n.b.getF64FloatAttr(*epsilon));
+  auto norm = n.b.create<nn::RmsNormOp>(n.loc, x.getType(), x, scale,
+                                        n.b.getF64FloatAttr(epsilon));
   return n.setOutput(0, norm.getResult());
 }
 
