@@ -80,9 +80,10 @@ struct BindTrainingInputsPass
       BlockArgument arg = func.getArgument(i);
       auto type = dyn_cast<RankedTensorType>(arg.getType());
       Value value = type ? boundValue(b, arg.getLoc(), *binding, type, ids.getDimSize(1)) : Value();
-      bool batchFits = type && (type.getDimSize(0) == ids.getDimSize(0) ||
-                                (*binding == Binding::Positions && type.getDimSize(0) == 1));
-      if (!value || !batchFits) {
+      // A value implies [rows, seq]; the rows must be the batch's.
+      bool batchFits = value && (type.getDimSize(0) == ids.getDimSize(0) ||
+                                 (*binding == Binding::Positions && type.getDimSize(0) == 1));
+      if (!batchFits) {
         if (value)
           value.getDefiningOp()->erase();
         func.emitError("training binds input '")

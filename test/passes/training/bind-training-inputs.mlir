@@ -40,3 +40,14 @@ func.func @main(%ids: tensor<2x4xi64> {loom.name = "input_ids"},
   %h = nn.embedding %table, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
   return %h : tensor<2x4x8xf32>
 }
+
+// -----
+
+// A mask of rank 0 (no rows to fill) is an error too, not a crash.
+// expected-error @+1 {{training binds input 'attention_mask' to its value for unpadded sequences, which needs [batch, 4] like the token ids; it is 'tensor<i64>'}}
+func.func @main(%ids: tensor<2x4xi64> {loom.name = "input_ids"},
+                %mask: tensor<i64> {loom.name = "attention_mask"}) -> tensor<2x4x8xf32> {
+  %table = nn.parameter "wte" : tensor<16x8xf32>
+  %h = nn.embedding %table, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  return %h : tensor<2x4x8xf32>
+}
