@@ -124,18 +124,21 @@ LogicalResult importGelu(NodeImporter &n) {
   return n.setOutput(0, n.b.create<nn::GeluOp>(n.loc, x->getType(), *x, kind).getResult());
 }
 
-/// Identity. Of a weight, a weight of its own: the TorchScript exporter
-/// keeps one of several initializers with equal values (a fresh model's
-/// norms, all ones) and names each of the others by an Identity of it
-/// (`model.layers.1.input_layernorm.weight = Identity(model.layers.0...)`);
-/// they were apart in the model and train apart. (Tied weights are one
-/// initializer read twice, not an Identity.)
+/// Identity. Of a weight of one repeated value, a weight of its own: the
+/// TorchScript exporter keeps one of several initializers with equal values
+/// (a fresh model's norms, all ones; biases, all zeros) and names each of
+/// the others by an Identity of it (`model.layers.1.input_layernorm.weight =
+/// Identity(model.layers.0...)`); they were apart in the model and train
+/// apart. (Tied weights are one initializer read twice; any other value is
+/// passed through, so a tie can never be undone here.)
 LogicalResult importIdentity(NodeImporter &n) {
   FailureOr<Value> x = n.input(0);
   if (failed(x))
     return failure();
   auto param = x->getDefiningOp<nn::ParameterOp>();
-  if (!param || !param.getValue() || param.getFrozen())
+  auto value = param && param.getValue() ? dyn_cast<DenseElementsAttr>(*param.getValue())
+                                         : DenseElementsAttr();
+  if (!value || !value.isSplat() || param.getFrozen())
     return n.setOutput(0, *x);
   auto copy = n.b.create<nn::ParameterOp>(
       n.loc, param.getType(), n.b.getStringAttr(n.node.output(0)), param.getFrozenAttr(),
