@@ -694,6 +694,18 @@ def write_errors(out):
                     [x, vi("u", F32, [1, 3])], [y], [numpy_helper.from_array(
                         np.array([[7]], np.int64), "ind")]),
               os.path.join(out, "scatter_nd_out_of_range.onnx"))
+    # The routing and shape operators of the TorchScript exporter, used
+    # outside what Loom imports.
+    onnx.save(model([helper.make_node("OneHot", ["ids", "depth", "v"], ["y"], name="hot")],
+                    [vi("ids", I64, [2])], [y],
+                    [ints("depth", [4]), numpy_helper.from_array(np.zeros(3, np.float32), "v")]),
+              os.path.join(out, "onehot_values.onnx"))
+    onnx.save(model([helper.make_node("ArgMax", ["x"], ["y"], name="best", select_last_index=1)],
+                    [x], [vi("y", I64, None)]), os.path.join(out, "argmax_last.onnx"))
+    onnx.save(model([helper.make_node("Mod", ["x", "x"], ["y"], name="rem", fmod=1)], [x], [y]),
+              os.path.join(out, "mod_float.onnx"))
+    onnx.save(model([helper.make_node("RMSNormalization", ["x"], ["y"], name="norm", axis=0)],
+                    [x], [y], opset=23), os.path.join(out, "rms_axis0.onnx"))
     # Cos of a value computed from the input: Loom has no cos op.
     onnx.save(model([helper.make_node("Cos", ["x"], ["y"], name="cos")], [x], [y]),
               os.path.join(out, "cos_of_input.onnx"))
