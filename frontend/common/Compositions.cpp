@@ -2,6 +2,9 @@
 
 #include "dialects/nn/NNOps.h"
 
+#include <cmath>
+#include <limits>
+
 using namespace mlir;
 
 namespace loom {
@@ -257,6 +260,64 @@ FailureOr<Value> buildCumSum(OpBuilder &b, Location loc, Value input, int64_t ax
                                   UnitAttr(), UnitAttr());
   }
   return buildSwapWithLast(b, loc, reshaped(b, loc, sums, movedShape), axis);
+}
+
+FailureOr<Value> buildMaskedAttention(OpBuilder &b, Location loc, Value query, Value key,
+                                      Value value, Value mask, std::optional<double> scale,
+                                      std::string &why) {
+  RankedTensorType queryType = typeOf(query), keyType = typeOf(key), valueType = typeOf(value);
+  if (queryType.getRank() != 4 || keyType.getRank() != 4 || valueType.getRank() != 4) {
+    why = "attention needs rank-4 [batch, heads, seq, head_dim] query, key and value";
+    return failure();
+  }
+  Type element = queryType.getElementType();
+  int64_t batch = queryType.getDimSize(0), heads = queryType.getDimSize(1);
+  int64_t queries = queryType.getDimSize(2), depth = queryType.getDimSize(3);
+  int64_t kvHeads = keyType.getDimSize(1), keys = keyType.getDimSize(2);
+  if (kvHeads == 0 || heads % kvHeads != 0 || valueType.getDimSize(1) != kvHeads) {
+    why = "attention of " + std::to_string(heads) + " query heads over " +
+          std::to_string(kvHeads) + " key/value heads";
+    return failure();
+  }
+  auto repeat = [&](Value kv) -> Value {
+    if (kvHeads == heads)
+      return kv;
+    SmallVector<int64_t> shape(typeOf(kv).getShape());
+    SmallVector<int64_t> grouped{shape[0], kvHeads, 1, shape[2], shape[3]};
+    Value one = reshaped(b, loc, kv, grouped);
+    grouped[2] = heads / kvHeads;
+    Value wide = b.create<nn::BroadcastOp>(loc, typeOf(kv).clone(grouped), one);
+    return reshaped(b, loc, wide, {shape[0], heads, shape[2], shape[3]});
+  };
+  Value k = repeat(key), v = repeat(value);
+  auto scoresType = RankedTensorType::get({batch, heads, queries, keys}, element);
+  Value scores = b.create<nn::MatmulOp>(loc, scoresType, query, k, UnitAttr(), b.getUnitAttr());
+  Value scaled = b.create<nn::MulOp>(
+      loc, scoresType, scores,
+      scalar(b, loc, element, scale.value_or(1.0 / std::sqrt(double(depth)))));
+  Value masked = scaled;
+  if (mask) {
+    if (!nn::isBroadcastableTo(typeOf(mask).getShape(), scoresType.getShape())) {
+      why = "the attention mask does not broadcast to the scores [" + std::to_string(batch) +
+            ", " + std::to_string(heads) + ", " + std::to_string(queries) + ", " +
+            std::to_string(keys) + "]";
+      return failure();
+    }
+    if (typeOf(mask).getElementType().isInteger(1)) {
+      masked = b.create<nn::WhereOp>(loc, scoresType, mask, scaled,
+                                     scalar(b, loc, element,
+                                            -std::numeric_limits<double>::infinity()));
+    } else {
+      Value cast = mask;
+      if (typeOf(mask).getElementType() != element)
+        cast = b.create<nn::CastOp>(loc, typeOf(mask).clone(element), mask);
+      masked = b.create<nn::AddOp>(loc, scoresType, scaled, cast);
+    }
+  }
+  Value probs = b.create<nn::SoftmaxOp>(loc, scoresType, masked, b.getI64IntegerAttr(3));
+  auto resultType =
+      RankedTensorType::get({batch, heads, queries, valueType.getDimSize(3)}, element);
+  return Value(b.create<nn::MatmulOp>(loc, resultType, probs, v, UnitAttr(), UnitAttr()));
 }
 
 } // namespace loom

@@ -9,6 +9,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
 
+#include <optional>
 #include <string>
 
 namespace loom {
@@ -60,6 +61,19 @@ mlir::Value buildSwapWithLast(mlir::OpBuilder &b, mlir::Location loc, mlir::Valu
 mlir::FailureOr<mlir::Value> buildCumSum(mlir::OpBuilder &b, mlir::Location loc,
                                          mlir::Value input, int64_t axis, bool exclusive,
                                          bool reverse, std::string &why);
+
+/// Attention as torch's math backend computes it: query [B, H, Sq, D] times
+/// key [B, Hkv, Skv, D] transposed, times `scale` (1 / sqrt(D) when unset),
+/// under `mask` (a bool mask choosing -inf where false, a float one added;
+/// broadcast to the scores), softmax over the keys, times value [B, Hkv,
+/// Skv, Dv]; fewer key/value heads than query heads are repeated to them.
+/// The result is [B, H, Sq, Dv] of the query's type. `why` says what does
+/// not fit.
+mlir::FailureOr<mlir::Value> buildMaskedAttention(mlir::OpBuilder &b, mlir::Location loc,
+                                                  mlir::Value query, mlir::Value key,
+                                                  mlir::Value value, mlir::Value mask,
+                                                  std::optional<double> scale,
+                                                  std::string &why);
 
 } // namespace loom
 

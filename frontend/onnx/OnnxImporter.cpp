@@ -94,10 +94,10 @@ using namespace onnx_import;
 
 // From 13 (Softmax over one axis, Squeeze/Unsqueeze/ReduceSum axes as
 // inputs: the TorchScript exporter's and Optimum's usual 14) to 23
-// (RMSNormalization); an operator whose meaning changed in between is
+// (RMSNormalization, Attention) and 24; an operator whose meaning changed in between is
 // imported by its node's opset.
 constexpr int64_t kMinOpset = 13;
-constexpr int64_t kMaxOpset = 23;
+constexpr int64_t kMaxOpset = 24;
 // Larger tensors than this (elements) are certainly a corrupt header.
 constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
 

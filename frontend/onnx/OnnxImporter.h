@@ -8,7 +8,7 @@
 
 namespace loom {
 
-/// Imports an ONNX model (default domain, opsets 13-23, weights inline or as
+/// Imports an ONNX model (default domain, opsets 13-24, weights inline or as
 /// external data beside the file) into a module holding `func.func @main`
 /// over nn ops. Graph inputs and outputs become arguments and results named
 /// by `loom.name`; initializers become named parameters carrying their

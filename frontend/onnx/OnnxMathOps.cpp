@@ -1,5 +1,5 @@
 // ONNX contractions, normalizations and reductions: MatMul, Gemm, Softmax,
-// LogSoftmax, LayerNormalization, ReduceSum/ReduceMean/ReduceMax/ReduceLogSumExp,
+// LogSoftmax, Attention, LayerNormalization, RMSNormalization, ReduceSum/ReduceMean/ReduceMax/ReduceLogSumExp,
 // Conv (1-D).
 
 #include "frontend/onnx/OnnxNodeImporter.h"
@@ -159,6 +159,75 @@ LogicalResult importRmsNorm(NodeImporter &n) {
   return n.setOutput(0, norm.getResult());
 }
 
+/// Attention (opset 23; what the dynamo exporter writes for
+/// scaled_dot_product_attention from that opset) over rank-4 [batch, heads,
+/// seq, head_dim] inputs, fewer key/value heads than query heads allowed: with
+/// no mask, nn.attention (causal or open); under a mask, as torch's math
+/// backend computes it (buildMaskedAttention), which --loom-raise-attention
+/// raises back to nn.attention when the mask is a causal or sliding-window
+/// constant. No KV cache (past_key/past_value) and no softcap.
+LogicalResult importAttention(NodeImporter &n) {
+  FailureOr<Value> q = n.input(0), k = n.input(1), v = n.input(2);
+  FailureOr<int64_t> isCausal = n.intAttr("is_causal", 0);
+  FailureOr<float> softcap = n.floatAttr("softcap", 0.0f);
+  if (failed(q) || failed(k) || failed(v) || failed(isCausal) || failed(softcap))
+    return failure();
+  if (n.hasInput(4) || n.hasInput(5) || n.hasInput(6))
+    return n.fail("past_key, past_value and nonpad_kv_seqlen (a KV cache) are not supported");
+  if (*softcap != 0.0f)
+    return n.fail("softcap is not supported");
+  if (n.wantsOutput(3))
+    return n.fail("the qk_matmul_output output is not supported");
+  if (NodeImporter::typeOf(*q).getRank() != 4 || NodeImporter::typeOf(*k).getRank() != 4 ||
+      NodeImporter::typeOf(*v).getRank() != 4)
+    return n.fail("only rank-4 [batch, heads, seq, head_dim] query, key and value are "
+                  "supported (not the 3-D form with q_num_heads)");
+  if (failed(n.requireSameElementType(*q, *k)) || failed(n.requireSameElementType(*q, *v)))
+    return failure();
+  std::optional<double> scale;
+  if (n.attribute("scale")) {
+    FailureOr<float> given = n.floatAttr("scale", 1.0f);
+    if (failed(given))
+      return failure();
+    scale = *given;
+  }
+  int64_t queries = NodeImporter::typeOf(*q).getDimSize(2);
+  int64_t keys = NodeImporter::typeOf(*k).getDimSize(2);
+  Value result;
+  if (n.hasInput(3)) {
+    if (*isCausal)
+      return n.fail("is_causal together with attn_mask is not supported");
+    FailureOr<Value> mask = n.input(3);
+    if (failed(mask))
+      return failure();
+    std::string why;
+    FailureOr<Value> out =
+        buildMaskedAttention(n.b, n.loc, *q, *k, *v, *mask, scale, why);
+    if (failed(out))
+      return n.fail(why);
+    result = *out;
+  } else {
+    // The operator aligns is_causal to the top left; nn.attention to the
+    // bottom right: the same only for as many queries as keys.
+    if (*isCausal && queries != keys)
+      return n.fail("is_causal with " + Twine(queries) + " queries over " + Twine(keys) +
+                    " keys is not supported");
+    FailureOr<Value> out = n.inferred<nn::AttentionOp>(
+        *q, *k, *v, *isCausal ? n.b.getUnitAttr() : UnitAttr(),
+        scale ? n.b.getF64FloatAttr(*scale) : FloatAttr(), n.b.getI64IntegerAttr(0),
+        IntegerAttr());
+    if (failed(out))
+      return failure();
+    result = *out;
+  }
+  if (failed(n.setOutput(0, result)))
+    return failure();
+  // With no cache, the present key and value are this call's.
+  if (n.wantsOutput(1) && failed(n.setOutput(1, *k)))
+    return failure();
+  return n.wantsOutput(2) ? n.setOutput(2, *v) : success();
+}
+
 /// ReduceSum (opset 13+) and the others from opset 18 take axes as an input;
 /// before that, as an attribute. No axes reduce everything, unless
 /// noop_with_empty_axes.
@@ -297,6 +366,7 @@ void addMathOps(OpTable &table) {
   table["LogSoftmax"] = importSoftmax<nn::LogSoftmaxOp>;
   table["LayerNormalization"] = importLayerNorm;
   table["RMSNormalization"] = importRmsNorm;
+  table["Attention"] = importAttention;
   table["ReduceSum"] = importReduce<nn::ReduceSumOp>;
   table["ReduceMean"] = importReduce<nn::ReduceMeanOp>;
   table["ReduceMax"] = importReduce<nn::ReduceMaxOp>;

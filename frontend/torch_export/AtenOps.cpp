@@ -2457,60 +2457,14 @@ Expected<bool> isCausalMask(DenseElementsAttr mask, int64_t queries, int64_t key
 Error convertMaskedAttention(NodeContext &node, RankedTensorType type, Value query, Value key,
                              Value value, Value mask, std::optional<double> scale) {
   GraphImporter &g = node.importer();
-  RankedTensorType queryType = tensorType(query), keyType = tensorType(key);
-  Type element = type.getElementType();
-  int64_t batch = queryType.getDimSize(0), heads = queryType.getDimSize(1);
-  int64_t queries = queryType.getDimSize(2), depth = queryType.getDimSize(3);
-  int64_t kvHeads = keyType.getDimSize(1), keys = keyType.getDimSize(2);
-  auto repeat = [&](Value kv) -> Expected<Value> {
-    if (kvHeads == heads)
-      return kv;
-    if (kvHeads == 0 || heads % kvHeads != 0)
-      return importError("attention of " + llvm::Twine(heads) + " query heads over " +
-                         llvm::Twine(kvHeads) + " key/value heads");
-    llvm::SmallVector<int64_t> shape(tensorType(kv).getShape());
-    llvm::SmallVector<int64_t> grouped{shape[0], kvHeads, 1, shape[2], shape[3]};
-    auto one = g.reshapeTo(kv, grouped);
-    if (!one)
-      return one.takeError();
-    grouped[2] = heads / kvHeads;
-    auto wide = g.broadcastTo(*one, grouped);
-    if (!wide)
-      return wide.takeError();
-    return g.reshapeTo(*wide, {shape[0], heads, shape[2], shape[3]});
-  };
-  auto k = repeat(key);
-  if (!k)
-    return k.takeError();
-  auto v = repeat(value);
-  if (!v)
-    return v.takeError();
-  RankedTensorType scoresType = RankedTensorType::get({batch, heads, queries, keys}, element);
-  auto scores = g.create<nn::MatmulOp>(scoresType, query, *k, UnitAttr(), g.builder().getUnitAttr());
-  if (!scores)
-    return scores.takeError();
-  auto scaled = g.create<nn::MulOp>(
-      scoresType, *scores, g.scalar(element, scale.value_or(1.0 / std::sqrt(double(depth)))));
-  if (!scaled)
-    return scaled.takeError();
-  Expected<Value> masked = importError("unreachable");
-  if (tensorType(mask).getElementType().isInteger(1)) {
-    auto blocked = g.scalar(element, -std::numeric_limits<double>::infinity());
-    masked = g.create<nn::WhereOp>(scoresType, mask, *scaled, blocked);
-  } else {
-    auto cast = g.castTo(mask, element);
-    if (!cast)
-      return cast.takeError();
-    masked = g.create<nn::AddOp>(scoresType, *scaled, *cast);
-  }
-  if (!masked)
-    return masked.takeError();
-  auto probs = g.create<nn::SoftmaxOp>(scoresType, *masked, g.builder().getI64IntegerAttr(3));
-  if (!probs)
-    return probs.takeError();
-  auto result = g.create<nn::MatmulOp>(type, *probs, *v, UnitAttr(), UnitAttr());
-  if (!result)
-    return result.takeError();
+  std::string why;
+  FailureOr<Value> result =
+      buildMaskedAttention(g.builder(), g.loc(), query, key, value, mask, scale, why);
+  if (failed(result))
+    return importError(why);
+  if (tensorType(*result) != type)
+    return importError("attention's result is " + typeString(tensorType(*result)) +
+                       ", the export's " + typeString(type));
   return node.setResult(0, *result);
 }
 

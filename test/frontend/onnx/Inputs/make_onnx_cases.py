@@ -604,13 +604,47 @@ def rms_norm_opset23():
     return m, [x], [xd / np.sqrt((xd ** 2).mean(-1, keepdims=True) + 1e-6) * g]
 
 
+def attention_opset23():
+    """Attention (opset 23): causal with fewer key/value heads than query
+    heads and a scale; under a bool mask (a padded key); under a float
+    mask."""
+    q = randf(2, 4, 5, 8)
+    k = randf(2, 2, 5, 8)
+    v = randf(2, 2, 5, 6)
+    keep = np.ones((2, 1, 5, 5), np.bool_)
+    keep[1, :, :, 4] = False
+    bias = randf(1, 1, 5, 5)
+    m = model([helper.make_node("Attention", ["q", "k", "v"], ["causal"], is_causal=1, scale=0.3),
+               helper.make_node("Attention", ["q", "k", "v", "keep"], ["kept"]),
+               helper.make_node("Attention", ["q", "k", "v", "bias"], ["biased"])],
+              [vi("q", F32, [2, 4, 5, 8]), vi("k", F32, [2, 2, 5, 8]), vi("v", F32, [2, 2, 5, 6]),
+               vi("keep", BOOL, [2, 1, 5, 5])],
+              [vi("causal", F32, None), vi("kept", F32, None), vi("biased", F32, None)],
+              [numpy_helper.from_array(bias, "bias")], opset=23)
+
+    def attend(scale, mask=None, add=None):
+        kk = np.repeat(k.astype(np.float64), 2, axis=1)
+        vv = np.repeat(v.astype(np.float64), 2, axis=1)
+        s = q.astype(np.float64) @ kk.transpose(0, 1, 3, 2) * scale
+        if mask is not None:
+            s = np.where(mask, s, -np.inf)
+        if add is not None:
+            s = s + add
+        s = np.exp(s - s.max(-1, keepdims=True))
+        return (s / s.sum(-1, keepdims=True)) @ vv
+
+    causal = np.tril(np.ones((5, 5), np.bool_))
+    return m, [q, k, v, keep], [attend(0.3, causal), attend(8 ** -0.5, keep),
+                                attend(8 ** -0.5, add=bias.astype(np.float64))]
+
+
 CASES = {f.__name__.rstrip("_"): f for f in [
     shape_chain, range_constant_of_shape, causal_mask, expand_where_compare, gemm, cumsum,
     split, split_opset17, slice_, reduce_norm, reduce_opset17, gather_misc, gather_nd,
     symbolic_dims,
     gelu_opset20, softplus_tile, gather_elements_axes, conv_pad_lse, cumsum_runtime,
     rotary_buffer, onehot_argmax_mod, tied_and_merged, backwards, scatter_nd_box, opset13,
-    rms_norm_opset23]}
+    rms_norm_opset23, attention_opset23]}
 
 
 def write_case(name, out):
