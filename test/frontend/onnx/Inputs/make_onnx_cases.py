@@ -740,6 +740,10 @@ def write_errors(out):
               os.path.join(out, "mod_float.onnx"))
     onnx.save(model([helper.make_node("RMSNormalization", ["x"], ["y"], name="norm", axis=0)],
                     [x], [y], opset=23), os.path.join(out, "rms_axis0.onnx"))
+    q4 = vi("q", F32, [1, 2, 3, 4])
+    onnx.save(model([helper.make_node("Attention", ["q", "q", "q", "", "q", "q"], ["y"],
+                                      name="cached")], [q4], [y], opset=23),
+              os.path.join(out, "attention_cache.onnx"))
     # Cos of a value computed from the input: Loom has no cos op.
     onnx.save(model([helper.make_node("Cos", ["x"], ["y"], name="cos")], [x], [y]),
               os.path.join(out, "cos_of_input.onnx"))
