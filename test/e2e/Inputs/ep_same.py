@@ -12,15 +12,9 @@ no other flags). loom-compile and loom-run come from PATH.
 import argparse
 import json
 import os
-import subprocess
 import sys
 
-
-def run(cmd):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        sys.exit("ep_same.py: FAIL: %s exited %d:\n%s" % (" ".join(cmd), proc.returncode,
-                                                          proc.stdout.strip()))
+from tool_run import run
 
 
 def main():

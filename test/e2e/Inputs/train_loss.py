@@ -13,17 +13,11 @@ come from PATH.
 """
 import argparse
 import os
-import subprocess
 import sys
 
 import numpy as np
 
-
-def run(cmd):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        sys.exit("train_loss.py: FAIL: %s exited %d:\n%s" % (" ".join(cmd), proc.returncode,
-                                                             proc.stdout.strip()))
+from tool_run import run
 
 
 def main():
