@@ -920,10 +920,11 @@ namespace {
 /// along the last dim: each value's gradient goes back to its position.
 /// Built as a one-hot of the indices ([..., k, N]) times the gradient,
 /// summed over k: routing rows are short (N experts, k chosen).
-Value scatterRows(OpBuilder &b, Location loc, Value indices, Value grad,
-                  RankedTensorType inputType) {
+/// The one-hot of row-wise positions `indices` [..., k] over `n`: [..., k,
+/// n] of `elementType`.
+Value oneHotRows(OpBuilder &b, Location loc, Value indices, int64_t n, Type elementType) {
   auto idxType = tensorType(indices);
-  int64_t rank = idxType.getRank(), n = inputType.getShape().back();
+  int64_t rank = idxType.getRank();
   SmallVector<int64_t> column(idxType.getShape());
   column.push_back(1);
   Value idx = reshape(b, loc, indices, column);
@@ -936,10 +937,29 @@ Value scatterRows(OpBuilder &b, Location loc, Value indices, Value grad,
   Value hit = compare(b, loc, ComparePredicate::eq, idx, positions);
   SmallVector<int64_t> full(idxType.getShape());
   full.push_back(n);
-  Value oneHot = b.create<CastOp>(
-      loc, RankedTensorType::get(full, inputType.getElementType()), hit);
+  return b.create<CastOp>(loc, RankedTensorType::get(full, elementType), hit);
+}
+
+Value scatterRows(OpBuilder &b, Location loc, Value indices, Value grad,
+                  RankedTensorType inputType) {
+  auto idxType = tensorType(indices);
+  int64_t rank = idxType.getRank(), n = inputType.getShape().back();
+  Value oneHot = oneHotRows(b, loc, indices, n, inputType.getElementType());
+  SmallVector<int64_t> column(idxType.getShape());
+  column.push_back(1);
   Value g = reshape(b, loc, grad, column);
   return reduceSum(b, loc, mul(b, loc, oneHot, g), {rank - 1}, /*keepdim=*/false);
+}
+
+/// `input[..., indices]` along the last dim (the inverse of scatterRows).
+Value gatherRows(OpBuilder &b, Location loc, Value indices, Value input) {
+  auto inputType = tensorType(input);
+  int64_t rank = inputType.getRank(), n = inputType.getShape().back();
+  Value oneHot = oneHotRows(b, loc, indices, n, inputType.getElementType());
+  SmallVector<int64_t> row(inputType.getShape());
+  row.insert(row.end() - 1, 1);
+  return reduceSum(b, loc, mul(b, loc, oneHot, reshape(b, loc, input, row)), {rank},
+                   /*keepdim=*/false);
 }
 
 } // namespace
@@ -950,6 +970,41 @@ FailureOr<Value> TopkOp::buildOperandGradient(OpBuilder &b, unsigned index,
   if (failed(dy) || !*dy)
     return dy;
   return scatterRows(b, getLoc(), getIndices(), *dy, getInput().getType());
+}
+
+FailureOr<Value> RouterOp::buildOperandGradient(OpBuilder &b, unsigned index,
+                                                ArrayRef<Value> resultGradients) {
+  if (index >= getNumOperands() || resultGradients.size() != getNumResults())
+    return failure();
+  Value dw = resultGradients[0], ds = resultGradients[2];
+  if (index != 0 || (!dw && !ds))
+    return Value(); // the bias and the ids steer the choice alone
+  Location loc = getLoc();
+  Value s = getScores();
+  const int64_t last = tensorType(s).getRank() - 1;
+  Value gradScores = ds;
+  if (dw) {
+    // w = scale * v / (sum(v) + epsilon), v = s[ids]: dv = (d - sum(d *
+    // v / D)) / D with d = scale * dw and D the divisor.
+    Value d = dw;
+    if (getScale().convertToDouble() != 1.0)
+      d = mul(b, loc, d, scalarLike(b, loc, d, getScale().convertToDouble()));
+    if (getNormalize()) {
+      Value v = gatherRows(b, loc, getIds(), s);
+      Value divisor = reduceSum(b, loc, v, {last}, /*keepdim=*/true);
+      if (getEpsilon().convertToDouble() != 0.0)
+        divisor = add(b, loc, divisor, scalarLike(b, loc, divisor, getEpsilon().convertToDouble()));
+      Value share = reduceSum(b, loc, mul(b, loc, d, div(b, loc, v, divisor)), {last},
+                              /*keepdim=*/true);
+      d = div(b, loc, sub(b, loc, d, share), divisor);
+    }
+    Value chosen = scatterRows(b, loc, getIds(), d, tensorType(s));
+    gradScores = gradScores ? add(b, loc, gradScores, chosen) : chosen;
+  }
+  if (getSigmoid())
+    return mul(b, loc, mul(b, loc, gradScores, s), sub(b, loc, scalarLike(b, loc, s, 1.0), s));
+  Value weighted = reduceSum(b, loc, mul(b, loc, gradScores, s), {last}, /*keepdim=*/true);
+  return mul(b, loc, s, sub(b, loc, gradScores, weighted));
 }
 
 FailureOr<Value> SortOp::buildOperandGradient(OpBuilder &b, unsigned index,

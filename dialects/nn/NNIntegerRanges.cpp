@@ -261,6 +261,12 @@ std::optional<IntegerRange> TopkOp::inferIntegerRange(unsigned index, Ranges) {
   return positionsAlong(getInput().getType().getShape().back());
 }
 
+std::optional<IntegerRange> RouterOp::inferIntegerRange(unsigned index, Ranges) {
+  if (index != 1)
+    return std::nullopt; // the weights and scores are floats
+  return positionsAlong(getLogits().getType().getShape().back());
+}
+
 std::optional<IntegerRange> SortOp::inferIntegerRange(unsigned index, Ranges operands) {
   if (index == 0)
     return operands[0];

@@ -1,10 +1,11 @@
 #ifndef LOOM_NN_MOE_OPS_TD
 #define LOOM_NN_MOE_OPS_TD
 
-// Mixture-of-experts building blocks (issue 21): a router's top-k choice,
-// the sort that groups tokens by expert, and the experts' grouped GEMM over
-// those groups. The routing's other steps (counts per expert, their running
-// sum, the one-hot masks of gathers and scatters) are compositions of the
+// Mixture-of-experts building blocks (issue 21): a router (its scores,
+// top-k choice and weights in one op), a plain top-k choice, the sort that
+// groups tokens by expert, and the experts' grouped GEMM over those groups.
+// The routing's other steps (counts per expert, their running sum, the
+// one-hot masks of gathers and scatters) are compositions of the
 // elementwise, compare and reduction ops.
 
 def NN_TopkOp : NN_KernelOp<"topk", [Pure, InferTypeOpAdaptor,
@@ -29,6 +30,59 @@ def NN_TopkOp : NN_KernelOp<"topk", [Pure, InferTypeOpAdaptor,
   let results = (outs NN_FloatTensor:$values, NN_IndexTensor:$indices);
   let assemblyFormat = [{
     $input `k` `=` $k (`smallest` $smallest^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_RouterOp : NN_KernelOp<"router", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>, DeclareOpInterfaceMethods<NN_IntegerRangeOpInterface, ["inferIntegerRange"]>]> {
+  let kernelDoc = [{
+    logits [..., E] (float), bias [E] (optional, has_bias) -> weights
+    [..., k] (logits' dtype), ids [..., k] (i64), scores [..., E] (logits'
+    dtype), per row: s = softmax(logits) (sigmoid(logits) with attr
+    sigmoid = 1); c = s + bias; with groups G > 1, each group of E/G
+    experts scores the sum of its group_top best c, the group_k best groups
+    are kept and every other expert's c becomes group_fill; ids = the k
+    best c (ties by lower expert, NaN first); w = s[ids], divided by
+    (sum(w) + epsilon) with normalize = 1, times scale; scores = s. attrs
+    k, sigmoid, normalize, groups (1), group_k, group_top, group_fill,
+    epsilon (0), scale (1).
+  }];
+  let summary = "a mixture-of-experts router: scores, (group-limited) top-k, normalized weights";
+  let description = [{
+    The routing of a mixture-of-experts layer from its router's logits, in
+    one op: the experts' affinities (a softmax, as Mixtral and Qwen, or a
+    sigmoid, as DeepSeek-V3 and GLM-4-MoE), an optional per-expert bias
+    that steers the choice but not the weights (DeepSeek-V3's
+    auxiliary-loss-free balancing), optional group-limited selection
+    (DeepSeek-V3: only the `group_k` groups whose `group_top` best experts
+    score highest are eligible; the others' choice scores become
+    `group_fill`), the top `k` experts of each token, and their weights:
+    the affinities of the chosen experts, optionally normalized to sum 1
+    (`normalize`, with `epsilon` added to the sum) and scaled (`scale`,
+    DeepSeek-V3's routed scaling factor). `scores` are the affinities of
+    every expert (the load-balancing losses read them).
+
+    `--loom-raise-router` makes it from the ops an import gives; the
+    weights' gradient goes back to the logits through the chosen experts'
+    affinities (and `scores`' through all), the ids and the bias have none.
+
+    ```mlir
+    %w, %ids, %p = nn.router %logits k = 2 {normalize} : (tensor<48x8xf32>) -> (tensor<48x2xf32>, tensor<48x2xi64>, tensor<48x8xf32>)
+    %w, %ids, %s = nn.router %logits bias %b k = 8 {sigmoid, normalize, groups = 8 : i64, group_k = 4 : i64, scale = 2.5 : f64} : (tensor<48x256xf32>, tensor<256xf32>) -> (tensor<48x8xf32>, tensor<48x8xi64>, tensor<48x256xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, Optional<NN_FloatTensor>:$bias, I64Attr:$k,
+                   UnitAttr:$sigmoid, UnitAttr:$normalize,
+                   DefaultValuedAttr<I64Attr, "1">:$groups,
+                   DefaultValuedAttr<I64Attr, "1">:$group_k,
+                   DefaultValuedAttr<I64Attr, "2">:$group_top,
+                   DefaultValuedAttr<F64Attr, "0.0">:$group_fill,
+                   DefaultValuedAttr<F64Attr, "0.0">:$epsilon,
+                   DefaultValuedAttr<F64Attr, "1.0">:$scale);
+  let results = (outs NN_FloatTensor:$weights, NN_IndexTensor:$ids, NN_FloatTensor:$scores);
+  let assemblyFormat = [{
+    $logits (`bias` $bias^)? `k` `=` $k attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -1683,6 +1683,19 @@ LogicalResult TopkOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>
   return success();
 }
 
+LogicalResult RouterOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  auto logits = tensorOf(adaptor.getLogits());
+  if (logits.getRank() < 1)
+    return emitOptionalError(loc, "nn.router takes logits of rank 1 or more");
+  SmallVector<int64_t> shape(logits.getShape());
+  shape.back() = int64_t(adaptor.getK());
+  results.push_back(RankedTensorType::get(shape, logits.getElementType()));
+  results.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 64)));
+  results.push_back(logits);
+  return success();
+}
+
 LogicalResult SortOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                        Adaptor adaptor, SmallVectorImpl<Type> &results) {
   auto input = tensorOf(adaptor.getInput());
@@ -1715,6 +1728,40 @@ LogicalResult TopkOp::verify() {
     return emitOpError("k must be in [1, ") << n << "], got " << int64_t(getK());
   return verifyRowSelection(*this, input, getValues().getType(), getIndices().getType(),
                             int64_t(getK()));
+}
+
+LogicalResult RouterOp::verify() {
+  auto logits = getLogits().getType();
+  if (logits.getRank() < 1)
+    return emitOpError("takes logits of rank 1 or more, got a scalar");
+  const int64_t experts = logits.getShape().back(), k = int64_t(getK());
+  if (k < 1 || k > experts)
+    return emitOpError("k must be in [1, ") << experts << "], got " << k;
+  if (LogicalResult rows = verifyRowSelection(*this, logits, getWeights().getType(),
+                                              getIds().getType(), k);
+      failed(rows))
+    return rows;
+  if (getScores().getType() != logits)
+    return emitOpError("scores must be the logits' type, got ") << getScores().getType();
+  if (Value bias = getBias()) {
+    auto type = cast<RankedTensorType>(bias.getType());
+    if (type.getRank() != 1 || type.getDimSize(0) != experts ||
+        type.getElementType() != logits.getElementType())
+      return emitOpError("bias must be [")
+             << experts << "], one per expert, of the logits' element type, got " << type;
+  }
+  const int64_t groups = int64_t(getGroups());
+  if (groups < 1 || experts % groups)
+    return emitOpError("groups must divide the ") << experts << " experts, got " << groups;
+  if (groups > 1) {
+    const int64_t size = experts / groups;
+    if (int64_t(getGroupK()) < 1 || int64_t(getGroupK()) > groups)
+      return emitOpError("group_k must be in [1, ") << groups << "], got " << int64_t(getGroupK());
+    if (int64_t(getGroupTop()) < 1 || int64_t(getGroupTop()) > size)
+      return emitOpError("group_top must be in [1, ")
+             << size << "] (the experts of a group), got " << int64_t(getGroupTop());
+  }
+  return success();
 }
 
 LogicalResult SortOp::verify() {

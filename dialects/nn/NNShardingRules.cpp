@@ -716,6 +716,27 @@ static ShardingRule rowSelectionRule(Operation *op) {
 }
 
 ShardingRule TopkOp::getShardingRule() { return rowSelectionRule(*this); }
+ShardingRule RouterOp::getShardingRule() {
+  // Rows are independent; the experts of a row are not (the softmax and
+  // the choice read them all), nor the bias beside them.
+  RuleBuilder b(*this);
+  ArrayRef<int64_t> in = shapeOf(getLogits());
+  const int64_t last = int64_t(in.size()) - 1;
+  for (int64_t d = 0; d < last; ++d) {
+    if (in[d] == 1)
+      continue;
+    int f = b.factor(FactorKind::Parallel, in[d]);
+    b.operand(0, d, f);
+    for (unsigned r = 0; r < 3; ++r)
+      b.result(r, d, f);
+  }
+  int experts = b.factor(FactorKind::Blocked, in[last]);
+  b.operand(0, last, experts);
+  if (getBias())
+    b.operand(1, 0, experts);
+  b.result(2, last, experts);
+  return b.rule;
+}
 ShardingRule SortOp::getShardingRule() { return rowSelectionRule(*this); }
 ShardingRule GroupedMatmulOp::getShardingRule() {
   // input [S, K], weight [E, K, N] ([E, N, K] transposed) -> [S, N]: a

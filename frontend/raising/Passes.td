@@ -120,6 +120,33 @@ def RaiseGroupedGemm : Pass<"loom-raise-grouped-gemm", "mlir::ModuleOp"> {
   }];
 }
 
+def RaiseRouter : Pass<"loom-raise-router", "mlir::ModuleOp"> {
+  let summary = "a mixture-of-experts router's scores, top-k and weights become nn.router";
+  let description = [{
+    A top-k over a router's affinities (a softmax of the logits, or a
+    sigmoid), optionally with a per-expert bias added and DeepSeek-V3's
+    group mask applied, and the chosen experts' affinities (the top-k's
+    values, or a gather of the unbiased affinities by the ids), optionally
+    normalized to sum 1 (with an epsilon added to the sum) and scaled by a
+    constant, become one `nn.router`. The group mask is accepted only when
+    running its ops on chosen groups masks exactly the experts of the
+    groups not chosen. Top-k choices of any other form (a softmax taken
+    after the top-k, as GPT-OSS and Granite-MoE do) stay `nn.topk`.
+
+    Before (Mixtral):
+    ```mlir
+    %p = nn.softmax %logits dim = 1 : tensor<48x8xf32>
+    %v, %ids = nn.topk %p k = 2 : (tensor<48x8xf32>) -> (tensor<48x2xf32>, tensor<48x2xi64>)
+    %sum = nn.reduce_sum %v dims = [1] keepdim : tensor<48x2xf32> -> tensor<48x1xf32>
+    %w = nn.div %v, %sum : (tensor<48x2xf32>, tensor<48x1xf32>) -> tensor<48x2xf32>
+    ```
+    After:
+    ```mlir
+    %w, %ids, %p = nn.router %logits k = 2 {normalize} : (tensor<48x8xf32>) -> (tensor<48x2xf32>, tensor<48x2xi64>, tensor<48x8xf32>)
+    ```
+  }];
+}
+
 def RaiseMatmulForms : Pass<"loom-raise-matmul-forms", "mlir::ModuleOp"> {
   let summary = "a decomposed export's matrix products in the form raising reads";
   let description = [{

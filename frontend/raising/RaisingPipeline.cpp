@@ -20,6 +20,7 @@ void loom::buildRaisingPipeline(mlir::OpPassManager &pm, bool raise) {
   pm.addPass(createRaiseRope());
   pm.addPass(createRaiseAttention());
   pm.addPass(createRaiseGroupedGemm());
+  pm.addPass(createRaiseRouter());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
 }

@@ -61,7 +61,7 @@ constexpr KernelImpl kImplementations[] = {
     {KernelId::CrossEntropyStats, runCrossEntropyStats},
     {KernelId::CrossEntropyCombine, runCrossEntropyCombine},
     {KernelId::CrossEntropyBlockGrad, runCrossEntropyBlockGrad},
-    {KernelId::Topk, runTopk}, {KernelId::Sort, runSort},
+    {KernelId::Router, runRouter}, {KernelId::Topk, runTopk}, {KernelId::Sort, runSort},
     {KernelId::GroupedMatmul, runGroupedMatmul},
     {KernelId::GroupedMatmulWeightGrad, runGroupedMatmulWeightGrad},
     {KernelId::Fused, runFused},

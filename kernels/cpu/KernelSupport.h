@@ -86,6 +86,7 @@ llvm::Error runQuantizeTiles(const KernelCall &call);   // Fp8.cpp
 llvm::Error runQuantizeTensor(const KernelCall &call);  // Fp8.cpp
 llvm::Error runFp8Scale(const KernelCall &call);        // Fp8.cpp
 llvm::Error runNormWeightGrad(const KernelCall &call);  // Normalization.cpp
+llvm::Error runRouter(const KernelCall &call);          // Moe.cpp
 llvm::Error runTopk(const KernelCall &call);            // Moe.cpp
 llvm::Error runSort(const KernelCall &call);            // Moe.cpp
 llvm::Error runGroupedMatmul(const KernelCall &call);   // Moe.cpp

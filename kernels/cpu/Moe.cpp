@@ -1,5 +1,5 @@
-// Mixture-of-experts kernels: nn.topk and nn.sort (rows along the last
-// dim), nn.grouped_matmul and its weight gradient (one GEMM per group of
+// Mixture-of-experts kernels: nn.router, nn.topk and nn.sort (rows along
+// the last dim), nn.grouped_matmul and its weight gradient (one GEMM per group of
 // rows, the groups given by running row counts).
 
 #include "kernels/cpu/KernelSupport.h"
@@ -111,6 +111,119 @@ llvm::Expected<std::vector<int64_t>> groupBounds(const KernelCall &call, const T
 }
 
 } // namespace
+
+/// The attributes of an nn.router call, checked against its operands.
+struct RouterPlan {
+  int64_t k = 0, groups = 1, groupK = 1, groupTop = 2;
+  bool sigmoid = false, normalize = false;
+  double groupFill = 0, epsilon = 0, scale = 1;
+};
+
+llvm::Expected<RouterPlan> routerPlan(const KernelCall &call, int64_t experts) {
+  RouterPlan p;
+  LOOM_ASSIGN_OR_RETURN(p.k, call.attrs.getInt("k"));
+  LOOM_ASSIGN_OR_RETURN(p.sigmoid, call.attrs.getBool("sigmoid", false));
+  LOOM_ASSIGN_OR_RETURN(p.normalize, call.attrs.getBool("normalize", false));
+  LOOM_ASSIGN_OR_RETURN(p.groups, call.attrs.getInt("groups", 1));
+  LOOM_ASSIGN_OR_RETURN(p.groupK, call.attrs.getInt("group_k", 1));
+  LOOM_ASSIGN_OR_RETURN(p.groupTop, call.attrs.getInt("group_top", 2));
+  LOOM_ASSIGN_OR_RETURN(p.groupFill, call.attrs.getF64("group_fill", 0.0));
+  LOOM_ASSIGN_OR_RETURN(p.epsilon, call.attrs.getF64("epsilon", 0.0));
+  LOOM_ASSIGN_OR_RETURN(p.scale, call.attrs.getF64("scale", 1.0));
+  if (p.k < 1 || p.k > experts)
+    return kernelError("nn.router: k must be in [1, " + llvm::Twine(experts) + "], got " +
+                       llvm::Twine(p.k));
+  if (p.groups < 1 || experts % p.groups)
+    return kernelError("nn.router: groups must divide the " + llvm::Twine(experts) +
+                       " experts, got " + llvm::Twine(p.groups));
+  if (p.groups > 1 && (p.groupK < 1 || p.groupK > p.groups || p.groupTop < 1 ||
+                       p.groupTop > experts / p.groups))
+    return kernelError("nn.router: group_k must be in [1, " + llvm::Twine(p.groups) +
+                       "] and group_top in [1, " + llvm::Twine(experts / p.groups) + "], got " +
+                       llvm::Twine(p.groupK) + " and " + llvm::Twine(p.groupTop));
+  return p;
+}
+
+llvm::Error runRouter(const KernelCall &call) {
+  const Tensor &logits = call.inputs[0];
+  const Tensor &weights = call.outputs[0], &ids = call.outputs[1], &scores = call.outputs[2];
+  const Tensor *bias = call.inputs.size() > 1 ? &call.inputs[1] : nullptr;
+  LOOM_ASSIGN_OR_RETURN(Rows rows, rowsOf(logits, "nn.router"));
+  const int64_t experts = rows.length;
+  LOOM_ASSIGN_OR_RETURN(RouterPlan plan, routerPlan(call, experts));
+  LOOM_RETURN_IF_ERROR(checkRowOutputs(logits, weights, ids, plan.k, "nn.router"));
+  if (scores.shape != logits.shape || scores.dtype != logits.dtype)
+    return kernelError("nn.router: scores must be the logits' " + shapeToString(logits.shape));
+  if (bias && (bias->shape != std::vector<int64_t>{experts} || !isFloat(bias->dtype)))
+    return kernelError("nn.router: bias must be float [" + llvm::Twine(experts) + "], got " +
+                       dtypeName(bias->dtype) + " " + shapeToString(bias->shape));
+  return dispatchFloat(logits.dtype, "nn.router's logits", [&](auto zero) {
+    using T = decltype(zero);
+    InputArray<T> in(logits);
+    std::vector<double> steer(experts, 0.0);
+    if (bias)
+      for (int64_t e = 0; e < experts; ++e)
+        steer[e] = loadAsDouble(bias->data, bias->dtype, e);
+    const int64_t groupSize = experts / plan.groups;
+    parallelFor(call.ctx, rows.count, experts * 32 + 1, [&](int64_t begin, int64_t end) {
+      std::vector<double> s(experts), c(experts), groupScore(plan.groups);
+      std::vector<int64_t> order(experts), groupOrder(plan.groups);
+      for (int64_t r = begin; r < end; ++r) {
+        const T *x = in.data() + r * experts;
+        // The affinities, rounded to the scores' dtype as stored.
+        if (plan.sigmoid) {
+          for (int64_t e = 0; e < experts; ++e)
+            s[e] = 1.0 / (1.0 + std::exp(-double(x[e])));
+        } else {
+          double top = -std::numeric_limits<double>::infinity(), sum = 0;
+          for (int64_t e = 0; e < experts; ++e)
+            top = std::max(top, double(x[e]));
+          for (int64_t e = 0; e < experts; ++e)
+            sum += std::exp(double(x[e]) - top);
+          for (int64_t e = 0; e < experts; ++e)
+            s[e] = std::exp(double(x[e]) - top) / sum;
+        }
+        for (int64_t e = 0; e < experts; ++e) {
+          storeFromDouble(scores.data, scores.dtype, r * experts + e, s[e]);
+          s[e] = loadAsDouble(scores.data, scores.dtype, r * experts + e);
+          c[e] = s[e] + steer[e];
+        }
+        auto better = [&](const std::vector<double> &v) {
+          return [&v](int64_t a, int64_t b) { return before(v[a], v[b], /*descending=*/true); };
+        };
+        if (plan.groups > 1) {
+          std::vector<double> member(groupSize);
+          for (int64_t g = 0; g < plan.groups; ++g) {
+            std::copy_n(c.begin() + g * groupSize, groupSize, member.begin());
+            std::partial_sort(member.begin(), member.begin() + plan.groupTop, member.end(),
+                              [](double a, double b) { return before(a, b, true); });
+            groupScore[g] = std::accumulate(member.begin(), member.begin() + plan.groupTop, 0.0);
+          }
+          std::iota(groupOrder.begin(), groupOrder.end(), 0);
+          std::stable_sort(groupOrder.begin(), groupOrder.end(), better(groupScore));
+          std::vector<bool> kept(plan.groups, false);
+          for (int64_t j = 0; j < plan.groupK; ++j)
+            kept[groupOrder[j]] = true;
+          for (int64_t e = 0; e < experts; ++e)
+            if (!kept[e / groupSize])
+              c[e] = plan.groupFill;
+        }
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), better(c));
+        double total = 0;
+        for (int64_t j = 0; j < plan.k; ++j)
+          total += s[order[j]];
+        const double divisor = plan.normalize ? total + plan.epsilon : 1.0;
+        for (int64_t j = 0; j < plan.k; ++j) {
+          storeFromDouble(weights.data, weights.dtype, r * plan.k + j,
+                          s[order[j]] / divisor * plan.scale);
+          storeInt(ids.data, ids.dtype, r * plan.k + j, order[j]);
+        }
+      }
+    });
+    return llvm::Error::success();
+  });
+}
 
 llvm::Error runTopk(const KernelCall &call) {
   const Tensor &input = call.inputs[0], &values = call.outputs[0], &indices = call.outputs[1];

@@ -1,5 +1,5 @@
-// Mixture-of-experts kernels on CUDA: nn.topk (a thread per row, k at most
-// kMaxTopk), nn.sort (CUB's stable radix sort of an order-preserving 64-bit
+// Mixture-of-experts kernels on CUDA: nn.router and nn.topk (a thread per
+// row, k at most kMaxTopk; the router's groups at most kMaxRouterGroups), nn.sort (CUB's stable radix sort of an order-preserving 64-bit
 // key, row by row), nn.grouped_matmul and its weight gradient (output
 // tiles of one group each, in shared memory, the groups' tiles counted on
 // the device from the offsets, so no count leaves the GPU and the step
@@ -28,6 +28,18 @@ namespace loom::cuda {
 namespace {
 
 constexpr int kMaxTopk = 32;
+constexpr int kMaxRouterGroups = 64;
+
+/// A 64-bit key whose unsigned order is the order of doubles in the
+/// contract: NaN above every number, -0 equal to +0.
+__device__ __forceinline__ uint64_t doubleKey(double v) {
+  if (isnan(v))
+    return ~uint64_t(0);
+  if (v == 0.0)
+    v = 0.0;
+  const uint64_t bits = static_cast<uint64_t>(__double_as_longlong(v));
+  return (bits >> 63) ? ~bits : (bits | (uint64_t(1) << 63));
+}
 
 /// A 64-bit key whose unsigned order is the value order of the contract:
 /// NaN above every number, -0 equal to +0.
@@ -36,13 +48,7 @@ template <DType D> __device__ __forceinline__ uint64_t orderKey(StorageOf<D> s) 
     const int64_t v = dev::Elem<D>::load(s);
     return static_cast<uint64_t>(v) ^ (uint64_t(1) << 63);
   } else {
-    double v = dev::Elem<D>::loadDouble(s);
-    if (isnan(v))
-      return ~uint64_t(0);
-    if (v == 0.0)
-      v = 0.0;
-    const uint64_t bits = static_cast<uint64_t>(__double_as_longlong(v));
-    return (bits >> 63) ? ~bits : (bits | (uint64_t(1) << 63));
+    return doubleKey(dev::Elem<D>::loadDouble(s));
   }
 }
 
@@ -51,6 +57,24 @@ __device__ __forceinline__ void storeIndex(void *out, bool wide, int64_t i, int6
     static_cast<int64_t *>(out)[i] = v;
   else
     static_cast<int32_t *>(out)[i] = static_cast<int32_t>(v);
+}
+
+/// Inserts (key, position) into the k best kept so far, best first (equal
+/// keys keep the earlier).
+__device__ __forceinline__ void keepBest(uint64_t *keys, int64_t *pos, int &count, int k,
+                                         uint64_t key, int64_t j) {
+  if (count == k && key <= keys[k - 1])
+    return;
+  int at = count < k ? count : k - 1;
+  while (at > 0 && keys[at - 1] < key) {
+    keys[at] = keys[at - 1];
+    pos[at] = pos[at - 1];
+    --at;
+  }
+  keys[at] = key;
+  pos[at] = j;
+  if (count < k)
+    ++count;
 }
 
 /// One thread per row: the k best of the row, best first, ties by position.
@@ -69,23 +93,87 @@ topkKernel(int64_t rows, int64_t n, int k, bool smallest, const StorageOf<D> *in
       uint64_t key = orderKey<D>(row[j]);
       if (smallest)
         key = ~key; // the smallest value ranks best, NaN last
-      // Strictly better than the worst kept (equal keys keep the earlier).
-      if (count == k && key <= keys[k - 1])
-        continue;
-      int at = count < k ? count : k - 1;
-      while (at > 0 && keys[at - 1] < key) {
-        keys[at] = keys[at - 1];
-        pos[at] = pos[at - 1];
-        --at;
-      }
-      keys[at] = key;
-      pos[at] = j;
-      if (count < k)
-        ++count;
+      keepBest(keys, pos, count, k, key, j);
     }
     for (int j = 0; j < k; ++j) {
       values[r * k + j] = row[pos[j]];
       storeIndex(indices, wideIndices, r * k + j, pos[j]);
+    }
+  }
+}
+
+struct RouterArgs {
+  int64_t rows, experts;
+  int k, groups, groupK, groupTop;
+  bool sigmoid, normalize;
+  double groupFill, epsilon, scale;
+};
+
+/// One thread per row, as the CPU kernel computes it: the affinities in
+/// f64, rounded as stored; the choice scores from the rounded ones.
+template <DType D>
+__global__ void __launch_bounds__(kBlockSize)
+routerKernel(RouterArgs a, const StorageOf<D> *logits, const StorageOf<D> *bias,
+             StorageOf<D> *weights, void *ids, bool wideIds, StorageOf<D> *scores) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t n = a.experts, size = n / a.groups;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < a.rows;
+       r += stride) {
+    const StorageOf<D> *x = logits + r * n;
+    StorageOf<D> *s = scores + r * n;
+    double top = -INFINITY, sum = 0;
+    if (!a.sigmoid) {
+      for (int64_t e = 0; e < n; ++e)
+        top = fmax(top, dev::Elem<D>::loadDouble(x[e]));
+      for (int64_t e = 0; e < n; ++e)
+        sum += exp(dev::Elem<D>::loadDouble(x[e]) - top);
+    }
+    for (int64_t e = 0; e < n; ++e) {
+      const double v = dev::Elem<D>::loadDouble(x[e]);
+      s[e] = dev::Elem<D>::storeDouble(a.sigmoid ? 1.0 / (1.0 + exp(-v)) : exp(v - top) / sum);
+    }
+    auto choice = [&](int64_t e) {
+      const double c = dev::Elem<D>::loadDouble(s[e]);
+      return bias ? c + dev::Elem<D>::loadDouble(bias[e]) : c;
+    };
+    uint64_t kept = ~uint64_t(0);
+    if (a.groups > 1) {
+      uint64_t groupKeys[kMaxRouterGroups];
+      for (int g = 0; g < a.groups; ++g) {
+        uint64_t keys[kMaxTopk];
+        int64_t pos[kMaxTopk];
+        int count = 0;
+        for (int64_t e = g * size; e < (g + 1) * size; ++e)
+          keepBest(keys, pos, count, a.groupTop, doubleKey(choice(e)), e);
+        double total = 0;
+        for (int j = 0; j < a.groupTop; ++j)
+          total += choice(pos[j]);
+        groupKeys[g] = doubleKey(total);
+      }
+      uint64_t keys[kMaxTopk];
+      int64_t pos[kMaxTopk];
+      int count = 0;
+      for (int g = 0; g < a.groups; ++g)
+        keepBest(keys, pos, count, a.groupK, groupKeys[g], g);
+      kept = 0;
+      for (int j = 0; j < a.groupK; ++j)
+        kept |= uint64_t(1) << pos[j];
+    }
+    uint64_t keys[kMaxTopk];
+    int64_t pos[kMaxTopk];
+    int count = 0;
+    for (int64_t e = 0; e < n; ++e) {
+      const bool eligible = (kept >> (e / size)) & 1;
+      keepBest(keys, pos, count, a.k, doubleKey(eligible ? choice(e) : a.groupFill), e);
+    }
+    double total = 0;
+    for (int j = 0; j < a.k; ++j)
+      total += dev::Elem<D>::loadDouble(s[pos[j]]);
+    const double divisor = a.normalize ? total + a.epsilon : 1.0;
+    for (int j = 0; j < a.k; ++j) {
+      weights[r * a.k + j] =
+          dev::Elem<D>::storeDouble(dev::Elem<D>::loadDouble(s[pos[j]]) / divisor * a.scale);
+      storeIndex(ids, wideIds, r * a.k + j, pos[j]);
     }
   }
 }
@@ -519,6 +607,57 @@ llvm::Error launchTopk(const KernelCall &call) {
   });
 }
 
+llvm::Error launchRouter(const KernelCall &call) {
+  LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 2, 3, 3));
+  const Tensor &logits = call.inputs[0], &weights = call.outputs[0], &ids = call.outputs[1],
+               &scores = call.outputs[2];
+  const Tensor *bias = call.inputs.size() > 1 ? &call.inputs[1] : nullptr;
+  RouterArgs a{};
+  a.experts = logits.shape.empty() ? 0 : logits.shape.back();
+  LOOM_ASSIGN_OR_RETURN(int64_t k, call.attrs.getInt("k"));
+  LOOM_ASSIGN_OR_RETURN(int64_t groups, call.attrs.getInt("groups", 1));
+  LOOM_ASSIGN_OR_RETURN(int64_t groupK, call.attrs.getInt("group_k", 1));
+  LOOM_ASSIGN_OR_RETURN(int64_t groupTop, call.attrs.getInt("group_top", 2));
+  LOOM_ASSIGN_OR_RETURN(a.sigmoid, call.attrs.getBool("sigmoid", false));
+  LOOM_ASSIGN_OR_RETURN(a.normalize, call.attrs.getBool("normalize", false));
+  LOOM_ASSIGN_OR_RETURN(a.groupFill, call.attrs.getF64("group_fill", 0.0));
+  LOOM_ASSIGN_OR_RETURN(a.epsilon, call.attrs.getF64("epsilon", 0.0));
+  LOOM_ASSIGN_OR_RETURN(a.scale, call.attrs.getF64("scale", 1.0));
+  if (k < 1 || k > a.experts || k > kMaxTopk)
+    return kernelError("nn.router: k must be in [1, " +
+                       llvm::Twine(std::min<int64_t>(a.experts, kMaxTopk)) + "], got " +
+                       llvm::Twine(k));
+  if (groups < 1 || a.experts % groups || groups > kMaxRouterGroups ||
+      (groups > 1 && (groupK < 1 || groupK > groups || groupTop < 1 ||
+                      groupTop > std::min<int64_t>(a.experts / groups, kMaxTopk))))
+    return kernelError("nn.router: groups must divide the " + llvm::Twine(a.experts) +
+                       " experts and be at most " + llvm::Twine(kMaxRouterGroups) +
+                       ", group_k at most groups and group_top at most a group's experts, got " +
+                       llvm::Twine(groups) + ", " + llvm::Twine(groupK) + " and " +
+                       llvm::Twine(groupTop));
+  LOOM_RETURN_IF_ERROR(checkRows(logits, weights, ids, k, "nn.router"));
+  if (scores.shape != logits.shape || scores.dtype != logits.dtype ||
+      (bias && (bias->shape != std::vector<int64_t>{a.experts} || bias->dtype != logits.dtype)))
+    return kernelError("nn.router: scores must be the logits' shape and dtype, the bias [" +
+                       llvm::Twine(a.experts) + "] of their dtype");
+  a.k = int(k);
+  a.groups = int(groups);
+  a.groupK = int(groupK);
+  a.groupTop = int(groupTop);
+  a.rows = a.experts == 0 ? 0 : logits.numElements() / a.experts;
+  if (a.rows == 0)
+    return llvm::Error::success();
+  return dispatchFloatDType(logits.dtype, "nn.router's logits", [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    routerKernel<D><<<gridFor(a.rows, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+        a, static_cast<const StorageOf<D> *>(logits.data),
+        bias ? static_cast<const StorageOf<D> *>(bias->data) : nullptr,
+        static_cast<StorageOf<D> *>(weights.data), ids.data, ids.dtype == DType::I64,
+        static_cast<StorageOf<D> *>(scores.data));
+    return cudaError(cudaGetLastError(), "nn.router");
+  });
+}
+
 llvm::Error launchSort(const KernelCall &call) {
   LOOM_RETURN_IF_ERROR(checkOperands(call, 1, 1, 2, 2));
   const Tensor &input = call.inputs[0], &values = call.outputs[0], &indices = call.outputs[1];
@@ -742,6 +881,7 @@ llvm::Error launchGroupedMatmulWeightGrad(const KernelCall &call) {
 } // namespace
 
 void registerMoeKernels(KernelRegistry &registry) {
+  registry.add(KernelId::Router, launchRouter);
   registry.add(KernelId::Topk, launchTopk);
   registry.add(KernelId::Sort, launchSort);
   registry.add(KernelId::GroupedMatmul, launchGroupedMatmul);

@@ -81,7 +81,8 @@ bool feedsOutput(Operation *gemm) {
 /// (the choice of experts is sensitive to their rounding, and the GEMM is
 /// narrow).
 bool feedsTopk(Operation *gemm) {
-  return reachesWithoutContraction(gemm, [](Operation *user) { return isa<nn::TopkOp>(user); });
+  return reachesWithoutContraction(
+      gemm, [](Operation *user) { return isa<nn::TopkOp, nn::RouterOp>(user); });
 }
 
 struct Fp8MarkPass : public loom::impl::Fp8MarkBase<Fp8MarkPass> {

@@ -174,7 +174,7 @@ struct BuildTrainingStepPass
     }
     // DeepSeek-V3's balancing: each router's correction bias and the
     // choices of every microbatch, counted after the step.
-    SmallVector<std::pair<nn::ParameterOp, nn::TopkOp>> biasedRouters;
+    SmallVector<std::pair<nn::ParameterOp, Value>> biasedRouters;
     llvm::MapVector<Operation *, SmallVector<Value>> biasCounts;
     if (moeBiasUpdateRate > 0 && !gradientsOnly) {
       biasedRouters = correctionBiases(fwdBody);
@@ -228,8 +228,8 @@ struct BuildTrainingStepPass
                             : local;
       }
       if (moeBiasUpdateRate > 0 && !gradientsOnly)
-        for (auto &[bias, router] : biasedRouters)
-          biasCounts[bias].push_back(mapping.lookup(router.getIndices()));
+        for (auto &[bias, ids] : biasedRouters)
+          biasCounts[bias].push_back(mapping.lookup(ids));
       // The balance losses, each times its coefficient, join the loss.
       auto addTerm = [&](FailureOr<Value> term, double coef) -> LogicalResult {
         if (failed(term))
@@ -450,15 +450,19 @@ struct BuildTrainingStepPass
       auto sort = dyn_cast<nn::SortOp>(op);
       if (!sort || !getElementTypeOrSelf(sort.getInput().getType()).isInteger(64))
         continue;
-      // Back from the sorted ids to the top-k ops that chose them.
+      // Back from the sorted ids to the top-k ops (or routers) that chose
+      // them.
       SmallVector<Value> work{sort.getInput()};
-      SmallVector<nn::TopkOp> topks;
+      SmallVector<Operation *> topks;
       bool clean = true;
       for (size_t i = 0; i < work.size() && clean; ++i) {
         Operation *def = work[i].getDefiningOp();
         if (auto topk = dyn_cast_or_null<nn::TopkOp>(def);
             topk && work[i] == topk.getIndices() && !topk.getSmallest()) {
           topks.push_back(topk);
+        } else if (auto router = dyn_cast_or_null<nn::RouterOp>(def);
+                   router && work[i] == router.getIds()) {
+          topks.push_back(router);
         } else if (def && isa<nn::ReshapeOp, nn::CastOp, nn::ConcatOp>(def)) {
           llvm::append_range(work, def->getOperands());
         } else {
@@ -469,17 +473,22 @@ struct BuildTrainingStepPass
       }
       if (!clean || topks.empty())
         continue;
-      nn::TopkOp first = *llvm::min_element(
-          topks, [](nn::TopkOp a, nn::TopkOp b) { return a->isBeforeInBlock(b); });
-      Value scores = first.getInput();
+      Operation *first = *llvm::min_element(
+          topks, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+      // A router's scores are its affinities: a softmax's probabilities,
+      // or the sigmoids. A top-k ranks a softmax, logits, or scores
+      // computed through a sigmoid.
+      auto router = dyn_cast<nn::RouterOp>(first);
+      Value scores = router ? router.getScores() : cast<nn::TopkOp>(first).getInput();
       auto type = cast<RankedTensorType>(scores.getType());
       int64_t experts = type.getShape().back();
       int64_t tokens = type.getNumElements() / experts;
       int64_t choices = cast<RankedTensorType>(sort.getInput().getType()).getNumElements();
       if (tokens <= 0 || choices % tokens)
         continue;
-      bool logits = !scores.getDefiningOp<nn::SoftmaxOp>();
-      Value sigmoid = logits ? sigmoidOf(scores) : Value();
+      bool logits = !router && !scores.getDefiningOp<nn::SoftmaxOp>();
+      Value sigmoid = router ? (router.getSigmoid() ? scores : Value())
+                             : (logits ? sigmoidOf(scores) : Value());
       if (sigmoid && cast<RankedTensorType>(sigmoid.getType()).getNumElements() != tokens * experts)
         continue;
       found.push_back({sort.getInput(), scores, logits, experts, choices / tokens, first, sigmoid});
@@ -700,13 +709,22 @@ struct BuildTrainingStepPass
   /// Routers with a correction bias (DeepSeek-V3's e_score_correction_bias):
   /// a buffer (a parameter not trained) of one value per expert that the
   /// scores add before the router's top-k, found by following its uses.
-  static SmallVector<std::pair<nn::ParameterOp, nn::TopkOp>> correctionBiases(Block &fwdBody) {
-    SmallVector<std::pair<nn::ParameterOp, nn::TopkOp>> found;
+  static SmallVector<std::pair<nn::ParameterOp, Value>> correctionBiases(Block &fwdBody) {
+    SmallVector<std::pair<nn::ParameterOp, Value>> found;
     for (Operation &op : fwdBody) {
       auto param = dyn_cast<nn::ParameterOp>(op);
       if (!param || param.isTrainable() || param.getType().getRank() != 1)
         continue;
       int64_t experts = param.getType().getDimSize(0);
+      // A router's own bias.
+      if (auto router = llvm::find_if(param->getUsers(), [&](Operation *u) {
+            auto r = dyn_cast<nn::RouterOp>(u);
+            return r && r.getBias() == param.getResult();
+          });
+          router != param->getUsers().end()) {
+        found.push_back({param, cast<nn::RouterOp>(*router).getIds()});
+        continue;
+      }
       bool added = llvm::any_of(param->getUsers(), [](Operation *u) { return isa<nn::AddOp>(u); });
       if (!added)
         continue;
@@ -727,7 +745,7 @@ struct BuildTrainingStepPass
               work.push_back(r);
         }
       if (router)
-        found.push_back({param, router});
+        found.push_back({param, router.getIndices()});
     }
     return found;
   }

@@ -71,3 +71,18 @@ func.func @router(%x: tensor<16x32xbf16>, %offsets: tensor<8xi32>) -> (tensor<16
   %g = nn.grouped_matmul %x, %expertsb, %offsets : (tensor<16x32xbf16>, tensor<8x32x16xbf16>, tensor<8xi32>) -> tensor<16x16xbf16>
   return %w, %i, %y, %g : tensor<16x2xbf16>, tensor<16x2xi64>, tensor<16x32xbf16>, tensor<16x16xbf16>
 }
+
+// -----
+
+// The same with the router raised to nn.router: its logits' GEMM stays.
+// CHECK-LABEL: func.func @raised_router
+// CHECK: nn.matmul %arg0, %{{[0-9]+}} {transpose_rhs} : (tensor<16x32xbf16>, tensor<8x32xbf16>) -> tensor<16x8xbf16>
+// CHECK-NOT: nn.fp8
+// CHECK: nn.router
+func.func @raised_router(%x: tensor<16x32xbf16>) -> (tensor<16x2xbf16>, tensor<16x2xi64>) {
+  %gate = nn.parameter "layers.0.mlp.gate.weight" : tensor<8x32xf32>
+  %gateb = nn.cast %gate : tensor<8x32xf32> -> tensor<8x32xbf16>
+  %logits = nn.matmul %x, %gateb {transpose_rhs} : (tensor<16x32xbf16>, tensor<8x32xbf16>) -> tensor<16x8xbf16>
+  %w, %i, %p = nn.router %logits k = 2 {normalize} : (tensor<16x8xbf16>) -> (tensor<16x2xbf16>, tensor<16x2xi64>, tensor<16x8xbf16>)
+  return %w, %i : tensor<16x2xbf16>, tensor<16x2xi64>
+}

@@ -1372,6 +1372,60 @@ def select_rows(x, descending):
     return np.array(orders, dtype=np.int64).reshape(x.shape)
 
 
+def gen_router():
+    """nn.router: the affinities rounded as stored, the choice from them."""
+    def router(name, logits, k, bias=None, sigmoid=False, normalize=False, groups=1,
+               group_k=1, group_top=2, group_fill=0.0, epsilon=0.0, scale=1.0):
+        x = logits.values
+        E = x.shape[-1]
+        rows = x.reshape(-1, E)
+        if sigmoid:
+            s = 1.0 / (1.0 + np.exp(-rows))
+        else:
+            e = np.exp(rows - rows.max(axis=-1, keepdims=True))
+            s = e / e.sum(axis=-1, keepdims=True)
+        s = round_to(s, logits.dtype)
+        c = s + (bias.values if bias is not None else 0.0)
+        if groups > 1:
+            size = E // groups
+            g = c.reshape(-1, groups, size)
+            best = np.sort(g, axis=-1)[..., ::-1][..., :group_top].sum(axis=-1)
+            kept = select_rows(best, True)[..., :group_k]
+            eligible = np.zeros(best.shape, bool)
+            np.put_along_axis(eligible, kept, True, axis=-1)
+            c = np.where(np.repeat(eligible, size, axis=-1), c, group_fill)
+        ids = select_rows(c, True)[..., :k]
+        w = np.take_along_axis(s, ids, axis=-1)
+        if normalize:
+            w = w / (w.sum(axis=-1, keepdims=True) + epsilon)
+        w = w * scale
+        shape = list(x.shape[:-1]) + [k]
+        attrs = {"k": k}
+        for key, value, default in (("sigmoid", int(sigmoid), 0), ("normalize", int(normalize), 0),
+                                    ("groups", groups, 1), ("group_k", group_k, 1),
+                                    ("group_top", group_top, 2)):
+            if value != default:
+                attrs[key] = value
+        for key, value, default in (("group_fill", group_fill, 0.0), ("epsilon", epsilon, 0.0),
+                                    ("scale", scale, 1.0)):
+            if value != default:
+                attrs[key] = float(value)
+        inputs = [logits] + ([bias] if bias is not None else [])
+        add("nn.router", name, inputs,
+            [T(logits.dtype, w.reshape(shape)), T("i64", ids.reshape(shape)),
+             T(logits.dtype, s.reshape(x.shape))], attrs=attrs)
+    router("f32_softmax_normalized", randt("f32", [7, 8]), 2, normalize=True)
+    router("bf16_softmax_rank3", randt("bf16", [2, 5, 6]), 3)
+    router("f32_sigmoid_bias_groups", randt("f32", [9, 16]), 4, bias=randt("f32", [16], -0.5, 0.5),
+           sigmoid=True, normalize=True, groups=4, group_k=2, epsilon=1e-20, scale=2.5)
+    router("f64_sigmoid_groups_of_three", randt("f64", [5, 12]), 3, sigmoid=True, groups=4,
+           group_k=3, group_top=3, group_fill=-1.0)
+    router("bf16_sigmoid_bias", randt("bf16", [33, 8]), 2, bias=randt("bf16", [8], -0.2, 0.2),
+           sigmoid=True, normalize=True)
+    router("f32_k_is_experts", randt("f32", [3, 4]), 4, normalize=True)
+    router("f32_no_rows", T("f32", np.zeros([0, 8])), 2)
+
+
 def gen_moe():
     def topk(name, x, k, smallest=False):
         order = select_rows(x.values, not smallest)[..., :k]
@@ -2546,6 +2600,7 @@ def main():
     gen_grouped_wgrad_widened()
     gen_reduce_middle()
     gen_attention_window()
+    gen_router()
     names = kernel_names()
     missing = [k for k in names if k not in CASES]
     extra = [k for k in CASES if k not in names]
