@@ -649,7 +649,11 @@ llvm::Error launchRouter(const KernelCall &call) {
     return llvm::Error::success();
   return dispatchFloatDType(logits.dtype, "nn.router's logits", [&](auto tag) {
     constexpr DType D = decltype(tag)::value;
-    routerKernel<D><<<gridFor(a.rows, call.ctx), kBlockSize, 0, call.ctx.stream>>>(
+    // Blocks of 64 threads: a step's few thousand tokens then spread over
+    // the SMs.
+    constexpr int kRouterBlock = 64;
+    routerKernel<D><<<gridFor(a.rows, call.ctx, kRouterBlock), kRouterBlock, 0,
+                      call.ctx.stream>>>(
         a, static_cast<const StorageOf<D> *>(logits.data),
         bias ? static_cast<const StorageOf<D> *>(bias->data) : nullptr,
         static_cast<StorageOf<D> *>(weights.data), ids.data, ids.dtype == DType::I64,
